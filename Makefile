@@ -1,0 +1,66 @@
+# Strata: the commands a newcomer can guess. Each target installs what it
+# needs first (scripts/deps.sh, a no-op when everything is present).
+#
+#   make build   release-ish build in build/
+#   make test    ASan+UBSan build in build-asan/, unit + integration tests
+#   make demo    the main job on the embedded default (one machine, loopback)
+#   make bench   benchmarks, each beside its baseline (see bench/RESULTS.md)
+#   make fuzz    libFuzzer targets, briefly (FUZZ_SECONDS each)
+#   make soak    the long randomized fault test
+#   make clean
+
+PY ?= /usr/bin/python3
+FUZZ_SECONDS ?= 20
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+
+.PHONY: all deps build test unit integration demo bench fuzz soak clean
+
+all: build
+
+deps:
+	@./scripts/deps.sh
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) --buildtype=debugoptimized >/dev/null
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+$(ASAN_BUILD)/build.ninja:
+	meson setup $(ASAN_BUILD) --buildtype=debug -Db_sanitize=address,undefined \
+		-Db_lundef=false >/dev/null
+
+asan-build: deps $(ASAN_BUILD)/build.ninja
+	ninja -C $(ASAN_BUILD)
+
+unit: asan-build
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		meson test -C $(ASAN_BUILD) --suite unit --print-errorlogs
+
+integration: asan-build
+	STRATA_BUILD=$(abspath $(ASAN_BUILD)) $(PY) -m pytest -q -p no:cacheprovider \
+		tests/integration
+
+# Unit tests first, then integration; pytest's summary is the last line.
+test: asan-build
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		meson test -C $(ASAN_BUILD) --suite unit --print-errorlogs
+	STRATA_BUILD=$(abspath $(ASAN_BUILD)) $(PY) -m pytest -q -p no:cacheprovider \
+		tests/integration
+
+demo: build
+	./scripts/demo.sh $(BUILD)
+
+bench: build
+	./scripts/bench.sh $(BUILD)
+
+fuzz: deps
+	./scripts/fuzz.sh $(FUZZ_SECONDS)
+
+soak: asan-build
+	STRATA_BUILD=$(abspath $(ASAN_BUILD)) STRATA_SOAK=1 $(PY) -m pytest -q \
+		-p no:cacheprovider tests/integration -k soak
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian 12 packages Strata needs to build and test.
+# Idempotent: quiet and quick when everything is already present.
+set -euo pipefail
+
+PKGS=(
+  build-essential pkg-config meson ninja-build   # toolchain and build system
+  clang                                          # libFuzzer targets (make fuzz)
+  liburing-dev                                   # disk I/O through io_uring
+  libinih-dev                                    # INI config files
+  libjansson-dev                                 # JSON for CLI/status output
+  libmicrohttpd-dev                              # /metrics endpoint
+  libisal-dev                                    # CRC32C (and later erasure codes)
+  libsqlite3-dev                                 # embedded metadata store
+  libcmocka-dev                                  # unit tests
+  python3-pytest                                 # integration tests (/usr/bin/python3)
+  iproute2 procps                                # network namespaces, process tools in tests
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "deps.sh: missing packages: ${missing[*]}; run as root or install them" >&2
+  exit 1
+fi
+echo "deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,17 @@
+/*
+ * CRC32C (Castagnoli), hardware-accelerated through ISA-L.
+ * crc32c(0, buf, len) is the standard CRC32C of buf ("123456789" ->
+ * 0xE3069283). To extend: crc32c(crc32c(0, a, la), b, lb) equals the
+ * CRC32C of a||b.
+ */
+#ifndef STRATA_COMMON_CRC32C_H
+#define STRATA_COMMON_CRC32C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+uint32_t crc32c(uint32_t crc, const void *buf, size_t len);
+/* CRC32C of crc's message extended by len zero bytes. */
+uint32_t crc32c_zeros(uint32_t crc, size_t len);
+
+#endif

@@ -1,0 +1,38 @@
+/* strata_strerror: names both negated errno codes and Strata's own. */
+#include <errno.h>
+#include <string.h>
+
+#include "strata/errors.h"
+
+static const char *const strata_msgs[] = {
+	[1] = "stale cluster map version: refresh the routing table and retry",
+	[2] = "checksum mismatch: data is corrupt",
+	[3] = "replica holds an uncommitted version: read from the chain tail",
+	[4] = "target is not at the expected position of its chain",
+	[5] = "no replica of the chain is available",
+	[6] = "peer speaks another protocol version",
+	[7] = "malformed message",
+	[8] = "configuration error",
+	[9] = "target is resyncing and cannot serve yet",
+	[10] = "unknown operation",
+};
+
+const char *strata_strerror(int err)
+{
+	static __thread char buf[64];
+	int code = -err;
+
+	if (err == 0)
+		return "success";
+	if (err > 0)
+		return "invalid error code (positive)";
+	if (code > STRATA_ERR_BASE) {
+		int idx = code - STRATA_ERR_BASE;
+
+		if (idx < (int)(sizeof(strata_msgs) / sizeof(strata_msgs[0])) && strata_msgs[idx])
+			return strata_msgs[idx];
+		return "unknown strata error";
+	}
+	/* strerror_r (GNU) may return a static string or fill buf. */
+	return strerror_r(code, buf, sizeof(buf));
+}
