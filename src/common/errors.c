@@ -17,22 +17,28 @@ static const char *const strata_msgs[] = {
 	[10] = "unknown operation",
 };
 
+/* A new code in errors.h needs its message here. */
+_Static_assert(sizeof(strata_msgs) / sizeof(strata_msgs[0]) ==
+	       (size_t)(-STRATA_ERR_LAST - STRATA_ERR_BASE + 1), "one message per strata error code");
+
 const char *strata_strerror(int err)
 {
 	static __thread char buf[64];
-	int code = -err;
+	/* Negate in a wider type: -INT_MIN does not fit in an int. */
+	long long code = -(long long)err;
 
 	if (err == 0)
 		return "success";
 	if (err > 0)
 		return "invalid error code (positive)";
 	if (code > STRATA_ERR_BASE) {
-		int idx = code - STRATA_ERR_BASE;
+		long long idx = code - STRATA_ERR_BASE;
 
-		if (idx < (int)(sizeof(strata_msgs) / sizeof(strata_msgs[0])) && strata_msgs[idx])
+		if (idx < (long long)(sizeof(strata_msgs) / sizeof(strata_msgs[0])) && strata_msgs[idx])
 			return strata_msgs[idx];
 		return "unknown strata error";
 	}
-	/* strerror_r (GNU) may return a static string or fill buf. */
-	return strerror_r(code, buf, sizeof(buf));
+	/* Here 0 < code <= STRATA_ERR_BASE. strerror_r (GNU) may return a
+	 * static string or fill buf. */
+	return strerror_r((int)code, buf, sizeof(buf));
 }
