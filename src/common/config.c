@@ -1,5 +1,6 @@
 /* INI config via libinih, with a key table, strict checking and flag
  * overrides. */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -16,13 +17,22 @@
 
 int parse_i64(const char *s, int64_t *out)
 {
+	const char *digits = s;
 	char *end;
 	long long v;
+	int base;
 
 	if (!s || !*s)
 		return -EINVAL;
+	if (*digits == '-' || *digits == '+')
+		digits++;
+	/* Decimal or 0x hex only: strtoll's base 0 would read "010" as octal
+	 * 8, and strtoll skips leading blanks we do not want to accept. */
+	if (!isdigit((unsigned char)*digits))
+		return -EINVAL;
+	base = (digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X')) ? 16 : 10;
 	errno = 0;
-	v = strtoll(s, &end, 0);
+	v = strtoll(s, &end, base);
 	if (errno == ERANGE)
 		return -ERANGE;
 	if (end == s || *end != '\0')
@@ -36,7 +46,9 @@ static int parse_suffixed(const char *s, uint64_t *num, const char **suffix)
 	char *end;
 	unsigned long long v;
 
-	if (!s || !*s || *s == '-' || *s == '+')
+	/* strtoull skips blanks and accepts (and wraps) a minus sign: insist
+	 * on a leading digit. */
+	if (!s || !isdigit((unsigned char)*s))
 		return -EINVAL;
 	errno = 0;
 	v = strtoull(s, &end, 10);
@@ -211,13 +223,69 @@ int cfg_defaults(const struct cfg_schema *s, void *obj, char *err, size_t errlen
 	return 0;
 }
 
+/*
+ * Lines reach inih through our own reader so that we know which line the
+ * handler is on (inih reports only the first error's line, which may be a
+ * syntax error before the key we refused) and so that a line longer than
+ * inih's buffer is an error instead of being cut into two lines.
+ */
+struct ini_src {
+	FILE *f;		/* read from f, or from text when f is NULL */
+	const char *text;
+	int lineno;		/* lines handed to inih so far */
+	int long_line;		/* first line longer than inih's buffer, or 0 */
+	int maxlen;		/* the longest line inih takes, in bytes */
+};
+
+static int src_getc(struct ini_src *src)
+{
+	if (src->f)
+		return getc(src->f);
+	if (*src->text == '\0')
+		return EOF;
+	return (unsigned char)*src->text++;
+}
+
+/* fgets-style: one whole line per call, the rest of an over-long line
+ * dropped (and recorded). */
+static char *ini_read_line(char *str, int num, void *stream)
+{
+	struct ini_src *src = stream;
+	int n = 0, ch = EOF;
+
+	if (num < 2)
+		return NULL;
+	src->maxlen = num - 1;
+	while (n < num - 1 && (ch = src_getc(src)) != EOF) {
+		str[n++] = (char)ch;
+		if (ch == '\n')
+			break;
+	}
+	if (n == 0)
+		return NULL;
+	if (n == num - 1 && str[n - 1] != '\n') {
+		ch = src_getc(src);
+		if (ch != '\n' && ch != EOF) {
+			if (!src->long_line)
+				src->long_line = src->lineno + 1;
+			while ((ch = src_getc(src)) != EOF && ch != '\n')
+				;
+		}
+	}
+	str[n] = '\0';
+	src->lineno++;
+	return str;
+}
+
 struct ini_ctx {
 	const struct cfg_schema *s;
 	void *obj;
 	char *err;
 	size_t errlen;
 	const char *origin;
+	struct ini_src src;
 	int rc;
+	int err_line;		/* line of the error in msg */
 	char msg[512];
 };
 
@@ -235,39 +303,61 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 			snprintf(c->msg, sizeof(c->msg), "unknown key '%s' in section [%s]", name, section);
 		else
 			snprintf(c->msg, sizeof(c->msg), "unknown key '%s'", name);
-		c->rc = STRATA_ECONFIG;
-		return 0;
+		rc = STRATA_ECONFIG;
+	} else {
+		rc = set_value(k, c->obj, value, c->msg, sizeof(c->msg));
 	}
-	rc = set_value(k, c->obj, value, c->msg, sizeof(c->msg));
 	if (rc) {
 		c->rc = rc;
+		c->err_line = c->src.lineno;
 		return 0;
 	}
 	return 1;
 }
 
+/* Reports the first error by line: an over-long line, a key or value we
+ * refused, or a line inih could not parse. */
 static int finish_parse(struct ini_ctx *c, int ini_rc)
 {
-	if (c->rc) {
-		/* The handler's refusal makes ini_parse return the line. */
-		snprintf(c->err, c->errlen, "%s:%d: %s", c->origin, ini_rc, c->msg);
-		return c->rc;
-	}
-	if (ini_rc > 0) {
-		snprintf(c->err, c->errlen, "%s:%d: syntax error (expected 'key = value' or '[section]')",
-			 c->origin, ini_rc);
-		return STRATA_ECONFIG;
-	}
+	int syn = ini_rc > 0 ? ini_rc : INT_MAX;
+	int mine = c->rc ? c->err_line : INT_MAX;
+	int lng = c->src.long_line ? c->src.long_line : INT_MAX;
+
 	if (ini_rc == -2) {
 		snprintf(c->err, c->errlen, "%s: out of memory while parsing", c->origin);
 		return -ENOMEM;
 	}
+	if (lng != INT_MAX && lng <= syn && lng <= mine) {
+		snprintf(c->err, c->errlen, "%s:%d: line longer than %d bytes", c->origin, lng,
+			 c->src.maxlen);
+		return STRATA_ECONFIG;
+	}
+	if (mine != INT_MAX && mine <= syn) {
+		snprintf(c->err, c->errlen, "%s:%d: %s", c->origin, mine, c->msg);
+		return c->rc;
+	}
+	if (syn != INT_MAX) {
+		snprintf(c->err, c->errlen, "%s:%d: syntax error (expected 'key = value' or '[section]')",
+			 c->origin, syn);
+		return STRATA_ECONFIG;
+	}
 	return 0;
+}
+
+static void ini_ctx_init(struct ini_ctx *c, const struct cfg_schema *s, void *obj,
+			 const char *origin, char *err, size_t errlen)
+{
+	memset(c, 0, sizeof(*c));
+	c->s = s;
+	c->obj = obj;
+	c->err = err;
+	c->errlen = errlen;
+	c->origin = origin;
 }
 
 int cfg_load_file(const struct cfg_schema *s, void *obj, const char *path, char *err, size_t errlen)
 {
-	struct ini_ctx c = { s, obj, err, errlen, path, 0, "" };
+	struct ini_ctx c;
 	FILE *f = fopen(path, "r");
 	int rc;
 
@@ -276,16 +366,20 @@ int cfg_load_file(const struct cfg_schema *s, void *obj, const char *path, char 
 		snprintf(err, errlen, "config file '%s': %s", path, strerror(errno));
 		return rc;
 	}
-	rc = ini_parse_file(f, ini_cb, &c);
+	ini_ctx_init(&c, s, obj, path, err, errlen);
+	c.src.f = f;
+	rc = ini_parse_stream(ini_read_line, &c.src, ini_cb, &c);
 	fclose(f);
 	return finish_parse(&c, rc);
 }
 
 int cfg_load_string(const struct cfg_schema *s, void *obj, const char *text, char *err, size_t errlen)
 {
-	struct ini_ctx c = { s, obj, err, errlen, "<string>", 0, "" };
+	struct ini_ctx c;
 
-	return finish_parse(&c, ini_parse_string(text, ini_cb, &c));
+	ini_ctx_init(&c, s, obj, "<string>", err, errlen);
+	c.src.text = text;
+	return finish_parse(&c, ini_parse_stream(ini_read_line, &c.src, ini_cb, &c));
 }
 
 int cfg_set(const struct cfg_schema *s, void *obj, const char *dotted, const char *value,
