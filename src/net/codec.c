@@ -9,7 +9,9 @@ static uint8_t *wb_room(struct wbuf *w, size_t n)
 {
 	uint8_t *p;
 
-	if (w->err)
+	/* Nothing to write for n == 0; buf may still be NULL, and NULL + 0 is
+	 * undefined. */
+	if (w->err || n == 0)
 		return NULL;
 	if (bbuf_reserve(w->b, n)) {
 		w->err = -ENOMEM;
@@ -87,6 +89,9 @@ static const uint8_t *rb_take(struct rbuf *r, size_t n)
 		r->err = STRATA_EBADMSG;
 		return NULL;
 	}
+	/* An empty rbuf may have p == NULL: a zero-length take yields NULL. */
+	if (!r->p)
+		return NULL;
 	p = r->p + r->off;
 	r->off += n;
 	return p;
@@ -158,10 +163,11 @@ void rb_str(struct rbuf *r, char *dst, size_t dstlen)
 		dst[0] = '\0';
 	if (r->err || !dstlen)
 		return;
-	if (memchr(p, 0, n)) {
+	if (n && memchr(p, 0, n)) {
 		r->err = STRATA_EBADMSG;
 		return;
 	}
-	memcpy(dst, p, n);
+	if (n)
+		memcpy(dst, p, n);
 	dst[n] = '\0';
 }

@@ -1,0 +1,31 @@
+/* The strata command: shared helpers of its subcommands. */
+#ifndef STRATA_CLI_CLI_H
+#define STRATA_CLI_CLI_H
+
+#include <stdint.h>
+
+#include "net/rpc.h"
+
+/* Each subcommand: argv[0] is the subcommand's name. Returns the exit
+ * status (0 ok, 1 failure, 2 usage). */
+int cmd_local(int argc, char **argv);
+int cmd_ping(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* Prints "strata: " + message to stderr. */
+void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Path of the stratad binary: $STRATA_STRATAD, else next to this program in
+ * the build tree, else "stratad" on PATH. */
+const char *cli_stratad_path(void);
+
+/* Starts one stratad: data dir, extra flags (NULL-terminated), log to
+ * DATA/stratad.log; waits up to timeout_ms for DATA/stratad.addr. Fills
+ * addr and pid. Returns 0 or a negative error. */
+int cli_spawn_daemon(const char *data, const char *const *flags, int timeout_ms,
+		     char *addr, size_t addrlen, int *pid);
+/* SIGTERM, wait up to timeout_ms, then SIGKILL. Returns 0 if it exited
+ * cleanly on SIGTERM. */
+int cli_stop_pid(int pid, int timeout_ms);
+
+#endif

@@ -1,0 +1,285 @@
+/* strata local up|down|status: a cluster of stratad processes on loopback,
+ * recorded in DIR/cluster.json. */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "common/config.h"
+#include "net/proto.h"
+#include "strata/errors.h"
+
+struct local_opts {
+	const char *dir;
+	int64_t nodes;
+	int64_t storage;
+	int64_t replication;
+	const char *extra;	/* extra flags for every daemon, space-separated */
+};
+
+static int parse_local_args(int argc, char **argv, struct local_opts *o)
+{
+	o->dir = NULL;
+	o->nodes = 1;
+	o->storage = -1;
+	o->replication = 0;
+	o->extra = NULL;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (strcmp(a, "--dir") == 0 && v) {
+			o->dir = v;
+		} else if ((strcmp(a, "--nodes") == 0 || strcmp(a, "--storage") == 0) && v) {
+			int64_t n;
+
+			if (parse_i64(v, &n) || n < 1 || n > 64) {
+				cli_err("%s: '%s' is not a number of daemons in 1..64", a, v);
+				return 2;
+			}
+			if (a[2] == 'n')
+				o->nodes = n;
+			else
+				o->storage = n;
+		} else if (strcmp(a, "--replication") == 0 && v) {
+			if (parse_i64(v, &o->replication) || o->replication < 1 || o->replication > 8) {
+				cli_err("--replication: '%s' is not in 1..8", v);
+				return 2;
+			}
+		} else if (strcmp(a, "--daemon-flags") == 0 && v) {
+			o->extra = v;
+		} else {
+			cli_err("local: unexpected argument '%s'%s", a, v ? "" : " (missing value?)");
+			return 2;
+		}
+		i++;
+	}
+	if (!o->dir) {
+		cli_err("local: --dir DIR is required");
+		return 2;
+	}
+	return 0;
+}
+
+static void cluster_file(const char *dir, char *out, size_t len)
+{
+	snprintf(out, len, "%s/cluster.json", dir);
+}
+
+static json_t *load_cluster(const char *dir)
+{
+	char path[PATH_MAX];
+	json_error_t jerr;
+	json_t *j;
+
+	cluster_file(dir, path, sizeof(path));
+	j = json_load_file(path, 0, &jerr);
+	if (!j)
+		cli_err("no local cluster recorded in '%s' (%s)", dir, jerr.text);
+	return j;
+}
+
+/* Which services node i (1-based) of a local cluster runs: node 1 holds
+ * the control plane; storage daemons follow. Services not yet built into
+ * stratad are left out (the registry decides). */
+static void node_services(int i, int nstorage, char *out, size_t len)
+{
+	(void)nstorage;
+	(void)i;
+	snprintf(out, len, "%s", "");
+}
+
+static int local_down(const char *dir)
+{
+	json_t *j = load_cluster(dir), *nodes, *n;
+	char path[PATH_MAX];
+	size_t idx;
+	int bad = 0;
+
+	if (!j)
+		return 1;
+	nodes = json_object_get(j, "nodes");
+	/* Storage daemons first, control plane last. */
+	for (idx = json_array_size(nodes); idx-- > 0;) {
+		n = json_array_get(nodes, idx);
+		int pid = (int)json_integer_value(json_object_get(n, "pid"));
+		int rc = cli_stop_pid(pid, 10000);
+
+		if (rc == -ETIMEDOUT) {
+			cli_err("node %lld (pid %d) did not stop on SIGTERM within 10 s; killed",
+				(long long)json_integer_value(json_object_get(n, "id")), pid);
+			bad = 1;
+		}
+	}
+	json_decref(j);
+	cluster_file(dir, path, sizeof(path));
+	unlink(path);
+	printf("local cluster in '%s' stopped\n", dir);
+	return bad;
+}
+
+static int split_flags(const char *extra, char *buf, size_t buflen, const char **flags, int max)
+{
+	int n = 0;
+	char *save = NULL;
+
+	if (!extra)
+		return 0;
+	snprintf(buf, buflen, "%s", extra);
+	for (char *t = strtok_r(buf, " ", &save); t && n < max; t = strtok_r(NULL, " ", &save))
+		flags[n++] = t;
+	return n;
+}
+
+static int local_up(const struct local_opts *o)
+{
+	char path[PATH_MAX];
+	json_t *j = json_object(), *nodes = json_array();
+	int total = (int)(o->storage > 0 ? o->storage : o->nodes);
+	char mgmt[64] = "";
+	int rc = 0;
+
+	cluster_file(o->dir, path, sizeof(path));
+	if (access(path, F_OK) == 0) {
+		cli_err("a local cluster is already recorded in '%s'; run 'strata local down --dir %s' first",
+			o->dir, o->dir);
+		json_decref(j);
+		json_decref(nodes);
+		return 1;
+	}
+	if (mkdir(o->dir, 0755) < 0 && errno != EEXIST) {
+		cli_err("cannot create '%s': %s", o->dir, strerror(errno));
+		return 1;
+	}
+	json_object_set_new(j, "nodes", nodes);
+	for (int i = 1; i <= total; i++) {
+		char data[PATH_MAX], svc[128], f_id[32], f_svc[160], f_mgmt[96], f_repl[48];
+		char extra[1024], addr[64];
+		const char *flags[48];
+		int nf = 0, pid;
+		json_t *n;
+
+		snprintf(data, sizeof(data), "%s/node%d", o->dir, i);
+		node_services(i, total, svc, sizeof(svc));
+		snprintf(f_id, sizeof(f_id), "--node.id=%d", i);
+		snprintf(f_svc, sizeof(f_svc), "--node.services=%s", svc);
+		flags[nf++] = f_id;
+		flags[nf++] = f_svc;
+		flags[nf++] = "--node.listen=127.0.0.1:0";
+		flags[nf++] = "--node.metrics_listen=127.0.0.1:0";
+		if (mgmt[0]) {
+			snprintf(f_mgmt, sizeof(f_mgmt), "--mgmt.address=%s", mgmt);
+			flags[nf++] = f_mgmt;
+		}
+		if (o->replication) {
+			snprintf(f_repl, sizeof(f_repl), "--mgmt.replication=%lld", (long long)o->replication);
+			flags[nf++] = f_repl;
+		}
+		nf += split_flags(o->extra, extra, sizeof(extra), flags + nf, 40);
+		flags[nf] = NULL;
+		rc = cli_spawn_daemon(data, flags, 15000, addr, sizeof(addr), &pid);
+		if (rc) {
+			cli_err("cannot start node %d: %s", i, strata_strerror(rc));
+			break;
+		}
+		if (i == 1)
+			snprintf(mgmt, sizeof(mgmt), "%s", addr);
+		n = json_object();
+		json_object_set_new(n, "id", json_integer(i));
+		json_object_set_new(n, "data", json_string(data));
+		json_object_set_new(n, "addr", json_string(addr));
+		json_object_set_new(n, "pid", json_integer(pid));
+		json_object_set_new(n, "services", json_string(svc));
+		json_array_append_new(nodes, n);
+		/* Record after every start so 'down' can stop a partial cluster. */
+		json_object_set_new(j, "mgmt", json_string(mgmt));
+		if (json_dump_file(j, path, JSON_INDENT(2)) != 0) {
+			cli_err("cannot write '%s'", path);
+			rc = -EIO;
+			break;
+		}
+	}
+	json_decref(j);
+	if (rc) {
+		local_down(o->dir);
+		return 1;
+	}
+	printf("local cluster up in '%s': %d daemon(s), mgmt at %s\n", o->dir, total, mgmt);
+	return 0;
+}
+
+static int local_status(const char *dir)
+{
+	json_t *j = load_cluster(dir), *nodes;
+	struct rpc_client *cl;
+	int down = 0;
+
+	if (!j)
+		return 1;
+	if (rpc_client_new("strata-cli", 3000, &cl)) {
+		json_decref(j);
+		return 1;
+	}
+	nodes = json_object_get(j, "nodes");
+	printf("%-4s %-22s %-8s %-10s %s\n", "NODE", "ADDRESS", "PID", "UPTIME", "SERVICES");
+	for (size_t i = 0; i < json_array_size(nodes); i++) {
+		json_t *n = json_array_get(nodes, i), *st;
+		const char *addr = json_string_value(json_object_get(n, "addr"));
+		struct rpc_sync_args a = { .op = OP_STATUS, .timeout_ms = 3000 };
+		struct rpc_result res;
+		json_error_t jerr;
+		int rc = rpc_call_sync(cl, addr, &a, &res);
+
+		if (rc) {
+			printf("%-4lld %-22s %-8lld %-10s (down: %s)\n",
+			       (long long)json_integer_value(json_object_get(n, "id")), addr,
+			       (long long)json_integer_value(json_object_get(n, "pid")), "-",
+			       strata_strerror(rc));
+			down++;
+			rpc_result_release(&res);
+			continue;
+		}
+		st = json_loadb((const char *)res.body.buf, res.body.len, 0, &jerr);
+		printf("%-4lld %-22s %-8lld %-10.1f %s\n",
+		       (long long)json_integer_value(json_object_get(n, "id")), addr,
+		       (long long)json_integer_value(json_object_get(st, "pid")),
+		       (double)json_integer_value(json_object_get(st, "uptime_ms")) / 1000.0,
+		       json_string_value(json_object_get(n, "services")));
+		json_decref(st);
+		rpc_result_release(&res);
+	}
+	rpc_client_free(cl);
+	json_decref(j);
+	if (down)
+		printf("%d daemon(s) down\n", down);
+	return down ? 1 : 0;
+}
+
+int cmd_local(int argc, char **argv)
+{
+	struct local_opts o;
+	int rc;
+
+	if (argc < 2) {
+		cli_err("usage: strata local up|down|status --dir DIR");
+		return 2;
+	}
+	rc = parse_local_args(argc - 1, argv + 1, &o);
+	if (rc)
+		return rc;
+	if (strcmp(argv[1], "up") == 0)
+		return local_up(&o);
+	if (strcmp(argv[1], "down") == 0)
+		return local_down(o.dir);
+	if (strcmp(argv[1], "status") == 0)
+		return local_status(o.dir);
+	cli_err("local: unknown action '%s' (up, down, status)", argv[1]);
+	return 2;
+}

@@ -1,0 +1,185 @@
+/* strata: local cluster launcher, admin, copy in/out, benchmarks. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <limits.h>
+
+#include "cli.h"
+#include "common/log.h"
+#include "net/reactor.h"
+#include "strata/errors.h"
+
+void cli_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("strata: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+const char *cli_stratad_path(void)
+{
+	static char path[PATH_MAX];
+	char self[PATH_MAX];
+	const char *env = getenv("STRATA_STRATAD");
+	ssize_t n;
+
+	if (env && *env)
+		return env;
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		char *slash;
+
+		self[n] = '\0';
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(path, sizeof(path), "%s/../stratad/stratad", self);
+			if (access(path, X_OK) == 0)
+				return path;
+			snprintf(path, sizeof(path), "%s/stratad", self);
+			if (access(path, X_OK) == 0)
+				return path;
+		}
+	}
+	return "stratad";
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+int cli_spawn_daemon(const char *data, const char *const *flags, int timeout_ms,
+		     char *addr, size_t addrlen, int *pid_out)
+{
+	char addrfile[PATH_MAX], logfile[PATH_MAX];
+	const char *argv[64];
+	int argc = 0, status;
+	pid_t pid;
+	uint64_t deadline;
+
+	if (mkdir(data, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	snprintf(addrfile, sizeof(addrfile), "%s/stratad.addr", data);
+	snprintf(logfile, sizeof(logfile), "%s/stratad.log", data);
+	unlink(addrfile);
+	argv[argc++] = cli_stratad_path();
+	argv[argc++] = "--data";
+	argv[argc++] = data;
+	for (int i = 0; flags && flags[i] && argc < 62; i++)
+		argv[argc++] = flags[i];
+	argv[argc] = NULL;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int fd = open(logfile, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		setsid();
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		execvp(argv[0], (char *const *)argv);
+		fprintf(stderr, "cannot run '%s': %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	deadline = reactor_now_ms() + (uint64_t)timeout_ms;
+	while (reactor_now_ms() < deadline) {
+		FILE *f = fopen(addrfile, "r");
+
+		if (f) {
+			char line[128] = "";
+
+			if (fgets(line, sizeof(line), f)) {
+				line[strcspn(line, "\n")] = '\0';
+				snprintf(addr, addrlen, "%s", line);
+			}
+			fclose(f);
+			*pid_out = (int)pid;
+			return 0;
+		}
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			cli_err("stratad for '%s' exited during start-up; see '%s'", data, logfile);
+			return -ECHILD;
+		}
+		sleep_ms(20);
+	}
+	cli_err("stratad for '%s' did not come up within %d ms; see '%s'", data, timeout_ms, logfile);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return -ETIMEDOUT;
+}
+
+static int pid_alive(int pid)
+{
+	int status;
+
+	if (waitpid(pid, &status, WNOHANG) == pid)
+		return 0;
+	return kill(pid, 0) == 0;
+}
+
+int cli_stop_pid(int pid, int timeout_ms)
+{
+	uint64_t deadline = reactor_now_ms() + (uint64_t)timeout_ms;
+
+	if (pid <= 0 || kill(pid, SIGTERM) < 0)
+		return -ESRCH;
+	while (reactor_now_ms() < deadline) {
+		if (!pid_alive(pid))
+			return 0;
+		sleep_ms(20);
+	}
+	kill(pid, SIGKILL);
+	for (int i = 0; i < 100 && pid_alive(pid); i++)
+		sleep_ms(10);
+	return -ETIMEDOUT;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: strata COMMAND [ARGS]\n\n"
+		"cluster:\n"
+		"  local up --dir DIR [--nodes N]     start a local cluster of N stratad\n"
+		"  local down --dir DIR               stop it\n"
+		"  local status --dir DIR             show its daemons\n"
+		"  ping ADDR [--count N]              round trip to a daemon\n"
+		"benchmarks:\n"
+		"  bench rpc [--addr ADDR]            RPC round trips and bulk vs raw TCP\n");
+}
+
+int main(int argc, char **argv)
+{
+	signal(SIGPIPE, SIG_IGN);
+	log_set_level(LOG_WARN);
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	if (strcmp(argv[1], "local") == 0)
+		return cmd_local(argc - 1, argv + 1);
+	if (strcmp(argv[1], "ping") == 0)
+		return cmd_ping(argc - 1, argv + 1);
+	if (strcmp(argv[1], "bench") == 0)
+		return cmd_bench(argc - 1, argv + 1);
+	cli_err("unknown command '%s' (see 'strata --help')", argv[1]);
+	return 2;
+}

@@ -1,0 +1,1089 @@
+/* Framed, pipelined connections over TCP on a reactor. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "common/buf.h"
+#include "common/log.h"
+#include "conn.h"
+#include "proto.h"
+#include "strata/errors.h"
+
+#define RBUF_CAP (256u * 1024u)
+#define DIRECT_BULK_MIN (16u * 1024u)
+#define PENDING_BUCKETS 1024u
+#define MAX_IOV 64
+#define DEFAULT_TIMEOUT_MS 10000u
+
+enum rstate { RS_HDR, RS_BODY, RS_BULK };
+
+struct rpc_req;
+
+struct out_frame {
+	struct out_frame *next;
+	uint8_t hdr[FRAME_HDR_LEN];
+	struct bbuf body;
+	const void *bulk;
+	uint64_t bulk_len;
+	uint64_t sent;
+	bool cancelled;
+	struct rpc_req *req;		/* outgoing request, or NULL */
+	void (*bulk_done)(void *);	/* replies: release the bulk */
+	void *bulk_arg;
+};
+
+struct rpc_req {
+	struct rpc_req *next;		/* pending bucket / free list */
+	uint64_t id;
+	rpc_cb cb;
+	void *arg;
+	void *bulk_dst;
+	uint64_t bulk_cap;
+	struct reactor_timer timer;
+	struct conn *conn;
+	struct out_frame *frame;	/* while queued */
+	bool pending;			/* in the hash, awaiting a response */
+	bool timed_out;
+	bool internal;			/* HELLO */
+};
+
+static struct {
+	uint64_t frames_in, frames_out, bytes_in, bytes_out, bad_frames, conns_accepted;
+} g_stats;
+
+struct conn {
+	struct reactor *r;
+	struct reactor_watch watch;
+	int fd;
+	int refs;
+	bool open;
+	bool connecting;
+	bool is_server;
+	bool hello_done;
+	char peer[64];
+	struct conn_handler h;
+	bool has_handler;
+	void *user;
+	uint32_t default_timeout_ms;
+
+	/* read side */
+	uint8_t *rbuf;
+	size_t rlen, roff;
+	enum rstate rstate;
+	struct frame_hdr cur;
+	struct bbuf body;
+	uint8_t *bulk;		/* destination of the current frame's bulk */
+	bool bulk_owned;	/* an abuf we allocated (incoming request) */
+	bool bulk_discard;	/* read into scratch and drop */
+	struct rpc_req *bulk_req;	/* response: the matched request */
+	int bulk_req_status;
+	uint64_t bulk_got;
+
+	/* write side */
+	struct out_frame *out_head, **out_tail;
+	struct out_frame *frame_free;
+
+	/* outgoing requests */
+	uint64_t next_id;
+	struct rpc_req *buckets[PENDING_BUCKETS];
+	struct rpc_req *req_free;
+	uint32_t npending;
+};
+
+void net_stats_get(struct net_stats *out)
+{
+	out->frames_in = __atomic_load_n(&g_stats.frames_in, __ATOMIC_RELAXED);
+	out->frames_out = __atomic_load_n(&g_stats.frames_out, __ATOMIC_RELAXED);
+	out->bytes_in = __atomic_load_n(&g_stats.bytes_in, __ATOMIC_RELAXED);
+	out->bytes_out = __atomic_load_n(&g_stats.bytes_out, __ATOMIC_RELAXED);
+	out->bad_frames = __atomic_load_n(&g_stats.bad_frames, __ATOMIC_RELAXED);
+	out->conns_accepted = __atomic_load_n(&g_stats.conns_accepted, __ATOMIC_RELAXED);
+}
+
+#define STAT_ADD(f, v) __atomic_fetch_add(&g_stats.f, (v), __ATOMIC_RELAXED)
+
+static void conn_on_event(void *arg, uint32_t events);
+
+void conn_get(struct conn *c) { c->refs++; }
+
+static void conn_destroy(void *arg)
+{
+	struct conn *c = arg;
+
+	while (c->frame_free) {
+		struct out_frame *f = c->frame_free;
+
+		c->frame_free = f->next;
+		bbuf_release(&f->body);
+		free(f);
+	}
+	while (c->req_free) {
+		struct rpc_req *q = c->req_free;
+
+		c->req_free = q->next;
+		free(q);
+	}
+	bbuf_release(&c->body);
+	free(c->rbuf);
+	free(c);
+}
+
+void conn_put(struct conn *c)
+{
+	if (--c->refs == 0)
+		reactor_defer(c->r, conn_destroy, c);
+}
+
+bool conn_is_open(const struct conn *c) { return c->open; }
+const char *conn_peer(const struct conn *c) { return c->peer; }
+struct reactor *conn_reactor(const struct conn *c) { return c->r; }
+void conn_set_user(struct conn *c, void *user) { c->user = user; }
+void *conn_user(const struct conn *c) { return c->user; }
+
+/* ---- request bookkeeping ---- */
+
+static struct rpc_req **bucket_of(struct conn *c, uint64_t id)
+{
+	return &c->buckets[id & (PENDING_BUCKETS - 1)];
+}
+
+static void pending_remove(struct conn *c, struct rpc_req *q)
+{
+	struct rpc_req **pp = bucket_of(c, q->id);
+
+	for (; *pp; pp = &(*pp)->next) {
+		if (*pp == q) {
+			*pp = q->next;
+			q->pending = false;
+			c->npending--;
+			return;
+		}
+	}
+}
+
+static struct rpc_req *pending_find(struct conn *c, uint64_t id)
+{
+	for (struct rpc_req *q = *bucket_of(c, id); q; q = q->next) {
+		if (q->id == id)
+			return q;
+	}
+	return NULL;
+}
+
+static void req_recycle(struct conn *c, struct rpc_req *q)
+{
+	reactor_timer_cancel(c->r, &q->timer);
+	q->next = c->req_free;
+	c->req_free = q;
+}
+
+/* Completes q: removes it everywhere and runs the callback once. */
+static void req_complete(struct conn *c, struct rpc_req *q, int status, struct rpc_msg *m)
+{
+	rpc_cb cb = q->cb;
+	void *arg = q->arg;
+
+	if (q->pending)
+		pending_remove(c, q);
+	req_recycle(c, q);
+	if (cb)
+		cb(arg, status, m);
+}
+
+static void req_timeout(void *arg)
+{
+	struct rpc_req *q = arg;
+	struct conn *c = q->conn;
+
+	if (q->frame) {
+		/* Still queued: its bulk may be in use. Drop the frame if not
+		 * started; otherwise complete once it has been written. */
+		q->timed_out = true;
+		if (q->pending)
+			pending_remove(c, q);
+		if (q->frame->sent == 0)
+			q->frame->cancelled = true;
+		return;
+	}
+	req_complete(c, q, -ETIMEDOUT, NULL);
+}
+
+/* ---- write side ---- */
+
+static struct out_frame *frame_get(struct conn *c)
+{
+	struct out_frame *f = c->frame_free;
+
+	if (f) {
+		c->frame_free = f->next;
+	} else {
+		f = calloc(1, sizeof(*f));
+		if (!f)
+			return NULL;
+		bbuf_init(&f->body);
+	}
+	f->next = NULL;
+	f->body.len = 0;
+	f->bulk = NULL;
+	f->bulk_len = 0;
+	f->sent = 0;
+	f->cancelled = false;
+	f->req = NULL;
+	f->bulk_done = NULL;
+	f->bulk_arg = NULL;
+	return f;
+}
+
+/* A frame left the queue: written (status 0) or dropped. */
+static void frame_finish(struct conn *c, struct out_frame *f)
+{
+	struct rpc_req *q = f->req;
+
+	if (f->bulk_done)
+		f->bulk_done(f->bulk_arg);
+	if (f->body.cap > 64 * 1024)
+		bbuf_release(&f->body);
+	f->next = c->frame_free;
+	c->frame_free = f;
+	if (q) {
+		q->frame = NULL;
+		if (q->timed_out)
+			req_complete(c, q, -ETIMEDOUT, NULL);
+	}
+}
+
+static void conn_fail(struct conn *c, const char *why);
+
+static void update_interest(struct conn *c)
+{
+	uint32_t ev = EPOLLIN;
+
+	if (c->out_head || c->connecting)
+		ev |= EPOLLOUT;
+	if (c->open && reactor_watch_mod(c->r, &c->watch, ev) < 0)
+		conn_fail(c, "epoll_ctl failed");
+}
+
+static void flush_out(struct conn *c)
+{
+	while (c->out_head && c->open && !c->connecting) {
+		struct iovec iov[MAX_IOV];
+		int n = 0;
+		ssize_t w;
+
+		/* Drop cancelled frames that have not started. */
+		while (c->out_head && c->out_head->cancelled && c->out_head->sent == 0) {
+			struct out_frame *f = c->out_head;
+
+			c->out_head = f->next;
+			if (!c->out_head)
+				c->out_tail = &c->out_head;
+			frame_finish(c, f);
+		}
+		for (struct out_frame *f = c->out_head; f && n < MAX_IOV - 3; f = f->next) {
+			uint64_t skip = f->sent;
+			const struct { const void *p; uint64_t len; } seg[3] = {
+				{ f->hdr, FRAME_HDR_LEN }, { f->body.buf, f->body.len },
+				{ f->bulk, f->bulk_len },
+			};
+
+			if (f->cancelled && f->sent == 0)
+				break;
+			for (int s = 0; s < 3; s++) {
+				if (skip >= seg[s].len) {
+					skip -= seg[s].len;
+					continue;
+				}
+				iov[n].iov_base = (uint8_t *)seg[s].p + skip;
+				iov[n].iov_len = seg[s].len - skip;
+				skip = 0;
+				n++;
+			}
+		}
+		if (n == 0)
+			break;
+		w = writev(c->fd, iov, n);
+		if (w < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			if (errno == EINTR)
+				continue;
+			conn_fail(c, strerror(errno));
+			return;
+		}
+		STAT_ADD(bytes_out, (uint64_t)w);
+		while (w > 0 && c->out_head) {
+			struct out_frame *f = c->out_head;
+			uint64_t total = FRAME_HDR_LEN + f->body.len + f->bulk_len;
+			uint64_t take = total - f->sent;
+
+			if ((uint64_t)w < take) {
+				f->sent += (uint64_t)w;
+				w = 0;
+				break;
+			}
+			w -= (ssize_t)take;
+			c->out_head = f->next;
+			if (!c->out_head)
+				c->out_tail = &c->out_head;
+			STAT_ADD(frames_out, 1);
+			frame_finish(c, f);
+		}
+	}
+	if (c->open)
+		update_interest(c);
+}
+
+static void enqueue(struct conn *c, struct out_frame *f)
+{
+	bool was_empty = c->out_head == NULL;
+
+	*c->out_tail = f;
+	c->out_tail = &f->next;
+	/* Write at once when nothing is ahead of us: lowest latency. */
+	if (was_empty && !c->connecting)
+		flush_out(c);
+	else if (was_empty)
+		update_interest(c);
+}
+
+static void fill_hdr(struct out_frame *f, uint16_t op, uint32_t flags, int status, uint64_t id)
+{
+	struct frame_hdr h = {
+		.magic = FRAME_MAGIC, .version = STRATA_PROTO_VERSION, .opcode = op,
+		.flags = flags, .status = status, .req_id = id,
+		.body_len = (uint32_t)f->body.len, .reserved = 0, .bulk_len = f->bulk_len,
+	};
+
+	frame_hdr_encode(&h, f->hdr);
+}
+
+int conn_call(struct conn *c, const struct rpc_call_args *a)
+{
+	struct out_frame *f;
+	struct rpc_req *q;
+
+	if (!c->open)
+		return -ENOTCONN;
+	if (a->body_len > FRAME_MAX_BODY || a->bulk_len > FRAME_MAX_BULK)
+		return -EMSGSIZE;
+	f = frame_get(c);
+	if (!f)
+		return -ENOMEM;
+	q = c->req_free;
+	if (q) {
+		c->req_free = q->next;
+	} else {
+		q = calloc(1, sizeof(*q));
+		if (!q) {
+			f->next = c->frame_free;
+			c->frame_free = f;
+			return -ENOMEM;
+		}
+	}
+	if (bbuf_append(&f->body, a->body, a->body_len)) {
+		free(q);
+		f->next = c->frame_free;
+		c->frame_free = f;
+		return -ENOMEM;
+	}
+	q->id = ++c->next_id;
+	q->cb = a->cb;
+	q->arg = a->arg;
+	q->bulk_dst = a->bulk_dst;
+	q->bulk_cap = a->bulk_dst ? a->bulk_cap : 0;
+	q->conn = c;
+	q->frame = f;
+	q->timed_out = false;
+	q->internal = false;
+	reactor_timer_init(&q->timer, req_timeout, q);
+	q->next = *bucket_of(c, q->id);
+	*bucket_of(c, q->id) = q;
+	q->pending = true;
+	c->npending++;
+	reactor_timer_arm(c->r, &q->timer, a->timeout_ms ? a->timeout_ms : c->default_timeout_ms);
+
+	f->bulk = a->bulk;
+	f->bulk_len = a->bulk_len;
+	f->req = q;
+	fill_hdr(f, a->op, 0, 0, q->id);
+	enqueue(c, f);
+	return 0;
+}
+
+int conn_reply(struct conn *c, const struct frame_hdr *req, int status, const void *body,
+	       uint32_t body_len, const void *bulk, uint64_t bulk_len,
+	       void (*bulk_done)(void *), void *bulk_arg)
+{
+	struct out_frame *f;
+
+	if (!c->open || body_len > FRAME_MAX_BODY || bulk_len > FRAME_MAX_BULK) {
+		if (bulk_done)
+			bulk_done(bulk_arg);
+		return c->open ? -EMSGSIZE : -ENOTCONN;
+	}
+	f = frame_get(c);
+	if (!f || bbuf_append(&f->body, body, body_len)) {
+		if (f) {
+			f->next = c->frame_free;
+			c->frame_free = f;
+		}
+		if (bulk_done)
+			bulk_done(bulk_arg);
+		return -ENOMEM;
+	}
+	f->bulk = bulk;
+	f->bulk_len = bulk_len;
+	f->bulk_done = bulk_done;
+	f->bulk_arg = bulk_arg;
+	fill_hdr(f, req->opcode, FRAME_F_RESPONSE, status, req->req_id);
+	enqueue(c, f);
+	return 0;
+}
+
+/* ---- close ---- */
+
+static void conn_teardown(struct conn *c)
+{
+	conn_get(c);
+	reactor_watch_del(c->r, &c->watch);
+	close(c->fd);
+	c->fd = -1;
+	if (c->bulk_owned)
+		abuf_free(c->bulk);
+	c->bulk = NULL;
+	c->bulk_owned = false;
+	/* Drop queued frames first: a timed-out request completes there. */
+	while (c->out_head) {
+		struct out_frame *f = c->out_head;
+
+		c->out_head = f->next;
+		frame_finish(c, f);
+	}
+	c->out_tail = &c->out_head;
+	for (uint32_t b = 0; b < PENDING_BUCKETS; b++) {
+		while (c->buckets[b])
+			req_complete(c, c->buckets[b], -ECONNRESET, NULL);
+	}
+	if (c->has_handler && c->h.on_close)
+		c->h.on_close(c->h.ctx, c);
+	conn_put(c);	/* the reference of being open */
+	conn_put(c);
+}
+
+void conn_close(struct conn *c, const char *why)
+{
+	if (!c->open)
+		return;
+	log_debug("net", "closing connection to '%s': %s", c->peer, why);
+	c->open = false;
+	conn_teardown(c);
+}
+
+static void conn_fail(struct conn *c, const char *why)
+{
+	if (!c->open)
+		return;
+	log_warn("net", "connection '%s' closed: %s", c->peer, why);
+	c->open = false;
+	conn_teardown(c);
+}
+
+static void conn_bad_frame(struct conn *c, const char *why)
+{
+	STAT_ADD(bad_frames, 1);
+	if (!c->open)
+		return;
+	log_warn("net", "malformed frame from '%s': %s; closing the connection", c->peer, why);
+	c->open = false;
+	conn_teardown(c);
+}
+
+/* ---- read side ---- */
+
+static void handle_hello_request(struct conn *c, struct rpc_msg *m)
+{
+	struct rbuf rb;
+	uint32_t magic;
+	uint16_t version, role;
+	uint8_t out[16];
+
+	rbuf_init(&rb, m->body, m->hdr.body_len);
+	magic = rb_u32(&rb);
+	version = rb_u16(&rb);
+	role = rb_u16(&rb);
+	(void)rb_u32(&rb);	/* node id */
+	if (rb.err || magic != FRAME_MAGIC || version != STRATA_PROTO_VERSION) {
+		conn_bad_frame(c, "bad HELLO (magic or protocol version)");
+		return;
+	}
+	(void)role;
+	c->hello_done = true;
+	put_le32(out, FRAME_MAGIC);
+	put_le16(out + 4, STRATA_PROTO_VERSION);
+	put_le16(out + 6, ROLE_DAEMON);
+	put_le32(out + 8, c->h.node_id);
+	conn_reply(c, &m->hdr, 0, out, 12, NULL, 0, NULL, NULL);
+}
+
+static void hello_done_cb(void *arg, int status, struct rpc_msg *resp)
+{
+	struct conn *c = arg;
+
+	if (status == 0 && resp && resp->hdr.body_len >= 6) {
+		c->hello_done = true;
+		return;
+	}
+	if (c->open && status != -ECONNRESET) {
+		log_warn("net", "HELLO to '%s' failed: %s", c->peer, strata_strerror(status));
+		conn_close(c, "HELLO failed");
+	}
+}
+
+static void dispatch(struct conn *c)
+{
+	struct rpc_msg m = { .hdr = c->cur, .body = c->body.buf, .bulk = c->bulk };
+
+	STAT_ADD(frames_in, 1);
+	if (c->cur.flags & FRAME_F_RESPONSE) {
+		struct rpc_req *q = c->bulk_req;
+
+		c->bulk_req = NULL;
+		c->bulk = NULL;
+		if (!q)
+			return;	/* late response of a timed-out call */
+		if (c->bulk_req_status) {
+			req_complete(c, q, c->bulk_req_status, NULL);
+			return;
+		}
+		m.bulk = q->bulk_dst;
+		req_complete(c, q, m.hdr.status, &m);
+		return;
+	}
+	c->bulk = NULL;
+	c->bulk_owned = false;
+	if (!c->hello_done) {
+		if (c->cur.opcode != OP_HELLO) {
+			abuf_free(m.bulk);
+			conn_bad_frame(c, "first frame is not HELLO");
+			return;
+		}
+		handle_hello_request(c, &m);
+		abuf_free(m.bulk);
+		return;
+	}
+	if (c->cur.opcode == OP_HELLO) {
+		abuf_free(m.bulk);
+		conn_bad_frame(c, "HELLO sent twice");
+		return;
+	}
+	conn_get(c);
+	if (c->has_handler && c->h.on_request)
+		c->h.on_request(c->h.ctx, c, &m);
+	else
+		conn_reply(c, &m.hdr, STRATA_EBADOP, NULL, 0, NULL, 0, NULL, NULL);
+	abuf_free(m.bulk);
+	conn_put(c);
+}
+
+/* After the body: decides where the bulk goes. */
+static int begin_bulk(struct conn *c)
+{
+	uint64_t len = c->cur.bulk_len;
+
+	c->bulk_got = 0;
+	c->bulk = NULL;
+	c->bulk_owned = false;
+	c->bulk_discard = false;
+	c->bulk_req = NULL;
+	c->bulk_req_status = 0;
+	if (c->cur.flags & FRAME_F_RESPONSE) {
+		struct rpc_req *q = pending_find(c, c->cur.req_id);
+
+		if (!q) {
+			c->bulk_discard = true;
+			return 0;
+		}
+		pending_remove(c, q);
+		c->bulk_req = q;
+		if (len > q->bulk_cap) {
+			c->bulk_discard = true;
+			c->bulk_req_status = STRATA_EBADMSG;
+			log_warn("net", "response from '%s' carries %llu bulk bytes, caller expected at most %llu",
+				 c->peer, (unsigned long long)len, (unsigned long long)q->bulk_cap);
+			return 0;
+		}
+		c->bulk = q->bulk_dst;
+		return 0;
+	}
+	if (len == 0)
+		return 0;
+	if (!c->hello_done) {
+		conn_bad_frame(c, "bulk data before HELLO");
+		return -EPROTO;
+	}
+	c->bulk = abuf_alloc(len);
+	if (!c->bulk) {
+		conn_fail(c, "out of memory for bulk data");
+		return -ENOMEM;
+	}
+	c->bulk_owned = true;
+	return 0;
+}
+
+static void bulk_take(struct conn *c, const uint8_t *p, size_t n)
+{
+	if (!c->bulk_discard)
+		memcpy(c->bulk + c->bulk_got, p, n);
+	c->bulk_got += n;
+}
+
+/* Parses what rbuf holds. Returns false when the connection closed. */
+static bool parse_input(struct conn *c)
+{
+	while (c->open) {
+		size_t avail = c->rlen - c->roff;
+		const char *why = NULL;
+
+		switch (c->rstate) {
+		case RS_HDR:
+			if (avail < FRAME_HDR_LEN)
+				return true;
+			if (frame_hdr_decode(c->rbuf + c->roff, &c->cur, &why)) {
+				conn_bad_frame(c, why);
+				return false;
+			}
+			c->roff += FRAME_HDR_LEN;
+			c->body.len = 0;
+			if (bbuf_reserve(&c->body, c->cur.body_len)) {
+				conn_fail(c, "out of memory for frame body");
+				return false;
+			}
+			c->rstate = RS_BODY;
+			break;
+		case RS_BODY: {
+			size_t need = c->cur.body_len - c->body.len;
+			size_t n = avail < need ? avail : need;
+
+			bbuf_append(&c->body, c->rbuf + c->roff, n);
+			c->roff += n;
+			if (c->body.len < c->cur.body_len)
+				return true;
+			if (begin_bulk(c))
+				return false;
+			c->rstate = RS_BULK;
+			break;
+		}
+		case RS_BULK: {
+			uint64_t need = c->cur.bulk_len - c->bulk_got;
+			size_t n = avail < need ? avail : (size_t)need;
+
+			if (n)
+				bulk_take(c, c->rbuf + c->roff, n);
+			c->roff += n;
+			if (c->bulk_got < c->cur.bulk_len)
+				return true;
+			c->rstate = RS_HDR;
+			dispatch(c);
+			break;
+		}
+		}
+	}
+	return false;
+}
+
+static void conn_on_read(struct conn *c)
+{
+	for (int iter = 0; iter < 64 && c->open; iter++) {
+		ssize_t n;
+
+		if (c->rstate == RS_BULK && c->roff == c->rlen &&
+		    c->cur.bulk_len - c->bulk_got >= DIRECT_BULK_MIN && !c->bulk_discard) {
+			/* Straight into the destination buffer. */
+			n = read(c->fd, c->bulk + c->bulk_got, c->cur.bulk_len - c->bulk_got);
+			if (n > 0) {
+				STAT_ADD(bytes_in, (uint64_t)n);
+				c->bulk_got += (uint64_t)n;
+				if (c->bulk_got == c->cur.bulk_len) {
+					c->rstate = RS_HDR;
+					dispatch(c);
+				}
+				continue;
+			}
+		} else {
+			if (c->roff == c->rlen) {
+				c->roff = 0;
+				c->rlen = 0;
+			} else if (c->rlen == RBUF_CAP) {
+				memmove(c->rbuf, c->rbuf + c->roff, c->rlen - c->roff);
+				c->rlen -= c->roff;
+				c->roff = 0;
+			}
+			n = read(c->fd, c->rbuf + c->rlen, RBUF_CAP - c->rlen);
+			if (n > 0) {
+				STAT_ADD(bytes_in, (uint64_t)n);
+				c->rlen += (size_t)n;
+				if (!parse_input(c))
+					return;
+				continue;
+			}
+		}
+		if (n == 0) {
+			if (c->rstate != RS_HDR || c->roff != c->rlen)
+				conn_bad_frame(c, "connection closed in the middle of a frame");
+			else
+				conn_close(c, "peer closed");
+			return;
+		}
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return;
+		if (errno == EINTR)
+			continue;
+		conn_fail(c, strerror(errno));
+		return;
+	}
+}
+
+static void conn_on_event(void *arg, uint32_t events)
+{
+	struct conn *c = arg;
+
+	conn_get(c);
+	if (c->connecting && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+
+		getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+		if (err) {
+			conn_fail(c, strerror(err));
+			goto out;
+		}
+		c->connecting = false;
+	}
+	if (c->open && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+		conn_on_read(c);
+	if (c->open && (events & EPOLLOUT))
+		flush_out(c);
+out:
+	conn_put(c);
+}
+
+/* ---- creation ---- */
+
+static int set_sock_opts(int fd)
+{
+	int one = 1;
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return 0;
+}
+
+static int conn_alloc(struct reactor *r, int fd, const struct conn_handler *h, struct conn **out)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->rbuf = malloc(RBUF_CAP);
+	if (!c->rbuf) {
+		free(c);
+		return -ENOMEM;
+	}
+	c->r = r;
+	c->fd = fd;
+	c->refs = 1;	/* being open */
+	c->open = true;
+	c->out_tail = &c->out_head;
+	c->default_timeout_ms = DEFAULT_TIMEOUT_MS;
+	bbuf_init(&c->body);
+	if (h) {
+		c->h = *h;
+		c->has_handler = true;
+	}
+	*out = c;
+	return 0;
+}
+
+int conn_accept(struct reactor *r, int fd, const struct conn_handler *h, struct conn **out)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct conn *c;
+	int rc = set_sock_opts(fd);
+
+	if (rc || (rc = conn_alloc(r, fd, h, &c))) {
+		close(fd);
+		return rc;
+	}
+	c->is_server = true;
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+		char ip[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
+		snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, ntohs(sin->sin_port));
+	} else {
+		snprintf(c->peer, sizeof(c->peer), "fd %d", fd);
+	}
+	rc = reactor_watch_add(r, &c->watch, fd, EPOLLIN, conn_on_event, c);
+	if (rc) {
+		close(fd);
+		conn_destroy(c);
+		return rc;
+	}
+	STAT_ADD(conns_accepted, 1);
+	*out = c;
+	return 0;
+}
+
+int parse_hostport(const char *addr, char *host, size_t hostlen, int *port)
+{
+	const char *colon;
+	const char *h = addr;
+	size_t hl;
+	int64_t p;
+	char *end;
+
+	if (!addr || !*addr)
+		return -EINVAL;
+	if (addr[0] == '[') {
+		const char *rb = strchr(addr, ']');
+
+		if (!rb || rb[1] != ':')
+			return -EINVAL;
+		h = addr + 1;
+		hl = (size_t)(rb - h);
+		colon = rb + 1;
+	} else {
+		colon = strrchr(addr, ':');
+		if (!colon)
+			return -EINVAL;
+		hl = (size_t)(colon - addr);
+	}
+	if (hl == 0 || hl >= hostlen)
+		return -EINVAL;
+	errno = 0;
+	p = strtol(colon + 1, &end, 10);
+	if (errno || end == colon + 1 || *end || p < 0 || p > 65535)
+		return -EINVAL;
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	*port = (int)p;
+	return 0;
+}
+
+static int resolve(const char *addr, struct sockaddr_storage *ss, socklen_t *sl)
+{
+	char host[256], portstr[8];
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+	int port, rc = parse_hostport(addr, host, sizeof(host), &port);
+
+	if (rc)
+		return rc;
+	snprintf(portstr, sizeof(portstr), "%d", port);
+	hints.ai_flags = AI_NUMERICSERV;
+	if (getaddrinfo(host, portstr, &hints, &res) != 0 || !res)
+		return -EHOSTUNREACH;
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*sl = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+int conn_connect(struct reactor *r, const char *addr, const struct conn_handler *h,
+		 uint32_t default_timeout_ms, struct conn **out)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	struct conn *c;
+	int fd, rc;
+	uint8_t hello[12];
+	struct rpc_call_args a = { 0 };
+
+	rc = resolve(addr, &ss, &sl);
+	if (rc)
+		return rc;
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	rc = set_sock_opts(fd);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	rc = conn_alloc(r, fd, h, &c);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	snprintf(c->peer, sizeof(c->peer), "%s", addr);
+	if (default_timeout_ms)
+		c->default_timeout_ms = default_timeout_ms;
+	if (connect(fd, (struct sockaddr *)&ss, sl) < 0) {
+		if (errno != EINPROGRESS) {
+			rc = -errno;
+			close(fd);
+			conn_destroy(c);
+			return rc;
+		}
+		c->connecting = true;
+	}
+	rc = reactor_watch_add(r, &c->watch, fd, EPOLLIN | (c->connecting ? EPOLLOUT : 0),
+			       conn_on_event, c);
+	if (rc) {
+		close(fd);
+		conn_destroy(c);
+		return rc;
+	}
+	conn_get(c);	/* the caller's reference */
+	put_le32(hello, FRAME_MAGIC);
+	put_le16(hello + 4, STRATA_PROTO_VERSION);
+	put_le16(hello + 6, h ? ROLE_DAEMON : ROLE_CLIENT);
+	put_le32(hello + 8, h ? h->node_id : 0);
+	a.op = OP_HELLO;
+	a.body = hello;
+	a.body_len = sizeof(hello);
+	a.cb = hello_done_cb;
+	a.arg = c;
+	/* Peers answer a HELLO for either side, so the server also accepts
+	 * requests from us. */
+	c->hello_done = true;
+	rc = conn_call(c, &a);
+	if (rc) {
+		conn_close(c, "cannot queue HELLO");
+		conn_put(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+/* ---- listener ---- */
+
+struct listener {
+	struct reactor **reactors;
+	int nreactors;
+	int next;
+	int fd;
+	int port;
+	struct reactor_watch watch;
+	struct conn_handler h;
+};
+
+struct accept_msg {
+	struct listener *l;
+	struct reactor *r;
+	int fd;
+};
+
+static void accept_on_thread(void *arg)
+{
+	struct accept_msg *m = arg;
+	struct conn *c;
+	int rc = conn_accept(m->r, m->fd, &m->l->h, &c);
+
+	if (rc)
+		log_warn("net", "cannot set up accepted connection: %s", strata_strerror(rc));
+	free(m);
+}
+
+static void listener_on_event(void *arg, uint32_t events)
+{
+	struct listener *l = arg;
+
+	(void)events;
+	for (int i = 0; i < 64; i++) {
+		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct reactor *r;
+		struct accept_msg *m;
+
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+				log_warn("net", "accept: %s", strerror(errno));
+			return;
+		}
+		r = l->reactors[l->next++ % l->nreactors];
+		m = malloc(sizeof(*m));
+		if (!m) {
+			close(fd);
+			continue;
+		}
+		m->l = l;
+		m->r = r;
+		m->fd = fd;
+		if (reactor_post(r, accept_on_thread, m)) {
+			close(fd);
+			free(m);
+		}
+	}
+}
+
+int listener_new(struct reactor **reactors, int nreactors, const char *addr,
+		 const struct conn_handler *h, struct listener **out)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct listener *l;
+	int one = 1, rc;
+
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->fd = -1;
+	l->reactors = reactors;
+	l->nreactors = nreactors;
+	l->h = *h;
+	rc = resolve(addr, &ss, &sl);
+	if (rc)
+		goto fail;
+	l->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (l->fd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(l->fd, (struct sockaddr *)&ss, sl) < 0 || listen(l->fd, 1024) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	sl = sizeof(ss);
+	getsockname(l->fd, (struct sockaddr *)&ss, &sl);
+	l->port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+						: ((struct sockaddr_in6 *)&ss)->sin6_port);
+	rc = reactor_watch_add(reactors[0], &l->watch, l->fd, EPOLLIN, listener_on_event, l);
+	if (rc)
+		goto fail;
+	*out = l;
+	return 0;
+fail:
+	if (l->fd >= 0)
+		close(l->fd);
+	free(l);
+	return rc;
+}
+
+int listener_port(const struct listener *l) { return l->port; }
+
+/* Must run on reactors[0]'s thread, or after it stopped. */
+void listener_free(struct listener *l)
+{
+	if (!l)
+		return;
+	reactor_watch_del(l->reactors[0], &l->watch);
+	close(l->fd);
+	free(l);
+}

@@ -1,0 +1,115 @@
+/*
+ * A framed connection owned by one reactor thread. Both ends may send
+ * requests and answer them: requests are pipelined and complete out of
+ * order, matched by request id; every request has a timeout.
+ *
+ * Bulk data of a response is received straight into the buffer the caller
+ * named in its call; bulk data of an incoming request lands in an aligned
+ * buffer (abuf) that the handler may take over.
+ *
+ * Every function here must be called on the connection's reactor thread.
+ */
+#ifndef STRATA_NET_CONN_H
+#define STRATA_NET_CONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "frame.h"
+#include "reactor.h"
+
+struct conn;
+
+/* A received frame, valid during the callback that receives it. */
+struct rpc_msg {
+	struct frame_hdr hdr;
+	const uint8_t *body;	/* hdr.body_len bytes */
+	/* Request: an abuf of hdr.bulk_len bytes owned by the connection;
+	 * a handler that keeps it sets bulk to NULL and frees it with
+	 * abuf_free. Response: the caller's bulk_dst (or NULL). */
+	void *bulk;
+};
+
+/* status: a transport error (-ETIMEDOUT, -ECONNRESET, -ENOTCONN, ...) with
+ * resp == NULL, or the response's hdr.status with resp set. Called exactly
+ * once per accepted call, never from inside conn_call, and only once the
+ * connection no longer reads the call's bulk. */
+typedef void (*rpc_cb)(void *arg, int status, struct rpc_msg *resp);
+
+struct rpc_call_args {
+	uint16_t op;
+	const void *body;	/* copied */
+	uint32_t body_len;
+	const void *bulk;	/* not copied: valid until the callback */
+	uint64_t bulk_len;
+	void *bulk_dst;		/* where the response's bulk lands */
+	uint64_t bulk_cap;	/* a larger response bulk fails the call */
+	uint32_t timeout_ms;	/* 0 = the connection's default */
+	rpc_cb cb;
+	void *arg;
+};
+
+struct conn_handler {
+	/* An incoming request (after HELLO). Reply with conn_reply, now or
+	 * later (hold a conn_get reference while the reply is pending). */
+	void (*on_request)(void *ctx, struct conn *c, struct rpc_msg *m);
+	/* Optional: the connection closed (after its calls failed). */
+	void (*on_close)(void *ctx, struct conn *c);
+	void *ctx;
+	uint32_t node_id;	/* told to peers in HELLO */
+};
+
+/* Wraps an accepted socket; the peer must send HELLO first. The
+ * connection owns fd. The returned conn has no reference for the caller:
+ * it lives until it closes. */
+int conn_accept(struct reactor *r, int fd, const struct conn_handler *h, struct conn **out);
+/* Connects to addr ("host:port") without blocking and sends HELLO; calls
+ * made before the connection is up are queued. The caller holds one
+ * reference (conn_put when done). h may be NULL (no incoming requests). */
+int conn_connect(struct reactor *r, const char *addr, const struct conn_handler *h,
+		 uint32_t default_timeout_ms, struct conn **out);
+
+void conn_get(struct conn *c);
+void conn_put(struct conn *c);
+/* Closes the connection; pending calls fail with -ECONNRESET. */
+void conn_close(struct conn *c, const char *why);
+bool conn_is_open(const struct conn *c);
+const char *conn_peer(const struct conn *c);
+struct reactor *conn_reactor(const struct conn *c);
+void conn_set_user(struct conn *c, void *user);
+void *conn_user(const struct conn *c);
+
+/* Sends a request. Returns 0 (cb will run) or a negative error (it won't). */
+int conn_call(struct conn *c, const struct rpc_call_args *a);
+
+/* Answers request req (its header) with status, a body (copied) and bulk
+ * (not copied: bulk_done(bulk_arg) runs once the connection no longer
+ * needs it, also when the reply is dropped). Returns 0 or -ENOTCONN when
+ * the connection is closed (bulk_done has then already run). */
+int conn_reply(struct conn *c, const struct frame_hdr *req, int status, const void *body,
+	       uint32_t body_len, const void *bulk, uint64_t bulk_len,
+	       void (*bulk_done)(void *), void *bulk_arg);
+
+/* Counters for metrics (monotonic, per process). */
+struct net_stats {
+	uint64_t frames_in, frames_out, bytes_in, bytes_out, bad_frames, conns_accepted;
+};
+void net_stats_get(struct net_stats *out);
+
+/* Writes raw bytes ahead of everything queued (tests of malformed input
+ * use their own sockets; this is for HELLO only). */
+
+/* Listener: accepts on addr and hands each connection to one of the
+ * reactors, round robin. */
+struct listener;
+int listener_new(struct reactor **reactors, int nreactors, const char *addr,
+		 const struct conn_handler *h, struct listener **out);
+/* The bound port (useful with port 0). */
+int listener_port(const struct listener *l);
+void listener_free(struct listener *l);
+
+/* Parses "host:port" (IPv4 dotted quad, "localhost", or "[v6]"); port
+ * 0..65535. Returns 0 or -EINVAL. */
+int parse_hostport(const char *addr, char *host, size_t hostlen, int *port);
+
+#endif

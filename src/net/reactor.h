@@ -1,0 +1,75 @@
+/*
+ * A reactor: one thread's event loop over epoll, with timers, deferred
+ * tasks and a cross-thread message queue. Objects registered with a
+ * reactor (connections, disk rings) are owned by its thread; other threads
+ * reach them only through reactor_post().
+ */
+#ifndef STRATA_NET_REACTOR_H
+#define STRATA_NET_REACTOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct reactor;
+
+typedef void (*reactor_fd_fn)(void *arg, uint32_t events);
+typedef void (*reactor_task_fn)(void *arg);
+
+/* A file descriptor watch, embedded in its owner. fn == NULL after
+ * reactor_watch_del(), so events already fetched in this loop iteration
+ * are skipped; free the owner through reactor_defer(), never in place. */
+struct reactor_watch {
+	int fd;
+	uint32_t events;
+	reactor_fd_fn fn;
+	void *arg;
+};
+
+/* A one-shot timer, embedded in its owner. */
+struct reactor_timer {
+	uint64_t due_ms;
+	reactor_task_fn fn;
+	void *arg;
+	uint32_t heap_idx;	/* UINT32_MAX when not armed */
+};
+
+/* Monotonic milliseconds. */
+uint64_t reactor_now_ms(void);
+
+/* Creates a reactor; name is used in thread names and logs. Returns 0 or
+ * a negative errno. */
+int reactor_new(const char *name, struct reactor **out);
+/* Frees the reactor; its thread must be stopped. Deferred tasks and posted
+ * messages still queued are run first so their owners can free memory. */
+void reactor_free(struct reactor *r);
+
+/* Runs the loop on the calling thread until reactor_stop(). */
+void reactor_run(struct reactor *r);
+/* Starts the loop on a new thread. */
+int reactor_start(struct reactor *r);
+/* Thread-safe: asks the loop to return; reactor_join waits for a thread
+ * started by reactor_start. */
+void reactor_stop(struct reactor *r);
+void reactor_join(struct reactor *r);
+/* True when called from r's loop thread. */
+bool reactor_on_thread(const struct reactor *r);
+
+int reactor_watch_add(struct reactor *r, struct reactor_watch *w, int fd, uint32_t events,
+		      reactor_fd_fn fn, void *arg);
+int reactor_watch_mod(struct reactor *r, struct reactor_watch *w, uint32_t events);
+void reactor_watch_del(struct reactor *r, struct reactor_watch *w);
+
+void reactor_timer_init(struct reactor_timer *t, reactor_task_fn fn, void *arg);
+/* Arms (or re-arms) t to fire after delay_ms. Returns 0 or -ENOMEM. */
+int reactor_timer_arm(struct reactor *r, struct reactor_timer *t, uint64_t delay_ms);
+void reactor_timer_cancel(struct reactor *r, struct reactor_timer *t);
+static inline bool reactor_timer_armed(const struct reactor_timer *t) { return t->heap_idx != UINT32_MAX; }
+
+/* Runs fn(arg) on the loop thread after the current batch of events (a safe
+ * point to free objects). Owner thread only. Returns 0 or -ENOMEM. */
+int reactor_defer(struct reactor *r, reactor_task_fn fn, void *arg);
+/* Thread-safe: runs fn(arg) on r's loop thread soon. Returns 0 or -ENOMEM
+ * (fn not run). */
+int reactor_post(struct reactor *r, reactor_task_fn fn, void *arg);
+
+#endif

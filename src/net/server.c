@@ -1,0 +1,142 @@
+/* Routing of requests to owner threads and replies back. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "server.h"
+#include "strata/errors.h"
+
+struct route {
+	svc_handler_fn fn;
+	void *svc;
+	struct reactor *owner;
+};
+
+struct rpc_server {
+	struct reactor **reactors;
+	int nreactors;
+	struct listener *listener;
+	struct route routes[OP_MAX];
+	struct conn_handler h;
+};
+
+static void req_free(struct svc_req *req)
+{
+	free(req->body);
+	abuf_free(req->bulk);
+	bbuf_release(&req->reply);
+	free(req);
+}
+
+/* On the connection's thread: send the reply. */
+static void reply_on_conn(void *arg)
+{
+	struct svc_req *req = arg;
+
+	if (conn_reply(req->conn, &req->hdr, req->status, req->reply.buf, (uint32_t)req->reply.len,
+		       req->rbulk, req->rbulk_len, req->rbulk_done, req->rbulk_arg) < 0 &&
+	    conn_is_open(req->conn))
+		log_warn("net", "cannot queue reply to '%s'", conn_peer(req->conn));
+	conn_put(req->conn);
+	req_free(req);
+}
+
+void svc_reply_bulk(struct svc_req *req, int status, const void *bulk, uint64_t len,
+		    void (*done)(void *), void *arg)
+{
+	req->status = status;
+	req->rbulk = bulk;
+	req->rbulk_len = len;
+	req->rbulk_done = done;
+	req->rbulk_arg = arg;
+	if (req->conn_r == req->owner || reactor_post(req->conn_r, reply_on_conn, req))
+		reply_on_conn(req);	/* same thread (or post failed: ENOMEM) */
+}
+
+void svc_reply(struct svc_req *req, int status)
+{
+	svc_reply_bulk(req, status, NULL, 0, NULL, NULL);
+}
+
+static void run_on_owner(void *arg)
+{
+	struct svc_req *req = arg;
+
+	req->fn(req->svc, req);
+}
+
+static void on_request(void *ctx, struct conn *c, struct rpc_msg *m)
+{
+	struct rpc_server *s = ctx;
+	struct route *rt = m->hdr.opcode < OP_MAX ? &s->routes[m->hdr.opcode] : NULL;
+	struct svc_req *req;
+
+	if (!rt || !rt->fn) {
+		conn_reply(c, &m->hdr, STRATA_EBADOP, NULL, 0, NULL, 0, NULL, NULL);
+		return;
+	}
+	req = calloc(1, sizeof(*req));
+	if (!req || (m->hdr.body_len && !(req->body = malloc(m->hdr.body_len)))) {
+		free(req);
+		conn_reply(c, &m->hdr, -ENOMEM, NULL, 0, NULL, 0, NULL, NULL);
+		return;
+	}
+	req->hdr = m->hdr;
+	if (m->hdr.body_len)
+		memcpy(req->body, m->body, m->hdr.body_len);
+	req->bulk = m->bulk;
+	m->bulk = NULL;
+	bbuf_init(&req->reply);
+	req->conn = c;
+	conn_get(c);
+	req->conn_r = conn_reactor(c);
+	req->owner = rt->owner ? rt->owner : req->conn_r;
+	req->svc = rt->svc;
+	req->fn = rt->fn;
+	if (req->owner == req->conn_r || reactor_post(req->owner, run_on_owner, req))
+		run_on_owner(req);
+}
+
+int rpc_server_new(struct reactor **reactors, int nreactors, uint32_t node_id,
+		   struct rpc_server **out)
+{
+	struct rpc_server *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	s->reactors = reactors;
+	s->nreactors = nreactors;
+	s->h.on_request = on_request;
+	s->h.ctx = s;
+	s->h.node_id = node_id;
+	*out = s;
+	return 0;
+}
+
+int rpc_server_listen(struct rpc_server *s, const char *addr)
+{
+	int rc = listener_new(s->reactors, s->nreactors, addr, &s->h, &s->listener);
+
+	if (rc)
+		return rc;
+	return listener_port(s->listener);
+}
+
+void rpc_server_free(struct rpc_server *s)
+{
+	if (!s)
+		return;
+	listener_free(s->listener);
+	free(s);
+}
+
+void rpc_server_route(struct rpc_server *s, uint16_t op, struct reactor *owner,
+		      svc_handler_fn fn, void *svc)
+{
+	if (op >= OP_MAX)
+		return;
+	s->routes[op].fn = fn;
+	s->routes[op].svc = svc;
+	s->routes[op].owner = owner;
+}

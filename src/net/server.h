@@ -1,0 +1,61 @@
+/*
+ * RPC server: a listener over a set of reactors and a table routing each
+ * opcode to a handler that runs on the thread owning the service's state.
+ *
+ * A connection lives on one reactor; a request for a service owned by
+ * another reactor is handed over by message (struct svc_req), and the
+ * reply travels back the same way. Handlers never block.
+ */
+#ifndef STRATA_NET_SERVER_H
+#define STRATA_NET_SERVER_H
+
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "conn.h"
+#include "proto.h"
+
+struct rpc_server;
+
+/* One request, owned by the handler until it calls svc_reply*. */
+struct svc_req {
+	struct frame_hdr hdr;
+	uint8_t *body;		/* hdr.body_len bytes, owned by the request */
+	void *bulk;		/* abuf of hdr.bulk_len bytes or NULL; a handler
+				 * that keeps it sets it to NULL */
+	struct bbuf reply;	/* the handler encodes the reply body here */
+	/* private */
+	struct conn *conn;
+	struct reactor *conn_r;
+	struct reactor *owner;
+	int status;
+	const void *rbulk;
+	uint64_t rbulk_len;
+	void (*rbulk_done)(void *);
+	void *rbulk_arg;
+	void *svc;
+	void (*fn)(void *svc, struct svc_req *req);
+};
+
+typedef void (*svc_handler_fn)(void *svc, struct svc_req *req);
+
+int rpc_server_new(struct reactor **reactors, int nreactors, uint32_t node_id,
+		   struct rpc_server **out);
+/* Listens on addr ("host:port", port 0 = any). Returns the port (> 0) or a
+ * negative error. */
+int rpc_server_listen(struct rpc_server *s, const char *addr);
+/* Stops accepting (call from any thread before stopping the reactors). */
+void rpc_server_free(struct rpc_server *s);
+/* Routes op to fn(svc, req), run on owner's thread. */
+void rpc_server_route(struct rpc_server *s, uint16_t op, struct reactor *owner,
+		      svc_handler_fn fn, void *svc);
+
+/* Answers req with status and the body in req->reply; frees req. Must be
+ * called on the owner thread (the one the handler ran on). */
+void svc_reply(struct svc_req *req, int status);
+/* Same with bulk data; done(arg) runs when the bulk is no longer needed,
+ * possibly on another thread. */
+void svc_reply_bulk(struct svc_req *req, int status, const void *bulk, uint64_t len,
+		    void (*done)(void *), void *arg);
+
+#endif

@@ -1,0 +1,418 @@
+/*
+ * stratad: reads its config, starts the services it names, answers PING and
+ * STATUS, serves /metrics, and shuts down cleanly on SIGTERM/SIGINT.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "common/log.h"
+#include "daemon.h"
+#include "metrics.h"
+#include "net/conn.h"
+#include "strata/errors.h"
+
+#define K(sec, name, type, field, def, min, max, help) \
+	{ sec, name, type, offsetof(struct daemon_cfg, field), def, min, max, help }
+
+static const struct cfg_key daemon_keys[] = {
+	K("node", "id", CFG_INT, node_id, "1", 1, 65535, "node id, unique in the cluster"),
+	K("node", "data", CFG_STR, data, "./strata-data", 0, 0, "data directory"),
+	K("node", "listen", CFG_STR, listen, "127.0.0.1:7300", 0, 0, "RPC address (port 0 = any)"),
+	K("node", "advertise", CFG_STR, advertise, "", 0, 0, "address peers use (default: listen)"),
+	K("node", "threads", CFG_INT, threads, "0", 0, 256, "reactor threads (0 = one per core)"),
+	K("node", "log_level", CFG_STR, log_level, "info", 0, 0, "debug, info, warn, error"),
+	K("node", "services", CFG_STR, services, "", 0, 0, "comma-separated: mgmt,meta,storage"),
+	K("node", "metrics_listen", CFG_STR, metrics_listen, "", 0, 0,
+	  "Prometheus endpoint address (empty = off)"),
+	K("mgmt", "address", CFG_STR, mgmt_addr, "", 0, 0, "mgmt address (default: this node)"),
+	K("mgmt", "lease", CFG_MS, lease_ms, "5s", 100, 3600000, "heartbeat lease"),
+	K("mgmt", "heartbeat", CFG_MS, heartbeat_ms, "1s", 10, 600000, "heartbeat interval"),
+	K("mgmt", "replication", CFG_INT, replication, "3", 1, 8, "replication factor R"),
+	K("storage", "targets", CFG_INT, targets, "1", 1, 64, "targets (directories) on this node"),
+	K("storage", "capacity", CFG_SIZE, capacity, "0", 0, 0, "bytes per target (0 = disk)"),
+	K("storage", "sync_writes", CFG_BOOL, sync_writes, "false", 0, 0,
+	  "fdatasync each chunk update"),
+	K("storage", "scrub_rate_mb", CFG_INT, scrub_rate_mb, "0", 0, 100000,
+	  "background scrub MB/s (0 = off)"),
+	K("meta", "chunk_size", CFG_SIZE, chunk_size, "4M", 65536, 67108864,
+	  "default chunk size of the root directory"),
+	K("meta", "stripe", CFG_INT, stripe, "16", 1, 256, "default stripe width"),
+	K("meta", "gc_interval", CFG_MS, gc_interval_ms, "1s", 10, 3600000,
+	  "chunk garbage collection interval"),
+	K("rpc", "timeout", CFG_MS, rpc_timeout_ms, "10s", 10, 600000, "RPC timeout"),
+};
+
+const struct cfg_schema daemon_schema = { daemon_keys, sizeof(daemon_keys) / sizeof(daemon_keys[0]) };
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: stratad [--config FILE] [--data DIR] [--SECTION.KEY=VALUE ...]\n\n"
+		   "keys (INI [section] key = value, or a flag --section.key=value):\n");
+	for (size_t i = 0; i < daemon_schema.nkeys; i++) {
+		const struct cfg_key *k = &daemon_keys[i];
+
+		fprintf(f, "  %s.%-16s %s (default: %s)\n", k->section, k->name, k->help,
+			k->def && *k->def ? k->def : "\"\"");
+	}
+}
+
+void *daemon_service(struct daemon *d, const char *name)
+{
+	for (int i = 0; i < d->nservices; i++) {
+		if (strcmp(d->defs[i]->name, name) == 0)
+			return d->svcs[i];
+	}
+	return NULL;
+}
+
+/* ---- core ops ---- */
+
+static void op_ping(void *svc, struct svc_req *req)
+{
+	(void)svc;
+	/* Echo the bulk: the benchmark uses it for bulk round trips. */
+	if (req->bulk) {
+		void *b = req->bulk;
+
+		req->bulk = NULL;
+		svc_reply_bulk(req, 0, b, req->hdr.bulk_len, abuf_free, b);
+		return;
+	}
+	svc_reply(req, 0);
+}
+
+static json_t *status_json(struct daemon *d)
+{
+	json_t *o = json_object(), *svcs = json_array();
+	struct net_stats ns;
+
+	json_object_set_new(o, "node_id", json_integer(d->cfg.node_id));
+	json_object_set_new(o, "address", json_string(d->addr));
+	json_object_set_new(o, "pid", json_integer(getpid()));
+	json_object_set_new(o, "uptime_ms", json_integer((json_int_t)(reactor_now_ms() - d->start_ms)));
+	json_object_set_new(o, "threads", json_integer(d->nreactors));
+	net_stats_get(&ns);
+	json_object_set_new(o, "frames_in", json_integer((json_int_t)ns.frames_in));
+	json_object_set_new(o, "bad_frames", json_integer((json_int_t)ns.bad_frames));
+	for (int i = 0; i < d->nservices; i++) {
+		json_t *so = json_object();
+
+		json_object_set_new(so, "name", json_string(d->defs[i]->name));
+		if (d->defs[i]->status)
+			d->defs[i]->status(d->svcs[i], so);
+		json_array_append_new(svcs, so);
+	}
+	json_object_set_new(o, "services", svcs);
+	return o;
+}
+
+static void op_status(void *svc, struct svc_req *req)
+{
+	json_t *o = status_json(svc);
+	char *s = json_dumps(o, JSON_COMPACT);
+
+	json_decref(o);
+	if (!s) {
+		svc_reply(req, -ENOMEM);
+		return;
+	}
+	bbuf_append(&req->reply, s, strlen(s));
+	free(s);
+	svc_reply(req, 0);
+}
+
+static void collect_metrics(void *ctx, struct bbuf *out)
+{
+	struct daemon *d = ctx;
+	struct net_stats ns;
+
+	net_stats_get(&ns);
+	metrics_put(out, "strata_up", "gauge", "1 while the daemon runs", 1);
+	metrics_put(out, "strata_uptime_seconds", "gauge", "seconds since start",
+		    (double)(reactor_now_ms() - d->start_ms) / 1000.0);
+	metrics_put(out, "strata_net_frames_in_total", "counter", "frames received", (double)ns.frames_in);
+	metrics_put(out, "strata_net_frames_out_total", "counter", "frames sent", (double)ns.frames_out);
+	metrics_put(out, "strata_net_bytes_in_total", "counter", "bytes received", (double)ns.bytes_in);
+	metrics_put(out, "strata_net_bytes_out_total", "counter", "bytes sent", (double)ns.bytes_out);
+	metrics_put(out, "strata_net_bad_frames_total", "counter",
+		    "malformed frames (connection closed)", (double)ns.bad_frames);
+	metrics_put(out, "strata_net_connections_accepted_total", "counter",
+		    "connections accepted", (double)ns.conns_accepted);
+	for (int i = 0; i < d->nservices; i++) {
+		if (d->defs[i]->metrics)
+			d->defs[i]->metrics(d->svcs[i], out);
+	}
+}
+
+/* ---- start and stop ---- */
+
+static int mkdir_p(const char *path)
+{
+	char tmp[CFG_STR_MAX];
+
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p == '/') {
+			*p = '\0';
+			if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+				return -errno;
+			*p = '/';
+		}
+	}
+	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int start_services(struct daemon *d)
+{
+	char list[CFG_STR_MAX];
+	char *save = NULL;
+
+	snprintf(list, sizeof(list), "%s", d->cfg.services);
+	for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+		const struct service_def *def = NULL;
+		int rc;
+
+		while (*name == ' ')
+			name++;
+		if (!*name)
+			continue;
+		for (int i = 0; service_registry[i]; i++) {
+			if (strcmp(service_registry[i]->name, name) == 0)
+				def = service_registry[i];
+		}
+		if (!def) {
+			log_error("stratad", "unknown service '%s' in node.services (known:%s%s%s%s)", name,
+				  service_registry[0] ? " " : " none",
+				  service_registry[0] ? service_registry[0]->name : "",
+				  service_registry[0] && service_registry[1] ? " ..." : "", "");
+			return STRATA_ECONFIG;
+		}
+		if (daemon_service(d, name)) {
+			log_error("stratad", "service '%s' listed twice in node.services", name);
+			return STRATA_ECONFIG;
+		}
+		if (d->nservices == 8)
+			return STRATA_ECONFIG;
+		d->defs[d->nservices] = def;
+		rc = def->start(d, &d->svcs[d->nservices]);
+		if (rc) {
+			log_error("stratad", "service '%s' failed to start: %s", name, strata_strerror(rc));
+			return rc;
+		}
+		d->nservices++;
+		log_info("stratad", "service '%s' started", name);
+	}
+	return 0;
+}
+
+static int write_addr_file(struct daemon *d)
+{
+	char path[CFG_STR_MAX + 32], tmp[CFG_STR_MAX + 40];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/stratad.addr", d->cfg.data);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "%s\n%d\n%d\n", d->addr, d->metrics_port, (int)getpid());
+	if (fclose(f) != 0 || rename(tmp, path) != 0)
+		return -errno;
+	return 0;
+}
+
+static int parse_args(struct daemon *d, int argc, char **argv)
+{
+	static const char *const pass[] = { "config", "data", NULL };
+	char err[512];
+	const char *config = NULL;
+	int rc;
+
+	rc = cfg_defaults(&daemon_schema, &d->cfg, err, sizeof(err));
+	if (rc)
+		goto bad;
+	/* --config and --data take a separate value; find them first. */
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			usage(stdout);
+			exit(0);
+		}
+		if (strcmp(argv[i], "--version") == 0) {
+			printf("stratad 0.1.0 (protocol %d)\n", 1);
+			exit(0);
+		}
+		if ((strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "--data") == 0)) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "stratad: %s needs a value\n", argv[i]);
+				return STRATA_ECONFIG;
+			}
+			if (argv[i][2] == 'c')
+				config = argv[i + 1];
+			argv[i + 1] = NULL;
+			i++;
+		}
+	}
+	if (config) {
+		rc = cfg_load_file(&daemon_schema, &d->cfg, config, err, sizeof(err));
+		if (rc)
+			goto bad;
+	}
+	for (int i = 1; i < argc; i++) {
+		if (!argv[i])
+			continue;
+		if (strcmp(argv[i], "--data") == 0) {
+			/* The value slot was cleared above; recover it. */
+			continue;
+		}
+		if (strcmp(argv[i], "--config") == 0)
+			continue;
+		rc = cfg_apply_args(&daemon_schema, &d->cfg, 1, &argv[i], pass, err, sizeof(err));
+		if (rc)
+			goto bad;
+	}
+	return 0;
+bad:
+	fprintf(stderr, "stratad: %s\n", err);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct daemon d;
+	sigset_t sigs;
+	enum log_level lvl;
+	char err[128];
+	int rc, sig = 0;
+	char **args = calloc((size_t)argc + 1, sizeof(char *));
+
+	memset(&d, 0, sizeof(d));
+	if (!args)
+		return 1;
+	/* Keep the --data value: parse_args clears value slots. */
+	for (int i = 0; i < argc; i++)
+		args[i] = argv[i];
+	rc = parse_args(&d, argc, args);
+	if (rc)
+		return 2;
+	for (int i = 1; i + 1 < argc; i++) {
+		if (strcmp(argv[i], "--data") == 0)
+			cfg_set(&daemon_schema, &d.cfg, "node.data", argv[i + 1], err, sizeof(err));
+	}
+	free(args);
+	if (log_level_parse(d.cfg.log_level, &lvl)) {
+		fprintf(stderr, "stratad: key 'node.log_level': '%s' is not one of debug, info, warn, error\n",
+			d.cfg.log_level);
+		return 2;
+	}
+	log_set_level(lvl);
+	rc = mkdir_p(d.cfg.data);
+	if (rc) {
+		log_error("stratad", "cannot create data directory '%s': %s", d.cfg.data, strata_strerror(rc));
+		return 1;
+	}
+
+	/* Signals are taken by sigwait in the main thread only. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+	d.start_ms = reactor_now_ms();
+	d.nreactors = d.cfg.threads ? (int)d.cfg.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (d.nreactors < 1)
+		d.nreactors = 1;
+	d.reactors = calloc((size_t)d.nreactors, sizeof(*d.reactors));
+	if (!d.reactors)
+		return 1;
+	for (int i = 0; i < d.nreactors; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "reactor-%d", i);
+		rc = reactor_new(name, &d.reactors[i]);
+		if (rc) {
+			log_error("stratad", "cannot create reactor: %s", strata_strerror(rc));
+			return 1;
+		}
+	}
+	rc = rpc_server_new(d.reactors, d.nreactors, (uint32_t)d.cfg.node_id, &d.srv);
+	if (rc)
+		return 1;
+	rc = rpc_server_listen(d.srv, d.cfg.listen);
+	if (rc < 0) {
+		log_error("stratad", "cannot listen on '%s': %s", d.cfg.listen, strata_strerror(rc));
+		return 1;
+	}
+	d.port = rc;
+	if (d.cfg.advertise[0]) {
+		snprintf(d.addr, sizeof(d.addr), "%s", d.cfg.advertise);
+	} else {
+		char host[64];
+		int port;
+
+		parse_hostport(d.cfg.listen, host, sizeof(host), &port);
+		if (strcmp(host, "0.0.0.0") == 0)
+			snprintf(host, sizeof(host), "127.0.0.1");
+		snprintf(d.addr, sizeof(d.addr), "%s:%d", host, d.port);
+	}
+	if (!d.cfg.mgmt_addr[0])
+		snprintf(d.cfg.mgmt_addr, sizeof(d.cfg.mgmt_addr), "%s", d.addr);
+	rpc_server_route(d.srv, OP_PING, NULL, op_ping, &d);
+	rpc_server_route(d.srv, OP_STATUS, NULL, op_status, &d);
+	for (int i = 0; i < d.nreactors; i++) {
+		rc = reactor_start(d.reactors[i]);
+		if (rc)
+			return 1;
+	}
+	rc = start_services(&d);
+	if (rc)
+		goto stop;
+	if (d.cfg.metrics_listen[0]) {
+		rc = metrics_start(d.cfg.metrics_listen, collect_metrics, &d, &d.metrics);
+		if (rc < 0) {
+			log_error("stratad", "cannot serve metrics on '%s': %s", d.cfg.metrics_listen,
+				  strata_strerror(rc));
+			goto stop;
+		}
+		d.metrics_port = rc;
+	}
+	rc = write_addr_file(&d);
+	if (rc)
+		log_warn("stratad", "cannot write '%s/stratad.addr': %s", d.cfg.data, strata_strerror(rc));
+	log_info("stratad", "node %lld serving on %s (%d threads, services '%s', metrics port %d)",
+		 (long long)d.cfg.node_id, d.addr, d.nreactors, d.cfg.services, d.metrics_port);
+
+	while (sig != SIGTERM && sig != SIGINT) {
+		if (sigwait(&sigs, &sig) != 0)
+			break;
+	}
+	log_info("stratad", "signal %d: shutting down", sig);
+	rc = 0;
+stop:
+	metrics_stop(d.metrics);
+	for (int i = d.nservices - 1; i >= 0; i--) {
+		if (d.defs[i]->stop)
+			d.defs[i]->stop(d.svcs[i]);
+	}
+	for (int i = 0; i < d.nreactors; i++)
+		reactor_stop(d.reactors[i]);
+	for (int i = 0; i < d.nreactors; i++)
+		reactor_join(d.reactors[i]);
+	rpc_server_free(d.srv);
+	for (int i = 0; i < d.nreactors; i++)
+		reactor_free(d.reactors[i]);
+	free(d.reactors);
+	log_info("stratad", "stopped");
+	return rc ? 1 : 0;
+}

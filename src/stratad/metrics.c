@@ -1,0 +1,105 @@
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <microhttpd.h>
+
+#include "metrics.h"
+#include "net/conn.h"
+
+struct metrics_server {
+	struct MHD_Daemon *d;
+	metrics_collect_fn collect;
+	void *ctx;
+};
+
+void metrics_put(struct bbuf *out, const char *name, const char *type, const char *help,
+		 double value)
+{
+	char line[512];
+	int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n",
+			 name, help, name, type, name, value);
+
+	if (n > 0)
+		bbuf_append(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const char *url,
+			       const char *method, const char *version, const char *upload,
+			       size_t *upload_size, void **req_cls)
+{
+	struct metrics_server *m = cls;
+	struct MHD_Response *resp;
+	struct bbuf out;
+	enum MHD_Result ret;
+	unsigned code = MHD_HTTP_OK;
+
+	(void)version;
+	(void)upload;
+	(void)upload_size;
+	(void)req_cls;
+	bbuf_init(&out);
+	if (strcmp(method, "GET") != 0) {
+		bbuf_append(&out, "method not allowed\n", 19);
+		code = MHD_HTTP_METHOD_NOT_ALLOWED;
+	} else if (strcmp(url, "/metrics") != 0) {
+		bbuf_append(&out, "not found: try /metrics\n", 24);
+		code = MHD_HTTP_NOT_FOUND;
+	} else {
+		m->collect(m->ctx, &out);
+	}
+	resp = MHD_create_response_from_buffer(out.len, out.buf, MHD_RESPMEM_MUST_COPY);
+	bbuf_release(&out);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4");
+	ret = MHD_queue_response(conn, code, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+int metrics_start(const char *addr, metrics_collect_fn collect, void *ctx,
+		  struct metrics_server **out)
+{
+	struct metrics_server *m;
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	char host[64];
+	int port, rc;
+	const union MHD_DaemonInfo *info;
+
+	rc = parse_hostport(addr, host, sizeof(host), &port);
+	if (rc)
+		return rc;
+	if (strcmp(host, "localhost") == 0)
+		snprintf(host, sizeof(host), "127.0.0.1");
+	if (inet_pton(AF_INET, host, &sin.sin_addr) != 1)
+		return -EINVAL;
+	sin.sin_port = htons((uint16_t)port);
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->collect = collect;
+	m->ctx = ctx;
+	m->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
+				(uint16_t)port, NULL, NULL, on_http, m,
+				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
+				MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+	if (!m->d) {
+		free(m);
+		return -EADDRINUSE;
+	}
+	info = MHD_get_daemon_info(m->d, MHD_DAEMON_INFO_BIND_PORT);
+	*out = m;
+	return info ? info->port : port;
+}
+
+void metrics_stop(struct metrics_server *m)
+{
+	if (!m)
+		return;
+	MHD_stop_daemon(m->d);
+	free(m);
+}
