@@ -1,0 +1,144 @@
+/*
+ * The metadata store interface of the meta service.
+ *
+ * Every byte of SQL lives behind this vtable, in one backend file per
+ * database (store_sqlite.c today; a PostgreSQL backend later), so the
+ * namespace logic in ns.c never changes when the backend does.
+ *
+ * A handle (struct meta_store) is used by one thread at a time. Several
+ * handles, one per thread, may be open on the same database; the backend
+ * serializes their write transactions. Every call other than begin/commit/
+ * rollback/close must run inside a transaction opened with begin().
+ *
+ * Return values: 0 (or a non-negative count) on success, a negative errno
+ * on failure. -EBUSY means "the database was locked by another writer for
+ * longer than the busy timeout": roll back and retry the whole transaction.
+ */
+#ifndef STRATA_META_STORE_H
+#define STRATA_META_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/layout.h"
+
+/* One inode. mode holds the type bits (S_IFREG, S_IFDIR, S_IFLNK) too. */
+struct meta_inode {
+	uint64_t ino;
+	uint32_t mode;
+	uint32_t uid, gid, nlink;
+	uint64_t size;
+	int64_t atime_ns, mtime_ns, ctime_ns;
+	/* Directory holding the entry of this inode (root: itself). Needed for
+	 * "..", path walks and the rename subtree check. */
+	uint64_t parent;
+	struct file_layout layout;
+};
+
+/* One queued chunk range to delete: chunks [from, to) of file ino, placed
+ * by layout. id identifies the queue entry for gc_ack. */
+struct meta_gc_item {
+	uint64_t id;
+	uint64_t ino;
+	uint64_t from, to;
+	struct file_layout layout;
+};
+
+/* Called by list_dentries for each entry, in ascending byte order of name.
+ * name is NUL-terminated and valid only during the call; type is the
+ * S_IFMT bits of the target inode. Return 0 to go on, anything else to
+ * stop (that value is returned by list_dentries). */
+typedef int (*meta_dentry_cb)(void *arg, const char *name, uint64_t ino, uint32_t type);
+
+struct meta_store_ops {
+	/* Opens a transaction; write = true takes the write lock up front
+	 * (BEGIN IMMEDIATE), so a write transaction never fails half way on a
+	 * lock upgrade. Reads see one consistent snapshot. */
+	int (*begin)(void *impl, bool write);
+	int (*commit)(void *impl);
+	/* Never fails from the caller's point of view. */
+	void (*rollback)(void *impl);
+
+	/* -ENOENT if absent. */
+	int (*get_inode)(void *impl, uint64_t ino, struct meta_inode *out);
+	/* Inserts or updates every field of the inode (not the link target). */
+	int (*put_inode)(void *impl, const struct meta_inode *inode);
+	/* Deletes the inode and its link target. -ENOENT if absent. */
+	int (*del_inode)(void *impl, uint64_t ino);
+	/* Sets the symlink target of an existing inode (len bytes, no NUL). */
+	int (*put_link)(void *impl, uint64_t ino, const char *target, size_t len);
+	/* Copies the target into buf (cap bytes, NUL-terminated, truncated if
+	 * short) and returns its full length, or -ENOENT. */
+	int (*get_link)(void *impl, uint64_t ino, char *buf, size_t cap);
+
+	/* Entry name in directory parent. -ENOENT if absent. */
+	int (*get_dentry)(void *impl, uint64_t parent, const char *name,
+			  uint64_t *ino, uint32_t *type);
+	/* Inserts a new entry; -EEXIST if the name is taken. */
+	int (*put_dentry)(void *impl, uint64_t parent, const char *name,
+			  uint64_t ino, uint32_t type);
+	/* -ENOENT if absent. */
+	int (*del_dentry)(void *impl, uint64_t parent, const char *name);
+	/* Calls cb for up to max entries of dir whose name sorts strictly after
+	 * after_name (NULL or "": from the start). Returns the number of
+	 * entries passed to cb, or cb's non-zero return value if it stopped
+	 * early (positive values are the caller's business), or an error. */
+	int (*list_dentries)(void *impl, uint64_t dir, const char *after_name,
+			     uint32_t max, meta_dentry_cb cb, void *arg);
+
+	/* Hands out a fresh inode number (never reused). */
+	int (*alloc_ino)(void *impl, uint64_t *out);
+	/* Named 64-bit counters (statfs totals, settings). A missing counter
+	 * reads as 0. */
+	int (*counter_get)(void *impl, const char *name, int64_t *out);
+	int (*counter_add)(void *impl, const char *name, int64_t delta);
+	int (*counter_set)(void *impl, const char *name, int64_t value);
+
+	/* Queues chunks [from, to) of ino for deletion. */
+	int (*gc_push)(void *impl, uint64_t ino, uint64_t from, uint64_t to,
+		       const struct file_layout *layout);
+	/* Copies up to max queued items, oldest first, into out, without
+	 * removing them; ino != 0 restricts to that inode. Returns the count. */
+	int (*gc_pop)(void *impl, uint64_t ino, struct meta_gc_item *out, uint32_t max);
+	/* Removes queue entry id (0 if already gone). */
+	int (*gc_ack)(void *impl, uint64_t id);
+
+	/* Frees the handle and everything it holds. impl may be NULL. */
+	void (*close)(void *impl);
+};
+
+struct meta_store {
+	const struct meta_store_ops *ops;
+	void *impl;
+};
+
+/* Options for meta_store_sqlite_open(); set up with
+ * meta_store_sqlite_opts_init(). */
+struct meta_store_sqlite_opts {
+	size_t size;
+	/* Milliseconds a statement waits for another writer's lock. */
+	uint32_t busy_timeout_ms;
+};
+
+/*
+ * Sets opts to the defaults (busy timeout 5000 ms). size is sizeof(*opts)
+ * as the caller knows it.
+ */
+void meta_store_sqlite_opts_init(struct meta_store_sqlite_opts *opts, size_t size);
+
+/*
+ * Opens (creating if needed) the SQLite database at path in WAL mode with
+ * synchronous=NORMAL, creates the schema if absent and fills *out.
+ * opts may be NULL (defaults). Returns 0, -EIO (cannot open; logged) or
+ * -ENOMEM. On success the caller owns the handle and frees it with
+ * meta_store_close().
+ */
+int meta_store_sqlite_open(const char *path, const struct meta_store_sqlite_opts *opts,
+			   struct meta_store *out);
+
+/* Closes a handle filled by an open function; safe on a zeroed struct and
+ * on an already closed one. */
+void meta_store_close(struct meta_store *store);
+
+#endif

@@ -1,0 +1,1195 @@
+/*
+ * Namespace operations on top of the metadata store. No SQL here: every
+ * access goes through struct meta_store_ops, one transaction per operation.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "meta/ns.h"
+#include "strata/errors.h"
+
+#define COMP "meta-ns"
+#define DEFAULT_RETRIES 20
+/* Bound on the depth of a walk up the tree (rename subtree check). */
+#define MAX_DEPTH 4096
+
+#define ST(ns) ((ns)->store)
+#define CALL(ns, op, ...) (ST(ns)->ops->op(ST(ns)->impl, __VA_ARGS__))
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static uint64_t splitmix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static void backoff(uint32_t attempt)
+{
+	/* 1, 2, 4 ... 32 ms plus up to 1 ms of jitter from the clock. */
+	uint32_t ms = 1u << (attempt < 5 ? attempt : 5);
+	struct timespec ts = { 0, (long)ms * 1000000 + (long)(now_ns() % 1000000) };
+
+	nanosleep(&ts, NULL);
+}
+
+typedef int (*txn_fn)(struct ns *ns, void *arg);
+
+/* Runs fn in one transaction; commits if it returns >= 0 (its value is
+ * returned), rolls back otherwise. -EBUSY restarts the whole transaction. */
+static int run_txn(struct ns *ns, bool write, txn_fn fn, void *arg)
+{
+	const struct meta_store_ops *ops = ST(ns)->ops;
+	void *impl = ST(ns)->impl;
+	int ret;
+
+	for (uint32_t attempt = 0;; attempt++) {
+		ret = ops->begin(impl, write);
+		if (ret == 0) {
+			ret = fn(ns, arg);
+			if (ret >= 0) {
+				int err = ops->commit(impl);
+
+				if (err)
+					ret = err;
+			}
+			if (ret < 0)
+				ops->rollback(impl);
+		}
+		if (ret != -EBUSY || attempt >= ns->max_retries)
+			break;
+		backoff(attempt);
+	}
+	if (ret == -EBUSY)
+		log_warn(COMP, "database stayed locked through %u retries; the metadata store"
+			 " is overloaded", ns->max_retries);
+	return ret;
+}
+
+static bool is_dir(const struct meta_inode *in) { return S_ISDIR(in->mode); }
+static bool is_reg(const struct meta_inode *in) { return S_ISREG(in->mode); }
+static bool is_lnk(const struct meta_inode *in) { return S_ISLNK(in->mode); }
+
+static uint64_t div_up(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+int ns_name_check(const char *name, size_t len)
+{
+	if (!name)
+		return -EINVAL;
+	if (len > NS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (len == 0 || (len == 1 && name[0] == '.') ||
+	    (len == 2 && name[0] == '.' && name[1] == '.'))
+		return -EINVAL;
+	if (memchr(name, '/', len) || memchr(name, '\0', len))
+		return -EINVAL;
+	return 0;
+}
+
+static int name_check(const char *name)
+{
+	if (!name)
+		return -EINVAL;
+	return ns_name_check(name, strnlen(name, NS_NAME_MAX + 1));
+}
+
+static int table_len_get(struct ns *ns, uint32_t *out)
+{
+	int64_t v;
+	int err = CALL(ns, counter_get, "table_len", &v);
+
+	if (!err)
+		*out = (uint32_t)v;
+	return err;
+}
+
+/* The layout a new file in a directory with layout dir gets (seed aside):
+ * zero table_len/stripe follow the current chain table of length cur. */
+static void layout_resolve(const struct file_layout *dir, uint32_t cur, struct file_layout *out)
+{
+	uint32_t tl = dir->table_len;
+
+	if (!tl || (cur && tl > cur))
+		tl = cur;
+	out->chunk_size = dir->chunk_size;
+	out->table_len = tl;
+	if (dir->stripe)
+		out->stripe = dir->stripe < tl ? dir->stripe : tl;
+	else
+		out->stripe = tl < NS_STRIPE_DEFAULT_MAX ? tl : NS_STRIPE_DEFAULT_MAX;
+	if (out->stripe > LAYOUT_MAX_STRIPE)
+		out->stripe = LAYOUT_MAX_STRIPE;
+	out->seed = 0;
+}
+
+/* Reads an inode for output: directory layouts are reported resolved. */
+static int inode_out(struct ns *ns, const struct meta_inode *in, struct meta_inode *out)
+{
+	uint32_t cur;
+	int err;
+
+	if (!out)
+		return 0;
+	*out = *in;
+	if (!is_dir(in))
+		return 0;
+	err = table_len_get(ns, &cur);
+	if (!err)
+		layout_resolve(&in->layout, cur, &out->layout);
+	return err;
+}
+
+/* Loads directory ino: -ENOENT, -ENOTDIR. */
+static int get_dir(struct ns *ns, uint64_t ino, struct meta_inode *out)
+{
+	int err = CALL(ns, get_inode, ino, out);
+
+	if (!err && !is_dir(out))
+		err = -ENOTDIR;
+	return err;
+}
+
+/* 1 if dir has no entries, 0 if it has, or an error. */
+static int stop_cb(void *arg, const char *name, uint64_t ino, uint32_t type)
+{
+	(void)arg; (void)name; (void)ino; (void)type;
+	return 1;
+}
+
+static int dir_empty(struct ns *ns, uint64_t dir)
+{
+	int ret = CALL(ns, list_dentries, dir, NULL, 1, stop_cb, NULL);
+
+	if (ret < 0)
+		return ret;
+	return ret == 0;
+}
+
+/* Deletes an inode whose last entry is gone; queues a file's chunks. */
+static int drop_inode(struct ns *ns, const struct meta_inode *in)
+{
+	int err = CALL(ns, del_inode, in->ino);
+
+	if (!err)
+		err = CALL(ns, counter_add, "inodes", -1);
+	if (!err && is_reg(in) && in->size) {
+		err = CALL(ns, counter_add, "bytes", -(int64_t)in->size);
+		if (!err)
+			err = CALL(ns, gc_push, in->ino, 0, div_up(in->size, in->layout.chunk_size),
+				   &in->layout);
+	}
+	return err;
+}
+
+static void touch_dir(struct meta_inode *dir, int64_t now)
+{
+	dir->mtime_ns = now;
+	dir->ctime_ns = now;
+}
+
+/* ---- init ---- */
+
+struct init_args {
+	uint32_t table_len;
+};
+
+static int do_init(struct ns *ns, void *a)
+{
+	struct init_args *args = a;
+	struct meta_inode root;
+	int64_t now;
+	int err;
+
+	if (args->table_len) {
+		err = CALL(ns, counter_set, "table_len", args->table_len);
+		if (err)
+			return err;
+	}
+	err = CALL(ns, get_inode, NS_ROOT_INO, &root);
+	if (err != -ENOENT)
+		return err;
+	now = now_ns();
+	memset(&root, 0, sizeof(root));
+	root.ino = NS_ROOT_INO;
+	root.mode = S_IFDIR | 0755;
+	root.nlink = 2;
+	root.parent = NS_ROOT_INO;
+	root.atime_ns = root.mtime_ns = root.ctime_ns = now;
+	root.layout.chunk_size = NS_CHUNK_SIZE_DEFAULT;
+	err = CALL(ns, put_inode, &root);
+	if (!err)
+		err = CALL(ns, counter_add, "inodes", 1);
+	if (!err)
+		log_info(COMP, "created the root directory of a new namespace");
+	return err;
+}
+
+int ns_init(struct ns *ns, struct meta_store *store, uint32_t table_len)
+{
+	struct init_args a = { table_len };
+
+	ns->store = store;
+	ns->max_retries = DEFAULT_RETRIES;
+	if (!store || !store->ops)
+		return -EINVAL;
+	return run_txn(ns, true, do_init, &a);
+}
+
+void ns_release(struct ns *ns)
+{
+	ns->store = NULL;
+}
+
+int ns_set_table_len(struct ns *ns, uint32_t table_len)
+{
+	struct init_args a = { table_len };
+
+	if (!table_len)
+		return -EINVAL;
+	return run_txn(ns, true, do_init, &a);
+}
+
+/* ---- lookup, getattr ---- */
+
+struct lookup_args {
+	uint64_t parent, ino;
+	const char *name;
+	struct meta_inode *out;
+};
+
+static int do_lookup(struct ns *ns, void *a)
+{
+	struct lookup_args *args = a;
+	struct meta_inode dir, in;
+	uint64_t ino;
+	int err = get_dir(ns, args->parent, &dir);
+
+	if (err)
+		return err;
+	if (!strcmp(args->name, "."))
+		ino = dir.ino;
+	else if (!strcmp(args->name, ".."))
+		ino = dir.parent;
+	else if ((err = CALL(ns, get_dentry, dir.ino, args->name, &ino, NULL)))
+		return err;
+	err = CALL(ns, get_inode, ino, &in);
+	if (err == -ENOENT) {
+		log_error(COMP, "entry '%s' in directory %llu names missing inode %llu",
+			  args->name, (unsigned long long)dir.ino, (unsigned long long)ino);
+		err = -EIO;
+	}
+	if (!err)
+		err = inode_out(ns, &in, args->out);
+	return err;
+}
+
+int ns_lookup(struct ns *ns, uint64_t parent, const char *name, struct meta_inode *out)
+{
+	struct lookup_args a = { .parent = parent, .name = name, .out = out };
+	size_t len;
+
+	if (!name)
+		return -EINVAL;
+	len = strnlen(name, NS_NAME_MAX + 1);
+	if (len > NS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (!len || strchr(name, '/'))
+		return -EINVAL;
+	return run_txn(ns, false, do_lookup, &a);
+}
+
+static int do_getattr(struct ns *ns, void *a)
+{
+	struct lookup_args *args = a;
+	struct meta_inode in;
+	int err = CALL(ns, get_inode, args->ino, &in);
+
+	if (!err)
+		err = inode_out(ns, &in, args->out);
+	return err;
+}
+
+int ns_getattr(struct ns *ns, uint64_t ino, struct meta_inode *out)
+{
+	struct lookup_args a = { .ino = ino, .out = out };
+
+	return run_txn(ns, false, do_getattr, &a);
+}
+
+/* ---- create, mkdir, symlink ---- */
+
+struct create_args {
+	uint64_t parent;
+	const char *name;
+	uint32_t mode, uid, gid;
+	bool exclusive;
+	const char *target;
+	struct meta_inode *out;
+};
+
+static int do_create(struct ns *ns, void *a)
+{
+	struct create_args *args = a;
+	struct meta_inode dir, in;
+	uint32_t type = args->mode & S_IFMT, cur;
+	uint64_t ino;
+	int64_t now;
+	int err = get_dir(ns, args->parent, &dir);
+
+	if (err)
+		return err;
+	err = CALL(ns, get_dentry, dir.ino, args->name, &ino, NULL);
+	if (!err) {
+		if (type != S_IFREG || args->exclusive)
+			return -EEXIST;
+		err = CALL(ns, get_inode, ino, &in);
+		if (err)
+			return err == -ENOENT ? -EIO : err;
+		if (is_dir(&in))
+			return -EISDIR;
+		if (!is_reg(&in))
+			return -EEXIST;
+		err = inode_out(ns, &in, args->out);
+		return err ? err : 0;
+	}
+	if (err != -ENOENT)
+		return err;
+
+	err = table_len_get(ns, &cur);
+	if (err)
+		return err;
+	now = now_ns();
+	memset(&in, 0, sizeof(in));
+	in.mode = args->mode;
+	in.uid = args->uid;
+	in.gid = args->gid;
+	in.parent = dir.ino;
+	in.atime_ns = in.mtime_ns = in.ctime_ns = now;
+	if (type == S_IFREG) {
+		layout_resolve(&dir.layout, cur, &in.layout);
+		if (!in.layout.table_len) {
+			log_warn(COMP, "cannot create file '%s': no chain table yet; register"
+				 " storage targets first", args->name);
+			return STRATA_EUNAVAIL;
+		}
+		in.nlink = 1;
+	} else if (type == S_IFDIR) {
+		in.layout = dir.layout;
+		in.layout.seed = 0;
+		in.nlink = 2;
+	} else {
+		in.nlink = 1;
+		in.size = strlen(args->target);
+	}
+	err = CALL(ns, alloc_ino, &in.ino);
+	if (err)
+		return err;
+	if (type == S_IFREG)
+		in.layout.seed = splitmix64(in.ino ^ 0x5354524154415345ull);
+	err = CALL(ns, put_inode, &in);
+	if (!err && type == S_IFLNK)
+		err = CALL(ns, put_link, in.ino, args->target, in.size);
+	if (!err)
+		err = CALL(ns, put_dentry, dir.ino, args->name, in.ino, type);
+	if (!err)
+		err = CALL(ns, counter_add, "inodes", 1);
+	if (err)
+		return err;
+	touch_dir(&dir, now);
+	if (type == S_IFDIR)
+		dir.nlink++;
+	err = CALL(ns, put_inode, &dir);
+	if (!err)
+		err = inode_out(ns, &in, args->out);
+	return err ? err : 1;
+}
+
+int ns_create(struct ns *ns, uint64_t parent, const char *name, uint32_t mode,
+	      uint32_t uid, uint32_t gid, bool exclusive, struct meta_inode *out)
+{
+	struct create_args a = { parent, name, S_IFREG | (mode & 07777), uid, gid,
+				 exclusive, NULL, out };
+	int err = name_check(name);
+
+	return err ? err : run_txn(ns, true, do_create, &a);
+}
+
+int ns_mkdir(struct ns *ns, uint64_t parent, const char *name, uint32_t mode,
+	     uint32_t uid, uint32_t gid, struct meta_inode *out)
+{
+	struct create_args a = { parent, name, S_IFDIR | (mode & 07777), uid, gid,
+				 true, NULL, out };
+	int err = name_check(name);
+
+	if (!err)
+		err = run_txn(ns, true, do_create, &a);
+	return err < 0 ? err : 0;
+}
+
+int ns_symlink(struct ns *ns, uint64_t parent, const char *name, const char *target,
+	       uint32_t uid, uint32_t gid, struct meta_inode *out)
+{
+	struct create_args a = { parent, name, S_IFLNK | 0777, uid, gid, true, target, out };
+	int err = name_check(name);
+	size_t len;
+
+	if (err)
+		return err;
+	if (!target)
+		return -EINVAL;
+	len = strnlen(target, NS_PATH_MAX);
+	if (!len)
+		return -ENOENT;
+	if (len >= NS_PATH_MAX)
+		return -ENAMETOOLONG;
+	err = run_txn(ns, true, do_create, &a);
+	return err < 0 ? err : 0;
+}
+
+struct readlink_args {
+	uint64_t ino;
+	char *buf;
+	size_t cap;
+};
+
+static int do_readlink(struct ns *ns, void *a)
+{
+	struct readlink_args *args = a;
+	struct meta_inode in;
+	int err = CALL(ns, get_inode, args->ino, &in);
+
+	if (err)
+		return err;
+	if (!is_lnk(&in))
+		return -EINVAL;
+	return CALL(ns, get_link, in.ino, args->buf, args->cap);
+}
+
+int ns_readlink(struct ns *ns, uint64_t ino, char *buf, size_t cap)
+{
+	struct readlink_args a = { ino, buf, cap };
+
+	return run_txn(ns, false, do_readlink, &a);
+}
+
+/* ---- unlink, rmdir ---- */
+
+struct remove_args {
+	uint64_t parent;
+	const char *name;
+	bool dir;
+};
+
+static int do_remove(struct ns *ns, void *a)
+{
+	struct remove_args *args = a;
+	struct meta_inode dir, in;
+	uint64_t ino;
+	int err = get_dir(ns, args->parent, &dir);
+
+	if (err)
+		return err;
+	err = CALL(ns, get_dentry, dir.ino, args->name, &ino, NULL);
+	if (err)
+		return err;
+	err = CALL(ns, get_inode, ino, &in);
+	if (err)
+		return err == -ENOENT ? -EIO : err;
+	if (args->dir && !is_dir(&in))
+		return -ENOTDIR;
+	if (!args->dir && is_dir(&in))
+		return -EISDIR;
+	if (args->dir) {
+		err = dir_empty(ns, in.ino);
+		if (err <= 0)
+			return err < 0 ? err : -ENOTEMPTY;
+		dir.nlink--;
+	}
+	err = CALL(ns, del_dentry, dir.ino, args->name);
+	if (!err)
+		err = drop_inode(ns, &in);
+	if (err)
+		return err;
+	touch_dir(&dir, now_ns());
+	return CALL(ns, put_inode, &dir);
+}
+
+int ns_unlink(struct ns *ns, uint64_t parent, const char *name)
+{
+	struct remove_args a = { parent, name, false };
+	int err = name_check(name);
+
+	return err ? err : run_txn(ns, true, do_remove, &a);
+}
+
+int ns_rmdir(struct ns *ns, uint64_t parent, const char *name)
+{
+	struct remove_args a = { parent, name, true };
+	int err = name_check(name);
+
+	return err ? err : run_txn(ns, true, do_remove, &a);
+}
+
+/* ---- rename ---- */
+
+struct rename_args {
+	uint64_t sp, dp;
+	const char *sn, *dn;
+	unsigned flags;
+};
+
+/* 1 if anc is ino or one of its ancestors, 0 if not, or an error. */
+static int is_ancestor(struct ns *ns, uint64_t anc, uint64_t ino)
+{
+	struct meta_inode in;
+
+	for (int depth = 0; depth < MAX_DEPTH; depth++) {
+		int err;
+
+		if (ino == anc)
+			return 1;
+		if (ino == NS_ROOT_INO)
+			return 0;
+		err = CALL(ns, get_inode, ino, &in);
+		if (err)
+			return err == -ENOENT ? -EIO : err;
+		ino = in.parent;
+	}
+	log_error(COMP, "directory %llu is deeper than %d levels or in a cycle",
+		  (unsigned long long)ino, MAX_DEPTH);
+	return -EIO;
+}
+
+/* Moves directory-ness accounting when dir-type inode in leaves `from`
+ * for `to` (both loaded; may be the same object). */
+static void move_nlink(const struct meta_inode *in, struct meta_inode *from,
+		       struct meta_inode *to)
+{
+	if (is_dir(in) && from != to) {
+		from->nlink--;
+		to->nlink++;
+	}
+}
+
+static int do_rename(struct ns *ns, void *a)
+{
+	struct rename_args *args = a;
+	struct meta_inode spd, dpd_own, *dpd, src, dst;
+	bool have_dst, same = args->sp == args->dp;
+	uint64_t sino, dino;
+	int64_t now;
+	int err;
+
+	err = get_dir(ns, args->sp, &spd);
+	if (!err && !same)
+		err = get_dir(ns, args->dp, &dpd_own);
+	if (err)
+		return err;
+	dpd = same ? &spd : &dpd_own;
+
+	err = CALL(ns, get_dentry, spd.ino, args->sn, &sino, NULL);
+	if (!err)
+		err = CALL(ns, get_inode, sino, &src);
+	if (err)
+		return err;
+	if (same && !strcmp(args->sn, args->dn))
+		return 0; /* to itself: nothing to do, whatever the flags */
+	err = CALL(ns, get_dentry, dpd->ino, args->dn, &dino, NULL);
+	if (err && err != -ENOENT)
+		return err;
+	have_dst = !err;
+	if (have_dst) {
+		err = CALL(ns, get_inode, dino, &dst);
+		if (err)
+			return err == -ENOENT ? -EIO : err;
+	}
+	if ((args->flags & NS_RENAME_NOREPLACE) && have_dst)
+		return -EEXIST;
+	if ((args->flags & NS_RENAME_EXCHANGE) && !have_dst)
+		return -ENOENT;
+
+	/* A directory may not move below itself. */
+	if (is_dir(&src) && !same) {
+		err = is_ancestor(ns, src.ino, dpd->ino);
+		if (err)
+			return err < 0 ? err : -EINVAL;
+	}
+	if ((args->flags & NS_RENAME_EXCHANGE) && is_dir(&dst) && !same) {
+		err = is_ancestor(ns, dst.ino, spd.ino);
+		if (err)
+			return err < 0 ? err : -EINVAL;
+	}
+
+	now = now_ns();
+	if (args->flags & NS_RENAME_EXCHANGE) {
+		err = CALL(ns, del_dentry, spd.ino, args->sn);
+		if (!err)
+			err = CALL(ns, del_dentry, dpd->ino, args->dn);
+		if (!err)
+			err = CALL(ns, put_dentry, spd.ino, args->sn, dst.ino, dst.mode & S_IFMT);
+		if (!err)
+			err = CALL(ns, put_dentry, dpd->ino, args->dn, src.ino, src.mode & S_IFMT);
+		if (err)
+			return err;
+		move_nlink(&src, &spd, dpd);
+		move_nlink(&dst, dpd, &spd);
+		dst.parent = spd.ino;
+		dst.ctime_ns = now;
+		err = CALL(ns, put_inode, &dst);
+		if (err)
+			return err;
+		goto finish;
+	}
+
+	if (have_dst) {
+		if (is_dir(&src) && !is_dir(&dst))
+			return -ENOTDIR;
+		if (!is_dir(&src) && is_dir(&dst))
+			return -EISDIR;
+		if (is_dir(&dst)) {
+			err = dir_empty(ns, dst.ino);
+			if (err <= 0)
+				return err < 0 ? err : -ENOTEMPTY;
+			dpd->nlink--;
+		}
+		err = CALL(ns, del_dentry, dpd->ino, args->dn);
+		if (!err)
+			err = drop_inode(ns, &dst);
+		if (err)
+			return err;
+	}
+	err = CALL(ns, del_dentry, spd.ino, args->sn);
+	if (!err)
+		err = CALL(ns, put_dentry, dpd->ino, args->dn, src.ino, src.mode & S_IFMT);
+	if (err)
+		return err;
+	move_nlink(&src, &spd, dpd);
+finish:
+	src.parent = dpd->ino;
+	src.ctime_ns = now;
+	touch_dir(&spd, now);
+	touch_dir(dpd, now);
+	err = CALL(ns, put_inode, &src);
+	if (!err)
+		err = CALL(ns, put_inode, &spd);
+	if (!err && !same)
+		err = CALL(ns, put_inode, dpd);
+	return err;
+}
+
+int ns_rename(struct ns *ns, uint64_t src_parent, const char *src_name,
+	      uint64_t dst_parent, const char *dst_name, unsigned flags)
+{
+	struct rename_args a = { src_parent, dst_parent, src_name, dst_name, flags };
+	int err;
+
+	if (flags & ~(NS_RENAME_NOREPLACE | NS_RENAME_EXCHANGE))
+		return -EINVAL;
+	if ((flags & NS_RENAME_NOREPLACE) && (flags & NS_RENAME_EXCHANGE))
+		return -EINVAL;
+	err = name_check(src_name);
+	if (!err)
+		err = name_check(dst_name);
+	return err ? err : run_txn(ns, true, do_rename, &a);
+}
+
+/* ---- sizes, truncate, setattr, open ---- */
+
+/* Sets the size of file in (loaded, modified in place) to exactly size. */
+static int truncate_inode(struct ns *ns, struct meta_inode *in, uint64_t size,
+			  struct ns_trunc *tr)
+{
+	uint64_t cs = in->layout.chunk_size, old = in->size;
+	int err;
+
+	if (is_dir(in))
+		return -EISDIR;
+	if (!is_reg(in))
+		return -EINVAL;
+	if (tr) {
+		memset(tr, 0, sizeof(*tr));
+		tr->layout = in->layout;
+	}
+	if (size < old) {
+		uint64_t from = div_up(size, cs), to = div_up(old, cs);
+
+		if (to > from) {
+			err = CALL(ns, gc_push, in->ino, from, to, &in->layout);
+			if (err)
+				return err;
+		}
+		if (tr) {
+			tr->gc_from = from;
+			tr->gc_to = to;
+			tr->partial = size % cs != 0;
+			tr->chunk = tr->partial ? size / cs : 0;
+			tr->len = (uint32_t)(size % cs);
+		}
+	}
+	if (size != old) {
+		err = CALL(ns, counter_add, "bytes", (int64_t)size - (int64_t)old);
+		if (err)
+			return err;
+	}
+	in->size = size;
+	in->mtime_ns = in->ctime_ns = now_ns();
+	return 0;
+}
+
+struct attr_args {
+	uint64_t ino;
+	uint32_t mask;
+	const struct meta_inode *attrs;
+	uint64_t size;
+	int64_t mtime;
+	int flags;
+	struct meta_inode *out;
+	struct ns_trunc *tr;
+};
+
+static int do_setattr(struct ns *ns, void *a)
+{
+	struct attr_args *args = a;
+	const struct meta_inode *at = args->attrs;
+	struct meta_inode in;
+	int64_t now = now_ns();
+	int err = CALL(ns, get_inode, args->ino, &in);
+
+	if (err)
+		return err;
+	if (args->mask & NS_ATTR_SIZE) {
+		err = truncate_inode(ns, &in, at->size, args->tr);
+		if (err)
+			return err;
+	}
+	if (args->mask & NS_ATTR_MODE)
+		in.mode = (in.mode & S_IFMT) | (at->mode & 07777);
+	if (args->mask & NS_ATTR_UID)
+		in.uid = at->uid;
+	if (args->mask & NS_ATTR_GID)
+		in.gid = at->gid;
+	if (args->mask & NS_ATTR_ATIME)
+		in.atime_ns = at->atime_ns;
+	if (args->mask & NS_ATTR_ATIME_NOW)
+		in.atime_ns = now;
+	if (args->mask & NS_ATTR_MTIME)
+		in.mtime_ns = at->mtime_ns;
+	if (args->mask & NS_ATTR_MTIME_NOW)
+		in.mtime_ns = now;
+	in.ctime_ns = now;
+	err = CALL(ns, put_inode, &in);
+	if (!err)
+		err = inode_out(ns, &in, args->out);
+	return err;
+}
+
+int ns_setattr(struct ns *ns, uint64_t ino, uint32_t mask, const struct meta_inode *attrs,
+	       struct meta_inode *out, struct ns_trunc *tr)
+{
+	struct attr_args a = { .ino = ino, .mask = mask, .attrs = attrs, .out = out, .tr = tr };
+
+	if (!attrs || (mask & ~0xffu))
+		return -EINVAL;
+	return run_txn(ns, true, do_setattr, &a);
+}
+
+static int do_set_size(struct ns *ns, void *a)
+{
+	struct attr_args *args = a;
+	struct meta_inode in;
+	int err = CALL(ns, get_inode, args->ino, &in);
+
+	if (err)
+		return err;
+	if (is_dir(&in))
+		return -EISDIR;
+	if (!is_reg(&in))
+		return -EINVAL;
+	if (args->size > in.size) {
+		err = CALL(ns, counter_add, "bytes", (int64_t)(args->size - in.size));
+		if (err)
+			return err;
+		in.size = args->size;
+	}
+	if (args->mtime > 0)
+		in.mtime_ns = args->mtime;
+	in.ctime_ns = now_ns();
+	err = CALL(ns, put_inode, &in);
+	if (!err)
+		err = inode_out(ns, &in, args->out);
+	return err;
+}
+
+int ns_set_size(struct ns *ns, uint64_t ino, uint64_t size, int64_t mtime_ns,
+		struct meta_inode *out)
+{
+	struct attr_args a = { .ino = ino, .size = size, .mtime = mtime_ns, .out = out };
+
+	if (size > INT64_MAX)
+		return -EFBIG;
+	return run_txn(ns, true, do_set_size, &a);
+}
+
+static int do_truncate(struct ns *ns, void *a)
+{
+	struct attr_args *args = a;
+	struct meta_inode in;
+	int err = CALL(ns, get_inode, args->ino, &in);
+
+	if (!err)
+		err = truncate_inode(ns, &in, args->size, args->tr);
+	if (!err)
+		err = CALL(ns, put_inode, &in);
+	if (!err)
+		err = inode_out(ns, &in, args->out);
+	return err;
+}
+
+int ns_truncate(struct ns *ns, uint64_t ino, uint64_t size, struct ns_trunc *tr)
+{
+	struct attr_args a = { .ino = ino, .size = size, .tr = tr };
+
+	if (size > INT64_MAX)
+		return -EFBIG;
+	return run_txn(ns, true, do_truncate, &a);
+}
+
+static int do_open(struct ns *ns, void *a)
+{
+	struct attr_args *args = a;
+	bool wr = (args->flags & O_ACCMODE) != O_RDONLY;
+	struct meta_inode in;
+	int err = CALL(ns, get_inode, args->ino, &in);
+
+	if (err)
+		return err;
+	if (is_lnk(&in))
+		return -ELOOP;
+	if (is_dir(&in) && (wr || (args->flags & O_TRUNC)))
+		return -EISDIR;
+	if (args->tr)
+		memset(args->tr, 0, sizeof(*args->tr));
+	if (wr && (args->flags & O_TRUNC) && in.size) {
+		err = truncate_inode(ns, &in, 0, args->tr);
+		if (!err)
+			err = CALL(ns, put_inode, &in);
+		if (err)
+			return err;
+	}
+	return inode_out(ns, &in, args->out);
+}
+
+int ns_open(struct ns *ns, uint64_t ino, int flags, struct meta_inode *out,
+	    struct ns_trunc *tr)
+{
+	struct attr_args a = { .ino = ino, .flags = flags, .out = out, .tr = tr };
+	bool write = (flags & O_ACCMODE) != O_RDONLY && (flags & O_TRUNC);
+
+	return run_txn(ns, write, do_open, &a);
+}
+
+/* ---- readdir ---- */
+
+struct rd_entry {
+	uint64_t ino;
+	uint32_t type;
+	char name[NS_NAME_MAX + 1];
+};
+
+struct readdir_args {
+	uint64_t dir;
+	const char *cookie;
+	uint32_t max;
+	struct rd_entry *ents;
+	uint32_t n;
+};
+
+static int rd_collect(void *arg, const char *name, uint64_t ino, uint32_t type)
+{
+	struct readdir_args *args = arg;
+	struct rd_entry *e = &args->ents[args->n++];
+
+	e->ino = ino;
+	e->type = type;
+	memcpy(e->name, name, strlen(name) + 1);
+	return 0;
+}
+
+static int do_readdir(struct ns *ns, void *a)
+{
+	struct readdir_args *args = a;
+	struct meta_inode dir;
+	int err = get_dir(ns, args->dir, &dir);
+
+	args->n = 0;
+	if (err)
+		return err;
+	err = CALL(ns, list_dentries, dir.ino, args->cookie, args->max, rd_collect, args);
+	return err < 0 ? err : 0;
+}
+
+int ns_readdir(struct ns *ns, uint64_t dir, const char *cookie, uint32_t max,
+	       ns_readdir_cb cb, void *arg)
+{
+	struct readdir_args a = { .dir = dir, .cookie = cookie, .max = max };
+	int err;
+	uint32_t i;
+
+	if (!cb)
+		return -EINVAL;
+	if (cookie && strnlen(cookie, NS_NAME_MAX + 1) > NS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (max > NS_READDIR_MAX)
+		a.max = max = NS_READDIR_MAX;
+	if (!max)
+		return 0;
+	/* Entries are copied out and the transaction closed before the
+	 * callback runs: a retried transaction never calls it twice, and the
+	 * callback may block without holding a snapshot open. */
+	a.ents = malloc(sizeof(*a.ents) * max);
+	if (!a.ents)
+		return -ENOMEM;
+	err = run_txn(ns, false, do_readdir, &a);
+	if (err)
+		goto out;
+	for (i = 0; i < a.n; i++)
+		if (cb(arg, a.ents[i].name, a.ents[i].ino, a.ents[i].type))
+			break;
+	err = (int)i;
+out:
+	free(a.ents);
+	return err;
+}
+
+/* ---- layout, statfs ---- */
+
+struct layout_args {
+	uint64_t dir;
+	const struct file_layout *l;
+};
+
+static int do_set_layout(struct ns *ns, void *a)
+{
+	struct layout_args *args = a;
+	const struct file_layout *l = args->l;
+	struct meta_inode dir;
+	uint32_t cur, tl;
+	int err = get_dir(ns, args->dir, &dir);
+
+	if (!err)
+		err = table_len_get(ns, &cur);
+	if (err)
+		return err;
+	if (l->table_len && cur && l->table_len > cur)
+		return -EINVAL;
+	tl = l->table_len ? l->table_len : cur;
+	if (l->stripe > LAYOUT_MAX_STRIPE || (l->stripe && tl && l->stripe > tl))
+		return -EINVAL;
+	dir.layout.chunk_size = l->chunk_size;
+	dir.layout.stripe = l->stripe;
+	dir.layout.table_len = l->table_len;
+	dir.layout.seed = 0;
+	dir.ctime_ns = now_ns();
+	return CALL(ns, put_inode, &dir);
+}
+
+int ns_set_layout(struct ns *ns, uint64_t dir, const struct file_layout *layout)
+{
+	struct layout_args a = { dir, layout };
+	uint32_t cs;
+
+	if (!layout)
+		return -EINVAL;
+	cs = layout->chunk_size;
+	if (cs < NS_CHUNK_SIZE_MIN || cs > NS_CHUNK_SIZE_MAX || (cs & (cs - 1)))
+		return -EINVAL;
+	return run_txn(ns, true, do_set_layout, &a);
+}
+
+static int do_statfs(struct ns *ns, void *a)
+{
+	struct ns_statfs *out = a;
+	int64_t inodes, bytes;
+	int err = CALL(ns, counter_get, "inodes", &inodes);
+
+	if (!err)
+		err = CALL(ns, counter_get, "bytes", &bytes);
+	if (!err)
+		err = table_len_get(ns, &out->table_len);
+	if (!err) {
+		out->inodes = (uint64_t)inodes;
+		out->bytes = (uint64_t)bytes;
+	}
+	return err;
+}
+
+int ns_statfs(struct ns *ns, struct ns_statfs *out)
+{
+	memset(out, 0, sizeof(*out));
+	return run_txn(ns, false, do_statfs, out);
+}
+
+/* ---- path resolution ---- */
+
+struct resolve_args {
+	const char *path;
+	unsigned flags;
+	struct meta_inode *out;
+	char *buf; /* 2 * NS_PATH_MAX: the rest of the path being walked */
+	char *link;
+};
+
+/*
+ * Walks args->path. The unresolved rest lives in buf; a symlink replaces
+ * the component it was found at by its target, prepended to the rest.
+ */
+static int do_resolve(struct ns *ns, void *a)
+{
+	struct resolve_args *args = a;
+	const size_t cap = 2 * NS_PATH_MAX;
+	struct meta_inode cur, next;
+	char *rest = args->buf, name[NS_NAME_MAX + 1];
+	int links = 0, err;
+	size_t len;
+
+	len = strlen(args->path);
+	memcpy(rest, args->path, len + 1);
+	err = CALL(ns, get_inode, NS_ROOT_INO, &cur);
+	if (err)
+		return err;
+	while (*rest) {
+		const char *p = rest;
+		size_t n;
+		uint64_t ino;
+		bool last;
+
+		if (*p == '/') {
+			while (*p == '/')
+				p++;
+			memmove(rest, p, strlen(p) + 1);
+			continue;
+		}
+		n = strcspn(rest, "/");
+		if (n > NS_NAME_MAX)
+			return -ENAMETOOLONG;
+		memcpy(name, rest, n);
+		name[n] = '\0';
+		memmove(rest, rest + n, strlen(rest + n) + 1);
+		last = rest[strspn(rest, "/")] == '\0';
+		if (!is_dir(&cur))
+			return -ENOTDIR;
+		if (!strcmp(name, "."))
+			continue;
+		if (!strcmp(name, ".."))
+			ino = cur.parent;
+		else if ((err = CALL(ns, get_dentry, cur.ino, name, &ino, NULL)))
+			return err;
+		err = CALL(ns, get_inode, ino, &next);
+		if (err)
+			return err == -ENOENT ? -EIO : err;
+		if (is_lnk(&next) && (!last || (args->flags & NS_RESOLVE_FOLLOW) ||
+				      rest[0] == '/')) {
+			size_t rl = strlen(rest);
+			int tl;
+
+			if (++links > NS_SYMLOOP_MAX)
+				return -ELOOP;
+			tl = CALL(ns, get_link, next.ino, args->link, NS_PATH_MAX);
+			if (tl < 0)
+				return tl;
+			if ((size_t)tl >= NS_PATH_MAX || (size_t)tl + rl + 2 > cap)
+				return -ENAMETOOLONG;
+			/* target + "/" + rest; no '/' added when nothing follows,
+			 * so a link to a file does not become "file/". */
+			if (rl) {
+				memmove(rest + tl + 1, rest, rl + 1);
+				rest[tl] = '/';
+			} else {
+				rest[tl] = '\0';
+			}
+			memcpy(rest, args->link, (size_t)tl);
+			if (args->link[0] == '/') {
+				err = CALL(ns, get_inode, NS_ROOT_INO, &cur);
+				if (err)
+					return err;
+			}
+			continue;
+		}
+		cur = next;
+		/* "file/" names a directory that is not there. */
+		if (last && rest[0] == '/' && !is_dir(&cur))
+			return -ENOTDIR;
+	}
+	return inode_out(ns, &cur, args->out);
+}
+
+int ns_resolve(struct ns *ns, const char *path, unsigned flags, struct meta_inode *out)
+{
+	struct resolve_args a = { .path = path, .flags = flags, .out = out };
+	int err;
+
+	if (!path || path[0] != '/')
+		return -EINVAL;
+	if (strnlen(path, NS_PATH_MAX) >= NS_PATH_MAX)
+		return -ENAMETOOLONG;
+	a.buf = malloc(2 * NS_PATH_MAX + NS_PATH_MAX);
+	if (!a.buf)
+		return -ENOMEM;
+	a.link = a.buf + 2 * NS_PATH_MAX;
+	err = run_txn(ns, false, do_resolve, &a);
+	free(a.buf);
+	return err;
+}
+
+/* ---- GC ---- */
+
+struct gc_args {
+	uint64_t ino;
+	struct meta_gc_item *out;
+	uint32_t n;
+};
+
+static int do_gc_next(struct ns *ns, void *a)
+{
+	struct gc_args *args = a;
+
+	return CALL(ns, gc_pop, args->ino, args->out, args->n);
+}
+
+int ns_gc_next(struct ns *ns, uint64_t ino, struct meta_gc_item *out, uint32_t n)
+{
+	struct gc_args a = { ino, out, n };
+
+	if (!n)
+		return 0;
+	if (!out)
+		return -EINVAL;
+	return run_txn(ns, false, do_gc_next, &a);
+}
+
+static int do_gc_done(struct ns *ns, void *a)
+{
+	const struct meta_gc_item *item = a;
+
+	return CALL(ns, gc_ack, item->id);
+}
+
+int ns_gc_done(struct ns *ns, const struct meta_gc_item *item)
+{
+	if (!item)
+		return -EINVAL;
+	return run_txn(ns, true, do_gc_done, (void *)item);
+}

@@ -1,0 +1,255 @@
+/*
+ * The namespace of the meta service: inodes, directory entries, attributes,
+ * file layouts and lengths, and the queue of chunks to delete.
+ *
+ * Every operation is one transaction on the store (meta_store.h): it either
+ * happens entirely or not at all, and every error leaves the namespace as it
+ * was. Write transactions that lose a lock race (-EBUSY) are retried with a
+ * bounded backoff.
+ *
+ * A struct ns is used by one thread at a time; give each thread its own ns
+ * and its own store handle on the same database. See docs/namespace.md.
+ *
+ * Return values: 0 (or a count) on success, a negative errno on failure.
+ * Errors a caller can hit: -ENOENT, -EEXIST, -ENOTDIR, -ENOTEMPTY, -EISDIR,
+ * -ENAMETOOLONG (name > 255 bytes, path > 4095), -EINVAL (bad name, rename
+ * of a directory into its own subtree, bad layout), -ELOOP (more than 40
+ * symlinks in a path), -EBUSY (the database stayed locked through every
+ * retry), -EIO/-ENOMEM/-ENOSPC from the store.
+ */
+#ifndef STRATA_META_NS_H
+#define STRATA_META_NS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "meta/meta_store.h"
+
+#define NS_ROOT_INO 1
+#define NS_NAME_MAX 255
+#define NS_PATH_MAX 4096
+#define NS_SYMLOOP_MAX 40
+#define NS_CHUNK_SIZE_DEFAULT (4u << 20)
+#define NS_CHUNK_SIZE_MIN LAYOUT_MIN_CHUNK
+#define NS_CHUNK_SIZE_MAX LAYOUT_MAX_CHUNK
+/* Default stripe width: min(table_len, NS_STRIPE_DEFAULT_MAX). */
+#define NS_STRIPE_DEFAULT_MAX 16
+/* Most entries one ns_readdir call returns. */
+#define NS_READDIR_MAX 1024
+
+/* Caller-owned; ns_init() sets it up, ns_release() clears it. */
+struct ns {
+	struct meta_store *store; /* borrowed, not owned */
+	uint32_t max_retries;	  /* write transactions retried on -EBUSY */
+};
+
+/* ns_rename() flags (same meaning as Linux renameat2's). */
+#define NS_RENAME_NOREPLACE (1u << 0)
+#define NS_RENAME_EXCHANGE (1u << 1)
+
+/* ns_setattr() mask bits. */
+#define NS_ATTR_MODE (1u << 0)	/* permission bits of attrs->mode (07777) */
+#define NS_ATTR_UID (1u << 1)
+#define NS_ATTR_GID (1u << 2)
+#define NS_ATTR_ATIME (1u << 3) /* attrs->atime_ns */
+#define NS_ATTR_MTIME (1u << 4) /* attrs->mtime_ns */
+#define NS_ATTR_SIZE (1u << 5)	/* attrs->size: a truncate */
+#define NS_ATTR_ATIME_NOW (1u << 6)
+#define NS_ATTR_MTIME_NOW (1u << 7)
+
+/* ns_resolve() flags. */
+#define NS_RESOLVE_FOLLOW (1u << 0) /* follow a symlink in the last component */
+
+/* What a truncate left to the caller. */
+struct ns_trunc {
+	/* Chunk `chunk` straddles the new size: the caller (client or storage
+	 * path) must cut it to `len` bytes. Only set when the file shrank to a
+	 * size that is not a multiple of the chunk size. */
+	bool partial;
+	uint64_t chunk;
+	uint32_t len;
+	/* Chunks [gc_from, gc_to) were queued for deletion (empty if equal). */
+	uint64_t gc_from, gc_to;
+	/* The file's layout, to place the partial chunk. */
+	struct file_layout layout;
+};
+
+struct ns_statfs {
+	uint64_t inodes;     /* all inodes, root included */
+	uint64_t bytes;	     /* sum of the sizes of regular files */
+	uint32_t table_len;  /* current chain table length */
+};
+
+/*
+ * Called by ns_readdir() for each entry, in ascending byte order of name;
+ * '.' and '..' are not reported. name is valid only during the call; type
+ * is the S_IFMT bits. Return 0 to take the entry and go on, non-zero to
+ * stop without taking it (e.g. a reply buffer is full).
+ */
+typedef int (*ns_readdir_cb)(void *arg, const char *name, uint64_t ino, uint32_t type);
+
+/*
+ * Sets up ns on store (borrowed: it must outlive ns) and creates the root
+ * directory (ino 1, mode 0755, owner 0:0) if the database has none. Its
+ * layout has chunk size 4 MiB and follows the chain table: stripe is
+ * min(table_len, 16). table_len is the current chain table length; 0
+ * keeps the value stored in the database. Returns 0 or an error.
+ */
+int ns_init(struct ns *ns, struct meta_store *store, uint32_t table_len);
+
+/* Forgets the store; does not close it. Safe on a zeroed struct. */
+void ns_release(struct ns *ns);
+
+/*
+ * Records a new chain table length (persisted). Files created afterwards
+ * in directories whose layout follows the table (the default) use it;
+ * existing files keep the layout they were created with.
+ */
+int ns_set_table_len(struct ns *ns, uint32_t table_len);
+
+/*
+ * Checks a name of len bytes for create/rename: -ENAMETOOLONG if
+ * len > 255, -EINVAL if empty, "." or "..", or if it contains '/' or NUL.
+ * For the RPC layer, which receives names with explicit lengths.
+ */
+int ns_name_check(const char *name, size_t len);
+
+/*
+ * Looks up name in directory parent and fills *out (may be NULL) with the
+ * inode. "." and ".." are resolved here (they are not stored). Directory
+ * layouts are reported resolved against the current chain table.
+ * -ENOENT, -ENOTDIR (parent is not a directory), -ENAMETOOLONG.
+ */
+int ns_lookup(struct ns *ns, uint64_t parent, const char *name, struct meta_inode *out);
+
+/* Fills *out with inode ino. -ENOENT. */
+int ns_getattr(struct ns *ns, uint64_t ino, struct meta_inode *out);
+
+/*
+ * Creates regular file name in parent with permission bits mode & 07777.
+ * The file takes its parent's layout, resolved against the chain table,
+ * with a fresh per-file seed. If the name exists: -EEXIST when exclusive,
+ * else the existing file is returned (-EISDIR if it is a directory,
+ * -EEXIST if a symlink: resolve it first). Returns 1 if created, 0 if an
+ * existing file was returned; fills *out (may be NULL). STRATA_EUNAVAIL if
+ * no chain table length is known yet.
+ */
+int ns_create(struct ns *ns, uint64_t parent, const char *name, uint32_t mode,
+	      uint32_t uid, uint32_t gid, bool exclusive, struct meta_inode *out);
+
+/*
+ * Opens inode ino with open(2) flags (O_ACCMODE, O_TRUNC honored): fills
+ * *out (may be NULL). -EISDIR for a directory opened for writing, -ELOOP
+ * for a symlink. O_TRUNC on a file opened for writing truncates it to 0;
+ * tr (may be NULL) then says what was queued for GC.
+ */
+int ns_open(struct ns *ns, uint64_t ino, int flags, struct meta_inode *out,
+	    struct ns_trunc *tr);
+
+/* Creates directory name in parent; it inherits the parent's layout. */
+int ns_mkdir(struct ns *ns, uint64_t parent, const char *name, uint32_t mode,
+	     uint32_t uid, uint32_t gid, struct meta_inode *out);
+
+/* Creates symlink name -> target (1..4095 bytes; -ENOENT if empty,
+ * -ENAMETOOLONG if longer). */
+int ns_symlink(struct ns *ns, uint64_t parent, const char *name, const char *target,
+	       uint32_t uid, uint32_t gid, struct meta_inode *out);
+
+/*
+ * Copies the target of symlink ino into buf (cap bytes, NUL-terminated,
+ * cut short if it does not fit) and returns its full length. -EINVAL if
+ * ino is not a symlink.
+ */
+int ns_readlink(struct ns *ns, uint64_t ino, char *buf, size_t cap);
+
+/*
+ * Removes the entry of a file or symlink. The inode goes with it; a file's
+ * chunks [0, ceil(size / chunk_size)) are queued for GC. -EISDIR for a
+ * directory.
+ */
+int ns_unlink(struct ns *ns, uint64_t parent, const char *name);
+
+/* Removes an empty directory. -ENOTDIR, -ENOTEMPTY. */
+int ns_rmdir(struct ns *ns, uint64_t parent, const char *name);
+
+/*
+ * Atomically renames src_parent/src_name to dst_parent/dst_name, replacing
+ * an existing file, symlink or empty directory (its inode is dropped as by
+ * unlink/rmdir). -ENOTEMPTY (non-empty target directory), -EISDIR (file
+ * over directory), -ENOTDIR (directory over file), -EINVAL (directory into
+ * its own subtree, both flags). NS_RENAME_NOREPLACE: -EEXIST if the target
+ * exists. NS_RENAME_EXCHANGE: swaps two existing entries. Renaming an entry
+ * to itself does nothing and returns 0.
+ */
+int ns_rename(struct ns *ns, uint64_t src_parent, const char *src_name,
+	      uint64_t dst_parent, const char *dst_name, unsigned flags);
+
+/*
+ * Changes the attributes named by mask (NS_ATTR_*) to those in attrs.
+ * NS_ATTR_SIZE is a truncate (see ns_truncate; tr may be NULL). ctime is
+ * set to now. Fills *out (may be NULL) with the result.
+ */
+int ns_setattr(struct ns *ns, uint64_t ino, uint32_t mask, const struct meta_inode *attrs,
+	       struct meta_inode *out, struct ns_trunc *tr);
+
+/*
+ * Records the length of file ino at close/fsync: size becomes
+ * max(old, size), so racing writers never shrink a file. mtime_ns > 0 sets
+ * mtime. -EISDIR, -EINVAL (symlink).
+ */
+int ns_set_size(struct ns *ns, uint64_t ino, uint64_t size, int64_t mtime_ns,
+		struct meta_inode *out);
+
+/*
+ * Sets the size of file ino to exactly size. Chunks wholly beyond the new
+ * size are queued for GC; the chunk that straddles it is reported in *tr
+ * (may be NULL) for the caller to cut. -EISDIR, -EINVAL (symlink).
+ */
+int ns_truncate(struct ns *ns, uint64_t ino, uint64_t size, struct ns_trunc *tr);
+
+/*
+ * Lists directory dir: up to max (<= NS_READDIR_MAX) entries whose names
+ * sort after cookie (NULL or "" for the start). The next cookie is the
+ * name of the last entry the callback took. Returns the number taken
+ * (fewer than max and no early stop: end of directory). The cookie is a
+ * position in name order, so a listing never returns an entry twice and
+ * returns every entry that exists throughout, whatever is inserted or
+ * deleted between pages. -ENOTDIR, -ENAMETOOLONG (cookie).
+ */
+int ns_readdir(struct ns *ns, uint64_t dir, const char *cookie, uint32_t max,
+	       ns_readdir_cb cb, void *arg);
+
+/*
+ * Sets the layout of directory dir, used by files and directories created
+ * in it afterwards (existing files keep theirs). chunk_size: a power of
+ * two in [NS_CHUNK_SIZE_MIN, NS_CHUNK_SIZE_MAX]; table_len: 0 (follow the
+ * chain table) or 1..current table length; stripe: 0 (default) or
+ * 1..min(table_len, LAYOUT_MAX_STRIPE); seed is ignored (every file gets
+ * its own). -ENOTDIR, -EINVAL.
+ */
+int ns_set_layout(struct ns *ns, uint64_t dir, const struct file_layout *layout);
+
+/* Fills *out with the namespace totals. */
+int ns_statfs(struct ns *ns, struct ns_statfs *out);
+
+/*
+ * Resolves an absolute path component by component ("." and ".." and
+ * repeated '/' allowed) and fills *out. Symlinks in the middle are
+ * followed (relative targets from the link's directory), the last one only
+ * with NS_RESOLVE_FOLLOW; more than 40 -> -ELOOP. -EINVAL if path is not
+ * absolute, -ENOENT, -ENOTDIR, -ENAMETOOLONG.
+ */
+int ns_resolve(struct ns *ns, const char *path, unsigned flags, struct meta_inode *out);
+
+/*
+ * Copies up to n queued GC items (oldest first; only inode ino's if
+ * ino != 0) into out. Items stay queued until ns_gc_done(), so a crash
+ * between the two only repeats deletions. Returns the count.
+ */
+int ns_gc_next(struct ns *ns, uint64_t ino, struct meta_gc_item *out, uint32_t n);
+
+/* Removes item from the queue once its chunks are deleted. */
+int ns_gc_done(struct ns *ns, const struct meta_gc_item *item);
+
+#endif

@@ -1,0 +1,1063 @@
+/*
+ * Unit tests of the meta namespace (src/meta/ns.c) over the SQLite store.
+ * Each test gets a fresh database in its own temporary directory.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "meta/ns.h"
+#include "strata/errors.h"
+
+#define TABLE_LEN 8
+
+struct fx {
+	char dir[64];
+	char db[128];
+	struct meta_store st;
+	struct ns ns;
+};
+
+static int fx_open(struct fx *f)
+{
+	int err = meta_store_sqlite_open(f->db, NULL, &f->st);
+
+	if (!err)
+		err = ns_init(&f->ns, &f->st, 0);
+	return err;
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/test_meta_ns.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->db, sizeof(f->db), "%s/meta.db", f->dir);
+	assert_int_equal(meta_store_sqlite_open(f->db, NULL, &f->st), 0);
+	assert_int_equal(ns_init(&f->ns, &f->st, TABLE_LEN), 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	char path[192];
+
+	ns_release(&f->ns);
+	meta_store_close(&f->st);
+	for (const char *const *s = (const char *const[]){ "", "-wal", "-shm", NULL }; *s; s++) {
+		snprintf(path, sizeof(path), "%s%s", f->db, *s);
+		unlink(path);
+	}
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+/* ---- helpers ---- */
+
+struct dump {
+	char *buf;
+	size_t len, cap;
+};
+
+static void dump_add(struct dump *d, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void dump_add(struct dump *d, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(d->buf + d->len, d->cap - d->len, fmt, ap);
+		va_end(ap);
+		assert_true(n >= 0);
+		if ((size_t)n < d->cap - d->len)
+			break;
+		d->cap = d->cap * 2 + n + 64;
+		d->buf = realloc(d->buf, d->cap);
+		assert_non_null(d->buf);
+	}
+	d->len += (size_t)n;
+}
+
+struct name_list {
+	char (*names)[NS_NAME_MAX + 1];
+	uint64_t *inos;
+	size_t n, cap;
+};
+
+static int collect_cb(void *arg, const char *name, uint64_t ino, uint32_t type)
+{
+	struct name_list *l = arg;
+
+	(void)type;
+	if (l->n == l->cap) {
+		l->cap = l->cap * 2 + 16;
+		l->names = realloc(l->names, l->cap * sizeof(*l->names));
+		l->inos = realloc(l->inos, l->cap * sizeof(*l->inos));
+		assert_non_null(l->names);
+		assert_non_null(l->inos);
+	}
+	snprintf(l->names[l->n], sizeof(l->names[0]), "%s", name);
+	l->inos[l->n++] = ino;
+	return 0;
+}
+
+static void list_free(struct name_list *l)
+{
+	free(l->names);
+	free(l->inos);
+	memset(l, 0, sizeof(*l));
+}
+
+/* Reads all of directory dir with pages of `page` entries. */
+static void list_all(struct ns *ns, uint64_t dir, uint32_t page, struct name_list *l)
+{
+	char cookie[NS_NAME_MAX + 1] = "";
+	int n;
+
+	do {
+		size_t before = l->n;
+
+		n = ns_readdir(ns, dir, cookie, page, collect_cb, l);
+		assert_true(n >= 0);
+		assert_int_equal(l->n - before, (size_t)n);
+		if (n)
+			snprintf(cookie, sizeof(cookie), "%s", l->names[l->n - 1]);
+	} while ((uint32_t)n == page);
+}
+
+static void dump_tree(struct ns *ns, uint64_t dir, const char *path, struct dump *d)
+{
+	struct name_list l = { 0 };
+
+	list_all(ns, dir, 3, &l);
+	for (size_t i = 0; i < l.n; i++) {
+		struct meta_inode in;
+		char sub[1024];
+
+		assert_int_equal(ns_lookup(ns, dir, l.names[i], &in), 0);
+		assert_int_equal(in.ino, l.inos[i]);
+		dump_add(d, "%s/%s ino=%llu mode=%o nlink=%u size=%llu uid=%u gid=%u parent=%llu"
+			 " layout=%u/%u/%u/%llx mtime=%lld\n", path, l.names[i],
+			 (unsigned long long)in.ino, in.mode, in.nlink,
+			 (unsigned long long)in.size, in.uid, in.gid,
+			 (unsigned long long)in.parent, in.layout.chunk_size, in.layout.stripe,
+			 in.layout.table_len, (unsigned long long)in.layout.seed,
+			 (long long)in.mtime_ns);
+		if (S_ISDIR(in.mode)) {
+			snprintf(sub, sizeof(sub), "%s/%s", path, l.names[i]);
+			dump_tree(ns, in.ino, sub, d);
+		} else if (S_ISLNK(in.mode)) {
+			char t[NS_PATH_MAX];
+
+			assert_true(ns_readlink(ns, in.ino, t, sizeof(t)) >= 0);
+			dump_add(d, "  -> %s\n", t);
+		}
+	}
+	list_free(&l);
+}
+
+/* The whole namespace as text: tree, attributes, totals, GC queue. */
+static char *dump_ns(struct ns *ns)
+{
+	struct dump d = { 0 };
+	struct meta_inode root;
+	struct ns_statfs sf;
+	struct meta_gc_item gc[64];
+	int n;
+
+	d.cap = 4096;
+	d.buf = malloc(d.cap);
+	assert_non_null(d.buf);
+	d.buf[0] = '\0';
+	assert_int_equal(ns_getattr(ns, NS_ROOT_INO, &root), 0);
+	dump_add(&d, "root nlink=%u mtime=%lld\n", root.nlink, (long long)root.mtime_ns);
+	dump_tree(ns, NS_ROOT_INO, "", &d);
+	assert_int_equal(ns_statfs(ns, &sf), 0);
+	dump_add(&d, "statfs inodes=%llu bytes=%llu\n", (unsigned long long)sf.inodes,
+		 (unsigned long long)sf.bytes);
+	n = ns_gc_next(ns, 0, gc, 64);
+	assert_true(n >= 0);
+	for (int i = 0; i < n; i++)
+		dump_add(&d, "gc %llu [%llu,%llu)\n", (unsigned long long)gc[i].ino,
+			 (unsigned long long)gc[i].from, (unsigned long long)gc[i].to);
+	return d.buf;
+}
+
+static uint64_t mkfile(struct ns *ns, uint64_t dir, const char *name, uint64_t size)
+{
+	struct meta_inode in;
+
+	assert_int_equal(ns_create(ns, dir, name, 0644, 1000, 1000, true, &in), 1);
+	if (size)
+		assert_int_equal(ns_set_size(ns, in.ino, size, 0, NULL), 0);
+	return in.ino;
+}
+
+static uint64_t mkdir_(struct ns *ns, uint64_t dir, const char *name)
+{
+	struct meta_inode in;
+
+	assert_int_equal(ns_mkdir(ns, dir, name, 0755, 1000, 1000, &in), 0);
+	return in.ino;
+}
+
+static int gc_all(struct ns *ns, uint64_t ino, struct meta_gc_item *out, uint32_t n)
+{
+	int got = ns_gc_next(ns, ino, out, n);
+
+	assert_true(got >= 0);
+	return got;
+}
+
+static void gc_drain(struct ns *ns)
+{
+	struct meta_gc_item it[32];
+	int n;
+
+	while ((n = gc_all(ns, 0, it, 32)) > 0)
+		for (int i = 0; i < n; i++)
+			assert_int_equal(ns_gc_done(ns, &it[i]), 0);
+}
+
+/* ---- tests ---- */
+
+static void test_root_and_table_len(void **state)
+{
+	struct fx *f = *state;
+	struct meta_inode root;
+	struct ns_statfs sf;
+
+	assert_int_equal(ns_getattr(&f->ns, NS_ROOT_INO, &root), 0);
+	assert_true(S_ISDIR(root.mode));
+	assert_int_equal(root.nlink, 2);
+	assert_int_equal(root.parent, NS_ROOT_INO);
+	assert_int_equal(root.layout.chunk_size, 4u << 20);
+	assert_int_equal(root.layout.table_len, TABLE_LEN);
+	assert_int_equal(root.layout.stripe, TABLE_LEN);
+
+	assert_int_equal(ns_set_table_len(&f->ns, 32), 0);
+	assert_int_equal(ns_getattr(&f->ns, NS_ROOT_INO, &root), 0);
+	assert_int_equal(root.layout.table_len, 32);
+	assert_int_equal(root.layout.stripe, 16);
+	assert_int_equal(ns_set_table_len(&f->ns, 0), -EINVAL);
+
+	/* ns_init again with 0 keeps the stored table length and the root. */
+	assert_int_equal(ns_init(&f->ns, &f->st, 0), 0);
+	assert_int_equal(ns_statfs(&f->ns, &sf), 0);
+	assert_int_equal(sf.table_len, 32);
+	assert_int_equal(sf.inodes, 1);
+	assert_int_equal(ns_getattr(&f->ns, 999, &root), -ENOENT);
+}
+
+static void test_create_lookup_open(void **state)
+{
+	struct fx *f = *state;
+	struct meta_inode a, b, c, dir;
+	struct ns_trunc tr;
+
+	assert_int_equal(ns_create(&f->ns, NS_ROOT_INO, "a", 0640, 7, 8, true, &a), 1);
+	assert_int_equal(a.mode, S_IFREG | 0640);
+	assert_int_equal(a.uid, 7);
+	assert_int_equal(a.gid, 8);
+	assert_int_equal(a.nlink, 1);
+	assert_int_equal(a.size, 0);
+	assert_int_equal(a.parent, NS_ROOT_INO);
+	assert_int_equal(a.layout.chunk_size, 4u << 20);
+	assert_int_equal(a.layout.table_len, TABLE_LEN);
+	assert_int_equal(a.layout.stripe, TABLE_LEN);
+	assert_int_not_equal(a.layout.seed, 0);
+
+	assert_int_equal(ns_lookup(&f->ns, NS_ROOT_INO, "a", &b), 0);
+	assert_memory_equal(&a, &b, sizeof(a));
+	assert_int_equal(ns_getattr(&f->ns, a.ino, &b), 0);
+	assert_memory_equal(&a, &b, sizeof(a));
+	assert_int_equal(ns_lookup(&f->ns, NS_ROOT_INO, ".", &b), 0);
+	assert_int_equal(b.ino, NS_ROOT_INO);
+	assert_int_equal(ns_lookup(&f->ns, NS_ROOT_INO, "..", &b), 0);
+	assert_int_equal(b.ino, NS_ROOT_INO);
+
+	/* Exclusive create of an existing name fails; plain create opens. */
+	assert_int_equal(ns_create(&f->ns, NS_ROOT_INO, "a", 0600, 0, 0, true, NULL), -EEXIST);
+	assert_int_equal(ns_create(&f->ns, NS_ROOT_INO, "a", 0600, 0, 0, false, &b), 0);
+	assert_int_equal(b.ino, a.ino);
+	assert_int_equal(b.mode, S_IFREG | 0640);
+
+	/* A second file gets its own seed, the same layout otherwise. */
+	assert_int_equal(ns_create(&f->ns, NS_ROOT_INO, "b", 0600, 0, 0, true, &c), 1);
+	assert_int_not_equal(c.ino, a.ino);
+	assert_int_not_equal(c.layout.seed, a.layout.seed);
+	assert_int_equal(c.layout.chunk_size, a.layout.chunk_size);
+
+	/* Creating over a directory / a symlink. */
+	assert_int_equal(ns_mkdir(&f->ns, NS_ROOT_INO, "d", 0755, 0, 0, &dir), 0);
+	assert_int_equal(ns_create(&f->ns, NS_ROOT_INO, "d", 0600, 0, 0, false, NULL), -EISDIR);
+	assert_int_equal(ns_create(&f->ns, NS_ROOT_INO, "d", 0600, 0, 0, true, NULL), -EEXIST);
+	assert_int_equal(ns_symlink(&f->ns, NS_ROOT_INO, "l", "a", 0, 0, &c), 0);
+	assert_int_equal(ns_create(&f->ns, NS_ROOT_INO, "l", 0600, 0, 0, false, NULL), -EEXIST);
+
+	/* open */
+	assert_int_equal(ns_open(&f->ns, a.ino, O_RDONLY, &b, NULL), 0);
+	assert_int_equal(b.ino, a.ino);
+	assert_int_equal(ns_open(&f->ns, dir.ino, O_RDONLY, &b, NULL), 0);
+	assert_int_equal(ns_open(&f->ns, dir.ino, O_WRONLY, &b, NULL), -EISDIR);
+	assert_int_equal(ns_open(&f->ns, c.ino, O_RDONLY, &b, NULL), -ELOOP);
+	assert_int_equal(ns_open(&f->ns, 12345, O_RDONLY, &b, NULL), -ENOENT);
+	assert_int_equal(ns_set_size(&f->ns, a.ino, (4u << 20) * 2 + 1, 0, NULL), 0);
+	assert_int_equal(ns_open(&f->ns, a.ino, O_RDWR | O_TRUNC, &b, &tr), 0);
+	assert_int_equal(b.size, 0);
+	assert_int_equal(tr.gc_from, 0);
+	assert_int_equal(tr.gc_to, 3);
+	assert_false(tr.partial);
+}
+
+static void test_no_chain_table(void **state)
+{
+	struct fx *f = *state;
+	char db[160];
+	struct meta_store st;
+	struct ns ns;
+
+	/* A fresh database whose table length was never given. */
+	snprintf(db, sizeof(db), "%s/empty.db", f->dir);
+	assert_int_equal(meta_store_sqlite_open(db, NULL, &st), 0);
+	assert_int_equal(ns_init(&ns, &st, 0), 0);
+	assert_int_equal(ns_create(&ns, NS_ROOT_INO, "x", 0644, 0, 0, true, NULL), STRATA_EUNAVAIL);
+	assert_int_equal(ns_mkdir(&ns, NS_ROOT_INO, "d", 0755, 0, 0, NULL), 0);
+	assert_int_equal(ns_set_table_len(&ns, 3), 0);
+	assert_int_equal(ns_create(&ns, NS_ROOT_INO, "x", 0644, 0, 0, true, NULL), 1);
+	ns_release(&ns);
+	meta_store_close(&st);
+	unlink(db);
+	snprintf(db, sizeof(db), "%s/empty.db-wal", f->dir);
+	unlink(db);
+	snprintf(db, sizeof(db), "%s/empty.db-shm", f->dir);
+	unlink(db);
+}
+
+static void test_mkdir_rmdir_unlink(void **state)
+{
+	struct fx *f = *state;
+	struct meta_inode root, d, e;
+	uint64_t file;
+
+	assert_int_equal(ns_mkdir(&f->ns, NS_ROOT_INO, "d", 0750, 1, 2, &d), 0);
+	assert_int_equal(d.mode, S_IFDIR | 0750);
+	assert_int_equal(d.nlink, 2);
+	assert_int_equal(ns_getattr(&f->ns, NS_ROOT_INO, &root), 0);
+	assert_int_equal(root.nlink, 3);
+	assert_int_equal(ns_mkdir(&f->ns, NS_ROOT_INO, "d", 0750, 1, 2, NULL), -EEXIST);
+	assert_int_equal(ns_mkdir(&f->ns, d.ino, "e", 0755, 0, 0, &e), 0);
+	assert_int_equal(ns_lookup(&f->ns, e.ino, "..", &root), 0);
+	assert_int_equal(root.ino, d.ino);
+	file = mkfile(&f->ns, d.ino, "f", 0);
+
+	assert_int_equal(ns_rmdir(&f->ns, NS_ROOT_INO, "d"), -ENOTEMPTY);
+	assert_int_equal(ns_rmdir(&f->ns, d.ino, "f"), -ENOTDIR);
+	assert_int_equal(ns_unlink(&f->ns, d.ino, "e"), -EISDIR);
+	assert_int_equal(ns_unlink(&f->ns, d.ino, "nope"), -ENOENT);
+	assert_int_equal(ns_rmdir(&f->ns, d.ino, "nope"), -ENOENT);
+
+	assert_int_equal(ns_unlink(&f->ns, d.ino, "f"), 0);
+	assert_int_equal(ns_getattr(&f->ns, file, NULL), -ENOENT);
+	assert_int_equal(ns_rmdir(&f->ns, d.ino, "e"), 0);
+	assert_int_equal(ns_getattr(&f->ns, d.ino, &d), 0);
+	assert_int_equal(d.nlink, 2);
+	assert_int_equal(ns_rmdir(&f->ns, NS_ROOT_INO, "d"), 0);
+	assert_int_equal(ns_getattr(&f->ns, NS_ROOT_INO, &root), 0);
+	assert_int_equal(root.nlink, 2);
+	assert_int_equal(ns_lookup(&f->ns, NS_ROOT_INO, "d", NULL), -ENOENT);
+}
+
+static void test_symlink_resolve(void **state)
+{
+	struct fx *f = *state;
+	struct meta_inode in, l;
+	char buf[16];
+	uint64_t a, b, file;
+	char big[NS_PATH_MAX + 1];
+
+	a = mkdir_(&f->ns, NS_ROOT_INO, "a");
+	b = mkdir_(&f->ns, a, "b");
+	file = mkfile(&f->ns, b, "f", 0);
+	assert_int_equal(ns_symlink(&f->ns, NS_ROOT_INO, "abs", "/a/b", 0, 0, &l), 0);
+	assert_true(S_ISLNK(l.mode));
+	assert_int_equal(l.size, 4);
+	assert_int_equal(ns_symlink(&f->ns, a, "rel", "b/f", 0, 0, NULL), 0);
+	assert_int_equal(ns_symlink(&f->ns, a, "up", "../a/./b", 0, 0, NULL), 0);
+	assert_int_equal(ns_symlink(&f->ns, NS_ROOT_INO, "loop", "loop", 0, 0, NULL), 0);
+	assert_int_equal(ns_symlink(&f->ns, NS_ROOT_INO, "x", "", 0, 0, NULL), -ENOENT);
+	memset(big, 'x', NS_PATH_MAX);
+	big[NS_PATH_MAX] = '\0';
+	assert_int_equal(ns_symlink(&f->ns, NS_ROOT_INO, "x", big, 0, 0, NULL), -ENAMETOOLONG);
+	assert_int_equal(ns_symlink(&f->ns, NS_ROOT_INO, "abs", "y", 0, 0, NULL), -EEXIST);
+
+	assert_int_equal(ns_readlink(&f->ns, l.ino, buf, sizeof(buf)), 4);
+	assert_string_equal(buf, "/a/b");
+	assert_int_equal(ns_readlink(&f->ns, l.ino, buf, 3), 4);
+	assert_string_equal(buf, "/a");
+	assert_int_equal(ns_readlink(&f->ns, file, buf, sizeof(buf)), -EINVAL);
+
+	assert_int_equal(ns_resolve(&f->ns, "/", 0, &in), 0);
+	assert_int_equal(in.ino, NS_ROOT_INO);
+	assert_int_equal(ns_resolve(&f->ns, "//a/./b//f", 0, &in), 0);
+	assert_int_equal(in.ino, file);
+	assert_int_equal(ns_resolve(&f->ns, "/a/b/../b/f", 0, &in), 0);
+	assert_int_equal(in.ino, file);
+	assert_int_equal(ns_resolve(&f->ns, "/abs/f", 0, &in), 0);
+	assert_int_equal(in.ino, file);
+	assert_int_equal(ns_resolve(&f->ns, "/abs", 0, &in), 0);
+	assert_int_equal(in.ino, l.ino);
+	assert_int_equal(ns_resolve(&f->ns, "/abs", NS_RESOLVE_FOLLOW, &in), 0);
+	assert_int_equal(in.ino, b);
+	assert_int_equal(ns_resolve(&f->ns, "/abs/", 0, &in), 0);
+	assert_int_equal(in.ino, b);
+	assert_int_equal(ns_resolve(&f->ns, "/a/rel", NS_RESOLVE_FOLLOW, &in), 0);
+	assert_int_equal(in.ino, file);
+	assert_int_equal(ns_resolve(&f->ns, "/a/up/f", 0, &in), 0);
+	assert_int_equal(in.ino, file);
+	assert_int_equal(ns_resolve(&f->ns, "/loop/x", 0, &in), -ELOOP);
+	assert_int_equal(ns_resolve(&f->ns, "/loop", NS_RESOLVE_FOLLOW, &in), -ELOOP);
+	assert_int_equal(ns_resolve(&f->ns, "/loop", 0, &in), 0);
+	assert_int_equal(ns_resolve(&f->ns, "/a/b/f/x", 0, &in), -ENOTDIR);
+	assert_int_equal(ns_resolve(&f->ns, "/a/b/f/", 0, &in), -ENOTDIR);
+	assert_int_equal(ns_resolve(&f->ns, "/a/nope", 0, &in), -ENOENT);
+	assert_int_equal(ns_resolve(&f->ns, "a/b", 0, &in), -EINVAL);
+	memset(big, 'n', NS_NAME_MAX + 1);
+	big[0] = '/';
+	big[NS_NAME_MAX + 2] = '\0';
+	assert_int_equal(ns_resolve(&f->ns, big, 0, &in), -ENAMETOOLONG);
+
+	/* 40 links in a chain resolve, 41 do not. */
+	for (int i = 0; i < 41; i++) {
+		char name[16], target[16];
+
+		snprintf(name, sizeof(name), "c%d", i);
+		snprintf(target, sizeof(target), i ? "c%d" : "a", i - 1);
+		assert_int_equal(ns_symlink(&f->ns, NS_ROOT_INO, name, target, 0, 0, NULL), 0);
+	}
+	assert_int_equal(ns_resolve(&f->ns, "/c39/b", 0, &in), 0);
+	assert_int_equal(in.ino, b);
+	assert_int_equal(ns_resolve(&f->ns, "/c40/b", 0, &in), -ELOOP);
+}
+
+/* Every bad name and error path leaves the namespace exactly as it was. */
+static void test_errors_leave_namespace_unchanged(void **state)
+{
+	struct fx *f = *state;
+	char long_name[NS_NAME_MAX + 2], max_name[NS_NAME_MAX + 1];
+	const char *bad[] = { "", ".", "..", "a/b", "/", long_name };
+	int bad_err[] = { -EINVAL, -EINVAL, -EINVAL, -EINVAL, -EINVAL, -ENAMETOOLONG };
+	uint64_t d, e, file;
+	char *before, *after;
+
+	memset(long_name, 'x', NS_NAME_MAX + 1);
+	long_name[NS_NAME_MAX + 1] = '\0';
+	memset(max_name, 'y', NS_NAME_MAX);
+	max_name[NS_NAME_MAX] = '\0';
+
+	d = mkdir_(&f->ns, NS_ROOT_INO, "d");
+	e = mkdir_(&f->ns, d, "e");
+	file = mkfile(&f->ns, d, "f", 5u << 20);
+	mkfile(&f->ns, e, "g", 1);
+	assert_int_equal(ns_symlink(&f->ns, d, "l", "f", 0, 0, NULL), 0);
+	mkfile(&f->ns, NS_ROOT_INO, max_name, 0); /* 255 bytes is fine */
+	before = dump_ns(&f->ns);
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *n = bad[i];
+		int want = bad_err[i];
+
+		assert_int_equal(ns_create(&f->ns, d, n, 0644, 0, 0, true, NULL), want);
+		assert_int_equal(ns_create(&f->ns, d, n, 0644, 0, 0, false, NULL), want);
+		assert_int_equal(ns_mkdir(&f->ns, d, n, 0755, 0, 0, NULL), want);
+		assert_int_equal(ns_symlink(&f->ns, d, n, "t", 0, 0, NULL), want);
+		assert_int_equal(ns_unlink(&f->ns, d, n), want);
+		assert_int_equal(ns_rmdir(&f->ns, d, n), want);
+		assert_int_equal(ns_rename(&f->ns, d, "f", d, n, 0), want);
+		assert_int_equal(ns_rename(&f->ns, d, n, d, "zz", 0), want);
+	}
+	assert_int_equal(ns_lookup(&f->ns, d, long_name, NULL), -ENAMETOOLONG);
+	assert_int_equal(ns_lookup(&f->ns, d, "", NULL), -EINVAL);
+	assert_int_equal(ns_lookup(&f->ns, d, "a/b", NULL), -EINVAL);
+	assert_int_equal(ns_name_check("a\0b", 3), -EINVAL);
+	assert_int_equal(ns_name_check("ab", 2), 0);
+	assert_int_equal(ns_name_check(long_name, NS_NAME_MAX + 1), -ENAMETOOLONG);
+
+	/* ENOENT */
+	assert_int_equal(ns_lookup(&f->ns, d, "nope", NULL), -ENOENT);
+	assert_int_equal(ns_create(&f->ns, 9999, "x", 0644, 0, 0, true, NULL), -ENOENT);
+	assert_int_equal(ns_mkdir(&f->ns, 9999, "x", 0755, 0, 0, NULL), -ENOENT);
+	assert_int_equal(ns_unlink(&f->ns, d, "nope"), -ENOENT);
+	assert_int_equal(ns_rename(&f->ns, d, "nope", d, "x", 0), -ENOENT);
+	assert_int_equal(ns_rename(&f->ns, d, "f", 9999, "x", 0), -ENOENT);
+	assert_int_equal(ns_setattr(&f->ns, 9999, NS_ATTR_UID, &(struct meta_inode){ 0 },
+				    NULL, NULL), -ENOENT);
+	assert_int_equal(ns_truncate(&f->ns, 9999, 0, NULL), -ENOENT);
+	assert_int_equal(ns_set_size(&f->ns, 9999, 1, 0, NULL), -ENOENT);
+	assert_int_equal(ns_resolve(&f->ns, "/d/nope/x", 0, NULL), -ENOENT);
+	/* EEXIST */
+	assert_int_equal(ns_mkdir(&f->ns, d, "f", 0755, 0, 0, NULL), -EEXIST);
+	assert_int_equal(ns_symlink(&f->ns, d, "e", "t", 0, 0, NULL), -EEXIST);
+	assert_int_equal(ns_create(&f->ns, d, "f", 0644, 0, 0, true, NULL), -EEXIST);
+	assert_int_equal(ns_rename(&f->ns, d, "f", d, "l", NS_RENAME_NOREPLACE), -EEXIST);
+	/* ENOTDIR */
+	assert_int_equal(ns_create(&f->ns, file, "x", 0644, 0, 0, true, NULL), -ENOTDIR);
+	assert_int_equal(ns_mkdir(&f->ns, file, "x", 0755, 0, 0, NULL), -ENOTDIR);
+	assert_int_equal(ns_lookup(&f->ns, file, "x", NULL), -ENOTDIR);
+	assert_int_equal(ns_readdir(&f->ns, file, NULL, 10, collect_cb, NULL), -ENOTDIR);
+	assert_int_equal(ns_rmdir(&f->ns, d, "f"), -ENOTDIR);
+	assert_int_equal(ns_rename(&f->ns, d, "e", d, "f", 0), -ENOTDIR);
+	assert_int_equal(ns_set_layout(&f->ns, file, &(struct file_layout){ 1u << 20, 1, 1, 0 }),
+			 -ENOTDIR);
+	/* ENOTEMPTY */
+	assert_int_equal(ns_rmdir(&f->ns, NS_ROOT_INO, "d"), -ENOTEMPTY);
+	/* EISDIR */
+	assert_int_equal(ns_unlink(&f->ns, d, "e"), -EISDIR);
+	assert_int_equal(ns_rename(&f->ns, d, "f", d, "e", 0), -EISDIR);
+	assert_int_equal(ns_truncate(&f->ns, e, 0, NULL), -EISDIR);
+	assert_int_equal(ns_set_size(&f->ns, e, 10, 0, NULL), -EISDIR);
+	/* EINVAL */
+	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d", e, "x", 0), -EINVAL);
+	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d", d, "x", 0), -EINVAL);
+	assert_int_equal(ns_rename(&f->ns, d, "f", d, "x",
+				   NS_RENAME_NOREPLACE | NS_RENAME_EXCHANGE), -EINVAL);
+	assert_int_equal(ns_rename(&f->ns, d, "f", d, "x", 0x80), -EINVAL);
+
+	after = dump_ns(&f->ns);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+}
+
+static void expect_name(struct ns *ns, uint64_t dir, const char *name, uint64_t ino)
+{
+	struct meta_inode in;
+
+	assert_int_equal(ns_lookup(ns, dir, name, &in), 0);
+	assert_int_equal(in.ino, ino);
+}
+
+static void test_rename(void **state)
+{
+	struct fx *f = *state;
+	struct meta_inode in, root;
+	struct meta_gc_item gc[4];
+	uint64_t a, b, d1, d2, d3, sub, x;
+	char *before, *after;
+
+	a = mkfile(&f->ns, NS_ROOT_INO, "a", 1);
+	b = mkfile(&f->ns, NS_ROOT_INO, "b", (4u << 20) + 1);
+	d1 = mkdir_(&f->ns, NS_ROOT_INO, "d1");
+	d2 = mkdir_(&f->ns, NS_ROOT_INO, "d2");
+	sub = mkdir_(&f->ns, d2, "sub");
+	x = mkfile(&f->ns, sub, "x", 0);
+
+	/* Same directory, new name. */
+	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "a", NS_ROOT_INO, "a2", 0), 0);
+	assert_int_equal(ns_lookup(&f->ns, NS_ROOT_INO, "a", NULL), -ENOENT);
+	expect_name(&f->ns, NS_ROOT_INO, "a2", a);
+
+	/* Rename to itself: a no-op, whatever the flags. */
+	before = dump_ns(&f->ns);
+	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "a2", NS_ROOT_INO, "a2", 0), 0);
+	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "a2", NS_ROOT_INO, "a2",
+				   NS_RENAME_NOREPLACE), 0);
+	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d1", NS_ROOT_INO, "d1",
+				   NS_RENAME_EXCHANGE), 0);
+	after = dump_ns(&f->ns);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+
+	/* File over file: the target's inode goes and its chunks are queued. */
+	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "a2", NS_ROOT_INO, "b", 0), 0);
+	expect_name(&f->ns, NS_ROOT_INO, "b", a);
+	assert_int_equal(ns_lookup(&f->ns, NS_ROOT_INO, "a2", NULL), -ENOENT);
+	assert_int_equal(ns_getattr(&f->ns, b, NULL), -ENOENT);
+	assert_int_equal(gc_all(&f->ns, b, gc, 4), 1);
+	assert_int_equal(gc[0].from, 0);
+	assert_int_equal(gc[0].to, 2);
+
+	/* NOREPLACE onto a free name works; EXCHANGE needs both. */
+	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "b", d1, "b", NS_RENAME_NOREPLACE), 0);
+	expect_name(&f->ns, d1, "b", a);
+	assert_int_equal(ns_getattr(&f->ns, a, &in), 0);
+	assert_int_equal(in.parent, d1);
+	assert_int_equal(ns_rename(&f->ns, d1, "b", d2, "nope", NS_RENAME_EXCHANGE), -ENOENT);
+
+	/* EXCHANGE a file and a directory across directories. */
+	assert_int_equal(ns_rename(&f->ns, d1, "b", d2, "sub", NS_RENAME_EXCHANGE), 0);
+	expect_name(&f->ns, d1, "b", sub);
+	expect_name(&f->ns, d2, "sub", a);
+	assert_int_equal(ns_getattr(&f->ns, d1, &in), 0);
+	assert_int_equal(in.nlink, 3);
+	assert_int_equal(ns_getattr(&f->ns, d2, &in), 0);
+	assert_int_equal(in.nlink, 2);
+	assert_int_equal(ns_lookup(&f->ns, sub, "..", &in), 0);
+	assert_int_equal(in.ino, d1);
+	/* ... and back. */
+	assert_int_equal(ns_rename(&f->ns, d2, "sub", d1, "b", NS_RENAME_EXCHANGE), 0);
+	expect_name(&f->ns, d2, "sub", sub);
+	expect_name(&f->ns, d1, "b", a);
+	/* EXCHANGE a directory with an entry inside it. */
+	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d2", sub, "x", NS_RENAME_EXCHANGE),
+			 -EINVAL);
+	assert_int_equal(ns_rename(&f->ns, sub, "x", NS_ROOT_INO, "d2", NS_RENAME_EXCHANGE),
+			 -EINVAL);
+
+	/* File over directory, directory over file, over non-empty dir. */
+	assert_int_equal(ns_rename(&f->ns, d1, "b", NS_ROOT_INO, "d2", 0), -EISDIR);
+	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d2", d1, "b", 0), -ENOTDIR);
+	d3 = mkdir_(&f->ns, NS_ROOT_INO, "d3");
+	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d3", NS_ROOT_INO, "d2", 0), -ENOTEMPTY);
+	/* Into its own subtree. */
+	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d2", sub, "d2", 0), -EINVAL);
+	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d2", d2, "again", 0), -EINVAL);
+	/* An ancestor onto a descendant's name is fine as long as it is not
+	 * its own subtree: d2/sub over d3 (empty) replaces d3. */
+	assert_int_equal(ns_rename(&f->ns, d2, "sub", NS_ROOT_INO, "d3", 0), 0);
+	expect_name(&f->ns, NS_ROOT_INO, "d3", sub);
+	expect_name(&f->ns, sub, "x", x);
+	assert_int_equal(ns_getattr(&f->ns, d3, NULL), -ENOENT);
+	assert_int_equal(ns_getattr(&f->ns, NS_ROOT_INO, &root), 0);
+	assert_int_equal(root.nlink, 2 + 3); /* d1, d2, d3(=sub) */
+	assert_int_equal(ns_getattr(&f->ns, d2, &in), 0);
+	assert_int_equal(in.nlink, 2);
+	/* Directory over an empty directory across parents. */
+	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d2", d1, "dd", 0), 0);
+	assert_int_equal(ns_getattr(&f->ns, d1, &in), 0);
+	assert_int_equal(in.nlink, 3);
+	assert_int_equal(ns_getattr(&f->ns, NS_ROOT_INO, &root), 0);
+	assert_int_equal(root.nlink, 4);
+	assert_int_equal(ns_resolve(&f->ns, "/d1/dd/../b", 0, &in), 0);
+	assert_int_equal(in.ino, a);
+}
+
+static int stop_after_three(void *arg, const char *name, uint64_t ino, uint32_t type)
+{
+	struct name_list *l = arg;
+
+	if (l->n == 3)
+		return 1;
+	return collect_cb(arg, name, ino, type);
+}
+
+static void test_readdir_paging(void **state)
+{
+	struct fx *f = *state;
+	struct name_list l = { 0 };
+	char cookie[NS_NAME_MAX + 1] = "";
+	char name[32];
+	bool stable[200] = { false };
+	int n, page = 0;
+	uint64_t d = mkdir_(&f->ns, NS_ROOT_INO, "d");
+
+	for (int i = 0; i < 200; i += 2) {
+		snprintf(name, sizeof(name), "e%03d", i);
+		mkfile(&f->ns, d, name, 0);
+		stable[i] = true;
+	}
+	/* Odd names come and go between pages; even ones exist throughout,
+	 * except those deleted below (they are then no longer "stable"). */
+	do {
+		size_t before = l.n;
+
+		n = ns_readdir(&f->ns, d, cookie, 7, collect_cb, &l);
+		assert_true(n >= 0);
+		assert_int_equal(l.n - before, (size_t)n);
+		if (n)
+			snprintf(cookie, sizeof(cookie), "%s", l.names[l.n - 1]);
+		page++;
+		for (int k = 0; k < 3; k++) {
+			int i = (page * 37 + k * 61) % 200;
+
+			snprintf(name, sizeof(name), "e%03d", i);
+			if (i % 2) {
+				int err = ns_create(&f->ns, d, name, 0644, 0, 0, true, NULL);
+
+				if (err == -EEXIST)
+					assert_int_equal(ns_unlink(&f->ns, d, name), 0);
+				else
+					assert_int_equal(err, 1);
+			} else if (k == 2 && stable[i]) {
+				assert_int_equal(ns_unlink(&f->ns, d, name), 0);
+				stable[i] = false;
+			}
+		}
+	} while (n == 7);
+	assert_true(page > 10);
+	for (size_t i = 1; i < l.n; i++)
+		assert_true(strcmp(l.names[i - 1], l.names[i]) < 0); /* no dups, ordered */
+	for (int i = 0; i < 200; i++) {
+		bool found = false;
+
+		if (!stable[i])
+			continue;
+		snprintf(name, sizeof(name), "e%03d", i);
+		for (size_t j = 0; j < l.n && !found; j++)
+			found = !strcmp(l.names[j], name);
+		assert_true(found);
+	}
+	list_free(&l);
+
+	/* max 0, past the end, and a callback that stops early. */
+	assert_int_equal(ns_readdir(&f->ns, d, NULL, 0, collect_cb, &l), 0);
+	assert_int_equal(ns_readdir(&f->ns, d, "zzz", 10, collect_cb, &l), 0);
+	assert_int_equal(ns_readdir(&f->ns, d, NULL, 10, stop_after_three, &l), 3);
+	assert_int_equal(l.n, 3);
+	list_free(&l);
+	/* A cookie of the longest name is accepted. */
+	memset(cookie, 'z', NS_NAME_MAX);
+	cookie[NS_NAME_MAX] = '\0';
+	assert_int_equal(ns_readdir(&f->ns, d, cookie, 10, collect_cb, &l), 0);
+}
+
+struct worker {
+	const char *db;
+	uint64_t dir;
+	int id;
+	int errors;
+};
+
+#define WORKERS 4
+#define PER_WORKER 200
+
+static void *create_worker(void *arg)
+{
+	struct worker *w = arg;
+	struct meta_store st;
+	struct ns ns;
+
+	if (meta_store_sqlite_open(w->db, NULL, &st) || ns_init(&ns, &st, 0)) {
+		w->errors++;
+		return NULL;
+	}
+	for (int i = 0; i < PER_WORKER; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "w%d-f%03d", w->id, i);
+		if (ns_create(&ns, w->dir, name, 0644, 0, 0, true, NULL) != 1)
+			w->errors++;
+	}
+	ns_release(&ns);
+	meta_store_close(&st);
+	return NULL;
+}
+
+static void test_concurrent_creates(void **state)
+{
+	struct fx *f = *state;
+	struct worker w[WORKERS];
+	pthread_t t[WORKERS];
+	struct name_list l = { 0 };
+	struct ns_statfs sf;
+	struct meta_inode in;
+	uint64_t d = mkdir_(&f->ns, NS_ROOT_INO, "shared");
+
+	for (int i = 0; i < WORKERS; i++) {
+		w[i] = (struct worker){ f->db, d, i, 0 };
+		assert_int_equal(pthread_create(&t[i], NULL, create_worker, &w[i]), 0);
+	}
+	for (int i = 0; i < WORKERS; i++) {
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+		assert_int_equal(w[i].errors, 0);
+	}
+	list_all(&f->ns, d, 100, &l);
+	assert_int_equal(l.n, WORKERS * PER_WORKER);
+	for (size_t i = 1; i < l.n; i++) {
+		assert_true(strcmp(l.names[i - 1], l.names[i]) < 0);
+		for (size_t j = 0; j < i; j++)
+			assert_int_not_equal(l.inos[i], l.inos[j]);
+	}
+	for (int i = 0; i < WORKERS; i++)
+		for (int k = 0; k < PER_WORKER; k++) {
+			char name[32];
+
+			snprintf(name, sizeof(name), "w%d-f%03d", i, k);
+			assert_int_equal(ns_lookup(&f->ns, d, name, &in), 0);
+		}
+	assert_int_equal(ns_statfs(&f->ns, &sf), 0);
+	assert_int_equal(sf.inodes, 2 + WORKERS * PER_WORKER);
+	list_free(&l);
+}
+
+#define CS (64u * 1024)
+
+static void test_truncate_unlink_gc(void **state)
+{
+	struct fx *f = *state;
+	struct meta_gc_item gc[8];
+	struct meta_inode in, attrs = { 0 };
+	struct ns_trunc tr;
+	struct ns_statfs sf;
+	uint64_t d, ino, other;
+
+	d = mkdir_(&f->ns, NS_ROOT_INO, "d");
+	assert_int_equal(ns_set_layout(&f->ns, d, &(struct file_layout){ CS, 2, 0, 0 }), 0);
+	ino = mkfile(&f->ns, d, "f", 0);
+	other = mkfile(&f->ns, d, "g", 3 * CS);
+	assert_int_equal(ns_getattr(&f->ns, ino, &in), 0);
+	assert_int_equal(in.layout.chunk_size, CS);
+	assert_int_equal(in.layout.stripe, 2);
+	assert_int_equal(in.layout.table_len, TABLE_LEN);
+
+	/* Close/fsync lengths only grow. */
+	assert_int_equal(ns_set_size(&f->ns, ino, 10 * CS + 100, 1234, &in), 0);
+	assert_int_equal(in.size, 10 * CS + 100);
+	assert_int_equal(in.mtime_ns, 1234);
+	assert_int_equal(ns_set_size(&f->ns, ino, 5, 0, &in), 0);
+	assert_int_equal(in.size, 10 * CS + 100);
+	assert_int_equal(ns_statfs(&f->ns, &sf), 0);
+	assert_int_equal(sf.bytes, 13 * CS + 100);
+	assert_int_equal(gc_all(&f->ns, 0, gc, 8), 0);
+
+	/* Shrink to the middle of chunk 3: chunks 4..10 go, 3 is cut. */
+	assert_int_equal(ns_truncate(&f->ns, ino, 3 * CS + 5, &tr), 0);
+	assert_true(tr.partial);
+	assert_int_equal(tr.chunk, 3);
+	assert_int_equal(tr.len, 5);
+	assert_int_equal(tr.gc_from, 4);
+	assert_int_equal(tr.gc_to, 11);
+	assert_int_equal(tr.layout.chunk_size, CS);
+	assert_int_equal(gc_all(&f->ns, 0, gc, 8), 1);
+	assert_int_equal(gc[0].ino, ino);
+	assert_int_equal(gc[0].from, 4);
+	assert_int_equal(gc[0].to, 11);
+	assert_int_equal(gc[0].layout.chunk_size, CS);
+	assert_int_equal(gc[0].layout.seed, tr.layout.seed);
+	assert_int_equal(ns_gc_done(&f->ns, &gc[0]), 0);
+	assert_int_equal(gc_all(&f->ns, 0, gc, 8), 0);
+
+	/* Shrink to a chunk boundary: nothing partial. */
+	assert_int_equal(ns_truncate(&f->ns, ino, 2 * CS, &tr), 0);
+	assert_false(tr.partial);
+	assert_int_equal(tr.gc_from, 2);
+	assert_int_equal(tr.gc_to, 4);
+	/* Grow: nothing queued. */
+	assert_int_equal(ns_truncate(&f->ns, ino, 7 * CS, &tr), 0);
+	assert_false(tr.partial);
+	assert_int_equal(tr.gc_from, tr.gc_to);
+	assert_int_equal(ns_getattr(&f->ns, ino, &in), 0);
+	assert_int_equal(in.size, 7 * CS);
+	/* Truncate within the last chunk of the same count: cut, no GC. */
+	assert_int_equal(ns_truncate(&f->ns, ino, 7 * CS - 1, &tr), 0);
+	assert_true(tr.partial);
+	assert_int_equal(tr.chunk, 6);
+	assert_int_equal(tr.len, CS - 1);
+	assert_int_equal(tr.gc_from, tr.gc_to);
+	/* setattr size is a truncate too. */
+	attrs.size = CS + 1;
+	assert_int_equal(ns_setattr(&f->ns, ino, NS_ATTR_SIZE, &attrs, &in, &tr), 0);
+	assert_int_equal(in.size, CS + 1);
+	assert_int_equal(tr.gc_from, 2);
+	assert_int_equal(tr.gc_to, 7);
+
+	assert_int_equal(gc_all(&f->ns, ino, gc, 8), 2);
+	assert_int_equal(gc[0].from, 2);
+	assert_int_equal(gc[0].to, 4);
+	assert_int_equal(gc[1].from, 2);
+	assert_int_equal(gc[1].to, 7);
+	gc_drain(&f->ns);
+
+	/* Unlink queues [0, ceil(size / chunk)). */
+	assert_int_equal(ns_unlink(&f->ns, d, "f"), 0);
+	assert_int_equal(ns_unlink(&f->ns, d, "g"), 0);
+	assert_int_equal(gc_all(&f->ns, 0, gc, 8), 2);
+	assert_int_equal(gc[0].ino, ino);
+	assert_int_equal(gc[0].from, 0);
+	assert_int_equal(gc[0].to, 2);
+	assert_int_equal(gc[1].ino, other);
+	assert_int_equal(gc[1].from, 0);
+	assert_int_equal(gc[1].to, 3);
+	assert_int_equal(gc_all(&f->ns, other, gc, 8), 1);
+	assert_int_equal(gc[0].ino, other);
+	/* An empty file has no chunks to queue. */
+	mkfile(&f->ns, d, "empty", 0);
+	assert_int_equal(ns_unlink(&f->ns, d, "empty"), 0);
+	assert_int_equal(gc_all(&f->ns, 0, gc, 8), 2);
+	gc_drain(&f->ns);
+	assert_int_equal(ns_statfs(&f->ns, &sf), 0);
+	assert_int_equal(sf.bytes, 0);
+	assert_int_equal(sf.inodes, 2);
+	/* Acking twice is harmless. */
+	assert_int_equal(ns_gc_done(&f->ns, &gc[0]), 0);
+}
+
+static void test_layout(void **state)
+{
+	struct fx *f = *state;
+	struct meta_inode in, old;
+	uint64_t d, sub;
+
+	d = mkdir_(&f->ns, NS_ROOT_INO, "d");
+	mkfile(&f->ns, d, "old", 0);
+	assert_int_equal(ns_lookup(&f->ns, d, "old", &old), 0);
+
+	/* Validation. */
+	assert_int_equal(ns_set_layout(&f->ns, d, &(struct file_layout){ 3 * CS, 1, 1, 0 }),
+			 -EINVAL);
+	assert_int_equal(ns_set_layout(&f->ns, d, &(struct file_layout){ 4096, 1, 1, 0 }),
+			 -EINVAL);
+	assert_int_equal(ns_set_layout(&f->ns, d, &(struct file_layout){ 128u << 20, 1, 1, 0 }),
+			 -EINVAL);
+	assert_int_equal(ns_set_layout(&f->ns, d, &(struct file_layout){ CS, 5, 4, 0 }),
+			 -EINVAL);
+	assert_int_equal(ns_set_layout(&f->ns, d,
+				       &(struct file_layout){ CS, 1, TABLE_LEN + 1, 0 }), -EINVAL);
+	assert_int_equal(ns_set_layout(&f->ns, d,
+				       &(struct file_layout){ CS, TABLE_LEN + 1, 0, 0 }), -EINVAL);
+	assert_int_equal(ns_set_layout(&f->ns, 9999, &(struct file_layout){ CS, 1, 1, 0 }),
+			 -ENOENT);
+	assert_int_equal(ns_set_layout(&f->ns, d, NULL), -EINVAL);
+
+	/* Pinned values; files and subdirectories created later inherit. */
+	assert_int_equal(ns_set_layout(&f->ns, d, &(struct file_layout){ 2 * CS, 3, 4, 77 }), 0);
+	assert_int_equal(ns_getattr(&f->ns, d, &in), 0);
+	assert_int_equal(in.layout.chunk_size, 2 * CS);
+	assert_int_equal(in.layout.stripe, 3);
+	assert_int_equal(in.layout.table_len, 4);
+	assert_int_equal(in.layout.seed, 0);
+	sub = mkdir_(&f->ns, d, "sub");
+	mkfile(&f->ns, sub, "new", 0);
+	assert_int_equal(ns_lookup(&f->ns, sub, "new", &in), 0);
+	assert_int_equal(in.layout.chunk_size, 2 * CS);
+	assert_int_equal(in.layout.stripe, 3);
+	assert_int_equal(in.layout.table_len, 4);
+	assert_int_not_equal(in.layout.seed, 0);
+	/* The existing file keeps its layout. */
+	assert_int_equal(ns_lookup(&f->ns, d, "old", &in), 0);
+	assert_memory_equal(&in.layout, &old.layout, sizeof(in.layout));
+
+	/* Following the table: a later, larger table applies to new files,
+	 * with the default stripe capped at 16. */
+	assert_int_equal(ns_set_layout(&f->ns, sub, &(struct file_layout){ CS, 0, 0, 0 }), 0);
+	assert_int_equal(ns_set_table_len(&f->ns, 40), 0);
+	mkfile(&f->ns, sub, "newer", 0);
+	assert_int_equal(ns_lookup(&f->ns, sub, "newer", &in), 0);
+	assert_int_equal(in.layout.table_len, 40);
+	assert_int_equal(in.layout.stripe, 16);
+	assert_int_equal(in.layout.chunk_size, CS);
+	assert_int_equal(ns_getattr(&f->ns, sub, &in), 0);
+	assert_int_equal(in.layout.table_len, 40);
+	assert_int_equal(in.layout.stripe, 16);
+}
+
+static void test_setattr_statfs(void **state)
+{
+	struct fx *f = *state;
+	struct meta_inode in, at = { 0 };
+	struct ns_statfs sf;
+	uint64_t ino, d;
+
+	ino = mkfile(&f->ns, NS_ROOT_INO, "f", 100);
+	d = mkdir_(&f->ns, NS_ROOT_INO, "d");
+	at.mode = S_IFDIR | 04711; /* type bits are ignored */
+	at.uid = 42;
+	at.gid = 43;
+	at.atime_ns = 111;
+	at.mtime_ns = 222;
+	assert_int_equal(ns_setattr(&f->ns, ino, NS_ATTR_MODE | NS_ATTR_UID | NS_ATTR_GID |
+				    NS_ATTR_ATIME | NS_ATTR_MTIME, &at, &in, NULL), 0);
+	assert_int_equal(in.mode, S_IFREG | 04711);
+	assert_int_equal(in.uid, 42);
+	assert_int_equal(in.gid, 43);
+	assert_int_equal(in.atime_ns, 111);
+	assert_int_equal(in.mtime_ns, 222);
+	assert_true(in.ctime_ns > 222);
+	assert_int_equal(in.size, 100);
+	assert_int_equal(ns_getattr(&f->ns, ino, &in), 0);
+	assert_int_equal(in.uid, 42);
+	assert_int_equal(ns_setattr(&f->ns, ino, NS_ATTR_ATIME_NOW | NS_ATTR_MTIME_NOW, &at,
+				    &in, NULL), 0);
+	assert_true(in.atime_ns > 111);
+	assert_true(in.mtime_ns > 222);
+	assert_int_equal(ns_setattr(&f->ns, d, NS_ATTR_UID, &at, &in, NULL), 0);
+	assert_int_equal(in.uid, 42);
+	assert_true(S_ISDIR(in.mode));
+	at.size = 0;
+	assert_int_equal(ns_setattr(&f->ns, d, NS_ATTR_SIZE | NS_ATTR_UID, &at, NULL, NULL),
+			 -EISDIR);
+	assert_int_equal(ns_setattr(&f->ns, d, 1u << 20, &at, NULL, NULL), -EINVAL);
+
+	assert_int_equal(ns_statfs(&f->ns, &sf), 0);
+	assert_int_equal(sf.inodes, 3);
+	assert_int_equal(sf.bytes, 100);
+	assert_int_equal(sf.table_len, TABLE_LEN);
+	assert_int_equal(ns_symlink(&f->ns, d, "l", "/f", 0, 0, NULL), 0);
+	assert_int_equal(ns_statfs(&f->ns, &sf), 0);
+	assert_int_equal(sf.inodes, 4);
+	assert_int_equal(sf.bytes, 100);
+	assert_int_equal(ns_resolve(&f->ns, "/d/l", NS_RESOLVE_FOLLOW, &in), 0);
+	assert_int_equal(ns_set_size(&f->ns, in.ino, 1, 0, NULL), 0);
+	assert_int_equal(ns_resolve(&f->ns, "/d/l", 0, &in), 0);
+	assert_int_equal(ns_truncate(&f->ns, in.ino, 0, NULL), -EINVAL);
+	assert_int_equal(ns_set_size(&f->ns, in.ino, 1, 0, NULL), -EINVAL);
+}
+
+static void test_reopen(void **state)
+{
+	struct fx *f = *state;
+	uint64_t d, e;
+	char *before, *after;
+
+	d = mkdir_(&f->ns, NS_ROOT_INO, "d");
+	e = mkdir_(&f->ns, d, "e");
+	mkfile(&f->ns, d, "f", 12345);
+	mkfile(&f->ns, e, "g", 5u << 20);
+	assert_int_equal(ns_symlink(&f->ns, e, "l", "../f", 0, 0, NULL), 0);
+	assert_int_equal(ns_set_layout(&f->ns, e, &(struct file_layout){ CS, 2, 0, 0 }), 0);
+	mkfile(&f->ns, e, "h", 1);
+	assert_int_equal(ns_unlink(&f->ns, e, "g"), 0);
+	before = dump_ns(&f->ns);
+
+	ns_release(&f->ns);
+	meta_store_close(&f->st);
+	assert_int_equal(fx_open(f), 0);
+	after = dump_ns(&f->ns);
+	assert_string_equal(before, after);
+	/* Inode numbers keep growing after a reopen. */
+	assert_true(mkfile(&f->ns, NS_ROOT_INO, "new", 0) > e + 4);
+	free(before);
+	free(after);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_root_and_table_len, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_lookup_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_chain_table, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mkdir_rmdir_unlink, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_symlink_resolve, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_errors_leave_namespace_unchanged, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_rename, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_readdir_paging, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_creates, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_truncate_unlink_gc, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_layout, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_setattr_statfs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
