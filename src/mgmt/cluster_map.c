@@ -1,0 +1,1078 @@
+/*
+ * The cluster map: membership, targets, chains and their reconfiguration.
+ * See cluster_map.h for the model.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "mgmt/chain_table.h"
+#include "mgmt/cluster_map.h"
+
+#define COMP "mgmt"
+
+/* Chain-changing calls bump the map version once, lazily. */
+struct cm_change {
+	struct cluster_map *m;
+	bool bumped;
+	int chains;
+};
+
+static void change_map(struct cm_change *ch)
+{
+	if (!ch->bumped) {
+		ch->m->version++;
+		ch->bumped = true;
+	}
+}
+
+static void change_chain(struct cm_change *ch, struct cm_chain *c)
+{
+	change_map(ch);
+	/* Count each chain once per call even if touched several times. */
+	if (c->version != ch->m->version)
+		ch->chains++;
+	c->version = ch->m->version;
+}
+
+void cm_init(struct cluster_map *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->replication = CM_DEFAULT_R;
+}
+
+void cm_release(struct cluster_map *m)
+{
+	free(m->nodes);
+	free(m->targets);
+	free(m->chains);
+	cm_init(m);
+}
+
+static int grow(void **arr, uint32_t *cap, uint32_t want, size_t elem)
+{
+	uint32_t ncap;
+	void *p;
+
+	if (want <= *cap)
+		return 0;
+	ncap = *cap ? *cap : 8;
+	while (ncap < want)
+		ncap = ncap > UINT32_MAX / 2 ? want : ncap * 2;
+	p = realloc(*arr, (size_t)ncap * elem);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+int cm_reserve(struct cluster_map *m, uint32_t nnodes, uint32_t ntargets, uint32_t nchains)
+{
+	if (grow((void **)&m->nodes, &m->nodes_cap, nnodes, sizeof(*m->nodes)) ||
+	    grow((void **)&m->targets, &m->targets_cap, ntargets, sizeof(*m->targets)) ||
+	    grow((void **)&m->chains, &m->chains_cap, nchains, sizeof(*m->chains)))
+		return -ENOMEM;
+	return 0;
+}
+
+int cm_copy(struct cluster_map *dst, const struct cluster_map *src)
+{
+	cm_init(dst);
+	if (cm_reserve(dst, src->nnodes, src->ntargets, src->nchains)) {
+		cm_release(dst);
+		return -ENOMEM;
+	}
+	dst->version = src->version;
+	dst->replication = src->replication;
+	dst->chain_table_len = src->chain_table_len;
+	dst->nnodes = src->nnodes;
+	dst->ntargets = src->ntargets;
+	dst->nchains = src->nchains;
+	if (src->nnodes)
+		memcpy(dst->nodes, src->nodes, sizeof(*src->nodes) * src->nnodes);
+	if (src->ntargets)
+		memcpy(dst->targets, src->targets, sizeof(*src->targets) * src->ntargets);
+	if (src->nchains)
+		memcpy(dst->chains, src->chains, sizeof(*src->chains) * src->nchains);
+	return 0;
+}
+
+/* Binary search over an id-sorted array whose elements start with a u32 id. */
+static void *bsearch_id(const void *arr, uint32_t n, size_t elem, uint32_t id)
+{
+	uint32_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const void *e = (const char *)arr + (size_t)mid * elem;
+		uint32_t v;
+
+		memcpy(&v, e, sizeof(v));
+		if (v == id)
+			return (void *)e;
+		if (v < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static struct cm_node *node_get(struct cluster_map *m, uint32_t id)
+{
+	return bsearch_id(m->nodes, m->nnodes, sizeof(*m->nodes), id);
+}
+
+static struct cm_target *target_get(struct cluster_map *m, uint32_t id)
+{
+	return bsearch_id(m->targets, m->ntargets, sizeof(*m->targets), id);
+}
+
+static struct cm_chain *chain_get(struct cluster_map *m, uint32_t id)
+{
+	return bsearch_id(m->chains, m->nchains, sizeof(*m->chains), id);
+}
+
+const struct cm_node *cm_find_node(const struct cluster_map *m, uint32_t id)
+{
+	return bsearch_id(m->nodes, m->nnodes, sizeof(*m->nodes), id);
+}
+
+const struct cm_target *cm_find_target(const struct cluster_map *m, uint32_t id)
+{
+	return bsearch_id(m->targets, m->ntargets, sizeof(*m->targets), id);
+}
+
+const struct cm_chain *cm_find_chain(const struct cluster_map *m, uint32_t id)
+{
+	return bsearch_id(m->chains, m->nchains, sizeof(*m->chains), id);
+}
+
+static uint32_t node_of(const struct cluster_map *m, uint32_t target_id)
+{
+	const struct cm_target *t = cm_find_target(m, target_id);
+
+	return t ? t->node_id : 0;
+}
+
+static int member_idx(const struct cm_chain *c, uint32_t tid)
+{
+	for (int i = 0; i < c->len; i++)
+		if (c->targets[i] == tid)
+			return i;
+	return -1;
+}
+
+static int out_idx(const struct cm_chain *c, uint32_t tid)
+{
+	for (int i = 0; i < c->nout; i++)
+		if (c->out[i] == tid)
+			return i;
+	return -1;
+}
+
+static void member_remove(struct cm_chain *c, int i)
+{
+	memmove(c->targets + i, c->targets + i + 1, sizeof(*c->targets) * (c->len - i - 1));
+	memmove(c->states + i, c->states + i + 1, sizeof(*c->states) * (c->len - i - 1));
+	c->len--;
+}
+
+static void out_remove(struct cm_chain *c, int i)
+{
+	memmove(c->out + i, c->out + i + 1, sizeof(*c->out) * (c->nout - i - 1));
+	memmove(c->out_states + i, c->out_states + i + 1, sizeof(*c->out_states) * (c->nout - i - 1));
+	c->nout--;
+}
+
+/* Adds a member: SERVING ones go before the first SYNCING, SYNCING ones at
+ * the tail. The caller checked there is a free slot. */
+static void member_add(struct cm_chain *c, uint32_t tid, uint8_t state)
+{
+	int at = c->len;
+
+	if (state == TARGET_SERVING)
+		for (at = 0; at < c->len && c->states[at] == TARGET_SERVING; at++)
+			;
+	memmove(c->targets + at + 1, c->targets + at, sizeof(*c->targets) * (c->len - at));
+	memmove(c->states + at + 1, c->states + at, sizeof(*c->states) * (c->len - at));
+	c->targets[at] = tid;
+	c->states[at] = state;
+	c->len++;
+}
+
+/* Does the chain hold (as member or out) a target on node_id other than
+ * except_tid? */
+static bool chain_has_node(const struct cluster_map *m, const struct cm_chain *c,
+			   uint32_t node_id, uint32_t except_tid)
+{
+	for (int i = 0; i < c->len; i++)
+		if (c->targets[i] != except_tid && node_of(m, c->targets[i]) == node_id)
+			return true;
+	for (int i = 0; i < c->nout; i++)
+		if (c->out[i] != except_tid && node_of(m, c->out[i]) == node_id)
+			return true;
+	return false;
+}
+
+bool cm_chain_ok(const struct cluster_map *m, const struct cm_chain *c)
+{
+	uint32_t all[2 * CM_CHAIN_SLOTS];
+	int n = 0;
+
+	if (c->len + c->nout > CM_CHAIN_SLOTS)
+		return false;
+	for (int i = 0; i < c->len; i++) {
+		if (c->states[i] != TARGET_SERVING && c->states[i] != TARGET_SYNCING)
+			return false;
+		if (i && c->states[i] == TARGET_SERVING && c->states[i - 1] == TARGET_SYNCING)
+			return false;
+		all[n++] = c->targets[i];
+	}
+	for (int i = 0; i < c->nout; i++) {
+		if (c->out_states[i] != TARGET_SERVING && c->out_states[i] != TARGET_SYNCING)
+			return false;
+		all[n++] = c->out[i];
+	}
+	for (int i = 0; i < n; i++) {
+		uint32_t ni = node_of(m, all[i]);
+
+		if (!ni)
+			return false;
+		for (int j = 0; j < i; j++)
+			if (all[j] == all[i] || node_of(m, all[j]) == ni)
+				return false;
+	}
+	return true;
+}
+
+/* Target state after a membership change: SYNCING if any chain has it
+ * SYNCING, else SERVING. OFFLINE and LOST are left alone. */
+static void target_refresh(struct cluster_map *m, struct cm_target *t)
+{
+	if (t->state != TARGET_SERVING && t->state != TARGET_SYNCING)
+		return;
+	for (uint32_t k = 0; k < m->nchains; k++) {
+		const struct cm_chain *c = &m->chains[k];
+		int i = member_idx(c, t->id);
+
+		if (i >= 0 && c->states[i] == TARGET_SYNCING) {
+			t->state = TARGET_SYNCING;
+			return;
+		}
+	}
+	t->state = TARGET_SERVING;
+}
+
+static bool on_draining(const struct cluster_map *m, uint32_t tid)
+{
+	const struct cm_node *n = cm_find_node(m, node_of(m, tid));
+
+	return n && n->state == NODE_DRAINING;
+}
+
+/*
+ * Drain bookkeeping of one chain. nd_all: targets (members and out) not on
+ * draining nodes; ndrain: those on draining nodes; want = min(R, nd_all +
+ * ndrain) is the size the chain must keep. Draining entries leave once
+ * want members off draining nodes are SERVING.
+ */
+static void drain_counts(const struct cluster_map *m, const struct cm_chain *c,
+			 uint32_t *nd_all, uint32_t *ndrain, uint32_t *nd_serving)
+{
+	*nd_all = *ndrain = *nd_serving = 0;
+	for (int i = 0; i < c->len; i++) {
+		if (on_draining(m, c->targets[i])) {
+			(*ndrain)++;
+		} else {
+			(*nd_all)++;
+			*nd_serving += c->states[i] == TARGET_SERVING;
+		}
+	}
+	for (int i = 0; i < c->nout; i++) {
+		if (on_draining(m, c->out[i]))
+			(*ndrain)++;
+		else
+			(*nd_all)++;
+	}
+}
+
+static uint32_t drain_want(const struct cluster_map *m, uint32_t nd_all, uint32_t ndrain)
+{
+	uint32_t want = nd_all + ndrain;
+
+	return want < m->replication ? want : m->replication;
+}
+
+/* Drops the draining entries of c when the rest can stand alone. */
+static void drain_settle(struct cm_change *ch, struct cm_chain *c)
+{
+	struct cluster_map *m = ch->m;
+	uint32_t nd_all, ndrain, nd_serving;
+	uint32_t dropped[2 * CM_CHAIN_SLOTS];
+	int nd = 0;
+
+	drain_counts(m, c, &nd_all, &ndrain, &nd_serving);
+	if (!ndrain || nd_serving < drain_want(m, nd_all, ndrain))
+		return;
+	for (int i = c->len - 1; i >= 0; i--)
+		if (on_draining(m, c->targets[i])) {
+			dropped[nd++] = c->targets[i];
+			member_remove(c, i);
+		}
+	for (int i = c->nout - 1; i >= 0; i--)
+		if (on_draining(m, c->out[i])) {
+			dropped[nd++] = c->out[i];
+			out_remove(c, i);
+		}
+	change_chain(ch, c);
+	for (int i = 0; i < nd; i++) {
+		struct cm_target *t = target_get(m, dropped[i]);
+
+		if (t)
+			target_refresh(m, t);
+	}
+}
+
+/* Takes target t out of every chain it is a member of. */
+static void target_take_out(struct cm_change *ch, struct cm_target *t)
+{
+	struct cluster_map *m = ch->m;
+
+	for (uint32_t k = 0; k < m->nchains; k++) {
+		struct cm_chain *c = &m->chains[k];
+		int i = member_idx(c, t->id);
+
+		if (i < 0)
+			continue;
+		c->out[c->nout] = t->id;
+		c->out_states[c->nout] = c->states[i];
+		c->nout++;
+		member_remove(c, i);
+		change_chain(ch, c);
+	}
+}
+
+/* Puts target t back into every chain whose out list holds it. */
+static void target_bring_back(struct cm_change *ch, struct cm_target *t)
+{
+	struct cluster_map *m = ch->m;
+	bool syncing = false;
+
+	for (uint32_t k = 0; k < m->nchains; k++) {
+		struct cm_chain *c = &m->chains[k];
+		int i = out_idx(c, t->id), last_serving = -1;
+		bool has_serving = false;
+		uint8_t st = TARGET_SYNCING;
+
+		if (i < 0)
+			continue;
+		for (int j = 0; j < c->len; j++)
+			has_serving |= c->states[j] == TARGET_SERVING;
+		for (int j = 0; j < c->nout; j++)
+			if (c->out_states[j] == TARGET_SERVING)
+				last_serving = j;
+		/* The last SERVING member to leave an empty chain holds every
+		 * committed write: it may serve at once. */
+		if (!has_serving && last_serving == i)
+			st = TARGET_SERVING;
+		out_remove(c, i);
+		member_add(c, t->id, st);
+		syncing |= st == TARGET_SYNCING;
+		change_chain(ch, c);
+	}
+	t->state = syncing ? TARGET_SYNCING : TARGET_SERVING;
+}
+
+static int cmp_target_id(const void *a, const void *b)
+{
+	const struct cm_target *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int cmp_info_id(const void *a, const void *b)
+{
+	const struct cm_target_info *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int cm_register_node(struct cluster_map *m, uint32_t node_id, const char *addr,
+		     const struct cm_target_info *targets, uint32_t n,
+		     uint64_t lease_expires_ms)
+{
+	struct cm_change ch = { .m = m };
+	struct cm_target_info *info = NULL;
+	struct cm_node *node;
+	uint32_t nnew = 0;
+	size_t alen;
+	int rc;
+
+	if (!node_id || !addr || (n && !targets) || n > CM_MAX_TARGETS)
+		return -EINVAL;
+	alen = strlen(addr);
+	if (!alen || alen >= CM_ADDR_LEN)
+		return -EINVAL;
+	if (n) {
+		info = malloc(sizeof(*info) * n);
+		if (!info)
+			return -ENOMEM;
+		memcpy(info, targets, sizeof(*info) * n);
+		qsort(info, n, sizeof(*info), cmp_info_id);
+	}
+	/* Validate everything before changing anything. */
+	rc = -EINVAL;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct cm_target *t;
+
+		if (!info[i].id || (i && info[i].id == info[i - 1].id))
+			goto out;
+		t = cm_find_target(m, info[i].id);
+		if (t && t->node_id != node_id) {
+			log_warn(COMP, "target %u of node %u already belongs to node %u; "
+				 "give each target a cluster-unique id", info[i].id, node_id,
+				 t->node_id);
+			rc = -EEXIST;
+			goto out;
+		}
+		nnew += !t;
+	}
+	node = node_get(m, node_id);
+	rc = -ENOSPC;
+	if ((!node && m->nnodes >= CM_MAX_NODES) || m->ntargets + nnew > CM_MAX_TARGETS)
+		goto out;
+	rc = -ENOMEM;
+	if (cm_reserve(m, m->nnodes + 1, m->ntargets + nnew, 0))
+		goto out;
+
+	if (!node) {
+		uint32_t at = 0;
+
+		while (at < m->nnodes && m->nodes[at].id < node_id)
+			at++;
+		memmove(m->nodes + at + 1, m->nodes + at, sizeof(*m->nodes) * (m->nnodes - at));
+		m->nnodes++;
+		node = &m->nodes[at];
+		memset(node, 0, sizeof(*node));
+		node->id = node_id;
+		node->state = NODE_UP;
+		memcpy(node->addr, addr, alen + 1);
+		change_map(&ch);
+		log_info(COMP, "node %u registered at %s with %u targets", node_id, addr, n);
+	} else {
+		if (strcmp(node->addr, addr)) {
+			memcpy(node->addr, addr, alen + 1);
+			change_map(&ch);
+		}
+		if (node->state == NODE_OFFLINE) {
+			node->state = NODE_UP;
+			change_map(&ch);
+			log_info(COMP, "node %u is back at %s", node_id, addr);
+		}
+	}
+	node->lease_expires_ms = lease_expires_ms;
+
+	/* New targets: append, then sort once. */
+	for (uint32_t i = 0; i < n; i++) {
+		struct cm_target *t;
+
+		if (cm_find_target(m, info[i].id))
+			continue;
+		t = &m->targets[m->ntargets++];
+		memset(t, 0, sizeof(*t));
+		t->id = info[i].id;
+		t->node_id = node_id;
+		t->capacity = info[i].capacity;
+		t->used = info[i].used;
+		t->state = TARGET_SERVING;
+		change_map(&ch);
+	}
+	if (nnew)
+		qsort(m->targets, m->ntargets, sizeof(*m->targets), cmp_target_id);
+
+	for (uint32_t k = 0; k < m->ntargets; k++) {
+		struct cm_target *t = &m->targets[k];
+		const struct cm_target_info *ti;
+
+		if (t->node_id != node_id)
+			continue;
+		ti = bsearch_id(info, n, sizeof(*info), t->id);
+		if (!ti) {
+			/* Held before, not reported now: treat as failed. */
+			if (t->state == TARGET_SERVING || t->state == TARGET_SYNCING) {
+				log_warn(COMP, "node %u no longer reports target %u; "
+					 "taking it out of its chains", node_id, t->id);
+				target_take_out(&ch, t);
+				t->state = TARGET_OFFLINE;
+				change_map(&ch);
+			}
+			continue;
+		}
+		if (t->capacity != ti->capacity || t->used != ti->used) {
+			t->capacity = ti->capacity;
+			t->used = ti->used;
+			change_map(&ch);
+		}
+		if (t->state == TARGET_OFFLINE) {
+			target_bring_back(&ch, t);
+			change_map(&ch);
+		} else if (t->state == TARGET_LOST) {
+			/* Replaced while away: its old data is obsolete. */
+			t->state = TARGET_SERVING;
+			change_map(&ch);
+		}
+	}
+	rc = ch.chains;
+out:
+	free(info);
+	return rc;
+}
+
+int cm_heartbeat(struct cluster_map *m, uint32_t node_id, uint64_t lease_expires_ms)
+{
+	struct cm_node *node = node_get(m, node_id);
+
+	if (!node)
+		return -ENOENT;
+	if (node->state == NODE_OFFLINE)
+		return -ENOTCONN;
+	node->lease_expires_ms = lease_expires_ms;
+	return 0;
+}
+
+void cm_reset_leases(struct cluster_map *m, uint64_t lease_expires_ms)
+{
+	for (uint32_t i = 0; i < m->nnodes; i++)
+		m->nodes[i].lease_expires_ms = lease_expires_ms;
+}
+
+static void node_offline(struct cm_change *ch, struct cm_node *node)
+{
+	struct cluster_map *m = ch->m;
+
+	if (node->state == NODE_OFFLINE)
+		return;
+	node->state = NODE_OFFLINE;
+	change_map(ch);
+	for (uint32_t k = 0; k < m->ntargets; k++) {
+		struct cm_target *t = &m->targets[k];
+
+		if (t->node_id != node->id)
+			continue;
+		if (t->state == TARGET_SERVING || t->state == TARGET_SYNCING) {
+			target_take_out(ch, t);
+			t->state = TARGET_OFFLINE;
+		}
+	}
+}
+
+int cm_set_node_offline(struct cluster_map *m, uint32_t node_id)
+{
+	struct cm_change ch = { .m = m };
+	struct cm_node *node = node_get(m, node_id);
+
+	if (!node)
+		return -ENOENT;
+	node_offline(&ch, node);
+	if (ch.bumped)
+		log_warn(COMP, "node %u (%s) is offline: %d chains reconfigured",
+			 node_id, node->addr, ch.chains);
+	return ch.chains;
+}
+
+int cm_expire_leases(struct cluster_map *m, uint64_t now_ms)
+{
+	struct cm_change ch = { .m = m };
+
+	for (uint32_t i = 0; i < m->nnodes; i++) {
+		struct cm_node *node = &m->nodes[i];
+
+		if (node->state == NODE_OFFLINE || node->lease_expires_ms > now_ms)
+			continue;
+		log_warn(COMP, "node %u (%s) missed its heartbeat lease; marking it offline",
+			 node->id, node->addr);
+		node_offline(&ch, node);
+	}
+	return ch.chains;
+}
+
+static int member_synced(struct cm_change *ch, struct cm_chain *c, struct cm_target *t)
+{
+	int i = member_idx(c, t->id);
+
+	if (i < 0)
+		return -ENOENT;
+	if (c->states[i] != TARGET_SYNCING)
+		return 0;
+	member_remove(c, i);
+	member_add(c, t->id, TARGET_SERVING);
+	change_chain(ch, c);
+	drain_settle(ch, c);
+	return 1;
+}
+
+int cm_member_synced(struct cluster_map *m, uint32_t chain_id, uint32_t target_id)
+{
+	struct cm_change ch = { .m = m };
+	struct cm_chain *c = chain_get(m, chain_id);
+	struct cm_target *t = target_get(m, target_id);
+	int rc;
+
+	if (!c || !t)
+		return -ENOENT;
+	rc = member_synced(&ch, c, t);
+	if (rc > 0)
+		target_refresh(m, t);
+	return rc;
+}
+
+int cm_target_synced(struct cluster_map *m, uint32_t target_id)
+{
+	struct cm_change ch = { .m = m };
+	struct cm_target *t = target_get(m, target_id);
+
+	if (!t)
+		return -ENOENT;
+	for (uint32_t k = 0; k < m->nchains; k++)
+		(void)member_synced(&ch, &m->chains[k], t);
+	target_refresh(m, t);
+	return ch.chains;
+}
+
+int cm_replace_target(struct cluster_map *m, uint32_t old_target, uint32_t new_target)
+{
+	struct cm_change ch = { .m = m };
+	struct cm_target *ot = target_get(m, old_target);
+	struct cm_target *nt = target_get(m, new_target);
+	const struct cm_node *nn;
+	bool added = false;
+
+	if (!ot || !nt)
+		return -ENOENT;
+	nn = cm_find_node(m, nt->node_id);
+	if (ot == nt || (nt->state != TARGET_SERVING && nt->state != TARGET_SYNCING) ||
+	    !nn || nn->state != NODE_UP)
+		return -EINVAL;
+	for (uint32_t k = 0; k < m->nchains; k++) {
+		const struct cm_chain *c = &m->chains[k];
+
+		if (member_idx(c, old_target) < 0 && out_idx(c, old_target) < 0)
+			continue;
+		if (member_idx(c, new_target) >= 0 || out_idx(c, new_target) >= 0 ||
+		    chain_has_node(m, c, nt->node_id, old_target))
+			return -EINVAL;
+	}
+	for (uint32_t k = 0; k < m->nchains; k++) {
+		struct cm_chain *c = &m->chains[k];
+		int i = member_idx(c, old_target), o = out_idx(c, old_target);
+
+		if (i < 0 && o < 0)
+			continue;
+		if (i >= 0)
+			member_remove(c, i);
+		else
+			out_remove(c, o);
+		member_add(c, new_target, TARGET_SYNCING);
+		added = true;
+		change_chain(&ch, c);
+	}
+	if (ot->state != TARGET_LOST) {
+		ot->state = TARGET_LOST;
+		change_map(&ch);
+	}
+	if (added)
+		nt->state = TARGET_SYNCING;
+	log_info(COMP, "target %u replaced by target %u in %d chains", old_target,
+		 new_target, ch.chains);
+	return ch.chains;
+}
+
+/* Membership count (members + out) of every target, indexed like
+ * m->targets. */
+static uint32_t *membership_counts(const struct cluster_map *m)
+{
+	uint32_t *cnt = calloc(m->ntargets ? m->ntargets : 1, sizeof(*cnt));
+
+	if (!cnt)
+		return NULL;
+	for (uint32_t k = 0; k < m->nchains; k++) {
+		const struct cm_chain *c = &m->chains[k];
+
+		for (int i = 0; i < c->len + c->nout; i++) {
+			uint32_t tid = i < c->len ? c->targets[i] : c->out[i - c->len];
+			const struct cm_target *t = cm_find_target(m, tid);
+
+			if (t)
+				cnt[t - m->targets]++;
+		}
+	}
+	return cnt;
+}
+
+/* The replacement for a drained member of c: see cm_drain_node(). Returns
+ * an index into m->targets or -1. */
+static int pick_replacement(const struct cluster_map *m, const struct cm_chain *c,
+			    const uint32_t *cnt)
+{
+	int best = -1;
+
+	for (uint32_t k = 0; k < m->ntargets; k++) {
+		const struct cm_target *t = &m->targets[k];
+		const struct cm_node *n;
+
+		if (t->state != TARGET_SERVING && t->state != TARGET_SYNCING)
+			continue;
+		n = cm_find_node(m, t->node_id);
+		if (!n || n->state != NODE_UP || chain_has_node(m, c, t->node_id, 0))
+			continue;
+		/* Targets are in id order: strict < keeps the lowest id. */
+		if (best < 0 || cnt[k] < cnt[best])
+			best = (int)k;
+	}
+	return best;
+}
+
+int cm_drain_node(struct cluster_map *m, uint32_t node_id, uint32_t *unplaced)
+{
+	struct cm_change ch = { .m = m };
+	struct cm_node *node = node_get(m, node_id);
+	uint32_t *cnt, missing = 0;
+
+	if (unplaced)
+		*unplaced = 0;
+	if (!node)
+		return -ENOENT;
+	cnt = membership_counts(m);
+	if (!cnt)
+		return -ENOMEM;
+	if (node->state != NODE_DRAINING) {
+		node->state = NODE_DRAINING;
+		change_map(&ch);
+	}
+	for (uint32_t k = 0; k < m->nchains; k++) {
+		struct cm_chain *c = &m->chains[k];
+		uint32_t nd_all, ndrain, nd_serving, want;
+
+		drain_counts(m, c, &nd_all, &ndrain, &nd_serving);
+		if (!ndrain)
+			continue;
+		want = drain_want(m, nd_all, ndrain);
+		while (nd_all < want) {
+			int r;
+
+			if (c->len + c->nout >= CM_CHAIN_SLOTS ||
+			    (r = pick_replacement(m, c, cnt)) < 0) {
+				missing += want - nd_all;
+				break;
+			}
+			member_add(c, m->targets[r].id, TARGET_SYNCING);
+			m->targets[r].state = TARGET_SYNCING;
+			cnt[r]++;
+			nd_all++;
+			change_chain(&ch, c);
+		}
+		drain_settle(&ch, c);
+	}
+	free(cnt);
+	if (missing)
+		log_warn(COMP, "draining node %u: no target available for %u replicas; "
+			 "add storage nodes, then drain again", node_id, missing);
+	if (unplaced)
+		*unplaced = missing;
+	return ch.chains;
+}
+
+int cm_remove_node(struct cluster_map *m, uint32_t node_id)
+{
+	struct cm_node *node = node_get(m, node_id);
+	uint32_t w = 0;
+
+	if (!node)
+		return -ENOENT;
+	for (uint32_t k = 0; k < m->nchains; k++) {
+		const struct cm_chain *c = &m->chains[k];
+
+		if (chain_has_node(m, c, node_id, 0))
+			return -EBUSY;
+	}
+	for (uint32_t k = 0; k < m->ntargets; k++)
+		if (m->targets[k].node_id != node_id)
+			m->targets[w++] = m->targets[k];
+	m->ntargets = w;
+	memmove(node, node + 1, sizeof(*node) * (m->nnodes - (node - m->nodes) - 1));
+	m->nnodes--;
+	m->version++;
+	log_info(COMP, "node %u removed from the cluster map", node_id);
+	return 0;
+}
+
+int cm_build_chains(struct cluster_map *m, uint32_t r, bool force)
+{
+	struct ct_target *in = NULL;
+	struct cm_chain *chains = NULL;
+	uint32_t *tab = NULL, n = 0, r_eff;
+	int rc;
+
+	if (!r || r > CM_MAX_R)
+		return -EINVAL;
+	if (m->nchains && !force)
+		return -EEXIST;
+	in = malloc(sizeof(*in) * (m->ntargets ? m->ntargets : 1));
+	if (!in)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < m->ntargets; k++) {
+		const struct cm_target *t = &m->targets[k];
+		const struct cm_node *node = cm_find_node(m, t->node_id);
+
+		if ((t->state != TARGET_SERVING && t->state != TARGET_SYNCING) ||
+		    !node || node->state != NODE_UP)
+			continue;
+		in[n].target_id = t->id;
+		in[n].node_id = t->node_id;
+		n++;
+	}
+	rc = -ENODEV;
+	if (!n)
+		goto out;
+	rc = -ENOSPC;
+	if (n > CM_MAX_CHAINS)
+		goto out;
+	rc = chain_table_build(in, n, r, &r_eff, &tab);
+	if (rc)
+		goto out;
+	rc = -ENOMEM;
+	chains = calloc(n, sizeof(*chains));
+	if (!chains)
+		goto out;
+	m->version++;
+	for (uint32_t j = 0; j < n; j++) {
+		struct cm_chain *c = &chains[j];
+
+		c->id = j + 1;
+		c->version = m->version;
+		c->len = (uint8_t)r_eff;
+		for (uint32_t p = 0; p < r_eff; p++) {
+			c->targets[p] = tab[(size_t)j * r_eff + p];
+			c->states[p] = TARGET_SERVING;
+		}
+	}
+	free(m->chains);
+	m->chains = chains;
+	m->nchains = m->chains_cap = n;
+	m->chain_table_len = n;
+	m->replication = r_eff;
+	chains = NULL;
+	/* Fresh chains: every member starts SERVING. */
+	for (uint32_t k = 0; k < m->ntargets; k++)
+		if (m->targets[k].state == TARGET_SYNCING)
+			m->targets[k].state = TARGET_SERVING;
+	log_info(COMP, "built %u chains with replication %u (asked %u)", n, r_eff, r);
+	rc = (int)n;
+out:
+	free(in);
+	free(tab);
+	free(chains);
+	return rc;
+}
+
+int cm_validate(const struct cluster_map *m)
+{
+	if (m->replication > CM_MAX_R || m->nnodes > CM_MAX_NODES ||
+	    m->ntargets > CM_MAX_TARGETS || m->nchains > CM_MAX_CHAINS ||
+	    m->chain_table_len != m->nchains)
+		return STRATA_EBADMSG;
+	for (uint32_t i = 0; i < m->nnodes; i++) {
+		const struct cm_node *n = &m->nodes[i];
+
+		if (!n->id || (i && n->id <= m->nodes[i - 1].id) ||
+		    n->state < NODE_UP || n->state > NODE_DRAINING ||
+		    !memchr(n->addr, 0, sizeof(n->addr)) || !n->addr[0])
+			return STRATA_EBADMSG;
+	}
+	for (uint32_t i = 0; i < m->ntargets; i++) {
+		const struct cm_target *t = &m->targets[i];
+
+		if (!t->id || (i && t->id <= m->targets[i - 1].id) ||
+		    t->state < TARGET_SERVING || t->state > TARGET_LOST ||
+		    !cm_find_node(m, t->node_id))
+			return STRATA_EBADMSG;
+	}
+	for (uint32_t i = 0; i < m->nchains; i++) {
+		const struct cm_chain *c = &m->chains[i];
+
+		if (!c->id || (i && c->id <= m->chains[i - 1].id) || c->version > m->version ||
+		    !cm_chain_ok(m, c))
+			return STRATA_EBADMSG;
+	}
+	return 0;
+}
+
+int cm_encode(const struct cluster_map *m, struct wbuf *w)
+{
+	wb_u64(w, m->version);
+	wb_u32(w, m->replication);
+	wb_u32(w, m->chain_table_len);
+	wb_u32(w, m->nnodes);
+	for (uint32_t i = 0; i < m->nnodes; i++) {
+		wb_u32(w, m->nodes[i].id);
+		wb_str(w, m->nodes[i].addr);
+		wb_u32(w, m->nodes[i].state);
+	}
+	wb_u32(w, m->ntargets);
+	for (uint32_t i = 0; i < m->ntargets; i++) {
+		const struct cm_target *t = &m->targets[i];
+
+		wb_u32(w, t->id);
+		wb_u32(w, t->node_id);
+		wb_u64(w, t->capacity);
+		wb_u64(w, t->used);
+		wb_u32(w, t->state);
+	}
+	wb_u32(w, m->nchains);
+	for (uint32_t i = 0; i < m->nchains; i++) {
+		const struct cm_chain *c = &m->chains[i];
+
+		wb_u32(w, c->id);
+		wb_u64(w, c->version);
+		wb_u8(w, c->len);
+		for (int k = 0; k < c->len; k++) {
+			wb_u32(w, c->targets[k]);
+			wb_u8(w, c->states[k]);
+		}
+		wb_u8(w, c->nout);
+		for (int k = 0; k < c->nout; k++) {
+			wb_u32(w, c->out[k]);
+			wb_u8(w, c->out_states[k]);
+		}
+	}
+	return w->err;
+}
+
+/* Minimum encoded sizes, to bound counts by the bytes left. */
+#define NODE_MIN_BYTES (4 + 4 + 1 + 4)
+#define TARGET_MIN_BYTES (4 + 4 + 8 + 8 + 4)
+#define CHAIN_MIN_BYTES (4 + 8 + 1 + 1)
+
+/* Reads a count, rejecting it when above max or when the bytes left cannot
+ * hold that many entries of at least min_bytes each. */
+static uint32_t rb_count(struct rbuf *r, uint32_t max, size_t min_bytes)
+{
+	uint32_t n = rb_u32(r);
+
+	if (!r->err && (n > max || (size_t)n * min_bytes > rb_left(r)))
+		r->err = STRATA_EBADMSG;
+	return r->err ? 0 : n;
+}
+
+int cm_decode(struct rbuf *r, struct cluster_map *out)
+{
+	struct cluster_map m;
+	int rc;
+
+	cm_init(&m);
+	m.version = rb_u64(r);
+	m.replication = rb_u32(r);
+	m.chain_table_len = rb_u32(r);
+	m.nnodes = rb_count(r, CM_MAX_NODES, NODE_MIN_BYTES);
+	if (r->err)
+		goto fail;
+	rc = -ENOMEM;
+	if (grow((void **)&m.nodes, &m.nodes_cap, m.nnodes, sizeof(*m.nodes)))
+		goto fail_rc;
+	for (uint32_t i = 0; i < m.nnodes; i++) {
+		struct cm_node *n = &m.nodes[i];
+
+		memset(n, 0, sizeof(*n));
+		n->id = rb_u32(r);
+		rb_str(r, n->addr, sizeof(n->addr));
+		n->state = rb_u32(r);
+	}
+	m.ntargets = rb_count(r, CM_MAX_TARGETS, TARGET_MIN_BYTES);
+	if (r->err)
+		goto fail;
+	if (grow((void **)&m.targets, &m.targets_cap, m.ntargets, sizeof(*m.targets)))
+		goto fail_rc;
+	for (uint32_t i = 0; i < m.ntargets; i++) {
+		struct cm_target *t = &m.targets[i];
+
+		memset(t, 0, sizeof(*t));
+		t->id = rb_u32(r);
+		t->node_id = rb_u32(r);
+		t->capacity = rb_u64(r);
+		t->used = rb_u64(r);
+		t->state = rb_u32(r);
+	}
+	m.nchains = rb_count(r, CM_MAX_CHAINS, CHAIN_MIN_BYTES);
+	if (r->err)
+		goto fail;
+	if (grow((void **)&m.chains, &m.chains_cap, m.nchains, sizeof(*m.chains)))
+		goto fail_rc;
+	for (uint32_t i = 0; i < m.nchains && !r->err; i++) {
+		struct cm_chain *c = &m.chains[i];
+
+		memset(c, 0, sizeof(*c));
+		c->id = rb_u32(r);
+		c->version = rb_u64(r);
+		c->len = rb_u8(r);
+		if (c->len > CM_CHAIN_SLOTS) {
+			r->err = STRATA_EBADMSG;
+			break;
+		}
+		for (int k = 0; k < c->len; k++) {
+			c->targets[k] = rb_u32(r);
+			c->states[k] = rb_u8(r);
+		}
+		c->nout = rb_u8(r);
+		if (c->nout > CM_CHAIN_SLOTS - c->len) {
+			r->err = STRATA_EBADMSG;
+			break;
+		}
+		for (int k = 0; k < c->nout; k++) {
+			c->out[k] = rb_u32(r);
+			c->out_states[k] = rb_u8(r);
+		}
+	}
+	if (r->err || rb_finish(r) || cm_validate(&m))
+		goto fail;
+	*out = m;
+	return 0;
+fail:
+	rc = r->err ? r->err : STRATA_EBADMSG;
+fail_rc:
+	cm_release(&m);
+	cm_init(out);
+	return rc;
+}
+
+int cm_encode_since(const struct cluster_map *m, uint64_t since_version, struct wbuf *w)
+{
+	if (since_version == m->version) {
+		wb_u8(w, 0);
+		wb_u64(w, m->version);
+		return w->err;
+	}
+	wb_u8(w, 1);
+	return cm_encode(m, w);
+}
+
+int cm_decode_since(struct rbuf *r, struct cluster_map *out, bool *changed)
+{
+	uint8_t kind = rb_u8(r);
+	int rc;
+
+	*changed = false;
+	if (r->err)
+		return r->err;
+	if (kind == 0) {
+		(void)rb_u64(r);
+		return rb_finish(r);
+	}
+	if (kind != 1)
+		return STRATA_EBADMSG;
+	rc = cm_decode(r, out);
+	*changed = rc == 0;
+	return rc;
+}

@@ -1,0 +1,544 @@
+/*
+ * Unit tests of the cluster map: registration, chain building, failure
+ * handling (offline, return, resync, replace, drain), lease expiry and the
+ * wire encoding with malformed input.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <cmocka.h>
+
+#include "common/log.h"
+#include "mgmt/cluster_map.h"
+
+/* Node k (1-based) at "10.0.0.k:7000" with targets k*100+1 .. k*100+per. */
+static void reg(struct cluster_map *m, uint32_t k, uint32_t per)
+{
+	struct cm_target_info ti[16];
+	char addr[32];
+
+	for (uint32_t i = 0; i < per; i++) {
+		ti[i].id = k * 100 + 1 + i;
+		ti[i].capacity = 1ull << 40;
+		ti[i].used = i;
+	}
+	snprintf(addr, sizeof(addr), "10.0.0.%u:7000", k);
+	assert_true(cm_register_node(m, k, addr, ti, per, 1000) >= 0);
+}
+
+static void make_cluster(struct cluster_map *m, uint32_t nodes, uint32_t per, uint32_t r)
+{
+	cm_init(m);
+	for (uint32_t k = 1; k <= nodes; k++)
+		reg(m, k, per);
+	assert_int_equal(cm_build_chains(m, r, false), nodes * per);
+}
+
+/* Every chain consistent; returns how many memberships target tid has. */
+static uint32_t memberships(const struct cluster_map *m, uint32_t tid)
+{
+	uint32_t n = 0;
+
+	for (uint32_t k = 0; k < m->nchains; k++) {
+		const struct cm_chain *c = &m->chains[k];
+
+		assert_true(cm_chain_ok(m, c));
+		for (int i = 0; i < c->len; i++)
+			n += c->targets[i] == tid;
+	}
+	return n;
+}
+
+static void assert_maps_equal(const struct cluster_map *a, const struct cluster_map *b)
+{
+	assert_true(a->version == b->version);
+	assert_int_equal(a->replication, b->replication);
+	assert_int_equal(a->chain_table_len, b->chain_table_len);
+	assert_int_equal(a->nnodes, b->nnodes);
+	assert_int_equal(a->ntargets, b->ntargets);
+	assert_int_equal(a->nchains, b->nchains);
+	for (uint32_t i = 0; i < a->nnodes; i++) {
+		assert_int_equal(a->nodes[i].id, b->nodes[i].id);
+		assert_string_equal(a->nodes[i].addr, b->nodes[i].addr);
+		assert_int_equal(a->nodes[i].state, b->nodes[i].state);
+	}
+	for (uint32_t i = 0; i < a->ntargets; i++) {
+		assert_int_equal(a->targets[i].id, b->targets[i].id);
+		assert_int_equal(a->targets[i].node_id, b->targets[i].node_id);
+		assert_true(a->targets[i].capacity == b->targets[i].capacity);
+		assert_true(a->targets[i].used == b->targets[i].used);
+		assert_int_equal(a->targets[i].state, b->targets[i].state);
+	}
+	for (uint32_t i = 0; i < a->nchains; i++) {
+		const struct cm_chain *x = &a->chains[i], *y = &b->chains[i];
+
+		assert_int_equal(x->id, y->id);
+		assert_true(x->version == y->version);
+		assert_int_equal(x->len, y->len);
+		assert_int_equal(x->nout, y->nout);
+		for (int k = 0; k < x->len; k++) {
+			assert_int_equal(x->targets[k], y->targets[k]);
+			assert_int_equal(x->states[k], y->states[k]);
+		}
+		for (int k = 0; k < x->nout; k++) {
+			assert_int_equal(x->out[k], y->out[k]);
+			assert_int_equal(x->out_states[k], y->out_states[k]);
+		}
+	}
+}
+
+static int quiet(void **state)
+{
+	(void)state;
+	log_set_level(LOG_OFF);
+	return 0;
+}
+
+static void test_register_and_build(void **state)
+{
+	struct cluster_map m;
+	struct cm_target_info ti[2] = { { 101, 5, 1 }, { 102, 5, 0 } };
+	uint64_t v;
+
+	(void)state;
+	make_cluster(&m, 3, 2, 3);
+	assert_int_equal(m.nnodes, 3);
+	assert_int_equal(m.ntargets, 6);
+	assert_int_equal(m.nchains, 6);
+	assert_int_equal(m.chain_table_len, 6);
+	assert_int_equal(m.replication, 3);
+	for (uint32_t k = 0; k < 6; k++) {
+		assert_int_equal(m.chains[k].id, k + 1);
+		assert_int_equal(m.chains[k].len, 3);
+		assert_true(m.chains[k].version == m.version);
+	}
+	for (uint32_t k = 0; k < m.ntargets; k++)
+		assert_int_equal(memberships(&m, m.targets[k].id), 3);
+	assert_int_equal(cm_validate(&m), 0);
+	assert_non_null(cm_find_node(&m, 2));
+	assert_null(cm_find_node(&m, 4));
+	assert_int_equal(cm_find_target(&m, 202)->node_id, 2);
+	assert_null(cm_find_target(&m, 999));
+	assert_int_equal(cm_find_chain(&m, 6)->id, 6);
+	assert_null(cm_find_chain(&m, 7));
+	assert_int_equal(cm_build_chains(&m, 3, false), -EEXIST);
+
+	/* Re-registering the same thing changes nothing. */
+	v = m.version;
+	reg(&m, 2, 2);
+	assert_true(m.version == v);
+	/* New capacity numbers do bump it. */
+	assert_int_equal(cm_register_node(&m, 1, "10.0.0.1:7000", ti, 2, 5), 0);
+	assert_true(m.version == v + 1);
+	assert_true(cm_find_target(&m, 101)->capacity == 5);
+
+	/* Errors leave the map alone. */
+	v = m.version;
+	ti[0].id = 201;	/* owned by node 2 */
+	assert_int_equal(cm_register_node(&m, 1, "10.0.0.1:7000", ti, 2, 5), -EEXIST);
+	ti[0].id = 102;	/* duplicate in the list */
+	assert_int_equal(cm_register_node(&m, 1, "10.0.0.1:7000", ti, 2, 5), -EINVAL);
+	assert_int_equal(cm_register_node(&m, 0, "x:1", NULL, 0, 5), -EINVAL);
+	assert_int_equal(cm_register_node(&m, 9, "", NULL, 0, 5), -EINVAL);
+	assert_int_equal(cm_register_node(&m, 9,
+		"a-very-long-host-name-that-does-not-fit-in-sixty-four-bytes.example:7000",
+		NULL, 0, 5), -EINVAL);
+	assert_true(m.version == v);
+	assert_int_equal(cm_build_chains(&m, 0, true), -EINVAL);
+	assert_int_equal(cm_build_chains(&m, CM_MAX_R + 1, true), -EINVAL);
+
+	/* R is reduced to the number of nodes. */
+	assert_int_equal(cm_build_chains(&m, 5, true), 6);
+	assert_int_equal(m.replication, 3);
+	assert_true(m.chains[0].version == m.version);
+	cm_release(&m);
+
+	cm_init(&m);
+	assert_int_equal(cm_build_chains(&m, 3, false), -ENODEV);
+	cm_release(&m);
+}
+
+static void test_offline_return_resync(void **state)
+{
+	struct cluster_map m;
+	uint64_t v;
+	int rc;
+
+	(void)state;
+	make_cluster(&m, 4, 2, 3);
+	v = m.version;
+	/* Node 2's 2 targets are in 3 chains each, never twice in one. */
+	rc = cm_set_node_offline(&m, 2);
+	assert_int_equal(rc, 6);
+	assert_true(m.version == v + 1);
+	assert_int_equal(cm_find_node(&m, 2)->state, NODE_OFFLINE);
+	assert_int_equal(cm_find_target(&m, 201)->state, TARGET_OFFLINE);
+	assert_int_equal(memberships(&m, 201), 0);
+	for (uint32_t k = 0; k < m.nchains; k++) {
+		const struct cm_chain *c = &m.chains[k];
+
+		if (c->nout) {
+			assert_int_equal(c->len, 2);
+			assert_true(c->version == m.version);
+			assert_true(c->out[0] == 201 || c->out[0] == 202);
+		} else {
+			assert_int_equal(c->len, 3);
+			assert_true(c->version < m.version);
+		}
+	}
+	assert_int_equal(cm_validate(&m), 0);
+	/* Again: nothing to do. */
+	assert_int_equal(cm_set_node_offline(&m, 2), 0);
+	assert_true(m.version == v + 1);
+	assert_int_equal(cm_set_node_offline(&m, 99), -ENOENT);
+	assert_int_equal(cm_heartbeat(&m, 2, 5000), -ENOTCONN);
+	assert_int_equal(cm_heartbeat(&m, 99, 5000), -ENOENT);
+	assert_int_equal(cm_heartbeat(&m, 1, 5000), 0);
+
+	/* The node comes back: its targets re-enter as SYNCING tails. */
+	v = m.version;
+	reg(&m, 2, 2);
+	assert_true(m.version == v + 1);
+	assert_int_equal(cm_find_node(&m, 2)->state, NODE_UP);
+	assert_int_equal(cm_find_target(&m, 201)->state, TARGET_SYNCING);
+	assert_int_equal(memberships(&m, 201), 3);
+	for (uint32_t k = 0; k < m.nchains; k++) {
+		const struct cm_chain *c = &m.chains[k];
+
+		assert_int_equal(c->len, 3);
+		assert_int_equal(c->nout, 0);
+		if (cm_find_target(&m, c->targets[2])->node_id == 2)
+			assert_int_equal(c->states[2], TARGET_SYNCING);
+		else
+			assert_int_equal(c->states[2], TARGET_SERVING);
+	}
+
+	/* Per chain, then the rest at once. */
+	for (uint32_t k = 0; k < m.nchains; k++)
+		if (m.chains[k].targets[2] == 201) {
+			assert_int_equal(cm_member_synced(&m, m.chains[k].id, 201), 1);
+			assert_int_equal(cm_member_synced(&m, m.chains[k].id, 201), 0);
+			break;
+		}
+	assert_int_equal(cm_find_target(&m, 201)->state, TARGET_SYNCING);
+	assert_int_equal(cm_target_synced(&m, 201), 2);
+	assert_int_equal(cm_find_target(&m, 201)->state, TARGET_SERVING);
+	assert_int_equal(cm_target_synced(&m, 202), 3);
+	assert_int_equal(cm_target_synced(&m, 202), 0);
+	assert_int_equal(cm_target_synced(&m, 999), -ENOENT);
+	assert_int_equal(cm_member_synced(&m, 999, 202), -ENOENT);
+	for (uint32_t k = 0; k < m.nchains; k++)
+		for (int i = 0; i < m.chains[k].len; i++)
+			assert_int_equal(m.chains[k].states[i], TARGET_SERVING);
+	assert_int_equal(cm_validate(&m), 0);
+	cm_release(&m);
+}
+
+/* When every member left, the last SERVING one to leave comes back
+ * SERVING (it has every committed write); the others resync from it. */
+static void test_empty_chain_return(void **state)
+{
+	struct cluster_map m;
+	const struct cm_chain *c;
+
+	(void)state;
+	make_cluster(&m, 2, 1, 2);
+	assert_int_equal(m.nchains, 2);
+	assert_int_equal(cm_set_node_offline(&m, 1), 2);
+	assert_int_equal(cm_set_node_offline(&m, 2), 2);
+	c = cm_find_chain(&m, 1);
+	assert_int_equal(c->len, 0);
+	assert_int_equal(c->nout, 2);
+	/* Node 1 left first, so it is not the freshest. */
+	reg(&m, 1, 1);
+	c = cm_find_chain(&m, 1);
+	assert_int_equal(c->len, 1);
+	assert_int_equal(c->states[0], TARGET_SYNCING);
+	reg(&m, 2, 1);
+	c = cm_find_chain(&m, 1);
+	assert_int_equal(c->len, 2);
+	assert_int_equal(c->targets[0], 201);
+	assert_int_equal(c->states[0], TARGET_SERVING);
+	assert_int_equal(c->targets[1], 101);
+	assert_int_equal(c->states[1], TARGET_SYNCING);
+	assert_int_equal(cm_find_target(&m, 201)->state, TARGET_SERVING);
+	assert_int_equal(cm_validate(&m), 0);
+	cm_release(&m);
+}
+
+static void test_missing_target_and_leases(void **state)
+{
+	struct cluster_map m;
+	struct cm_target_info ti = { 101, 1ull << 40, 0 };
+	int rc;
+
+	(void)state;
+	make_cluster(&m, 3, 2, 3);
+	/* Node 1 re-registers without target 102. */
+	rc = cm_register_node(&m, 1, "10.0.0.1:7000", &ti, 1, 2000);
+	assert_int_equal(rc, 3);
+	assert_int_equal(cm_find_target(&m, 102)->state, TARGET_OFFLINE);
+	assert_int_equal(memberships(&m, 102), 0);
+
+	/* Leases: node 3 renews, nodes 1 and 2 expire. */
+	assert_int_equal(cm_heartbeat(&m, 3, 9000), 0);
+	assert_int_equal(cm_expire_leases(&m, 999), 0);
+	rc = cm_expire_leases(&m, 2000);
+	assert_true(rc > 0);
+	assert_int_equal(cm_find_node(&m, 1)->state, NODE_OFFLINE);
+	assert_int_equal(cm_find_node(&m, 2)->state, NODE_OFFLINE);
+	assert_int_equal(cm_find_node(&m, 3)->state, NODE_UP);
+	for (uint32_t k = 0; k < m.nchains; k++) {
+		assert_int_equal(m.chains[k].len, 1);
+		assert_int_equal(cm_find_target(&m, m.chains[k].targets[0])->node_id, 3);
+	}
+	cm_reset_leases(&m, 50000);
+	assert_int_equal(cm_expire_leases(&m, 40000), 0);
+	assert_int_equal(cm_validate(&m), 0);
+	cm_release(&m);
+}
+
+static void test_replace(void **state)
+{
+	struct cluster_map m;
+	uint32_t chains_of_201 = 0;
+	int rc;
+
+	(void)state;
+	make_cluster(&m, 3, 2, 3);
+	reg(&m, 4, 2);	/* spares: 401, 402 */
+	assert_int_equal(memberships(&m, 401), 0);
+	assert_int_equal(cm_set_node_offline(&m, 2), 6);
+	for (uint32_t k = 0; k < m.nchains; k++)
+		chains_of_201 += m.chains[k].nout && m.chains[k].out[0] == 201;
+	assert_int_equal(chains_of_201, 3);
+
+	/* Not usable: unknown, same, offline, or on a node in the chain. */
+	assert_int_equal(cm_replace_target(&m, 201, 999), -ENOENT);
+	assert_int_equal(cm_replace_target(&m, 201, 201), -EINVAL);
+	assert_int_equal(cm_replace_target(&m, 201, 202), -EINVAL);
+	assert_int_equal(cm_replace_target(&m, 201, 101), -EINVAL);
+
+	rc = cm_replace_target(&m, 201, 401);
+	assert_int_equal(rc, 3);
+	assert_int_equal(cm_find_target(&m, 201)->state, TARGET_LOST);
+	assert_int_equal(cm_find_target(&m, 401)->state, TARGET_SYNCING);
+	assert_int_equal(memberships(&m, 401), 3);
+	for (uint32_t k = 0; k < m.nchains; k++) {
+		const struct cm_chain *c = &m.chains[k];
+
+		for (int i = 0; i < c->len; i++)
+			if (c->targets[i] == 401) {
+				assert_int_equal(i, c->len - 1);
+				assert_int_equal(c->states[i], TARGET_SYNCING);
+			}
+	}
+	assert_int_equal(cm_target_synced(&m, 401), 3);
+	/* The lost target's node returns: 202 re-enters, 201 is a spare. */
+	reg(&m, 2, 2);
+	assert_int_equal(cm_find_target(&m, 201)->state, TARGET_SERVING);
+	assert_int_equal(memberships(&m, 201), 0);
+	assert_int_equal(memberships(&m, 202), 3);
+	assert_int_equal(cm_validate(&m), 0);
+	cm_release(&m);
+}
+
+static void test_drain(void **state)
+{
+	struct cluster_map m;
+	uint32_t unplaced = 99, cnt[2];
+	int rc;
+
+	(void)state;
+	/* 3 nodes, R = 3: nowhere to move node 3's replicas. */
+	make_cluster(&m, 3, 2, 3);
+	rc = cm_drain_node(&m, 3, &unplaced);
+	assert_int_equal(rc, 0);
+	assert_int_equal(unplaced, 6);
+	assert_int_equal(cm_find_node(&m, 3)->state, NODE_DRAINING);
+	assert_int_equal(memberships(&m, 301), 3);
+	assert_int_equal(cm_remove_node(&m, 3), -EBUSY);
+
+	/* A new node arrives: draining again places every replica on it. */
+	reg(&m, 4, 2);
+	rc = cm_drain_node(&m, 3, &unplaced);
+	assert_int_equal(rc, 6);
+	assert_int_equal(unplaced, 0);
+	/* Nothing dropped yet: the new replicas are not in sync. */
+	for (uint32_t k = 0; k < m.nchains; k++) {
+		const struct cm_chain *c = &m.chains[k];
+
+		assert_int_equal(c->len, 4);
+		assert_int_equal(c->states[3], TARGET_SYNCING);
+		assert_int_equal(cm_find_target(&m, c->targets[3])->node_id, 4);
+	}
+	/* Balanced over the two spares. */
+	cnt[0] = memberships(&m, 401);
+	cnt[1] = memberships(&m, 402);
+	assert_int_equal(cnt[0], 3);
+	assert_int_equal(cnt[1], 3);
+	/* Draining twice adds nothing. */
+	assert_int_equal(cm_drain_node(&m, 3, NULL), 0);
+
+	assert_int_equal(cm_target_synced(&m, 401), 3);
+	assert_int_equal(cm_target_synced(&m, 402), 3);
+	for (uint32_t k = 0; k < m.nchains; k++) {
+		const struct cm_chain *c = &m.chains[k];
+
+		assert_int_equal(c->len, 3);
+		for (int i = 0; i < c->len; i++) {
+			assert_int_equal(c->states[i], TARGET_SERVING);
+			assert_int_not_equal(cm_find_target(&m, c->targets[i])->node_id, 3);
+		}
+	}
+	assert_int_equal(memberships(&m, 301), 0);
+	assert_int_equal(cm_find_target(&m, 401)->state, TARGET_SERVING);
+	assert_int_equal(cm_validate(&m), 0);
+	assert_int_equal(cm_remove_node(&m, 3), 0);
+	assert_null(cm_find_node(&m, 3));
+	assert_null(cm_find_target(&m, 301));
+	assert_int_equal(cm_remove_node(&m, 3), -ENOENT);
+	assert_int_equal(cm_validate(&m), 0);
+	cm_release(&m);
+}
+
+static void encode(const struct cluster_map *m, struct bbuf *b)
+{
+	struct wbuf w;
+
+	bbuf_init(b);
+	wbuf_init(&w, b);
+	assert_int_equal(cm_encode(m, &w), 0);
+}
+
+static void test_codec_roundtrip(void **state)
+{
+	struct cluster_map m, d, c;
+	struct bbuf b;
+	struct rbuf r;
+	struct wbuf w;
+	bool changed;
+
+	(void)state;
+	make_cluster(&m, 4, 3, 3);
+	assert_int_equal(cm_set_node_offline(&m, 2), 9);
+	encode(&m, &b);
+	rbuf_init(&r, b.buf, b.len);
+	assert_int_equal(cm_decode(&r, &d), 0);
+	assert_maps_equal(&m, &d);
+	cm_release(&d);
+	assert_int_equal(cm_copy(&c, &m), 0);
+	assert_maps_equal(&m, &c);
+	cm_release(&c);
+	bbuf_release(&b);
+
+	/* Since: unchanged marker, then the full map. */
+	bbuf_init(&b);
+	wbuf_init(&w, &b);
+	assert_int_equal(cm_encode_since(&m, m.version, &w), 0);
+	assert_int_equal(b.len, 9);
+	rbuf_init(&r, b.buf, b.len);
+	cm_init(&d);
+	assert_int_equal(cm_decode_since(&r, &d, &changed), 0);
+	assert_false(changed);
+	b.len = 0;
+	assert_int_equal(cm_encode_since(&m, m.version - 1, &w), 0);
+	rbuf_init(&r, b.buf, b.len);
+	assert_int_equal(cm_decode_since(&r, &d, &changed), 0);
+	assert_true(changed);
+	assert_maps_equal(&m, &d);
+	cm_release(&d);
+	b.buf[0] = 7;
+	rbuf_init(&r, b.buf, b.len);
+	assert_int_equal(cm_decode_since(&r, &d, &changed), STRATA_EBADMSG);
+	bbuf_release(&b);
+	cm_release(&m);
+}
+
+static void test_codec_malformed(void **state)
+{
+	struct cluster_map m, d;
+	struct bbuf b;
+	struct rbuf r;
+	uint8_t *copy;
+
+	(void)state;
+	make_cluster(&m, 3, 2, 3);
+	encode(&m, &b);
+	copy = malloc(b.len + 1);
+	assert_non_null(copy);
+
+	/* Every truncation fails without leaking (ASan checks). */
+	for (size_t len = 0; len < b.len; len++) {
+		memcpy(copy, b.buf, len);
+		rbuf_init(&r, copy, len);
+		assert_int_equal(cm_decode(&r, &d), STRATA_EBADMSG);
+		assert_null(d.nodes);
+		assert_null(d.targets);
+		assert_null(d.chains);
+	}
+	/* Trailing byte. */
+	memcpy(copy, b.buf, b.len);
+	copy[b.len] = 0;
+	rbuf_init(&r, copy, b.len + 1);
+	assert_int_equal(cm_decode(&r, &d), STRATA_EBADMSG);
+	/* Every single-byte corruption either decodes to a valid map or fails
+	 * cleanly. */
+	for (size_t i = 0; i < b.len; i++)
+		for (int bit = 0; bit < 8; bit++) {
+			memcpy(copy, b.buf, b.len);
+			copy[i] ^= (uint8_t)(1u << bit);
+			rbuf_init(&r, copy, b.len);
+			if (cm_decode(&r, &d) == 0) {
+				assert_int_equal(cm_validate(&d), 0);
+				cm_release(&d);
+			} else {
+				assert_null(d.nodes);
+			}
+		}
+	/* A huge node count with few bytes behind it. */
+	memcpy(copy, b.buf, b.len);
+	put_le32(copy + 16, 4000);
+	rbuf_init(&r, copy, b.len);
+	assert_int_equal(cm_decode(&r, &d), STRATA_EBADMSG);
+	put_le32(copy + 16, 0xffffffffu);
+	rbuf_init(&r, copy, b.len);
+	assert_int_equal(cm_decode(&r, &d), STRATA_EBADMSG);
+	/* Replication above CM_MAX_R. */
+	memcpy(copy, b.buf, b.len);
+	put_le32(copy + 8, CM_MAX_R + 1);
+	rbuf_init(&r, copy, b.len);
+	assert_int_equal(cm_decode(&r, &d), STRATA_EBADMSG);
+	free(copy);
+	bbuf_release(&b);
+
+	/* Chains on one node twice, found by the validator. */
+	m.chains[0].targets[0] = 101;
+	m.chains[0].targets[1] = 102;
+	encode(&m, &b);
+	rbuf_init(&r, b.buf, b.len);
+	assert_int_equal(cm_decode(&r, &d), STRATA_EBADMSG);
+	bbuf_release(&b);
+	cm_release(&m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_register_and_build),
+		cmocka_unit_test(test_offline_return_resync),
+		cmocka_unit_test(test_empty_chain_return),
+		cmocka_unit_test(test_missing_target_and_leases),
+		cmocka_unit_test(test_replace),
+		cmocka_unit_test(test_drain),
+		cmocka_unit_test(test_codec_roundtrip),
+		cmocka_unit_test(test_codec_malformed),
+	};
+
+	return cmocka_run_group_tests(tests, quiet, NULL);
+}

@@ -1,0 +1,203 @@
+/*
+ * Unit tests of the cluster map's persistence: empty store, save / close /
+ * reopen / load round trip (including out lists and SYNCING members),
+ * overwrite, corrupt content.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <unistd.h>
+#include <sqlite3.h>
+#include <cmocka.h>
+
+#include "common/log.h"
+#include "mgmt/mgmt_store.h"
+
+static char dir[64];
+static char path[128];
+
+static int setup(void **state)
+{
+	(void)state;
+	log_set_level(LOG_OFF);
+	snprintf(dir, sizeof(dir), "/tmp/strata-mgmt-store-XXXXXX");
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(path, sizeof(path), "%s/meta.db", dir);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char p[160];
+
+	(void)state;
+	unlink(path);
+	snprintf(p, sizeof(p), "%s-wal", path);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s-shm", path);
+	unlink(p);
+	rmdir(dir);
+	return 0;
+}
+
+static void build(struct cluster_map *m)
+{
+	cm_init(m);
+	for (uint32_t k = 1; k <= 4; k++) {
+		struct cm_target_info ti[3];
+		char addr[32];
+
+		for (uint32_t i = 0; i < 3; i++) {
+			ti[i].id = k * 100 + i + 1;
+			ti[i].capacity = (1ull << 63) + k;	/* above INT64_MAX */
+			ti[i].used = 12345 * i;
+		}
+		snprintf(addr, sizeof(addr), "node%u.example:7100", k);
+		assert_true(cm_register_node(m, k, addr, ti, 3, 1000) >= 0);
+	}
+	assert_int_equal(cm_build_chains(m, 3, false), 12);
+	{
+		struct cm_target_info spare = { 501, 1, 0 };
+
+		assert_true(cm_register_node(m, 5, "node5.example:7100", &spare, 1, 0) >= 0);
+	}
+	/* Some history: out lists, SYNCING tails, a LOST target. */
+	assert_true(cm_set_node_offline(m, 2) > 0);
+	assert_int_equal(cm_replace_target(m, 201, 501), 3);
+	assert_int_equal(cm_validate(m), 0);
+}
+
+static void assert_same(const struct cluster_map *a, const struct cluster_map *b)
+{
+	struct bbuf x, y;
+	struct wbuf w;
+
+	/* The wire form covers every persisted field. */
+	bbuf_init(&x);
+	bbuf_init(&y);
+	wbuf_init(&w, &x);
+	assert_int_equal(cm_encode(a, &w), 0);
+	wbuf_init(&w, &y);
+	assert_int_equal(cm_encode(b, &w), 0);
+	assert_int_equal(x.len, y.len);
+	assert_memory_equal(x.buf, y.buf, x.len);
+	bbuf_release(&x);
+	bbuf_release(&y);
+}
+
+static void test_empty(void **state)
+{
+	struct mgmt_store *s;
+	struct cluster_map m, e;
+
+	(void)state;
+	assert_int_equal(mgmt_store_open(path, &s), 0);
+	assert_int_equal(mgmt_store_load(s, &m), 0);
+	cm_init(&e);
+	assert_same(&m, &e);
+	assert_int_equal(m.nnodes, 0);
+	assert_int_equal(m.replication, CM_DEFAULT_R);
+	cm_release(&m);
+	mgmt_store_close(s);
+}
+
+static void test_roundtrip(void **state)
+{
+	struct mgmt_store *s;
+	struct cluster_map m, l;
+
+	(void)state;
+	build(&m);
+	assert_int_equal(mgmt_store_open(path, &s), 0);
+	assert_int_equal(mgmt_store_save(s, &m), 0);
+	mgmt_store_close(s);
+
+	assert_int_equal(mgmt_store_open(path, &s), 0);
+	assert_int_equal(mgmt_store_load(s, &l), 0);
+	assert_same(&m, &l);
+	assert_true(l.targets[0].capacity == (1ull << 63) + 1);
+	assert_string_equal(cm_find_node(&l, 3)->addr, "node3.example:7100");
+	cm_release(&l);
+
+	/* Overwrite with a changed map: the new one replaces the old. */
+	assert_true(cm_target_synced(&m, 501) > 0);
+	{
+		struct cm_target_info ti[3] = { { 201, 1, 0 }, { 202, 1, 0 }, { 203, 1, 0 } };
+
+		assert_true(cm_register_node(&m, 2, "node2.example:7100", ti, 3, 0) > 0);
+	}
+	assert_int_equal(mgmt_store_save(s, &m), 0);
+	mgmt_store_close(s);
+	assert_int_equal(mgmt_store_open(path, &s), 0);
+	assert_int_equal(mgmt_store_load(s, &l), 0);
+	assert_same(&m, &l);
+	cm_release(&l);
+	mgmt_store_close(s);
+	cm_release(&m);
+}
+
+static void test_corrupt(void **state)
+{
+	struct mgmt_store *s;
+	struct cluster_map m, l;
+	sqlite3 *db;
+
+	(void)state;
+	build(&m);
+	assert_int_equal(mgmt_store_open(path, &s), 0);
+	assert_int_equal(mgmt_store_save(s, &m), 0);
+	mgmt_store_close(s);
+
+	/* A chain member on an unknown target. */
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "UPDATE mgmt_chain_members SET target_id = 999 "
+				      "WHERE chain_id = 1 AND out = 0 AND pos = 0", NULL, NULL,
+				      NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(mgmt_store_open(path, &s), 0);
+	assert_int_equal(mgmt_store_load(s, &l), STRATA_EBADMSG);
+	assert_null(l.chains);
+	/* Saving a good map repairs it. */
+	assert_int_equal(mgmt_store_save(s, &m), 0);
+	assert_int_equal(mgmt_store_load(s, &l), 0);
+	cm_release(&l);
+	mgmt_store_close(s);
+
+	/* A gap in positions. */
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "DELETE FROM mgmt_chain_members "
+				      "WHERE chain_id = 2 AND out = 0 AND pos = 0", NULL, NULL,
+				      NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(mgmt_store_open(path, &s), 0);
+	assert_int_equal(mgmt_store_load(s, &l), STRATA_EBADMSG);
+	mgmt_store_close(s);
+
+	/* A newer schema is refused. */
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "UPDATE mgmt_map SET value = 99 WHERE key = 'schema'",
+				      NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(mgmt_store_open(path, &s), STRATA_EBADMSG);
+	assert_null(s);
+
+	assert_int_equal(mgmt_store_open("/nonexistent-dir/x/meta.db", &s), -EIO);
+	cm_release(&m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_empty, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_corrupt, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
