@@ -1,0 +1,918 @@
+/*
+ * Chunk engine: one file per chunk, two metadata slots per file, io_uring
+ * for data. The layout on disk and the crash-consistency argument are in
+ * docs/chunk-engine.md. This file holds the operation state machine,
+ * submission and polling; chunk_index.c the slots, index and open/close.
+ *
+ * Every operation is a struct op that moves through an explicit state
+ * (enum op_state). An op waits in its chunk's FIFO; the head op of a chunk
+ * runs when fewer than queue_depth ops are active. Each running op has at
+ * most one I/O in flight, so the ring never needs more than queue_depth
+ * submission entries. A finished op goes to the done list; its callback
+ * runs from chunk_store_poll().
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "chunk_store_int.h"
+#include "common/crc32c.h"
+#include "common/log.h"
+#include "strata/errors.h"
+
+/* ---- op life cycle ---- */
+
+static void kick(struct chunk_store *cs);
+static void op_step(struct op *op, int res);
+
+static void make_runnable(struct chunk_store *cs, struct centry *e)
+{
+	if (e->runnable || e->running || !e->qhead)
+		return;
+	e->runnable = true;
+	e->rnext = NULL;
+	if (cs->rtail)
+		cs->rtail->rnext = e;
+	else
+		cs->rhead = e;
+	cs->rtail = e;
+}
+
+/* Ends op with status: releases its resources, starts the chunk's next op
+ * and queues the callback. Runs no callback itself. */
+static void op_finish(struct op *op, int status)
+{
+	struct chunk_store *cs = op->cs;
+	struct centry *e = op->e;
+	char path[PATH_MAX];
+
+	op->status = status;
+	if (status) {
+		cs->used -= op->reserved;
+		if (op->trim_on_fail && e->fd >= 0 && e->exists &&
+		    ftruncate(e->fd, (off_t)HDR_SIZE + e->length) == 0)
+			e->fsize = HDR_SIZE + (uint64_t)e->length;
+	}
+	if (op->tmp_fd >= 0) {
+		close(op->tmp_fd);
+		op->tmp_fd = -1;
+		if (cs_chunk_path(cs, &e->id, ".tmp", path, sizeof(path)) == 0)
+			unlink(path);
+	}
+	if (!op->has_info && e->exists) {
+		fill_info(&op->info, e);
+		op->has_info = true;
+	}
+	abuf_free(op->buf);
+	op->buf = NULL;
+	free(op->new_bcrc);
+	op->new_bcrc = NULL;
+
+	e->qhead = op->next;
+	if (!e->qhead)
+		e->qtail = NULL;
+	e->running = false;
+	cs->active--;
+	op->e = NULL;
+	if (e->qhead || e->exists) {
+		make_runnable(cs, e);
+		cs_lru_push(cs, e);
+	} else {
+		cs_ent_drop(cs, e);
+	}
+
+	op->next = NULL;
+	if (cs->done_tail)
+		cs->done_tail->next = op;
+	else
+		cs->done_head = op;
+	cs->done_tail = op;
+	if (!cs->in_poll) {
+		uint64_t one = 1;
+
+		/* Wake the reactor: the callback must run from poll. */
+		if (write(cs->efd, &one, sizeof(one)) < 0)
+			log_debug(COMP, "eventfd write: %s", strerror(errno));
+	}
+}
+
+static int io_issue(struct op *op)
+{
+	struct chunk_store *cs = op->cs;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&cs->ring);
+
+	if (!sqe) {
+		io_uring_submit(&cs->ring);
+		sqe = io_uring_get_sqe(&cs->ring);
+		if (!sqe)
+			return -EBUSY;
+	}
+	switch (op->io_kind) {
+	case IO_READ:
+		io_uring_prep_read(sqe, op->io_fd, op->io_buf + op->io_done,
+				   (unsigned)(op->io_len - op->io_done), op->io_off + op->io_done);
+		break;
+	case IO_WRITE:
+		io_uring_prep_write(sqe, op->io_fd, op->io_buf + op->io_done,
+				    (unsigned)(op->io_len - op->io_done), op->io_off + op->io_done);
+		break;
+	case IO_FSYNC:
+		io_uring_prep_fsync(sqe, op->io_fd, IORING_FSYNC_DATASYNC);
+		break;
+	}
+	io_uring_sqe_set_data(sqe, op);
+	cs->inflight++;
+	return 0;
+}
+
+/* Starts one I/O for op in state st; on failure to queue, ends op. */
+static void op_io(struct op *op, enum op_state st, enum io_kind kind, int fd,
+		  void *buf, size_t len, uint64_t off)
+{
+	int rc;
+
+	op->state = st;
+	op->io_kind = kind;
+	op->io_fd = fd;
+	op->io_buf = buf;
+	op->io_len = len;
+	op->io_off = off;
+	op->io_done = 0;
+	rc = io_issue(op);
+	if (rc)
+		op_finish(op, rc);
+}
+
+/* A CQE for op: completes short transfers, then advances op. */
+static void io_complete(struct op *op, int res)
+{
+	int rc;
+
+	if (res == -EINTR || res == -EAGAIN)
+		goto reissue;
+	if (res < 0 || op->io_kind == IO_FSYNC) {
+		op_step(op, res < 0 ? res : 0);
+		return;
+	}
+	op->io_done += (size_t)res;
+	if (op->io_done < op->io_len) {
+		if (op->io_kind == IO_READ) {
+			/* Short read: end of file. What lies past it is a hole
+			 * or a missing tail; zeros let the checksums decide. */
+			memset(op->io_buf + op->io_done, 0, op->io_len - op->io_done);
+			op->io_done = op->io_len;
+		} else if (res == 0) {
+			op_step(op, -EIO);
+			return;
+		} else {
+			goto reissue;
+		}
+	}
+	op_step(op, 0);
+	return;
+reissue:
+	rc = io_issue(op);
+	if (rc)
+		op_step(op, rc);
+}
+
+/* ---- read ---- */
+
+static void read_start(struct op *op)
+{
+	struct centry *e = op->e;
+	uint32_t n, rs, re, b0, b1;
+	int rc;
+
+	if (!e->exists) {
+		op_finish(op, -ENOENT);
+		return;
+	}
+	if (op->off >= e->length || op->len == 0) {
+		op_finish(op, 0);
+		return;
+	}
+	n = min_u32(op->len, e->length - op->off);
+	b0 = op->off / CHUNK_BLOCK_SIZE;
+	b1 = (op->off + n - 1) / CHUNK_BLOCK_SIZE;
+	rs = b0 * CHUNK_BLOCK_SIZE;
+	re = min_u32((b1 + 1) * CHUNK_BLOCK_SIZE, e->length);
+	op->nread = n;
+	op->buf_doff = rs;
+	op->buf_len = align_up(re - rs, PAGE_SZ);
+	op->buf = abuf_alloc(op->buf_len);
+	if (!op->buf) {
+		op_finish(op, -ENOMEM);
+		return;
+	}
+	rc = cs_ent_open_fd(op->cs, e);
+	if (rc) {
+		op_finish(op, rc);
+		return;
+	}
+	op_io(op, ST_READ_DATA, IO_READ, e->fd, op->buf, op->buf_len, HDR_SIZE + (uint64_t)rs);
+}
+
+/* Checks blocks [first, last] of e held in buf (which starts at chunk
+ * offset doff) against the stored CRCs. Returns 0 or STRATA_EINTEGRITY. */
+static int verify_blocks(struct chunk_store *cs, const struct centry *e, const uint8_t *buf,
+			 uint32_t doff, uint32_t first, uint32_t last)
+{
+	for (uint32_t b = first; b <= last; b++) {
+		uint32_t bs = b * CHUNK_BLOCK_SIZE;
+		uint32_t be = min_u32(bs + CHUNK_BLOCK_SIZE, e->length);
+
+		if (crc32c(0, buf + (bs - doff), be - bs) != e->bcrc[b]) {
+			log_error(COMP, "target '%s': chunk %016" PRIx64 ".%016" PRIx64
+				  " block %u fails its checksum; the replica must be resynced",
+				  cs->dir, e->id.ino, e->id.idx, b);
+			return STRATA_EINTEGRITY;
+		}
+	}
+	return 0;
+}
+
+static void read_done(struct op *op, int res)
+{
+	struct centry *e = op->e;
+	int rc;
+
+	if (res < 0) {
+		op->nread = 0;
+		op_finish(op, res);
+		return;
+	}
+	rc = verify_blocks(op->cs, e, op->buf, op->buf_doff, op->buf_doff / CHUNK_BLOCK_SIZE,
+			   (op->off + op->nread - 1) / CHUNK_BLOCK_SIZE);
+	if (rc) {
+		op->nread = 0;
+		op_finish(op, rc);
+		return;
+	}
+	memcpy(op->dst, op->buf + (op->off - op->buf_doff), op->nread);
+	op->rcrc = crc32c(0, op->dst, op->nread);
+	op_finish(op, 0);
+}
+
+/* ---- update in place (append, extension, version bump) ---- */
+
+/* Block and whole-content CRCs after writing [off, off+len) (data at
+ * buf + off - buf_doff) past the current length, zeros in any gap. */
+static void crc_inplace(struct op *op)
+{
+	const struct centry *e = op->e;
+	uint32_t cur = e->length, nl = op->new_len;
+	uint32_t dend = op->off + op->len;
+	uint32_t c;
+
+	if (e->length)
+		memcpy(op->new_bcrc, e->bcrc, nblocks(cur) * sizeof(uint32_t));
+	for (uint32_t b = cur / CHUNK_BLOCK_SIZE; b < nblocks(nl); b++) {
+		uint32_t bs = b * CHUNK_BLOCK_SIZE, be = min_u32(bs + CHUNK_BLOCK_SIZE, nl);
+		uint32_t p = bs, z;
+
+		c = 0;
+		if (cur > bs) {
+			c = e->bcrc[b];
+			p = cur;
+		}
+		if (op->len) {
+			z = min_u32(max_u32(op->off, p), be);
+			c = crc32c_zeros(c, z - p);
+			p = z;
+			if (dend > p) {
+				uint32_t n = min_u32(dend, be) - p;
+
+				c = crc32c(c, op->buf + (p - op->buf_doff), n);
+				p += n;
+			}
+		}
+		op->new_bcrc[b] = crc32c_zeros(c, be - p);
+	}
+	c = e->crc;
+	if (op->len) {
+		c = crc32c_zeros(c, op->off - cur);
+		c = crc32c(c, op->buf + (op->off - op->buf_doff), op->len);
+	} else if (nl > cur) {
+		c = crc32c_zeros(c, nl - cur);
+	}
+	op->new_crc = c;
+}
+
+static void inplace_write_slot(struct op *op)
+{
+	struct centry *e = op->e;
+
+	op->trim_on_fail = false;
+	abuf_free(op->buf);
+	op->buf = abuf_alloc(SLOT_SIZE);
+	if (!op->buf) {
+		op_finish(op, -ENOMEM);
+		return;
+	}
+	op->buf_len = SLOT_SIZE;
+	cs_slot_encode(op->buf, e->seq + 1, &e->id, op->version, op->new_len, op->new_crc, op->new_bcrc);
+	op_io(op, ST_WRITE_SLOT, IO_WRITE, e->fd, op->buf, SLOT_SIZE,
+	      (uint64_t)(1 - e->slot) * SLOT_SIZE);
+}
+
+static void inplace_after_data(struct op *op)
+{
+	if (op->cs->o.sync_writes)
+		op_io(op, ST_SYNC_DATA, IO_FSYNC, op->e->fd, NULL, 0, 0);
+	else
+		inplace_write_slot(op);
+}
+
+static void inplace_write_data(struct op *op)
+{
+	memcpy(op->buf + (op->off - op->buf_doff), op->src, op->len);
+	crc_inplace(op);
+	op->trim_on_fail = true;
+	op_io(op, ST_WRITE_DATA, IO_WRITE, op->e->fd, op->buf, op->buf_len,
+	      HDR_SIZE + (uint64_t)op->buf_doff);
+}
+
+static void inplace_commit(struct op *op)
+{
+	struct centry *e = op->e;
+	uint32_t *t = e->bcrc;
+
+	e->slot = 1 - e->slot;
+	e->seq++;
+	e->version = op->version;
+	e->length = op->new_len;
+	e->crc = op->new_crc;
+	e->bcrc = op->new_bcrc;
+	op->new_bcrc = t;
+	op_finish(op, 0);
+}
+
+static void inplace_start(struct op *op)
+{
+	struct centry *e = op->e;
+	uint64_t cur_end = HDR_SIZE + (uint64_t)e->length;
+	uint32_t a0, a1;
+	bool stale;
+	int rc;
+
+	rc = cs_ent_open_fd(op->cs, e);
+	if (rc)
+		goto fail;
+	/* Bytes past the current length may be left over from a shrink or an
+	 * append cut short by a crash. Gaps must read as zeros, so cut them
+	 * off unless this write overwrites every one of them. */
+	a0 = (uint32_t)align_down(op->off, PAGE_SZ);
+	a1 = (uint32_t)align_up((uint64_t)op->off + op->len, PAGE_SZ);
+	stale = e->fsize > cur_end &&
+		!(op->len && op->off == e->length && e->fsize <= HDR_SIZE + (uint64_t)a1);
+	if (stale) {
+		if (ftruncate(e->fd, (off_t)cur_end) < 0) {
+			rc = -errno;
+			goto fail;
+		}
+		e->fsize = cur_end;
+	}
+	if (op->len == 0) {
+		if (op->new_len > e->length) {
+			if (ftruncate(e->fd, (off_t)HDR_SIZE + op->new_len) < 0) {
+				rc = -errno;
+				goto fail;
+			}
+			e->fsize = HDR_SIZE + (uint64_t)op->new_len;
+		}
+		crc_inplace(op);
+		inplace_after_data(op);
+		return;
+	}
+	op->buf_doff = a0;
+	op->buf_len = a1 - a0;
+	op->buf = abuf_zalloc(op->buf_len);
+	if (!op->buf) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	if (a0 < e->length) {
+		op_io(op, ST_READ_HEAD, IO_READ, e->fd, op->buf, PAGE_SZ, HDR_SIZE + (uint64_t)a0);
+		return;
+	}
+	inplace_write_data(op);
+	return;
+fail:
+	op_finish(op, rc);
+}
+
+/* ---- copy-on-write (new chunk, overwrite, shrink) ---- */
+
+static void cow_write_tmp(struct op *op)
+{
+	struct chunk_store *cs = op->cs;
+	struct centry *e = op->e;
+	const uint8_t *data = op->buf + HDR_SIZE;
+	char path[PATH_MAX];
+	uint32_t c = 0;
+	int rc;
+
+	if (op->type == OP_WRITE && op->len)
+		memcpy(op->buf + HDR_SIZE + op->off, op->src, op->len);
+	for (uint32_t b = 0; b < nblocks(op->new_len); b++) {
+		uint32_t bs = b * CHUNK_BLOCK_SIZE, be = min_u32(bs + CHUNK_BLOCK_SIZE, op->new_len);
+
+		op->new_bcrc[b] = crc32c(0, data + bs, be - bs);
+		c = crc32c(c, data + bs, be - bs);
+	}
+	op->new_crc = c;
+	/* Slot A of the new file; slot B stays zero (invalid). */
+	cs_slot_encode(op->buf, e->exists ? e->seq + 1 : 1, &e->id, op->version, op->new_len,
+		    op->new_crc, op->new_bcrc);
+	memset(op->buf + SLOT_SIZE, 0, SLOT_SIZE);
+	rc = cs_chunk_path(cs, &e->id, ".tmp", path, sizeof(path));
+	if (rc)
+		goto fail;
+	rc = cs_open_file(cs, path, O_RDWR | O_CREAT | O_TRUNC);
+	if (rc < 0)
+		goto fail;
+	op->tmp_fd = rc;
+	op_io(op, ST_WRITE_TMP, IO_WRITE, op->tmp_fd, op->buf, op->buf_len, 0);
+	return;
+fail:
+	op_finish(op, rc);
+}
+
+static void cow_after_old(struct op *op)
+{
+	struct centry *e = op->e;
+	uint32_t keep = min_u32(e->length, op->new_len);
+	uint32_t rl = min_u32(e->length, (uint32_t)align_up(keep, CHUNK_BLOCK_SIZE));
+	int rc;
+
+	rc = verify_blocks(op->cs, e, op->buf + HDR_SIZE, 0, 0, nblocks(rl) - 1);
+	if (rc) {
+		op_finish(op, rc);
+		return;
+	}
+	/* Past the kept length: zeros (a shrink drops the rest). */
+	memset(op->buf + HDR_SIZE + keep, 0, align_up(rl, PAGE_SZ) - keep);
+	cow_write_tmp(op);
+}
+
+static void cow_commit(struct op *op)
+{
+	struct chunk_store *cs = op->cs;
+	struct centry *e = op->e;
+	char tmp[PATH_MAX], path[PATH_MAX];
+	uint32_t *t;
+	int rc;
+
+	rc = cs_chunk_path(cs, &e->id, ".tmp", tmp, sizeof(tmp));
+	if (!rc)
+		rc = cs_chunk_path(cs, &e->id, "", path, sizeof(path));
+	if (rc)
+		goto fail;
+	if (rename(tmp, path) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	/* From here the new content is the chunk: no failure path below may
+	 * roll the index back. */
+	if (cs->o.sync_writes && (rc = cs_fsync_dir_of(cs, &e->id)) < 0)
+		log_warn(COMP, "target '%s': fsync of a chunk directory failed: %s",
+			 cs->dir, strerror(-rc));
+	cs_ent_close_fd(cs, e);
+	e->fd = op->tmp_fd;
+	op->tmp_fd = -1;
+	cs->nopen++;
+	e->fsize = op->buf_len;
+	e->slot = 0;
+	e->seq = e->exists ? e->seq + 1 : 1;
+	if (!e->exists)
+		cs->nchunks++;
+	e->exists = true;
+	e->version = op->version;
+	e->length = op->new_len;
+	e->crc = op->new_crc;
+	t = e->bcrc;
+	e->bcrc = op->new_bcrc;
+	op->new_bcrc = t;
+	op_finish(op, 0);
+	return;
+fail:
+	op_finish(op, rc);
+}
+
+static void cow_start(struct op *op)
+{
+	struct centry *e = op->e;
+	uint32_t cur = e->exists ? e->length : 0;
+	uint32_t keep = min_u32(cur, op->new_len), rl = 0;
+	bool need_old;
+	int rc;
+
+	/* Old bytes survive unless the new data covers all of them. */
+	need_old = keep > 0 && !(op->type == OP_WRITE && op->off == 0 && op->len >= keep);
+	if (need_old)
+		rl = min_u32(cur, (uint32_t)align_up(keep, CHUNK_BLOCK_SIZE));
+	op->buf_len = HDR_SIZE + align_up(op->new_len, PAGE_SZ);
+	op->buf = abuf_zalloc(HDR_SIZE + align_up(max_u32(op->new_len, rl), PAGE_SZ));
+	if (!op->buf) {
+		op_finish(op, -ENOMEM);
+		return;
+	}
+	if (!need_old) {
+		cow_write_tmp(op);
+		return;
+	}
+	rc = cs_ent_open_fd(op->cs, e);
+	if (rc) {
+		op_finish(op, rc);
+		return;
+	}
+	op_io(op, ST_READ_OLD, IO_READ, e->fd, op->buf + HDR_SIZE, align_up(rl, PAGE_SZ), HDR_SIZE);
+}
+
+/* ---- write / truncate / remove entry points of the state machine ---- */
+
+static void update_start(struct op *op)
+{
+	struct chunk_store *cs = op->cs;
+	struct centry *e = op->e;
+	uint32_t cur = e->exists ? e->length : 0;
+	int64_t delta;
+
+	if (op->type == OP_TRUNC) {
+		if (!e->exists) {
+			op_finish(op, -ENOENT);
+			return;
+		}
+		op->new_len = op->off;
+	} else {
+		op->new_len = max_u32(cur, op->off + op->len);
+	}
+	if (e->exists && op->version <= e->version) {
+		op_finish(op, op->version == e->version ? -EALREADY : -ESTALE);
+		return;
+	}
+	delta = footprint(true, op->new_len) - footprint(e->exists, cur);
+	if (delta > 0 && cs->o.capacity && cs->used + delta > (int64_t)cs->o.capacity) {
+		op_finish(op, -ENOSPC);
+		return;
+	}
+	cs->used += delta;
+	op->reserved = delta;
+	op->new_bcrc = malloc(max_u32(1, nblocks(op->new_len)) * sizeof(uint32_t));
+	if (!op->new_bcrc) {
+		op_finish(op, -ENOMEM);
+		return;
+	}
+	if (e->exists && op->new_len >= cur && (op->off >= cur || op->len == 0))
+		inplace_start(op);
+	else
+		cow_start(op);
+}
+
+static void remove_start(struct op *op)
+{
+	struct chunk_store *cs = op->cs;
+	struct centry *e = op->e;
+	char path[PATH_MAX];
+	int rc;
+
+	if (!e->exists) {
+		op_finish(op, -ENOENT);
+		return;
+	}
+	rc = cs_chunk_path(cs, &e->id, "", path, sizeof(path));
+	if (rc)
+		goto out;
+	if (unlink(path) < 0 && errno != ENOENT) {
+		rc = -errno;
+		goto out;
+	}
+	if (cs->o.sync_writes)
+		cs_fsync_dir_of(cs, &e->id);
+	fill_info(&op->info, e);
+	op->has_info = true;
+	cs_ent_close_fd(cs, e);
+	cs->used -= footprint(true, e->length);
+	cs->nchunks--;
+	e->exists = false;
+	free(e->bcrc);
+	e->bcrc = NULL;
+out:
+	op_finish(op, rc);
+}
+
+static void op_start(struct op *op)
+{
+	switch (op->type) {
+	case OP_READ:
+		read_start(op);
+		break;
+	case OP_WRITE:
+	case OP_TRUNC:
+		update_start(op);
+		break;
+	case OP_REMOVE:
+		remove_start(op);
+		break;
+	}
+}
+
+static void op_step(struct op *op, int res)
+{
+	if (res < 0 && op->state != ST_READ_DATA) {
+		op_finish(op, res);
+		return;
+	}
+	switch (op->state) {
+	case ST_READ_DATA:
+		read_done(op, res);
+		break;
+	case ST_READ_HEAD:
+		/* Only bytes below the current length are content; the rest
+		 * of the page may be stale. */
+		memset(op->buf + (op->e->length - op->buf_doff), 0,
+		       PAGE_SZ - (op->e->length - op->buf_doff));
+		inplace_write_data(op);
+		break;
+	case ST_WRITE_DATA:
+	{
+		uint64_t end = HDR_SIZE + (uint64_t)op->buf_doff + op->buf_len;
+
+		if (end > op->e->fsize)
+			op->e->fsize = end;
+		inplace_after_data(op);
+		break;
+	}
+	case ST_SYNC_DATA:
+		inplace_write_slot(op);
+		break;
+	case ST_WRITE_SLOT:
+		if (op->cs->o.sync_writes)
+			op_io(op, ST_SYNC_SLOT, IO_FSYNC, op->e->fd, NULL, 0, 0);
+		else
+			inplace_commit(op);
+		break;
+	case ST_SYNC_SLOT:
+		inplace_commit(op);
+		break;
+	case ST_READ_OLD:
+		cow_after_old(op);
+		break;
+	case ST_WRITE_TMP:
+		if (op->cs->o.sync_writes)
+			op_io(op, ST_SYNC_TMP, IO_FSYNC, op->tmp_fd, NULL, 0, 0);
+		else
+			cow_commit(op);
+		break;
+	case ST_SYNC_TMP:
+		cow_commit(op);
+		break;
+	case ST_QUEUED:
+		op_finish(op, -EINVAL);
+		break;
+	}
+}
+
+/* Starts the head ops of runnable chunks while there is room. */
+static void kick(struct chunk_store *cs)
+{
+	if (cs->kicking)
+		return;
+	cs->kicking = true;
+	while (cs->rhead && cs->active < cs->o.queue_depth) {
+		struct centry *e = cs->rhead;
+
+		cs->rhead = e->rnext;
+		if (!cs->rhead)
+			cs->rtail = NULL;
+		e->runnable = false;
+		e->running = true;
+		cs_lru_remove(cs, e);
+		cs->active++;
+		op_start(e->qhead);
+	}
+	cs->kicking = false;
+	if (io_uring_sq_ready(&cs->ring))
+		io_uring_submit(&cs->ring);
+}
+
+/* ---- submission ---- */
+
+static struct op *op_new(struct chunk_store *cs, enum op_type type, const struct chunk_id *id,
+			 struct centry **e_out)
+{
+	struct centry *e;
+	struct op *op;
+
+	if (cs_ent_get(cs, id, &e))
+		return NULL;
+	op = cs->free_ops;
+	if (op)
+		cs->free_ops = op->next;
+	else
+		op = malloc(sizeof(*op));
+	if (!op) {
+		if (!e->qhead && !e->exists && !e->running)
+			cs_ent_drop(cs, e);
+		return NULL;
+	}
+	memset(op, 0, sizeof(*op));
+	op->cs = cs;
+	op->e = e;
+	op->type = type;
+	op->tmp_fd = -1;
+	*e_out = e;
+	return op;
+}
+
+static void op_enqueue(struct chunk_store *cs, struct centry *e, struct op *op)
+{
+	if (e->qtail)
+		e->qtail->next = op;
+	else
+		e->qhead = op;
+	e->qtail = op;
+	cs->pending++;
+	make_runnable(cs, e);
+	kick(cs);
+}
+
+int chunk_write(struct chunk_store *cs, const struct chunk_id *id, uint32_t offset,
+		const void *data, uint32_t len, uint32_t data_crc, uint64_t version,
+		chunk_done_fn cb, void *arg)
+{
+	struct centry *e;
+	struct op *op;
+
+	if (!cs || !id || (len && !data) || version == 0 ||
+	    (uint64_t)offset + len > cs->o.max_chunk_size)
+		return -EINVAL;
+	if (crc32c(0, data, len) != data_crc)
+		return STRATA_EINTEGRITY;
+	op = op_new(cs, OP_WRITE, id, &e);
+	if (!op)
+		return -ENOMEM;
+	op->off = offset;
+	op->len = len;
+	op->src = data;
+	op->version = version;
+	op->done_cb = cb;
+	op->arg = arg;
+	op_enqueue(cs, e, op);
+	return 0;
+}
+
+int chunk_read(struct chunk_store *cs, const struct chunk_id *id, uint32_t offset,
+	       uint32_t len, void *dst, chunk_read_fn cb, void *arg)
+{
+	struct centry *e;
+	struct op *op;
+
+	if (!cs || !id || (len && !dst))
+		return -EINVAL;
+	op = op_new(cs, OP_READ, id, &e);
+	if (!op)
+		return -ENOMEM;
+	op->off = offset;
+	op->len = len;
+	op->dst = dst;
+	op->read_cb = cb;
+	op->arg = arg;
+	op_enqueue(cs, e, op);
+	return 0;
+}
+
+int chunk_truncate(struct chunk_store *cs, const struct chunk_id *id, uint32_t length,
+		   uint64_t version, chunk_done_fn cb, void *arg)
+{
+	struct centry *e;
+	struct op *op;
+
+	if (!cs || !id || version == 0 || length > cs->o.max_chunk_size)
+		return -EINVAL;
+	op = op_new(cs, OP_TRUNC, id, &e);
+	if (!op)
+		return -ENOMEM;
+	op->off = length;
+	op->version = version;
+	op->done_cb = cb;
+	op->arg = arg;
+	op_enqueue(cs, e, op);
+	return 0;
+}
+
+int chunk_remove(struct chunk_store *cs, const struct chunk_id *id, chunk_done_fn cb, void *arg)
+{
+	struct centry *e;
+	struct op *op;
+
+	if (!cs || !id)
+		return -EINVAL;
+	op = op_new(cs, OP_REMOVE, id, &e);
+	if (!op)
+		return -ENOMEM;
+	op->done_cb = cb;
+	op->arg = arg;
+	op_enqueue(cs, e, op);
+	return 0;
+}
+
+/* ---- polling ---- */
+
+static void run_done(struct chunk_store *cs)
+{
+	struct op *op;
+
+	while ((op = cs->done_head)) {
+		const struct chunk_info *info = op->has_info ? &op->info : NULL;
+
+		cs->done_head = op->next;
+		if (!cs->done_head)
+			cs->done_tail = NULL;
+		if (op->type == OP_READ) {
+			if (op->read_cb)
+				op->read_cb(op->arg, op->status, info, op->nread, op->rcrc);
+		} else if (op->done_cb) {
+			op->done_cb(op->arg, op->status, info);
+		}
+		cs->pending--;
+		cs->ncallbacks++;
+		op->next = cs->free_ops;
+		cs->free_ops = op;
+	}
+}
+
+void chunk_store_poll(struct chunk_store *cs)
+{
+	struct io_uring_cqe *cqe;
+	uint64_t v;
+
+	if (read(cs->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_debug(COMP, "eventfd read: %s", strerror(errno));
+	cs->in_poll = true;
+	while (io_uring_peek_cqe(&cs->ring, &cqe) == 0) {
+		struct op *op = io_uring_cqe_get_data(cqe);
+		int res = cqe->res;
+
+		io_uring_cqe_seen(&cs->ring, cqe);
+		cs->inflight--;
+		io_complete(op, res);
+	}
+	kick(cs);
+	run_done(cs);
+	if (io_uring_sq_ready(&cs->ring))
+		io_uring_submit(&cs->ring);
+	cs->in_poll = false;
+}
+
+int chunk_store_wait(struct chunk_store *cs, int timeout_ms)
+{
+	uint64_t before = cs->ncallbacks;
+	struct io_uring_cqe *cqe;
+	int rc = 0;
+
+	if (!cs->done_head && cs->inflight) {
+		if (io_uring_sq_ready(&cs->ring))
+			io_uring_submit(&cs->ring);
+		if (timeout_ms < 0) {
+			rc = io_uring_wait_cqe(&cs->ring, &cqe);
+		} else {
+			struct __kernel_timespec ts = {
+				.tv_sec = timeout_ms / 1000,
+				.tv_nsec = (long long)(timeout_ms % 1000) * 1000000,
+			};
+
+			rc = io_uring_wait_cqe_timeout(&cs->ring, &cqe, &ts);
+		}
+		if (rc == -ETIME || rc == -EINTR)
+			rc = 0;
+	}
+	chunk_store_poll(cs);
+	if (rc < 0)
+		return rc;
+	return (int)(cs->ncallbacks - before);
+}
+
+int chunk_store_fd(struct chunk_store *cs)
+{
+	return cs->efd;
+}
+
+bool chunk_store_is_direct(const struct chunk_store *cs)
+{
+	return cs->direct;
+}
+
+uint32_t chunk_store_pending(const struct chunk_store *cs)
+{
+	return cs->pending;
+}

@@ -1,0 +1,205 @@
+/*
+ * Internals shared by the two halves of the chunk engine: chunk_store.c
+ * (the operation state machine, submission, polling) and chunk_index.c
+ * (metadata slots, the in-memory index, the fd cache, open and close).
+ * Not part of any interface: include only from src/storage/chunk_*.c.
+ */
+#ifndef STRATA_STORAGE_CHUNK_STORE_INT_H
+#define STRATA_STORAGE_CHUNK_STORE_INT_H
+
+#include <endian.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <liburing.h>
+
+#include "chunk_store.h"
+#include "common/buf.h"
+
+#define COMP "chunk"
+
+#define HDR_SIZE 16384u            /* two slots, then data */
+#define SLOT_SIZE 8192u
+#define PAGE_SZ STRATA_ALIGN       /* O_DIRECT granularity */
+#define SLOT_MAGIC 0x4b434853u     /* "SHCK" little-endian */
+#define SLOT_FORMAT 1u
+#define SLOT_FIXED 56u             /* bytes before the block CRC array */
+#define SLOT_CRC_OFF (SLOT_SIZE - 4u)
+#define MAX_BLOCKS (CHUNK_MAX_SIZE / CHUNK_BLOCK_SIZE)
+#define FANOUT 256u
+#define FD_CACHE_MAX 512u
+#define QD_MAX 4096u
+
+_Static_assert(SLOT_FIXED + 4u * MAX_BLOCKS <= SLOT_CRC_OFF, "slot too small");
+_Static_assert(HDR_SIZE == 2u * SLOT_SIZE, "header holds two slots");
+
+enum op_type { OP_WRITE, OP_READ, OP_TRUNC, OP_REMOVE };
+
+enum op_state {
+	ST_QUEUED = 0,
+	ST_READ_DATA,   /* read: blocks covering the range */
+	ST_READ_HEAD,   /* in place: the partial first page */
+	ST_WRITE_DATA,  /* in place: data pages */
+	ST_SYNC_DATA,   /* in place: fdatasync before the slot */
+	ST_WRITE_SLOT,  /* in place: the next metadata slot */
+	ST_SYNC_SLOT,   /* in place: fdatasync of the slot */
+	ST_READ_OLD,    /* copy-on-write: old content to merge */
+	ST_WRITE_TMP,   /* copy-on-write: header + content to the temp file */
+	ST_SYNC_TMP,    /* copy-on-write: fdatasync before rename */
+};
+
+enum io_kind { IO_READ, IO_WRITE, IO_FSYNC };
+
+struct op;
+
+/* One chunk: its committed state, its FIFO of ops and its cached fd. */
+struct centry {
+	struct centry *hnext;           /* hash chain */
+	struct chunk_id id;
+	bool exists;                    /* committed content on disk */
+	int slot;                       /* winning slot: 0 (A) or 1 (B) */
+	uint64_t seq, version;
+	uint32_t length, crc;
+	uint32_t *bcrc;                 /* nblocks(length) block CRCs */
+	int fd;                         /* -1 when closed */
+	uint64_t fsize;                 /* file size, valid while fd >= 0 */
+	struct op *qhead, *qtail;       /* FIFO; qhead runs when running */
+	bool running, runnable;
+	struct centry *rnext;           /* runnable list */
+	struct centry *lprev, *lnext;   /* LRU of idle open fds */
+	bool in_lru;
+};
+
+struct op {
+	struct op *next;                /* chunk FIFO, then done/free list */
+	struct chunk_store *cs;
+	struct centry *e;
+	enum op_type type;
+	enum op_state state;
+	uint32_t off, len;
+	const uint8_t *src;
+	uint8_t *dst;
+	uint64_t version;
+	chunk_done_fn done_cb;
+	chunk_read_fn read_cb;
+	void *arg;
+	int status;
+	bool has_info;
+	struct chunk_info info;
+	uint32_t nread, rcrc;
+	/* update plan */
+	uint32_t new_len, new_crc;
+	uint32_t *new_bcrc;
+	int64_t reserved;               /* bytes added to cs->used */
+	bool trim_on_fail;
+	uint8_t *buf;                   /* aligned */
+	size_t buf_len;
+	uint32_t buf_doff;              /* chunk offset buf starts at */
+	int tmp_fd;
+	/* current I/O */
+	enum io_kind io_kind;
+	int io_fd;
+	uint8_t *io_buf;
+	uint64_t io_off;
+	size_t io_len, io_done;
+};
+
+struct chunk_store {
+	char *dir;
+	struct chunk_store_opts o;
+	struct io_uring ring;
+	bool ring_ok;
+	int efd;
+	bool direct;
+	struct centry **ht;
+	size_t ht_cap, ht_count;
+	uint64_t nchunks;
+	int64_t used;
+	uint32_t active;                /* ops started, not finished */
+	uint32_t pending;               /* ops submitted, callback not run */
+	uint32_t inflight;              /* SQEs submitted, CQE not reaped */
+	uint64_t ncallbacks;
+	struct centry *rhead, *rtail;
+	struct op *done_head, *done_tail;
+	struct op *free_ops;
+	struct centry *lru_head, *lru_tail;
+	uint32_t nopen;
+	bool in_poll, kicking;
+};
+
+/* ---- small helpers ---- */
+
+static inline uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+/* Stable forever: it places chunk files in their fan-out directory. */
+static inline uint64_t id_hash(const struct chunk_id *id)
+{
+	return mix64(id->ino ^ mix64(id->idx + 0x9e3779b97f4a7c15ull));
+}
+
+static inline unsigned id_fanout(const struct chunk_id *id)
+{
+	return (unsigned)(id_hash(id) & (FANOUT - 1));
+}
+
+static inline uint32_t nblocks(uint32_t len)
+{
+	return (uint32_t)((len + (uint64_t)CHUNK_BLOCK_SIZE - 1) / CHUNK_BLOCK_SIZE);
+}
+
+/* Bytes a chunk of len bytes holds on disk (0 for none). */
+static inline int64_t footprint(bool exists, uint32_t len)
+{
+	return exists ? (int64_t)HDR_SIZE + (int64_t)align_up(len, PAGE_SZ) : 0;
+}
+
+static inline uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+static inline uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
+
+static inline void put32(uint8_t *p, uint32_t v) { v = htole32(v); memcpy(p, &v, 4); }
+static inline void put16(uint8_t *p, uint16_t v) { v = htole16(v); memcpy(p, &v, 2); }
+static inline void put64(uint8_t *p, uint64_t v) { v = htole64(v); memcpy(p, &v, 8); }
+static inline uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
+static inline uint16_t get16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return le16toh(v); }
+static inline uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
+
+
+static inline void fill_info(struct chunk_info *info, const struct centry *e)
+{
+	info->id = e->id;
+	info->version = e->version;
+	info->length = e->length;
+	info->crc = e->crc;
+}
+
+/* chunk_index.c */
+void cs_slot_encode(uint8_t *p, uint64_t seq, const struct chunk_id *id,
+		    uint64_t version, uint32_t length, uint32_t crc, const uint32_t *bcrc);
+/* Entry of id, or NULL. */
+struct centry *cs_ent_find(struct chunk_store *cs, const struct chunk_id *id);
+/* Finds or creates (not existing yet) the entry of id. 0 or -ENOMEM. */
+int cs_ent_get(struct chunk_store *cs, const struct chunk_id *id, struct centry **out);
+/* Unlinks an idle entry from the index and frees it. */
+void cs_ent_drop(struct chunk_store *cs, struct centry *e);
+void cs_ent_close_fd(struct chunk_store *cs, struct centry *e);
+/* Opens e's chunk file if it is not open (fd cache). 0 or -errno. */
+int cs_ent_open_fd(struct chunk_store *cs, struct centry *e);
+void cs_lru_push(struct chunk_store *cs, struct centry *e);
+void cs_lru_remove(struct chunk_store *cs, struct centry *e);
+/* open(2) with O_DIRECT while the store has it (fallback once). */
+int cs_open_file(struct chunk_store *cs, const char *path, int flags);
+int cs_fsync_dir_of(struct chunk_store *cs, const struct chunk_id *id);
+int cs_chunk_path(const struct chunk_store *cs, const struct chunk_id *id,
+		  const char *suffix, char *out, size_t size);
+
+#endif

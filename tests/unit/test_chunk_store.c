@@ -1,0 +1,944 @@
+/*
+ * Unit tests for src/storage/chunk_store: round trips against a reference
+ * model (seeded random), version rules, many ops in flight on the same and
+ * on different chunks, corruption on disk, capacity limits, tmpfs and the
+ * buffered fallback, reopen, and crash consistency under SIGKILL.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#define _XOPEN_SOURCE_EXTENDED 1
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/crc32c.h"
+#include "common/log.h"
+#include "storage/chunk_store.h"
+#include "strata/errors.h"
+
+#define HDR 16384u
+
+/* ---- helpers ---- */
+
+static uint64_t rng_state;
+
+static uint64_t rng(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545F4914F6CDD1Dull;
+}
+
+static uint32_t rnd(uint32_t n) { return n ? (uint32_t)(rng() % n) : 0; }
+
+static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb; (void)flag; (void)ftw;
+	return remove(path);
+}
+
+static void rm_rf(const char *dir)
+{
+	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static char *mktmp(const char *base)
+{
+	char tmpl[PATH_MAX];
+	char *d;
+
+	snprintf(tmpl, sizeof(tmpl), "%s/strata-chunk-XXXXXX", base);
+	d = mkdtemp(tmpl);
+	assert_non_null(d);
+	return strdup(d);
+}
+
+struct res {
+	bool done;
+	int status;
+	bool has_info;
+	struct chunk_info info;
+	uint32_t nread, crc;
+	int seq;          /* order in which callbacks ran */
+	int *counter;
+};
+
+static void done_cb(void *arg, int status, const struct chunk_info *info)
+{
+	struct res *r = arg;
+
+	r->done = true;
+	r->status = status;
+	r->has_info = info != NULL;
+	if (info)
+		r->info = *info;
+	if (r->counter)
+		r->seq = (*r->counter)++;
+}
+
+static void read_cb(void *arg, int status, const struct chunk_info *info, uint32_t nread,
+		    uint32_t crc)
+{
+	struct res *r = arg;
+
+	done_cb(arg, status, info);
+	r->nread = nread;
+	r->crc = crc;
+}
+
+static void wait_for(struct chunk_store *cs, struct res *r)
+{
+	while (!r->done)
+		assert_true(chunk_store_wait(cs, 5000) >= 0);
+}
+
+static int do_write(struct chunk_store *cs, struct chunk_id id, uint32_t off, const void *data,
+		    uint32_t len, uint64_t ver)
+{
+	struct res r = { 0 };
+	int rc = chunk_write(cs, &id, off, data, len, crc32c(0, data, len), ver, done_cb, &r);
+
+	if (rc)
+		return rc;
+	assert_false(r.done); /* never from inside the submit call */
+	wait_for(cs, &r);
+	return r.status;
+}
+
+static int do_read(struct chunk_store *cs, struct chunk_id id, uint32_t off, uint32_t len,
+		   void *dst, uint32_t *nread)
+{
+	struct res r = { 0 };
+	int rc = chunk_read(cs, &id, off, len, dst, read_cb, &r);
+
+	if (rc)
+		return rc;
+	wait_for(cs, &r);
+	if (r.status == 0)
+		assert_int_equal(r.crc, crc32c(0, dst, r.nread));
+	*nread = r.nread;
+	return r.status;
+}
+
+static int do_trunc(struct chunk_store *cs, struct chunk_id id, uint32_t len, uint64_t ver)
+{
+	struct res r = { 0 };
+	int rc = chunk_truncate(cs, &id, len, ver, done_cb, &r);
+
+	if (rc)
+		return rc;
+	wait_for(cs, &r);
+	return r.status;
+}
+
+static int do_remove(struct chunk_store *cs, struct chunk_id id)
+{
+	struct res r = { 0 };
+	int rc = chunk_remove(cs, &id, done_cb, &r);
+
+	if (rc)
+		return rc;
+	wait_for(cs, &r);
+	return r.status;
+}
+
+static struct chunk_store *open_store(const char *dir, uint32_t max_chunk, uint64_t cap,
+				      uint32_t qd)
+{
+	struct chunk_store_opts o;
+	struct chunk_store *cs = NULL;
+
+	chunk_store_opts_init(&o, sizeof(o));
+	if (max_chunk)
+		o.max_chunk_size = max_chunk;
+	o.capacity = cap;
+	if (qd)
+		o.queue_depth = qd;
+	assert_int_equal(chunk_store_open(dir, &o, &cs), 0);
+	return cs;
+}
+
+static void fill(uint8_t *p, uint32_t len, uint64_t seed)
+{
+	for (uint32_t i = 0; i < len; i++)
+		p[i] = (uint8_t)((seed * 2654435761u + i * 131u) >> 7 ^ i);
+}
+
+/* Reference model of one chunk. */
+struct model {
+	struct chunk_id id;
+	bool exists;
+	uint64_t version;
+	uint32_t len;
+	uint8_t *buf; /* max chunk bytes */
+};
+
+static void check_chunk(struct chunk_store *cs, const struct model *m, uint8_t *tmp)
+{
+	struct chunk_info info;
+	uint32_t nread = 0;
+
+	if (!m->exists) {
+		assert_int_equal(chunk_stat(cs, &m->id, &info), -ENOENT);
+		assert_int_equal(do_read(cs, m->id, 0, 10, tmp, &nread), -ENOENT);
+		return;
+	}
+	assert_int_equal(chunk_stat(cs, &m->id, &info), 0);
+	assert_int_equal(info.version, m->version);
+	assert_int_equal(info.length, m->len);
+	assert_int_equal(info.crc, crc32c(0, m->buf, m->len));
+	assert_int_equal(do_read(cs, m->id, 0, m->len + 100, tmp, &nread), 0);
+	assert_int_equal(nread, m->len);
+	assert_memory_equal(tmp, m->buf, m->len);
+}
+
+/* ---- tests ---- */
+
+#define RT_MAX (1u << 20)
+#define RT_CHUNKS 6
+
+static void run_model(const char *base, unsigned iters)
+{
+	char *dir = mktmp(base);
+	struct chunk_store *cs = open_store(dir, RT_MAX, 0, 0);
+	struct model m[RT_CHUNKS];
+	uint8_t *data = malloc(RT_MAX + 64), *tmp = malloc(RT_MAX + 64);
+	uint32_t nread;
+
+	rng_state = 0x1234567887654321ull;
+	for (int i = 0; i < RT_CHUNKS; i++) {
+		m[i] = (struct model){ .id = { 1000 + (uint64_t)i, (uint64_t)i * 7 } };
+		m[i].buf = calloc(1, RT_MAX);
+	}
+	for (unsigned it = 0; it < iters; it++) {
+		struct model *c = &m[rnd(RT_CHUNKS)];
+		uint32_t kind = rnd(100), off, len;
+		/* Sizes around block and page boundaries, small and large. */
+		static const uint32_t sizes[] = { 1, 7, 512, 4095, 4096, 4097, 65535, 65536,
+						   65537, 100000, 131072, 300000 };
+
+		len = rnd(3) ? sizes[rnd(12)] : rnd(RT_MAX / 2) + 1;
+		if (kind < 45) { /* write: append, gap, overwrite, partial */
+			uint32_t r = rnd(4);
+
+			off = r == 0 ? c->len : r == 1 ? c->len + rnd(70000) : rnd(c->len + 1);
+			if (rnd(5) == 0)
+				off = (uint32_t)(off / 4096 * 4096);
+			if ((uint64_t)off + len > RT_MAX)
+				off = RT_MAX - len;
+			fill(data + 3, len, rng());
+			assert_int_equal(do_write(cs, c->id, off, data + 3, len, c->version + 1), 0);
+			memcpy(c->buf + off, data + 3, len);
+			if (off + len > c->len)
+				c->len = off + len;
+			c->exists = true;
+			c->version++;
+		} else if (kind < 55) { /* truncate */
+			uint32_t nl = rnd(3) == 0 ? c->len + rnd(100000) : rnd(c->len + 1);
+
+			if (nl > RT_MAX)
+				nl = RT_MAX;
+			int rc = do_trunc(cs, c->id, nl, c->version + 1);
+
+			if (!c->exists) {
+				assert_int_equal(rc, -ENOENT);
+				continue;
+			}
+			assert_int_equal(rc, 0);
+			if (nl > c->len)
+				memset(c->buf + c->len, 0, nl - c->len);
+			else
+				memset(c->buf + nl, 0, c->len - nl);
+			c->len = nl;
+			c->version++;
+		} else if (kind < 58) { /* remove */
+			int rc = do_remove(cs, c->id);
+
+			assert_int_equal(rc, c->exists ? 0 : -ENOENT);
+			memset(c->buf, 0, c->len);
+			c->exists = false;
+			c->len = 0;
+			/* versions keep growing across a remove */
+		} else { /* read a random range */
+			off = rnd(c->len + 10);
+			int rc = do_read(cs, c->id, off, len, tmp + 1, &nread);
+
+			if (!c->exists) {
+				assert_int_equal(rc, -ENOENT);
+				continue;
+			}
+			assert_int_equal(rc, 0);
+			uint32_t want = off >= c->len ? 0 : (c->len - off < len ? c->len - off : len);
+
+			assert_int_equal(nread, want);
+			assert_memory_equal(tmp + 1, c->buf + off, want);
+		}
+		if (it % 50 == 0) {
+			for (int i = 0; i < RT_CHUNKS; i++)
+				check_chunk(cs, &m[i], tmp);
+		}
+	}
+	for (int i = 0; i < RT_CHUNKS; i++)
+		check_chunk(cs, &m[i], tmp);
+	chunk_store_close(cs);
+	cs = open_store(dir, RT_MAX, 0, 0);
+	for (int i = 0; i < RT_CHUNKS; i++)
+		check_chunk(cs, &m[i], tmp);
+	chunk_store_close(cs);
+	for (int i = 0; i < RT_CHUNKS; i++)
+		free(m[i].buf);
+	free(data);
+	free(tmp);
+	rm_rf(dir);
+	free(dir);
+}
+
+static void test_model_roundtrip(void **state)
+{
+	(void)state;
+	run_model("/tmp", 600);
+}
+
+static void test_version_rules(void **state)
+{
+	char *dir = mktmp("/tmp");
+	struct chunk_store *cs = open_store(dir, 1 << 20, 0, 0);
+	struct chunk_id id = { 1, 2 };
+	uint8_t d[100], out[100];
+	struct res r = { 0 };
+	uint32_t nread;
+
+	(void)state;
+	fill(d, sizeof(d), 5);
+	assert_int_equal(chunk_write(cs, &id, 0, d, 100, crc32c(0, d, 100) ^ 1, 1, done_cb, &r),
+			 STRATA_EINTEGRITY);
+	assert_int_equal(chunk_write(cs, &id, (1 << 20) - 50, d, 100, crc32c(0, d, 100), 1,
+				     done_cb, &r), -EINVAL);
+	assert_int_equal(chunk_write(cs, &id, 0, d, 100, crc32c(0, d, 100), 0, done_cb, &r),
+			 -EINVAL);
+	assert_int_equal(chunk_truncate(cs, &id, (1 << 20) + 1, 1, done_cb, &r), -EINVAL);
+	assert_false(r.done);
+	assert_int_equal(do_read(cs, id, 0, 10, out, &nread), -ENOENT);
+	assert_int_equal(do_trunc(cs, id, 10, 1), -ENOENT);
+	assert_int_equal(do_remove(cs, id), -ENOENT);
+
+	assert_int_equal(do_write(cs, id, 0, d, 100, 5), 0);
+	assert_int_equal(do_write(cs, id, 0, d, 50, 5), -EALREADY);
+	assert_int_equal(do_write(cs, id, 0, d, 50, 4), -ESTALE);
+	assert_int_equal(do_trunc(cs, id, 10, 3), -ESTALE);
+	assert_int_equal(do_trunc(cs, id, 10, 5), -EALREADY);
+	/* a zero-length write only bumps the version */
+	assert_int_equal(do_write(cs, id, 20, d, 0, 6), 0);
+	struct chunk_info info;
+
+	assert_int_equal(chunk_stat(cs, &id, &info), 0);
+	assert_int_equal(info.version, 6);
+	assert_int_equal(info.length, 100);
+	assert_int_equal(do_read(cs, id, 0, 100, out, &nread), 0);
+	assert_memory_equal(out, d, 100);
+	/* read at and past the end */
+	assert_int_equal(do_read(cs, id, 100, 10, out, &nread), 0);
+	assert_int_equal(nread, 0);
+	assert_int_equal(do_read(cs, id, 5000, 10, out, &nread), 0);
+	assert_int_equal(nread, 0);
+	chunk_store_close(cs);
+	rm_rf(dir);
+	free(dir);
+}
+
+struct lctx {
+	int n;
+	uint64_t sum;
+};
+
+static int list_fn(void *arg, const struct chunk_info *info)
+{
+	struct lctx *l = arg;
+
+	l->n++;
+	l->sum += info->id.ino;
+	return 0;
+}
+
+static int list_stop(void *arg, const struct chunk_info *info)
+{
+	(void)info;
+	return ++*(int *)arg == 3 ? 42 : 0;
+}
+
+/* Many ops in flight: appends on the same chunk keep their order, reads
+ * queued between them see the state at their place in the queue. */
+static void test_concurrent(void **state)
+{
+	enum { NCH = 40, PER = 6, SZ = 5000 };
+	char *dir = mktmp("/tmp");
+	struct chunk_store *cs = open_store(dir, 1 << 20, 0, 8);
+	static struct res wr[NCH][PER], rd[NCH][PER];
+	static uint8_t data[NCH][PER][SZ], out[NCH][PER][PER * SZ];
+	int counter[NCH] = { 0 }, issued = 0;
+	uint8_t *tmp = malloc(PER * SZ);
+
+	(void)state;
+	memset(wr, 0, sizeof(wr));
+	memset(rd, 0, sizeof(rd));
+	for (int k = 0; k < PER; k++) {
+		for (int c = 0; c < NCH; c++) {
+			struct chunk_id id = { 77, (uint64_t)c };
+			uint8_t *d = data[c][k];
+
+			fill(d, SZ, (uint64_t)c * 100 + k);
+			wr[c][k].counter = &counter[c];
+			rd[c][k].counter = &counter[c];
+			assert_int_equal(chunk_write(cs, &id, (uint32_t)k * SZ, d, SZ,
+						     crc32c(0, d, SZ), (uint64_t)k + 1, done_cb,
+						     &wr[c][k]), 0);
+			assert_int_equal(chunk_read(cs, &id, 0, PER * SZ, out[c][k], read_cb,
+						    &rd[c][k]), 0);
+			issued += 2;
+		}
+	}
+	assert_int_equal(chunk_store_pending(cs), issued);
+	while (chunk_store_pending(cs))
+		assert_true(chunk_store_wait(cs, 5000) >= 0);
+	for (int c = 0; c < NCH; c++) {
+		for (int k = 0; k < PER; k++) {
+			assert_int_equal(wr[c][k].status, 0);
+			assert_int_equal(rd[c][k].status, 0);
+			assert_int_equal(wr[c][k].seq, 2 * k);
+			assert_int_equal(rd[c][k].seq, 2 * k + 1);
+			assert_int_equal(rd[c][k].nread, (k + 1) * SZ);
+			for (int j = 0; j <= k; j++)
+				assert_memory_equal(out[c][k] + j * SZ, data[c][j], SZ);
+		}
+	}
+	struct lctx l = { 0 };
+	int stop = 0;
+
+	assert_int_equal(chunk_list(cs, list_fn, &l), 0);
+	assert_int_equal(l.n, NCH);
+	assert_int_equal(l.sum, 77u * NCH);
+	assert_int_equal(chunk_list(cs, list_stop, &stop), 42);
+
+	/* close completes what is in flight and runs the callbacks */
+	memset(wr, 0, sizeof(wr));
+	for (int c = 0; c < NCH; c++) {
+		struct chunk_id id = { 77, (uint64_t)c };
+
+		assert_int_equal(chunk_remove(cs, &id, done_cb, &wr[c][0]), 0);
+	}
+	chunk_store_close(cs);
+	for (int c = 0; c < NCH; c++)
+		assert_true(wr[c][0].done && wr[c][0].status == 0);
+	cs = open_store(dir, 1 << 20, 0, 0);
+	l = (struct lctx){ 0 };
+	assert_int_equal(chunk_list(cs, list_fn, &l), 0);
+	assert_int_equal(l.n, 0);
+	chunk_store_close(cs);
+	free(tmp);
+	rm_rf(dir);
+	free(dir);
+}
+
+static int chunk_file(const char *dir, struct chunk_id id, char *out, size_t size)
+{
+	char cmd[PATH_MAX + 64];
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "find %s/chunks -name '%016" PRIx64 ".%016" PRIx64 "'",
+		 dir, id.ino, id.idx);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	if (!fgets(out, (int)size, f))
+		out[0] = 0;
+	pclose(f);
+	out[strcspn(out, "\n")] = 0;
+	return out[0] ? 0 : -ENOENT;
+}
+
+static void flip_byte(const char *path, off_t off)
+{
+	int fd = open(path, O_RDWR);
+	uint8_t b;
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &b, 1, off), 1);
+	b ^= 0x40;
+	assert_int_equal(pwrite(fd, &b, 1, off), 1);
+	close(fd);
+}
+
+static void test_corruption(void **state)
+{
+	char *dir = mktmp("/tmp");
+	struct chunk_store *cs = open_store(dir, 1 << 20, 0, 0);
+	struct chunk_id a = { 5, 1 }, b = { 5, 2 }, c = { 5, 3 };
+	uint32_t n = 200000, nread;
+	uint8_t *d = malloc(n), *out = malloc(n);
+	char path[PATH_MAX];
+	struct chunk_info info;
+
+	(void)state;
+	fill(d, n, 9);
+	assert_int_equal(do_write(cs, a, 0, d, n, 1), 0);
+	assert_int_equal(do_write(cs, b, 0, d, 1000, 1), 0);   /* slot A, seq 1 */
+	assert_int_equal(do_write(cs, b, 1000, d, 1000, 2), 0); /* append: slot B */
+	assert_int_equal(do_write(cs, c, 0, d, 1000, 1), 0);
+	chunk_store_close(cs);
+
+	/* a: flip a data byte in block 1 */
+	assert_int_equal(chunk_file(dir, a, path, sizeof(path)), 0);
+	flip_byte(path, HDR + 70000);
+	/* b: tear the newest slot (B): falls back to A */
+	assert_int_equal(chunk_file(dir, b, path, sizeof(path)), 0);
+	flip_byte(path, 8192 + 100);
+	/* c: both slots bad: quarantined */
+	assert_int_equal(chunk_file(dir, c, path, sizeof(path)), 0);
+	flip_byte(path, 20);
+	flip_byte(path, 8192 + 20);
+
+	cs = open_store(dir, 1 << 20, 0, 0);
+	assert_int_equal(do_read(cs, a, 0, 65536, out, &nread), 0);
+	assert_memory_equal(out, d, 65536);
+	assert_int_equal(do_read(cs, a, 131072, n - 131072, out, &nread), 0);
+	assert_int_equal(do_read(cs, a, 60000, 10000, out, &nread), STRATA_EINTEGRITY);
+	assert_int_equal(do_read(cs, a, 0, n, out, &nread), STRATA_EINTEGRITY);
+	/* a partial overwrite merges with the corrupt block: refused */
+	assert_int_equal(do_write(cs, a, 10, d, 10, 2), STRATA_EINTEGRITY);
+	/* a full overwrite repairs it */
+	assert_int_equal(do_write(cs, a, 0, d, n, 3), 0);
+	assert_int_equal(do_read(cs, a, 0, n, out, &nread), 0);
+	assert_memory_equal(out, d, n);
+
+	assert_int_equal(chunk_stat(cs, &b, &info), 0);
+	assert_int_equal(info.version, 1);
+	assert_int_equal(info.length, 1000);
+	assert_int_equal(do_read(cs, b, 0, 2000, out, &nread), 0);
+	assert_int_equal(nread, 1000);
+	assert_memory_equal(out, d, 1000);
+	/* updates continue from the surviving slot */
+	assert_int_equal(do_write(cs, b, 1000, d + 1000, 500, 2), 0);
+	assert_int_equal(do_read(cs, b, 0, 2000, out, &nread), 0);
+	assert_int_equal(nread, 1500);
+	assert_memory_equal(out, d, 1500);
+
+	assert_int_equal(chunk_stat(cs, &c, &info), -ENOENT);
+	chunk_store_close(cs);
+	assert_int_equal(chunk_file(dir, c, path, sizeof(path)), -ENOENT);
+	snprintf(path, sizeof(path), "find %s/quarantine -type f | grep -q %016" PRIx64, dir, c.ino);
+	assert_int_equal(system(path), 0);
+	free(d);
+	free(out);
+	rm_rf(dir);
+	free(dir);
+}
+
+static void test_capacity(void **state)
+{
+	const uint32_t sz = 65536, fp = HDR + 65536;
+	char *dir = mktmp("/tmp");
+	struct chunk_store *cs = open_store(dir, 1 << 20, 3 * fp + 100, 0);
+	uint8_t *d = malloc(2 * sz), *out = malloc(2 * sz);
+	uint64_t total, used;
+	uint32_t nread;
+	int i;
+
+	(void)state;
+	fill(d, 2 * sz, 3);
+	for (i = 0; i < 3; i++) {
+		struct chunk_id id = { 9, (uint64_t)i };
+
+		assert_int_equal(do_write(cs, id, 0, d, sz, 1), 0);
+	}
+	assert_int_equal(chunk_space(cs, &total, &used), 0);
+	assert_int_equal(total, 3 * fp + 100);
+	assert_int_equal(used, 3 * fp);
+	struct chunk_id id3 = { 9, 3 }, id0 = { 9, 0 };
+
+	assert_int_equal(do_write(cs, id3, 0, d, sz, 1), -ENOSPC);
+	assert_int_equal(do_write(cs, id0, sz, d, sz, 2), -ENOSPC);   /* append */
+	assert_int_equal(do_trunc(cs, id0, 2 * sz, 2), -ENOSPC);      /* extend */
+	assert_int_equal(do_write(cs, id0, 100, d, sz, 2), -ENOSPC);  /* overwrite, grows */
+	assert_int_equal(do_write(cs, id0, 100, d, 1000, 2), 0);      /* overwrite, fits */
+	memcpy(out, d, sz);
+	for (i = 0; i < 3; i++) {
+		struct chunk_id id = { 9, (uint64_t)i };
+		struct chunk_info info;
+
+		assert_int_equal(chunk_stat(cs, &id, &info), 0);
+		assert_int_equal(info.length, sz);
+		assert_int_equal(do_read(cs, id, 0, 2 * sz, out, &nread), 0);
+		assert_int_equal(nread, sz);
+		if (i == 0) {
+			assert_memory_equal(out, d, 100);
+			assert_memory_equal(out + 100, d, 1000);
+			assert_memory_equal(out + 1100, d + 1100, sz - 1100);
+		} else {
+			assert_memory_equal(out, d, sz);
+		}
+	}
+	assert_int_equal(chunk_space(cs, &total, &used), 0);
+	assert_int_equal(used, 3 * fp);
+	assert_int_equal(do_trunc(cs, id0, 10, 3), 0);
+	assert_int_equal(do_write(cs, id3, 0, d, 40000, 1), 0);
+	struct chunk_id id1 = { 9, 1 };
+
+	assert_int_equal(do_remove(cs, id1), 0);
+	assert_int_equal(do_write(cs, id0, 10, d, sz, 4), 0);
+	assert_int_equal(chunk_space(cs, &total, &used), 0);
+	assert_true(used <= total);
+	chunk_store_close(cs);
+	cs = open_store(dir, 1 << 20, 3 * fp + 100, 0);
+	assert_int_equal(chunk_space(cs, &total, &used), 0);
+	assert_int_equal(used, (HDR + 69632) + fp + (HDR + 40960));
+	chunk_store_close(cs);
+	free(d);
+	free(out);
+	rm_rf(dir);
+	free(dir);
+}
+
+static void test_tmpfs(void **state)
+{
+	struct stat st;
+
+	(void)state;
+	if (stat("/dev/shm", &st) < 0 || !S_ISDIR(st.st_mode)) {
+		skip();
+		return;
+	}
+	run_model("/dev/shm", 150);
+	/* The buffered fallback, as on a tmpfs that refuses O_DIRECT. */
+	setenv("STRATA_TEST_NO_DIRECT", "1", 1);
+	char *dir = mktmp("/dev/shm");
+	struct chunk_store *cs = open_store(dir, 0, 0, 0);
+
+	assert_false(chunk_store_is_direct(cs));
+	chunk_store_close(cs);
+	rm_rf(dir);
+	free(dir);
+	run_model("/dev/shm", 150);
+	unsetenv("STRATA_TEST_NO_DIRECT");
+}
+
+static void test_reopen_cleanup(void **state)
+{
+	char *dir = mktmp("/tmp");
+	struct chunk_store_opts o;
+	struct chunk_store *cs;
+	struct chunk_id id = { 3, 3 };
+	char path[PATH_MAX], tmpf[PATH_MAX + 8];
+	uint8_t d[5000], out[5000];
+	uint32_t nread;
+	int fd;
+
+	(void)state;
+	chunk_store_opts_init(&o, sizeof(o));
+	o.sync_writes = true;
+	assert_int_equal(chunk_store_open(dir, &o, &cs), 0);
+	assert_true(chunk_store_fd(cs) >= 0);
+	fill(d, sizeof(d), 1);
+	assert_int_equal(do_write(cs, id, 0, d, 3000, 1), 0);
+	assert_int_equal(do_write(cs, id, 3000, d + 3000, 2000, 2), 0);
+	assert_int_equal(do_write(cs, id, 10, d + 10, 10, 3), 0);
+	chunk_store_close(cs);
+	/* a temp file left by a crash is removed at open */
+	assert_int_equal(chunk_file(dir, id, path, sizeof(path)), 0);
+	snprintf(tmpf, sizeof(tmpf), "%s.tmp", path);
+	fd = open(tmpf, O_CREAT | O_WRONLY, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "junk", 4), 4);
+	close(fd);
+	cs = open_store(dir, 0, 0, 0);
+	assert_int_equal(access(tmpf, F_OK), -1);
+	assert_int_equal(do_read(cs, id, 0, 5000, out, &nread), 0);
+	assert_int_equal(nread, 5000);
+	assert_memory_equal(out, d, 5000);
+	chunk_store_close(cs);
+	rm_rf(dir);
+	free(dir);
+}
+
+/* ---- crash consistency ---- */
+
+#define CR_CHUNKS 8
+#define CR_MAX (512u << 10)
+#define CR_KILLS 20
+
+struct shared_rec {
+	volatile uint64_t acked[CR_CHUNKS];
+	volatile uint64_t writing[CR_CHUNKS];
+};
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	return x ^ (x >> 33);
+}
+
+/* The update taking chunk ino from version v-1 (length cur) to v. */
+struct cr_op {
+	int kind; /* 0 write, 1 truncate */
+	uint32_t off, len;
+};
+
+static struct cr_op cr_plan(uint64_t ino, uint64_t v, uint32_t cur)
+{
+	uint64_t h = mix(ino * 1000003 + v);
+	uint32_t len = (uint32_t)(h >> 40) % 150000 + 1, k = (uint32_t)(h % 3);
+	struct cr_op o;
+
+	if (cur == 0)
+		k = 0;
+	if (k == 0) { /* append, sometimes with a gap */
+		o.kind = 0;
+		o.off = cur + ((h >> 8) & 1 ? (uint32_t)(h >> 12) % 9000 : 0);
+		o.len = len;
+		if ((uint64_t)o.off + o.len > CR_MAX)
+			k = 1;
+	}
+	if (k == 1) { /* overwrite inside, maybe extending */
+		o.kind = 0;
+		o.off = (uint32_t)(h >> 16) % cur;
+		o.len = len;
+		if ((uint64_t)o.off + o.len > CR_MAX)
+			o.len = CR_MAX - o.off;
+	}
+	if (k == 2) {
+		o.kind = 1;
+		o.off = (uint32_t)((h >> 16) % ((uint64_t)cur * 5 / 4 + 1));
+		if (o.off > CR_MAX)
+			o.off = CR_MAX;
+		o.len = 0;
+	}
+	return o;
+}
+
+static void cr_fill(uint8_t *p, uint64_t ino, uint64_t v, uint32_t off, uint32_t len)
+{
+	uint64_t s = mix(ino ^ (v << 20));
+
+	for (uint32_t i = 0; i < len; i++)
+		p[i] = (uint8_t)(s >> ((off + i) % 7 * 8)) ^ (uint8_t)(off + i);
+}
+
+static void cr_apply(uint8_t *buf, uint32_t *len, uint64_t ino, uint64_t v)
+{
+	struct cr_op o = cr_plan(ino, v, *len);
+
+	if (o.kind == 0) {
+		if (o.off > *len)
+			memset(buf + *len, 0, o.off - *len);
+		cr_fill(buf + o.off, ino, v, o.off, o.len);
+		if (o.off + o.len > *len)
+			*len = o.off + o.len;
+	} else {
+		if (o.off > *len)
+			memset(buf + *len, 0, o.off - *len);
+		*len = o.off;
+	}
+}
+
+struct cr_child {
+	struct chunk_store *cs;
+	struct shared_rec *rec;
+	uint64_t ver[CR_CHUNKS];
+	uint32_t len[CR_CHUNKS];
+	uint32_t next_len[CR_CHUNKS];
+	uint64_t next_ver[CR_CHUNKS];
+	bool started[CR_CHUNKS];
+	uint8_t *buf[CR_CHUNKS];
+	bool failed;
+};
+
+static struct cr_child *cr_ctx;
+static void cr_submit(int i);
+
+static void cr_done(void *arg, int status, const struct chunk_info *info)
+{
+	int i = (int)(intptr_t)arg;
+
+	(void)info;
+	if (status) {
+		cr_ctx->failed = true;
+		return;
+	}
+	cr_ctx->ver[i] = cr_ctx->next_ver[i];
+	cr_ctx->len[i] = cr_ctx->next_len[i];
+	cr_ctx->rec->acked[i] = cr_ctx->ver[i];
+	cr_submit(i);
+}
+
+static void cr_submit(int i)
+{
+	struct cr_child *c = cr_ctx;
+	/* Each run skips one version: the update retried after a kill then
+	 * differs from the one the kill cut short, so leftovers of the
+	 * interrupted one would show. */
+	uint64_t ino = 500 + (uint64_t)i, v = c->ver[i] + (c->started[i] ? 1 : 2);
+	struct chunk_id id = { ino, 0 };
+	struct cr_op o = cr_plan(ino, v, c->len[i]);
+	int rc;
+
+	c->started[i] = true;
+	c->next_ver[i] = v;
+	c->rec->writing[i] = v;
+	if (o.kind == 0) {
+		cr_fill(c->buf[i], ino, v, o.off, o.len);
+		c->next_len[i] = o.off + o.len > c->len[i] ? o.off + o.len : c->len[i];
+		rc = chunk_write(c->cs, &id, o.off, c->buf[i], o.len,
+				 crc32c(0, c->buf[i], o.len), v, cr_done, (void *)(intptr_t)i);
+	} else {
+		c->next_len[i] = o.off;
+		rc = chunk_truncate(c->cs, &id, o.off, v, cr_done, (void *)(intptr_t)i);
+	}
+	if (rc)
+		c->failed = true;
+}
+
+static void cr_child_main(const char *dir, struct shared_rec *rec, int ready_fd)
+{
+	static struct cr_child c;
+	struct chunk_store_opts o;
+
+	chunk_store_opts_init(&o, sizeof(o));
+	o.max_chunk_size = CR_MAX;
+	o.queue_depth = 4;
+	if (chunk_store_open(dir, &o, &c.cs))
+		_exit(3);
+	c.rec = rec;
+	cr_ctx = &c;
+	for (int i = 0; i < CR_CHUNKS; i++) {
+		struct chunk_id id = { 500 + (uint64_t)i, 0 };
+		struct chunk_info info;
+
+		c.buf[i] = malloc(CR_MAX);
+		if (chunk_stat(c.cs, &id, &info) == 0) {
+			c.ver[i] = info.version;
+			c.len[i] = info.length;
+		}
+		rec->acked[i] = rec->writing[i] = c.ver[i];
+	}
+	if (write(ready_fd, "r", 1) != 1)
+		_exit(4);
+	for (int i = 0; i < CR_CHUNKS; i++)
+		cr_submit(i);
+	for (;;) {
+		if (chunk_store_wait(c.cs, 1000) < 0 || c.failed)
+			_exit(5);
+	}
+}
+
+static void test_crash_consistency(void **state)
+{
+	char *dir = mktmp("/tmp");
+	struct shared_rec *rec;
+	uint8_t *model[CR_CHUNKS], *out = malloc(CR_MAX + 16);
+	uint32_t mlen[CR_CHUNKS] = { 0 };
+	uint64_t mver[CR_CHUNKS] = { 0 }, total_updates = 0;
+	int at_writing = 0;
+
+	(void)state;
+	rec = mmap(NULL, sizeof(*rec), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(rec != MAP_FAILED);
+	for (int i = 0; i < CR_CHUNKS; i++)
+		model[i] = calloc(1, CR_MAX);
+	srand(4242);
+	for (int kill_no = 0; kill_no < CR_KILLS; kill_no++) {
+		int p[2], status;
+		char ch;
+		pid_t pid;
+
+		assert_int_equal(pipe(p), 0);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			close(p[0]);
+			log_set_level(LOG_WARN);
+			cr_child_main(dir, rec, p[1]);
+			_exit(6);
+		}
+		close(p[1]);
+		assert_int_equal(read(p[0], &ch, 1), 1);
+		close(p[0]);
+		usleep(2000 + (useconds_t)(rand() % 60000));
+		kill(pid, SIGKILL);
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+		struct chunk_store *cs = open_store(dir, CR_MAX, 0, 0);
+
+		for (int i = 0; i < CR_CHUNKS; i++) {
+			struct chunk_id id = { 500 + (uint64_t)i, 0 };
+			struct chunk_info info = { .version = 0 };
+			uint32_t nread;
+
+			if (chunk_stat(cs, &id, &info) != 0)
+				info.version = 0;
+			if (info.version != rec->acked[i])
+				assert_int_equal(info.version, rec->writing[i]);
+			at_writing += info.version != rec->acked[i];
+			/* versions of a run: base + 2, base + 3, ... */
+			assert_true(info.version == mver[i] || info.version >= mver[i] + 2);
+			if (info.version > mver[i]) {
+				total_updates += info.version - mver[i] - 1;
+				mver[i]++;
+				while (mver[i] < info.version)
+					cr_apply(model[i], &mlen[i], id.ino, ++mver[i]);
+			}
+			if (info.version == 0)
+				continue;
+			assert_int_equal(info.length, mlen[i]);
+			assert_int_equal(info.crc, crc32c(0, model[i], mlen[i]));
+			assert_int_equal(do_read(cs, id, 0, CR_MAX, out, &nread), 0);
+			assert_int_equal(nread, mlen[i]);
+			assert_memory_equal(out, model[i], mlen[i]);
+		}
+		chunk_store_close(cs);
+	}
+	print_message("crash test: %d kills, %" PRIu64 " updates, %d chunks at the version in flight\n",
+		      CR_KILLS, total_updates, at_writing);
+	assert_true(total_updates > 0);
+	for (int i = 0; i < CR_CHUNKS; i++)
+		free(model[i]);
+	free(out);
+	munmap(rec, sizeof(*rec));
+	rm_rf(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_version_rules),
+		cmocka_unit_test(test_model_roundtrip),
+		cmocka_unit_test(test_concurrent),
+		cmocka_unit_test(test_corruption),
+		cmocka_unit_test(test_capacity),
+		cmocka_unit_test(test_tmpfs),
+		cmocka_unit_test(test_reopen_cleanup),
+		cmocka_unit_test(test_crash_consistency),
+	};
+
+	log_set_level(LOG_WARN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
