@@ -310,6 +310,38 @@ static void test_encoder_error_sticky(void **state)
 	assert_int_equal(f->w.err, -12);
 }
 
+/* An empty body may come as (NULL, 0); zero-length reads and writes must
+ * not do pointer arithmetic on NULL (clang's UBSan flags NULL + 0). */
+static void test_empty_null_buffers(void **state)
+{
+	struct fix *f = *state;
+	const uint8_t *bp = (const uint8_t *)"x";
+	uint8_t raw[1] = { 7 };
+	char str[4] = "abc";
+	struct rbuf r;
+
+	wb_raw(&f->w, NULL, 0);
+	assert_int_equal(f->w.err, 0);
+	assert_int_equal(f->b.len, 0);
+
+	rbuf_init(&r, NULL, 0);
+	rb_raw(&r, raw, 0);
+	assert_int_equal(raw[0], 7);
+	assert_int_equal(r.err, 0);
+	assert_int_equal(rb_finish(&r), 0);
+	assert_int_equal(rb_u8(&r), 0);
+	assert_int_equal(r.err, STRATA_EBADMSG);
+
+	/* A zero-length string or byte string read from a real buffer. */
+	wb_str(&f->w, "");
+	wb_bytes(&f->w, NULL, 0);
+	rbuf_init(&r, f->b.buf, f->b.len);
+	rb_str(&r, str, sizeof(str));
+	assert_string_equal(str, "");
+	assert_int_equal(rb_bytes(&r, &bp, 0), 0);
+	assert_int_equal(rb_finish(&r), 0);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -323,6 +355,7 @@ int main(void)
 		T(test_finish_trailing),
 		T(test_encoder_grows),
 		T(test_encoder_error_sticky),
+		T(test_empty_null_buffers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
