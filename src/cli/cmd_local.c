@@ -16,6 +16,8 @@
 #include "net/proto.h"
 #include "strata/errors.h"
 
+#define LOCAL_CONTROL_SERVICES "mgmt"
+
 struct local_opts {
 	const char *dir;
 	int64_t nodes;
@@ -87,13 +89,10 @@ static json_t *load_cluster(const char *dir)
 }
 
 /* Which services node i (1-based) of a local cluster runs: node 1 holds
- * the control plane; storage daemons follow. Services not yet built into
- * stratad are left out (the registry decides). */
-static void node_services(int i, int nstorage, char *out, size_t len)
+ * the control plane (mgmt, meta); nodes 2.. are storage daemons. */
+static void node_services(int i, char *out, size_t len)
 {
-	(void)nstorage;
-	(void)i;
-	snprintf(out, len, "%s", "");
+	snprintf(out, len, "%s", i == 1 ? LOCAL_CONTROL_SERVICES : "storage");
 }
 
 static int local_down(const char *dir)
@@ -142,7 +141,9 @@ static int local_up(const struct local_opts *o)
 {
 	char path[PATH_MAX];
 	json_t *j = json_object(), *nodes = json_array();
-	int total = (int)(o->storage > 0 ? o->storage : o->nodes);
+	int nstorage = (int)(o->storage > 0 ? o->storage : o->nodes);
+	int total = nstorage + 1;
+	int64_t repl = o->replication ? o->replication : (nstorage < 3 ? nstorage : 3);
 	char mgmt[64] = "";
 	int rc = 0;
 
@@ -161,13 +162,13 @@ static int local_up(const struct local_opts *o)
 	json_object_set_new(j, "nodes", nodes);
 	for (int i = 1; i <= total; i++) {
 		char data[PATH_MAX], svc[128], f_id[32], f_svc[160], f_mgmt[96], f_repl[48];
-		char extra[1024], addr[64];
+		char extra[1024], addr[64], f_expect[48];
 		const char *flags[48];
 		int nf = 0, pid;
 		json_t *n;
 
 		snprintf(data, sizeof(data), "%s/node%d", o->dir, i);
-		node_services(i, total, svc, sizeof(svc));
+		node_services(i, svc, sizeof(svc));
 		snprintf(f_id, sizeof(f_id), "--node.id=%d", i);
 		snprintf(f_svc, sizeof(f_svc), "--node.services=%s", svc);
 		flags[nf++] = f_id;
@@ -178,9 +179,11 @@ static int local_up(const struct local_opts *o)
 			snprintf(f_mgmt, sizeof(f_mgmt), "--mgmt.address=%s", mgmt);
 			flags[nf++] = f_mgmt;
 		}
-		if (o->replication) {
-			snprintf(f_repl, sizeof(f_repl), "--mgmt.replication=%lld", (long long)o->replication);
+		if (i == 1) {
+			snprintf(f_repl, sizeof(f_repl), "--mgmt.replication=%lld", (long long)repl);
+			snprintf(f_expect, sizeof(f_expect), "--mgmt.expect_nodes=%d", nstorage);
 			flags[nf++] = f_repl;
+			flags[nf++] = f_expect;
 		}
 		nf += split_flags(o->extra, extra, sizeof(extra), flags + nf, 40);
 		flags[nf] = NULL;
@@ -211,7 +214,8 @@ static int local_up(const struct local_opts *o)
 		local_down(o->dir);
 		return 1;
 	}
-	printf("local cluster up in '%s': %d daemon(s), mgmt at %s\n", o->dir, total, mgmt);
+	printf("local cluster up in '%s': %d storage daemon(s), R=%lld, mgmt at %s\n", o->dir,
+	       nstorage, (long long)repl, mgmt);
 	return 0;
 }
 

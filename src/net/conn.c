@@ -846,6 +846,8 @@ int conn_accept(struct reactor *r, int fd, const struct conn_handler *h, struct 
 		return rc;
 	}
 	STAT_ADD(conns_accepted, 1);
+	if (c->has_handler && c->h.on_accept)
+		c->h.on_accept(c->h.ctx, c);
 	*out = c;
 	return 0;
 }

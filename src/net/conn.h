@@ -55,6 +55,8 @@ struct conn_handler {
 	void (*on_request)(void *ctx, struct conn *c, struct rpc_msg *m);
 	/* Optional: the connection closed (after its calls failed). */
 	void (*on_close)(void *ctx, struct conn *c);
+	/* Optional: an accepted connection is set up (on its thread). */
+	void (*on_accept)(void *ctx, struct conn *c);
 	void *ctx;
 	uint32_t node_id;	/* told to peers in HELLO */
 };

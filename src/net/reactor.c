@@ -393,3 +393,45 @@ void reactor_join(struct reactor *r)
 		r->has_thread = false;
 	}
 }
+
+struct call_ctx {
+	reactor_task_fn fn;
+	void *arg;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done;
+};
+
+static void call_trampoline(void *arg)
+{
+	struct call_ctx *c = arg;
+
+	c->fn(c->arg);
+	pthread_mutex_lock(&c->lock);
+	c->done = 1;
+	pthread_cond_signal(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+int reactor_call(struct reactor *r, reactor_task_fn fn, void *arg)
+{
+	struct call_ctx c = { .fn = fn, .arg = arg };
+	int rc;
+
+	if (!r->running || reactor_on_thread(r)) {
+		fn(arg);
+		return 0;
+	}
+	pthread_mutex_init(&c.lock, NULL);
+	pthread_cond_init(&c.cond, NULL);
+	rc = reactor_post(r, call_trampoline, &c);
+	if (rc == 0) {
+		pthread_mutex_lock(&c.lock);
+		while (!c.done)
+			pthread_cond_wait(&c.cond, &c.lock);
+		pthread_mutex_unlock(&c.lock);
+	}
+	pthread_mutex_destroy(&c.lock);
+	pthread_cond_destroy(&c.cond);
+	return rc;
+}

@@ -68,6 +68,9 @@ static inline bool reactor_timer_armed(const struct reactor_timer *t) { return t
 /* Runs fn(arg) on the loop thread after the current batch of events (a safe
  * point to free objects). Owner thread only. Returns 0 or -ENOMEM. */
 int reactor_defer(struct reactor *r, reactor_task_fn fn, void *arg);
+/* Runs fn(arg) on r's loop thread and waits for it to return (directly
+ * when already on that thread, or when the loop is not running). */
+int reactor_call(struct reactor *r, reactor_task_fn fn, void *arg);
 /* Thread-safe: runs fn(arg) on r's loop thread soon. Returns 0 or -ENOMEM
  * (fn not run). */
 int reactor_post(struct reactor *r, reactor_task_fn fn, void *arg);

@@ -13,9 +13,15 @@ struct route {
 	struct reactor *owner;
 };
 
+struct conn_list {
+	struct conn **v;
+	int n, cap;
+};
+
 struct rpc_server {
 	struct reactor **reactors;
 	int nreactors;
+	struct conn_list *conns;	/* per reactor, touched on its thread */
 	struct listener *listener;
 	struct route routes[OP_MAX];
 	struct conn_handler h;
@@ -98,6 +104,76 @@ static void on_request(void *ctx, struct conn *c, struct rpc_msg *m)
 		run_on_owner(req);
 }
 
+static struct conn_list *list_of(struct rpc_server *s, struct conn *c)
+{
+	for (int i = 0; i < s->nreactors; i++) {
+		if (s->reactors[i] == conn_reactor(c))
+			return &s->conns[i];
+	}
+	return NULL;
+}
+
+static void on_accept(void *ctx, struct conn *c)
+{
+	struct conn_list *l = list_of(ctx, c);
+
+	if (!l)
+		return;
+	if (l->n == l->cap) {
+		int cap = l->cap ? l->cap * 2 : 16;
+		struct conn **v = realloc(l->v, (size_t)cap * sizeof(*v));
+
+		if (!v) {
+			conn_close(c, "out of memory");
+			return;
+		}
+		l->v = v;
+		l->cap = cap;
+	}
+	conn_get(c);
+	l->v[l->n++] = c;
+}
+
+static void on_close(void *ctx, struct conn *c)
+{
+	struct conn_list *l = list_of(ctx, c);
+
+	for (int i = 0; l && i < l->n; i++) {
+		if (l->v[i] == c) {
+			l->v[i] = l->v[--l->n];
+			conn_put(c);
+			return;
+		}
+	}
+}
+
+struct shutdown_ctx {
+	struct rpc_server *s;
+	int idx;
+};
+
+static void shutdown_on_thread(void *arg)
+{
+	struct shutdown_ctx *sc = arg;
+	struct conn_list *l = &sc->s->conns[sc->idx];
+
+	if (sc->idx == 0 && sc->s->listener) {
+		listener_free(sc->s->listener);
+		sc->s->listener = NULL;
+	}
+	while (l->n > 0)
+		conn_close(l->v[l->n - 1], "daemon shutting down");
+}
+
+void rpc_server_shutdown(struct rpc_server *s)
+{
+	for (int i = 0; i < s->nreactors; i++) {
+		struct shutdown_ctx sc = { s, i };
+
+		reactor_call(s->reactors[i], shutdown_on_thread, &sc);
+	}
+}
+
 int rpc_server_new(struct reactor **reactors, int nreactors, uint32_t node_id,
 		   struct rpc_server **out)
 {
@@ -105,6 +181,13 @@ int rpc_server_new(struct reactor **reactors, int nreactors, uint32_t node_id,
 
 	if (!s)
 		return -ENOMEM;
+	s->conns = calloc((size_t)nreactors, sizeof(*s->conns));
+	if (!s->conns) {
+		free(s);
+		return -ENOMEM;
+	}
+	s->h.on_accept = on_accept;
+	s->h.on_close = on_close;
 	s->reactors = reactors;
 	s->nreactors = nreactors;
 	s->h.on_request = on_request;
@@ -128,6 +211,9 @@ void rpc_server_free(struct rpc_server *s)
 	if (!s)
 		return;
 	listener_free(s->listener);
+	for (int i = 0; i < s->nreactors; i++)
+		free(s->conns[i].v);
+	free(s->conns);
 	free(s);
 }
 

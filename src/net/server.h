@@ -44,7 +44,10 @@ int rpc_server_new(struct reactor **reactors, int nreactors, uint32_t node_id,
 /* Listens on addr ("host:port", port 0 = any). Returns the port (> 0) or a
  * negative error. */
 int rpc_server_listen(struct rpc_server *s, const char *addr);
-/* Stops accepting (call from any thread before stopping the reactors). */
+/* Stops accepting and closes every accepted connection, on each reactor's
+ * thread (reactors must be running). After it no request arrives. */
+void rpc_server_shutdown(struct rpc_server *s);
+/* Frees the server (after rpc_server_shutdown). */
 void rpc_server_free(struct rpc_server *s);
 /* Routes op to fn(svc, req), run on owner's thread. */
 void rpc_server_route(struct rpc_server *s, uint16_t op, struct reactor *owner,

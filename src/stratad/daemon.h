@@ -31,6 +31,7 @@ struct daemon_cfg {
 	int64_t lease_ms;
 	int64_t heartbeat_ms;
 	int64_t replication;
+	int64_t expect_nodes;
 	/* [storage] */
 	int64_t targets;
 	uint64_t capacity;

@@ -37,6 +37,8 @@ static const struct cfg_key daemon_keys[] = {
 	K("mgmt", "lease", CFG_MS, lease_ms, "5s", 100, 3600000, "heartbeat lease"),
 	K("mgmt", "heartbeat", CFG_MS, heartbeat_ms, "1s", 10, 600000, "heartbeat interval"),
 	K("mgmt", "replication", CFG_INT, replication, "3", 1, 8, "replication factor R"),
+	K("mgmt", "expect_nodes", CFG_INT, expect_nodes, "1", 1, 4096,
+	  "storage nodes to wait for before building chains"),
 	K("storage", "targets", CFG_INT, targets, "1", 1, 64, "targets (directories) on this node"),
 	K("storage", "capacity", CFG_SIZE, capacity, "0", 0, 0, "bytes per target (0 = disk)"),
 	K("storage", "sync_writes", CFG_BOOL, sync_writes, "false", 0, 0,
@@ -401,6 +403,7 @@ int main(int argc, char **argv)
 	rc = 0;
 stop:
 	metrics_stop(d.metrics);
+	rpc_server_shutdown(d.srv);
 	for (int i = d.nservices - 1; i >= 0; i--) {
 		if (d.defs[i]->stop)
 			d.defs[i]->stop(d.svcs[i]);

@@ -2,7 +2,11 @@
 #include <stddef.h>
 
 #include "daemon.h"
+#include "mgmt/mgmt_service.h"
+#include "storage/storage_service.h"
 
 const struct service_def *const service_registry[] = {
+	&mgmt_service,
+	&storage_service,
 	NULL,
 };

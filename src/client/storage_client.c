@@ -1,0 +1,566 @@
+/* Storage client: routing by the cluster map, retries with backoff. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/crc32c.h"
+#include "common/log.h"
+#include "mgmt/cluster_map.h"
+#include "net/codec.h"
+#include "net/proto.h"
+#include "net/rpc.h"
+#include "storage/storage_proto.h"
+#include "storage_client.h"
+#include "strata/errors.h"
+
+struct sclient {
+	struct reactor *r;
+	struct rpc_pool *pool;
+	char mgmt[64];
+	struct sclient_opts o;
+	struct cluster_map map;		/* owner thread */
+	bool fetching;
+	bool closing;
+	struct sc_io *wait_head, **wait_tail;	/* waiting for a map */
+	struct sc_io *parked;			/* in a backoff timer */
+	struct reactor_timer refetch;
+	uint32_t rr;
+	/* shared with other threads */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint64_t map_version;
+	uint32_t table_len;
+	int map_err;
+};
+
+static void io_start(struct sc_io *io);
+static void fetch_map(struct sclient *sc);
+
+void sclient_opts_init(struct sclient_opts *o, size_t size)
+{
+	memset(o, 0, size);
+	o->opts_size = size;
+	o->timeout_ms = 10000;
+	o->retry_ms = 30000;
+}
+
+uint32_t sclient_table_len(struct sclient *sc)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&sc->lock);
+	n = sc->table_len;
+	pthread_mutex_unlock(&sc->lock);
+	return n;
+}
+
+uint64_t sclient_map_version(struct sclient *sc)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&sc->lock);
+	v = sc->map_version;
+	pthread_mutex_unlock(&sc->lock);
+	return v;
+}
+
+/* ---- completion ---- */
+
+static void io_complete(struct sc_io *io, int status)
+{
+	io->status = status;
+	if (status && io->kind == SC_READ) {
+		io->nread = 0;
+	}
+	io->cb(io);
+}
+
+static void unpark(struct sclient *sc, struct sc_io *io)
+{
+	for (struct sc_io **pp = &sc->parked; *pp; pp = &(*pp)->next) {
+		if (*pp == io) {
+			*pp = io->next;
+			return;
+		}
+	}
+}
+
+static void on_retry_timer(void *arg)
+{
+	struct sc_io *io = arg;
+
+	unpark(io->sc, io);
+	io_start(io);
+}
+
+static bool retryable(int err)
+{
+	switch (err) {
+	case -ETIMEDOUT: case -ECONNRESET: case -ECONNREFUSED: case -ENOTCONN:
+	case -EHOSTUNREACH: case -ECONNABORTED: case -EPIPE: case -ESHUTDOWN:
+	case -EAGAIN: case -EIO:
+	case STRATA_ESTALE_MAP: case STRATA_ENOTHEAD: case STRATA_EUNAVAIL:
+	case STRATA_EDIRTY: case STRATA_EINTEGRITY: case STRATA_ESYNCING:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* A failed attempt: retry after a backoff, or give up. */
+static void io_failed(struct sc_io *io, int err)
+{
+	struct sclient *sc = io->sc;
+	uint64_t now = reactor_now_ms(), delay;
+
+	io->last_err = err;
+	if (sc->closing) {
+		io_complete(io, -ESHUTDOWN);
+		return;
+	}
+	/* Integrity errors on writes mean the data was damaged in flight:
+	 * resending the same buffer is the right retry. */
+	if (!retryable(err) || now >= io->deadline_ms) {
+		io_complete(io, err);
+		return;
+	}
+	io->attempt++;
+	if (err == STRATA_EDIRTY || (err == STRATA_EINTEGRITY && io->kind == SC_READ)) {
+		/* Another replica right away. */
+		io->replica++;
+		io_start(io);
+		return;
+	}
+	if (err == STRATA_ESTALE_MAP || err == STRATA_ENOTHEAD || err == STRATA_EUNAVAIL ||
+	    err == -ECONNREFUSED || err == -ETIMEDOUT || err == -ECONNRESET || err == -ENOTCONN)
+		fetch_map(sc);
+	io->replica++;
+	delay = 20ull << (io->attempt < 6 ? io->attempt : 6);
+	if (delay > 1000)
+		delay = 1000;
+	if (now + delay > io->deadline_ms)
+		delay = io->deadline_ms - now;
+	io->next = sc->parked;
+	sc->parked = io;
+	reactor_timer_init(&io->timer, on_retry_timer, io);
+	reactor_timer_arm(sc->r, &io->timer, delay);
+}
+
+/* ---- the map ---- */
+
+static void publish_map(struct sclient *sc, int err)
+{
+	pthread_mutex_lock(&sc->lock);
+	sc->map_version = sc->map.version;
+	sc->table_len = sc->map.nchains;
+	sc->map_err = err;
+	pthread_cond_broadcast(&sc->cond);
+	pthread_mutex_unlock(&sc->lock);
+}
+
+static void restart_waiters(struct sclient *sc)
+{
+	struct sc_io *io = sc->wait_head;
+
+	sc->wait_head = NULL;
+	sc->wait_tail = &sc->wait_head;
+	while (io) {
+		struct sc_io *next = io->next;
+
+		if (sc->map.nchains > io->chain_idx || reactor_now_ms() >= io->deadline_ms ||
+		    sc->closing) {
+			io_start(io);
+		} else {
+			/* Still no chain for it: keep waiting. */
+			io->next = NULL;
+			*sc->wait_tail = io;
+			sc->wait_tail = &io->next;
+		}
+		io = next;
+	}
+	if (sc->wait_head && !sc->closing)
+		reactor_timer_arm(sc->r, &sc->refetch, 200);
+}
+
+static void on_map(void *arg, int status, struct rpc_msg *resp)
+{
+	struct sclient *sc = arg;
+	struct cluster_map m;
+	struct rbuf r;
+	bool changed = false;
+
+	sc->fetching = false;
+	if (sc->closing)
+		return;
+	if (!status) {
+		cm_init(&m);
+		rbuf_init(&r, resp->body, resp->hdr.body_len);
+		status = cm_decode_since(&r, &m, &changed);
+		if (!status && changed) {
+			cm_release(&sc->map);
+			sc->map = m;
+		} else if (status) {
+			cm_release(&m);
+		}
+	}
+	if (status)
+		log_debug("client", "cannot fetch the cluster map from '%s': %s", sc->mgmt,
+			  strata_strerror(status));
+	publish_map(sc, status);
+	restart_waiters(sc);
+}
+
+static void fetch_map(struct sclient *sc)
+{
+	uint8_t body[8];
+	struct rpc_call_args a = { .op = OP_MGMT_GET_MAP, .body = body, .body_len = 8,
+				   .cb = on_map, .arg = sc, .timeout_ms = sc->o.timeout_ms };
+
+	if (sc->fetching || sc->closing)
+		return;
+	put_le64(body, sc->map.version);
+	sc->fetching = true;
+	if (rpc_pool_call(sc->pool, sc->mgmt, &a)) {
+		sc->fetching = false;
+		reactor_timer_arm(sc->r, &sc->refetch, 200);
+	}
+}
+
+static void on_refetch(void *arg)
+{
+	struct sclient *sc = arg;
+
+	fetch_map(sc);
+	if (!sc->fetching)
+		restart_waiters(sc);
+}
+
+/* ---- one attempt ---- */
+
+static void on_reply(void *arg, int status, struct rpc_msg *resp)
+{
+	struct sc_io *io = arg;
+	struct rbuf r;
+
+	if (status) {
+		io_failed(io, status);
+		return;
+	}
+	rbuf_init(&r, resp->body, resp->hdr.body_len);
+	switch (io->kind) {
+	case SC_READ: {
+		uint32_t nread, crc;
+
+		io->version = rb_u64(&r);
+		nread = rb_u32(&r);
+		crc = rb_u32(&r);
+		if (r.err || nread > io->len || resp->hdr.bulk_len != nread) {
+			io_failed(io, STRATA_EBADMSG);
+			return;
+		}
+		if (crc32c(0, io->buf, nread) != crc) {
+			log_warn("client", "chunk %llx:%llx: checksum mismatch in a reply; retrying another replica",
+				 (unsigned long long)io->ino, (unsigned long long)io->idx);
+			io_failed(io, STRATA_EINTEGRITY);
+			return;
+		}
+		if (nread < io->len)
+			memset((uint8_t *)io->buf + nread, 0, io->len - nread);
+		io->nread = nread;
+		break;
+	}
+	case SC_STAT:
+		io->version = rb_u64(&r);
+		io->length = rb_u32(&r);
+		(void)rb_u32(&r);
+		break;
+	default:
+		io->version = rb_u64(&r);
+		io->length = rb_u32(&r);
+		break;
+	}
+	if (r.err) {
+		io_failed(io, STRATA_EBADMSG);
+		return;
+	}
+	io_complete(io, 0);
+}
+
+static uint16_t op_of(enum sc_kind k)
+{
+	switch (k) {
+	case SC_READ: return OP_CHUNK_READ;
+	case SC_WRITE: return OP_CHUNK_WRITE;
+	case SC_TRUNCATE: return OP_CHUNK_TRUNCATE;
+	case SC_REMOVE: return OP_CHUNK_REMOVE;
+	default: return OP_CHUNK_STAT;
+	}
+}
+
+/* Picks the target for io in chain c; returns its index in c or -1. */
+static int pick_member(struct sclient *sc, struct sc_io *io, const struct cm_chain *c)
+{
+	int serving[CM_CHAIN_SLOTS], n = 0;
+
+	for (int i = 0; i < c->len; i++) {
+		if (c->states[i] == TARGET_SERVING)
+			serving[n++] = i;
+	}
+	if (n == 0)
+		return -1;
+	if (io->kind != SC_READ && io->kind != SC_STAT)
+		return 0;	/* updates enter at the head */
+	if (io->last_err == STRATA_EDIRTY || io->kind == SC_STAT)
+		return serving[n - 1];	/* the tail is always committed */
+	return serving[(io->replica + sc->rr) % (uint32_t)n];
+}
+
+static void io_start(struct sc_io *io)
+{
+	struct sclient *sc = io->sc;
+	const struct cm_chain *c;
+	const struct cm_target *t;
+	const struct cm_node *nd;
+	struct sp_update u = { 0 };
+	struct sp_read rd = { 0 };
+	struct sp_ref ref;
+	uint8_t bodybuf[96];
+	struct bbuf b = { bodybuf, 0, sizeof(bodybuf) };
+	struct wbuf w;
+	struct rpc_call_args a = { 0 };
+	int m, rc;
+
+	if (sc->closing) {
+		io_complete(io, -ESHUTDOWN);
+		return;
+	}
+	if (io->chain_idx >= sc->map.nchains) {
+		if (reactor_now_ms() >= io->deadline_ms) {
+			io_complete(io, io->last_err ? io->last_err : STRATA_EUNAVAIL);
+			return;
+		}
+		io->next = NULL;
+		*sc->wait_tail = io;
+		sc->wait_tail = &io->next;
+		fetch_map(sc);
+		return;
+	}
+	c = &sc->map.chains[io->chain_idx];
+	m = pick_member(sc, io, c);
+	t = m >= 0 ? cm_find_target(&sc->map, c->targets[m]) : NULL;
+	nd = t ? cm_find_node(&sc->map, t->node_id) : NULL;
+	if (!nd) {
+		io_failed(io, STRATA_EUNAVAIL);
+		return;
+	}
+	ref.chain_id = c->id;
+	ref.chain_ver = c->version;
+	ref.target_id = t->id;
+	ref.ino = io->ino;
+	ref.idx = io->idx;
+	wbuf_init(&w, &b);
+	if (io->kind == SC_READ) {
+		rd.ref = ref;
+		rd.offset = io->offset;
+		rd.len = io->len;
+		sp_read_encode(&w, &rd);
+		a.bulk_dst = io->buf;
+		a.bulk_cap = io->len;
+	} else if (io->kind == SC_STAT) {
+		sp_ref_encode(&w, &ref);
+	} else {
+		u.ref = ref;
+		u.offset = io->offset;
+		u.len = io->kind == SC_REMOVE ? 0 : io->len;
+		if (io->kind == SC_WRITE) {
+			u.crc = io->crc;
+			a.bulk = io->buf;
+			a.bulk_len = io->len;
+		}
+		sp_update_encode(&w, &u);
+	}
+	a.op = op_of(io->kind);
+	a.body = b.buf;
+	a.body_len = (uint32_t)b.len;
+	a.timeout_ms = sc->o.timeout_ms;
+	a.cb = on_reply;
+	a.arg = io;
+	rc = w.err ? w.err : rpc_pool_call(sc->pool, nd->addr, &a);
+	if (b.buf != bodybuf)
+		bbuf_release(&b);
+	if (rc)
+		io_failed(io, rc);
+}
+
+/* ---- submission ---- */
+
+static void submit_on_owner(void *arg)
+{
+	io_start(arg);
+}
+
+void sc_submit(struct sclient *sc, struct sc_io *io)
+{
+	io->sc = sc;
+	io->status = 0;
+	io->nread = 0;
+	io->version = 0;
+	io->length = 0;
+	io->attempt = 0;
+	io->replica = 0;
+	io->last_err = 0;
+	io->next = NULL;
+	io->deadline_ms = reactor_now_ms() + sc->o.retry_ms;
+	if (io->kind == SC_WRITE)
+		io->crc = crc32c(0, io->buf, io->len);
+	if ((io->kind == SC_READ || io->kind == SC_WRITE) && io->len && !io->buf) {
+		io->status = -EINVAL;
+		io->cb(io);
+		return;
+	}
+	sc->rr++;
+	if (reactor_on_thread(sc->r))
+		io_start(io);
+	else if (reactor_post(sc->r, submit_on_owner, io))
+		io_complete(io, -ENOMEM);
+}
+
+struct sync_wait {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done;
+};
+
+static void sync_done(struct sc_io *io)
+{
+	struct sync_wait *s = io->user;
+
+	pthread_mutex_lock(&s->lock);
+	s->done = 1;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+int sc_sync(struct sclient *sc, struct sc_io *io)
+{
+	struct sync_wait s = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+
+	io->cb = sync_done;
+	io->user = &s;
+	sc_submit(sc, io);
+	pthread_mutex_lock(&s.lock);
+	while (!s.done)
+		pthread_cond_wait(&s.cond, &s.lock);
+	pthread_mutex_unlock(&s.lock);
+	return io->status;
+}
+
+/* ---- life cycle ---- */
+
+static void start_on_owner(void *arg)
+{
+	fetch_map(arg);
+}
+
+int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_opts *o,
+		struct sclient **out)
+{
+	struct sclient *sc;
+	int rc;
+
+	if (strlen(mgmt_addr) >= sizeof(sc->mgmt))
+		return -EINVAL;
+	sc = calloc(1, sizeof(*sc));
+	if (!sc)
+		return -ENOMEM;
+	sc->r = r;
+	snprintf(sc->mgmt, sizeof(sc->mgmt), "%s", mgmt_addr);
+	sclient_opts_init(&sc->o, sizeof(sc->o));
+	if (o) {
+		if (o->timeout_ms)
+			sc->o.timeout_ms = o->timeout_ms;
+		if (o->retry_ms)
+			sc->o.retry_ms = o->retry_ms;
+	}
+	cm_init(&sc->map);
+	sc->wait_tail = &sc->wait_head;
+	pthread_mutex_init(&sc->lock, NULL);
+	pthread_cond_init(&sc->cond, NULL);
+	reactor_timer_init(&sc->refetch, on_refetch, sc);
+	rc = rpc_pool_new(r, sc->o.timeout_ms, &sc->pool);
+	if (rc) {
+		free(sc);
+		return rc;
+	}
+	reactor_call(r, start_on_owner, sc);
+	*out = sc;
+	return 0;
+}
+
+int sclient_wait_map(struct sclient *sc, uint32_t timeout_ms)
+{
+	uint64_t deadline = reactor_now_ms() + timeout_ms;
+	int rc = 0;
+
+	pthread_mutex_lock(&sc->lock);
+	while (sc->table_len == 0) {
+		struct timespec ts;
+		uint64_t now = reactor_now_ms();
+
+		if (now >= deadline) {
+			rc = sc->map_err ? sc->map_err : -ETIMEDOUT;
+			break;
+		}
+		pthread_mutex_unlock(&sc->lock);
+		/* Ask again: the cluster may still be forming. */
+		reactor_post(sc->r, start_on_owner, sc);
+		pthread_mutex_lock(&sc->lock);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 200 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&sc->cond, &sc->lock, &ts);
+	}
+	pthread_mutex_unlock(&sc->lock);
+	return rc;
+}
+
+static void free_on_owner(void *arg)
+{
+	struct sclient *sc = arg;
+
+	sc->closing = true;
+	reactor_timer_cancel(sc->r, &sc->refetch);
+	while (sc->parked) {
+		struct sc_io *io = sc->parked;
+
+		sc->parked = io->next;
+		reactor_timer_cancel(sc->r, &io->timer);
+		io_complete(io, -ESHUTDOWN);
+	}
+	while (sc->wait_head) {
+		struct sc_io *io = sc->wait_head;
+
+		sc->wait_head = io->next;
+		io_complete(io, -ESHUTDOWN);
+	}
+	sc->wait_tail = &sc->wait_head;
+	/* In-flight calls fail with -ECONNRESET and complete as shut down. */
+	rpc_pool_free(sc->pool);
+	sc->pool = NULL;
+}
+
+void sclient_free(struct sclient *sc)
+{
+	if (!sc)
+		return;
+	reactor_call(sc->r, free_on_owner, sc);
+	cm_release(&sc->map);
+	pthread_mutex_destroy(&sc->lock);
+	pthread_cond_destroy(&sc->cond);
+	free(sc);
+}

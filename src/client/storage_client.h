@@ -1,0 +1,86 @@
+/*
+ * Storage client: chunk I/O routed by the cluster map, with retries.
+ *
+ * An sclient lives on one reactor thread (its owner) with its own
+ * connection pool and a cached cluster map, refreshed from mgmt when a
+ * server reports a stale version. I/Os are submitted from any thread;
+ * each completes exactly once, its callback running on the owner thread.
+ *
+ * Writes go to the chain head (chain replication does the rest). Reads go
+ * to a serving replica, spreading load; a dirty replica (STRATA_EDIRTY)
+ * sends the read to the tail, a checksum mismatch to another replica. The
+ * client checks the CRC32C of every byte it reads. Transient failures
+ * (timeouts, lost connections, stale maps, unavailable chains) are retried
+ * with bounded exponential backoff until retry_ms has passed; then the I/O
+ * fails with the last error. Nothing waits forever.
+ */
+#ifndef STRATA_CLIENT_STORAGE_CLIENT_H
+#define STRATA_CLIENT_STORAGE_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net/reactor.h"
+
+struct sclient;
+
+struct sclient_opts {
+	size_t opts_size;
+	uint32_t timeout_ms;	/* one RPC; default 10000 */
+	uint32_t retry_ms;	/* total budget of an I/O's retries; default 30000 */
+};
+
+void sclient_opts_init(struct sclient_opts *o, size_t size);
+
+/* Creates a client on reactor r (running). Any thread. */
+int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_opts *o,
+		struct sclient **out);
+/* Fails the I/Os still queued for retry, closes connections, frees. Any
+ * thread except the owner's; no I/O may be submitted afterwards. */
+void sclient_free(struct sclient *sc);
+/* Blocks until a cluster map with chains is known, or timeout_ms passes.
+ * Returns 0, -ETIMEDOUT or the last error. Any thread but the owner's. */
+int sclient_wait_map(struct sclient *sc, uint32_t timeout_ms);
+/* Chains in the chain table of the current map (0 before one is known). */
+uint32_t sclient_table_len(struct sclient *sc);
+/* Version of the cached map. */
+uint64_t sclient_map_version(struct sclient *sc);
+
+enum sc_kind { SC_READ = 1, SC_WRITE, SC_TRUNCATE, SC_REMOVE, SC_STAT };
+
+struct sc_io;
+typedef void (*sc_done_fn)(struct sc_io *io);
+
+struct sc_io {
+	/* in */
+	enum sc_kind kind;
+	uint32_t chain_idx;	/* index into the chain table: layout_chain_index() */
+	uint64_t ino, idx;	/* the chunk */
+	uint32_t offset, len;	/* range in the chunk; TRUNCATE: len = new length */
+	void *buf;		/* READ: len bytes filled, zeros past the data;
+				 * WRITE: len bytes, borrowed until cb */
+	sc_done_fn cb;
+	void *user;
+	/* out */
+	int status;		/* 0 or a negative error */
+	uint32_t nread;		/* READ: bytes of data before the zero fill */
+	uint64_t version;	/* the chunk's version (0: hole / absent) */
+	uint32_t length;	/* WRITE/TRUNCATE/STAT: chunk length after */
+	/* private */
+	struct sclient *sc;
+	struct sc_io *next;
+	uint64_t deadline_ms;
+	uint32_t attempt;
+	uint32_t replica;
+	int last_err;
+	uint32_t crc;
+	struct reactor_timer timer;
+};
+
+/* Submits io (any thread). io->cb runs exactly once, on the owner thread. */
+void sc_submit(struct sclient *sc, struct sc_io *io);
+/* Submits io and waits for it (any thread but the owner's). Returns
+ * io->status; io->cb is ignored. */
+int sc_sync(struct sclient *sc, struct sc_io *io);
+
+#endif

@@ -1,0 +1,27 @@
+/*
+ * Bodies of the mgmt service's requests (field by field, little-endian).
+ *
+ * REGISTER   req: u32 node_id, str addr, u32 n, n x {u32 target_id,
+ *                 u64 capacity, u64 used}
+ *            rep: u64 map_version
+ * HEARTBEAT  req: u32 node_id, u32 n, n x {u32 target_id, u64 used}
+ *            rep: u64 map_version        (-ENOTCONN: register again)
+ * GET_MAP    req: u64 since_version
+ *            rep: cm_encode_since() form
+ * REPORT     req: u32 target_id, u64 ino, u64 idx, i32 error
+ *            rep: empty
+ * ADMIN      req: u32 action, u32 arg     (MGMT_ADMIN_*)
+ *            rep: u32 result
+ */
+#ifndef STRATA_MGMT_PROTO_H
+#define STRATA_MGMT_PROTO_H
+
+#define MGMT_MAX_TARGETS_PER_NODE 64
+
+enum mgmt_admin_action {
+	MGMT_ADMIN_DRAIN = 1,		/* arg: node id */
+	MGMT_ADMIN_REPLACE = 2,		/* arg: target id (old); new chosen by mgmt */
+	MGMT_ADMIN_BUILD_CHAINS = 3,	/* arg: replication factor */
+};
+
+#endif

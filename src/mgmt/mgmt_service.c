@@ -1,0 +1,350 @@
+/*
+ * The mgmt service: membership with heartbeat leases, the versioned cluster
+ * map (kept in SQLite), chain building, failure detection. All state is
+ * owned by reactor 0's thread.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "mgmt_service.h"
+#include "cluster_map.h"
+#include "mgmt_proto.h"
+#include "mgmt_store.h"
+#include "net/codec.h"
+#include "strata/errors.h"
+
+struct mgmt {
+	struct daemon *d;
+	struct reactor *r;
+	struct cluster_map map;
+	struct mgmt_store *store;
+	uint64_t lease_ms;
+	uint32_t replication;
+	uint32_t expect_nodes;
+	struct reactor_timer expiry;
+	/* For status/metrics from other threads. */
+	volatile uint64_t version_snapshot;
+	volatile uint32_t nodes_up, nodes_total, chains, chains_short;
+	uint64_t reports;
+};
+
+static void snapshot(struct mgmt *m)
+{
+	uint32_t up = 0, short_chains = 0;
+
+	for (uint32_t i = 0; i < m->map.nnodes; i++)
+		up += m->map.nodes[i].state == NODE_UP;
+	for (uint32_t i = 0; i < m->map.nchains; i++) {
+		uint32_t serving = 0;
+
+		for (uint32_t k = 0; k < m->map.chains[i].len; k++)
+			serving += m->map.chains[i].states[k] == TARGET_SERVING;
+		short_chains += serving < m->map.replication;
+	}
+	m->version_snapshot = m->map.version;
+	m->nodes_up = up;
+	m->nodes_total = m->map.nnodes;
+	m->chains = m->map.nchains;
+	m->chains_short = short_chains;
+}
+
+static void persist(struct mgmt *m)
+{
+	int rc = mgmt_store_save(m->store, &m->map);
+
+	if (rc)
+		log_error("mgmt", "cannot persist the cluster map (version %llu): %s",
+			  (unsigned long long)m->map.version, strata_strerror(rc));
+	snapshot(m);
+}
+
+static uint32_t nodes_with_targets(const struct cluster_map *map)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < map->nnodes; i++) {
+		for (uint32_t t = 0; t < map->ntargets; t++) {
+			if (map->targets[t].node_id == map->nodes[i].id) {
+				n++;
+				break;
+			}
+		}
+	}
+	return n;
+}
+
+static void maybe_build_chains(struct mgmt *m)
+{
+	int rc;
+
+	if (m->map.nchains > 0 || nodes_with_targets(&m->map) < m->expect_nodes)
+		return;
+	rc = cm_build_chains(&m->map, m->replication, false);
+	if (rc < 0) {
+		log_error("mgmt", "cannot build chains (R=%u): %s", m->replication, strata_strerror(rc));
+		return;
+	}
+	log_info("mgmt", "built %u chains of %u replicas over %u nodes (map version %llu)",
+		 m->map.nchains, m->map.replication, m->map.nnodes,
+		 (unsigned long long)m->map.version);
+}
+
+static void op_register(void *svc, struct svc_req *req)
+{
+	struct mgmt *m = svc;
+	struct rbuf r;
+	struct wbuf w;
+	struct cm_target_info tis[MGMT_MAX_TARGETS_PER_NODE];
+	char addr[CM_ADDR_LEN];
+	uint32_t node_id, n;
+	int rc;
+
+	rbuf_init(&r, req->body, req->hdr.body_len);
+	node_id = rb_u32(&r);
+	rb_str(&r, addr, sizeof(addr));
+	n = rb_u32(&r);
+	if (n > MGMT_MAX_TARGETS_PER_NODE)
+		r.err = STRATA_EBADMSG;
+	for (uint32_t i = 0; i < n && !r.err; i++) {
+		tis[i].id = rb_u32(&r);
+		tis[i].capacity = rb_u64(&r);
+		tis[i].used = rb_u64(&r);
+	}
+	if (rb_finish(&r) || node_id == 0) {
+		svc_reply(req, STRATA_EBADMSG);
+		return;
+	}
+	rc = cm_register_node(&m->map, node_id, addr, tis, n, reactor_now_ms() + m->lease_ms);
+	if (rc < 0) {
+		log_warn("mgmt", "registration of node %u ('%s') refused: %s", node_id, addr,
+			 strata_strerror(rc));
+		svc_reply(req, rc);
+		return;
+	}
+	log_info("mgmt", "node %u registered at '%s' with %u target(s)", node_id, addr, n);
+	maybe_build_chains(m);
+	persist(m);
+	wbuf_init(&w, &req->reply);
+	wb_u64(&w, m->map.version);
+	svc_reply(req, w.err);
+}
+
+static void op_heartbeat(void *svc, struct svc_req *req)
+{
+	struct mgmt *m = svc;
+	struct rbuf r;
+	struct wbuf w;
+	uint32_t node_id;
+	int rc;
+
+	rbuf_init(&r, req->body, req->hdr.body_len);
+	node_id = rb_u32(&r);
+	if (r.err) {
+		svc_reply(req, STRATA_EBADMSG);
+		return;
+	}
+	/* Target usage updates are informational; skip them for now. */
+	rc = cm_heartbeat(&m->map, node_id, reactor_now_ms() + m->lease_ms);
+	if (rc) {
+		svc_reply(req, rc);
+		return;
+	}
+	wbuf_init(&w, &req->reply);
+	wb_u64(&w, m->map.version);
+	svc_reply(req, w.err);
+}
+
+static void op_get_map(void *svc, struct svc_req *req)
+{
+	struct mgmt *m = svc;
+	struct rbuf r;
+	struct wbuf w;
+	uint64_t since;
+
+	rbuf_init(&r, req->body, req->hdr.body_len);
+	since = rb_u64(&r);
+	if (rb_finish(&r)) {
+		svc_reply(req, STRATA_EBADMSG);
+		return;
+	}
+	wbuf_init(&w, &req->reply);
+	cm_encode_since(&m->map, since, &w);
+	svc_reply(req, w.err);
+}
+
+static void op_report(void *svc, struct svc_req *req)
+{
+	struct mgmt *m = svc;
+	struct rbuf r;
+	uint32_t target;
+	uint64_t ino, idx;
+	int32_t err;
+
+	rbuf_init(&r, req->body, req->hdr.body_len);
+	target = rb_u32(&r);
+	ino = rb_u64(&r);
+	idx = rb_u64(&r);
+	err = rb_i32(&r);
+	if (rb_finish(&r)) {
+		svc_reply(req, STRATA_EBADMSG);
+		return;
+	}
+	m->reports++;
+	log_warn("mgmt", "target %u reports chunk %llx:%llx: %s", target, (unsigned long long)ino,
+		 (unsigned long long)idx, strata_strerror(err));
+	svc_reply(req, 0);
+}
+
+static void op_admin(void *svc, struct svc_req *req)
+{
+	struct mgmt *m = svc;
+	struct rbuf r;
+	struct wbuf w;
+	uint32_t action, arg, result = 0;
+	int rc;
+
+	rbuf_init(&r, req->body, req->hdr.body_len);
+	action = rb_u32(&r);
+	arg = rb_u32(&r);
+	if (rb_finish(&r)) {
+		svc_reply(req, STRATA_EBADMSG);
+		return;
+	}
+	switch (action) {
+	case MGMT_ADMIN_DRAIN:
+		rc = cm_drain_node(&m->map, arg, &result);
+		break;
+	case MGMT_ADMIN_BUILD_CHAINS:
+		rc = cm_build_chains(&m->map, arg ? arg : m->replication, false);
+		break;
+	default:
+		rc = -EINVAL;
+		break;
+	}
+	if (rc >= 0)
+		persist(m);
+	wbuf_init(&w, &req->reply);
+	wb_u32(&w, result);
+	svc_reply(req, rc < 0 ? rc : w.err);
+}
+
+static void on_expiry(void *arg)
+{
+	struct mgmt *m = arg;
+	uint64_t before = m->map.version;
+	int changed = cm_expire_leases(&m->map, reactor_now_ms());
+
+	if (m->map.version != before) {
+		log_warn("mgmt", "lease expiry: %d chain(s) reconfigured, map version %llu", changed,
+			 (unsigned long long)m->map.version);
+		persist(m);
+	}
+	reactor_timer_arm(m->r, &m->expiry, m->lease_ms / 4 ? m->lease_ms / 4 : 1);
+}
+
+static void arm_on_owner(void *arg)
+{
+	struct mgmt *m = arg;
+
+	reactor_timer_arm(m->r, &m->expiry, m->lease_ms / 4 ? m->lease_ms / 4 : 1);
+}
+
+static void stop_on_owner(void *arg)
+{
+	struct mgmt *m = arg;
+
+	reactor_timer_cancel(m->r, &m->expiry);
+	mgmt_store_close(m->store);
+	m->store = NULL;
+}
+
+static int mgmt_start(struct daemon *d, void **out)
+{
+	struct mgmt *m = calloc(1, sizeof(*m));
+	char path[CFG_STR_MAX + 16];
+	int rc;
+
+	if (!m)
+		return -ENOMEM;
+	m->d = d;
+	m->r = d->reactors[0];
+	m->lease_ms = (uint64_t)d->cfg.lease_ms;
+	m->replication = (uint32_t)d->cfg.replication;
+	m->expect_nodes = (uint32_t)d->cfg.expect_nodes;
+	cm_init(&m->map);
+	snprintf(path, sizeof(path), "%s/mgmt.db", d->cfg.data);
+	rc = mgmt_store_open(path, &m->store);
+	if (rc) {
+		log_error("mgmt", "cannot open '%s': %s", path, strata_strerror(rc));
+		goto fail;
+	}
+	rc = mgmt_store_load(m->store, &m->map);
+	if (rc) {
+		log_error("mgmt", "cannot load the cluster map from '%s': %s", path, strata_strerror(rc));
+		goto fail;
+	}
+	/* Nodes get a fresh lease after a restart of mgmt: they keep serving
+	 * and renew it, or expire normally. */
+	cm_reset_leases(&m->map, reactor_now_ms() + m->lease_ms);
+	snapshot(m);
+	log_info("mgmt", "cluster map version %llu loaded: %u nodes, %u targets, %u chains",
+		 (unsigned long long)m->map.version, m->map.nnodes, m->map.ntargets, m->map.nchains);
+	reactor_timer_init(&m->expiry, on_expiry, m);
+	reactor_post(m->r, arm_on_owner, m);
+	rpc_server_route(d->srv, OP_MGMT_REGISTER, m->r, op_register, m);
+	rpc_server_route(d->srv, OP_MGMT_HEARTBEAT, m->r, op_heartbeat, m);
+	rpc_server_route(d->srv, OP_MGMT_GET_MAP, m->r, op_get_map, m);
+	rpc_server_route(d->srv, OP_MGMT_REPORT, m->r, op_report, m);
+	rpc_server_route(d->srv, OP_MGMT_ADMIN, m->r, op_admin, m);
+	*out = m;
+	return 0;
+fail:
+	if (m->store)
+		mgmt_store_close(m->store);
+	cm_release(&m->map);
+	free(m);
+	return rc;
+}
+
+static void mgmt_stop(void *svc)
+{
+	struct mgmt *m = svc;
+
+	/* Requests no longer arrive: the daemon closed its connections. */
+	reactor_call(m->r, stop_on_owner, m);
+	cm_release(&m->map);
+	free(m);
+}
+
+static void mgmt_status(void *svc, json_t *o)
+{
+	struct mgmt *m = svc;
+
+	json_object_set_new(o, "map_version", json_integer((json_int_t)m->version_snapshot));
+	json_object_set_new(o, "nodes", json_integer(m->nodes_total));
+	json_object_set_new(o, "nodes_up", json_integer(m->nodes_up));
+	json_object_set_new(o, "chains", json_integer(m->chains));
+	json_object_set_new(o, "chains_short", json_integer(m->chains_short));
+}
+
+static void mgmt_metrics(void *svc, struct bbuf *out)
+{
+	struct mgmt *m = svc;
+
+	metrics_put(out, "strata_mgmt_map_version", "gauge", "cluster map version",
+		    (double)m->version_snapshot);
+	metrics_put(out, "strata_mgmt_nodes_up", "gauge", "storage nodes up", m->nodes_up);
+	metrics_put(out, "strata_mgmt_chains_short", "gauge",
+		    "chains with fewer serving replicas than R", m->chains_short);
+}
+
+const struct service_def mgmt_service = {
+	.name = "mgmt",
+	.start = mgmt_start,
+	.stop = mgmt_stop,
+	.status = mgmt_status,
+	.metrics = mgmt_metrics,
+};

@@ -1,0 +1,10 @@
+/* The mgmt service of stratad (see mgmt_service.c). */
+#ifndef STRATA_MGMT_SERVICE_H
+#define STRATA_MGMT_SERVICE_H
+
+#include "stratad/daemon.h"
+#include "stratad/metrics.h"
+
+extern const struct service_def mgmt_service;
+
+#endif

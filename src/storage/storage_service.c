@@ -1,0 +1,1192 @@
+/*
+ * The storage service: targets (one chunk store each, owned by one reactor
+ * thread), chain replication of updates, CRAQ reads, registration and
+ * heartbeats with mgmt, and the node's view of the cluster map.
+ *
+ * An update enters at the chain head, which serializes updates of one
+ * chunk and assigns its next version; each replica applies it locally
+ * while forwarding it to its successor, and answers upstream only when
+ * both its own write and everything downstream are done. So the client's
+ * answer means every replica holds the update, and the tail is always
+ * committed. A replica with an update of a chunk in flight is "dirty" for
+ * that chunk and refuses to serve reads of it (STRATA_EDIRTY: read the
+ * tail), so no reader ever sees an uncommitted version.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+
+#include "common/buf.h"
+#include "common/crc32c.h"
+#include "common/log.h"
+#include "mgmt/cluster_map.h"
+#include "net/codec.h"
+#include "net/rpc.h"
+#include "chunk_store.h"
+#include "storage_proto.h"
+#include "storage_service.h"
+#include "stratad/metrics.h"
+#include "strata/errors.h"
+
+#define CSTATE_BUCKETS 4096u
+
+struct storage;
+struct target;
+struct update_op;
+
+/* Per-chunk state at a replica: updates in flight, and (at the head) the
+ * queue of updates waiting for the one in progress. */
+struct cstate {
+	struct cstate *next;
+	struct chunk_id id;
+	uint32_t inflight;
+	struct update_op *q_head, **q_tail;
+};
+
+struct map_snap {
+	int refs;
+	struct cluster_map map;
+};
+
+struct target {
+	uint32_t id;
+	uint32_t idx;
+	struct storage *st;
+	struct reactor *r;
+	struct rpc_pool *pool;
+	struct chunk_store *cs;
+	struct reactor_watch w;
+	struct cstate *buckets[CSTATE_BUCKETS];
+	char dir[CFG_STR_MAX + 32];
+};
+
+struct storage {
+	struct daemon *d;
+	uint32_t node_id;
+	int ntargets;
+	struct target *targets;
+	struct rpc_pool **pools;	/* per reactor */
+	pthread_mutex_t map_lock;
+	struct map_snap *snap;
+	bool registered;
+	bool fetching;
+	struct reactor_timer hb;
+	uint64_t hb_ms;
+	uint32_t timeout_ms;
+	/* counters (atomic) */
+	uint64_t n_writes, n_reads, bytes_written, bytes_read, n_stale, n_dirty, n_integrity;
+};
+
+#define CNT(st, f, v) __atomic_fetch_add(&(st)->f, (v), __ATOMIC_RELAXED)
+
+/* ---- the node's cluster map ---- */
+
+static struct map_snap *map_get(struct storage *st)
+{
+	struct map_snap *s;
+
+	pthread_mutex_lock(&st->map_lock);
+	s = st->snap;
+	if (s)
+		s->refs++;
+	pthread_mutex_unlock(&st->map_lock);
+	return s;
+}
+
+static void map_put(struct storage *st, struct map_snap *s)
+{
+	int last;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&st->map_lock);
+	last = --s->refs == 0;
+	pthread_mutex_unlock(&st->map_lock);
+	if (last) {
+		cm_release(&s->map);
+		free(s);
+	}
+}
+
+static void map_install(struct storage *st, struct map_snap *s)
+{
+	struct map_snap *old;
+
+	s->refs = 1;
+	pthread_mutex_lock(&st->map_lock);
+	old = st->snap;
+	st->snap = s;
+	pthread_mutex_unlock(&st->map_lock);
+	map_put(st, old);
+}
+
+static uint64_t map_version(struct storage *st)
+{
+	struct map_snap *s = map_get(st);
+	uint64_t v = s ? s->map.version : 0;
+
+	map_put(st, s);
+	return v;
+}
+
+static void fetch_map(struct storage *st);
+
+static void on_map(void *arg, int status, struct rpc_msg *resp)
+{
+	struct storage *st = arg;
+	struct map_snap *s;
+	struct rbuf r;
+	bool changed = false;
+	int rc;
+
+	st->fetching = false;
+	if (status) {
+		log_warn("storage", "cannot fetch the cluster map from '%s': %s", st->d->cfg.mgmt_addr,
+			 strata_strerror(status));
+		return;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return;
+	cm_init(&s->map);
+	rbuf_init(&r, resp->body, resp->hdr.body_len);
+	rc = cm_decode_since(&r, &s->map, &changed);
+	if (rc || !changed) {
+		if (rc)
+			log_warn("storage", "bad cluster map from mgmt: %s", strata_strerror(rc));
+		cm_release(&s->map);
+		free(s);
+		return;
+	}
+	log_info("storage", "cluster map version %llu: %u chains",
+		 (unsigned long long)s->map.version, s->map.nchains);
+	map_install(st, s);
+}
+
+/* On reactor 0. */
+static void fetch_map(struct storage *st)
+{
+	struct bbuf b;
+	struct wbuf w;
+	struct rpc_call_args a = { .op = OP_MGMT_GET_MAP, .cb = on_map, .arg = st };
+
+	if (st->fetching)
+		return;
+	bbuf_init(&b);
+	wbuf_init(&w, &b);
+	wb_u64(&w, map_version(st));
+	a.body = b.buf;
+	a.body_len = (uint32_t)b.len;
+	a.timeout_ms = st->timeout_ms;
+	st->fetching = rpc_pool_call(st->pools[0], st->d->cfg.mgmt_addr, &a) == 0;
+	bbuf_release(&b);
+}
+
+static void fetch_map_task(void *arg)
+{
+	fetch_map(arg);
+}
+
+/* Any thread: a request told us our map is older than the sender's. */
+static void map_hint(struct storage *st)
+{
+	reactor_post(st->d->reactors[0], fetch_map_task, st);
+}
+
+/* ---- registration and heartbeats (reactor 0) ---- */
+
+static void on_register(void *arg, int status, struct rpc_msg *resp)
+{
+	struct storage *st = arg;
+	struct rbuf r;
+
+	if (status) {
+		log_warn("storage", "registration with mgmt '%s' failed: %s (will retry)",
+			 st->d->cfg.mgmt_addr, strata_strerror(status));
+		return;
+	}
+	rbuf_init(&r, resp->body, resp->hdr.body_len);
+	(void)rb_u64(&r);
+	if (!st->registered)
+		log_info("storage", "registered with mgmt '%s' as node %u", st->d->cfg.mgmt_addr,
+			 st->node_id);
+	st->registered = true;
+	fetch_map(st);
+}
+
+static void send_register(struct storage *st)
+{
+	struct bbuf b;
+	struct wbuf w;
+	struct rpc_call_args a = { .op = OP_MGMT_REGISTER, .cb = on_register, .arg = st };
+
+	bbuf_init(&b);
+	wbuf_init(&w, &b);
+	wb_u32(&w, st->node_id);
+	wb_str(&w, st->d->addr);
+	wb_u32(&w, (uint32_t)st->ntargets);
+	for (int i = 0; i < st->ntargets; i++) {
+		uint64_t total = 0, used = 0;
+
+		chunk_space(st->targets[i].cs, &total, &used);
+		wb_u32(&w, st->targets[i].id);
+		wb_u64(&w, total);
+		wb_u64(&w, used);
+	}
+	a.body = b.buf;
+	a.body_len = (uint32_t)b.len;
+	a.timeout_ms = st->timeout_ms;
+	if (!w.err)
+		rpc_pool_call(st->pools[0], st->d->cfg.mgmt_addr, &a);
+	bbuf_release(&b);
+}
+
+static void on_heartbeat(void *arg, int status, struct rpc_msg *resp)
+{
+	struct storage *st = arg;
+	struct rbuf r;
+	uint64_t v;
+
+	if (status == -ENOTCONN || status == -ENOENT) {
+		/* mgmt took us offline or forgot us: register again. */
+		log_warn("storage", "mgmt says node %u is not registered (%s): registering again",
+			 st->node_id, strata_strerror(status));
+		st->registered = false;
+		send_register(st);
+		return;
+	}
+	if (status)
+		return;
+	rbuf_init(&r, resp->body, resp->hdr.body_len);
+	v = rb_u64(&r);
+	if (!r.err && v > map_version(st))
+		fetch_map(st);
+}
+
+static void on_hb_timer(void *arg)
+{
+	struct storage *st = arg;
+
+	if (!st->registered) {
+		send_register(st);
+	} else {
+		uint8_t body[8];
+		struct rpc_call_args a = { .op = OP_MGMT_HEARTBEAT, .cb = on_heartbeat, .arg = st };
+
+		put_le32(body, st->node_id);
+		put_le32(body + 4, 0);
+		a.body = body;
+		a.body_len = sizeof(body);
+		a.timeout_ms = st->timeout_ms;
+		rpc_pool_call(st->pools[0], st->d->cfg.mgmt_addr, &a);
+	}
+	reactor_timer_arm(st->d->reactors[0], &st->hb, st->hb_ms);
+}
+
+static void report_to_mgmt(struct storage *st, uint32_t target, const struct chunk_id *id, int err);
+
+/* ---- per-chunk state ---- */
+
+static uint32_t chash(const struct chunk_id *id)
+{
+	uint64_t h = id->ino * 0x9E3779B97F4A7C15ull ^ (id->idx + 0x632BE59BD9B4E019ull);
+
+	h ^= h >> 29;
+	return (uint32_t)h & (CSTATE_BUCKETS - 1);
+}
+
+static struct cstate *cstate_find(struct target *t, const struct chunk_id *id, bool create)
+{
+	struct cstate **b = &t->buckets[chash(id)], *c;
+
+	for (c = *b; c; c = c->next) {
+		if (c->id.ino == id->ino && c->id.idx == id->idx)
+			return c;
+	}
+	if (!create)
+		return NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->id = *id;
+	c->q_tail = &c->q_head;
+	c->next = *b;
+	*b = c;
+	return c;
+}
+
+static void cstate_maybe_free(struct target *t, struct cstate *c)
+{
+	struct cstate **b;
+
+	if (c->inflight || c->q_head)
+		return;
+	for (b = &t->buckets[chash(&c->id)]; *b; b = &(*b)->next) {
+		if (*b == c) {
+			*b = c->next;
+			free(c);
+			return;
+		}
+	}
+}
+
+/* ---- routing checks ---- */
+
+/* Position of target in chain, or -1. */
+static int chain_pos(const struct cm_chain *c, uint32_t target)
+{
+	for (int i = 0; i < c->len; i++) {
+		if (c->targets[i] == target)
+			return i;
+	}
+	return -1;
+}
+
+/* Checks that ref names a chain of our map at the same version and that
+ * this target is a member. Returns the chain (valid while snap is held). */
+static int check_ref(struct storage *st, struct map_snap *snap, const struct sp_ref *ref,
+		     const struct cm_chain **chain, int *pos)
+{
+	const struct cm_chain *c = snap ? cm_find_chain(&snap->map, ref->chain_id) : NULL;
+
+	if (!c || c->version != ref->chain_ver) {
+		CNT(st, n_stale, 1);
+		if (!c || c->version < ref->chain_ver)
+			map_hint(st);
+		return STRATA_ESTALE_MAP;
+	}
+	*pos = chain_pos(c, ref->target_id);
+	if (*pos < 0) {
+		CNT(st, n_stale, 1);
+		return STRATA_ESTALE_MAP;
+	}
+	*chain = c;
+	return 0;
+}
+
+static struct target *find_target(struct storage *st, uint32_t id)
+{
+	for (int i = 0; i < st->ntargets; i++) {
+		if (st->targets[i].id == id)
+			return &st->targets[i];
+	}
+	return NULL;
+}
+
+/* ---- updates ---- */
+
+struct update_op {
+	struct update_op *next;
+	struct target *t;
+	struct svc_req *req;
+	struct sp_update u;
+	uint16_t op;
+	struct chunk_id id;
+	struct cstate *cs;
+	bool is_head;
+	char succ_addr[CM_ADDR_LEN];
+	uint32_t succ_target;
+	bool local_done, fwd_done;
+	int local_status, fwd_status;
+	uint64_t out_version;
+	uint32_t out_length;
+};
+
+static void update_start(struct update_op *op);
+
+static void update_finish(struct update_op *op)
+{
+	struct target *t = op->t;
+	struct cstate *c = op->cs;
+	struct wbuf w;
+	int status = op->local_status ? op->local_status : op->fwd_status;
+
+	wbuf_init(&w, &op->req->reply);
+	wb_u64(&w, op->out_version);
+	wb_u32(&w, op->out_length);
+	if (status == 0 && op->op == OP_CHUNK_WRITE) {
+		CNT(t->st, n_writes, 1);
+		CNT(t->st, bytes_written, op->u.len);
+	}
+	svc_reply(op->req, status);
+	c->inflight--;
+	/* At the head, the next queued update of this chunk may start. */
+	if (op->is_head && c->q_head) {
+		struct update_op *next = c->q_head;
+
+		c->q_head = next->next;
+		if (!c->q_head)
+			c->q_tail = &c->q_head;
+		free(op);
+		update_start(next);
+		return;
+	}
+	cstate_maybe_free(t, c);
+	free(op);
+}
+
+static void maybe_finish(struct update_op *op)
+{
+	if (op->local_done && op->fwd_done)
+		update_finish(op);
+}
+
+static void on_local_done(void *arg, int status, const struct chunk_info *info)
+{
+	struct update_op *op = arg;
+
+	/* A replay of an update this replica already holds is success. */
+	if (status == -EALREADY || (status == -ENOENT && op->op == OP_CHUNK_REMOVE))
+		status = 0;
+	if (status == STRATA_EINTEGRITY)
+		report_to_mgmt(op->t->st, op->t->id, &op->id, status);
+	op->local_status = status;
+	if (info) {
+		op->out_version = info->version;
+		op->out_length = info->length;
+	}
+	op->local_done = true;
+	maybe_finish(op);
+}
+
+static void on_fwd_done(void *arg, int status, struct rpc_msg *resp)
+{
+	struct update_op *op = arg;
+
+	(void)resp;
+	if (status)
+		log_warn("storage", "forwarding chunk %llx:%llx to target %u at '%s' failed: %s",
+			 (unsigned long long)op->id.ino, (unsigned long long)op->id.idx,
+			 op->succ_target, op->succ_addr, strata_strerror(status));
+	op->fwd_status = status;
+	op->fwd_done = true;
+	maybe_finish(op);
+}
+
+static void update_start(struct update_op *op)
+{
+	struct target *t = op->t;
+	struct chunk_info ci;
+	int rc;
+
+	op->cs->inflight++;
+	if (op->is_head) {
+		op->u.version = chunk_stat(t->cs, &op->id, &ci) == 0 ? ci.version + 1 : 1;
+	}
+	op->out_version = op->u.version;
+	/* Forward first so the successor's disk works while ours does. */
+	if (op->succ_target) {
+		struct bbuf b;
+		struct wbuf w;
+		struct sp_update fu = op->u;
+		struct rpc_call_args a = { .op = op->op, .cb = on_fwd_done, .arg = op };
+
+		fu.forwarded = 1;
+		fu.ref.target_id = op->succ_target;
+		bbuf_init(&b);
+		wbuf_init(&w, &b);
+		sp_update_encode(&w, &fu);
+		a.body = b.buf;
+		a.body_len = (uint32_t)b.len;
+		if (op->op == OP_CHUNK_WRITE) {
+			a.bulk = op->req->bulk;
+			a.bulk_len = op->u.len;
+		}
+		a.timeout_ms = t->st->timeout_ms;
+		rc = w.err ? w.err : rpc_pool_call(t->pool, op->succ_addr, &a);
+		bbuf_release(&b);
+		if (rc) {
+			op->fwd_status = rc;
+			op->fwd_done = true;
+		}
+	} else {
+		op->fwd_done = true;
+	}
+	switch (op->op) {
+	case OP_CHUNK_WRITE:
+		rc = chunk_write(t->cs, &op->id, op->u.offset, op->req->bulk, op->u.len, op->u.crc,
+				 op->u.version, on_local_done, op);
+		break;
+	case OP_CHUNK_TRUNCATE:
+		rc = chunk_truncate(t->cs, &op->id, op->u.len, op->u.version, on_local_done, op);
+		break;
+	default:
+		rc = chunk_remove(t->cs, &op->id, on_local_done, op);
+		break;
+	}
+	if (rc) {
+		op->local_status = rc;
+		op->local_done = true;
+		maybe_finish(op);
+	}
+}
+
+static void op_update(void *svc, struct svc_req *req)
+{
+	struct storage *st = svc;
+	struct sp_update u;
+	struct target *t;
+	struct map_snap *snap;
+	const struct cm_chain *chain;
+	struct update_op *op;
+	int rc, pos;
+
+	rc = sp_update_decode(req->body, req->hdr.body_len, &u);
+	if (!rc && req->hdr.opcode == OP_CHUNK_WRITE && u.len != req->hdr.bulk_len)
+		rc = STRATA_EBADMSG;
+	if (!rc && req->hdr.opcode != OP_CHUNK_WRITE && req->hdr.bulk_len)
+		rc = STRATA_EBADMSG;
+	if (rc) {
+		svc_reply(req, rc);
+		return;
+	}
+	t = find_target(st, u.ref.target_id);
+	if (!t) {
+		svc_reply(req, STRATA_ESTALE_MAP);
+		return;
+	}
+	snap = map_get(st);
+	rc = check_ref(st, snap, &u.ref, &chain, &pos);
+	if (!rc && !u.forwarded && pos != 0)
+		rc = STRATA_ENOTHEAD;
+	if (!rc && u.forwarded && (pos == 0 || u.version == 0))
+		rc = STRATA_ENOTHEAD;
+	if (!rc && req->hdr.opcode == OP_CHUNK_WRITE && crc32c(0, req->bulk, u.len) != u.crc) {
+		CNT(st, n_integrity, 1);
+		log_warn("storage", "write of chunk %llx:%llx arrived with a bad checksum from '%s'",
+			 (unsigned long long)u.ref.ino, (unsigned long long)u.ref.idx,
+			 conn_peer(req->conn));
+		rc = STRATA_EINTEGRITY;
+	}
+	op = rc ? NULL : calloc(1, sizeof(*op));
+	if (!rc && !op)
+		rc = -ENOMEM;
+	if (!rc) {
+		op->t = t;
+		op->req = req;
+		op->u = u;
+		op->op = req->hdr.opcode;
+		op->id.ino = u.ref.ino;
+		op->id.idx = u.ref.idx;
+		op->is_head = pos == 0;
+		if (pos + 1 < chain->len) {
+			const struct cm_target *nt = cm_find_target(&snap->map, chain->targets[pos + 1]);
+			const struct cm_node *nn = nt ? cm_find_node(&snap->map, nt->node_id) : NULL;
+
+			if (!nn) {
+				rc = STRATA_ESTALE_MAP;
+			} else {
+				op->succ_target = nt->id;
+				snprintf(op->succ_addr, sizeof(op->succ_addr), "%s", nn->addr);
+			}
+		}
+		op->cs = rc ? NULL : cstate_find(t, &op->id, true);
+		if (!rc && !op->cs)
+			rc = -ENOMEM;
+	}
+	map_put(st, snap);
+	if (rc) {
+		free(op);
+		svc_reply(req, rc);
+		return;
+	}
+	if (op->is_head && op->cs->inflight) {
+		*op->cs->q_tail = op;
+		op->cs->q_tail = &op->next;
+		return;
+	}
+	update_start(op);
+}
+
+/* ---- reads ---- */
+
+struct read_op {
+	struct target *t;
+	struct svc_req *req;
+	struct chunk_id id;
+	void *buf;
+};
+
+static void read_buf_free(void *arg)
+{
+	abuf_free(arg);
+}
+
+static void on_read_done(void *arg, int status, const struct chunk_info *info, uint32_t nread,
+			 uint32_t crc)
+{
+	struct read_op *op = arg;
+	struct wbuf w;
+
+	if (status == -ENOENT) {
+		status = 0;
+		nread = 0;
+		crc = 0;
+	}
+	if (status == STRATA_EINTEGRITY) {
+		CNT(op->t->st, n_integrity, 1);
+		report_to_mgmt(op->t->st, op->t->id, &op->id, status);
+	}
+	wbuf_init(&w, &op->req->reply);
+	wb_u64(&w, info && status == 0 ? info->version : 0);
+	wb_u32(&w, status == 0 ? nread : 0);
+	wb_u32(&w, status == 0 ? crc : 0);
+	if (status) {
+		abuf_free(op->buf);
+		svc_reply(op->req, status);
+	} else {
+		CNT(op->t->st, n_reads, 1);
+		CNT(op->t->st, bytes_read, nread);
+		svc_reply_bulk(op->req, 0, op->buf, nread, read_buf_free, op->buf);
+	}
+	free(op);
+}
+
+/* Common checks of a read of one chunk at target t. */
+static int read_check(struct storage *st, struct target *t, const struct sp_ref *ref)
+{
+	struct map_snap *snap = map_get(st);
+	const struct cm_chain *chain;
+	struct chunk_id id = { ref->ino, ref->idx };
+	struct cstate *c;
+	int pos, rc = check_ref(st, snap, ref, &chain, &pos);
+
+	if (!rc && chain->states[pos] != TARGET_SERVING)
+		rc = STRATA_ESYNCING;
+	/* CRAQ: a dirty non-tail replica does not serve the chunk. */
+	if (!rc && pos != chain->len - 1 && (c = cstate_find(t, &id, false)) && c->inflight) {
+		CNT(st, n_dirty, 1);
+		rc = STRATA_EDIRTY;
+	}
+	map_put(st, snap);
+	return rc;
+}
+
+static void op_read(void *svc, struct svc_req *req)
+{
+	struct storage *st = svc;
+	struct sp_read rd;
+	struct target *t;
+	struct read_op *op;
+	int rc = sp_read_decode(req->body, req->hdr.body_len, &rd);
+
+	t = rc ? NULL : find_target(st, rd.ref.target_id);
+	if (!rc && !t)
+		rc = STRATA_ESTALE_MAP;
+	if (!rc)
+		rc = read_check(st, t, &rd.ref);
+	if (rc) {
+		svc_reply(req, rc);
+		return;
+	}
+	op = calloc(1, sizeof(*op));
+	if (op)
+		op->buf = abuf_alloc(rd.len ? rd.len : 1);
+	if (!op || !op->buf) {
+		free(op);
+		svc_reply(req, -ENOMEM);
+		return;
+	}
+	op->t = t;
+	op->req = req;
+	op->id.ino = rd.ref.ino;
+	op->id.idx = rd.ref.idx;
+	rc = chunk_read(t->cs, &op->id, rd.offset, rd.len, op->buf, on_read_done, op);
+	if (rc) {
+		abuf_free(op->buf);
+		free(op);
+		svc_reply(req, rc);
+	}
+}
+
+/* ---- batch reads ---- */
+
+struct batch_op {
+	struct target *t;
+	struct svc_req *req;
+	struct sp_batch_item *items;
+	struct sp_read_result *res;
+	uint32_t n, left;
+	uint8_t *buf;
+	uint64_t total;
+};
+
+struct batch_slot {
+	struct batch_op *b;
+	uint32_t i;
+};
+
+static void batch_finish(struct batch_op *b)
+{
+	struct wbuf w;
+
+	wbuf_init(&w, &b->req->reply);
+	for (uint32_t i = 0; i < b->n; i++) {
+		wb_i32(&w, b->res[i].status);
+		wb_u64(&w, b->res[i].version);
+		wb_u32(&w, b->res[i].nread);
+		wb_u32(&w, b->res[i].crc);
+	}
+	svc_reply_bulk(b->req, w.err, b->buf, b->total, read_buf_free, b->buf);
+	free(b->items);
+	free(b->res);
+	free(b);
+}
+
+static void on_batch_item(void *arg, int status, const struct chunk_info *info, uint32_t nread,
+			  uint32_t crc)
+{
+	struct batch_slot *s = arg;
+	struct batch_op *b = s->b;
+	struct sp_read_result *r = &b->res[s->i];
+
+	if (status == -ENOENT) {
+		status = 0;
+		nread = 0;
+		crc = 0;
+	}
+	if (status == STRATA_EINTEGRITY) {
+		struct chunk_id id = { b->items[s->i].ino, b->items[s->i].idx };
+
+		CNT(b->t->st, n_integrity, 1);
+		report_to_mgmt(b->t->st, b->t->id, &id, status);
+	}
+	r->status = status;
+	r->version = info && !status ? info->version : 0;
+	r->nread = status ? 0 : nread;
+	r->crc = status ? 0 : crc;
+	if (!status) {
+		CNT(b->t->st, n_reads, 1);
+		CNT(b->t->st, bytes_read, nread);
+	}
+	free(s);
+	if (--b->left == 0)
+		batch_finish(b);
+}
+
+static void op_batch_read(void *svc, struct svc_req *req)
+{
+	struct storage *st = svc;
+	struct batch_op *b = calloc(1, sizeof(*b));
+	uint32_t target_id;
+	uint64_t off = 0;
+	int rc;
+
+	if (!b) {
+		svc_reply(req, -ENOMEM);
+		return;
+	}
+	rc = sp_batch_decode(req->body, req->hdr.body_len, &target_id, &b->items, &b->n);
+	b->t = rc ? NULL : find_target(st, target_id);
+	if (!rc && !b->t)
+		rc = STRATA_ESTALE_MAP;
+	if (!rc) {
+		b->res = calloc(b->n, sizeof(*b->res));
+		for (uint32_t i = 0; i < b->n; i++)
+			b->total += b->items[i].len;
+		b->buf = abuf_alloc(b->total ? b->total : 1);
+		if (!b->res || !b->buf)
+			rc = -ENOMEM;
+	}
+	if (rc) {
+		free(b->items);
+		free(b->res);
+		abuf_free(b->buf);
+		free(b);
+		svc_reply(req, rc);
+		return;
+	}
+	b->req = req;
+	b->left = b->n + 1;
+	for (uint32_t i = 0; i < b->n; i++) {
+		struct sp_batch_item *it = &b->items[i];
+		struct sp_ref ref = { it->chain_id, it->chain_ver, target_id, it->ino, it->idx };
+		struct chunk_id id = { it->ino, it->idx };
+		struct batch_slot *s = malloc(sizeof(*s));
+
+		rc = s ? read_check(st, b->t, &ref) : -ENOMEM;
+		if (!rc) {
+			s->b = b;
+			s->i = i;
+			rc = chunk_read(b->t->cs, &id, it->offset, it->len, b->buf + off, on_batch_item, s);
+		}
+		if (rc) {
+			free(s);
+			b->res[i].status = rc;
+			b->left--;
+		}
+		off += it->len;
+	}
+	if (--b->left == 0)
+		batch_finish(b);
+}
+
+/* ---- stat and space ---- */
+
+static void op_stat(void *svc, struct svc_req *req)
+{
+	struct storage *st = svc;
+	struct rbuf r;
+	struct sp_ref ref;
+	struct target *t;
+	struct chunk_info ci;
+	struct wbuf w;
+	int rc;
+
+	rbuf_init(&r, req->body, req->hdr.body_len);
+	sp_ref_decode(&r, &ref);
+	if (rb_finish(&r)) {
+		svc_reply(req, STRATA_EBADMSG);
+		return;
+	}
+	t = find_target(st, ref.target_id);
+	if (!t) {
+		svc_reply(req, STRATA_ESTALE_MAP);
+		return;
+	}
+	{
+		struct chunk_id id = { ref.ino, ref.idx };
+
+		rc = chunk_stat(t->cs, &id, &ci);
+	}
+	wbuf_init(&w, &req->reply);
+	if (!rc) {
+		wb_u64(&w, ci.version);
+		wb_u32(&w, ci.length);
+		wb_u32(&w, ci.crc);
+	}
+	svc_reply(req, rc);
+}
+
+static void op_space(void *svc, struct svc_req *req)
+{
+	struct storage *st = svc;
+	struct rbuf r;
+	struct target *t;
+	struct wbuf w;
+	uint64_t total = 0, used = 0;
+	int rc;
+
+	rbuf_init(&r, req->body, req->hdr.body_len);
+	t = find_target(st, rb_u32(&r));
+	if (rb_finish(&r) || !t) {
+		svc_reply(req, t ? STRATA_EBADMSG : -ENOENT);
+		return;
+	}
+	rc = chunk_space(t->cs, &total, &used);
+	wbuf_init(&w, &req->reply);
+	wb_u64(&w, total);
+	wb_u64(&w, used);
+	svc_reply(req, rc);
+}
+
+/* Routes a request to the reactor owning its target. The target id sits
+ * at the same offset (12) in every per-target request body. */
+struct route_ctx {
+	struct storage *st;
+	svc_handler_fn fn;
+};
+
+/* ---- integrity reports ---- */
+
+struct report_ctx {
+	struct storage *st;
+	uint8_t body[24];
+};
+
+static void on_report_done(void *arg, int status, struct rpc_msg *resp)
+{
+	(void)resp;
+	(void)status;
+	free(arg);
+}
+
+static void report_on_r0(void *arg)
+{
+	struct report_ctx *c = arg;
+	struct rpc_call_args a = { .op = OP_MGMT_REPORT, .body = c->body, .body_len = 24,
+				   .cb = on_report_done, .arg = c };
+
+	if (rpc_pool_call(c->st->pools[0], c->st->d->cfg.mgmt_addr, &a))
+		free(c);
+}
+
+static void report_to_mgmt(struct storage *st, uint32_t target, const struct chunk_id *id, int err)
+{
+	struct report_ctx *c = malloc(sizeof(*c));
+
+	log_warn("storage", "target %u: chunk %llx:%llx: %s", target, (unsigned long long)id->ino,
+		 (unsigned long long)id->idx, strata_strerror(err));
+	if (!c)
+		return;
+	c->st = st;
+	put_le32(c->body, target);
+	put_le64(c->body + 4, id->ino);
+	put_le64(c->body + 12, id->idx);
+	put_le32(c->body + 20, (uint32_t)err);
+	if (reactor_post(st->d->reactors[0], report_on_r0, c))
+		free(c);
+}
+
+/* ---- start and stop ---- */
+
+static void on_cs_event(void *arg, uint32_t events)
+{
+	struct target *t = arg;
+
+	(void)events;
+	chunk_store_poll(t->cs);
+}
+
+static void target_attach(void *arg)
+{
+	struct target *t = arg;
+
+	if (reactor_watch_add(t->r, &t->w, chunk_store_fd(t->cs), EPOLLIN, on_cs_event, t))
+		log_error("storage", "target %u: cannot watch its ring", t->id);
+}
+
+static void target_detach(void *arg)
+{
+	struct target *t = arg;
+
+	reactor_watch_del(t->r, &t->w);
+	/* Completes in-flight operations; their replies go to closed
+	 * connections and are dropped. */
+	chunk_store_close(t->cs);
+	t->cs = NULL;
+	for (uint32_t b = 0; b < CSTATE_BUCKETS; b++) {
+		while (t->buckets[b]) {
+			struct cstate *c = t->buckets[b];
+
+			t->buckets[b] = c->next;
+			while (c->q_head) {
+				struct update_op *op = c->q_head;
+
+				c->q_head = op->next;
+				svc_reply(op->req, -ESHUTDOWN);
+				free(op);
+			}
+			free(c);
+		}
+	}
+}
+
+struct pool_ctx {
+	struct storage *st;
+	int i;
+};
+
+static void pool_free_on(void *arg)
+{
+	struct pool_ctx *p = arg;
+
+	if (p->i == 0)
+		reactor_timer_cancel(p->st->d->reactors[0], &p->st->hb);
+	rpc_pool_free(p->st->pools[p->i]);
+	p->st->pools[p->i] = NULL;
+}
+
+static void hb_start(void *arg)
+{
+	struct storage *st = arg;
+
+	send_register(st);
+	reactor_timer_arm(st->d->reactors[0], &st->hb, st->hb_ms);
+}
+
+static void storage_stop(void *svc)
+{
+	struct storage *st = svc;
+
+	for (int i = 0; i < st->ntargets; i++) {
+		if (st->targets[i].cs)
+			reactor_call(st->targets[i].r, target_detach, &st->targets[i]);
+	}
+	for (int i = 0; i < st->d->nreactors; i++) {
+		struct pool_ctx p = { st, i };
+
+		if (st->pools[i])
+			reactor_call(st->d->reactors[i], pool_free_on, &p);
+	}
+	map_put(st, st->snap);
+	pthread_mutex_destroy(&st->map_lock);
+	free(st->pools);
+	free(st->targets);
+	free(st);
+}
+
+/* Handlers are routed by the daemon to a fixed owner; requests for a
+ * target owned by another reactor are handed over here. */
+struct handoff {
+	struct storage *st;
+	struct svc_req *req;
+	svc_handler_fn fn;
+};
+
+static void run_handoff(void *arg)
+{
+	struct handoff *h = arg;
+
+	h->fn(h->st, h->req);
+	free(h);
+}
+
+static void dispatch(struct storage *st, struct svc_req *req, svc_handler_fn fn)
+{
+	uint32_t target_id = 0;
+	struct target *t;
+	struct handoff *h;
+
+	if (req->hdr.opcode == OP_CHUNK_BATCH_READ || req->hdr.opcode == OP_TARGET_SPACE) {
+		if (req->hdr.body_len >= 4)
+			target_id = get_le32(req->body);
+	} else if (req->hdr.body_len >= 16) {
+		target_id = get_le32(req->body + 12);
+	}
+	t = find_target(st, target_id);
+	if (!t || reactor_on_thread(t->r)) {
+		fn(st, req);
+		return;
+	}
+	h = malloc(sizeof(*h));
+	if (!h) {
+		svc_reply(req, -ENOMEM);
+		return;
+	}
+	h->st = st;
+	h->req = req;
+	h->fn = fn;
+	/* The reply must leave from the thread the handler runs on. */
+	req->owner = t->r;
+	if (reactor_post(t->r, run_handoff, h)) {
+		free(h);
+		svc_reply(req, -ENOMEM);
+	}
+}
+
+static void route_update(void *svc, struct svc_req *req) { dispatch(svc, req, op_update); }
+static void route_read(void *svc, struct svc_req *req) { dispatch(svc, req, op_read); }
+static void route_batch(void *svc, struct svc_req *req) { dispatch(svc, req, op_batch_read); }
+static void route_stat(void *svc, struct svc_req *req) { dispatch(svc, req, op_stat); }
+static void route_space(void *svc, struct svc_req *req) { dispatch(svc, req, op_space); }
+
+static int storage_start(struct daemon *d, void **out)
+{
+	struct storage *st = calloc(1, sizeof(*st));
+	struct chunk_store_opts o;
+	char dir[CFG_STR_MAX + 16];
+	int rc = 0;
+
+	if (!st)
+		return -ENOMEM;
+	st->d = d;
+	st->node_id = (uint32_t)d->cfg.node_id;
+	st->hb_ms = (uint64_t)d->cfg.heartbeat_ms;
+	st->timeout_ms = (uint32_t)d->cfg.rpc_timeout_ms;
+	pthread_mutex_init(&st->map_lock, NULL);
+	st->ntargets = (int)d->cfg.targets;
+	st->targets = calloc((size_t)st->ntargets, sizeof(*st->targets));
+	st->pools = calloc((size_t)d->nreactors, sizeof(*st->pools));
+	if (!st->targets || !st->pools) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (int i = 0; i < d->nreactors; i++) {
+		rc = rpc_pool_new(d->reactors[i], st->timeout_ms, &st->pools[i]);
+		if (rc)
+			goto fail;
+	}
+	snprintf(dir, sizeof(dir), "%s/targets", d->cfg.data);
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+		rc = -errno;
+		log_error("storage", "cannot create '%s': %s", dir, strerror(errno));
+		goto fail;
+	}
+	chunk_store_opts_init(&o, sizeof(o));
+	o.capacity = d->cfg.capacity;
+	o.sync_writes = d->cfg.sync_writes;
+	for (int i = 0; i < st->ntargets; i++) {
+		struct target *t = &st->targets[i];
+
+		t->idx = (uint32_t)i;
+		t->id = storage_target_id(st->node_id, (uint32_t)i);
+		t->st = st;
+		t->r = d->reactors[i % d->nreactors];
+		t->pool = st->pools[i % d->nreactors];
+		snprintf(t->dir, sizeof(t->dir), "%s/targets/%d", d->cfg.data, i);
+		rc = chunk_store_open(t->dir, &o, &t->cs);
+		if (rc) {
+			log_error("storage", "cannot open target %u in '%s': %s", t->id, t->dir,
+				  strata_strerror(rc));
+			goto fail;
+		}
+		reactor_call(t->r, target_attach, t);
+		log_info("storage", "target %u in '%s' (%s I/O)", t->id, t->dir,
+			 chunk_store_is_direct(t->cs) ? "O_DIRECT" : "buffered");
+	}
+	reactor_timer_init(&st->hb, on_hb_timer, st);
+	rpc_server_route(d->srv, OP_CHUNK_WRITE, NULL, route_update, st);
+	rpc_server_route(d->srv, OP_CHUNK_TRUNCATE, NULL, route_update, st);
+	rpc_server_route(d->srv, OP_CHUNK_REMOVE, NULL, route_update, st);
+	rpc_server_route(d->srv, OP_CHUNK_READ, NULL, route_read, st);
+	rpc_server_route(d->srv, OP_CHUNK_BATCH_READ, NULL, route_batch, st);
+	rpc_server_route(d->srv, OP_CHUNK_STAT, NULL, route_stat, st);
+	rpc_server_route(d->srv, OP_TARGET_SPACE, NULL, route_space, st);
+	reactor_post(d->reactors[0], hb_start, st);
+	*out = st;
+	return 0;
+fail:
+	storage_stop(st);
+	return rc;
+}
+
+static void storage_status(void *svc, json_t *o)
+{
+	struct storage *st = svc;
+	json_t *ts = json_array();
+
+	json_object_set_new(o, "map_version", json_integer((json_int_t)map_version(st)));
+	json_object_set_new(o, "registered", json_boolean(st->registered));
+	for (int i = 0; i < st->ntargets; i++) {
+		json_t *t = json_object();
+		uint64_t total = 0, used = 0;
+
+		if (st->targets[i].cs)
+			chunk_space(st->targets[i].cs, &total, &used);
+		json_object_set_new(t, "id", json_integer(st->targets[i].id));
+		json_object_set_new(t, "dir", json_string(st->targets[i].dir));
+		json_object_set_new(t, "capacity", json_integer((json_int_t)total));
+		json_object_set_new(t, "used", json_integer((json_int_t)used));
+		json_array_append_new(ts, t);
+	}
+	json_object_set_new(o, "targets", ts);
+}
+
+static void storage_metrics(void *svc, struct bbuf *out)
+{
+	struct storage *st = svc;
+
+#define M(name, help, f) metrics_put(out, name, "counter", help, \
+	(double)__atomic_load_n(&st->f, __ATOMIC_RELAXED))
+	M("strata_storage_writes_total", "chunk writes applied", n_writes);
+	M("strata_storage_write_bytes_total", "bytes written", bytes_written);
+	M("strata_storage_reads_total", "chunk reads served", n_reads);
+	M("strata_storage_read_bytes_total", "bytes read", bytes_read);
+	M("strata_storage_stale_total", "requests refused for a stale map", n_stale);
+	M("strata_storage_dirty_total", "reads refused on a dirty replica", n_dirty);
+	M("strata_storage_integrity_errors_total", "checksum mismatches", n_integrity);
+#undef M
+}
+
+const struct service_def storage_service = {
+	.name = "storage",
+	.start = storage_start,
+	.stop = storage_stop,
+	.status = storage_status,
+	.metrics = storage_metrics,
+};
