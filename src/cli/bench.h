@@ -7,5 +7,6 @@ double bench_now(void);
 void bench_rmtree(const char *path);
 
 int bench_rpc(int argc, char **argv);
+int bench_chunk(int argc, char **argv);
 
 #endif

@@ -12,6 +12,13 @@ int cmd_local(int argc, char **argv);
 int cmd_ping(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
+/* Starts a local cluster in dir: a control daemon and nstorage storage
+ * daemons (replication 0 = min(3, nstorage)); extra: more daemon flags,
+ * space-separated, or NULL. Fills mgmt. Returns 0 or 1 (reported). */
+int local_cluster_up(const char *dir, int nstorage, int replication, const char *extra,
+		     char *mgmt, size_t mgmtlen);
+int local_cluster_down(const char *dir);
+
 /* Prints "strata: " + message to stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -266,6 +266,28 @@ static int local_status(const char *dir)
 	return down ? 1 : 0;
 }
 
+int local_cluster_up(const char *dir, int nstorage, int replication, const char *extra,
+		     char *mgmt, size_t mgmtlen)
+{
+	struct local_opts o = { dir, nstorage, nstorage, replication, extra };
+	json_t *j;
+	int rc = local_up(&o);
+
+	if (rc)
+		return rc;
+	j = load_cluster(dir);
+	if (!j)
+		return 1;
+	snprintf(mgmt, mgmtlen, "%s", json_string_value(json_object_get(j, "mgmt")));
+	json_decref(j);
+	return 0;
+}
+
+int local_cluster_down(const char *dir)
+{
+	return local_down(dir);
+}
+
 int cmd_local(int argc, char **argv)
 {
 	struct local_opts o;

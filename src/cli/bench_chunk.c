@@ -1,0 +1,334 @@
+/*
+ * strata bench chunk: sequential 1 MiB and random 4 KiB / 128 KiB reads
+ * and writes against a live local cluster (R=1 and R=3), each beside the
+ * same I/O pattern done by the benchmark itself on a local O_DIRECT file
+ * (io_uring, same queue depth, same filesystem) in the same run.
+ *
+ * The file under test is laid out as Strata lays out a file: 4 MiB chunks
+ * spread over the chain table, so sequential 1 MiB writes are appends to
+ * chunks and random writes are overwrites inside chunks.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "client/storage_client.h"
+#include "common/buf.h"
+#include "common/config.h"
+#include "common/layout.h"
+#include "net/reactor.h"
+#include "strata/errors.h"
+
+#define CHUNK (4u << 20)
+
+struct pattern {
+	const char *name;
+	uint32_t io;
+	bool write;
+	bool random;
+};
+
+static const struct pattern patterns[] = {
+	{ "seq write 1 MiB", 1 << 20, true, false },
+	{ "seq read 1 MiB", 1 << 20, false, false },
+	{ "rand read 4 KiB", 4096, false, true },
+	{ "rand read 128 KiB", 128 << 10, false, true },
+	{ "rand write 4 KiB", 4096, true, true },
+	{ "rand write 128 KiB", 128 << 10, true, true },
+};
+
+struct gen {
+	const struct pattern *p;
+	uint64_t region;	/* bytes */
+	uint64_t next;
+	uint64_t rng;
+};
+
+static uint64_t gen_next(struct gen *g)
+{
+	uint64_t off;
+
+	if (g->p->random) {
+		g->rng += 0x9E3779B97F4A7C15ull;
+		off = layout_mix64(g->rng) % (g->region / g->p->io) * g->p->io;
+	} else {
+		off = g->next;
+		g->next += g->p->io;
+		if (g->next + g->p->io > g->region)
+			g->next = 0;
+	}
+	return off;
+}
+
+/* ---- local O_DIRECT baseline through io_uring ---- */
+
+static double local_run(const char *path, const struct pattern *p, uint64_t region, int qd,
+			double seconds, uint64_t *written)
+{
+	struct io_uring ring;
+	struct gen g = { p, region, 0, 42 };
+	int fd = open(path, O_RDWR | O_CREAT | O_DIRECT, 0644);
+	void **bufs = calloc((size_t)qd, sizeof(void *));
+	uint64_t done = 0, inflight = 0;
+	double t0, deadline;
+
+	if (fd < 0 || io_uring_queue_init((unsigned)qd, &ring, 0) < 0) {
+		cli_err("local baseline: cannot open '%s' with O_DIRECT: %s", path, strerror(errno));
+		return 0;
+	}
+	for (int i = 0; i < qd; i++) {
+		bufs[i] = abuf_alloc(p->io);
+		memset(bufs[i], 0x5a, p->io);
+	}
+	t0 = bench_now();
+	deadline = t0 + seconds;
+	for (int i = 0; i < qd; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+		uint64_t off = gen_next(&g);
+
+		if (p->write)
+			io_uring_prep_write(sqe, fd, bufs[i], p->io, off);
+		else
+			io_uring_prep_read(sqe, fd, bufs[i], p->io, off);
+		io_uring_sqe_set_data(sqe, bufs[i]);
+		inflight++;
+	}
+	io_uring_submit(&ring);
+	while (inflight) {
+		struct io_uring_cqe *cqe;
+		void *b;
+
+		if (io_uring_wait_cqe(&ring, &cqe) < 0)
+			break;
+		b = io_uring_cqe_get_data(cqe);
+		if (cqe->res < 0) {
+			cli_err("local baseline: %s", strerror(-cqe->res));
+			inflight = 0;
+			break;
+		}
+		io_uring_cqe_seen(&ring, cqe);
+		inflight--;
+		done++;
+		if (bench_now() < deadline) {
+			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+			uint64_t off = gen_next(&g);
+
+			if (p->write)
+				io_uring_prep_write(sqe, fd, b, p->io, off);
+			else
+				io_uring_prep_read(sqe, fd, b, p->io, off);
+			io_uring_sqe_set_data(sqe, b);
+			io_uring_submit(&ring);
+			inflight++;
+		}
+	}
+	t0 = bench_now() - t0;
+	if (written && p->write && !p->random)
+		*written = g.next ? g.next : region;
+	io_uring_queue_exit(&ring);
+	close(fd);
+	for (int i = 0; i < qd; i++)
+		abuf_free(bufs[i]);
+	free(bufs);
+	return (double)done * p->io / t0;
+}
+
+/* ---- the cluster through the storage client ---- */
+
+struct cl_run {
+	struct sclient *sc;
+	struct gen g;
+	struct file_layout layout;
+	double deadline;
+	uint64_t done, inflight;
+	int err;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+};
+
+struct cl_slot {
+	struct sc_io io;
+	struct cl_run *run;
+};
+
+static void cl_issue(struct cl_run *run, struct cl_slot *s)
+{
+	uint64_t off = gen_next(&run->g);
+
+	memset(&s->io, 0, offsetof(struct sc_io, buf));
+	s->io.kind = run->g.p->write ? SC_WRITE : SC_READ;
+	s->io.ino = 77;
+	s->io.idx = off / CHUNK;
+	s->io.offset = (uint32_t)(off % CHUNK);
+	s->io.len = run->g.p->io;
+	s->io.chain_idx = layout_chain_index(&run->layout, s->io.idx);
+	run->inflight++;
+	sc_submit(run->sc, &s->io);
+}
+
+static void cl_done(struct sc_io *io)
+{
+	struct cl_slot *s = (struct cl_slot *)io;
+	struct cl_run *run = s->run;
+
+	/* Runs on the client's reactor thread: only it touches run. */
+	run->inflight--;
+	run->done++;
+	if (io->status && !run->err)
+		run->err = io->status;
+	if (!run->err && bench_now() < run->deadline) {
+		cl_issue(run, s);
+		return;
+	}
+	if (run->inflight == 0) {
+		pthread_mutex_lock(&run->lock);
+		pthread_cond_signal(&run->cond);
+		pthread_mutex_unlock(&run->lock);
+	}
+}
+
+struct cl_start {
+	struct cl_run *run;
+	struct cl_slot *slots;
+	int qd;
+};
+
+static void cl_start_on(void *arg)
+{
+	struct cl_start *st = arg;
+
+	for (int i = 0; i < st->qd; i++)
+		cl_issue(st->run, &st->slots[i]);
+}
+
+static double cluster_run(struct sclient *sc, struct reactor *r, const struct pattern *p,
+			  uint64_t region, int qd, double seconds, int *err)
+{
+	struct cl_run run = { .sc = sc, .g = { p, region, 0, 42 } };
+	struct cl_slot *slots = calloc((size_t)qd, sizeof(*slots));
+	struct cl_start st = { &run, slots, qd };
+	uint32_t table = sclient_table_len(sc);
+	double t0;
+
+	run.layout.chunk_size = CHUNK;
+	run.layout.table_len = table;
+	run.layout.stripe = table < 16 ? table : 16;
+	run.layout.seed = 77;
+	pthread_mutex_init(&run.lock, NULL);
+	pthread_cond_init(&run.cond, NULL);
+	for (int i = 0; i < qd; i++) {
+		slots[i].run = &run;
+		slots[i].io.buf = abuf_alloc(p->io);
+		slots[i].io.cb = cl_done;
+		memset(slots[i].io.buf, 0x5a, p->io);
+	}
+	t0 = bench_now();
+	run.deadline = t0 + seconds;
+	pthread_mutex_lock(&run.lock);
+	reactor_post(r, cl_start_on, &st);
+	while (run.done == 0 || run.inflight)
+		pthread_cond_wait(&run.cond, &run.lock);
+	pthread_mutex_unlock(&run.lock);
+	t0 = bench_now() - t0;
+	*err = run.err;
+	for (int i = 0; i < qd; i++)
+		abuf_free(slots[i].io.buf);
+	free(slots);
+	return (double)run.done * p->io / t0;
+}
+
+static void print_row(const char *cfg, const char *name, double a, double b)
+{
+	printf("%-4s %-20s %10.1f MB/s %10.1f MB/s %7.2f\n", cfg, name, a / 1e6, b / 1e6,
+	       b > 0 ? a / b : 0);
+	fflush(stdout);
+}
+
+int bench_chunk(int argc, char **argv)
+{
+	char dir[] = "/tmp/strata-bench-chunk-XXXXXX", cdir[64], path[96], mgmt[64];
+	double seconds = 3;
+	int64_t qd = 16;
+	int fails = 0;
+	static const int rs[] = { 1, 3 };
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
+			seconds = strtod(argv[++i], NULL);
+		} else if (strcmp(argv[i], "--qd") == 0 && i + 1 < argc) {
+			if (parse_i64(argv[++i], &qd) || qd < 1 || qd > 256) {
+				cli_err("bench chunk: --qd must be in 1..256");
+				return 2;
+			}
+		} else {
+			cli_err("bench chunk: unexpected argument '%s'", argv[i]);
+			return 2;
+		}
+	}
+	if (seconds <= 0 || seconds > 600 || !mkdtemp(dir)) {
+		cli_err("bench chunk: bad --seconds or cannot create a temp dir");
+		return 2;
+	}
+	printf("strata bench chunk: QD %lld, %.0f s per test, 4 MiB chunks; baseline: the same pattern on a local O_DIRECT file (io_uring) in '%s'\n",
+	       (long long)qd, seconds, dir);
+	printf("%-4s %-20s %15s %15s %7s\n", "R", "test", "strata", "local O_DIRECT", "ratio");
+	for (size_t ri = 0; ri < 2; ri++) {
+		struct reactor *r = NULL;
+		struct sclient *sc = NULL;
+		uint64_t region = 0;
+		char cfg[8];
+		int rc;
+
+		snprintf(cdir, sizeof(cdir), "%s/r%d", dir, rs[ri]);
+		snprintf(path, sizeof(path), "%s/local-r%d.dat", dir, rs[ri]);
+		snprintf(cfg, sizeof(cfg), "R=%d", rs[ri]);
+		if (local_cluster_up(cdir, rs[ri], rs[ri], "--node.log_level=warn", mgmt, sizeof(mgmt)))
+			return 1;
+		rc = reactor_new("bench-chunk", &r);
+		if (!rc)
+			rc = reactor_start(r);
+		if (!rc)
+			rc = sclient_new(r, mgmt, NULL, &sc);
+		if (!rc)
+			rc = sclient_wait_map(sc, 20000);
+		if (rc) {
+			cli_err("bench chunk: cannot reach the cluster: %s", strata_strerror(rc));
+			fails++;
+		}
+		for (size_t t = 0; !rc && t < sizeof(patterns) / sizeof(patterns[0]); t++) {
+			const struct pattern *p = &patterns[t];
+			uint64_t wrote = 0;
+			double l, c;
+			int err = 0;
+
+			/* Writes run first and decide the region later tests use. */
+			l = local_run(path, p, region ? region : (64ull << 30), (int)qd, seconds,
+				      p->write && !p->random ? &wrote : NULL);
+			if (p->write && !p->random)
+				region = wrote;
+			c = cluster_run(sc, r, p, region ? region : (64ull << 30), (int)qd, seconds, &err);
+			if (err) {
+				printf("%-4s %-20s failed: %s\n", cfg, p->name, strata_strerror(err));
+				fails++;
+				continue;
+			}
+			print_row(cfg, p->name, c, l);
+		}
+		sclient_free(sc);
+		if (r) {
+			reactor_stop(r);
+			reactor_join(r);
+			reactor_free(r);
+		}
+		local_cluster_down(cdir);
+	}
+	bench_rmtree(dir);
+	return fails ? 1 : 0;
+}
