@@ -1,0 +1,234 @@
+"""The Strata frame (src/net/frame.h) in Python, and a small blocking client.
+
+Used by the integration tests to talk to stratad directly, including on
+purpose with frames that break the rules.
+
+    offset size field
+    0      4    magic      "STRA" (0x41525453 little-endian)
+    4      2    version    1
+    6      2    opcode
+    8      4    flags      bit 0: response
+    12     4    status     0 or a negative strata error (responses)
+    16     8    req_id
+    24     4    body_len   <= 4 MiB
+    28     4    reserved   0
+    32     8    bulk_len   <= 64 MiB
+    40          body, then bulk
+
+Every socket operation has a timeout; nothing here can block forever.
+"""
+
+import errno
+import json
+import socket
+import struct
+import time
+from dataclasses import dataclass
+
+MAGIC = 0x41525453
+VERSION = 1
+HDR_LEN = 40
+MAX_BODY = 4 << 20
+MAX_BULK = 64 << 20
+F_RESPONSE = 0x1
+
+OP_HELLO = 1
+OP_PING = 2
+OP_STATUS = 3
+
+ROLE_CLIENT = 0
+ROLE_DAEMON = 1
+
+_HDR = struct.Struct("<IHHIiQIIQ")
+assert _HDR.size == HDR_LEN
+_HELLO = struct.Struct("<IHHI")
+
+
+class WireError(Exception):
+    """The peer broke the protocol, closed, or did not answer in time."""
+
+
+@dataclass
+class Frame:
+    opcode: int
+    req_id: int = 0
+    flags: int = 0
+    status: int = 0
+    body: bytes = b""
+    bulk: bytes = b""
+    magic: int = MAGIC
+    version: int = VERSION
+    reserved: int = 0
+    body_len: int = -1     # -1: len(body)
+    bulk_len: int = -1     # -1: len(bulk)
+
+
+def encode_header(opcode, req_id=0, flags=0, status=0, body_len=0, bulk_len=0,
+                  magic=MAGIC, version=VERSION, reserved=0):
+    """The 40-byte header; every field can be set to a wrong value."""
+    return _HDR.pack(magic, version, opcode, flags, status, req_id, body_len,
+                     reserved, bulk_len)
+
+
+def decode_header(data):
+    """Returns a Frame with the header fields (body and bulk empty)."""
+    if len(data) != HDR_LEN:
+        raise WireError("header is %d bytes, not %d" % (len(data), HDR_LEN))
+    magic, version, opcode, flags, status, req_id, body_len, reserved, bulk_len = \
+        _HDR.unpack(data)
+    return Frame(opcode=opcode, req_id=req_id, flags=flags, status=status,
+                 magic=magic, version=version, reserved=reserved,
+                 body_len=body_len, bulk_len=bulk_len)
+
+
+def encode(frame):
+    """Header, body and bulk of a Frame as bytes."""
+    body_len = len(frame.body) if frame.body_len < 0 else frame.body_len
+    bulk_len = len(frame.bulk) if frame.bulk_len < 0 else frame.bulk_len
+    return encode_header(frame.opcode, frame.req_id, frame.flags, frame.status,
+                         body_len, bulk_len, frame.magic, frame.version,
+                         frame.reserved) + frame.body + frame.bulk
+
+
+def hello_body(role=ROLE_CLIENT, node_id=0, magic=MAGIC, version=VERSION):
+    return _HELLO.pack(magic, version, role, node_id)
+
+
+def decode_hello(body):
+    """(magic, version, role, node_id) of a HELLO body."""
+    if len(body) < _HELLO.size:
+        raise WireError("HELLO body is %d bytes" % len(body))
+    return _HELLO.unpack(body[:_HELLO.size])
+
+
+def parse_addr(addr):
+    host, _, port = addr.rpartition(":")
+    return host, int(port)
+
+
+class Client:
+    """A blocking connection to a daemon. Not thread-safe."""
+
+    def __init__(self, addr, timeout=10.0, hello=True, node_id=0):
+        self.addr = addr
+        self.timeout = timeout
+        self.sock = socket.create_connection(parse_addr(addr), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._next_id = 1
+        self.hello_reply = None
+        if hello:
+            self.hello_reply = self.hello(node_id=node_id)
+
+    # -- plumbing --
+
+    @property
+    def local_addr(self):
+        """'host:port' of our side, as the daemon logs it."""
+        host, port = self.sock.getsockname()[:2]
+        return "%s:%d" % (host, port)
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def new_id(self):
+        rid = self._next_id
+        self._next_id += 1
+        return rid
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def send(self, frame):
+        self.sock.sendall(encode(frame))
+
+    def _recv_exact(self, n, deadline):
+        chunks = []
+        got = 0
+        while got < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WireError("timed out reading %d bytes from %s" % (n, self.addr))
+            self.sock.settimeout(left)
+            try:
+                b = self.sock.recv(min(n - got, 1 << 20))
+            except socket.timeout:
+                raise WireError("timed out reading %d bytes from %s" % (n, self.addr))
+            if not b:
+                raise WireError("%s closed the connection" % self.addr)
+            chunks.append(b)
+            got += len(b)
+        return b"".join(chunks)
+
+    def recv(self, timeout=None):
+        """The next frame, body and bulk included."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        f = decode_header(self._recv_exact(HDR_LEN, deadline))
+        if f.magic != MAGIC or f.version != VERSION:
+            raise WireError("bad reply header: %r" % f)
+        if f.body_len > MAX_BODY or f.bulk_len > MAX_BULK:
+            raise WireError("reply lengths over limits: %r" % f)
+        f.body = self._recv_exact(f.body_len, deadline) if f.body_len else b""
+        f.bulk = self._recv_exact(f.bulk_len, deadline) if f.bulk_len else b""
+        return f
+
+    def call(self, opcode, body=b"", bulk=b"", timeout=None):
+        """Sends one request and waits for its response (same req_id)."""
+        rid = self.new_id()
+        self.send(Frame(opcode=opcode, req_id=rid, body=body, bulk=bulk))
+        f = self.recv(timeout)
+        if not f.flags & F_RESPONSE:
+            raise WireError("expected a response, got %r" % f)
+        if f.req_id != rid:
+            raise WireError("response for id %d, expected %d" % (f.req_id, rid))
+        return f
+
+    # -- ops --
+
+    def hello(self, role=ROLE_CLIENT, node_id=0):
+        f = self.call(OP_HELLO, hello_body(role, node_id))
+        if f.status != 0:
+            raise WireError("HELLO failed: status %d" % f.status)
+        return decode_hello(f.body)
+
+    def ping(self, bulk=b"", timeout=None):
+        f = self.call(OP_PING, bulk=bulk, timeout=timeout)
+        if f.status != 0:
+            raise WireError("PING failed: status %d" % f.status)
+        if f.bulk != bulk:
+            raise WireError("PING echoed %d bytes, sent %d" % (len(f.bulk), len(bulk)))
+        return f
+
+    def status(self):
+        f = self.call(OP_STATUS)
+        if f.status != 0:
+            raise WireError("STATUS failed: status %d" % f.status)
+        return json.loads(f.body.decode())
+
+    def wait_closed(self, timeout=5.0):
+        """True when the peer closes (EOF or reset) within timeout; data
+        received meanwhile is dropped."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.sock.settimeout(left)
+            try:
+                b = self.sock.recv(65536)
+            except socket.timeout:
+                return False
+            except OSError as e:
+                if e.errno in (errno.ECONNRESET, errno.EPIPE):
+                    return True
+                raise
+            if not b:
+                return True

@@ -1,0 +1,176 @@
+"""The strata CLI: 'local up/status/down' clusters on loopback, and 'ping'.
+
+'local up --nodes N' starts N storage daemons plus node 1 running mgmt
+(N + 1 processes), as src/cli/cmd_local.c does since 1cad3bd."""
+
+import os
+import re
+import socket
+
+import pytest
+
+from conftest import pid_alive, wait_until
+
+
+def _procs_mentioning(text):
+    """Pids of live processes whose command line holds text."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % name, "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmd and pid_alive(int(name)):
+            out.append(int(name))
+    return out
+
+
+def _closed_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_up_status_ping_down(cluster, strata):
+    c = cluster(3)
+    assert len(c.storage_nodes) == 3, c.nodes
+    assert len(c.nodes) in (3, 4)
+    assert [n.id for n in c.nodes] == list(range(1, len(c.nodes) + 1))
+    assert c.mgmt_node is not None
+    assert len({n.addr for n in c.nodes}) == len(c.nodes)
+    assert len({n.pid for n in c.nodes}) == len(c.nodes)
+    for n in c.nodes:
+        assert n.alive
+        assert n.metrics_port and n.metrics_port > 0
+
+    r = c.status()
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:3] == ["NODE", "ADDRESS", "PID"]
+    for n in c.nodes:
+        row = [l for l in lines if l.split()[:1] == [str(n.id)]]
+        assert len(row) == 1, r.stdout
+        assert n.addr in row[0] and str(n.pid) in row[0], row[0]
+        assert "down" not in row[0]
+    assert "down" not in r.stdout
+
+    for n in c.nodes:
+        r = strata("ping", n.addr, "--count", "2")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert len(re.findall(r"ping %s: ok" % re.escape(n.addr), r.stdout)) == 2
+        with n.client() as cl:
+            assert cl.hello_reply[3] == n.id
+            st = cl.status()
+            assert st["node_id"] == n.id and st["pid"] == n.pid
+
+    pids = c.pids()
+    r = c.down()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "stopped" in r.stdout
+    for pid in pids:
+        wait_until(lambda: not pid_alive(pid), 5, what="pid %d to exit" % pid)
+    assert not (c.dir / "cluster.json").exists()
+    for n in c.nodes:
+        assert "stopped" in n.log, n.log
+    r = c.status()
+    assert r.returncode == 1
+    assert "no local cluster" in r.stderr
+
+
+def test_up_twice_is_refused(cluster, strata):
+    c = cluster(2)
+    pids = c.pids()
+    r = strata("local", "up", "--dir", c.dir, "--nodes", "2")
+    assert r.returncode != 0
+    assert "already" in r.stderr and "local down" in r.stderr, r.stderr
+    assert c.reload() and c.pids() == pids
+    assert all(pid_alive(p) for p in pids)
+    assert c.status().returncode == 0
+
+
+def test_status_reports_a_killed_daemon_and_down_cleans_up(cluster):
+    c = cluster(3)
+    victim = c.storage_nodes[0]
+    victim.kill9()
+    r = c.status()
+    assert r.returncode == 1, r.stdout + r.stderr
+    rows = {l.split()[0]: l for l in r.stdout.splitlines()[1:]
+            if len(l.split()) > 1 and l.split()[1].startswith("127.0.0.1:")}
+    assert set(rows) == {str(n.id) for n in c.nodes}, r.stdout
+    for n in c.nodes:
+        if n is victim:
+            assert "down" in rows[str(n.id)] and victim.addr in rows[str(n.id)]
+        else:
+            assert "down" not in rows[str(n.id)], r.stdout
+    assert "1 daemon(s) down" in r.stdout
+
+    r = c.down()
+    assert r.returncode == 0, r.stdout + r.stderr
+    for n in c.nodes:
+        wait_until(lambda: not pid_alive(n.pid), 5, what="pid %d to exit" % n.pid)
+    assert not (c.dir / "cluster.json").exists()
+
+
+def test_daemon_flags_reach_every_daemon(cluster):
+    c = cluster(2, daemon_flags="--node.threads=1 --node.log_level=debug")
+    for n in c.nodes:
+        with n.client() as cl:
+            assert cl.status()["threads"] == 1
+
+
+def test_failed_up_leaves_nothing_running(tmp_path, strata):
+    d = tmp_path / "badcluster"
+    r = strata("local", "up", "--dir", d, "--nodes", "2", "--daemon-flags", "--node.bogus=1")
+    assert r.returncode != 0
+    assert "node 1" in r.stderr, r.stderr
+    assert not (d / "cluster.json").exists()
+    assert _procs_mentioning(str(d)) == []
+
+
+def test_down_without_cluster(tmp_path, strata):
+    r = strata("local", "down", "--dir", tmp_path / "nothing")
+    assert r.returncode == 1
+    assert "no local cluster" in r.stderr
+
+
+def test_ping_unreachable(strata):
+    addr = "127.0.0.1:%d" % _closed_port()
+    r = strata("ping", addr, "--count", "1", timeout=30)
+    assert r.returncode == 1
+    assert addr in r.stdout + r.stderr
+
+
+BAD_ARGS = [
+    ("no-command", [], "usage"),
+    ("unknown-command", ["frobnicate"], "frobnicate"),
+    ("local-no-action", ["local"], "usage"),
+    ("local-missing-dir", ["local", "up"], "--dir"),
+    ("local-dir-without-value", ["local", "up", "--dir"], "--dir"),
+    ("status-missing-dir", ["local", "status"], "--dir"),
+    ("nodes-zero", ["local", "up", "--dir", "DIR", "--nodes", "0"], "--nodes"),
+    ("nodes-negative", ["local", "up", "--dir", "DIR", "--nodes", "-3"], "--nodes"),
+    ("nodes-not-a-number", ["local", "up", "--dir", "DIR", "--nodes", "three"], "three"),
+    ("nodes-too-many", ["local", "up", "--dir", "DIR", "--nodes", "65"], "65"),
+    ("unknown-action", ["local", "sideways", "--dir", "DIR"], "sideways"),
+    ("unknown-option", ["local", "up", "--dir", "DIR", "--colour", "blue"], "--colour"),
+    ("ping-no-addr", ["ping"], "usage"),
+    ("ping-bad-addr", ["ping", "nohostport"], "nohostport"),
+    ("ping-count-zero", ["ping", "127.0.0.1:9", "--count", "0"], "--count"),
+    ("ping-extra-arg", ["ping", "127.0.0.1:9", "127.0.0.1:10"], "127.0.0.1:10"),
+]
+
+
+@pytest.mark.parametrize("args,word", [c[1:] for c in BAD_ARGS], ids=[c[0] for c in BAD_ARGS])
+def test_bad_arguments_exit_2(tmp_path, strata, args, word):
+    d = tmp_path / "c"
+    r = strata(*[str(d) if a == "DIR" else a for a in args])
+    assert r.returncode == 2, "exit %d:\n%s%s" % (r.returncode, r.stdout, r.stderr)
+    assert word in r.stderr, r.stderr
+    assert "LeakSanitizer" not in r.stderr
+    assert not (d / "cluster.json").exists()
+    assert not d.exists()
