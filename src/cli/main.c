@@ -126,13 +126,29 @@ int cli_spawn_daemon(const char *data, const char *const *flags, int timeout_ms,
 	return -ETIMEDOUT;
 }
 
+/* A zombie (exited, not yet reaped by its parent) counts as gone. */
 static int pid_alive(int pid)
 {
-	int status;
+	char path[64], buf[256];
+	int status, fd;
+	ssize_t n;
+	char *rp;
 
 	if (waitpid(pid, &status, WNOHANG) == pid)
 		return 0;
-	return kill(pid, 0) == 0;
+	if (kill(pid, 0) != 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return 1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 1;
+	buf[n] = '\0';
+	rp = strrchr(buf, ')');
+	return !(rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'));
 }
 
 int cli_stop_pid(int pid, int timeout_ms)
@@ -157,7 +173,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: strata COMMAND [ARGS]\n\n"
 		"cluster:\n"
-		"  local up --dir DIR [--nodes N]     start a local cluster of N stratad\n"
+		"  local up --dir DIR [--storage N]   start a local cluster: a control daemon\n"
+		"                                     (mgmt, meta) and N storage daemons\n"
 		"  local down --dir DIR               stop it\n"
 		"  local status --dir DIR             show its daemons\n"
 		"  ping ADDR [--count N]              round trip to a daemon\n"

@@ -15,7 +15,13 @@
 #include "storage_client.h"
 #include "strata/errors.h"
 
+struct map_summary {
+	uint32_t nodes, targets, replication;
+	uint64_t capacity;
+};
+
 struct sclient {
+	struct map_summary sum;
 	struct reactor *r;
 	struct rpc_pool *pool;
 	char mgmt[64];
@@ -54,6 +60,17 @@ uint32_t sclient_table_len(struct sclient *sc)
 	n = sc->table_len;
 	pthread_mutex_unlock(&sc->lock);
 	return n;
+}
+
+void sclient_map_summary(struct sclient *sc, uint32_t *nodes, uint32_t *targets,
+			 uint32_t *replication, uint64_t *capacity)
+{
+	pthread_mutex_lock(&sc->lock);
+	*nodes = sc->sum.nodes;
+	*targets = sc->sum.targets;
+	*replication = sc->sum.replication;
+	*capacity = sc->sum.capacity;
+	pthread_mutex_unlock(&sc->lock);
 }
 
 uint64_t sclient_map_version(struct sclient *sc)
@@ -152,7 +169,16 @@ static void io_failed(struct sc_io *io, int err)
 
 static void publish_map(struct sclient *sc, int err)
 {
+	struct map_summary sum = { 0, 0, sc->map.replication, 0 };
+
+	for (uint32_t i = 0; i < sc->map.nnodes; i++)
+		sum.nodes += sc->map.nodes[i].state == NODE_UP;
+	for (uint32_t i = 0; i < sc->map.ntargets; i++) {
+		sum.targets += sc->map.targets[i].state == TARGET_SERVING;
+		sum.capacity += sc->map.targets[i].capacity;
+	}
 	pthread_mutex_lock(&sc->lock);
+	sc->sum = sum;
 	sc->map_version = sc->map.version;
 	sc->table_len = sc->map.nchains;
 	sc->map_err = err;

@@ -43,6 +43,10 @@ void sclient_free(struct sclient *sc);
 int sclient_wait_map(struct sclient *sc, uint32_t timeout_ms);
 /* Chains in the chain table of the current map (0 before one is known). */
 uint32_t sclient_table_len(struct sclient *sc);
+/* Counts of the cached map, for statfs: nodes up, serving targets, the
+ * replication factor and the targets' total capacity. */
+void sclient_map_summary(struct sclient *sc, uint32_t *nodes, uint32_t *targets,
+			 uint32_t *replication, uint64_t *capacity);
 /* Version of the cached map. */
 uint64_t sclient_map_version(struct sclient *sc);
 

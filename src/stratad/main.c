@@ -234,18 +234,39 @@ static int write_addr_file(struct daemon *d)
 	return 0;
 }
 
+/* Value of "--name VALUE" or "--name=VALUE" at argv[*i] (advancing *i
+ * past a separate value), NULL when argv[*i] is not that flag. */
+static const char *flag_value(int argc, char **argv, int *i, const char *name, int *missing)
+{
+	size_t n = strlen(name);
+	const char *a = argv[*i];
+
+	if (strncmp(a, name, n) != 0)
+		return NULL;
+	if (a[n] == '=')
+		return a + n + 1;
+	if (a[n] != '\0')
+		return NULL;
+	if (*i + 1 >= argc) {
+		*missing = 1;
+		return NULL;
+	}
+	return argv[++*i];
+}
+
 static int parse_args(struct daemon *d, int argc, char **argv)
 {
-	static const char *const pass[] = { "config", "data", NULL };
 	char err[512];
-	const char *config = NULL;
-	int rc;
+	const char *config = NULL, *data = NULL;
+	int rc, missing = 0;
 
 	rc = cfg_defaults(&daemon_schema, &d->cfg, err, sizeof(err));
 	if (rc)
 		goto bad;
-	/* --config and --data take a separate value; find them first. */
+	/* --config and --data first: the file, then flags, override. */
 	for (int i = 1; i < argc; i++) {
+		const char *v;
+
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			usage(stdout);
 			exit(0);
@@ -254,15 +275,13 @@ static int parse_args(struct daemon *d, int argc, char **argv)
 			printf("stratad 0.1.0 (protocol %d)\n", 1);
 			exit(0);
 		}
-		if ((strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "--data") == 0)) {
-			if (i + 1 >= argc) {
-				fprintf(stderr, "stratad: %s needs a value\n", argv[i]);
-				return STRATA_ECONFIG;
-			}
-			if (argv[i][2] == 'c')
-				config = argv[i + 1];
-			argv[i + 1] = NULL;
-			i++;
+		if ((v = flag_value(argc, argv, &i, "--config", &missing)))
+			config = v;
+		else if ((v = flag_value(argc, argv, &i, "--data", &missing)))
+			data = v;
+		if (missing) {
+			fprintf(stderr, "stratad: %s needs a value\n", argv[i]);
+			return STRATA_ECONFIG;
 		}
 	}
 	if (config) {
@@ -271,15 +290,15 @@ static int parse_args(struct daemon *d, int argc, char **argv)
 			goto bad;
 	}
 	for (int i = 1; i < argc; i++) {
-		if (!argv[i])
+		if (flag_value(argc, argv, &i, "--config", &missing) ||
+		    flag_value(argc, argv, &i, "--data", &missing))
 			continue;
-		if (strcmp(argv[i], "--data") == 0) {
-			/* The value slot was cleared above; recover it. */
-			continue;
-		}
-		if (strcmp(argv[i], "--config") == 0)
-			continue;
-		rc = cfg_apply_args(&daemon_schema, &d->cfg, 1, &argv[i], pass, err, sizeof(err));
+		rc = cfg_apply_args(&daemon_schema, &d->cfg, 1, &argv[i], NULL, err, sizeof(err));
+		if (rc)
+			goto bad;
+	}
+	if (data) {
+		rc = cfg_set(&daemon_schema, &d->cfg, "node.data", data, err, sizeof(err));
 		if (rc)
 			goto bad;
 	}
@@ -294,24 +313,12 @@ int main(int argc, char **argv)
 	struct daemon d;
 	sigset_t sigs;
 	enum log_level lvl;
-	char err[128];
 	int rc, sig = 0;
-	char **args = calloc((size_t)argc + 1, sizeof(char *));
 
 	memset(&d, 0, sizeof(d));
-	if (!args)
-		return 1;
-	/* Keep the --data value: parse_args clears value slots. */
-	for (int i = 0; i < argc; i++)
-		args[i] = argv[i];
-	rc = parse_args(&d, argc, args);
+	rc = parse_args(&d, argc, argv);
 	if (rc)
 		return 2;
-	for (int i = 1; i + 1 < argc; i++) {
-		if (strcmp(argv[i], "--data") == 0)
-			cfg_set(&daemon_schema, &d.cfg, "node.data", argv[i + 1], err, sizeof(err));
-	}
-	free(args);
 	if (log_level_parse(d.cfg.log_level, &lvl)) {
 		fprintf(stderr, "stratad: key 'node.log_level': '%s' is not one of debug, info, warn, error\n",
 			d.cfg.log_level);

@@ -237,10 +237,6 @@ def test_bad_config_exits_2(tmp_path, run_stratad, flags, ini, words):
     assert not (tmp_path / "data" / "stratad.addr").exists()
 
 
-@pytest.mark.xfail(reason="stratad leaks args (src/stratad/main.c:299 calloc) on the "
-                          "config-error return at main.c:308 ('if (rc) return 2;' without "
-                          "free(args)); LeakSanitizer then turns exit code 2 into 1",
-                   strict=False)
 def test_bad_config_does_not_leak(tmp_path, run_stratad):
     r = run_stratad("--data", tmp_path / "data", "--node.bogus=1")
     assert "LeakSanitizer" not in r.stderr, r.stderr
@@ -289,18 +285,12 @@ def test_flags_override_config_file(tmp_path, daemon_factory, order):
     assert d.port != 1
 
 
-@pytest.mark.xfail(reason="stratad ignores '--config=FILE' silently: 'config' is a passthrough key "
-                          "in parse_args (src/stratad/main.c) and cfg_apply_args skips "
-                          "'--config=...' without loading it", strict=False)
 def test_config_equals_form(tmp_path, daemon_factory):
     ini = _ini(tmp_path, "[node]\nid = 5\n")
     d = daemon_factory(node_id=None, extra_flags=["--config=%s" % ini])
     assert d.client().status()["node_id"] == 5
 
 
-@pytest.mark.xfail(reason="stratad ignores '--data=DIR' silently (passthrough key 'data' in "
-                          "parse_args, src/stratad/main.c; only '--data DIR' is handled) and "
-                          "runs in ./strata-data instead", strict=False)
 def test_data_equals_form(tmp_path):
     data = tmp_path / "eqdata"
     p = spawn([STRATAD, "--data=%s" % data, "--node.listen=127.0.0.1:0"], cwd=tmp_path,
