@@ -57,9 +57,9 @@
  * success to its caller. Whole chunks beyond the new size
  * [gc_from, gc_to) are removed by the service: it replies only after every
  * queued removal of that file is done, so the file can grow again at
- * once. If a removal fails, the reply carries its error although the new
- * size is recorded; repeating the call (same size) is safe and retries
- * the removals. OPEN for writing and CREATE of an existing file also wait
+ * once. If a removal fails, the reply is STRATA_EUNAVAIL although the
+ * new size is recorded; repeating the call (same size) is safe and
+ * retries the removals. OPEN for writing and CREATE of an existing file also wait
  * for leftover removals of the file (see docs/namespace.md, "Known
  * hazard").
  */

@@ -1,0 +1,28 @@
+/*
+ * The meta service of stratad: the namespace (ns.h) over an SQLite store
+ * at DATA/meta.db, served over RPC (meta_proto.h), and the GC worker that
+ * removes the chunks of unlinked and truncated files.
+ *
+ * All namespace state is owned by reactor 0's thread: every request is
+ * routed there, and the timers (chain table polling, GC) run there too.
+ *
+ * Config keys read from struct daemon_cfg:
+ *   data            directory of meta.db
+ *   mgmt.address    where the storage client fetches the cluster map
+ *   meta.chunk_size chunk size of the root directory of a new namespace
+ *   meta.stripe     stripe width of the root directory of a new namespace
+ *                   (16, the default, follows the chain table: min(T, 16))
+ *   meta.gc_interval  pause between GC rounds when the queue is drained
+ *   rpc.timeout     timeout of one storage RPC issued by the GC
+ *
+ * Registry line for src/stratad/services.c:
+ *   #include "meta/meta_service.h"   and   &meta_service,
+ */
+#ifndef STRATA_META_META_SERVICE_H
+#define STRATA_META_META_SERVICE_H
+
+#include "stratad/daemon.h"
+
+extern const struct service_def meta_service;
+
+#endif
