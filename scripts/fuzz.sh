@@ -33,7 +33,9 @@ fi
 # The decoders and parsers under test, and what they pull in.
 srcs=(
 	src/common/errors.c src/common/log.c src/common/buf.c src/common/config.c
-	src/common/crc32c.c src/net/codec.c src/net/frame.c
+	src/common/crc32c.c src/common/layout.c src/net/codec.c src/net/frame.c
+	src/meta/meta_proto.c src/storage/storage_proto.c src/mgmt/cluster_map.c
+	src/mgmt/chain_table.c
 )
 libs=(-lisal -linih -lpthread)
 # shellcheck disable=SC2054 # -fsanitize=a,b,c is one argument

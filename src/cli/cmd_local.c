@@ -14,9 +14,10 @@
 #include "cli.h"
 #include "common/config.h"
 #include "net/proto.h"
+#include "net/reactor.h"
 #include "strata/errors.h"
 
-#define LOCAL_CONTROL_SERVICES "mgmt"
+#define LOCAL_CONTROL_SERVICES "mgmt,meta"
 
 struct local_opts {
 	const char *dir;
@@ -137,6 +138,41 @@ static int split_flags(const char *extra, char *buf, size_t buflen, const char *
 	return n;
 }
 
+/* Waits until the control daemon's meta service knows a chain table: the
+ * storage daemons registered and mgmt built the chains. */
+static int wait_ready(const char *mgmt, int timeout_ms)
+{
+	struct rpc_client *cl;
+	uint64_t deadline = reactor_now_ms() + (uint64_t)timeout_ms;
+	int ready = 0;
+
+	if (rpc_client_new("strata-cli", 3000, &cl))
+		return -ENOMEM;
+	while (!ready && reactor_now_ms() < deadline) {
+		struct rpc_sync_args a = { .op = OP_STATUS, .timeout_ms = 3000 };
+		struct rpc_result res;
+		json_error_t jerr;
+
+		if (rpc_call_sync(cl, mgmt, &a, &res) == 0) {
+			json_t *st = json_loadb((const char *)res.body.buf, res.body.len, 0, &jerr);
+			json_t *svcs = json_object_get(st, "services");
+
+			for (size_t i = 0; i < json_array_size(svcs); i++) {
+				json_t *sv = json_array_get(svcs, i);
+
+				if (json_integer_value(json_object_get(sv, "table_len")) > 0)
+					ready = 1;
+			}
+			json_decref(st);
+		}
+		rpc_result_release(&res);
+		if (!ready)
+			usleep(50 * 1000);
+	}
+	rpc_client_free(cl);
+	return ready ? 0 : -ETIMEDOUT;
+}
+
 static int local_up(const struct local_opts *o)
 {
 	char path[PATH_MAX];
@@ -210,6 +246,12 @@ static int local_up(const struct local_opts *o)
 		}
 	}
 	json_decref(j);
+	if (!rc) {
+		rc = wait_ready(mgmt, 30000);
+		if (rc)
+			cli_err("the cluster did not form within 30 s (storage daemons registered? see '%s/node*/stratad.log')",
+				o->dir);
+	}
 	if (rc) {
 		local_down(o->dir);
 		return 1;

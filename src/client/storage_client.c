@@ -32,6 +32,7 @@ struct sclient {
 	struct sc_io *wait_head, **wait_tail;	/* waiting for a map */
 	struct sc_io *parked;			/* in a backoff timer */
 	struct reactor_timer refetch;
+	struct reactor_timer periodic;	/* learn of map changes proactively */
 	uint32_t rr;
 	/* shared with other threads */
 	pthread_mutex_t lock;
@@ -485,9 +486,23 @@ int sc_sync(struct sclient *sc, struct sc_io *io)
 
 /* ---- life cycle ---- */
 
+#define MAP_REFRESH_MS 1000
+
+static void on_periodic(void *arg)
+{
+	struct sclient *sc = arg;
+
+	fetch_map(sc);
+	reactor_timer_arm(sc->r, &sc->periodic, MAP_REFRESH_MS);
+}
+
 static void start_on_owner(void *arg)
 {
-	fetch_map(arg);
+	struct sclient *sc = arg;
+
+	fetch_map(sc);
+	if (!reactor_timer_armed(&sc->periodic))
+		reactor_timer_arm(sc->r, &sc->periodic, MAP_REFRESH_MS);
 }
 
 int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_opts *o,
@@ -515,6 +530,7 @@ int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_o
 	pthread_mutex_init(&sc->lock, NULL);
 	pthread_cond_init(&sc->cond, NULL);
 	reactor_timer_init(&sc->refetch, on_refetch, sc);
+	reactor_timer_init(&sc->periodic, on_periodic, sc);
 	rc = rpc_pool_new(r, sc->o.timeout_ms, &sc->pool);
 	if (rc) {
 		free(sc);
@@ -561,6 +577,7 @@ static void free_on_owner(void *arg)
 
 	sc->closing = true;
 	reactor_timer_cancel(sc->r, &sc->refetch);
+	reactor_timer_cancel(sc->r, &sc->periodic);
 	while (sc->parked) {
 		struct sc_io *io = sc->parked;
 

@@ -68,7 +68,7 @@ void log_msg(enum log_level level, const char *comp, const char *fmt, ...)
 	va_end(ap);
 }
 
-void strata_assert_fail(const char *file, int line, const char *cond, const char *reason)
+void assert_fail_abort(const char *file, int line, const char *cond, const char *reason)
 {
 	log_msg(LOG_ERROR, "assert", "%s:%d: assertion '%s' failed: %s", file, line, cond, reason);
 	abort();

@@ -27,8 +27,8 @@ void log_vmsg(enum log_level level, const char *comp, const char *fmt, va_list a
 
 /* Daemon-only: abort with file, line and reason on a broken invariant. */
 #define STRATA_ASSERT(cond, reason) do { if (!(cond)) \
-	strata_assert_fail(__FILE__, __LINE__, #cond, reason); } while (0)
-void strata_assert_fail(const char *file, int line, const char *cond, const char *reason)
+	assert_fail_abort(__FILE__, __LINE__, #cond, reason); } while (0)
+void assert_fail_abort(const char *file, int line, const char *cond, const char *reason)
 	__attribute__((noreturn));
 
 #endif

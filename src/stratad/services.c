@@ -2,11 +2,13 @@
 #include <stddef.h>
 
 #include "daemon.h"
+#include "meta/meta_service.h"
 #include "mgmt/mgmt_service.h"
 #include "storage/storage_service.h"
 
 const struct service_def *const service_registry[] = {
 	&mgmt_service,
+	&meta_service,
 	&storage_service,
 	NULL,
 };

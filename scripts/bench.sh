@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs every benchmark against the build in $1 (default: build); each
+# prints its figures beside a baseline measured in the same run. Copy the
+# output into bench/RESULTS.md with this command line.
+set -euo pipefail
+BUILD=${1:-build}
+STRATA="$BUILD/src/cli/strata"
+SECONDS_PER_TEST=${BENCH_SECONDS:-3}
+echo "== $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc) cores"
+echo "== strata bench rpc --seconds $SECONDS_PER_TEST"
+"$STRATA" bench rpc --seconds "$SECONDS_PER_TEST"
+echo "== strata bench chunk --seconds $SECONDS_PER_TEST"
+"$STRATA" bench chunk --seconds "$SECONDS_PER_TEST"
+if "$STRATA" bench io --help >/dev/null 2>&1; then
+	echo "== strata bench io --seconds $SECONDS_PER_TEST"
+	"$STRATA" bench io --seconds "$SECONDS_PER_TEST"
+fi

@@ -1,0 +1,54 @@
+/* Internals shared by libstrata's modules (strata.c, ring.c). */
+#ifndef STRATA_CLIENT_INT_H
+#define STRATA_CLIENT_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "client/meta_client.h"
+#include "client/storage_client.h"
+#include "common/layout.h"
+#include "net/rpc.h"
+#include "strata/strata.h"
+
+struct strata {
+	struct strata_opts o;
+	char mgmt[64];
+	struct rpc_client *rpc;		/* meta calls */
+	struct mc_ctx mc;
+	int nio;
+	struct reactor **io_r;
+	struct sclient **sc;
+	uint32_t rr;
+};
+
+struct strata_file {
+	struct strata *s;
+	uint64_t ino;
+	struct file_layout layout;
+	int flags;
+	pthread_mutex_t lock;
+	uint64_t size;		/* known length: at open, grown by our writes */
+	bool dirty;		/* written since the last flush */
+};
+
+/* Picks an I/O thread's storage client (round robin). */
+struct sclient *strata_pick_sc(struct strata *s);
+
+/* One chunk-sized piece of a file I/O. */
+struct io_piece {
+	struct sc_io io;
+	void *owner;
+};
+
+/* Splits [off, off+len) of f into pieces (at most max); fills kind,
+ * chain_idx, ino, idx, offset, len and buf. Returns the count. */
+uint32_t strata_split(struct strata_file *f, enum sc_kind kind, uint8_t *buf, uint64_t len,
+		      uint64_t off, struct io_piece *pieces, uint32_t max);
+/* Pieces an I/O of len bytes at off needs. */
+uint32_t strata_npieces(const struct strata_file *f, uint64_t len, uint64_t off);
+/* Records a completed write's end in f. */
+void strata_note_write(struct strata_file *f, uint64_t end);
+
+#endif

@@ -1,0 +1,820 @@
+/*
+ * libstrata: connection, namespace operations (meta service) and file I/O
+ * (chunks on storage chains through the storage client).
+ *
+ * The meta service runs in the daemon at the mgmt address (the control
+ * daemon of a cluster runs both).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client_int.h"
+#include "common/log.h"
+#include "meta/ns.h"
+#include "mgmt/cluster_map.h"
+
+#define PATH_MAX_LEN 4096
+
+void strata_opts_init(struct strata_opts *o, size_t size)
+{
+	memset(o, 0, size);
+	o->opts_size = size;
+	o->timeout_ms = 10000;
+	o->retry_ms = 30000;
+	o->io_threads = 2;
+}
+
+struct sclient *strata_pick_sc(struct strata *s)
+{
+	uint32_t i = __atomic_fetch_add(&s->rr, 1, __ATOMIC_RELAXED);
+
+	return s->sc[i % (uint32_t)s->nio];
+}
+
+void strata_disconnect(struct strata *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < s->nio; i++) {
+		if (s->sc && s->sc[i])
+			sclient_free(s->sc[i]);
+		if (s->io_r && s->io_r[i]) {
+			reactor_stop(s->io_r[i]);
+			reactor_join(s->io_r[i]);
+			reactor_free(s->io_r[i]);
+		}
+	}
+	rpc_client_free(s->rpc);
+	free(s->sc);
+	free(s->io_r);
+	free(s);
+}
+
+int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct strata **out)
+{
+	struct strata *s;
+	struct sclient_opts so;
+	struct ns_statfs st;
+	uint64_t deadline;
+	int rc;
+
+	if (!mgmt_addr || !out)
+		return -EINVAL;
+	if (strlen(mgmt_addr) >= sizeof(s->mgmt))
+		return -ENAMETOOLONG;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	strata_opts_init(&s->o, sizeof(s->o));
+	if (opts) {
+		size_t n = opts->opts_size < sizeof(s->o) ? opts->opts_size : sizeof(s->o);
+
+		memcpy(&s->o, opts, n);
+		s->o.opts_size = sizeof(s->o);
+		if (!s->o.timeout_ms)
+			s->o.timeout_ms = 10000;
+		if (!s->o.retry_ms)
+			s->o.retry_ms = 30000;
+		if (!s->o.io_threads || s->o.io_threads > 64)
+			s->o.io_threads = 2;
+	}
+	snprintf(s->mgmt, sizeof(s->mgmt), "%s", mgmt_addr);
+	rc = rpc_client_new("strata-meta", s->o.timeout_ms, &s->rpc);
+	if (rc)
+		goto fail;
+	mc_ctx_init(&s->mc, s->rpc, mgmt_addr, s->o.timeout_ms);
+	s->nio = (int)s->o.io_threads;
+	s->io_r = calloc((size_t)s->nio, sizeof(*s->io_r));
+	s->sc = calloc((size_t)s->nio, sizeof(*s->sc));
+	if (!s->io_r || !s->sc) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	sclient_opts_init(&so, sizeof(so));
+	so.timeout_ms = s->o.timeout_ms;
+	so.retry_ms = s->o.retry_ms;
+	for (int i = 0; i < s->nio; i++) {
+		rc = reactor_new("strata-io", &s->io_r[i]);
+		if (!rc)
+			rc = reactor_start(s->io_r[i]);
+		if (!rc)
+			rc = sclient_new(s->io_r[i], mgmt_addr, &so, &s->sc[i]);
+		if (rc)
+			goto fail;
+	}
+	rc = sclient_wait_map(s->sc[0], s->o.retry_ms);
+	if (rc)
+		goto fail;
+	/* The namespace answers once the control daemon is up. */
+	deadline = reactor_now_ms() + s->o.retry_ms;
+	while ((rc = mc_statfs(&s->mc, &st)) != 0 && reactor_now_ms() < deadline)
+		usleep(100 * 1000);
+	if (rc)
+		goto fail;
+	*out = s;
+	return 0;
+fail:
+	strata_disconnect(s);
+	return rc;
+}
+
+/* ---- paths ---- */
+
+/* Splits path into its parent's path (in parent[PATH_MAX_LEN]) and last
+ * name. Returns 0, -EINVAL (not absolute, or "/" itself),
+ * -ENAMETOOLONG. */
+static int split_path(const char *path, char *parent, const char **name)
+{
+	size_t n;
+	const char *slash;
+
+	if (!path || path[0] != '/')
+		return -EINVAL;
+	n = strlen(path);
+	if (n >= PATH_MAX_LEN)
+		return -ENAMETOOLONG;
+	memcpy(parent, path, n + 1);
+	while (n > 1 && parent[n - 1] == '/')
+		parent[--n] = '\0';
+	if (n == 1)
+		return -EINVAL;	/* the root has no parent entry */
+	slash = strrchr(parent, '/');
+	*name = path + (slash - parent) + 1;
+	parent[slash - parent == 0 ? 1 : slash - parent] = '\0';
+	if (strlen(parent + strlen(parent) + 1) > NS_NAME_MAX)
+		return -ENAMETOOLONG;
+	/* name points into path: cut trailing slashes there too. */
+	return 0;
+}
+
+/* Resolves path's parent directory; *name gets the last component copied
+ * into namebuf[NS_NAME_MAX + 1]. */
+static int resolve_parent(struct strata *s, const char *path, struct meta_inode *parent,
+			  char *namebuf)
+{
+	char pp[PATH_MAX_LEN];
+	const char *name;
+	size_t n;
+	int rc = split_path(path, pp, &name);
+
+	if (rc)
+		return rc;
+	n = strcspn(name, "/");
+	if (n > NS_NAME_MAX)
+		return -ENAMETOOLONG;
+	memcpy(namebuf, name, n);
+	namebuf[n] = '\0';
+	return mc_resolve(&s->mc, pp, NS_RESOLVE_FOLLOW, parent);
+}
+
+static int check_path(const char *path)
+{
+	if (!path || path[0] != '/')
+		return -EINVAL;
+	if (strlen(path) >= PATH_MAX_LEN)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static void fill_stat(const struct meta_inode *in, struct strata_stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->ino = in->ino;
+	st->mode = in->mode;
+	st->nlink = in->nlink;
+	st->uid = in->uid;
+	st->gid = in->gid;
+	st->size = in->size;
+	st->atime_ns = in->atime_ns;
+	st->mtime_ns = in->mtime_ns;
+	st->ctime_ns = in->ctime_ns;
+	st->chunk_size = in->layout.chunk_size;
+	st->stripe = in->layout.stripe;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- chunk I/O ---- */
+
+uint32_t strata_npieces(const struct strata_file *f, uint64_t len, uint64_t off)
+{
+	uint64_t cs = f->layout.chunk_size;
+
+	if (len == 0)
+		return 0;
+	return (uint32_t)((off + len - 1) / cs - off / cs + 1);
+}
+
+uint32_t strata_split(struct strata_file *f, enum sc_kind kind, uint8_t *buf, uint64_t len,
+		      uint64_t off, struct io_piece *pieces, uint32_t max)
+{
+	uint64_t cs = f->layout.chunk_size;
+	uint32_t n = 0;
+
+	while (len > 0 && n < max) {
+		uint64_t idx = off / cs;
+		uint32_t in = (uint32_t)(off % cs);
+		uint32_t take = (uint32_t)(cs - in < len ? cs - in : len);
+		struct sc_io *io = &pieces[n].io;
+
+		memset(io, 0, sizeof(*io));
+		io->kind = kind;
+		io->ino = f->ino;
+		io->idx = idx;
+		io->chain_idx = layout_chain_index(&f->layout, idx);
+		io->offset = in;
+		io->len = take;
+		io->buf = buf;
+		buf += take;
+		off += take;
+		len -= take;
+		n++;
+	}
+	return n;
+}
+
+void strata_note_write(struct strata_file *f, uint64_t end)
+{
+	pthread_mutex_lock(&f->lock);
+	if (end > f->size)
+		f->size = end;
+	f->dirty = true;
+	pthread_mutex_unlock(&f->lock);
+}
+
+struct sync_group {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint32_t left;
+	int err;
+};
+
+static void piece_done(struct sc_io *io)
+{
+	struct io_piece *p = (struct io_piece *)io;
+	struct sync_group *g = p->owner;
+
+	pthread_mutex_lock(&g->lock);
+	if (io->status && !g->err)
+		g->err = io->status;
+	if (--g->left == 0)
+		pthread_cond_signal(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Runs an I/O over chunks in parallel and waits. */
+static int run_pieces(struct strata_file *f, enum sc_kind kind, uint8_t *buf, uint64_t len,
+		      uint64_t off)
+{
+	struct io_piece local[8], *pieces = local;
+	uint32_t n = strata_npieces(f, len, off);
+	struct sync_group g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+
+	if (n == 0)
+		return 0;
+	if (n > 8) {
+		pieces = calloc(n, sizeof(*pieces));
+		if (!pieces)
+			return -ENOMEM;
+	}
+	n = strata_split(f, kind, buf, len, off, pieces, n);
+	g.left = n;
+	for (uint32_t i = 0; i < n; i++) {
+		pieces[i].owner = &g;
+		pieces[i].io.cb = piece_done;
+		sc_submit(strata_pick_sc(f->s), &pieces[i].io);
+	}
+	pthread_mutex_lock(&g.lock);
+	while (g.left)
+		pthread_cond_wait(&g.cond, &g.lock);
+	pthread_mutex_unlock(&g.lock);
+	if (pieces != local)
+		free(pieces);
+	return g.err;
+}
+
+/* Cuts the chunk straddling a new size, as the meta service asks. */
+static int apply_trunc(struct strata *s, uint64_t ino, const struct ns_trunc *tr)
+{
+	struct sc_io io = { 0 };
+	int rc;
+
+	if (!tr->partial)
+		return 0;
+	io.kind = SC_TRUNCATE;
+	io.ino = ino;
+	io.idx = tr->chunk;
+	io.chain_idx = layout_chain_index(&tr->layout, tr->chunk);
+	io.len = tr->len;
+	rc = sc_sync(strata_pick_sc(s), &io);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+/* ---- files ---- */
+
+int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
+		struct strata_file **out)
+{
+	struct meta_inode parent, in;
+	struct ns_trunc tr;
+	char name[NS_NAME_MAX + 1];
+	struct strata_file *f;
+	int acc = flags & 3, rc;
+
+	if (!s || !out || acc == 3)
+		return -EINVAL;
+	rc = check_path(path);
+	if (rc)
+		return rc;
+	memset(&tr, 0, sizeof(tr));
+	if (flags & STRATA_O_CREAT) {
+		uint32_t cf = ((flags & STRATA_O_EXCL) ? MC_CREATE_EXCL : 0) |
+			      ((flags & STRATA_O_TRUNC) ? MC_CREATE_TRUNC : 0);
+
+		rc = resolve_parent(s, path, &parent, name);
+		if (rc == -EINVAL && strcmp(path, "/") != 0)
+			return rc;
+		if (rc == -EINVAL)
+			return -EISDIR;
+		if (rc)
+			return rc;
+		rc = mc_create(&s->mc, parent.ino, name, (mode & 07777) | S_IFREG, getuid(), getgid(),
+			       cf, &in, &tr);
+		if (rc == -EISDIR || (rc == -EEXIST && !(flags & STRATA_O_EXCL))) {
+			/* An existing entry that is not a plain file. */
+			rc = mc_resolve(&s->mc, path, NS_RESOLVE_FOLLOW, &in);
+			if (!rc && S_ISDIR(in.mode))
+				rc = -EISDIR;
+		}
+		if (rc < 0)
+			return rc;
+	} else {
+		rc = mc_resolve(&s->mc, path, NS_RESOLVE_FOLLOW, &in);
+		if (rc)
+			return rc;
+		if (S_ISDIR(in.mode) && acc != STRATA_O_RDONLY)
+			return -EISDIR;
+		if (S_ISDIR(in.mode))
+			return -EISDIR;
+		if (flags & STRATA_O_TRUNC && acc != STRATA_O_RDONLY) {
+			rc = mc_open(&s->mc, in.ino, O_TRUNC | O_WRONLY, &in, &tr);
+			if (rc)
+				return rc;
+		}
+	}
+	rc = apply_trunc(s, in.ino, &tr);
+	if (rc)
+		return rc;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->s = s;
+	f->ino = in.ino;
+	f->layout = in.layout;
+	f->flags = flags;
+	f->size = in.size;
+	pthread_mutex_init(&f->lock, NULL);
+	*out = f;
+	return 0;
+}
+
+int strata_fsync(struct strata_file *f)
+{
+	uint64_t size;
+	bool dirty;
+	int rc;
+
+	if (!f)
+		return -EINVAL;
+	pthread_mutex_lock(&f->lock);
+	size = f->size;
+	dirty = f->dirty;
+	f->dirty = false;
+	pthread_mutex_unlock(&f->lock);
+	if (!dirty)
+		return 0;
+	/* Chunk writes are on every replica when acknowledged; publishing the
+	 * length makes them visible to new opens. */
+	rc = mc_set_size(&f->s->mc, f->ino, size, now_ns(), NULL);
+	if (rc) {
+		pthread_mutex_lock(&f->lock);
+		f->dirty = true;
+		pthread_mutex_unlock(&f->lock);
+	}
+	return rc;
+}
+
+int strata_close(struct strata_file *f)
+{
+	int rc;
+
+	if (!f)
+		return -EINVAL;
+	rc = strata_fsync(f);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+	return rc;
+}
+
+ssize_t strata_pread(struct strata_file *f, void *buf, size_t len, uint64_t off)
+{
+	uint64_t size;
+	int rc;
+
+	if (!f || (!buf && len))
+		return -EINVAL;
+	if ((f->flags & 3) == STRATA_O_WRONLY)
+		return -EBADF;
+	pthread_mutex_lock(&f->lock);
+	size = f->size;
+	pthread_mutex_unlock(&f->lock);
+	if (off >= size)
+		return 0;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	if (len > SSIZE_MAX)
+		len = SSIZE_MAX;
+	rc = run_pieces(f, SC_READ, buf, len, off);
+	return rc ? rc : (ssize_t)len;
+}
+
+ssize_t strata_pwrite(struct strata_file *f, const void *buf, size_t len, uint64_t off)
+{
+	int rc;
+
+	if (!f || (!buf && len))
+		return -EINVAL;
+	if ((f->flags & 3) == STRATA_O_RDONLY)
+		return -EBADF;
+	if (len > SSIZE_MAX || off + len < off)
+		return -EINVAL;
+	if (f->flags & STRATA_O_APPEND) {
+		pthread_mutex_lock(&f->lock);
+		off = f->size;
+		pthread_mutex_unlock(&f->lock);
+	}
+	rc = run_pieces(f, SC_WRITE, (uint8_t *)buf, len, off);
+	if (rc)
+		return rc;
+	if (len)
+		strata_note_write(f, off + len);
+	return (ssize_t)len;
+}
+
+static int do_truncate(struct strata *s, uint64_t ino, uint64_t size)
+{
+	struct ns_trunc tr;
+	int rc;
+
+	memset(&tr, 0, sizeof(tr));
+	rc = mc_truncate(&s->mc, ino, size, NULL, &tr);
+	if (rc)
+		return rc;
+	return apply_trunc(s, ino, &tr);
+}
+
+int strata_ftruncate(struct strata_file *f, uint64_t size)
+{
+	int rc;
+
+	if (!f)
+		return -EINVAL;
+	if ((f->flags & 3) == STRATA_O_RDONLY)
+		return -EBADF;
+	/* Publish our writes first so the truncation is ordered after them. */
+	rc = strata_fsync(f);
+	if (!rc)
+		rc = do_truncate(f->s, f->ino, size);
+	if (!rc) {
+		pthread_mutex_lock(&f->lock);
+		f->size = size;
+		pthread_mutex_unlock(&f->lock);
+	}
+	return rc;
+}
+
+int strata_fstat(struct strata_file *f, struct strata_stat *st)
+{
+	struct meta_inode in;
+	int rc;
+
+	if (!f || !st)
+		return -EINVAL;
+	rc = mc_getattr(&f->s->mc, f->ino, &in);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&f->lock);
+	if (f->size > in.size)
+		in.size = f->size;
+	pthread_mutex_unlock(&f->lock);
+	fill_stat(&in, st);
+	return 0;
+}
+
+static int do_stat(struct strata *s, const char *path, struct strata_stat *st, uint32_t flags)
+{
+	struct meta_inode in;
+	int rc = check_path(path);
+
+	if (!s || !st)
+		return -EINVAL;
+	if (!rc)
+		rc = mc_resolve(&s->mc, path, flags, &in);
+	if (!rc)
+		fill_stat(&in, st);
+	return rc;
+}
+
+int strata_stat(struct strata *s, const char *path, struct strata_stat *st)
+{
+	return do_stat(s, path, st, NS_RESOLVE_FOLLOW);
+}
+
+int strata_lstat(struct strata *s, const char *path, struct strata_stat *st)
+{
+	return do_stat(s, path, st, 0);
+}
+
+/* ---- namespace ---- */
+
+int strata_mkdir(struct strata *s, const char *path, uint32_t mode)
+{
+	struct meta_inode parent;
+	char name[NS_NAME_MAX + 1];
+	int rc;
+
+	if (!s)
+		return -EINVAL;
+	rc = resolve_parent(s, path, &parent, name);
+	if (rc == -EINVAL && path && strcmp(path, "/") == 0)
+		return -EEXIST;
+	if (rc)
+		return rc;
+	return mc_mkdir(&s->mc, parent.ino, name, (mode & 07777) | S_IFDIR, getuid(), getgid(), NULL);
+}
+
+int strata_rmdir(struct strata *s, const char *path)
+{
+	struct meta_inode parent;
+	char name[NS_NAME_MAX + 1];
+	int rc;
+
+	if (!s)
+		return -EINVAL;
+	rc = resolve_parent(s, path, &parent, name);
+	if (rc == -EINVAL && path && strcmp(path, "/") == 0)
+		return -EBUSY;
+	if (rc)
+		return rc;
+	return mc_rmdir(&s->mc, parent.ino, name);
+}
+
+int strata_unlink(struct strata *s, const char *path)
+{
+	struct meta_inode parent;
+	char name[NS_NAME_MAX + 1];
+	int rc;
+
+	if (!s)
+		return -EINVAL;
+	rc = resolve_parent(s, path, &parent, name);
+	if (rc == -EINVAL && path && strcmp(path, "/") == 0)
+		return -EISDIR;
+	if (rc)
+		return rc;
+	return mc_unlink(&s->mc, parent.ino, name);
+}
+
+int strata_rename(struct strata *s, const char *from, const char *to, unsigned flags)
+{
+	struct meta_inode sp, dp;
+	char sn[NS_NAME_MAX + 1], dn[NS_NAME_MAX + 1];
+	uint32_t nf = 0;
+	int rc;
+
+	if (!s || (flags & ~(STRATA_RENAME_NOREPLACE | STRATA_RENAME_EXCHANGE)))
+		return -EINVAL;
+	rc = resolve_parent(s, from, &sp, sn);
+	if (!rc)
+		rc = resolve_parent(s, to, &dp, dn);
+	if (rc)
+		return rc == -EINVAL && ((from && !strcmp(from, "/")) || (to && !strcmp(to, "/"))) ?
+		       -EBUSY : rc;
+	if (flags & STRATA_RENAME_NOREPLACE)
+		nf |= NS_RENAME_NOREPLACE;
+	if (flags & STRATA_RENAME_EXCHANGE)
+		nf |= NS_RENAME_EXCHANGE;
+	return mc_rename(&s->mc, sp.ino, sn, dp.ino, dn, nf);
+}
+
+int strata_truncate(struct strata *s, const char *path, uint64_t size)
+{
+	struct meta_inode in;
+	int rc = check_path(path);
+
+	if (!s)
+		return -EINVAL;
+	if (!rc)
+		rc = mc_resolve(&s->mc, path, NS_RESOLVE_FOLLOW, &in);
+	if (!rc && S_ISDIR(in.mode))
+		rc = -EISDIR;
+	if (!rc)
+		rc = do_truncate(s, in.ino, size);
+	return rc;
+}
+
+int strata_symlink(struct strata *s, const char *target, const char *linkpath)
+{
+	struct meta_inode parent;
+	char name[NS_NAME_MAX + 1];
+	int rc;
+
+	if (!s || !target)
+		return -EINVAL;
+	rc = resolve_parent(s, linkpath, &parent, name);
+	if (rc)
+		return rc;
+	return mc_symlink(&s->mc, parent.ino, name, target, getuid(), getgid(), NULL);
+}
+
+ssize_t strata_readlink(struct strata *s, const char *path, char *buf, size_t len)
+{
+	struct meta_inode in;
+	int rc = check_path(path);
+
+	if (!s || !buf || !len)
+		return -EINVAL;
+	if (!rc)
+		rc = mc_resolve(&s->mc, path, 0, &in);
+	if (rc)
+		return rc;
+	return mc_readlink(&s->mc, in.ino, buf, len);
+}
+
+int strata_setattr(struct strata *s, const char *path, unsigned mask, const struct strata_stat *st)
+{
+	struct meta_inode in, attrs;
+	uint32_t m = 0;
+	int rc = check_path(path);
+
+	if (!s || !st || (mask & ~0x1fu))
+		return -EINVAL;
+	if (!rc)
+		rc = mc_resolve(&s->mc, path, NS_RESOLVE_FOLLOW, &in);
+	if (rc)
+		return rc;
+	memset(&attrs, 0, sizeof(attrs));
+	attrs.mode = st->mode;
+	attrs.uid = st->uid;
+	attrs.gid = st->gid;
+	attrs.atime_ns = st->atime_ns;
+	attrs.mtime_ns = st->mtime_ns;
+	m |= mask & STRATA_SET_MODE ? NS_ATTR_MODE : 0;
+	m |= mask & STRATA_SET_UID ? NS_ATTR_UID : 0;
+	m |= mask & STRATA_SET_GID ? NS_ATTR_GID : 0;
+	m |= mask & STRATA_SET_ATIME ? NS_ATTR_ATIME : 0;
+	m |= mask & STRATA_SET_MTIME ? NS_ATTR_MTIME : 0;
+	return mc_setattr(&s->mc, in.ino, m, &attrs, NULL, NULL);
+}
+
+/* ---- directories ---- */
+
+#define DIR_PAGE 256
+
+struct strata_dir {
+	struct strata *s;
+	uint64_t ino;
+	char cookie[NS_NAME_MAX + 1];
+	bool eof;
+	struct strata_dirent ents[DIR_PAGE];
+	uint32_t n, pos;
+};
+
+int strata_opendir(struct strata *s, const char *path, struct strata_dir **out)
+{
+	struct meta_inode in;
+	struct strata_dir *d;
+	int rc = check_path(path);
+
+	if (!s || !out)
+		return -EINVAL;
+	if (!rc)
+		rc = mc_resolve(&s->mc, path, NS_RESOLVE_FOLLOW, &in);
+	if (rc)
+		return rc;
+	if (!S_ISDIR(in.mode))
+		return -ENOTDIR;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->s = s;
+	d->ino = in.ino;
+	*out = d;
+	return 0;
+}
+
+static int collect(void *arg, const char *name, uint64_t ino, uint32_t type)
+{
+	struct strata_dir *d = arg;
+	struct strata_dirent *e = &d->ents[d->n++];
+
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	e->ino = ino;
+	e->mode = type;
+	return 0;
+}
+
+int strata_readdir(struct strata_dir *d, struct strata_dirent *ent)
+{
+	if (!d || !ent)
+		return -EINVAL;
+	if (d->pos == d->n) {
+		int rc;
+
+		if (d->eof)
+			return 0;
+		d->n = 0;
+		d->pos = 0;
+		rc = mc_readdir(&d->s->mc, d->ino, d->cookie, DIR_PAGE, collect, d, d->cookie,
+				sizeof(d->cookie), &d->eof);
+		if (rc < 0)
+			return rc;
+		if (d->n == 0)
+			return 0;
+	}
+	*ent = d->ents[d->pos++];
+	return 1;
+}
+
+void strata_closedir(struct strata_dir *d)
+{
+	free(d);
+}
+
+int strata_statfs(struct strata *s, struct strata_statfs *st)
+{
+	struct ns_statfs ns;
+	int rc;
+
+	if (!s || !st)
+		return -EINVAL;
+	rc = mc_statfs(&s->mc, &ns);
+	if (rc)
+		return rc;
+	memset(st, 0, sizeof(*st));
+	st->files = ns.inodes;
+	st->used = ns.bytes;
+	st->chains = ns.table_len;
+	sclient_map_summary(s->sc[0], &st->nodes, &st->targets, &st->replication, &st->capacity);
+	return 0;
+}
+
+int strata_set_layout(struct strata *s, const char *dir, const struct strata_layout *l)
+{
+	struct meta_inode in;
+	struct file_layout fl = { 0 };
+	int rc = check_path(dir);
+
+	if (!s || !l)
+		return -EINVAL;
+	if (!rc)
+		rc = mc_resolve(&s->mc, dir, NS_RESOLVE_FOLLOW, &in);
+	if (rc)
+		return rc;
+	fl.chunk_size = l->chunk_size ? l->chunk_size : in.layout.chunk_size;
+	fl.stripe = l->stripe;
+	return mc_set_layout(&s->mc, in.ino, &fl);
+}
+
+int strata_get_layout(struct strata *s, const char *path, struct strata_layout *l)
+{
+	struct meta_inode in;
+	struct file_layout fl;
+	int rc = check_path(path);
+
+	if (!s || !l)
+		return -EINVAL;
+	if (!rc)
+		rc = mc_resolve(&s->mc, path, NS_RESOLVE_FOLLOW, &in);
+	if (!rc)
+		rc = mc_get_layout(&s->mc, in.ino, &fl);
+	if (rc)
+		return rc;
+	l->chunk_size = fl.chunk_size;
+	l->stripe = fl.stripe;
+	return 0;
+}
