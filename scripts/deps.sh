@@ -15,6 +15,10 @@ PKGS=(
   libcmocka-dev                                  # unit tests
   python3-pytest                                 # integration tests (/usr/bin/python3)
   iproute2 procps                                # network namespaces, process tools in tests
+  libfuse3-dev fuse3                             # strata-fuse (libfuse3 low-level API)
+  fio                                            # FUSE tests and benchmark (--verify=crc32c)
+  python3-numpy python3-torch                    # python/strata: arrays, tensors, datasets
+  redis-server                                   # bench mem: the peer it is compared with
 )
 
 missing=()
