@@ -11,10 +11,16 @@
  *       WRITERS concurrent writes of disjoint ranges of ONE chunk, then a
  *       read-back: every range must hold its writer's data.
  *   chunk_torture MGMT_ADDR write INO IDX OFFSET LEN SEED   (one write)
- *   chunk_torture MGMT_ADDR read INO IDX OFFSET LEN SEED    (check content)
+ *   chunk_torture MGMT_ADDR read INO IDX OFFSET LEN SEED [TIMES]
+ *       check the content; TIMES reads in one client (default 1) visit
+ *       the serving replicas in turn, so TIMES >= R reads every replica.
  *   chunk_torture MGMT_ADDR fill INO IDX_FROM COUNT LEN     (until error)
+ *       chunk i holds LEN bytes of the pattern of seed INO (read it back
+ *       with 'read INO i 0 LEN INO'); exit status 3 on ENOSPC.
  *
  * Exit status 0 when every check passed; the first mismatch is printed.
+ * STRATA_TORTURE_RETRY_MS=N: give up an I/O after N ms of retries (the
+ * storage client's default is 30 s).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,6 +36,13 @@
 #include "common/log.h"
 #include "net/reactor.h"
 #include "strata/errors.h"
+
+/* A short-lived test driver: its model buffers live until exit. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+	return "detect_leaks=0";
+}
 
 static uint64_t rng_state;
 
@@ -91,15 +104,22 @@ static void job_done(struct sc_io *io)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* STRATA_TORTURE_RETRY_MS, when set, bounds each I/O's retries (the
+ * client's retry_ms), so a test of a failure that never heals is short. */
 static struct sclient *connect_cluster(const char *mgmt)
 {
+	struct sclient_opts o;
 	struct reactor *r;
 	struct sclient *sc;
+	const char *retry = getenv("STRATA_TORTURE_RETRY_MS");
 	int rc;
 
+	sclient_opts_init(&o, sizeof(o));
+	if (retry && *retry)
+		o.retry_ms = (uint32_t)strtoul(retry, NULL, 0);
 	if (reactor_new("torture", &r) || reactor_start(r))
 		return NULL;
-	rc = sclient_new(r, mgmt, NULL, &sc);
+	rc = sclient_new(r, mgmt, &o, &sc);
 	if (rc || (rc = sclient_wait_map(sc, 20000))) {
 		fprintf(stderr, "cannot reach cluster at '%s': %s\n", mgmt, strata_strerror(rc));
 		return NULL;
@@ -261,27 +281,34 @@ static int run_samechunk(struct ctx *c, uint64_t seed, uint32_t writers)
 	return c->failures ? 1 : 0;
 }
 
-static int one_io(struct ctx *c, enum sc_kind kind, char **argv)
+/* One write, or TIMES reads of the same range (the client moves to the
+ * next serving replica at every submit). */
+static int one_io(struct ctx *c, enum sc_kind kind, char **argv, uint32_t times)
 {
 	struct sc_io io = { 0 };
 	uint32_t len = (uint32_t)strtoul(argv[3], NULL, 0);
 	uint8_t *buf = abuf_alloc(len ? len : 1), *expect = malloc(len ? len : 1);
 
-	io.kind = kind;
-	io.ino = strtoull(argv[0], NULL, 0);
-	io.idx = strtoull(argv[1], NULL, 0);
-	io.offset = (uint32_t)strtoul(argv[2], NULL, 0);
-	io.len = len;
-	io.buf = buf;
-	io.chain_idx = chain_of(c, io.ino, io.idx);
 	fill_pattern(kind == SC_WRITE ? buf : expect, len, strtoull(argv[4], NULL, 0));
-	if (sc_sync(c->sc, &io)) {
-		printf("error: %s\n", strata_strerror(io.status));
-		return 1;
-	}
-	if (kind == SC_READ && (io.nread != len || memcmp(buf, expect, len))) {
-		printf("mismatch: %u bytes read\n", io.nread);
-		return 1;
+	for (uint32_t i = 0; i < times; i++) {
+		memset(&io, 0, sizeof(io));
+		io.kind = kind;
+		io.ino = strtoull(argv[0], NULL, 0);
+		io.idx = strtoull(argv[1], NULL, 0);
+		io.offset = (uint32_t)strtoul(argv[2], NULL, 0);
+		io.len = len;
+		io.buf = buf;
+		io.chain_idx = chain_of(c, io.ino, io.idx);
+		if (kind == SC_READ)
+			memset(buf, 0xa5, len);
+		if (sc_sync(c->sc, &io)) {
+			printf("error: %s (attempt %u)\n", strata_strerror(io.status), i + 1);
+			return 1;
+		}
+		if (kind == SC_READ && (io.nread != len || memcmp(buf, expect, len))) {
+			printf("mismatch: %u bytes read (attempt %u)\n", io.nread, i + 1);
+			return 1;
+		}
 	}
 	printf("ok version %" PRIu64 "\n", io.version);
 	return 0;
@@ -332,9 +359,10 @@ int main(int argc, char **argv)
 		return run_samechunk(&c, strtoull(argv[3], NULL, 0), (uint32_t)strtoul(argv[4], NULL, 0));
 	}
 	if (strcmp(argv[2], "write") == 0 && argc == 8)
-		return one_io(&c, SC_WRITE, argv + 3);
-	if (strcmp(argv[2], "read") == 0 && argc == 8)
-		return one_io(&c, SC_READ, argv + 3);
+		return one_io(&c, SC_WRITE, argv + 3, 1);
+	if (strcmp(argv[2], "read") == 0 && (argc == 8 || argc == 9))
+		return one_io(&c, SC_READ, argv + 3,
+			      argc == 9 ? (uint32_t)strtoul(argv[8], NULL, 0) : 1);
 	if (strcmp(argv[2], "fill") == 0 && argc == 7)
 		return run_fill(&c, argv + 3);
 	fprintf(stderr, "bad arguments\n");
