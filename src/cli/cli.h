@@ -11,6 +11,11 @@
 int cmd_local(int argc, char **argv);
 int cmd_ping(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+/* The file commands (cmd_fs.c, cmd_copy.c): ls, stat, mkdir, rm, mv, cat,
+ * put, get, cp, du, setlayout, getlayout, status. cmd_fs_is(name) is 1 when
+ * name is one of them; cmd_fs runs the one named by argv[0]. */
+int cmd_fs_is(const char *name);
+int cmd_fs(int argc, char **argv);
 
 /* Starts a local cluster in dir: a control daemon and nstorage storage
  * daemons (replication 0 = min(3, nstorage)); extra: more daemon flags,

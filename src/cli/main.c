@@ -178,6 +178,20 @@ static void usage(FILE *f)
 		"  local down --dir DIR               stop it\n"
 		"  local status --dir DIR             show its daemons\n"
 		"  ping ADDR [--count N]              round trip to a daemon\n"
+		"files (the cluster: --mgmt ADDR, --dir DIR of 'local up', or $STRATA_MGMT):\n"
+		"  ls [-l] PATH...                    list directories\n"
+		"  stat PATH...                       every attribute, with the layout\n"
+		"  mkdir [-p] PATH...                 create directories\n"
+		"  rm [-r] [-f] PATH...               remove files, empty dirs (-r: trees)\n"
+		"  mv SRC... DST                      rename or move\n"
+		"  cat PATH...                        print files to stdout\n"
+		"  put [-j N] [-q] LOCAL... DEST      copy local files and trees in\n"
+		"  get [-j N] [-q] SRC... LOCALDIR    copy files and trees out\n"
+		"  cp [-r] SRC... DST                 copy inside the cluster\n"
+		"  du [-s] PATH...                    bytes and file counts\n"
+		"  setlayout DIR [--chunk-size SIZE] [--stripe N]\n"
+		"  getlayout PATH...                  chunk size and stripe\n"
+		"  status                             nodes, targets, chains, capacity, health\n"
 		"benchmarks:\n"
 		"  bench rpc [--addr ADDR]            RPC round trips and bulk vs raw TCP\n");
 }
@@ -197,6 +211,8 @@ int main(int argc, char **argv)
 		return cmd_ping(argc - 1, argv + 1);
 	if (strcmp(argv[1], "bench") == 0)
 		return cmd_bench(argc - 1, argv + 1);
+	if (cmd_fs_is(argv[1]))
+		return cmd_fs(argc - 1, argv + 1);
 	cli_err("unknown command '%s' (see 'strata --help')", argv[1]);
 	return 2;
 }

@@ -1,0 +1,78 @@
+/*
+ * The file commands of the strata CLI (ls, stat, mkdir, rm, mv, cat, du,
+ * setlayout, getlayout, status in cmd_fs.c; put, get, cp in cmd_copy.c):
+ * helpers they share. Private to src/cli.
+ */
+#ifndef STRATA_CLI_CLI_FS_H
+#define STRATA_CLI_CLI_FS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata/strata.h"
+
+/* Long options that take a value and have no letter. */
+enum {
+	FS_OPT_MGMT = 256,
+	FS_OPT_DIR,
+	FS_OPT_CHUNK,
+	FS_OPT_STRIPE,
+};
+
+/* The parsed command line of one file command. */
+struct fs_args {
+	const char *cmd;	/* argv[0]: the subcommand's name */
+	const char *mgmt;	/* --mgmt ADDR */
+	const char *dir;	/* --dir DIR of 'strata local up' */
+	bool flag[128];		/* single-letter flags seen, e.g. flag['r'] */
+	const char *val[128];	/* the values of letters that take one ('j') */
+	const char *chunk_size;	/* --chunk-size */
+	const char *stripe;	/* --stripe */
+	char **pos;		/* positional arguments (point into argv) */
+	int npos;
+};
+
+/* Parses argv (argv[0] = the command) with getopt_long. letters: the short
+ * options the command takes, getopt style ("lr", "j:q"); their long forms
+ * (--recursive, --jobs, ...) are accepted as well. layout: accept
+ * --chunk-size and --stripe. Every command takes --mgmt and --dir.
+ * Returns 0, or 2 after printing a usage error. */
+int fs_parse(int argc, char **argv, const char *letters, bool layout, struct fs_args *a);
+
+/* Finds the cluster (--mgmt, else --dir's cluster.json "mgmt", else
+ * $STRATA_MGMT) and connects. Returns 0 and *out (the caller disconnects
+ * it), 1 when the connection failed or 2 when no cluster was named (both
+ * reported on stderr). */
+int fs_connect(const struct fs_args *a, struct strata **out);
+
+/* Normalizes a cluster path: absolute ("a/b" is "/a/b"), no repeated or
+ * trailing '/', "." and ".." resolved lexically. Returns a malloc'd string
+ * (the caller frees it) or NULL when out of memory. */
+char *fs_norm(const char *path);
+/* dir + "/" + name (one '/' between them). Returns a malloc'd string or
+ * NULL when out of memory. */
+char *fs_join(const char *dir, const char *name);
+/* The last component of path ("" for "/"); points into path, which must
+ * have no trailing '/' unless it is "/". */
+const char *fs_base(const char *path);
+
+/* Reads every entry of the cluster directory path, sorted by name.
+ * Returns the count (>= 0) and *ents (the caller frees it; NULL when
+ * empty) or a negative error. */
+ssize_t fs_list(struct strata *s, const char *path, struct strata_dirent **ents);
+
+/* Prints "strata: cannot VERB 'PATH': REASON" (REASON from
+ * strata_strerror(err)) as one write, safe from several threads. */
+void fs_fail(const char *verb, const char *path, int err);
+
+/* Formats bytes as "1.5 GiB" (or "512 B") into buf. Returns buf. */
+const char *fs_human(uint64_t bytes, char *buf, size_t len);
+
+/* put, get and cp (cmd_copy.c). argv[0] is the command. Return the exit
+ * status: 0 ok, 1 some operation failed, 2 usage. */
+int fs_cmd_put(int argc, char **argv);
+int fs_cmd_get(int argc, char **argv);
+int fs_cmd_cp(int argc, char **argv);
+
+#endif

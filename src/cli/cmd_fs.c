@@ -1,0 +1,1168 @@
+/*
+ * The file commands of the strata CLI over libstrata: ls, stat, mkdir, rm,
+ * mv, cat, du, setlayout, getlayout and status (put, get and cp are in
+ * cmd_copy.c). Each names the cluster with --mgmt ADDR, --dir DIR (of
+ * 'strata local up') or $STRATA_MGMT. Every failure names the path and the
+ * cause; a command goes on with its other arguments and exits 1 if any
+ * failed, 2 on a usage error.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "cli_fs.h"
+#include "common/config.h"
+#include "mgmt/cluster_map.h"
+#include "net/codec.h"
+#include "net/proto.h"
+#include "net/rpc.h"
+#include "strata/strata.h"
+
+#define FS_READ_PIECE (4u << 20)
+
+/* ---- shared helpers ---- */
+
+static const struct option fs_longopts[] = {
+	{ "mgmt", required_argument, NULL, FS_OPT_MGMT },
+	{ "dir", required_argument, NULL, FS_OPT_DIR },
+	{ "chunk-size", required_argument, NULL, FS_OPT_CHUNK },
+	{ "stripe", required_argument, NULL, FS_OPT_STRIPE },
+	{ "jobs", required_argument, NULL, 'j' },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "recursive", no_argument, NULL, 'r' },
+	{ "force", no_argument, NULL, 'f' },
+	{ "parents", no_argument, NULL, 'p' },
+	{ "summarize", no_argument, NULL, 's' },
+	{ "long", no_argument, NULL, 'l' },
+	{ NULL, 0, NULL, 0 },
+};
+
+int fs_parse(int argc, char **argv, const char *letters, bool layout, struct fs_args *a)
+{
+	char spec[64];
+	int c;
+
+	memset(a, 0, sizeof(*a));
+	a->cmd = argv[0];
+	/* Leading ':' so a missing value is told apart from an unknown letter;
+	 * opterr = 0: the messages below name the command. */
+	snprintf(spec, sizeof(spec), ":%s", letters);
+	opterr = 0;
+	optind = 0;	/* glibc: full reinitialization */
+	while ((c = getopt_long(argc, argv, spec, fs_longopts, NULL)) != -1) {
+		switch (c) {
+		case FS_OPT_MGMT:
+			a->mgmt = optarg;
+			break;
+		case FS_OPT_DIR:
+			a->dir = optarg;
+			break;
+		case FS_OPT_CHUNK:
+		case FS_OPT_STRIPE:
+			if (!layout)
+				goto unknown;
+			if (c == FS_OPT_CHUNK)
+				a->chunk_size = optarg;
+			else
+				a->stripe = optarg;
+			break;
+		case ':':
+			cli_err("%s: option '%s' needs a value (see 'strata --help')", a->cmd,
+				argv[optind - 1]);
+			return 2;
+		case '?':
+			goto unknown;
+		default:
+			/* A long form whose letter this command does not take. */
+			if (c >= 128 || !strchr(letters, c))
+				goto unknown;
+			a->flag[c] = true;
+			a->val[c] = optarg;
+			break;
+		}
+	}
+	a->pos = argv + optind;
+	a->npos = argc - optind;
+	return 0;
+unknown:
+	if (optopt > 0 && optopt < 128 && optopt != '?' && c == '?')
+		cli_err("%s: unknown option '-%c' (see 'strata --help')", a->cmd, optopt);
+	else
+		cli_err("%s: unknown option '%s' (see 'strata --help')", a->cmd, argv[optind - 1]);
+	return 2;
+}
+
+static int mgmt_from_dir(const char *dir, char *out, size_t len)
+{
+	char path[PATH_MAX];
+	json_error_t jerr;
+	const char *m;
+	json_t *j;
+
+	snprintf(path, sizeof(path), "%s/cluster.json", dir);
+	j = json_load_file(path, 0, &jerr);
+	if (!j) {
+		cli_err("no local cluster recorded in '%s' (%s); start one with 'strata local up --dir %s'",
+			dir, jerr.text, dir);
+		return 1;
+	}
+	m = json_string_value(json_object_get(j, "mgmt"));
+	if (!m || !*m) {
+		cli_err("'%s' names no mgmt address", path);
+		json_decref(j);
+		return 1;
+	}
+	snprintf(out, len, "%s", m);
+	json_decref(j);
+	return 0;
+}
+
+int fs_connect(const struct fs_args *a, struct strata **out)
+{
+	char addr[256];
+	const char *env = getenv("STRATA_MGMT");
+	int rc;
+
+	*out = NULL;
+	if (a->mgmt) {
+		snprintf(addr, sizeof(addr), "%s", a->mgmt);
+	} else if (a->dir) {
+		if (mgmt_from_dir(a->dir, addr, sizeof(addr)))
+			return 1;
+	} else if (env && *env) {
+		snprintf(addr, sizeof(addr), "%s", env);
+	} else {
+		cli_err("%s: no cluster named: pass --mgmt HOST:PORT or --dir DIR (of 'strata local up'), or set STRATA_MGMT",
+			a->cmd);
+		return 2;
+	}
+	rc = strata_connect(addr, NULL, out);
+	if (rc) {
+		cli_err("cannot connect to the cluster at '%s': %s", addr, strata_strerror(rc));
+		*out = NULL;
+		return 1;
+	}
+	return 0;
+}
+
+char *fs_norm(const char *path)
+{
+	size_t n = strlen(path);
+	char *out = malloc(n + 2);
+	size_t o = 0;
+	const char *p = path;
+
+	if (!out)
+		return NULL;
+	while (*p) {
+		const char *start, *end;
+		size_t len;
+
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		start = p;
+		end = strchr(p, '/');
+		if (!end)
+			end = p + strlen(p);
+		len = (size_t)(end - start);
+		p = end;
+		if (len == 1 && start[0] == '.')
+			continue;
+		if (len == 2 && start[0] == '.' && start[1] == '.') {
+			while (o > 0 && out[o - 1] != '/')
+				o--;
+			if (o > 0)
+				o--;	/* the '/' before the dropped component */
+			continue;
+		}
+		out[o++] = '/';
+		memcpy(out + o, start, len);
+		o += len;
+	}
+	if (o == 0)
+		out[o++] = '/';
+	out[o] = '\0';
+	return out;
+}
+
+char *fs_join(const char *dir, const char *name)
+{
+	size_t dl = strlen(dir), nl = strlen(name);
+	char *out;
+
+	while (dl > 1 && dir[dl - 1] == '/')
+		dl--;
+	out = malloc(dl + nl + 2);
+	if (!out)
+		return NULL;
+	memcpy(out, dir, dl);
+	if (!(dl == 1 && dir[0] == '/'))
+		out[dl++] = '/';
+	memcpy(out + dl, name, nl + 1);
+	return out;
+}
+
+const char *fs_base(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+static int dirent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct strata_dirent *)a)->name, ((const struct strata_dirent *)b)->name);
+}
+
+ssize_t fs_list(struct strata *s, const char *path, struct strata_dirent **ents)
+{
+	struct strata_dirent *v = NULL, *nv;
+	size_t n = 0, cap = 0;
+	struct strata_dir *d;
+	int rc;
+
+	*ents = NULL;
+	rc = strata_opendir(s, path, &d);
+	if (rc)
+		return rc;
+	for (;;) {
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			nv = realloc(v, cap * sizeof(*v));
+			if (!nv) {
+				rc = -ENOMEM;
+				goto fail;
+			}
+			v = nv;
+		}
+		rc = strata_readdir(d, &v[n]);
+		if (rc < 0)
+			goto fail;
+		if (rc == 0)
+			break;
+		if (strcmp(v[n].name, ".") == 0 || strcmp(v[n].name, "..") == 0)
+			continue;
+		n++;
+	}
+	strata_closedir(d);
+	if (n)
+		qsort(v, n, sizeof(*v), dirent_cmp);
+	else {
+		free(v);
+		v = NULL;
+	}
+	*ents = v;
+	return (ssize_t)n;
+fail:
+	strata_closedir(d);
+	free(v);
+	return rc;
+}
+
+void fs_fail(const char *verb, const char *path, int err)
+{
+	flockfile(stderr);
+	cli_err("cannot %s '%s': %s", verb, path, strata_strerror(err));
+	funlockfile(stderr);
+}
+
+const char *fs_human(uint64_t bytes, char *buf, size_t len)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double v = (double)bytes;
+	int u = 0;
+
+	while (v >= 1024.0 && u < 6) {
+		v /= 1024.0;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+	else
+		snprintf(buf, len, "%.1f %s", v, units[u]);
+	return buf;
+}
+
+/* A stat of a child: dirent modes may carry only the type. */
+static bool ent_is_dir(struct strata *s, const char *path, const struct strata_dirent *e)
+{
+	struct strata_stat st;
+
+	if (e->mode & S_IFMT)
+		return S_ISDIR(e->mode);
+	return strata_lstat(s, path, &st) == 0 && S_ISDIR(st.mode);
+}
+
+static void mode_string(uint32_t mode, char out[11])
+{
+	static const char rwx[] = "rwxrwxrwx";
+
+	out[0] = S_ISDIR(mode) ? 'd' : S_ISLNK(mode) ? 'l' : S_ISREG(mode) ? '-' : '?';
+	for (int i = 0; i < 9; i++)
+		out[1 + i] = (mode & (0400u >> i)) ? rwx[i] : '-';
+	out[10] = '\0';
+}
+
+static void time_string(int64_t ns, bool full, char *buf, size_t len)
+{
+	time_t t = (time_t)(ns / 1000000000LL);
+	struct tm tm;
+	char base[64], zone[16];
+
+	if (!localtime_r(&t, &tm)) {
+		snprintf(buf, len, "?");
+		return;
+	}
+	if (!full) {
+		strftime(buf, len, "%Y-%m-%d %H:%M", &tm);
+		return;
+	}
+	strftime(base, sizeof(base), "%Y-%m-%d %H:%M:%S", &tm);
+	strftime(zone, sizeof(zone), "%z", &tm);
+	snprintf(buf, len, "%s.%09lld %s", base, (long long)(ns % 1000000000LL), zone);
+}
+
+/* Connects and runs fn over every positional argument (normalized);
+ * returns the exit status. */
+typedef int (*fs_each_fn)(struct strata *s, const struct fs_args *a, const char *path);
+
+static int fs_run_each(const struct fs_args *a, fs_each_fn fn)
+{
+	struct strata *s;
+	int rc, bad = 0;
+
+	rc = fs_connect(a, &s);
+	if (rc)
+		return rc;
+	for (int i = 0; i < a->npos; i++) {
+		char *p = fs_norm(a->pos[i]);
+
+		if (!p) {
+			fs_fail("handle", a->pos[i], -ENOMEM);
+			bad = 1;
+			continue;
+		}
+		if (fn(s, a, p))
+			bad = 1;
+		free(p);
+	}
+	strata_disconnect(s);
+	return bad;
+}
+
+static int need_paths(const struct fs_args *a, int min, const char *usage)
+{
+	if (a->npos < min) {
+		cli_err("usage: strata %s", usage);
+		return 2;
+	}
+	return 0;
+}
+
+/* ---- ls ---- */
+
+static void ls_long(struct strata *s, const char *path, const char *name, const struct strata_stat *st)
+{
+	char mode[11], when[32], target[PATH_MAX];
+
+	mode_string(st->mode, mode);
+	time_string(st->mtime_ns, false, when, sizeof(when));
+	if (S_ISLNK(st->mode) && strata_readlink(s, path, target, sizeof(target)) >= 0)
+		printf("%s %12llu %s %s -> %s\n", mode, (unsigned long long)st->size, when, name, target);
+	else
+		printf("%s %12llu %s %s\n", mode, (unsigned long long)st->size, when, name);
+}
+
+static int ls_one(struct strata *s, const struct fs_args *a, const char *path)
+{
+	bool lng = a->flag['l'];
+	struct strata_dirent *ents = NULL;
+	struct strata_stat st;
+	ssize_t n;
+	int rc, bad = 0;
+
+	rc = strata_lstat(s, path, &st);
+	if (rc) {
+		fs_fail("access", path, rc);
+		return 1;
+	}
+	if (!S_ISDIR(st.mode)) {
+		if (lng)
+			ls_long(s, path, path, &st);
+		else
+			printf("%s\n", path);
+		return 0;
+	}
+	n = fs_list(s, path, &ents);
+	if (n < 0) {
+		fs_fail("open directory", path, (int)n);
+		return 1;
+	}
+	if (a->npos > 1)
+		printf("%s:\n", path);
+	for (ssize_t i = 0; i < n; i++) {
+		char *child;
+
+		if (!lng) {
+			printf("%s\n", ents[i].name);
+			continue;
+		}
+		child = fs_join(path, ents[i].name);
+		if (!child) {
+			fs_fail("access", ents[i].name, -ENOMEM);
+			bad = 1;
+			continue;
+		}
+		rc = strata_lstat(s, child, &st);
+		if (rc == -ENOENT) {
+			/* Removed since the listing: skip it, as ls does. */
+		} else if (rc) {
+			fs_fail("access", child, rc);
+			bad = 1;
+		} else {
+			ls_long(s, child, ents[i].name, &st);
+		}
+		free(child);
+	}
+	if (a->npos > 1)
+		printf("\n");
+	free(ents);
+	return bad;
+}
+
+static int cmd_ls(int argc, char **argv)
+{
+	struct fs_args a;
+	char *root[] = { (char *)"/" };
+	int rc = fs_parse(argc, argv, "l", false, &a);
+
+	if (rc)
+		return rc;
+	if (a.npos == 0) {
+		a.pos = root;
+		a.npos = 1;
+	}
+	return fs_run_each(&a, ls_one);
+}
+
+/* ---- stat ---- */
+
+static const char *type_name(uint32_t mode)
+{
+	if (S_ISREG(mode))
+		return "regular file";
+	if (S_ISDIR(mode))
+		return "directory";
+	if (S_ISLNK(mode))
+		return "symbolic link";
+	return "other";
+}
+
+static int stat_one(struct strata *s, const struct fs_args *a, const char *path)
+{
+	struct strata_stat st;
+	char mode[11], t[64], target[PATH_MAX];
+	int rc;
+
+	(void)a;
+	rc = strata_lstat(s, path, &st);
+	if (rc) {
+		fs_fail("stat", path, rc);
+		return 1;
+	}
+	mode_string(st.mode, mode);
+	if (S_ISLNK(st.mode) && strata_readlink(s, path, target, sizeof(target)) >= 0)
+		printf("  File: %s -> %s\n", path, target);
+	else
+		printf("  File: %s\n", path);
+	printf("  Type: %s\n", type_name(st.mode));
+	printf("  Size: %llu\n", (unsigned long long)st.size);
+	printf(" Inode: %llu\n", (unsigned long long)st.ino);
+	printf(" Links: %u\n", st.nlink);
+	printf("  Mode: %04o (%s)\n", st.mode & 07777, mode);
+	printf("   Uid: %u\n   Gid: %u\n", st.uid, st.gid);
+	printf("Layout: chunk_size=%u stripe=%u\n", st.chunk_size, st.stripe);
+	time_string(st.atime_ns, true, t, sizeof(t));
+	printf("Access: %s\n", t);
+	time_string(st.mtime_ns, true, t, sizeof(t));
+	printf("Modify: %s\n", t);
+	time_string(st.ctime_ns, true, t, sizeof(t));
+	printf("Change: %s\n", t);
+	return 0;
+}
+
+static int cmd_stat(int argc, char **argv)
+{
+	struct fs_args a;
+	int rc = fs_parse(argc, argv, "", false, &a);
+
+	if (rc || (rc = need_paths(&a, 1, "stat [--mgmt ADDR | --dir DIR] PATH...")))
+		return rc;
+	return fs_run_each(&a, stat_one);
+}
+
+/* ---- mkdir ---- */
+
+/* mkdir -p: every missing component, existing directories are fine. */
+static int mkdir_parents(struct strata *s, const char *path)
+{
+	char *p = strdup(path);
+	int rc = 0;
+
+	if (!p)
+		return -ENOMEM;
+	for (char *q = p + 1;; q++) {
+		if (*q != '/' && *q != '\0')
+			continue;
+		char save = *q;
+
+		*q = '\0';
+		rc = strata_mkdir(s, p, 0755);
+		if (rc == -EEXIST) {
+			struct strata_stat st;
+
+			rc = strata_stat(s, p, &st);
+			if (rc == 0 && !S_ISDIR(st.mode))
+				rc = save ? -ENOTDIR : -EEXIST;
+		}
+		*q = save;
+		if (rc || !save)
+			break;
+	}
+	free(p);
+	return rc;
+}
+
+static int mkdir_one(struct strata *s, const struct fs_args *a, const char *path)
+{
+	int rc;
+
+	if (strcmp(path, "/") == 0)
+		rc = a->flag['p'] ? 0 : -EEXIST;
+	else if (a->flag['p'])
+		rc = mkdir_parents(s, path);
+	else
+		rc = strata_mkdir(s, path, 0755);
+	if (rc) {
+		fs_fail("create directory", path, rc);
+		return 1;
+	}
+	return 0;
+}
+
+static int cmd_mkdir(int argc, char **argv)
+{
+	struct fs_args a;
+	int rc = fs_parse(argc, argv, "p", false, &a);
+
+	if (rc || (rc = need_paths(&a, 1, "mkdir [-p] [--mgmt ADDR | --dir DIR] PATH...")))
+		return rc;
+	return fs_run_each(&a, mkdir_one);
+}
+
+/* ---- rm ---- */
+
+/* Removes the tree under path (a directory), then path. Reports each
+ * failure; returns 1 if any. */
+static int rm_tree(struct strata *s, const char *path, bool force)
+{
+	struct strata_dirent *ents;
+	ssize_t n = fs_list(s, path, &ents);
+	int bad = 0, rc;
+
+	if (n < 0) {
+		if (n == -ENOENT && force)
+			return 0;
+		fs_fail("remove", path, (int)n);
+		return 1;
+	}
+	for (ssize_t i = 0; i < n; i++) {
+		char *child = fs_join(path, ents[i].name);
+
+		if (!child) {
+			fs_fail("remove", ents[i].name, -ENOMEM);
+			bad = 1;
+			continue;
+		}
+		if (ent_is_dir(s, child, &ents[i])) {
+			bad |= rm_tree(s, child, force);
+		} else {
+			rc = strata_unlink(s, child);
+			if (rc && !(rc == -ENOENT && force)) {
+				fs_fail("remove", child, rc);
+				bad = 1;
+			}
+		}
+		free(child);
+	}
+	free(ents);
+	rc = strata_rmdir(s, path);
+	if (rc && !(rc == -ENOENT && force)) {
+		/* A child that could not go already said why. */
+		if (!bad)
+			fs_fail("remove", path, rc);
+		bad = 1;
+	}
+	return bad;
+}
+
+static int rm_one(struct strata *s, const struct fs_args *a, const char *path)
+{
+	bool force = a->flag['f'];
+	struct strata_stat st;
+	int rc;
+
+	if (strcmp(path, "/") == 0) {
+		cli_err("refusing to remove '/' (remove what is under it by name)");
+		return 1;
+	}
+	rc = strata_lstat(s, path, &st);
+	if (rc) {
+		if (rc == -ENOENT && force)
+			return 0;
+		fs_fail("remove", path, rc);
+		return 1;
+	}
+	if (S_ISDIR(st.mode) && a->flag['r'])
+		return rm_tree(s, path, force);
+	/* Without -r an empty directory goes (as rm -d): a full one fails
+	 * with "Directory not empty". */
+	rc = S_ISDIR(st.mode) ? strata_rmdir(s, path) : strata_unlink(s, path);
+	if (rc && !(rc == -ENOENT && force)) {
+		fs_fail("remove", path, rc);
+		return 1;
+	}
+	return 0;
+}
+
+static int cmd_rm(int argc, char **argv)
+{
+	struct fs_args a;
+	int rc = fs_parse(argc, argv, "rf", false, &a);
+
+	if (rc)
+		return rc;
+	if (a.npos == 0 && a.flag['f'])
+		return 0;
+	if ((rc = need_paths(&a, 1, "rm [-r] [-f] [--mgmt ADDR | --dir DIR] PATH...")))
+		return rc;
+	return fs_run_each(&a, rm_one);
+}
+
+/* ---- mv ---- */
+
+static int cmd_mv(int argc, char **argv)
+{
+	struct fs_args a;
+	struct strata_stat st;
+	struct strata *s;
+	char *dst = NULL;
+	bool into = false;
+	int rc, bad = 0;
+
+	rc = fs_parse(argc, argv, "", false, &a);
+	if (rc || (rc = need_paths(&a, 2, "mv [--mgmt ADDR | --dir DIR] SRC... DST")))
+		return rc;
+	rc = fs_connect(&a, &s);
+	if (rc)
+		return rc;
+	dst = fs_norm(a.pos[a.npos - 1]);
+	if (!dst) {
+		fs_fail("move to", a.pos[a.npos - 1], -ENOMEM);
+		bad = 1;
+		goto out;
+	}
+	rc = strata_stat(s, dst, &st);
+	if (rc == 0 && S_ISDIR(st.mode))
+		into = true;
+	else if (a.npos > 2) {
+		cli_err("target '%s' is not a directory", dst);
+		bad = 1;
+		goto out;
+	}
+	for (int i = 0; i < a.npos - 1; i++) {
+		char *src = fs_norm(a.pos[i]), *to;
+
+		if (!src) {
+			fs_fail("move", a.pos[i], -ENOMEM);
+			bad = 1;
+			continue;
+		}
+		to = into ? fs_join(dst, fs_base(src)) : strdup(dst);
+		if (strcmp(src, "/") == 0)
+			rc = -EBUSY;
+		else if (!to)
+			rc = -ENOMEM;
+		else if (strcmp(src, to) == 0)
+			rc = 0;	/* mv a a: nothing to do */
+		else
+			rc = strata_rename(s, src, to, 0);
+		if (rc) {
+			flockfile(stderr);
+			cli_err("cannot move '%s' to '%s': %s", src, to ? to : dst, strata_strerror(rc));
+			funlockfile(stderr);
+			bad = 1;
+		}
+		free(src);
+		free(to);
+	}
+out:
+	free(dst);
+	strata_disconnect(s);
+	return bad;
+}
+
+/* ---- cat ---- */
+
+static int cat_one(struct strata *s, const struct fs_args *a, const char *path)
+{
+	static char *buf;
+	struct strata_file *f;
+	struct strata_stat st;
+	uint64_t off = 0;
+	int rc;
+
+	(void)a;
+	if (!buf) {
+		buf = malloc(FS_READ_PIECE);
+		if (!buf) {
+			fs_fail("read", path, -ENOMEM);
+			return 1;
+		}
+	}
+	rc = strata_open(s, path, STRATA_O_RDONLY, 0, &f);
+	if (rc) {
+		fs_fail("open", path, rc);
+		return 1;
+	}
+	if (strata_fstat(f, &st) == 0 && S_ISDIR(st.mode)) {
+		rc = -EISDIR;
+		goto out;
+	}
+	for (;;) {
+		ssize_t n = strata_pread(f, buf, FS_READ_PIECE, off);
+
+		if (n < 0) {
+			rc = (int)n;
+			break;
+		}
+		if (n == 0)
+			break;
+		if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n) {
+			int err = errno ? -errno : -EIO;
+
+			strata_close(f);
+			fs_fail("write to standard output for", path, err);
+			return 1;
+		}
+		off += (uint64_t)n;
+	}
+out:
+	strata_close(f);
+	if (rc) {
+		fs_fail("read", path, rc);
+		return 1;
+	}
+	return 0;
+}
+
+static int cmd_cat(int argc, char **argv)
+{
+	struct fs_args a;
+	int rc = fs_parse(argc, argv, "", false, &a);
+
+	if (rc || (rc = need_paths(&a, 1, "cat [--mgmt ADDR | --dir DIR] PATH...")))
+		return rc;
+	rc = fs_run_each(&a, cat_one);
+	if (fflush(stdout) != 0)
+		rc = 1;
+	return rc;
+}
+
+/* ---- du ---- */
+
+struct du_sum {
+	uint64_t bytes, files;
+};
+
+/* Adds the tree at path (a directory) to sum; prints each directory's line
+ * (after its children) unless summarize. Returns 1 if anything failed. */
+static int du_tree(struct strata *s, const char *path, bool summarize, struct du_sum *sum)
+{
+	struct strata_dirent *ents;
+	struct du_sum mine = { 0, 0 };
+	ssize_t n = fs_list(s, path, &ents);
+	int bad = 0;
+
+	if (n < 0) {
+		fs_fail("read directory", path, (int)n);
+		return 1;
+	}
+	for (ssize_t i = 0; i < n; i++) {
+		char *child = fs_join(path, ents[i].name);
+		struct strata_stat st;
+		int rc;
+
+		if (!child) {
+			fs_fail("access", ents[i].name, -ENOMEM);
+			bad = 1;
+			continue;
+		}
+		if (ent_is_dir(s, child, &ents[i])) {
+			bad |= du_tree(s, child, summarize, &mine);
+		} else {
+			rc = strata_lstat(s, child, &st);
+			if (rc == 0) {
+				if (S_ISREG(st.mode))
+					mine.bytes += st.size;
+				mine.files++;
+			} else if (rc != -ENOENT) {
+				fs_fail("access", child, rc);
+				bad = 1;
+			}
+		}
+		free(child);
+	}
+	free(ents);
+	if (!summarize)
+		printf("%llu\t%llu\t%s\n", (unsigned long long)mine.bytes,
+		       (unsigned long long)mine.files, path);
+	sum->bytes += mine.bytes;
+	sum->files += mine.files;
+	return bad;
+}
+
+static int du_one(struct strata *s, const struct fs_args *a, const char *path)
+{
+	struct du_sum sum = { 0, 0 };
+	struct strata_stat st;
+	bool summarize = a->flag['s'];
+	int rc, bad;
+
+	rc = strata_lstat(s, path, &st);
+	if (rc) {
+		fs_fail("access", path, rc);
+		return 1;
+	}
+	if (!S_ISDIR(st.mode)) {
+		printf("%llu\t1\t%s\n", (unsigned long long)(S_ISREG(st.mode) ? st.size : 0), path);
+		return 0;
+	}
+	bad = du_tree(s, path, summarize, &sum);
+	if (summarize)
+		printf("%llu\t%llu\t%s\n", (unsigned long long)sum.bytes,
+		       (unsigned long long)sum.files, path);
+	return bad;
+}
+
+static int cmd_du(int argc, char **argv)
+{
+	struct fs_args a;
+	char *root[] = { (char *)"/" };
+	int rc = fs_parse(argc, argv, "s", false, &a);
+
+	if (rc)
+		return rc;
+	if (a.npos == 0) {
+		a.pos = root;
+		a.npos = 1;
+	}
+	return fs_run_each(&a, du_one);
+}
+
+/* ---- setlayout, getlayout ---- */
+
+static int cmd_setlayout(int argc, char **argv)
+{
+	const char *usage = "setlayout [--mgmt ADDR | --dir DIR] DIR [--chunk-size SIZE] [--stripe N]";
+	struct strata_layout l;
+	struct fs_args a;
+	struct strata *s;
+	uint64_t chunk = 0;
+	int64_t stripe = -1;
+	char *path;
+	int rc;
+
+	rc = fs_parse(argc, argv, "", true, &a);
+	if (rc)
+		return rc;
+	if (a.npos != 1 || (!a.chunk_size && !a.stripe)) {
+		cli_err("usage: strata %s", usage);
+		return 2;
+	}
+	if (a.chunk_size && (parse_size(a.chunk_size, &chunk) || chunk < (64u << 10) ||
+			     chunk > (64u << 20) || (chunk & (chunk - 1)))) {
+		cli_err("setlayout: --chunk-size: '%s' is not a power of two from 64K to 64M",
+			a.chunk_size);
+		return 2;
+	}
+	if (a.stripe && (parse_i64(a.stripe, &stripe) || stripe < 0 || stripe > 256)) {
+		cli_err("setlayout: --stripe: '%s' is not in 0..256 (0: as many chains as there are, up to 16)",
+			a.stripe);
+		return 2;
+	}
+	rc = fs_connect(&a, &s);
+	if (rc)
+		return rc;
+	path = fs_norm(a.pos[0]);
+	if (!path) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = strata_get_layout(s, path, &l);
+	if (rc)
+		goto out;
+	if (a.chunk_size)
+		l.chunk_size = (uint32_t)chunk;
+	if (a.stripe)
+		l.stripe = (uint32_t)stripe;
+	rc = strata_set_layout(s, path, &l);
+	if (rc == 0)
+		printf("%s: chunk_size=%u stripe=%u\n", path, l.chunk_size, l.stripe);
+out:
+	if (rc)
+		fs_fail("set the layout of", path ? path : a.pos[0], rc);
+	free(path);
+	strata_disconnect(s);
+	return rc ? 1 : 0;
+}
+
+static int getlayout_one(struct strata *s, const struct fs_args *a, const char *path)
+{
+	struct strata_layout l;
+	int rc = strata_get_layout(s, path, &l);
+
+	(void)a;
+	if (rc) {
+		fs_fail("get the layout of", path, rc);
+		return 1;
+	}
+	printf("%s: chunk_size=%u stripe=%u\n", path, l.chunk_size, l.stripe);
+	return 0;
+}
+
+static int cmd_getlayout(int argc, char **argv)
+{
+	struct fs_args a;
+	int rc = fs_parse(argc, argv, "", false, &a);
+
+	if (rc || (rc = need_paths(&a, 1, "getlayout [--mgmt ADDR | --dir DIR] PATH...")))
+		return rc;
+	return fs_run_each(&a, getlayout_one);
+}
+
+/* ---- status ---- */
+
+static const char *node_state(uint32_t st)
+{
+	switch (st) {
+	case NODE_UP: return "up";
+	case NODE_OFFLINE: return "offline";
+	case NODE_DRAINING: return "draining";
+	default: return "?";
+	}
+}
+
+static const char *target_state(uint32_t st)
+{
+	switch (st) {
+	case TARGET_SERVING: return "serving";
+	case TARGET_SYNCING: return "syncing";
+	case TARGET_OFFLINE: return "offline";
+	case TARGET_LOST: return "lost";
+	default: return "?";
+	}
+}
+
+/* The cluster map from mgmt (GET_MAP since version 0). Returns 0 and m
+ * (the caller releases it) or a negative error. */
+static int fetch_map(const char *addr, struct cluster_map *m)
+{
+	struct rpc_client *cl;
+	struct rpc_result res;
+	struct rbuf r;
+	uint8_t body[8] = { 0 };	/* u64 since_version = 0: always the full map */
+	struct rpc_sync_args args = { .op = OP_MGMT_GET_MAP, .body = body,
+				      .body_len = sizeof(body), .timeout_ms = 5000 };
+	bool changed = false;
+	int rc;
+
+	cm_init(m);
+	rc = rpc_client_new("strata-cli", 5000, &cl);
+	if (rc)
+		return rc;
+	rc = rpc_call_sync(cl, addr, &args, &res);
+	if (rc == 0) {
+		rbuf_init(&r, res.body.buf, res.body.len);
+		rc = cm_decode_since(&r, m, &changed);
+		if (rc == 0 && !changed)
+			rc = STRATA_EBADMSG;
+	}
+	rpc_result_release(&res);
+	rpc_client_free(cl);
+	return rc;
+}
+
+static bool chain_healthy(const struct cluster_map *m, const struct cm_chain *c)
+{
+	bool ok = c->len >= m->replication;
+
+	for (uint8_t k = 0; k < c->len && k < CM_CHAIN_SLOTS; k++)
+		ok = ok && c->states[k] == TARGET_SERVING;
+	return ok;
+}
+
+/* The summary lines from the map; returns how many nodes, targets and
+ * chains are not healthy. */
+static int print_map_summary(const struct cluster_map *m)
+{
+	uint32_t up = 0, serving = 0, healthy = 0;
+
+	for (uint32_t i = 0; i < m->nnodes; i++)
+		up += m->nodes[i].state == NODE_UP;
+	for (uint32_t i = 0; i < m->ntargets; i++)
+		serving += m->targets[i].state == TARGET_SERVING;
+	for (uint32_t i = 0; i < m->nchains; i++)
+		healthy += chain_healthy(m, &m->chains[i]);
+	printf("nodes      %u up of %u\n", up, m->nnodes);
+	printf("targets    %u serving of %u\n", serving, m->ntargets);
+	printf("chains     %u healthy of %u (replication %u)\n", healthy, m->nchains,
+	       m->replication);
+	return (int)(m->nnodes - up) + (int)(m->ntargets - serving) + (int)(m->nchains - healthy);
+}
+
+static void print_map_tables(const struct cluster_map *m)
+{
+	char cap[32], used[32];
+
+	printf("\n%-6s %-22s %s\n", "NODE", "ADDRESS", "STATE");
+	for (uint32_t i = 0; i < m->nnodes; i++)
+		printf("%-6u %-22s %s\n", m->nodes[i].id, m->nodes[i].addr, node_state(m->nodes[i].state));
+	printf("\n%-6s %-6s %-8s %12s %12s\n", "TARGET", "NODE", "STATE", "CAPACITY", "USED");
+	for (uint32_t i = 0; i < m->ntargets; i++) {
+		const struct cm_target *t = &m->targets[i];
+
+		printf("%-6u %-6u %-8s %12s %12s\n", t->id, t->node_id, target_state(t->state),
+		       fs_human(t->capacity, cap, sizeof(cap)), fs_human(t->used, used, sizeof(used)));
+	}
+	for (uint32_t i = 0; i < m->nchains; i++) {
+		const struct cm_chain *c = &m->chains[i];
+
+		unsigned ok = 0;
+
+		if (chain_healthy(m, c))
+			continue;
+		for (uint8_t k = 0; k < c->len && k < CM_CHAIN_SLOTS; k++)
+			ok += c->states[k] == TARGET_SERVING;
+		printf("chain %u degraded: %u of %u replicas serving\n", c->id, ok, m->replication);
+	}
+}
+
+/* strata status: capacity and namespace counts from strata_statfs; nodes,
+ * targets and chains with their states from mgmt's cluster map. */
+static int cmd_status(int argc, char **argv)
+{
+	struct strata_statfs sf;
+	struct cluster_map m;
+	struct fs_args a;
+	struct strata *s;
+	char addr[256], cap[32], used[32];
+	const char *env = getenv("STRATA_MGMT");
+	int rc, maprc, problems = 0;
+
+	rc = fs_parse(argc, argv, "", false, &a);
+	if (rc)
+		return rc;
+	if (a.npos) {
+		cli_err("status: unexpected argument '%s'", a.pos[0]);
+		return 2;
+	}
+	rc = fs_connect(&a, &s);
+	if (rc)
+		return rc;
+	rc = strata_statfs(s, &sf);
+	strata_disconnect(s);
+	if (rc) {
+		cli_err("cannot get the cluster's status: %s", strata_strerror(rc));
+		return 1;
+	}
+	/* The address fs_connect used (it succeeded, so one of these is set). */
+	if (a.mgmt)
+		snprintf(addr, sizeof(addr), "%s", a.mgmt);
+	else if (a.dir)
+		mgmt_from_dir(a.dir, addr, sizeof(addr));
+	else
+		snprintf(addr, sizeof(addr), "%s", env ? env : "");
+	maprc = fetch_map(addr, &m);
+	if (maprc == 0) {
+		printf("cluster    %s (map version %llu)\n", addr, (unsigned long long)m.version);
+		problems = print_map_summary(&m);
+	} else {
+		printf("cluster    %s\n", addr);
+		printf("nodes      %u\n", sf.nodes);
+		printf("targets    %u\n", sf.targets);
+		printf("chains     %u (replication %u)\n", sf.chains, sf.replication);
+	}
+	printf("capacity   %s, %s used (%.1f%%)\n", fs_human(sf.capacity, cap, sizeof(cap)),
+	       fs_human(sf.used, used, sizeof(used)),
+	       sf.capacity ? 100.0 * (double)sf.used / (double)sf.capacity : 0.0);
+	printf("namespace  %llu files, %llu directories\n", (unsigned long long)sf.files,
+	       (unsigned long long)sf.dirs);
+	if (maprc == 0) {
+		printf("health     %s\n", problems ? "degraded" : "ok");
+		print_map_tables(&m);
+		cm_release(&m);
+	} else {
+		printf("health     unknown (cannot read the cluster map: %s)\n", strata_strerror(maprc));
+	}
+	return 0;
+}
+
+/* ---- dispatch ---- */
+
+static const struct {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+} fs_cmds[] = {
+	{ "ls", cmd_ls },
+	{ "stat", cmd_stat },
+	{ "mkdir", cmd_mkdir },
+	{ "rm", cmd_rm },
+	{ "mv", cmd_mv },
+	{ "cat", cmd_cat },
+	{ "put", fs_cmd_put },
+	{ "get", fs_cmd_get },
+	{ "cp", fs_cmd_cp },
+	{ "du", cmd_du },
+	{ "setlayout", cmd_setlayout },
+	{ "getlayout", cmd_getlayout },
+	{ "status", cmd_status },
+};
+
+int cmd_fs_is(const char *name)
+{
+	for (size_t i = 0; i < sizeof(fs_cmds) / sizeof(fs_cmds[0]); i++)
+		if (strcmp(fs_cmds[i].name, name) == 0)
+			return 1;
+	return 0;
+}
+
+int cmd_fs(int argc, char **argv)
+{
+	for (size_t i = 0; i < sizeof(fs_cmds) / sizeof(fs_cmds[0]); i++)
+		if (strcmp(fs_cmds[i].name, argv[0]) == 0)
+			return fs_cmds[i].fn(argc, argv);
+	cli_err("unknown command '%s' (see 'strata --help')", argv[0]);
+	return 2;
+}
