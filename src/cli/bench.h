@@ -8,5 +8,14 @@ void bench_rmtree(const char *path);
 
 int bench_rpc(int argc, char **argv);
 int bench_chunk(int argc, char **argv);
+/* strata bench io (bench_io.c): libstrata file I/O and metadata vs a local dir. */
+int bench_io(int argc, char **argv);
+
+struct strata;
+/* Waits until every chain of the cluster takes writes (a fresh local
+ * cluster forms its chains after its daemons are up): writes and removes a
+ * probe file striped over all chains, retrying every error for up to
+ * timeout_ms. Returns 0 or the last error. */
+int bench_wait_writable(struct strata *s, int timeout_ms);
 
 #endif

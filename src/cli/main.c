@@ -192,8 +192,12 @@ static void usage(FILE *f)
 		"  setlayout DIR [--chunk-size SIZE] [--stripe N]\n"
 		"  getlayout PATH...                  chunk size and stripe\n"
 		"  status                             nodes, targets, chains, capacity, health\n"
+		"the main job:\n"
+		"  demo [--dir DIR] [--small]         a local cluster, a dataset put in, read back\n"
+		"                                     shuffled through the batch ring, verified\n"
 		"benchmarks:\n"
-		"  bench rpc [--addr ADDR]            RPC round trips and bulk vs raw TCP\n");
+		"  bench rpc [--addr ADDR]            RPC round trips and bulk vs raw TCP\n"
+		"  bench io [--seconds S] [--threads N]  file I/O and metadata vs a local dir\n");
 }
 
 int main(int argc, char **argv)
@@ -211,6 +215,8 @@ int main(int argc, char **argv)
 		return cmd_ping(argc - 1, argv + 1);
 	if (strcmp(argv[1], "bench") == 0)
 		return cmd_bench(argc - 1, argv + 1);
+	if (strcmp(argv[1], "demo") == 0)
+		return cmd_demo(argc - 1, argv + 1);
 	if (cmd_fs_is(argv[1]))
 		return cmd_fs(argc - 1, argv + 1);
 	cli_err("unknown command '%s' (see 'strata --help')", argv[1]);

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The main job, end to end on this machine: 'strata demo' starts a local
+# cluster (3 storage daemons, R=3), copies a generated training dataset in
+# with 'strata put', reads it back shuffled through the batch ring, checks
+# every file's CRC32C and prints throughput and latency (docs/demo.md).
+#
+# usage: scripts/demo.sh [BUILD_DIR] [-- DEMO_ARGS...]   (default: ./build)
+# The cluster is always stopped and the scratch dir removed, on success,
+# failure or Ctrl-C. Exits non-zero when the demo fails.
+set -uo pipefail
+
+BUILD=${1:-./build}
+shift $(( $# > 0 ? 1 : 0 ))
+[ "${1:-}" = "--" ] && shift
+STRATA="$BUILD/src/cli/strata"
+
+if [ ! -x "$STRATA" ]; then
+	echo "demo: '$STRATA' not found; build first ('make build')" >&2
+	exit 1
+fi
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/strata-demo.XXXXXX") || exit 1
+DEMO_PID=
+
+# shellcheck disable=SC2317  # reached through the trap
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	# The demo stops its own cluster; this covers a demo that was killed.
+	if [ -n "$DEMO_PID" ] && kill -0 "$DEMO_PID" 2>/dev/null; then
+		kill -TERM "$DEMO_PID" 2>/dev/null
+		wait "$DEMO_PID" 2>/dev/null
+	fi
+	if [ -f "$WORK/cluster/cluster.json" ]; then
+		echo "demo: stopping the cluster left in $WORK/cluster"
+		"$STRATA" local down --dir "$WORK/cluster" || rc=1
+	fi
+	rm -rf "$WORK"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'echo "demo: interrupted" >&2; exit 130' INT TERM
+
+echo "demo: build $BUILD, scratch dir $WORK"
+echo "demo: running $STRATA demo --dir $WORK $*"
+# In the background so a Ctrl-C reaches the trap at once; the demo itself
+# also stops at its next step on SIGINT/SIGTERM and cleans up.
+"$STRATA" demo --dir "$WORK" "$@" &
+DEMO_PID=$!
+wait "$DEMO_PID"
+rc=$?
+DEMO_PID=
+if [ "$rc" -ne 0 ]; then
+	echo "demo: FAILED (exit $rc)" >&2
+	exit "$rc"
+fi
+echo "demo: passed"
+exit 0

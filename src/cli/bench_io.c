@@ -1,0 +1,968 @@
+/*
+ * strata bench io: the file API of libstrata against a local cluster the
+ * benchmark starts (3 storage daemons, R=3), each figure beside the same
+ * workload on a local directory of the same filesystem, in the same run:
+ *
+ *   seq write/read 1 MiB  N threads, each its own file, strata_pwrite /
+ *                         strata_pread; local: POSIX pwrite/pread on
+ *                         buffered files (the local write phase ends with
+ *                         fdatasync, inside its time). Each file is read
+ *                         twice; the second pass finds the local data in
+ *                         the page cache.
+ *   rand read 4/128 KiB   QD 1, 32 and 256 through one strata ring over the
+ *                         N files; local: io_uring at the same QD, O_DIRECT
+ *                         (the storage targets use O_DIRECT too).
+ *   create/stat/unlink    N threads, each in its own directory; create is
+ *                         open(O_CREAT) + a 3,901-byte write + close.
+ *
+ * It also measures raw loopback TCP (one-way streaming of 1 MiB writes,
+ * 1 and N connections, the best of the two) and prints the ratio of the
+ * libstrata second-pass sequential read to it: how close the client comes
+ * to what the socket layer itself can carry on this machine.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <liburing.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "common/buf.h"
+#include "common/config.h"
+#include "strata/strata.h"
+
+#define BIO_SEQ_IO (1u << 20)
+#define BIO_MAX_THREADS 64
+#define BIO_META_SIZE 3901
+#define BIO_META_MAX 200000		/* files per thread in the create phase */
+#define BIO_WAIT_MS 10000
+
+struct bio {
+	struct strata *s;
+	char root[PATH_MAX];		/* scratch space, removed at the end */
+	char cdir[PATH_MAX];		/* the cluster */
+	char ldir[PATH_MAX];		/* the local baseline */
+	int threads;
+	double seconds;
+	uint64_t cap;			/* bytes per sequential file, at most */
+	/* Written by the sequential phase: [0] strata, [1] local. */
+	uint64_t region[2][BIO_MAX_THREADS];
+	uint64_t created[2][BIO_MAX_THREADS];
+	double seq_read2;		/* strata 2nd-pass read, bytes/s */
+	int fails;
+};
+
+static volatile sig_atomic_t bio_stop;
+
+static void bio_on_signal(int sig)
+{
+	(void)sig;
+	bio_stop = 1;
+}
+
+static uint64_t bio_rand(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+static void seq_path(const struct bio *b, bool cluster, int i, char *out, size_t len)
+{
+	if (cluster)
+		snprintf(out, len, "/bench/seq/f%02d", i);
+	else
+		snprintf(out, len, "%s/seq-%02d", b->ldir, i);
+}
+
+static void meta_path(const struct bio *b, bool cluster, int t, uint64_t i, char *out, size_t len)
+{
+	if (cluster)
+		snprintf(out, len, "/bench/meta/t%02d/f%06llu", t, (unsigned long long)i);
+	else
+		snprintf(out, len, "%s/meta-t%02d/f%06llu", b->ldir, t, (unsigned long long)i);
+}
+
+/* ---- sequential 1 MiB, one thread per file ---- */
+
+struct seq_arg {
+	struct bio *b;
+	int idx;
+	bool cluster, write;
+	double deadline;
+	uint64_t bytes;
+	int err;
+	pthread_t thr;
+};
+
+static int seq_cluster(struct seq_arg *a, uint8_t *buf)
+{
+	struct bio *b = a->b;
+	struct strata_file *f = NULL;
+	uint64_t off = 0, *region = &b->region[0][a->idx];
+	char path[64];
+	int rc;
+
+	seq_path(b, true, a->idx, path, sizeof(path));
+	rc = strata_open(b->s, path, a->write ? STRATA_O_WRONLY | STRATA_O_CREAT | STRATA_O_TRUNC :
+			 STRATA_O_RDONLY, 0644, &f);
+	if (rc)
+		return rc;
+	while (!bio_stop) {
+		size_t n = BIO_SEQ_IO;
+		ssize_t got;
+
+		if (a->write) {
+			if (bench_now() >= a->deadline)
+				break;
+			got = strata_pwrite(f, buf, n, off);
+		} else {
+			if (off >= *region)
+				break;
+			if (n > *region - off)
+				n = (size_t)(*region - off);
+			got = strata_pread(f, buf, n, off);
+		}
+		if (got != (ssize_t)n) {
+			rc = got < 0 ? (int)got : -EIO;
+			break;
+		}
+		a->bytes += n;
+		off += n;
+		if (a->write && off > *region)
+			*region = off;
+		if (a->write && off + BIO_SEQ_IO > b->cap)
+			off = 0;
+	}
+	if (f) {
+		int crc = strata_close(f);
+
+		if (!rc)
+			rc = crc;
+	}
+	return rc;
+}
+
+static int seq_local(struct seq_arg *a, uint8_t *buf)
+{
+	struct bio *b = a->b;
+	uint64_t off = 0, *region = &b->region[1][a->idx];
+	char path[PATH_MAX];
+	int fd, rc = 0;
+
+	seq_path(b, false, a->idx, path, sizeof(path));
+	fd = open(path, a->write ? O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC : O_RDONLY | O_CLOEXEC,
+		  0644);
+	if (fd < 0)
+		return -errno;
+	while (!bio_stop) {
+		size_t n = BIO_SEQ_IO;
+		ssize_t got;
+
+		if (a->write) {
+			if (bench_now() >= a->deadline)
+				break;
+			got = pwrite(fd, buf, n, (off_t)off);
+		} else {
+			if (off >= *region)
+				break;
+			if (n > *region - off)
+				n = (size_t)(*region - off);
+			got = pread(fd, buf, n, (off_t)off);
+		}
+		if (got != (ssize_t)n) {
+			rc = got < 0 ? -errno : -EIO;
+			break;
+		}
+		a->bytes += n;
+		off += n;
+		if (a->write && off > *region)
+			*region = off;
+		if (a->write && off + BIO_SEQ_IO > b->cap)
+			off = 0;
+	}
+	if (!rc && a->write && fdatasync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+static void *seq_main(void *arg)
+{
+	struct seq_arg *a = arg;
+	uint8_t *buf = abuf_alloc(BIO_SEQ_IO);
+
+	if (!buf) {
+		a->err = -ENOMEM;
+		return NULL;
+	}
+	memset(buf, 0x5a + a->idx, BIO_SEQ_IO);
+	a->err = a->cluster ? seq_cluster(a, buf) : seq_local(a, buf);
+	abuf_free(buf);
+	return NULL;
+}
+
+/* Runs b->threads sequential workers. Returns bytes/s, or 0 with *err. */
+static double seq_run(struct bio *b, bool cluster, bool write, int *err)
+{
+	struct seq_arg a[BIO_MAX_THREADS];
+	uint64_t bytes = 0;
+	double t0 = bench_now();
+	int started = 0;
+
+	*err = 0;
+	for (int i = 0; i < b->threads; i++) {
+		a[i] = (struct seq_arg){ .b = b, .idx = i, .cluster = cluster, .write = write,
+					 .deadline = t0 + b->seconds };
+		if (write)
+			b->region[cluster ? 0 : 1][i] = 0;
+		if (pthread_create(&a[i].thr, NULL, seq_main, &a[i])) {
+			*err = -EAGAIN;
+			break;
+		}
+		started++;
+	}
+	for (int i = 0; i < started; i++) {
+		pthread_join(a[i].thr, NULL);
+		bytes += a[i].bytes;
+		if (a[i].err && !*err)
+			*err = a[i].err;
+	}
+	t0 = bench_now() - t0;
+	return *err ? 0 : (double)bytes / t0;
+}
+
+/* ---- random reads at a queue depth ---- */
+
+/* Through one strata ring over the sequential files. Returns reads/s. */
+static double rand_cluster(struct bio *b, size_t io, uint32_t qd, int *err)
+{
+	struct strata_file *fh[BIO_MAX_THREADS] = { 0 };
+	struct strata_ring *r = NULL;
+	struct strata_cqe *cqes = calloc(qd, sizeof(*cqes));
+	uint8_t **bufs = calloc(qd, sizeof(*bufs));
+	uint64_t rng = 42, done = 0, inflight = 0;
+	double t0 = 0, deadline;
+	int rc = 0;
+
+	if (!cqes || !bufs) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (int i = 0; i < b->threads && !rc; i++) {
+		char path[64];
+
+		if (b->region[0][i] < io) {
+			rc = -ENODATA;
+			break;
+		}
+		seq_path(b, true, i, path, sizeof(path));
+		rc = strata_open(b->s, path, STRATA_O_RDONLY, 0, &fh[i]);
+	}
+	for (uint32_t i = 0; i < qd && !rc; i++)
+		if (!(bufs[i] = abuf_alloc(io)))
+			rc = -ENOMEM;
+	if (!rc)
+		rc = strata_ring_new(b->s, qd, &r);
+	if (rc)
+		goto out;
+	t0 = bench_now();
+	deadline = t0 + b->seconds;
+	for (uint32_t i = 0; i < qd || inflight; i = qd) {
+		int got;
+
+		/* The first pass fills the ring; later ones refill each slot
+		 * as its read completes. */
+		for (; i < qd; i++) {
+			int k = (int)(bio_rand(&rng) % (uint64_t)b->threads);
+			uint64_t off = bio_rand(&rng) % (b->region[0][k] / io) * io;
+
+			rc = strata_ring_prep_read(r, fh[k], bufs[i], io, off, i);
+			if (rc)
+				goto out;
+			inflight++;
+		}
+		rc = strata_ring_submit(r);
+		if (rc < 0)
+			goto out;
+		rc = 0;
+		got = strata_ring_wait(r, cqes, qd, 1, BIO_WAIT_MS);
+		if (got <= 0) {
+			rc = got < 0 ? got : -ETIMEDOUT;
+			goto out;
+		}
+		for (int c = 0; c < got; c++) {
+			uint32_t si = (uint32_t)cqes[c].user_data;
+
+			inflight--;
+			if (cqes[c].res != (ssize_t)io) {
+				rc = cqes[c].res < 0 ? (int)cqes[c].res : -EIO;
+				goto out;
+			}
+			done++;
+			if (bench_now() < deadline && !bio_stop) {
+				int k = (int)(bio_rand(&rng) % (uint64_t)b->threads);
+				uint64_t off = bio_rand(&rng) % (b->region[0][k] / io) * io;
+
+				rc = strata_ring_prep_read(r, fh[k], bufs[si], io, off, si);
+				if (rc)
+					goto out;
+				inflight++;
+			}
+		}
+	}
+	t0 = bench_now() - t0;
+out:
+	strata_ring_free(r);
+	for (int i = 0; i < b->threads; i++)
+		if (fh[i])
+			strata_close(fh[i]);
+	for (uint32_t i = 0; bufs && i < qd; i++)
+		abuf_free(bufs[i]);
+	free(bufs);
+	free(cqes);
+	*err = rc;
+	return rc ? 0 : (double)done / t0;
+}
+
+/* Queues a random read of io bytes into buf on one of the local files.
+ * Returns 0 or -EBUSY (no free submission entry). */
+static int local_prep(struct io_uring *ring, const struct bio *b, const int *fds, uint64_t *rng,
+		      void *buf, size_t io, uint64_t si)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+	int k = (int)(bio_rand(rng) % (uint64_t)b->threads);
+	uint64_t off = bio_rand(rng) % (b->region[1][k] / io) * io;
+
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_read(sqe, fds[k], buf, (unsigned)io, off);
+	io_uring_sqe_set_data64(sqe, si);
+	return 0;
+}
+
+/* The same over the local files with io_uring and O_DIRECT. Returns
+ * reads/s. */
+static double rand_local(struct bio *b, size_t io, uint32_t qd, int *err)
+{
+	int fds[BIO_MAX_THREADS];
+	struct io_uring ring;
+	bool ring_ok = false;
+	uint8_t **bufs = calloc(qd, sizeof(*bufs));
+	uint64_t rng = 42, done = 0, inflight = 0;
+	double t0 = 0, deadline;
+	int rc = 0;
+
+	for (int i = 0; i < b->threads; i++)
+		fds[i] = -1;
+	if (!bufs) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (int i = 0; i < b->threads && !rc; i++) {
+		char path[PATH_MAX];
+
+		seq_path(b, false, i, path, sizeof(path));
+		fds[i] = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+		if (fds[i] < 0)
+			rc = -errno;
+		else if (b->region[1][i] < io)
+			rc = -ENODATA;
+	}
+	for (uint32_t i = 0; i < qd && !rc; i++)
+		if (!(bufs[i] = abuf_alloc(io)))
+			rc = -ENOMEM;
+	if (!rc) {
+		rc = io_uring_queue_init(qd, &ring, 0);
+		ring_ok = rc == 0;
+	}
+	if (rc)
+		goto out;
+	t0 = bench_now();
+	deadline = t0 + b->seconds;
+	for (uint32_t i = 0; i < qd && !rc; i++) {
+		rc = local_prep(&ring, b, fds, &rng, bufs[i], io, i);
+		inflight += !rc;
+	}
+	io_uring_submit(&ring);
+	while (inflight) {
+		struct io_uring_cqe *cqe;
+		uint64_t si;
+		int res, w;
+
+		w = io_uring_wait_cqe(&ring, &cqe);
+		if (w < 0) {
+			rc = w;
+			goto out;
+		}
+		si = io_uring_cqe_get_data64(cqe);
+		res = cqe->res;
+		io_uring_cqe_seen(&ring, cqe);
+		inflight--;
+		if (rc || res != (int)io) {
+			if (!rc)
+				rc = res < 0 ? res : -EIO;
+			/* Reap the rest before the buffers go. */
+			while (inflight && io_uring_wait_cqe(&ring, &cqe) == 0) {
+				io_uring_cqe_seen(&ring, cqe);
+				inflight--;
+			}
+			goto out;
+		}
+		done++;
+		if (bench_now() < deadline && !bio_stop) {
+			rc = local_prep(&ring, b, fds, &rng, bufs[si], io, si);
+			if (rc)
+				continue;	/* reaps the rest, then fails */
+			io_uring_submit(&ring);
+			inflight++;
+		}
+	}
+	t0 = bench_now() - t0;
+out:
+	if (ring_ok)
+		io_uring_queue_exit(&ring);
+	for (int i = 0; i < b->threads; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	for (uint32_t i = 0; bufs && i < qd; i++)
+		abuf_free(bufs[i]);
+	free(bufs);
+	*err = rc;
+	return rc ? 0 : (double)done / t0;
+}
+
+/* ---- metadata: create, stat, unlink ---- */
+
+enum meta_op { META_CREATE, META_STAT, META_UNLINK };
+
+struct meta_arg {
+	struct bio *b;
+	int idx;
+	bool cluster;
+	enum meta_op op;
+	double deadline;
+	uint64_t ops;
+	int err;
+	pthread_t thr;
+};
+
+static int meta_one_cluster(struct bio *b, enum meta_op op, const char *path, const uint8_t *data)
+{
+	struct strata_file *f;
+	struct strata_stat st;
+	ssize_t n;
+	int rc;
+
+	switch (op) {
+	case META_CREATE:
+		rc = strata_open(b->s, path, STRATA_O_WRONLY | STRATA_O_CREAT | STRATA_O_TRUNC, 0644,
+				 &f);
+		if (rc)
+			return rc;
+		n = strata_pwrite(f, data, BIO_META_SIZE, 0);
+		rc = strata_close(f);
+		if (n != BIO_META_SIZE)
+			return n < 0 ? (int)n : -EIO;
+		return rc;
+	case META_STAT:
+		rc = strata_stat(b->s, path, &st);
+		if (!rc && st.size != BIO_META_SIZE)
+			rc = -EIO;
+		return rc;
+	case META_UNLINK:
+		return strata_unlink(b->s, path);
+	}
+	return -EINVAL;
+}
+
+static int meta_one_local(enum meta_op op, const char *path, const uint8_t *data)
+{
+	struct stat st;
+	int fd, rc = 0;
+
+	switch (op) {
+	case META_CREATE:
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0)
+			return -errno;
+		if (write(fd, data, BIO_META_SIZE) != BIO_META_SIZE)
+			rc = errno ? -errno : -EIO;
+		if (close(fd) < 0 && !rc)
+			rc = -errno;
+		return rc;
+	case META_STAT:
+		if (stat(path, &st) < 0)
+			return -errno;
+		return st.st_size == BIO_META_SIZE ? 0 : -EIO;
+	case META_UNLINK:
+		return unlink(path) < 0 ? -errno : 0;
+	}
+	return -EINVAL;
+}
+
+static void *meta_main(void *arg)
+{
+	struct meta_arg *a = arg;
+	struct bio *b = a->b;
+	uint64_t *created = &b->created[a->cluster ? 0 : 1][a->idx];
+	uint64_t n = a->op == META_CREATE ? BIO_META_MAX : *created;
+	uint8_t data[BIO_META_SIZE];
+	char path[PATH_MAX];
+
+	memset(data, 0x33, sizeof(data));
+	for (uint64_t i = 0; i < n && !bio_stop; i++) {
+		if (a->op == META_CREATE && bench_now() >= a->deadline)
+			break;
+		meta_path(b, a->cluster, a->idx, i, path, sizeof(path));
+		a->err = a->cluster ? meta_one_cluster(b, a->op, path, data) :
+				      meta_one_local(a->op, path, data);
+		if (a->err)
+			break;
+		a->ops++;
+		if (a->op == META_CREATE)
+			*created = a->ops;
+	}
+	return NULL;
+}
+
+/* Returns operations per second, or 0 with *err. */
+static double meta_run(struct bio *b, bool cluster, enum meta_op op, int *err)
+{
+	struct meta_arg a[BIO_MAX_THREADS];
+	uint64_t ops = 0;
+	double t0 = bench_now();
+	int started = 0;
+
+	*err = 0;
+	for (int i = 0; i < b->threads; i++) {
+		a[i] = (struct meta_arg){ .b = b, .idx = i, .cluster = cluster, .op = op,
+					  .deadline = t0 + b->seconds };
+		if (op == META_CREATE)
+			b->created[cluster ? 0 : 1][i] = 0;
+		if (pthread_create(&a[i].thr, NULL, meta_main, &a[i])) {
+			*err = -EAGAIN;
+			break;
+		}
+		started++;
+	}
+	for (int i = 0; i < started; i++) {
+		pthread_join(a[i].thr, NULL);
+		ops += a[i].ops;
+		if (a[i].err && !*err)
+			*err = a[i].err;
+	}
+	t0 = bench_now() - t0;
+	return *err ? 0 : (double)ops / t0;
+}
+
+/* ---- raw loopback TCP: one-way streaming of 1 MiB writes ---- */
+
+struct stream_arg {
+	int fd;
+	bool send;
+	double deadline;
+	uint64_t bytes;
+	double t_end;
+	pthread_t thr;
+};
+
+static void *stream_main(void *arg)
+{
+	struct stream_arg *a = arg;
+	uint8_t *buf = abuf_zalloc(BIO_SEQ_IO);
+
+	while (buf) {
+		ssize_t n;
+
+		if (a->send) {
+			if (bench_now() >= a->deadline || bio_stop)
+				break;
+			n = write(a->fd, buf, BIO_SEQ_IO);
+		} else {
+			n = read(a->fd, buf, BIO_SEQ_IO);
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		a->bytes += (uint64_t)n;
+	}
+	if (a->send)
+		shutdown(a->fd, SHUT_WR);
+	a->t_end = bench_now();
+	abuf_free(buf);
+	return NULL;
+}
+
+/* nconn connections over loopback, a sender and a receiver thread each.
+ * Returns bytes/s received, 0 on a socket error. */
+static double stream_run(int nconn, double seconds)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct stream_arg a[2 * BIO_MAX_THREADS];
+	socklen_t sl = sizeof(sin);
+	int lfd, n = 0, started = 0;
+	uint64_t bytes = 0;
+	double t0, t_end = 0;
+
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+	    listen(lfd, nconn) < 0 || getsockname(lfd, (struct sockaddr *)&sin, &sl) < 0)
+		goto out;
+	for (; n < nconn; n++) {
+		int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int sfd;
+
+		if (cfd < 0)
+			break;
+		if (connect(cfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+		    (sfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0) {
+			close(cfd);
+			break;
+		}
+		a[2 * n] = (struct stream_arg){ .fd = cfd, .send = true };
+		a[2 * n + 1] = (struct stream_arg){ .fd = sfd, .send = false };
+	}
+	if (n < nconn)
+		goto out;
+	t0 = bench_now();
+	for (int i = 0; i < 2 * n; i++) {
+		a[i].deadline = t0 + seconds;
+		if (pthread_create(&a[i].thr, NULL, stream_main, &a[i]))
+			break;
+		started++;
+	}
+	for (int i = 0; i < started; i++) {
+		pthread_join(a[i].thr, NULL);
+		if (!a[i].send) {
+			bytes += a[i].bytes;
+			if (a[i].t_end > t_end)
+				t_end = a[i].t_end;
+		}
+	}
+	if (started < 2 * n)
+		bytes = 0;
+	t0 = t_end > t0 ? t_end - t0 : 0;
+out:
+	for (int i = 0; i < 2 * n; i++)
+		close(a[i].fd);
+	if (lfd >= 0)
+		close(lfd);
+	return bytes && t0 > 0 ? (double)bytes / t0 : 0;
+}
+
+/* ---- readiness ---- */
+
+/* One probe: a file striped over every chain (64 KiB chunks, stripe 0 =
+ * all chains up to 16), written whole, then removed. */
+static int probe_once(struct strata *s, uint8_t *buf, size_t len)
+{
+	static const char dir[] = "/.strata-probe", file[] = "/.strata-probe/p";
+	struct strata_layout l = { .chunk_size = 64 << 10, .stripe = 0 };
+	struct strata_file *f = NULL;
+	ssize_t n;
+	int rc;
+
+	rc = strata_mkdir(s, dir, 0755);
+	if (rc && rc != -EEXIST)
+		return rc;
+	rc = strata_set_layout(s, dir, &l);
+	if (!rc)
+		rc = strata_open(s, file, STRATA_O_WRONLY | STRATA_O_CREAT | STRATA_O_TRUNC, 0644, &f);
+	if (rc)
+		return rc;
+	n = strata_pwrite(f, buf, len, 0);
+	rc = strata_close(f);
+	if (n != (ssize_t)len)
+		rc = n < 0 ? (int)n : -EIO;
+	if (!rc)
+		rc = strata_unlink(s, file);
+	if (!rc)
+		rc = strata_rmdir(s, dir);
+	return rc;
+}
+
+int bench_wait_writable(struct strata *s, int timeout_ms)
+{
+	size_t len = 16 * (64 << 10);
+	uint8_t *buf = calloc(1, len);
+	double deadline = bench_now() + timeout_ms / 1000.0;
+	int rc;
+
+	if (!buf)
+		return -ENOMEM;
+	while ((rc = probe_once(s, buf, len)) != 0 && bench_now() < deadline && !bio_stop)
+		usleep(200 * 1000);
+	free(buf);
+	return rc;
+}
+
+/* ---- the table ---- */
+
+static void fmt_rate(char *out, size_t len, double v, bool ops)
+{
+	if (ops)
+		snprintf(out, len, "%.0f op/s", v);
+	else
+		snprintf(out, len, "%.1f MB/s", v / 1e6);
+}
+
+static void row(struct bio *b, const char *name, double c, int cerr, double l, int lerr, bool ops)
+{
+	char cs[32], ls[32];
+
+	if (cerr || lerr) {
+		printf("%-40s failed: %s%s\n", name, cerr ? "strata: " : "local: ",
+		       cerr ? strata_strerror(cerr) : strerror(-lerr));
+		b->fails++;
+		fflush(stdout);
+		return;
+	}
+	fmt_rate(cs, sizeof(cs), c, ops);
+	fmt_rate(ls, sizeof(ls), l, ops);
+	printf("%-40s %16s %16s %7.2f\n", name, cs, ls, l > 0 ? c / l : 0);
+	fflush(stdout);
+}
+
+static void run_seq_rows(struct bio *b)
+{
+	char name[64];
+	double c, l;
+	int ce, le;
+
+	snprintf(name, sizeof(name), "seq write 1 MiB, %d thr", b->threads);
+	c = seq_run(b, true, true, &ce);
+	l = seq_run(b, false, true, &le);
+	row(b, name, c, ce, l, le, false);
+	for (int pass = 1; pass <= 2; pass++) {
+		snprintf(name, sizeof(name), "seq read 1 MiB, %d thr, pass %d", b->threads, pass);
+		c = seq_run(b, true, false, &ce);
+		l = seq_run(b, false, false, &le);
+		row(b, name, c, ce, l, le, false);
+		if (pass == 2 && !ce)
+			b->seq_read2 = c;
+	}
+}
+
+static void run_rand_rows(struct bio *b)
+{
+	static const size_t ios[] = { 4096, 128 << 10 };
+	static const uint32_t qds[] = { 1, 32, 256 };
+	char name[64];
+
+	for (size_t i = 0; i < sizeof(ios) / sizeof(ios[0]); i++) {
+		for (size_t q = 0; q < sizeof(qds) / sizeof(qds[0]) && !bio_stop; q++) {
+			double c, l;
+			int ce, le;
+
+			snprintf(name, sizeof(name), "rand read %zu KiB, QD %u", ios[i] >> 10, qds[q]);
+			c = rand_cluster(b, ios[i], qds[q], &ce);
+			l = rand_local(b, ios[i], qds[q], &le);
+			if (ios[i] == 4096) {
+				row(b, name, c, ce, l, le, true);
+			} else {
+				row(b, name, c * (double)ios[i], ce, l * (double)ios[i], le, false);
+			}
+		}
+	}
+}
+
+static int make_meta_dirs(struct bio *b)
+{
+	char path[PATH_MAX];
+	int rc;
+
+	for (int i = 0; i < b->threads; i++) {
+		snprintf(path, sizeof(path), "/bench/meta/t%02d", i);
+		rc = strata_mkdir(b->s, path, 0755);
+		if (rc) {
+			cli_err("bench io: cannot create '%s' in the cluster: %s", path,
+				strata_strerror(rc));
+			return rc;
+		}
+		snprintf(path, sizeof(path), "%s/meta-t%02d", b->ldir, i);
+		if (mkdir(path, 0755) < 0) {
+			rc = -errno;
+			cli_err("bench io: cannot create '%s': %s", path, strerror(errno));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static void run_meta_rows(struct bio *b)
+{
+	static const char *const names[] = { "create 3901 B (open+write+close)", "stat", "unlink" };
+
+	if (make_meta_dirs(b)) {
+		b->fails++;
+		return;
+	}
+	for (int op = META_CREATE; op <= META_UNLINK && !bio_stop; op++) {
+		char name[64];
+		double c, l;
+		int ce, le;
+
+		snprintf(name, sizeof(name), "%s, %d thr", names[op], b->threads);
+		c = meta_run(b, true, (enum meta_op)op, &ce);
+		l = meta_run(b, false, (enum meta_op)op, &le);
+		row(b, name, c, ce, l, le, true);
+	}
+}
+
+static void run_loopback(struct bio *b)
+{
+	double one = stream_run(1, b->seconds), many = 0, best;
+
+	if (b->threads > 1)
+		many = stream_run(b->threads, b->seconds);
+	best = one > many ? one : many;
+	printf("raw loopback TCP, one-way streaming of 1 MiB writes: %.2f GB/s (1 connection)",
+	       one / 1e9);
+	if (b->threads > 1)
+		printf(", %.2f GB/s (%d connections)", many / 1e9, b->threads);
+	printf("\n");
+	if (best <= 0) {
+		printf("raw loopback TCP: failed\n");
+		b->fails++;
+		return;
+	}
+	if (b->seq_read2 > 0)
+		printf("libstrata seq read 1 MiB (%d thr, pass 2) / raw loopback TCP (best): %.2f GB/s / %.2f GB/s = %.2f\n",
+		       b->threads, b->seq_read2 / 1e9, best / 1e9, b->seq_read2 / best);
+	fflush(stdout);
+}
+
+static int parse_args(int argc, char **argv, struct bio *b)
+{
+	int64_t v;
+
+	for (int i = 1; i < argc; i++) {
+		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			printf("usage: strata bench io [--seconds S] [--threads N] [--file-mib M]\n\n"
+			       "libstrata against a local cluster it starts (3 storage daemons, R=3), each\n"
+			       "figure beside the same workload on a local directory: sequential 1 MiB\n"
+			       "writes and reads (N threads, default 4, files up to M MiB, default 256),\n"
+			       "random 4 KiB and 128 KiB reads at QD 1, 32, 256 through the batch ring,\n"
+			       "create/stat/unlink rates; then raw loopback TCP and the ratio of the\n"
+			       "libstrata sequential read to it. S seconds per test (default 3).\n");
+			return 1;
+		}
+		if (strcmp(argv[i], "--seconds") == 0 && val) {
+			char *end;
+
+			b->seconds = strtod(val, &end);
+			if (*end || !(b->seconds > 0 && b->seconds <= 600)) {
+				cli_err("bench io: --seconds must be in (0, 600]");
+				return 2;
+			}
+		} else if (strcmp(argv[i], "--threads") == 0 && val) {
+			if (parse_i64(val, &v) || v < 1 || v > BIO_MAX_THREADS) {
+				cli_err("bench io: --threads must be in 1..%d", BIO_MAX_THREADS);
+				return 2;
+			}
+			b->threads = (int)v;
+		} else if (strcmp(argv[i], "--file-mib") == 0 && val) {
+			if (parse_i64(val, &v) || v < 1 || v > (1 << 20)) {
+				cli_err("bench io: --file-mib must be in 1..1048576");
+				return 2;
+			}
+			b->cap = (uint64_t)v << 20;
+		} else {
+			cli_err("bench io: unexpected argument '%s' (usage: strata bench io [--seconds S] [--threads N] [--file-mib M])",
+				argv[i]);
+			return 2;
+		}
+		i++;
+	}
+	return 0;
+}
+
+int bench_io(int argc, char **argv)
+{
+	struct bio *b = calloc(1, sizeof(*b));
+	struct sigaction sa = { .sa_handler = bio_on_signal };
+	char mgmt[64];
+	int rc, exit_code = 1;
+	bool up = false;
+
+	if (!b) {
+		cli_err("bench io: out of memory");
+		return 1;
+	}
+	b->seconds = 3;
+	b->threads = 4;
+	b->cap = 256ull << 20;
+	rc = parse_args(argc, argv, b);
+	if (rc) {
+		free(b);
+		return rc == 1 ? 0 : rc;	/* 1: --help was printed */
+	}
+	snprintf(b->root, sizeof(b->root), "/tmp/strata-bench-io-XXXXXX");
+	if (!mkdtemp(b->root)) {
+		cli_err("bench io: cannot create a temp dir: %s", strerror(errno));
+		free(b);
+		return 1;
+	}
+	snprintf(b->cdir, sizeof(b->cdir), "%s/cluster", b->root);
+	snprintf(b->ldir, sizeof(b->ldir), "%s/local", b->root);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	if (mkdir(b->ldir, 0755) < 0) {
+		cli_err("bench io: cannot create '%s': %s", b->ldir, strerror(errno));
+		goto out;
+	}
+	if (local_cluster_up(b->cdir, 3, 0, "--node.log_level=warn", mgmt, sizeof(mgmt)))
+		goto out;
+	up = true;
+	rc = strata_connect(mgmt, NULL, &b->s);
+	if (!rc)
+		rc = strata_mkdir(b->s, "/bench", 0755);
+	if (!rc)
+		rc = strata_mkdir(b->s, "/bench/seq", 0755);
+	if (!rc)
+		rc = strata_mkdir(b->s, "/bench/meta", 0755);
+	if (!rc)
+		rc = bench_wait_writable(b->s, 30000);
+	if (rc) {
+		cli_err("bench io: cannot set up the cluster at %s: %s", mgmt, strata_strerror(rc));
+		goto out;
+	}
+	printf("strata bench io: libstrata against a local cluster (3 storage daemons, R=3), %d thread(s), %g s per test, files up to %llu MiB\n",
+	       b->threads, b->seconds, (unsigned long long)(b->cap >> 20));
+	printf("baseline: the same workload on '%s' (same filesystem): POSIX pread/pwrite (buffered, writes end with fdatasync) for seq, io_uring O_DIRECT at the same QD for random, creat/write/close, stat, unlink for metadata\n",
+	       b->ldir);
+	printf("%-40s %16s %16s %7s\n", "test", "strata", "local", "ratio");
+	run_seq_rows(b);
+	if (!bio_stop)
+		run_rand_rows(b);
+	if (!bio_stop)
+		run_meta_rows(b);
+	if (!bio_stop)
+		run_loopback(b);
+	exit_code = b->fails || bio_stop ? 1 : 0;
+out:
+	strata_disconnect(b->s);
+	if (up && local_cluster_down(b->cdir))
+		exit_code = 1;
+	bench_rmtree(b->root);
+	free(b);
+	return exit_code;
+}

@@ -1,0 +1,92 @@
+"""'strata demo --small': the data-ingest job end to end (src/cli/cmd_demo.c),
+and a short smoke run of its benchmark, 'strata bench io' (src/cli/bench_io.c).
+
+The demo starts its own local cluster (3 storage daemons, R=3) in --dir,
+generates a small dataset, copies it in with 'strata put', reads it back in
+shuffled order through the batch ring and checks every file's CRC32C. It
+must exit 0, print its summary lines, stop its cluster and clean up."""
+
+import re
+
+import pytest
+
+from conftest import sanitizer_reports
+
+
+
+@pytest.mark.timeout(150)
+def test_demo_small(tmp_path, strata):
+    root = tmp_path / "demo"
+    cdir = root / "cluster"
+    try:
+        r = strata("demo", "--small", "--dir", root, timeout=120)
+    finally:
+        # Whatever happened, leave no daemon behind.
+        if (cdir / "cluster.json").exists():
+            strata("local", "down", "--dir", cdir, timeout=60)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    # The steps, in order.
+    steps = [int(m) for m in re.findall(r"^\[(\d)/5\]", r.stdout, re.M)]
+    assert steps == [1, 2, 3, 4, 5], out
+    # The real 'strata put' ran (not the library fallback).
+    assert re.search(r"^\s+\$ \S+/strata put .* /demo$", r.stdout, re.M), out
+    assert "not available" not in r.stdout, out
+
+    m = re.search(r"^summary: verified (\d+)/(\d+) files \(CRC32C", r.stdout, re.M)
+    assert m, out
+    assert m.group(1) == m.group(2) and int(m.group(2)) == 501, out
+    m = re.search(r"^summary: samples (\d+) samples/s, ([\d.]+) MB/s, p50 ([\d.]+) ms, "
+                  r"p99 ([\d.]+) ms, p99\.9 ([\d.]+) ms; shards ([\d.]+) MB/s$", r.stdout, re.M)
+    assert m, out
+    rate, mbs, p50, p99, p999, shard_mbs = (float(g) for g in m.groups())
+    assert rate > 0 and mbs > 0 and shard_mbs > 0, out
+    assert 0 < p50 <= p99 <= p999, out
+    assert re.search(r"^demo: ok \(", r.stdout, re.M), out
+    assert "MISMATCH" not in out, out
+    assert not sanitizer_reports(out), out
+
+    # The cluster is stopped and what the demo created is gone.
+    assert "stopped" in r.stdout, out
+    assert not (cdir / "cluster.json").exists()
+    assert not cdir.exists() and not (root / "dataset").exists(), list(root.iterdir())
+
+
+def test_demo_bad_argument(strata):
+    r = strata("demo", "--no-such-flag", timeout=30)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "unexpected argument '--no-such-flag'" in r.stderr
+
+
+def test_demo_help(strata):
+    r = strata("demo", "--help", timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "--small" in r.stdout
+
+
+@pytest.mark.timeout(150)
+def test_bench_io_smoke(strata):
+    """Every row of 'bench io' runs and has a ratio; the loopback line and
+    the ratio of the sequential read to it are printed; nothing is left."""
+    r = strata("bench", "io", "--seconds", "0.3", "--threads", "2", "--file-mib", "8",
+               timeout=120)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert not sanitizer_reports(out), out
+    rows = [l for l in r.stdout.splitlines()
+            if re.match(r"^(seq|rand|create|stat|unlink)", l)]
+    assert len(rows) == 3 + 6 + 3, out
+    for l in rows:
+        assert "failed" not in l, l
+        assert re.search(r"\s\d+\.\d\d$", l), l
+    assert re.search(r"^raw loopback TCP, one-way streaming of 1 MiB writes: [\d.]+ GB/s",
+                     r.stdout, re.M), out
+    assert re.search(r"^libstrata seq read 1 MiB .* = \d+\.\d\d$", r.stdout, re.M), out
+    assert "stopped" in r.stdout, out
+
+
+def test_bench_io_usage(strata):
+    r = strata("bench", "io", "--help", timeout=30)
+    assert r.returncode == 0 and "--threads" in r.stdout, r.stdout + r.stderr
+    r = strata("bench", "io", "--threads", "0", timeout=30)
+    assert r.returncode == 2 and "--threads must be in" in r.stderr, r.stdout + r.stderr
