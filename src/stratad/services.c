@@ -2,6 +2,7 @@
 #include <stddef.h>
 
 #include "daemon.h"
+#include "mem/mem_service.h"
 #include "meta/meta_service.h"
 #include "mgmt/mgmt_service.h"
 #include "storage/storage_service.h"
@@ -10,5 +11,6 @@ const struct service_def *const service_registry[] = {
 	&mgmt_service,
 	&meta_service,
 	&storage_service,
+	&mem_service,
 	NULL,
 };

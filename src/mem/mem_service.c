@@ -1,0 +1,834 @@
+/*
+ * The mem service: a DRAM pool of keyed objects (mem_pool.h) served over
+ * the mem protocol (mem_proto.h).
+ *
+ * Requests are served on the reactor that owns the connection (routes with
+ * no owner): the pool is thread-safe and its critical sections are short,
+ * so no request is handed between threads. A GET sends the object's bytes
+ * straight from the pool under a lease that ends when the connection no
+ * longer needs them, so a value being read is never evicted or freed under
+ * its reader. A PUT keeps the request's bulk buffer as the object: the
+ * value is received once and never copied.
+ *
+ * Configuration (the daemon's config has no [mem] section yet, so these
+ * are environment knobs of stratad):
+ *   STRATA_MEM_CAPACITY   pool size (e.g. 512M, 8G); default 1G
+ *   STRATA_MEM_HIGH/LOW   eviction watermarks in percent; default 90/80
+ *   STRATA_MEM_EVICT      0: a full pool refuses puts; default 1
+ *   STRATA_MEM_SPILL      1: evicted objects are written to the storage
+ *                         plane (through libstrata, mgmt at [mgmt] address)
+ *                         and reloaded on a GET miss; default 0
+ *
+ * Spill runs on its own thread because libstrata's file calls block; it
+ * holds a lease on each evicted object until it is written.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "common/buf.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "mem_pool.h"
+#include "mem_proto.h"
+#include "mem_service.h"
+#include "net/frame.h"
+#include "stratad/metrics.h"
+#include "strata/errors.h"
+#include "strata/strata.h"
+
+#define HUGE_MIN (2u << 20)
+#define SPILL_DIR "/.mem-spill"
+
+struct spill;
+
+struct memsvc {
+	struct daemon *d;
+	struct mem_pool *pool;
+	struct spill *sp;
+	uint64_t capacity;
+	bool hugetlb_ok;
+};
+
+static uint64_t env_u64(const char *name, uint64_t def, bool size)
+{
+	const char *v = getenv(name);
+	uint64_t out;
+	int64_t i;
+
+	if (!v || !*v)
+		return def;
+	if (size ? parse_size(v, &out) : (parse_i64(v, &i) || i < 0 ? -1 : ((out = (uint64_t)i), 0))) {
+		log_warn("mem", "ignoring %s='%s': not a valid %s", name, v, size ? "size" : "number");
+		return def;
+	}
+	return out;
+}
+
+/* ---- spill to the storage plane ---- */
+
+struct skey {
+	struct skey *next;
+	uint64_t len;
+	uint32_t klen;
+	char key[];
+};
+
+enum job_kind { JOB_SPILL, JOB_RELOAD };
+
+struct job {
+	struct job *next;
+	enum job_kind kind;
+	struct mem_obj *obj;		/* SPILL: leased */
+	struct svc_req *req;		/* RELOAD: the GET waiting */
+	struct mp_item it;
+	struct memsvc *ms;
+	int status;
+};
+
+struct spill {
+	struct memsvc *ms;
+	pthread_t th;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	struct job *head, **tail;
+	uint64_t queued_bytes;
+	bool stop, started;
+	struct strata *s;
+	struct skey *keys[4096];	/* keys on the storage plane */
+	uint64_t spilled, reloaded, dropped;
+};
+
+static uint64_t fnv64(const void *k, size_t n)
+{
+	const uint8_t *p = k;
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return h;
+}
+
+static struct skey **skey_slot(struct spill *sp, const void *key, size_t klen)
+{
+	struct skey **s = &sp->keys[fnv64(key, klen) % 4096];
+
+	for (; *s; s = &(*s)->next) {
+		if ((*s)->klen == klen && memcmp((*s)->key, key, klen) == 0)
+			break;
+	}
+	return s;
+}
+
+/* Under sp->lock: forgets key's spilled copy. Returns true if it had one. */
+static bool skey_drop(struct spill *sp, const void *key, size_t klen)
+{
+	struct skey **s = skey_slot(sp, key, klen), *k = *s;
+
+	if (!k)
+		return false;
+	*s = k->next;
+	free(k);
+	return true;
+}
+
+static void spill_path(struct spill *sp, const void *key, size_t klen, char *out, size_t len)
+{
+	snprintf(out, len, SPILL_DIR "/n%u/%016llx", (unsigned)sp->ms->d->cfg.node_id,
+		 (unsigned long long)fnv64(key, klen));
+}
+
+static void enqueue(struct spill *sp, struct job *j)
+{
+	pthread_mutex_lock(&sp->lock);
+	j->next = NULL;
+	*sp->tail = j;
+	sp->tail = &j->next;
+	pthread_cond_signal(&sp->cv);
+	pthread_mutex_unlock(&sp->lock);
+}
+
+/* Pool callback (any thread, outside the pool lock). */
+static void on_evict(void *arg, struct mem_obj *o)
+{
+	struct spill *sp = arg;
+	struct job *j = calloc(1, sizeof(*j));
+
+	pthread_mutex_lock(&sp->lock);
+	/* Bound what waits in memory uncounted by the pool. */
+	if (!j || sp->queued_bytes + o->len > sp->ms->capacity / 4) {
+		sp->dropped++;
+		pthread_mutex_unlock(&sp->lock);
+		free(j);
+		mem_obj_release(o);
+		return;
+	}
+	sp->queued_bytes += o->len;
+	pthread_mutex_unlock(&sp->lock);
+	j->kind = JOB_SPILL;
+	j->obj = o;
+	enqueue(sp, j);
+}
+
+static int do_spill(struct spill *sp, struct mem_obj *o)
+{
+	struct strata_file *f = NULL;
+	char path[128];
+	uint8_t hdr[4];
+	ssize_t n;
+	int rc;
+
+	spill_path(sp, o->key, o->klen, path, sizeof(path));
+	rc = strata_open(sp->s, path, STRATA_O_WRONLY | STRATA_O_CREAT | STRATA_O_TRUNC, 0600, &f);
+	if (rc)
+		return rc;
+	put_le32(hdr, o->klen);
+	n = strata_pwrite(f, hdr, 4, 0);
+	if (n == 4)
+		n = strata_pwrite(f, o->key, o->klen, 4);
+	if (n == o->klen && o->len)
+		n = strata_pwrite(f, o->data, o->len, 4 + o->klen) == (ssize_t)o->len ? 0 : -EIO;
+	rc = strata_close(f);
+	return n < 0 ? (int)n : rc;
+}
+
+static int do_reload(struct spill *sp, const struct mp_item *it)
+{
+	struct strata_file *f = NULL;
+	struct strata_stat st;
+	char path[128];
+	uint8_t hdr[4];
+	void *data = NULL, *kbuf = NULL;
+	uint64_t len;
+	int rc;
+
+	spill_path(sp, it->key, it->klen, path, sizeof(path));
+	rc = strata_open(sp->s, path, STRATA_O_RDONLY, 0, &f);
+	if (rc)
+		return rc;
+	rc = strata_fstat(f, &st);
+	if (rc)
+		goto out;
+	rc = -EIO;
+	if (st.size < 4 + it->klen || strata_pread(f, hdr, 4, 0) != 4 || get_le32(hdr) != it->klen)
+		goto out;
+	kbuf = malloc(it->klen);
+	if (!kbuf || strata_pread(f, kbuf, it->klen, 4) != it->klen ||
+	    memcmp(kbuf, it->key, it->klen) != 0)
+		goto out;
+	len = st.size - 4 - it->klen;
+	data = abuf_alloc(len);
+	if (!data) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (len && strata_pread(f, data, len, 4 + it->klen) != (ssize_t)len)
+		goto out;
+	rc = mem_pool_put(sp->ms->pool, it->key, it->klen, data, len, MEM_PUT_NX);
+	if (rc == 0 || rc == -EEXIST) {
+		data = NULL;
+		rc = 0;
+	}
+out:
+	abuf_free(data);
+	free(kbuf);
+	strata_close(f);
+	return rc;
+}
+
+static void get_reply(struct memsvc *ms, struct svc_req *req, const struct mp_item *it,
+		      bool may_reload);
+
+static void reload_done(void *arg)
+{
+	struct job *j = arg;
+
+	if (j->status)
+		svc_reply(j->req, j->status == -ENOENT ? -ENOENT : j->status);
+	else
+		get_reply(j->ms, j->req, &j->it, false);
+	free(j);
+}
+
+static void *spill_main(void *arg)
+{
+	struct spill *sp = arg;
+	struct strata_opts o;
+	char dir[64];
+	int rc;
+
+	strata_opts_init(&o, sizeof(o));
+	o.io_threads = 1;
+	while (!sp->s) {
+		rc = strata_connect(sp->ms->d->cfg.mgmt_addr, &o, &sp->s);
+		pthread_mutex_lock(&sp->lock);
+		if (sp->stop) {
+			pthread_mutex_unlock(&sp->lock);
+			break;
+		}
+		pthread_mutex_unlock(&sp->lock);
+		if (rc)
+			log_warn("mem", "spill: cannot reach the storage plane at '%s': %s (retrying)",
+				 sp->ms->d->cfg.mgmt_addr, strata_strerror(rc));
+	}
+	if (sp->s) {
+		strata_mkdir(sp->s, SPILL_DIR, 0755);
+		snprintf(dir, sizeof(dir), SPILL_DIR "/n%u", (unsigned)sp->ms->d->cfg.node_id);
+		strata_mkdir(sp->s, dir, 0755);
+		log_info("mem", "spill: evicted objects go to '%s' on the storage plane", dir);
+	}
+	for (;;) {
+		struct job *j;
+
+		pthread_mutex_lock(&sp->lock);
+		while (!sp->head && !sp->stop)
+			pthread_cond_wait(&sp->cv, &sp->lock);
+		j = sp->head;
+		if (j) {
+			sp->head = j->next;
+			if (!sp->head)
+				sp->tail = &sp->head;
+		}
+		pthread_mutex_unlock(&sp->lock);
+		if (!j)
+			break;
+		if (j->kind == JOB_SPILL) {
+			struct mem_obj *ob = j->obj;
+
+			rc = sp->s && !sp->stop ? do_spill(sp, ob) : -ESHUTDOWN;
+			pthread_mutex_lock(&sp->lock);
+			sp->queued_bytes -= ob->len;
+			if (rc == 0) {
+				struct skey **s = skey_slot(sp, ob->key, ob->klen);
+				struct skey *k = *s ? *s : calloc(1, sizeof(*k) + ob->klen);
+
+				if (k && !*s) {
+					k->klen = ob->klen;
+					memcpy(k->key, ob->key, ob->klen);
+					*s = k;
+				}
+				if (k)
+					k->len = ob->len;
+				sp->spilled++;
+			} else {
+				sp->dropped++;
+			}
+			pthread_mutex_unlock(&sp->lock);
+			if (rc)
+				log_warn("mem", "spill of '%.*s' failed: %s (dropped)", (int)ob->klen,
+					 ob->key, strata_strerror(rc));
+			mem_obj_release(ob);
+			free(j);
+		} else {
+			j->status = sp->s && !sp->stop ? do_reload(sp, &j->it) : -ESHUTDOWN;
+			pthread_mutex_lock(&sp->lock);
+			if (j->status == 0) {
+				skey_drop(sp, j->it.key, j->it.klen);
+				sp->reloaded++;
+			}
+			pthread_mutex_unlock(&sp->lock);
+			if (reactor_post(j->req->owner, reload_done, j))
+				reload_done(j);
+		}
+	}
+	return NULL;
+}
+
+/* ---- handlers (on the connection's reactor) ---- */
+
+static void lease_end(void *arg)
+{
+	mem_obj_release(arg);
+}
+
+/* Keys of the request live in req->body; a reload keeps req and so them. */
+static void get_reply(struct memsvc *ms, struct svc_req *req, const struct mp_item *it,
+		      bool may_reload)
+{
+	struct mem_obj *o;
+	struct wbuf w;
+	int rc = mem_pool_get(ms->pool, it->key, it->klen, &o);
+
+	if (rc == -ENOENT && may_reload && ms->sp) {
+		struct job *j;
+		bool spilled;
+
+		pthread_mutex_lock(&ms->sp->lock);
+		spilled = *skey_slot(ms->sp, it->key, it->klen) != NULL;
+		pthread_mutex_unlock(&ms->sp->lock);
+		j = spilled ? calloc(1, sizeof(*j)) : NULL;
+		if (j) {
+			j->kind = JOB_RELOAD;
+			j->req = req;
+			j->it = *it;
+			j->ms = ms;
+			enqueue(ms->sp, j);
+			return;
+		}
+	}
+	if (rc) {
+		svc_reply(req, rc);
+		return;
+	}
+	wbuf_init(&w, &req->reply);
+	wb_u64(&w, o->len);
+	if (o->len > it->arg || w.err) {
+		mem_obj_release(o);
+		svc_reply(req, w.err ? w.err : -ENOBUFS);
+		return;
+	}
+	svc_reply_bulk(req, 0, o->data, o->len, lease_end, o);
+}
+
+static void op_get(void *svc, struct svc_req *req)
+{
+	struct mp_item it;
+	int rc = mp_item_decode(req->body, req->hdr.body_len, &it);
+
+	if (!rc)
+		rc = mem_pool_check(((struct memsvc *)svc)->pool, it.klen, 0);
+	if (rc) {
+		svc_reply(req, rc);
+		return;
+	}
+	get_reply(svc, req, &it, true);
+}
+
+static void forget_spilled(struct memsvc *ms, const void *key, size_t klen, bool *had)
+{
+	bool h = false;
+
+	if (ms->sp) {
+		pthread_mutex_lock(&ms->sp->lock);
+		h = skey_drop(ms->sp, key, klen);
+		pthread_mutex_unlock(&ms->sp->lock);
+	}
+	if (had)
+		*had = h;
+}
+
+static int put_one(struct memsvc *ms, const struct mp_item *it, void *data, uint64_t len)
+{
+	int rc;
+
+	if (len >= HUGE_MIN)
+		(void)madvise(data, align_up(len, STRATA_ALIGN), MADV_HUGEPAGE);
+	rc = mem_pool_put(ms->pool, it->key, it->klen, data, len,
+			  it->flags & (MEM_PUT_PIN | MEM_PUT_NX));
+	if (rc == 0)
+		forget_spilled(ms, it->key, it->klen, NULL);
+	return rc;
+}
+
+static void op_put(void *svc, struct svc_req *req)
+{
+	struct memsvc *ms = svc;
+	struct mp_item it;
+	void *data = req->bulk;
+	int rc = mp_item_decode(req->body, req->hdr.body_len, &it);
+
+	if (!rc)
+		rc = mem_pool_check(ms->pool, it.klen, req->hdr.bulk_len);
+	if (!rc && !data)
+		data = abuf_alloc(0);
+	if (!rc && !data)
+		rc = -ENOMEM;
+	if (!rc) {
+		rc = put_one(ms, &it, data, req->hdr.bulk_len);
+		if (rc == 0 && data == req->bulk)
+			req->bulk = NULL;
+		else if (data != req->bulk)
+			abuf_free(data);
+		if (rc == 0)
+			data = NULL;
+	}
+	svc_reply(req, rc);
+}
+
+static void op_key(void *svc, struct svc_req *req)
+{
+	struct memsvc *ms = svc;
+	struct mp_item it;
+	uint64_t len = 0;
+	struct wbuf w;
+	bool had = false;
+	int rc = mp_item_decode(req->body, req->hdr.body_len, &it);
+
+	if (!rc)
+		rc = mem_pool_check(ms->pool, it.klen, 0);
+	if (rc) {
+		svc_reply(req, rc);
+		return;
+	}
+	switch (req->hdr.opcode) {
+	case OP_MEM_REMOVE:
+		rc = mem_pool_remove(ms->pool, it.key, it.klen);
+		forget_spilled(ms, it.key, it.klen, &had);
+		if (had)
+			rc = 0;
+		break;
+	case OP_MEM_EXISTS:
+		rc = mem_pool_exists(ms->pool, it.key, it.klen, &len);
+		if (rc == -ENOENT && ms->sp) {
+			struct skey *k;
+
+			pthread_mutex_lock(&ms->sp->lock);
+			k = *skey_slot(ms->sp, it.key, it.klen);
+			if (k) {
+				len = k->len;
+				rc = 0;
+			}
+			pthread_mutex_unlock(&ms->sp->lock);
+		}
+		wbuf_init(&w, &req->reply);
+		if (!rc)
+			wb_u64(&w, len);
+		break;
+	default:
+		rc = mem_pool_pin(ms->pool, it.key, it.klen, it.flags != 0);
+		break;
+	}
+	svc_reply(req, rc);
+}
+
+struct list_ctx {
+	struct wbuf w;
+	bool truncated;
+};
+
+static int list_one(void *arg, const char *key, size_t klen, uint64_t len)
+{
+	struct list_ctx *lc = arg;
+
+	if (lc->w.b->len + klen + 16 > FRAME_MAX_BODY - 64) {
+		lc->truncated = true;
+		return 1;
+	}
+	wb_bytes(&lc->w, key, (uint32_t)klen);
+	wb_u64(&lc->w, len);
+	return 0;
+}
+
+static void op_list(void *svc, struct svc_req *req)
+{
+	struct memsvc *ms = svc;
+	struct mp_item it;
+	struct list_ctx lc = { .truncated = false };
+	uint32_t n, max;
+	int rc = mp_item_decode(req->body, req->hdr.body_len, &it);
+
+	if (rc || it.klen > MEM_KEY_MAX) {
+		svc_reply(req, rc ? rc : -ENAMETOOLONG);
+		return;
+	}
+	max = it.flags && it.flags < MP_LIST_MAX ? it.flags : MP_LIST_MAX;
+	wbuf_init(&lc.w, &req->reply);
+	wb_u32(&lc.w, 0);
+	n = mem_pool_list(ms->pool, it.key, it.klen, max, list_one, &lc);
+	if (lc.truncated)
+		n--;
+	if (n == max)
+		lc.truncated = true;
+	wb_u8(&lc.w, lc.truncated);
+	if (!lc.w.err)
+		put_le32(req->reply.buf, n);
+	svc_reply(req, lc.w.err);
+}
+
+static void op_batch(void *svc, struct svc_req *req)
+{
+	struct memsvc *ms = svc;
+	struct mp_item *items = NULL;
+	struct mem_obj **objs = NULL;
+	uint8_t *bulk = NULL, *in = req->bulk;
+	uint64_t cap, off = 0, total = 0;
+	uint32_t n = 0;
+	struct wbuf w;
+	int rc = mp_batch_decode(req->body, req->hdr.body_len, &items, &n, &cap);
+
+	if (rc)
+		goto out;
+	if (req->hdr.opcode == OP_MEM_MPUT) {
+		for (uint32_t i = 0; i < n; i++)
+			total += items[i].arg;
+		if (total != req->hdr.bulk_len) {
+			rc = STRATA_EBADMSG;
+			goto out;
+		}
+	}
+	if (req->hdr.opcode == OP_MEM_MGET) {
+		objs = calloc(n ? n : 1, sizeof(*objs));
+		if (!objs) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		if (cap > FRAME_MAX_BULK)
+			cap = FRAME_MAX_BULK;
+	}
+	wbuf_init(&w, &req->reply);
+	wb_u32(&w, n);
+	for (uint32_t i = 0; i < n; i++) {
+		struct mp_item *it = &items[i];
+		uint64_t len = 0;
+		int st = mem_pool_check(ms->pool, it->klen, 0);
+
+		if (st)
+			goto put_result;
+		switch (req->hdr.opcode) {
+		case OP_MEM_MPUT:
+			len = it->arg;
+			st = mem_pool_check(ms->pool, it->klen, len);
+			if (!st)
+				st = mem_pool_put_copy(ms->pool, it->key, it->klen, in + off, len,
+						       it->flags & (MEM_PUT_PIN | MEM_PUT_NX));
+			if (!st)
+				forget_spilled(ms, it->key, it->klen, NULL);
+			off += it->arg;
+			break;
+		case OP_MEM_MGET:
+			st = mem_pool_get(ms->pool, it->key, it->klen, &objs[i]);
+			if (!st) {
+				len = objs[i]->len;
+				if (total + len > cap) {
+					mem_obj_release(objs[i]);
+					objs[i] = NULL;
+					st = -ENOBUFS;
+				} else {
+					total += len;
+				}
+			}
+			break;
+		case OP_MEM_MREMOVE: {
+			bool had;
+
+			st = mem_pool_remove(ms->pool, it->key, it->klen);
+			forget_spilled(ms, it->key, it->klen, &had);
+			if (had)
+				st = 0;
+			break;
+		}
+		default:
+			st = mem_pool_exists(ms->pool, it->key, it->klen, &len);
+			break;
+		}
+put_result:
+		wb_i32(&w, st);
+		wb_u64(&w, len);
+	}
+	rc = w.err;
+	if (objs && !rc) {
+		bulk = abuf_alloc(total);
+		if (!bulk)
+			rc = -ENOMEM;
+		off = 0;
+		for (uint32_t i = 0; i < n && bulk; i++) {
+			if (objs[i]) {
+				memcpy(bulk + off, objs[i]->data, objs[i]->len);
+				off += objs[i]->len;
+			}
+		}
+	}
+	for (uint32_t i = 0; objs && i < n; i++) {
+		if (objs[i])
+			mem_obj_release(objs[i]);
+	}
+out:
+	free(items);
+	free(objs);
+	if (bulk && !rc) {
+		svc_reply_bulk(req, 0, bulk, total, abuf_free, bulk);
+		return;
+	}
+	abuf_free(bulk);
+	if (rc)
+		req->reply.len = 0;
+	svc_reply(req, rc);
+}
+
+static void fill_stats(struct memsvc *ms, struct mp_stats *s)
+{
+	struct mem_pool_stats ps;
+
+	mem_pool_stats(ms->pool, &ps);
+	memset(s, 0, sizeof(*s));
+	s->capacity = ps.capacity;
+	s->used = ps.used;
+	s->objects = ps.objects;
+	s->pinned = ps.pinned;
+	s->leased = ps.leased;
+	s->puts = ps.puts;
+	s->gets = ps.gets;
+	s->hits = ps.hits;
+	s->misses = ps.misses;
+	s->evictions = ps.evictions;
+	s->evicted_bytes = ps.evicted_bytes;
+	s->refused = ps.refused;
+	if (ms->sp) {
+		pthread_mutex_lock(&ms->sp->lock);
+		s->spilled = ms->sp->spilled;
+		s->reloaded = ms->sp->reloaded;
+		pthread_mutex_unlock(&ms->sp->lock);
+	}
+}
+
+static void op_stats(void *svc, struct svc_req *req)
+{
+	struct mp_stats s;
+	struct wbuf w;
+
+	fill_stats(svc, &s);
+	wbuf_init(&w, &req->reply);
+	mp_stats_encode(&w, &s);
+	svc_reply(req, w.err);
+}
+
+/* ---- life cycle ---- */
+
+static void spill_stop(struct spill *sp)
+{
+	if (!sp)
+		return;
+	if (sp->started) {
+		pthread_mutex_lock(&sp->lock);
+		sp->stop = true;
+		pthread_cond_signal(&sp->cv);
+		pthread_mutex_unlock(&sp->lock);
+		pthread_join(sp->th, NULL);
+	}
+	strata_disconnect(sp->s);
+	for (int b = 0; b < 4096; b++) {
+		while (sp->keys[b]) {
+			struct skey *k = sp->keys[b];
+
+			sp->keys[b] = k->next;
+			free(k);
+		}
+	}
+	pthread_cond_destroy(&sp->cv);
+	pthread_mutex_destroy(&sp->lock);
+	free(sp);
+}
+
+static void mem_stop(void *svc)
+{
+	struct memsvc *ms = svc;
+
+	/* The server is shut down: no request is in flight, and every
+	 * connection (with its leases) is gone. */
+	spill_stop(ms->sp);
+	mem_pool_free(ms->pool);
+	free(ms);
+}
+
+static int mem_start(struct daemon *d, void **out)
+{
+	struct memsvc *ms = calloc(1, sizeof(*ms));
+	struct mem_pool_opts o;
+	int rc;
+
+	if (!ms)
+		return -ENOMEM;
+	ms->d = d;
+	mem_pool_opts_init(&o, sizeof(o));
+	o.capacity = ms->capacity = env_u64("STRATA_MEM_CAPACITY", 1ull << 30, true);
+	o.high_pct = (uint32_t)env_u64("STRATA_MEM_HIGH", 90, false);
+	o.low_pct = (uint32_t)env_u64("STRATA_MEM_LOW", 80, false);
+	o.evict = env_u64("STRATA_MEM_EVICT", 1, false) != 0;
+	if (env_u64("STRATA_MEM_SPILL", 0, false)) {
+		struct spill *sp = calloc(1, sizeof(*sp));
+
+		if (!sp) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+		sp->ms = ms;
+		sp->tail = &sp->head;
+		pthread_mutex_init(&sp->lock, NULL);
+		pthread_cond_init(&sp->cv, NULL);
+		ms->sp = sp;
+		o.on_evict = on_evict;
+		o.evict_arg = sp;
+	}
+	rc = mem_pool_new(&o, &ms->pool);
+	if (rc) {
+		log_error("mem", "cannot create a pool of %llu bytes (watermarks %u/%u%%): %s",
+			  (unsigned long long)o.capacity, o.high_pct, o.low_pct,
+			  strata_strerror(rc));
+		goto fail;
+	}
+	if (ms->sp) {
+		rc = -pthread_create(&ms->sp->th, NULL, spill_main, ms->sp);
+		if (rc)
+			goto fail;
+		ms->sp->started = true;
+	}
+	rpc_server_route(d->srv, OP_MEM_PUT, NULL, op_put, ms);
+	rpc_server_route(d->srv, OP_MEM_GET, NULL, op_get, ms);
+	rpc_server_route(d->srv, OP_MEM_REMOVE, NULL, op_key, ms);
+	rpc_server_route(d->srv, OP_MEM_EXISTS, NULL, op_key, ms);
+	rpc_server_route(d->srv, OP_MEM_PIN, NULL, op_key, ms);
+	rpc_server_route(d->srv, OP_MEM_LIST, NULL, op_list, ms);
+	rpc_server_route(d->srv, OP_MEM_MPUT, NULL, op_batch, ms);
+	rpc_server_route(d->srv, OP_MEM_MGET, NULL, op_batch, ms);
+	rpc_server_route(d->srv, OP_MEM_MREMOVE, NULL, op_batch, ms);
+	rpc_server_route(d->srv, OP_MEM_MEXISTS, NULL, op_batch, ms);
+	rpc_server_route(d->srv, OP_MEM_STATS, NULL, op_stats, ms);
+	log_info("mem", "pool of %llu MiB, LRU eviction %s (%u%% -> %u%%), spill %s",
+		 (unsigned long long)(o.capacity >> 20), o.evict ? "on" : "off", o.high_pct,
+		 o.low_pct, ms->sp ? "to the storage plane" : "off");
+	*out = ms;
+	return 0;
+fail:
+	spill_stop(ms->sp);
+	mem_pool_free(ms->pool);
+	free(ms);
+	return rc;
+}
+
+static void mem_status(void *svc, json_t *o)
+{
+	struct mp_stats s;
+
+	fill_stats(svc, &s);
+#define J(f) json_object_set_new(o, #f, json_integer((json_int_t)s.f))
+	J(capacity);
+	J(used);
+	J(objects);
+	J(pinned);
+	J(leased);
+	J(evictions);
+	J(spilled);
+	J(reloaded);
+#undef J
+	json_object_set_new(o, "eviction", json_string("lru"));
+}
+
+static void mem_metrics(void *svc, struct bbuf *out)
+{
+	struct mp_stats s;
+
+	fill_stats(svc, &s);
+#define M(name, type, help, f) metrics_put(out, name, type, help, (double)s.f)
+	M("strata_mem_capacity_bytes", "gauge", "pool capacity", capacity);
+	M("strata_mem_used_bytes", "gauge", "pool bytes in use", used);
+	M("strata_mem_objects", "gauge", "objects in the pool", objects);
+	M("strata_mem_puts_total", "counter", "puts", puts);
+	M("strata_mem_gets_total", "counter", "gets", gets);
+	M("strata_mem_misses_total", "counter", "gets of absent keys", misses);
+	M("strata_mem_evictions_total", "counter", "objects evicted", evictions);
+	M("strata_mem_refused_total", "counter", "puts refused (pool full)", refused);
+	M("strata_mem_spilled_total", "counter", "objects spilled", spilled);
+	M("strata_mem_reloaded_total", "counter", "objects reloaded from spill", reloaded);
+#undef M
+}
+
+const struct service_def mem_service = {
+	.name = "mem",
+	.start = mem_start,
+	.stop = mem_stop,
+	.status = mem_status,
+	.metrics = mem_metrics,
+};
