@@ -39,7 +39,10 @@ enum strata_err {
 	STRATA_ESYNCING = -(STRATA_ERR_BASE + 9),
 	/* Unknown operation code. */
 	STRATA_EBADOP = -(STRATA_ERR_BASE + 10),
-	STRATA_ERR_LAST = -(STRATA_ERR_BASE + 10),
+	/* A replica lacks the base version of a chunk update: its
+	 * predecessor resends the whole chunk (between storage nodes). */
+	STRATA_ENEEDFULL = -(STRATA_ERR_BASE + 11),
+	STRATA_ERR_LAST = -(STRATA_ERR_BASE + 11),
 };
 
 /* Returns a static, human-readable description of err (negative code,

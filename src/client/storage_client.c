@@ -120,7 +120,7 @@ static bool retryable(int err)
 	case -EHOSTUNREACH: case -ECONNABORTED: case -EPIPE: case -ESHUTDOWN:
 	case -EAGAIN: case -EIO:
 	case STRATA_ESTALE_MAP: case STRATA_ENOTHEAD: case STRATA_EUNAVAIL:
-	case STRATA_EDIRTY: case STRATA_EINTEGRITY: case STRATA_ESYNCING:
+	case STRATA_EDIRTY: case STRATA_EINTEGRITY: case STRATA_ESYNCING: case STRATA_ENEEDFULL:
 		return true;
 	default:
 		return false;
@@ -145,7 +145,8 @@ static void io_failed(struct sc_io *io, int err)
 		return;
 	}
 	io->attempt++;
-	if (err == STRATA_EDIRTY || (err == STRATA_EINTEGRITY && io->kind == SC_READ)) {
+	if (err == STRATA_EDIRTY || err == STRATA_ESYNCING ||
+	    (err == STRATA_EINTEGRITY && io->kind == SC_READ)) {
 		/* Another replica right away. */
 		io->replica++;
 		io_start(io);

@@ -15,6 +15,7 @@ static const char *const strata_msgs[] = {
 	[8] = "configuration error",
 	[9] = "target is resyncing and cannot serve yet",
 	[10] = "unknown operation",
+	[11] = "replica lacks the chunk's base version: the whole chunk is resent",
 };
 
 /* A new code in errors.h needs its message here. */

@@ -10,7 +10,7 @@
  *            rep: cm_encode_since() form
  * REPORT     req: u32 target_id, u64 ino, u64 idx, i32 error
  *            rep: empty
- * ADMIN      req: u32 action, u32 arg     (MGMT_ADMIN_*)
+ * ADMIN      req: u32 action, u32 arg [, u32 arg2]   (MGMT_ADMIN_*)
  *            rep: u32 result
  */
 #ifndef STRATA_MGMT_PROTO_H
@@ -22,6 +22,7 @@ enum mgmt_admin_action {
 	MGMT_ADMIN_DRAIN = 1,		/* arg: node id */
 	MGMT_ADMIN_REPLACE = 2,		/* arg: target id (old); new chosen by mgmt */
 	MGMT_ADMIN_BUILD_CHAINS = 3,	/* arg: replication factor */
+	MGMT_ADMIN_SYNCED = 4,		/* arg: target id, arg2: chain id */
 };
 
 #endif

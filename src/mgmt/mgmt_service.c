@@ -203,12 +203,14 @@ static void op_admin(void *svc, struct svc_req *req)
 	struct mgmt *m = svc;
 	struct rbuf r;
 	struct wbuf w;
-	uint32_t action, arg, result = 0;
+	uint32_t action, arg, arg2 = 0, result = 0;
 	int rc;
 
 	rbuf_init(&r, req->body, req->hdr.body_len);
 	action = rb_u32(&r);
 	arg = rb_u32(&r);
+	if (rb_left(&r) >= 4)
+		arg2 = rb_u32(&r);
 	if (rb_finish(&r)) {
 		svc_reply(req, STRATA_EBADMSG);
 		return;
@@ -216,6 +218,15 @@ static void op_admin(void *svc, struct svc_req *req)
 	switch (action) {
 	case MGMT_ADMIN_DRAIN:
 		rc = cm_drain_node(&m->map, arg, &result);
+		break;
+	case MGMT_ADMIN_SYNCED:
+		rc = cm_member_synced(&m->map, arg2, arg);
+		if (rc >= 0)
+			log_info("mgmt", "target %u is in sync with chain %u: serving (map version %llu)",
+				 arg, arg2, (unsigned long long)m->map.version);
+		break;
+	case MGMT_ADMIN_REPLACE:
+		rc = cm_replace_target(&m->map, arg, arg2);
 		break;
 	case MGMT_ADMIN_BUILD_CHAINS:
 		rc = cm_build_chains(&m->map, arg ? arg : m->replication, false);

@@ -495,7 +495,12 @@ static void conn_fail(struct conn *c, const char *why)
 {
 	if (!c->open)
 		return;
-	log_warn("net", "connection '%s' closed: %s", c->peer, why);
+	/* A refused connect is the caller's to report (its calls fail with
+	 * the error); a dead peer would otherwise flood the log. */
+	if (c->connecting)
+		log_debug("net", "cannot connect to '%s': %s", c->peer, why);
+	else
+		log_warn("net", "connection '%s' closed: %s", c->peer, why);
 	c->open = false;
 	conn_teardown(c);
 }

@@ -35,12 +35,13 @@ int cs_chunk_path(const struct chunk_store *cs, const struct chunk_id *id,
 struct slot {
 	uint64_t seq, version;
 	struct chunk_id id;
-	uint32_t length, crc, nblocks;
+	uint32_t length, crc, nblocks, tag;
 	const uint8_t *bcrc;            /* nblocks little-endian u32 */
 };
 
 void cs_slot_encode(uint8_t *p, uint64_t seq, const struct chunk_id *id,
-			uint64_t version, uint32_t length, uint32_t crc, const uint32_t *bcrc)
+			uint64_t version, uint32_t length, uint32_t crc, const uint32_t *bcrc,
+			uint32_t tag)
 {
 	uint32_t nb = nblocks(length);
 
@@ -58,6 +59,7 @@ void cs_slot_encode(uint8_t *p, uint64_t seq, const struct chunk_id *id,
 	put32(p + 52, nb);
 	for (uint32_t i = 0; i < nb; i++)
 		put32(p + SLOT_FIXED + 4 * i, bcrc[i]);
+	put32(p + SLOT_TAG_OFF, tag);
 	put32(p + SLOT_CRC_OFF, crc32c(0, p, SLOT_CRC_OFF));
 }
 
@@ -75,6 +77,7 @@ static int slot_decode(const uint8_t *p, struct slot *s)
 	s->length = get32(p + 40);
 	s->crc = get32(p + 44);
 	s->nblocks = get32(p + 52);
+	s->tag = get32(p + SLOT_TAG_OFF);
 	s->bcrc = p + SLOT_FIXED;
 	if (get32(p + 48) != CHUNK_BLOCK_SIZE || s->length > CHUNK_MAX_SIZE ||
 	    s->nblocks != nblocks(s->length))
@@ -449,6 +452,7 @@ static int load_one(struct chunk_store *cs, int dfd, unsigned xx, const char *na
 	e->version = s.version;
 	e->length = s.length;
 	e->crc = s.crc;
+	e->tag = s.tag;
 	cs->nchunks++;
 	cs->used += footprint(true, s.length);
 	return 0;

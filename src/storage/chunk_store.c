@@ -307,6 +307,14 @@ static void crc_inplace(struct op *op)
 	op->new_crc = c;
 }
 
+/* The tag an update leaves on its chunk: its own, else the chunk's. */
+static uint32_t op_tag(const struct op *op)
+{
+	if (op->tag)
+		return op->tag;
+	return op->e->exists ? op->e->tag : 0;
+}
+
 static void inplace_write_slot(struct op *op)
 {
 	struct centry *e = op->e;
@@ -319,7 +327,8 @@ static void inplace_write_slot(struct op *op)
 		return;
 	}
 	op->buf_len = SLOT_SIZE;
-	cs_slot_encode(op->buf, e->seq + 1, &e->id, op->version, op->new_len, op->new_crc, op->new_bcrc);
+	cs_slot_encode(op->buf, e->seq + 1, &e->id, op->version, op->new_len, op->new_crc, op->new_bcrc,
+		       op_tag(op));
 	op_io(op, ST_WRITE_SLOT, IO_WRITE, e->fd, op->buf, SLOT_SIZE,
 	      (uint64_t)(1 - e->slot) * SLOT_SIZE);
 }
@@ -348,6 +357,7 @@ static void inplace_commit(struct op *op)
 
 	e->slot = 1 - e->slot;
 	e->seq++;
+	e->tag = op_tag(op);
 	e->version = op->version;
 	e->length = op->new_len;
 	e->crc = op->new_crc;
@@ -432,7 +442,7 @@ static void cow_write_tmp(struct op *op)
 	op->new_crc = c;
 	/* Slot A of the new file; slot B stays zero (invalid). */
 	cs_slot_encode(op->buf, e->exists ? e->seq + 1 : 1, &e->id, op->version, op->new_len,
-		    op->new_crc, op->new_bcrc);
+		    op->new_crc, op->new_bcrc, op_tag(op));
 	memset(op->buf + SLOT_SIZE, 0, SLOT_SIZE);
 	rc = cs_chunk_path(cs, &e->id, ".tmp", path, sizeof(path));
 	if (rc)
@@ -496,6 +506,7 @@ static void cow_commit(struct op *op)
 	if (!e->exists)
 		cs->nchunks++;
 	e->exists = true;
+	e->tag = op_tag(op);
 	e->version = op->version;
 	e->length = op->new_len;
 	e->crc = op->new_crc;
@@ -553,10 +564,12 @@ static void update_start(struct op *op)
 			return;
 		}
 		op->new_len = op->off;
+	} else if (op->replace) {
+		op->new_len = op->len;
 	} else {
 		op->new_len = max_u32(cur, op->off + op->len);
 	}
-	if (e->exists && op->version <= e->version) {
+	if (e->exists && op->version <= e->version && !op->replace) {
 		op_finish(op, op->version == e->version ? -EALREADY : -ESTALE);
 		return;
 	}
@@ -572,7 +585,7 @@ static void update_start(struct op *op)
 		op_finish(op, -ENOMEM);
 		return;
 	}
-	if (e->exists && op->new_len >= cur && (op->off >= cur || op->len == 0))
+	if (e->exists && !op->replace && op->new_len >= cur && (op->off >= cur || op->len == 0))
 		inplace_start(op);
 	else
 		cow_start(op);
@@ -750,6 +763,13 @@ int chunk_write(struct chunk_store *cs, const struct chunk_id *id, uint32_t offs
 		const void *data, uint32_t len, uint32_t data_crc, uint64_t version,
 		chunk_done_fn cb, void *arg)
 {
+	return chunk_write_tagged(cs, id, offset, data, len, data_crc, version, 0, cb, arg);
+}
+
+int chunk_write_tagged(struct chunk_store *cs, const struct chunk_id *id, uint32_t offset,
+		       const void *data, uint32_t len, uint32_t data_crc, uint64_t version,
+		       uint32_t tag, chunk_done_fn cb, void *arg)
+{
 	struct centry *e;
 	struct op *op;
 
@@ -765,6 +785,32 @@ int chunk_write(struct chunk_store *cs, const struct chunk_id *id, uint32_t offs
 	op->len = len;
 	op->src = data;
 	op->version = version;
+	op->tag = tag;
+	op->done_cb = cb;
+	op->arg = arg;
+	op_enqueue(cs, e, op);
+	return 0;
+}
+
+int chunk_replace(struct chunk_store *cs, const struct chunk_id *id, const void *data,
+		  uint32_t len, uint32_t data_crc, uint64_t version, uint32_t tag,
+		  chunk_done_fn cb, void *arg)
+{
+	struct centry *e;
+	struct op *op;
+
+	if (!cs || !id || (len && !data) || version == 0 || len > cs->o.max_chunk_size)
+		return -EINVAL;
+	if (crc32c(0, data, len) != data_crc)
+		return STRATA_EINTEGRITY;
+	op = op_new(cs, OP_WRITE, id, &e);
+	if (!op)
+		return -ENOMEM;
+	op->len = len;
+	op->src = data;
+	op->version = version;
+	op->tag = tag;
+	op->replace = true;
 	op->done_cb = cb;
 	op->arg = arg;
 	op_enqueue(cs, e, op);

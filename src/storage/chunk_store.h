@@ -41,6 +41,7 @@ struct chunk_info {
 	uint64_t version;
 	uint32_t length;
 	uint32_t crc; /* CRC32C of the whole content */
+	uint32_t tag; /* set by chunk_write_tagged (the storage service: the chain id) */
 };
 
 struct chunk_store_opts {
@@ -118,6 +119,20 @@ typedef void (*chunk_read_fn)(void *arg, int status, const struct chunk_info *in
 int chunk_write(struct chunk_store *cs, const struct chunk_id *id, uint32_t offset,
 		const void *data, uint32_t len, uint32_t data_crc, uint64_t version,
 		chunk_done_fn cb, void *arg);
+
+/* chunk_write that also records tag in the chunk's metadata (0 keeps the
+ * chunk's current tag). The tag survives later writes and truncates. */
+int chunk_write_tagged(struct chunk_store *cs, const struct chunk_id *id, uint32_t offset,
+		       const void *data, uint32_t len, uint32_t data_crc, uint64_t version,
+		       uint32_t tag, chunk_done_fn cb, void *arg);
+
+/* Replaces the whole content of chunk id by data (len bytes) with version
+ * and tag, crash-consistently (copy-on-write), whatever its stored version:
+ * used to install a replica's copy from its chain. Statuses as
+ * chunk_write (no -ESTALE/-EALREADY). */
+int chunk_replace(struct chunk_store *cs, const struct chunk_id *id, const void *data,
+		  uint32_t len, uint32_t data_crc, uint64_t version, uint32_t tag,
+		  chunk_done_fn cb, void *arg);
 
 /*
  * Reads up to len bytes at offset into dst (any alignment; borrowed until

@@ -27,6 +27,7 @@
 #define SLOT_FORMAT 1u
 #define SLOT_FIXED 56u             /* bytes before the block CRC array */
 #define SLOT_CRC_OFF (SLOT_SIZE - 4u)
+#define SLOT_TAG_OFF (SLOT_SIZE - 8u)   /* u32 tag, in the unused tail */
 #define MAX_BLOCKS (CHUNK_MAX_SIZE / CHUNK_BLOCK_SIZE)
 #define FANOUT 256u
 #define FD_CACHE_MAX 512u
@@ -62,6 +63,7 @@ struct centry {
 	int slot;                       /* winning slot: 0 (A) or 1 (B) */
 	uint64_t seq, version;
 	uint32_t length, crc;
+	uint32_t tag;                   /* caller's tag (the chain id), 0 = none */
 	uint32_t *bcrc;                 /* nblocks(length) block CRCs */
 	int fd;                         /* -1 when closed */
 	uint64_t fsize;                 /* file size, valid while fd >= 0 */
@@ -82,6 +84,8 @@ struct op {
 	const uint8_t *src;
 	uint8_t *dst;
 	uint64_t version;
+	uint32_t tag;                   /* to set; 0 keeps the chunk's */
+	bool replace;                   /* write: the data is the whole new content */
 	chunk_done_fn done_cb;
 	chunk_read_fn read_cb;
 	void *arg;
@@ -180,11 +184,13 @@ static inline void fill_info(struct chunk_info *info, const struct centry *e)
 	info->version = e->version;
 	info->length = e->length;
 	info->crc = e->crc;
+	info->tag = e->tag;
 }
 
 /* chunk_index.c */
 void cs_slot_encode(uint8_t *p, uint64_t seq, const struct chunk_id *id,
-		    uint64_t version, uint32_t length, uint32_t crc, const uint32_t *bcrc);
+		    uint64_t version, uint32_t length, uint32_t crc, const uint32_t *bcrc,
+		    uint32_t tag);
 /* Entry of id, or NULL. */
 struct centry *cs_ent_find(struct chunk_store *cs, const struct chunk_id *id);
 /* Finds or creates (not existing yet) the entry of id. 0 or -ENOMEM. */

@@ -43,7 +43,7 @@ int sp_update_decode(const void *body, uint32_t len, struct sp_update *out)
 	out->len = rb_u32(&r);
 	out->crc = rb_u32(&r);
 	out->version = rb_u64(&r);
-	if (rb_finish(&r) || out->forwarded > 1 || (uint64_t)out->offset + out->len > FRAME_MAX_BULK)
+	if (rb_finish(&r) || out->forwarded > SP_FWD_FULL || (uint64_t)out->offset + out->len > FRAME_MAX_BULK)
 		return STRATA_EBADMSG;
 	return 0;
 }

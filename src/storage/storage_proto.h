@@ -6,7 +6,7 @@
  * the chain version the sender routed by, and the target it is meant for.
  *
  * WRITE/TRUNCATE/REMOVE ("updates", chain-replicated head -> tail)
- *   req:  ref, u8 forwarded, u32 offset, u32 len, u32 crc, u64 version
+ *   req:  ref, u8 forwarded (SP_FWD_*), u32 offset, u32 len, u32 crc, u64 version
  *         WRITE: bulk = len bytes of data, crc = CRC32C(data)
  *         TRUNCATE: len = new chunk length; REMOVE: offset = len = 0
  *         version: 0 from clients (the head assigns it); set when forwarded
@@ -33,6 +33,11 @@
 #include "net/codec.h"
 
 #define SP_BATCH_MAX 4096u
+
+/* sp_update.forwarded */
+#define SP_FWD_CLIENT 0		/* from a client, to the head */
+#define SP_FWD_UPDATE 1		/* from the predecessor: apply on base version - 1 */
+#define SP_FWD_FULL 2		/* from the predecessor: the whole chunk, install it */
 
 struct sp_ref {
 	uint32_t chain_id;

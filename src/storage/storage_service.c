@@ -28,64 +28,15 @@
 #include "net/rpc.h"
 #include "chunk_store.h"
 #include "storage_proto.h"
+#include "storage_int.h"
 #include "storage_service.h"
 #include "stratad/metrics.h"
 #include "strata/errors.h"
 
-#define CSTATE_BUCKETS 4096u
-
-struct storage;
-struct target;
-struct update_op;
-
-/* Per-chunk state at a replica: updates in flight, and (at the head) the
- * queue of updates waiting for the one in progress. */
-struct cstate {
-	struct cstate *next;
-	struct chunk_id id;
-	uint32_t inflight;
-	struct update_op *q_head, **q_tail;
-};
-
-struct map_snap {
-	int refs;
-	struct cluster_map map;
-};
-
-struct target {
-	uint32_t id;
-	uint32_t idx;
-	struct storage *st;
-	struct reactor *r;
-	struct rpc_pool *pool;
-	struct chunk_store *cs;
-	struct reactor_watch w;
-	struct cstate *buckets[CSTATE_BUCKETS];
-	char dir[CFG_STR_MAX + 32];
-};
-
-struct storage {
-	struct daemon *d;
-	uint32_t node_id;
-	int ntargets;
-	struct target *targets;
-	struct rpc_pool **pools;	/* per reactor */
-	pthread_mutex_t map_lock;
-	struct map_snap *snap;
-	bool registered;
-	bool fetching;
-	struct reactor_timer hb;
-	uint64_t hb_ms;
-	uint32_t timeout_ms;
-	/* counters (atomic) */
-	uint64_t n_writes, n_reads, bytes_written, bytes_read, n_stale, n_dirty, n_integrity;
-};
-
-#define CNT(st, f, v) __atomic_fetch_add(&(st)->f, (v), __ATOMIC_RELAXED)
 
 /* ---- the node's cluster map ---- */
 
-static struct map_snap *map_get(struct storage *st)
+struct map_snap *map_get(struct storage *st)
 {
 	struct map_snap *s;
 
@@ -97,7 +48,7 @@ static struct map_snap *map_get(struct storage *st)
 	return s;
 }
 
-static void map_put(struct storage *st, struct map_snap *s)
+void map_put(struct storage *st, struct map_snap *s)
 {
 	int last;
 
@@ -287,7 +238,6 @@ static void on_hb_timer(void *arg)
 	reactor_timer_arm(st->d->reactors[0], &st->hb, st->hb_ms);
 }
 
-static void report_to_mgmt(struct storage *st, uint32_t target, const struct chunk_id *id, int err);
 
 /* ---- per-chunk state ---- */
 
@@ -299,7 +249,7 @@ static uint32_t chash(const struct chunk_id *id)
 	return (uint32_t)h & (CSTATE_BUCKETS - 1);
 }
 
-static struct cstate *cstate_find(struct target *t, const struct chunk_id *id, bool create)
+struct cstate *cstate_find(struct target *t, const struct chunk_id *id, bool create)
 {
 	struct cstate **b = &t->buckets[chash(id)], *c;
 
@@ -319,11 +269,11 @@ static struct cstate *cstate_find(struct target *t, const struct chunk_id *id, b
 	return c;
 }
 
-static void cstate_maybe_free(struct target *t, struct cstate *c)
+void cstate_maybe_free(struct target *t, struct cstate *c)
 {
 	struct cstate **b;
 
-	if (c->inflight || c->q_head)
+	if (c->inflight || c->q_head || c->needsync || c->repairing)
 		return;
 	for (b = &t->buckets[chash(&c->id)]; *b; b = &(*b)->next) {
 		if (*b == c) {
@@ -337,7 +287,7 @@ static void cstate_maybe_free(struct target *t, struct cstate *c)
 /* ---- routing checks ---- */
 
 /* Position of target in chain, or -1. */
-static int chain_pos(const struct cm_chain *c, uint32_t target)
+int chain_pos(const struct cm_chain *c, uint32_t target)
 {
 	for (int i = 0; i < c->len; i++) {
 		if (c->targets[i] == target)
@@ -368,7 +318,7 @@ static int check_ref(struct storage *st, struct map_snap *snap, const struct sp_
 	return 0;
 }
 
-static struct target *find_target(struct storage *st, uint32_t id)
+struct target *find_target(struct storage *st, uint32_t id)
 {
 	for (int i = 0; i < st->ntargets; i++) {
 		if (st->targets[i].id == id)
@@ -391,6 +341,9 @@ struct update_op {
 	char succ_addr[CM_ADDR_LEN];
 	uint32_t succ_target;
 	bool local_done, fwd_done;
+	bool need_full;		/* the successor lacks the base: resend whole */
+	bool full_sent;
+	uint8_t *full_buf;
 	int local_status, fwd_status;
 	uint64_t out_version;
 	uint32_t out_length;
@@ -429,8 +382,14 @@ static void update_finish(struct update_op *op)
 	free(op);
 }
 
+static void send_full(struct update_op *op);
+
 static void maybe_finish(struct update_op *op)
 {
+	if (op->need_full && op->local_done && !op->full_sent) {
+		send_full(op);
+		return;
+	}
 	if (op->local_done && op->fwd_done)
 		update_finish(op);
 }
@@ -442,8 +401,20 @@ static void on_local_done(void *arg, int status, const struct chunk_info *info)
 	/* A replay of an update this replica already holds is success. */
 	if (status == -EALREADY || (status == -ENOENT && op->op == OP_CHUNK_REMOVE))
 		status = 0;
-	if (status == STRATA_EINTEGRITY)
+	if (status == STRATA_EINTEGRITY) {
+		/* Our stored copy is bad: it gets repaired from the chain. A
+		 * downstream replica acknowledges (the others hold the update);
+		 * the head cannot apply it and asks the client to retry. */
 		report_to_mgmt(op->t->st, op->t->id, &op->id, status);
+		if (op->is_head) {
+			resync_mark(op->t, &op->id, op->u.ref.chain_id);
+			status = STRATA_EUNAVAIL;
+		} else {
+			/* The predecessor resends the chunk whole. */
+			status = STRATA_ENEEDFULL;
+		}
+		info = NULL;
+	}
 	op->local_status = status;
 	if (info) {
 		op->out_version = info->version;
@@ -462,9 +433,87 @@ static void on_fwd_done(void *arg, int status, struct rpc_msg *resp)
 		log_warn("storage", "forwarding chunk %llx:%llx to target %u at '%s' failed: %s",
 			 (unsigned long long)op->id.ino, (unsigned long long)op->id.idx,
 			 op->succ_target, op->succ_addr, strata_strerror(status));
+	if (status == STRATA_ENEEDFULL && !op->full_sent && op->op != OP_CHUNK_REMOVE) {
+		/* Sent once the local update is done: the whole chunk then. */
+		op->need_full = true;
+		maybe_finish(op);
+		return;
+	}
 	op->fwd_status = status;
 	op->fwd_done = true;
 	maybe_finish(op);
+}
+
+static void on_full_done(void *arg, int status, struct rpc_msg *resp)
+{
+	struct update_op *op = arg;
+
+	(void)resp;
+	abuf_free(op->full_buf);
+	op->full_buf = NULL;
+	if (status)
+		log_warn("storage", "sending chunk %llx:%llx whole to target %u failed: %s",
+			 (unsigned long long)op->id.ino, (unsigned long long)op->id.idx,
+			 op->succ_target, strata_strerror(status));
+	op->fwd_status = status;
+	op->fwd_done = true;
+	maybe_finish(op);
+}
+
+static void on_full_read(void *arg, int status, const struct chunk_info *info, uint32_t nread,
+			 uint32_t crc)
+{
+	struct update_op *op = arg;
+	struct sp_update fu = op->u;
+	struct bbuf b;
+	struct wbuf w;
+	struct rpc_call_args a = { .op = OP_CHUNK_WRITE, .cb = on_full_done, .arg = op };
+	int rc = status;
+
+	if (!rc && (!info || info->version != op->u.version))
+		rc = STRATA_EUNAVAIL;	/* moved on meanwhile: the client retries */
+	if (!rc) {
+		fu.forwarded = SP_FWD_FULL;
+		fu.ref.target_id = op->succ_target;
+		fu.offset = 0;
+		fu.len = nread;
+		fu.crc = crc;
+		bbuf_init(&b);
+		wbuf_init(&w, &b);
+		sp_update_encode(&w, &fu);
+		a.body = b.buf;
+		a.body_len = (uint32_t)b.len;
+		a.bulk = op->full_buf;
+		a.bulk_len = nread;
+		a.timeout_ms = op->t->st->timeout_ms;
+		rc = w.err ? w.err : rpc_pool_call(op->t->pool, op->succ_addr, &a);
+		bbuf_release(&b);
+		if (!rc)
+			return;
+	}
+	on_full_done(op, rc, NULL);
+}
+
+/* The successor lacks this chunk's base version: send it our whole copy
+ * (just updated) with the same version; it installs it atomically. */
+static void send_full(struct update_op *op)
+{
+	struct chunk_info ci;
+	int rc;
+
+	op->full_sent = true;
+	if (op->local_status) {
+		on_full_done(op, op->local_status, NULL);
+		return;
+	}
+	rc = chunk_stat(op->t->cs, &op->id, &ci);
+	op->full_buf = rc ? NULL : abuf_alloc(ci.length ? ci.length : 1);
+	if (!rc && !op->full_buf)
+		rc = -ENOMEM;
+	if (!rc)
+		rc = chunk_read(op->t->cs, &op->id, 0, ci.length, op->full_buf, on_full_read, op);
+	if (rc)
+		on_full_done(op, rc, NULL);
 }
 
 static void update_start(struct update_op *op)
@@ -508,8 +557,13 @@ static void update_start(struct update_op *op)
 	}
 	switch (op->op) {
 	case OP_CHUNK_WRITE:
-		rc = chunk_write(t->cs, &op->id, op->u.offset, op->req->bulk, op->u.len, op->u.crc,
-				 op->u.version, on_local_done, op);
+		if (op->u.forwarded == SP_FWD_FULL) {
+			rc = chunk_replace(t->cs, &op->id, op->req->bulk, op->u.len, op->u.crc,
+					   op->u.version, op->u.ref.chain_id, on_local_done, op);
+			break;
+		}
+		rc = chunk_write_tagged(t->cs, &op->id, op->u.offset, op->req->bulk, op->u.len,
+					op->u.crc, op->u.version, op->u.ref.chain_id, on_local_done, op);
 		break;
 	case OP_CHUNK_TRUNCATE:
 		rc = chunk_truncate(t->cs, &op->id, op->u.len, op->u.version, on_local_done, op);
@@ -588,6 +642,21 @@ static void op_update(void *svc, struct svc_req *req)
 		if (!rc && !op->cs)
 			rc = -ENOMEM;
 	}
+	if (!rc && u.forwarded == SP_FWD_UPDATE && op->op != OP_CHUNK_REMOVE) {
+		/* The head gives a chunk's updates consecutive versions: one
+		 * whose base is not what we hold finds us behind (we missed an
+		 * update that failed further down, or were away) or diverged.
+		 * The predecessor then sends the chunk whole. */
+		struct chunk_info ci;
+		uint64_t have = chunk_stat(t->cs, &op->id, &ci) == 0 ? ci.version : 0;
+
+		if (have != u.version - 1 && have != u.version)
+			rc = STRATA_ENEEDFULL;
+	}
+	if (!rc && op->is_head && op->cs->needsync)
+		rc = STRATA_EUNAVAIL;	/* our copy is bad: retried after its repair */
+	if (rc && op && op->cs)
+		cstate_maybe_free(t, op->cs);
 	map_put(st, snap);
 	if (rc) {
 		free(op);
@@ -608,6 +677,7 @@ struct read_op {
 	struct target *t;
 	struct svc_req *req;
 	struct chunk_id id;
+	uint32_t chain;
 	void *buf;
 };
 
@@ -630,6 +700,7 @@ static void on_read_done(void *arg, int status, const struct chunk_info *info, u
 	if (status == STRATA_EINTEGRITY) {
 		CNT(op->t->st, n_integrity, 1);
 		report_to_mgmt(op->t->st, op->t->id, &op->id, status);
+		resync_mark(op->t, &op->id, op->chain);
 	}
 	wbuf_init(&w, &op->req->reply);
 	wb_u64(&w, info && status == 0 ? info->version : 0);
@@ -657,8 +728,13 @@ static int read_check(struct storage *st, struct target *t, const struct sp_ref 
 
 	if (!rc && chain->states[pos] != TARGET_SERVING)
 		rc = STRATA_ESYNCING;
-	/* CRAQ: a dirty non-tail replica does not serve the chunk. */
-	if (!rc && pos != chain->len - 1 && (c = cstate_find(t, &id, false)) && c->inflight) {
+	c = rc ? NULL : cstate_find(t, &id, false);
+	/* A chunk this replica knows it lacks is served by the others. */
+	if (c && c->needsync)
+		rc = STRATA_ESYNCING;
+	/* CRAQ: a dirty replica other than the committed tail (the last
+	 * serving member) does not serve the chunk. */
+	if (!rc && c && c->inflight && pos != chain_serving_tail(chain)) {
 		CNT(st, n_dirty, 1);
 		rc = STRATA_EDIRTY;
 	}
@@ -695,6 +771,7 @@ static void op_read(void *svc, struct svc_req *req)
 	op->req = req;
 	op->id.ino = rd.ref.ino;
 	op->id.idx = rd.ref.idx;
+	op->chain = rd.ref.chain_id;
 	rc = chunk_read(t->cs, &op->id, rd.offset, rd.len, op->buf, on_read_done, op);
 	if (rc) {
 		abuf_free(op->buf);
@@ -754,6 +831,7 @@ static void on_batch_item(void *arg, int status, const struct chunk_info *info, 
 
 		CNT(b->t->st, n_integrity, 1);
 		report_to_mgmt(b->t->st, b->t->id, &id, status);
+		resync_mark(b->t, &id, b->items[s->i].chain_id);
 	}
 	r->status = status;
 	r->version = info && !status ? info->version : 0;
@@ -915,7 +993,7 @@ static void report_on_r0(void *arg)
 		free(c);
 }
 
-static void report_to_mgmt(struct storage *st, uint32_t target, const struct chunk_id *id, int err)
+void report_to_mgmt(struct storage *st, uint32_t target, const struct chunk_id *id, int err)
 {
 	struct report_ctx *c = malloc(sizeof(*c));
 
@@ -948,12 +1026,15 @@ static void target_attach(void *arg)
 
 	if (reactor_watch_add(t->r, &t->w, chunk_store_fd(t->cs), EPOLLIN, on_cs_event, t))
 		log_error("storage", "target %u: cannot watch its ring", t->id);
+	resync_start_target(t);
+	scrub_start(t, (uint64_t)t->st->d->cfg.scrub_rate_mb);
 }
 
 static void target_detach(void *arg)
 {
 	struct target *t = arg;
 
+	resync_stop_target(t);
 	reactor_watch_del(t->r, &t->w);
 	/* Completes in-flight operations; their replies go to closed
 	 * connections and are dropped. */
@@ -1074,6 +1155,7 @@ static void route_read(void *svc, struct svc_req *req) { dispatch(svc, req, op_r
 static void route_batch(void *svc, struct svc_req *req) { dispatch(svc, req, op_batch_read); }
 static void route_stat(void *svc, struct svc_req *req) { dispatch(svc, req, op_stat); }
 static void route_space(void *svc, struct svc_req *req) { dispatch(svc, req, op_space); }
+static void route_list(void *svc, struct svc_req *req) { dispatch(svc, req, op_chunk_list); }
 
 static int storage_start(struct daemon *d, void **out)
 {
@@ -1137,6 +1219,7 @@ static int storage_start(struct daemon *d, void **out)
 	rpc_server_route(d->srv, OP_CHUNK_BATCH_READ, NULL, route_batch, st);
 	rpc_server_route(d->srv, OP_CHUNK_STAT, NULL, route_stat, st);
 	rpc_server_route(d->srv, OP_TARGET_SPACE, NULL, route_space, st);
+	rpc_server_route(d->srv, OP_CHUNK_LIST, NULL, route_list, st);
 	reactor_post(d->reactors[0], hb_start, st);
 	*out = st;
 	return 0;
@@ -1180,6 +1263,10 @@ static void storage_metrics(void *svc, struct bbuf *out)
 	M("strata_storage_stale_total", "requests refused for a stale map", n_stale);
 	M("strata_storage_dirty_total", "reads refused on a dirty replica", n_dirty);
 	M("strata_storage_integrity_errors_total", "checksum mismatches", n_integrity);
+	M("strata_storage_synced_chunks_total", "chunks copied by resync and repair", n_synced_chunks);
+	M("strata_storage_synced_bytes_total", "bytes copied by resync and repair", bytes_synced);
+	M("strata_storage_repaired_total", "needsync chunks repaired", n_repaired);
+	M("strata_storage_scrubbed_total", "chunks verified by the scrubber", n_scrubbed);
 #undef M
 }
 

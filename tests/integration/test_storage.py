@@ -264,13 +264,6 @@ def test_corrupt_replica_detected_and_bypassed(cluster, torture):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, reason=(
-    "known gap: a partial overwrite of a chunk with one corrupt replica never succeeds. "
-    "That replica refuses it with STRATA_EINTEGRITY (chunk-engine copy-on-write verifies what "
-    "survives), the client retries EINTEGRITY on writes as damage in flight "
-    "(storage_client.c io_failed) until retry_ms (30 s by default), each retry applied again "
-    "by the other replicas with a new version; the write fails and the replicas are left diverged "
-    "(nothing repairs a corrupt replica from the chain yet)"))
 def test_partial_overwrite_of_chunk_with_corrupt_replica(cluster, torture):
     """Wanted: the update succeeds (the bad replica repaired from a good one)
     or fails at once, and either way the replicas agree afterwards."""

@@ -1,0 +1,860 @@
+/*
+ * Resync, repair and scrub: how a replica gets back what it lacks.
+ *
+ * Every chunk a target stores carries the id of its chain (the chunk
+ * engine's tag). A replica that lacks a chunk's latest version marks it
+ * "needsync" and refuses reads of it; that happens when
+ *  - a forwarded update's base version (version - 1) is not the version
+ *    it holds (it missed updates while away, or its copy diverged): the
+ *    update is acknowledged but not applied;
+ *  - a stored checksum does not match (a read, a merge, the scrubber).
+ * A repair task per target fetches each needsync chunk whole from a
+ * serving replica (the committed tail, or the head when this replica is
+ * the tail) and installs it with that replica's version.
+ *
+ * A target the map shows SYNCING in a chain (it came back, or replaces a
+ * lost one) runs a resync of that chain: it lists the source's chunks of
+ * the chain page by page, fetches every chunk whose version differs,
+ * removes chunks of the chain the source no longer has, and repeats until
+ * a pass copies nothing and no chunk of the chain is needsync; then it
+ * tells mgmt, which makes it SERVING. Updates keep flowing to it during
+ * the resync (it is the chain's tail), applied when their base matches.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/crc32c.h"
+#include "common/log.h"
+#include "mgmt/mgmt_proto.h"
+#include "net/codec.h"
+#include "storage_int.h"
+#include "storage_proto.h"
+#include "strata/errors.h"
+
+#define LIST_PAGE 512u
+#define SYNC_TICK_MS 300u
+#define FETCH_MAX CHUNK_MAX_SIZE
+
+struct list_ent {
+	struct chunk_id id;
+	uint64_t version;
+	uint32_t length;
+};
+
+struct resync {
+	struct resync *next;
+	struct target *t;
+	uint32_t chain_id;
+	bool full;			/* chain resync (else: needsync repairs) */
+	bool busy;			/* an RPC or engine op in flight */
+	bool done;
+	/* listing of the current pass */
+	struct list_ent *ents;
+	uint32_t nents, pos;
+	bool more;
+	struct chunk_id cursor;
+	bool started;
+	struct chunk_id *seen;		/* ids of this pass, for extras */
+	uint32_t nseen, capseen;
+	uint32_t copied;
+	/* the chunk being fetched */
+	struct chunk_id cur;
+	struct cstate *cur_cs;
+	uint32_t cur_gen;
+	uint8_t *buf;
+	uint64_t fetched_version;
+	uint32_t fetched_len;
+	uint64_t reported_ms;
+};
+
+static void task_step(struct resync *rs);
+
+/* ---- choosing a source ---- */
+
+int chain_serving_tail(const struct cm_chain *c)
+{
+	for (int i = c->len - 1; i >= 0; i--) {
+		if (c->states[i] == TARGET_SERVING)
+			return i;
+	}
+	return -1;
+}
+
+/* A serving member other than t to copy from: the committed tail, or the
+ * head when t is the tail. Fills addr/target/chain version. */
+static int pick_source(struct target *t, uint32_t chain_id, char *addr, size_t len,
+		       uint32_t *src_target, uint64_t *chain_ver)
+{
+	struct map_snap *snap = map_get(t->st);
+	const struct cm_chain *c = snap ? cm_find_chain(&snap->map, chain_id) : NULL;
+	const struct cm_target *ct = NULL;
+	const struct cm_node *nd = NULL;
+	int rc = STRATA_EUNAVAIL;
+
+	if (c) {
+		int tail = chain_serving_tail(c);
+		int pick = tail;
+
+		if (tail >= 0 && c->targets[tail] == t->id)
+			pick = 0;
+		while (pick >= 0 && pick < c->len &&
+		       (c->targets[pick] == t->id || c->states[pick] != TARGET_SERVING))
+			pick = pick == tail ? -1 : pick + 1;
+		if (pick >= 0 && pick < c->len)
+			ct = cm_find_target(&snap->map, c->targets[pick]);
+		nd = ct ? cm_find_node(&snap->map, ct->node_id) : NULL;
+		if (nd) {
+			snprintf(addr, len, "%s", nd->addr);
+			*src_target = ct->id;
+			*chain_ver = c->version;
+			rc = 0;
+		}
+	}
+	map_put(t->st, snap);
+	return rc;
+}
+
+/* ---- needsync marks ---- */
+
+void resync_mark(struct target *t, const struct chunk_id *id, uint32_t chain_id)
+{
+	struct cstate *c = cstate_find(t, id, true);
+
+	if (!c)
+		return;
+	c->sync_gen++;
+	if (chain_id)
+		c->sync_chain = chain_id;
+	if (!c->needsync) {
+		c->needsync = true;
+		c->snext = t->needsync;
+		t->needsync = c;
+		log_info("storage", "target %u: chunk %llx:%llx needs a copy from chain %u", t->id,
+			 (unsigned long long)id->ino, (unsigned long long)id->idx, c->sync_chain);
+	}
+}
+
+static void needsync_clear(struct target *t, struct cstate *c)
+{
+	for (struct cstate **pp = &t->needsync; *pp; pp = &(*pp)->snext) {
+		if (*pp == c) {
+			*pp = c->snext;
+			break;
+		}
+	}
+	c->needsync = false;
+	c->snext = NULL;
+	cstate_maybe_free(t, c);
+}
+
+static bool chain_has_needsync(struct target *t, uint32_t chain_id)
+{
+	for (struct cstate *c = t->needsync; c; c = c->snext) {
+		if (c->sync_chain == chain_id)
+			return true;
+	}
+	return false;
+}
+
+/* ---- installing a fetched chunk ---- */
+
+static void task_free(struct resync *rs)
+{
+	struct target *t = rs->t;
+
+	for (struct resync **pp = &t->resyncs; *pp; pp = &(*pp)->next) {
+		if (*pp == rs) {
+			*pp = rs->next;
+			break;
+		}
+	}
+	if (rs->cur_cs) {
+		rs->cur_cs->repairing = false;
+		cstate_maybe_free(t, rs->cur_cs);
+	}
+	abuf_free(rs->buf);
+	free(rs->ents);
+	free(rs->seen);
+	free(rs);
+}
+
+static void on_installed(void *arg, int status, const struct chunk_info *info)
+{
+	struct resync *rs = arg;
+	struct target *t = rs->t;
+	struct cstate *c = rs->cur_cs;
+
+	(void)info;
+	rs->busy = false;
+	if (status && status != -EALREADY) {
+		log_warn("storage", "target %u: cannot install chunk %llx:%llx: %s", t->id,
+			 (unsigned long long)rs->cur.ino, (unsigned long long)rs->cur.idx,
+			 strata_strerror(status));
+	} else {
+		CNT(t->st, n_synced_chunks, 1);
+		CNT(t->st, bytes_synced, rs->fetched_len);
+		rs->copied++;
+		/* Cleared only if nothing new was missed while we fetched. */
+		if (c && c->needsync && c->sync_gen == rs->cur_gen) {
+			CNT(t->st, n_repaired, 1);
+			needsync_clear(t, c);
+		}
+	}
+	if (c) {
+		c->repairing = false;
+		rs->cur_cs = NULL;
+		cstate_maybe_free(t, c);
+	}
+	task_step(rs);
+}
+
+static void on_removed_for_install(void *arg, int status, const struct chunk_info *info)
+{
+	(void)info;
+	/* The source has no such chunk: removing ours was the repair. */
+	on_installed(arg, status == -ENOENT ? 0 : status, NULL);
+}
+
+static void on_fetched(void *arg, int status, struct rpc_msg *resp)
+{
+	struct resync *rs = arg;
+	struct target *t = rs->t;
+	struct rbuf r;
+	uint32_t nread, crc;
+	int rc;
+
+	if (rs->done) {
+		rs->busy = false;
+		task_free(rs);
+		return;
+	}
+	if (!status) {
+		rbuf_init(&r, resp->body, resp->hdr.body_len);
+		rs->fetched_version = rb_u64(&r);
+		nread = rb_u32(&r);
+		crc = rb_u32(&r);
+		if (r.err || nread != resp->hdr.bulk_len || crc32c(0, rs->buf, nread) != crc)
+			status = STRATA_EINTEGRITY;
+		rs->fetched_len = nread;
+	}
+	if (status) {
+		log_warn("storage", "target %u: fetching chunk %llx:%llx of chain %u failed: %s (will retry)",
+			 t->id, (unsigned long long)rs->cur.ino, (unsigned long long)rs->cur.idx,
+			 rs->chain_id, strata_strerror(status));
+		rs->busy = false;
+		if (rs->cur_cs) {
+			rs->cur_cs->repairing = false;
+			cstate_maybe_free(t, rs->cur_cs);
+			rs->cur_cs = NULL;
+		}
+		/* Back off to the next tick. */
+		rs->pos = rs->nents;
+		rs->more = false;
+		rs->copied++;	/* not clean: another pass */
+		return;
+	}
+	/* Replace whatever we hold by the source's version, whole and
+	 * atomically; a chunk the source lacks goes. */
+	if (rs->fetched_version == 0)
+		rc = chunk_remove(t->cs, &rs->cur, on_removed_for_install, rs);
+	else
+		rc = chunk_replace(t->cs, &rs->cur, rs->buf, rs->fetched_len, crc,
+				   rs->fetched_version, rs->chain_id, on_installed, rs);
+	if (rc)
+		on_installed(rs, rc, NULL);
+}
+
+static void fetch(struct resync *rs, const struct chunk_id *id)
+{
+	struct target *t = rs->t;
+	struct sp_read rd = { 0 };
+	struct bbuf b;
+	struct wbuf w;
+	char addr[CM_ADDR_LEN];
+	struct rpc_call_args a = { .op = OP_CHUNK_READ, .cb = on_fetched, .arg = rs };
+	int rc;
+
+	rs->cur = *id;
+	rs->cur_cs = cstate_find(t, id, true);
+	if (rs->cur_cs) {
+		rs->cur_cs->repairing = true;
+		rs->cur_gen = rs->cur_cs->sync_gen;
+	}
+	if (!rs->buf)
+		rs->buf = abuf_alloc(FETCH_MAX);
+	rc = rs->buf ? pick_source(t, rs->chain_id, addr, sizeof(addr), &rd.ref.target_id,
+				   &rd.ref.chain_ver) : -ENOMEM;
+	if (!rc) {
+		rd.ref.chain_id = rs->chain_id;
+		rd.ref.ino = id->ino;
+		rd.ref.idx = id->idx;
+		rd.len = FETCH_MAX;
+		bbuf_init(&b);
+		wbuf_init(&w, &b);
+		sp_read_encode(&w, &rd);
+		a.body = b.buf;
+		a.body_len = (uint32_t)b.len;
+		a.bulk_dst = rs->buf;
+		a.bulk_cap = FETCH_MAX;
+		a.timeout_ms = t->st->timeout_ms;
+		rs->busy = true;
+		rc = w.err ? w.err : rpc_pool_call(t->pool, addr, &a);
+		bbuf_release(&b);
+		if (rc)
+			rs->busy = false;
+	}
+	if (rc) {
+		if (rs->cur_cs) {
+			rs->cur_cs->repairing = false;
+			cstate_maybe_free(t, rs->cur_cs);
+			rs->cur_cs = NULL;
+		}
+		rs->pos = rs->nents;
+		rs->more = false;
+		rs->copied++;
+	}
+}
+
+/* ---- a full resync's listing ---- */
+
+static int cmp_id(const struct chunk_id *a, const struct chunk_id *b)
+{
+	if (a->ino != b->ino)
+		return a->ino < b->ino ? -1 : 1;
+	if (a->idx != b->idx)
+		return a->idx < b->idx ? -1 : 1;
+	return 0;
+}
+
+static void on_list(void *arg, int status, struct rpc_msg *resp)
+{
+	struct resync *rs = arg;
+	struct rbuf r;
+	uint32_t n;
+
+	rs->busy = false;
+	if (rs->done) {
+		task_free(rs);
+		return;
+	}
+	if (status) {
+		log_warn("storage", "target %u: listing chain %u at its source failed: %s (will retry)",
+			 rs->t->id, rs->chain_id, strata_strerror(status));
+		rs->copied++;
+		return;
+	}
+	rbuf_init(&r, resp->body, resp->hdr.body_len);
+	n = rb_u32(&r);
+	if (n > LIST_PAGE)
+		r.err = STRATA_EBADMSG;
+	free(rs->ents);
+	rs->ents = r.err ? NULL : calloc(n ? n : 1, sizeof(*rs->ents));
+	for (uint32_t i = 0; rs->ents && i < n && !r.err; i++) {
+		rs->ents[i].id.ino = rb_u64(&r);
+		rs->ents[i].id.idx = rb_u64(&r);
+		rs->ents[i].version = rb_u64(&r);
+		rs->ents[i].length = rb_u32(&r);
+	}
+	rs->more = rb_u8(&r) != 0;
+	if (rb_finish(&r) || !rs->ents) {
+		rs->copied++;
+		rs->more = false;
+		rs->nents = 0;
+		return;
+	}
+	rs->nents = n;
+	rs->pos = 0;
+	if (n)
+		rs->cursor = rs->ents[n - 1].id;
+	task_step(rs);
+}
+
+static void list_page(struct resync *rs)
+{
+	struct target *t = rs->t;
+	uint8_t body[41];
+	char addr[CM_ADDR_LEN];
+	uint32_t src;
+	uint64_t ver;
+	struct rpc_call_args a = { .op = OP_CHUNK_LIST, .body = body, .body_len = sizeof(body),
+				   .cb = on_list, .arg = rs };
+
+	if (pick_source(t, rs->chain_id, addr, sizeof(addr), &src, &ver)) {
+		rs->copied++;
+		rs->more = false;
+		return;
+	}
+	put_le32(body, rs->chain_id);
+	put_le64(body + 4, ver);
+	put_le32(body + 12, src);
+	put_le64(body + 16, rs->cursor.ino);
+	put_le64(body + 24, rs->cursor.idx);
+	put_le32(body + 32, LIST_PAGE);
+	body[36] = rs->started ? 1 : 0;	/* 1: strictly after the cursor */
+	put_le32(body + 37, 0);
+	a.timeout_ms = t->st->timeout_ms;
+	rs->started = true;
+	rs->busy = true;
+	if (rpc_pool_call(t->pool, addr, &a)) {
+		rs->busy = false;
+		rs->copied++;
+		rs->more = false;
+	}
+}
+
+static int seen_has(const struct resync *rs, const struct chunk_id *id)
+{
+	uint32_t lo = 0, hi = rs->nseen;
+
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		int c = cmp_id(&rs->seen[mid], id);
+
+		if (c == 0)
+			return 1;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+static void seen_add(struct resync *rs, const struct chunk_id *id)
+{
+	if (rs->nseen == rs->capseen) {
+		uint32_t cap = rs->capseen ? rs->capseen * 2 : 1024;
+		struct chunk_id *v = realloc(rs->seen, cap * sizeof(*v));
+
+		if (!v)
+			return;
+		rs->seen = v;
+		rs->capseen = cap;
+	}
+	rs->seen[rs->nseen++] = *id;	/* pages come sorted */
+}
+
+struct extras_ctx {
+	struct resync *rs;
+	struct chunk_id *v;
+	uint32_t n, cap;
+};
+
+static int collect_extra(void *arg, const struct chunk_info *info)
+{
+	struct extras_ctx *x = arg;
+
+	if (info->tag != x->rs->chain_id || seen_has(x->rs, &info->id))
+		return 0;
+	if (x->n == x->cap) {
+		uint32_t cap = x->cap ? x->cap * 2 : 64;
+		struct chunk_id *v = realloc(x->v, cap * sizeof(*v));
+
+		if (!v)
+			return 1;
+		x->v = v;
+		x->cap = cap;
+	}
+	x->v[x->n++] = info->id;
+	return 0;
+}
+
+static void on_extra_removed(void *arg, int status, const struct chunk_info *info)
+{
+	(void)arg;
+	(void)status;
+	(void)info;
+}
+
+/* End of a pass: drop chunks of the chain the source no longer has. */
+static void remove_extras(struct resync *rs)
+{
+	struct extras_ctx x = { rs, NULL, 0, 0 };
+
+	chunk_list(rs->t->cs, collect_extra, &x);
+	for (uint32_t i = 0; i < x.n; i++) {
+		struct cstate *c = cstate_find(rs->t, &x.v[i], false);
+
+		if (c && (c->inflight || c->repairing))
+			continue;	/* written just now: not an extra */
+		if (chunk_remove(rs->t->cs, &x.v[i], on_extra_removed, NULL) == 0)
+			rs->copied++;
+	}
+	free(x.v);
+}
+
+static void report_synced(struct resync *rs);
+
+/* Advances a task: the next chunk to fetch, the next page, or the end of
+ * a pass. Runs on the target's thread. */
+static void task_step(struct resync *rs)
+{
+	struct target *t = rs->t;
+
+	if (rs->busy)
+		return;
+	if (rs->done) {
+		task_free(rs);
+		return;
+	}
+	if (!rs->full) {
+		/* Repairs: one needsync chunk at a time. */
+		for (struct cstate *c = t->needsync; c; c = c->snext) {
+			if (!c->repairing && c->inflight == 0) {
+				rs->chain_id = c->sync_chain;
+				fetch(rs, &c->id);
+				return;
+			}
+		}
+		return;
+	}
+	while (rs->pos < rs->nents) {
+		struct list_ent *e = &rs->ents[rs->pos++];
+		struct chunk_info ci;
+		struct cstate *c = cstate_find(t, &e->id, false);
+
+		seen_add(rs, &e->id);
+		if (c && (c->inflight || c->repairing))
+			continue;	/* an update in flight: the next pass looks again */
+		if (chunk_stat(t->cs, &e->id, &ci) == 0 && ci.version == e->version &&
+		    !(c && c->needsync))
+			continue;
+		fetch(rs, &e->id);
+		return;
+	}
+	if (rs->more) {
+		list_page(rs);
+		return;
+	}
+	/* A pass is over. */
+	remove_extras(rs);
+	if (rs->copied == 0 && !chain_has_needsync(t, rs->chain_id)) {
+		report_synced(rs);
+	} else {
+		log_info("storage", "target %u: resync pass of chain %u copied %u chunk(s); another pass",
+			 t->id, rs->chain_id, rs->copied);
+	}
+	/* Next pass from the start, at the next tick. */
+	rs->copied = 0;
+	rs->started = false;
+	rs->nseen = 0;
+	rs->nents = rs->pos = 0;
+	rs->more = true;
+	memset(&rs->cursor, 0, sizeof(rs->cursor));
+}
+
+static void on_sync_reported(void *arg, int status, struct rpc_msg *resp)
+{
+	struct resync *rs = arg;
+
+	(void)resp;
+	rs->busy = false;
+	if (status)
+		log_warn("storage", "target %u: mgmt refused sync of chain %u: %s", rs->t->id,
+			 rs->chain_id, strata_strerror(status));
+	if (rs->done)
+		task_free(rs);
+}
+
+static void report_synced(struct resync *rs)
+{
+	struct target *t = rs->t;
+	uint8_t body[12];
+	struct rpc_call_args a = { .op = OP_MGMT_ADMIN, .body = body, .body_len = 12,
+				   .cb = on_sync_reported, .arg = rs };
+	uint64_t now = reactor_now_ms();
+
+	if (now - rs->reported_ms < 1000)
+		return;
+	rs->reported_ms = now;
+	log_info("storage", "target %u caught up with chain %u: telling mgmt", t->id, rs->chain_id);
+	put_le32(body, MGMT_ADMIN_SYNCED);
+	put_le32(body + 4, t->id);
+	put_le32(body + 8, rs->chain_id);
+	a.timeout_ms = t->st->timeout_ms;
+	rs->busy = true;
+	if (rpc_pool_call(t->pool, t->st->d->cfg.mgmt_addr, &a))
+		rs->busy = false;
+}
+
+/* ---- task management (target thread) ---- */
+
+static struct resync *task_new(struct target *t, uint32_t chain_id, bool full)
+{
+	struct resync *rs = calloc(1, sizeof(*rs));
+
+	if (!rs)
+		return NULL;
+	rs->t = t;
+	rs->chain_id = chain_id;
+	rs->full = full;
+	rs->more = true;
+	rs->next = t->resyncs;
+	t->resyncs = rs;
+	if (full)
+		log_info("storage", "target %u: resync of chain %u starts", t->id, chain_id);
+	return rs;
+}
+
+void resync_check(struct target *t)
+{
+	struct map_snap *snap = map_get(t->st);
+	bool have_repair = false;
+
+	for (struct resync *rs = t->resyncs; rs; rs = rs->next) {
+		if (!rs->full)
+			have_repair = true;
+	}
+	for (uint32_t i = 0; snap && i < snap->map.nchains; i++) {
+		const struct cm_chain *c = &snap->map.chains[i];
+		int pos = chain_pos(c, t->id);
+		struct resync *rs;
+
+		for (rs = t->resyncs; rs; rs = rs->next) {
+			if (rs->full && rs->chain_id == c->id)
+				break;
+		}
+		if (pos >= 0 && c->states[pos] == TARGET_SYNCING) {
+			if (!rs)
+				rs = task_new(t, c->id, true);
+		} else if (rs && !rs->done) {
+			log_info("storage", "target %u: resync of chain %u complete", t->id, c->id);
+			rs->done = true;
+			if (!rs->busy)
+				task_free(rs);
+		}
+	}
+	map_put(t->st, snap);
+	if (!have_repair && t->needsync)
+		task_new(t, 0, false);
+	for (struct resync *rs = t->resyncs, *next; rs; rs = next) {
+		next = rs->next;
+		if (!rs->full && !rs->busy && !t->needsync) {
+			task_free(rs);
+			continue;
+		}
+		task_step(rs);
+	}
+}
+
+static void on_sync_tick(void *arg)
+{
+	struct target *t = arg;
+
+	resync_check(t);
+	reactor_timer_arm(t->r, &t->sync_timer, SYNC_TICK_MS);
+}
+
+void resync_start_target(struct target *t)
+{
+	reactor_timer_init(&t->sync_timer, on_sync_tick, t);
+	reactor_timer_arm(t->r, &t->sync_timer, SYNC_TICK_MS);
+}
+
+void resync_stop_target(struct target *t)
+{
+	reactor_timer_cancel(t->r, &t->sync_timer);
+	reactor_timer_cancel(t->r, &t->scrub_timer);
+	/* Tasks with an RPC in flight are freed by its callback when the
+	 * pool closes (it runs with an error); the others now. */
+	for (struct resync *rs = t->resyncs, *next; rs; rs = next) {
+		next = rs->next;
+		rs->done = true;
+		/* The target frees every cstate next. */
+		rs->cur_cs = NULL;
+		if (!rs->busy)
+			task_free(rs);
+	}
+	abuf_free(t->scrub_buf);
+	t->scrub_buf = NULL;
+	free(t->scrub_ids);
+	t->scrub_ids = NULL;
+}
+
+/* ---- OP_CHUNK_LIST (at the source) ----
+ * req: u32 chain_id, u64 chain_ver, u32 target_id, u64 after_ino,
+ *      u64 after_idx, u32 max, u8 after (1: strictly after the cursor),
+ *      u32 reserved
+ * rep: u32 n, n x {u64 ino, u64 idx, u64 version, u32 length}, u8 more
+ */
+
+struct list_ctx {
+	uint32_t chain;
+	struct list_ent *v;
+	uint32_t n, cap;
+	int err;
+};
+
+static int collect_chain(void *arg, const struct chunk_info *info)
+{
+	struct list_ctx *x = arg;
+
+	if (info->tag != x->chain)
+		return 0;
+	if (x->n == x->cap) {
+		uint32_t cap = x->cap ? x->cap * 2 : 1024;
+		struct list_ent *v = realloc(x->v, cap * sizeof(*v));
+
+		if (!v) {
+			x->err = -ENOMEM;
+			return 1;
+		}
+		x->v = v;
+		x->cap = cap;
+	}
+	x->v[x->n].id = info->id;
+	x->v[x->n].version = info->version;
+	x->v[x->n].length = info->length;
+	x->n++;
+	return 0;
+}
+
+static int cmp_ent(const void *a, const void *b)
+{
+	return cmp_id(&((const struct list_ent *)a)->id, &((const struct list_ent *)b)->id);
+}
+
+void op_chunk_list(void *svc, struct svc_req *req)
+{
+	struct storage *st = svc;
+	struct rbuf r;
+	struct wbuf w;
+	struct list_ctx x = { 0 };
+	struct chunk_id after;
+	struct target *t;
+	uint32_t max, i, n = 0;
+	uint8_t strict;
+
+	rbuf_init(&r, req->body, req->hdr.body_len);
+	x.chain = rb_u32(&r);
+	(void)rb_u64(&r);
+	t = find_target(st, rb_u32(&r));
+	after.ino = rb_u64(&r);
+	after.idx = rb_u64(&r);
+	max = rb_u32(&r);
+	strict = rb_u8(&r);
+	(void)rb_u32(&r);
+	if (rb_finish(&r) || max == 0 || max > LIST_PAGE || strict > 1) {
+		svc_reply(req, STRATA_EBADMSG);
+		return;
+	}
+	if (!t) {
+		svc_reply(req, STRATA_ESTALE_MAP);
+		return;
+	}
+	chunk_list(t->cs, collect_chain, &x);
+	if (x.err) {
+		free(x.v);
+		svc_reply(req, x.err);
+		return;
+	}
+	if (x.n)
+		qsort(x.v, x.n, sizeof(*x.v), cmp_ent);
+	for (i = 0; i < x.n; i++) {
+		int c = cmp_id(&x.v[i].id, &after);
+
+		if (strict ? c > 0 : c >= 0)
+			break;
+	}
+	wbuf_init(&w, &req->reply);
+	n = x.n - i < max ? x.n - i : max;
+	wb_u32(&w, n);
+	for (uint32_t k = 0; k < n; k++) {
+		wb_u64(&w, x.v[i + k].id.ino);
+		wb_u64(&w, x.v[i + k].id.idx);
+		wb_u64(&w, x.v[i + k].version);
+		wb_u32(&w, x.v[i + k].length);
+	}
+	wb_u8(&w, i + n < x.n);
+	free(x.v);
+	svc_reply(req, w.err);
+}
+
+/* ---- scrubber ---- */
+
+#define SCRUB_TICK_MS 100u
+
+struct scrub_ctx {
+	struct target *t;
+	uint64_t budget;
+};
+
+static int collect_ids(void *arg, const struct chunk_info *info)
+{
+	struct target *t = arg;
+
+	if (t->scrub_n % 1024 == 0) {
+		struct chunk_id *v = realloc(t->scrub_ids, (t->scrub_n + 1024) * sizeof(*v));
+
+		if (!v)
+			return 1;
+		t->scrub_ids = v;
+	}
+	t->scrub_ids[t->scrub_n++] = info->id;
+	return 0;
+}
+
+static void on_scrubbed(void *arg, int status, const struct chunk_info *info, uint32_t nread,
+			uint32_t crc)
+{
+	struct target *t = arg;
+
+	(void)nread;
+	(void)crc;
+	t->scrub_busy = false;
+	CNT(t->st, n_scrubbed, 1);
+	if (status == STRATA_EINTEGRITY && info) {
+		CNT(t->st, n_integrity, 1);
+		report_to_mgmt(t->st, t->id, &info->id, status);
+		resync_mark(t, &info->id, info->tag);
+	}
+}
+
+static void on_scrub_tick(void *arg)
+{
+	struct target *t = arg;
+	uint64_t per_tick = t->scrub_rate_mb * 1024 * 1024 * SCRUB_TICK_MS / 1000;
+	struct chunk_info ci;
+
+	if (!t->scrub_busy) {
+		if (t->scrub_pos >= t->scrub_n) {
+			t->scrub_n = 0;
+			t->scrub_pos = 0;
+			chunk_list(t->cs, collect_ids, t);
+		}
+		/* One chunk per tick, skipped ticks pay for big chunks. */
+		t->scrub_credit += per_tick;
+		while (t->scrub_pos < t->scrub_n) {
+			struct chunk_id *id = &t->scrub_ids[t->scrub_pos];
+
+			if (chunk_stat(t->cs, id, &ci)) {
+				t->scrub_pos++;
+				continue;
+			}
+			if (t->scrub_credit < ci.length)
+				break;
+			t->scrub_credit -= ci.length;
+			t->scrub_pos++;
+			if (!t->scrub_buf)
+				t->scrub_buf = abuf_alloc(CHUNK_MAX_SIZE);
+			if (t->scrub_buf && chunk_read(t->cs, id, 0, ci.length, t->scrub_buf,
+						       on_scrubbed, t) == 0)
+				t->scrub_busy = true;
+			break;
+		}
+		if (t->scrub_credit > per_tick * 100 + CHUNK_MAX_SIZE)
+			t->scrub_credit = per_tick * 100 + CHUNK_MAX_SIZE;
+	}
+	reactor_timer_arm(t->r, &t->scrub_timer, SCRUB_TICK_MS);
+}
+
+void scrub_start(struct target *t, uint64_t rate_mb)
+{
+	t->scrub_rate_mb = rate_mb;
+	reactor_timer_init(&t->scrub_timer, on_scrub_tick, t);
+	if (rate_mb)
+		reactor_timer_arm(t->r, &t->scrub_timer, SCRUB_TICK_MS);
+}

@@ -1,0 +1,108 @@
+/* Internals of the storage service shared by its modules
+ * (storage_service.c, resync.c). */
+#ifndef STRATA_STORAGE_INT_H
+#define STRATA_STORAGE_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "chunk_store.h"
+#include "mgmt/cluster_map.h"
+#include "net/rpc.h"
+#include "net/server.h"
+#include "stratad/daemon.h"
+
+#define CSTATE_BUCKETS 4096u
+
+struct storage;
+struct target;
+struct update_op;
+
+/* Per-chunk state at a replica: updates in flight, and (at the head) the
+ * queue of updates waiting for the one in progress. */
+struct cstate {
+	struct cstate *next;
+	struct chunk_id id;
+	uint32_t inflight;
+	struct update_op *q_head, **q_tail;
+	bool needsync;
+	bool repairing;
+	uint32_t sync_gen;		/* bumped by every new mark */
+	uint32_t sync_chain;		/* chain to repair from */
+	struct cstate *snext;
+};
+
+struct map_snap {
+	int refs;
+	struct cluster_map map;
+};
+
+struct resync;
+
+struct target {
+	uint32_t id;
+	uint32_t idx;
+	struct storage *st;
+	struct reactor *r;
+	struct rpc_pool *pool;
+	struct chunk_store *cs;
+	struct reactor_watch w;
+	struct cstate *buckets[CSTATE_BUCKETS];
+	char dir[CFG_STR_MAX + 32];
+	/* Chunks this replica knows it lacks (missed updates, bad copies):
+	 * reads of them are refused until repaired. */
+	struct cstate *needsync;	/* list through cstate.snext */
+	struct resync *resyncs;		/* running resync/repair tasks */
+	struct reactor_timer sync_timer;
+	struct reactor_timer scrub_timer;
+	struct chunk_id *scrub_ids;
+	uint32_t scrub_n, scrub_pos;
+	uint8_t *scrub_buf;
+	bool scrub_busy;
+	uint64_t scrub_rate_mb, scrub_credit;
+};
+
+struct storage {
+	struct daemon *d;
+	uint32_t node_id;
+	int ntargets;
+	struct target *targets;
+	struct rpc_pool **pools;	/* per reactor */
+	pthread_mutex_t map_lock;
+	struct map_snap *snap;
+	bool registered;
+	bool fetching;
+	struct reactor_timer hb;
+	uint64_t hb_ms;
+	uint32_t timeout_ms;
+	/* counters (atomic) */
+	uint64_t n_writes, n_reads, bytes_written, bytes_read, n_stale, n_dirty, n_integrity;
+	uint64_t n_synced_chunks, bytes_synced, n_repaired, n_scrubbed;
+};
+
+#define CNT(st, f, v) __atomic_fetch_add(&(st)->f, (v), __ATOMIC_RELAXED)
+
+struct map_snap *map_get(struct storage *st);
+void map_put(struct storage *st, struct map_snap *s);
+struct target *find_target(struct storage *st, uint32_t id);
+struct cstate *cstate_find(struct target *t, const struct chunk_id *id, bool create);
+void cstate_maybe_free(struct target *t, struct cstate *c);
+int chain_pos(const struct cm_chain *c, uint32_t target);
+/* Index of the last SERVING member (the committed tail), or -1. */
+int chain_serving_tail(const struct cm_chain *c);
+void report_to_mgmt(struct storage *st, uint32_t target, const struct chunk_id *id, int err);
+
+/* resync.c: runs on each target's owner thread. */
+/* Marks a chunk of t as lacking (refuses reads) and schedules its repair
+ * from chain chain_id. */
+void resync_mark(struct target *t, const struct chunk_id *id, uint32_t chain_id);
+/* Looks at the map: starts a resync of every chain where t is SYNCING. */
+void resync_check(struct target *t);
+void resync_start_target(struct target *t);
+void resync_stop_target(struct target *t);
+void scrub_start(struct target *t, uint64_t rate_mb);
+/* OP_CHUNK_LIST handler (owner thread). */
+void op_chunk_list(void *svc, struct svc_req *req);
+
+#endif
