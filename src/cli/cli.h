@@ -10,9 +10,12 @@
  * status (0 ok, 1 failure, 2 usage). */
 int cmd_local(int argc, char **argv);
 int cmd_ping(int argc, char **argv);
+int cmd_admin(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 /* strata demo (cmd_demo.c): the data-ingest job end to end on a local cluster. */
 int cmd_demo(int argc, char **argv);
+/* strata pack (cmd_pack.c): a local directory of samples into a packed dataset. */
+int cmd_pack(int argc, char **argv);
 /* The file commands (cmd_fs.c, cmd_copy.c): ls, stat, mkdir, rm, mv, cat,
  * put, get, cp, du, setlayout, getlayout, status. cmd_fs_is(name) is 1 when
  * name is one of them; cmd_fs runs the one named by argv[0]. */

@@ -45,6 +45,9 @@ int fs_parse(int argc, char **argv, const char *letters, bool layout, struct fs_
  * it), 1 when the connection failed or 2 when no cluster was named (both
  * reported on stderr). */
 int fs_connect(const struct fs_args *a, struct strata **out);
+/* The mgmt address fs_connect would use, into addr. Returns 0, 1 or 2 as
+ * fs_connect (reported). */
+int fs_mgmt_addr(const struct fs_args *a, char *addr, size_t len);
 
 /* Normalizes a cluster path: absolute ("a/b" is "/a/b"), no repeated or
  * trailing '/', "." and ".." resolved lexically. Returns a malloc'd string

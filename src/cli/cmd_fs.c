@@ -126,25 +126,34 @@ static int mgmt_from_dir(const char *dir, char *out, size_t len)
 	return 0;
 }
 
-int fs_connect(const struct fs_args *a, struct strata **out)
+int fs_mgmt_addr(const struct fs_args *a, char *addr, size_t len)
 {
-	char addr[256];
 	const char *env = getenv("STRATA_MGMT");
-	int rc;
 
-	*out = NULL;
 	if (a->mgmt) {
-		snprintf(addr, sizeof(addr), "%s", a->mgmt);
+		snprintf(addr, len, "%s", a->mgmt);
 	} else if (a->dir) {
-		if (mgmt_from_dir(a->dir, addr, sizeof(addr)))
+		if (mgmt_from_dir(a->dir, addr, len))
 			return 1;
 	} else if (env && *env) {
-		snprintf(addr, sizeof(addr), "%s", env);
+		snprintf(addr, len, "%s", env);
 	} else {
 		cli_err("%s: no cluster named: pass --mgmt HOST:PORT or --dir DIR (of 'strata local up'), or set STRATA_MGMT",
 			a->cmd);
 		return 2;
 	}
+	return 0;
+}
+
+int fs_connect(const struct fs_args *a, struct strata **out)
+{
+	char addr[256];
+	int rc;
+
+	*out = NULL;
+	rc = fs_mgmt_addr(a, addr, sizeof(addr));
+	if (rc)
+		return rc;
 	rc = strata_connect(addr, NULL, out);
 	if (rc) {
 		cli_err("cannot connect to the cluster at '%s': %s", addr, strata_strerror(rc));

@@ -178,6 +178,8 @@ static void usage(FILE *f)
 		"  local down --dir DIR               stop it\n"
 		"  local status --dir DIR             show its daemons\n"
 		"  ping ADDR [--count N]              round trip to a daemon\n"
+		"  node drain NODE_ID                 move a node's replicas to other nodes\n"
+		"  target replace OLD NEW             rebuild a lost target on a spare\n"
 		"files (the cluster: --mgmt ADDR, --dir DIR of 'local up', or $STRATA_MGMT):\n"
 		"  ls [-l] PATH...                    list directories\n"
 		"  stat PATH...                       every attribute, with the layout\n"
@@ -197,7 +199,10 @@ static void usage(FILE *f)
 		"                                     shuffled through the batch ring, verified\n"
 		"benchmarks:\n"
 		"  bench rpc [--addr ADDR]            RPC round trips and bulk vs raw TCP\n"
-		"  bench io [--seconds S] [--threads N]  file I/O and metadata vs a local dir\n");
+		"  bench io [--seconds S] [--threads N]  file I/O and metadata vs a local dir\n"
+		"  bench train [--workload W] [--seconds S]  training I/O: accelerator utilization\n"
+		"datasets:\n"
+		"  pack SRC DEST                      local sample files into a packed dataset\n");
 }
 
 int main(int argc, char **argv)
@@ -211,12 +216,16 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "local") == 0)
 		return cmd_local(argc - 1, argv + 1);
+	if (strcmp(argv[1], "node") == 0 || strcmp(argv[1], "target") == 0)
+		return cmd_admin(argc - 1, argv + 1);
 	if (strcmp(argv[1], "ping") == 0)
 		return cmd_ping(argc - 1, argv + 1);
 	if (strcmp(argv[1], "bench") == 0)
 		return cmd_bench(argc - 1, argv + 1);
 	if (strcmp(argv[1], "demo") == 0)
 		return cmd_demo(argc - 1, argv + 1);
+	if (strcmp(argv[1], "pack") == 0)
+		return cmd_pack(argc - 1, argv + 1);
 	if (cmd_fs_is(argv[1]))
 		return cmd_fs(argc - 1, argv + 1);
 	cli_err("unknown command '%s' (see 'strata --help')", argv[1]);
