@@ -253,6 +253,19 @@ int cs_open_file(struct chunk_store *cs, const char *path, int flags)
 	return fd < 0 ? -errno : fd;
 }
 
+int cs_fd_mode(struct chunk_store *cs, struct centry *e, bool direct)
+{
+	int fl;
+
+	if (!cs->direct || e->fd < 0 || e->fd_buffered == !direct)
+		return 0;
+	fl = fcntl(e->fd, F_GETFL);
+	if (fl < 0 || fcntl(e->fd, F_SETFL, direct ? (fl | O_DIRECT) : (fl & ~O_DIRECT)) < 0)
+		return -errno;
+	e->fd_buffered = !direct;
+	return 0;
+}
+
 int cs_ent_open_fd(struct chunk_store *cs, struct centry *e)
 {
 	char path[PATH_MAX];
@@ -275,6 +288,7 @@ int cs_ent_open_fd(struct chunk_store *cs, struct centry *e)
 		return rc;
 	}
 	e->fd = fd;
+	e->fd_buffered = false;
 	e->fsize = (uint64_t)st.st_size;
 	cs->nopen++;
 	lru_trim(cs);

@@ -71,8 +71,10 @@ static void op_finish(struct op *op, int status)
 		fill_info(&op->info, e);
 		op->has_info = true;
 	}
-	abuf_free(op->buf);
+	if (!op->buf_is_dst)
+		abuf_free(op->buf);
 	op->buf = NULL;
+	op->buf_is_dst = false;
 	free(op->new_bcrc);
 	op->new_bcrc = NULL;
 
@@ -208,12 +210,21 @@ static void read_start(struct op *op)
 	op->nread = n;
 	op->buf_doff = rs;
 	op->buf_len = align_up(re - rs, PAGE_SZ);
-	op->buf = abuf_alloc(op->buf_len);
+	/* A block-aligned range into a page-aligned buffer that holds it
+	 * needs no bounce buffer (and no copy). */
+	if (rs == op->off && op->buf_len <= op->len && ((uintptr_t)op->dst % PAGE_SZ) == 0) {
+		op->buf = op->dst;
+		op->buf_is_dst = true;
+	} else {
+		op->buf = abuf_alloc(op->buf_len);
+	}
 	if (!op->buf) {
 		op_finish(op, -ENOMEM);
 		return;
 	}
 	rc = cs_ent_open_fd(op->cs, e);
+	if (!rc)
+		rc = cs_fd_mode(op->cs, e, !op->cs->o.buffered_reads);
 	if (rc) {
 		op_finish(op, rc);
 		return;
@@ -257,7 +268,8 @@ static void read_done(struct op *op, int res)
 		op_finish(op, rc);
 		return;
 	}
-	memcpy(op->dst, op->buf + (op->off - op->buf_doff), op->nread);
+	if (!op->buf_is_dst)
+		memcpy(op->dst, op->buf + (op->off - op->buf_doff), op->nread);
 	op->rcrc = crc32c(0, op->dst, op->nread);
 	op_finish(op, 0);
 }
@@ -375,6 +387,8 @@ static void inplace_start(struct op *op)
 	int rc;
 
 	rc = cs_ent_open_fd(op->cs, e);
+	if (!rc)
+		rc = cs_fd_mode(op->cs, e, true);
 	if (rc)
 		goto fail;
 	/* Bytes past the current length may be left over from a shrink or an
@@ -498,6 +512,7 @@ static void cow_commit(struct op *op)
 			 cs->dir, strerror(-rc));
 	cs_ent_close_fd(cs, e);
 	e->fd = op->tmp_fd;
+	e->fd_buffered = false;
 	op->tmp_fd = -1;
 	cs->nopen++;
 	e->fsize = op->buf_len;

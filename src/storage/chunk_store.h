@@ -50,6 +50,9 @@ struct chunk_store_opts {
 	uint64_t capacity;      /* bytes; 0 = the filesystem decides */
 	bool sync_writes;       /* fdatasync before commit; default false */
 	uint32_t max_chunk_size; /* default and max CHUNK_MAX_SIZE */
+	bool buffered_reads;    /* reads through the page cache (writes stay
+				 * O_DIRECT, which invalidates cached pages);
+				 * default false */
 };
 
 /* Sets o to the defaults. size: sizeof(*o) as the caller knows it. */

@@ -66,6 +66,7 @@ struct centry {
 	uint32_t tag;                   /* caller's tag (the chain id), 0 = none */
 	uint32_t *bcrc;                 /* nblocks(length) block CRCs */
 	int fd;                         /* -1 when closed */
+	bool fd_buffered;               /* O_DIRECT turned off for reads */
 	uint64_t fsize;                 /* file size, valid while fd >= 0 */
 	struct op *qhead, *qtail;       /* FIFO; qhead runs when running */
 	bool running, runnable;
@@ -86,6 +87,7 @@ struct op {
 	uint64_t version;
 	uint32_t tag;                   /* to set; 0 keeps the chunk's */
 	bool replace;                   /* write: the data is the whole new content */
+	bool buf_is_dst;                /* read: straight into the caller's buffer */
 	chunk_done_fn done_cb;
 	chunk_read_fn read_cb;
 	void *arg;
@@ -188,6 +190,9 @@ static inline void fill_info(struct chunk_info *info, const struct centry *e)
 }
 
 /* chunk_index.c */
+/* Turns O_DIRECT on or off on the chunk's cached fd (ops of one chunk are
+ * serialized, so no I/O of another op is in flight on it). */
+int cs_fd_mode(struct chunk_store *cs, struct centry *e, bool direct);
 void cs_slot_encode(uint8_t *p, uint64_t seq, const struct chunk_id *id,
 		    uint64_t version, uint32_t length, uint32_t crc, const uint32_t *bcrc,
 		    uint32_t tag);

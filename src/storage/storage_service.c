@@ -1192,6 +1192,7 @@ static int storage_start(struct daemon *d, void **out)
 	chunk_store_opts_init(&o, sizeof(o));
 	o.capacity = d->cfg.capacity;
 	o.sync_writes = d->cfg.sync_writes;
+	o.buffered_reads = d->cfg.buffered_reads;
 	for (int i = 0; i < st->ntargets; i++) {
 		struct target *t = &st->targets[i];
 

@@ -36,6 +36,7 @@ struct daemon_cfg {
 	int64_t targets;
 	uint64_t capacity;
 	bool sync_writes;
+	bool buffered_reads;
 	int64_t scrub_rate_mb;
 	/* [meta] */
 	uint64_t chunk_size;

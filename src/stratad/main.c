@@ -43,6 +43,8 @@ static const struct cfg_key daemon_keys[] = {
 	K("storage", "capacity", CFG_SIZE, capacity, "0", 0, 0, "bytes per target (0 = disk)"),
 	K("storage", "sync_writes", CFG_BOOL, sync_writes, "false", 0, 0,
 	  "fdatasync each chunk update"),
+	K("storage", "buffered_reads", CFG_BOOL, buffered_reads, "false", 0, 0,
+	  "serve reads through the page cache (writes stay O_DIRECT)"),
 	K("storage", "scrub_rate_mb", CFG_INT, scrub_rate_mb, "0", 0, 100000,
 	  "background scrub MB/s (0 = off)"),
 	K("meta", "chunk_size", CFG_SIZE, chunk_size, "4M", 65536, 67108864,

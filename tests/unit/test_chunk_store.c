@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/crc32c.h"
 #include "common/log.h"
 #include "storage/chunk_store.h"
@@ -926,6 +927,70 @@ static void test_crash_consistency(void **state)
 	free(dir);
 }
 
+
+/* Tags (the storage service's chain ids) persist and survive updates;
+ * chunk_replace installs a whole copy whatever the stored version; reads
+ * through the page cache and straight into an aligned caller buffer
+ * return the same bytes as bounce-buffered O_DIRECT reads. */
+static void test_tag_replace_buffered(void **state)
+{
+	char *dir = mktmp("/tmp");
+	struct chunk_store_opts o;
+	struct chunk_store *cs = NULL;
+	struct chunk_id id = { 9, 1 };
+	struct chunk_info ci;
+	uint32_t n = 256 * 1024, got;
+	uint8_t *a = abuf_alloc(n), *b = abuf_alloc(n), *dst = abuf_alloc(n);
+	struct res r = { 0 };
+
+	(void)state;
+	fill(a, n, 1);
+	fill(b, n, 2);
+	cs = open_store(dir, 0, 0, 0);
+	assert_int_equal(chunk_write_tagged(cs, &id, 0, a, n, crc32c(0, a, n), 5, 77, done_cb, &r), 0);
+	wait_for(cs, &r);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(do_write(cs, id, 100, b, 1000, 6), 0);	/* untagged: keeps 77 */
+	assert_int_equal(do_trunc(cs, id, n - 10, 7), 0);
+	assert_int_equal(chunk_stat(cs, &id, &ci), 0);
+	assert_int_equal(ci.tag, 77);
+	/* Replace with a lower version: allowed, whole content, new tag. */
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(chunk_replace(cs, &id, b, n / 2, crc32c(0, b, n / 2), 3, 88, done_cb, &r), 0);
+	wait_for(cs, &r);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(chunk_stat(cs, &id, &ci), 0);
+	assert_int_equal(ci.version, 3);
+	assert_int_equal(ci.length, n / 2);
+	assert_int_equal(ci.tag, 88);
+	chunk_store_close(cs);
+
+	/* Reopen with buffered reads: tag kept; aligned and unaligned reads. */
+	chunk_store_opts_init(&o, sizeof(o));
+	o.buffered_reads = true;
+	assert_int_equal(chunk_store_open(dir, &o, &cs), 0);
+	assert_int_equal(chunk_stat(cs, &id, &ci), 0);
+	assert_int_equal(ci.tag, 88);
+	assert_int_equal(do_read(cs, id, 0, n / 2, dst, &got), 0);	/* straight into dst */
+	assert_int_equal(got, n / 2);
+	assert_memory_equal(dst, b, n / 2);
+	assert_int_equal(do_read(cs, id, 65536, 65536, dst, &got), 0);
+	assert_memory_equal(dst, b + 65536, 65536);
+	assert_int_equal(do_read(cs, id, 1, 70000, dst + 1, &got), 0);	/* bounce buffer */
+	assert_memory_equal(dst + 1, b + 1, 70000);
+	/* A write after buffered reads goes O_DIRECT again; reads see it. */
+	assert_int_equal(do_write(cs, id, n / 2, a, 4096, 4), 0);
+	assert_int_equal(do_read(cs, id, n / 2, 4096, dst, &got), 0);
+	assert_int_equal(got, 4096);
+	assert_memory_equal(dst, a, 4096);
+	chunk_store_close(cs);
+	abuf_free(a);
+	abuf_free(b);
+	abuf_free(dst);
+	rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -937,6 +1002,7 @@ int main(void)
 		cmocka_unit_test(test_tmpfs),
 		cmocka_unit_test(test_reopen_cleanup),
 		cmocka_unit_test(test_crash_consistency),
+		cmocka_unit_test(test_tag_replace_buffered),
 	};
 
 	log_set_level(LOG_WARN);
