@@ -6,9 +6,9 @@
  * which keys are spread by consistent hashing (each node owns many points
  * of a 64-bit ring). With replicas R > 1 a put writes the key to the R
  * distinct nodes that follow it on the ring, and a get reads the first of
- * them that answers (for hot objects). The handle is thread-safe; one
- * background thread drives every request, pipelined over one connection
- * per node.
+ * them that answers (for hot objects). The handle is thread-safe; a few
+ * background threads drive the requests, pipelined over one connection
+ * per node and thread.
  *
  * Values are at most 64 MiB, keys 1..1024 bytes. Errors: -ENOENT (no such
  * key), -ENAMETOOLONG (key too long), -EINVAL (empty key), -E2BIG (value
@@ -43,6 +43,9 @@ struct strata_mem_opts {
 	uint32_t timeout_ms;	/* one request; default 10000 */
 	uint32_t replicas;	/* copies of each put (R); default 1 */
 	uint32_t vnodes;	/* ring points per node; default 64 */
+	uint32_t io_threads;	/* background threads (each with its own
+				 * connections; a calling thread sticks to
+				 * one); default 2 */
 };
 
 /* Sets opts to the defaults; size = sizeof(*opts). */

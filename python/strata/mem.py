@@ -29,7 +29,7 @@ MAX_VALUE = 64 << 20
 
 class _Opts(ctypes.Structure):
     _fields_ = [("opts_size", c_size_t), ("timeout_ms", c_uint32), ("replicas", c_uint32),
-                ("vnodes", c_uint32)]
+                ("vnodes", c_uint32), ("io_threads", c_uint32)]
 
 
 class _Item(ctypes.Structure):
@@ -82,7 +82,7 @@ def _lib():
 
 
 def _name(k):
-    s = _name(k) if isinstance(k, (bytes, bytearray)) else str(k)
+    s = k.decode(errors="replace") if isinstance(k, (bytes, bytearray)) else str(k)
     return s if len(s) <= 80 else s[:60] + "...(%d bytes)" % len(k)
 
 

@@ -25,6 +25,7 @@ struct local_opts {
 	int64_t storage;
 	int64_t replication;
 	const char *extra;	/* extra flags for every daemon, space-separated */
+	int64_t mem;		/* extra daemons running the mem service */
 };
 
 static int parse_local_args(int argc, char **argv, struct local_opts *o)
@@ -34,6 +35,7 @@ static int parse_local_args(int argc, char **argv, struct local_opts *o)
 	o->storage = -1;
 	o->replication = 0;
 	o->extra = NULL;
+	o->mem = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -54,6 +56,11 @@ static int parse_local_args(int argc, char **argv, struct local_opts *o)
 		} else if (strcmp(a, "--replication") == 0 && v) {
 			if (parse_i64(v, &o->replication) || o->replication < 1 || o->replication > 8) {
 				cli_err("--replication: '%s' is not in 1..8", v);
+				return 2;
+			}
+		} else if (strcmp(a, "--mem") == 0 && v) {
+			if (parse_i64(v, &o->mem) || o->mem < 0 || o->mem > 64) {
+				cli_err("--mem: '%s' is not a number of mem daemons in 0..64", v);
 				return 2;
 			}
 		} else if (strcmp(a, "--daemon-flags") == 0 && v) {
@@ -178,7 +185,7 @@ static int local_up(const struct local_opts *o)
 	char path[PATH_MAX];
 	json_t *j = json_object(), *nodes = json_array();
 	int nstorage = (int)(o->storage > 0 ? o->storage : o->nodes);
-	int total = nstorage + 1;
+	int total = nstorage + 1 + (int)o->mem;
 	int64_t repl = o->replication ? o->replication : (nstorage < 3 ? nstorage : 3);
 	char mgmt[64] = "";
 	int rc = 0;
@@ -205,6 +212,8 @@ static int local_up(const struct local_opts *o)
 
 		snprintf(data, sizeof(data), "%s/node%d", o->dir, i);
 		node_services(i, svc, sizeof(svc));
+		if (i > nstorage + 1)
+			snprintf(svc, sizeof(svc), "mem");	/* pool size: $STRATA_MEM_CAPACITY */
 		snprintf(f_id, sizeof(f_id), "--node.id=%d", i);
 		snprintf(f_svc, sizeof(f_svc), "--node.services=%s", svc);
 		flags[nf++] = f_id;
@@ -311,7 +320,7 @@ static int local_status(const char *dir)
 int local_cluster_up(const char *dir, int nstorage, int replication, const char *extra,
 		     char *mgmt, size_t mgmtlen)
 {
-	struct local_opts o = { dir, nstorage, nstorage, replication, extra };
+	struct local_opts o = { dir, nstorage, nstorage, replication, extra, 0 };
 	json_t *j;
 	int rc = local_up(&o);
 

@@ -32,7 +32,8 @@ struct strata_mem {
 	char (*addrs)[ADDR_LEN];
 	struct vpoint *ring;
 	uint32_t nring;
-	struct rpc_client *rc;
+	struct rpc_client **rc;	/* io_threads of them */
+	uint32_t nrc;
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
 	uint32_t inflight;
@@ -40,6 +41,7 @@ struct strata_mem {
 
 struct strata_mem_op {
 	struct strata_mem *m;
+	struct rpc_client *rc;		/* the I/O thread that drives it */
 	struct bbuf body;
 	uint16_t opcode;
 	const void *bulk;
@@ -103,6 +105,8 @@ void strata_mem_opts_init(struct strata_mem_opts *opts, size_t size)
 		opts->replicas = 1;
 	if (size >= offsetof(struct strata_mem_opts, vnodes) + sizeof(uint32_t))
 		opts->vnodes = 64;
+	if (size >= offsetof(struct strata_mem_opts, io_threads) + sizeof(uint32_t))
+		opts->io_threads = 2;
 }
 
 /* Fills targets with the (up to) replicas distinct nodes owning key. */
@@ -204,12 +208,22 @@ int strata_mem_open(const char *addrs, const struct strata_mem_opts *opts,
 		}
 	}
 	qsort(m->ring, m->nring, sizeof(*m->ring), vp_cmp);
-	rc = rpc_client_new("strata-mem", m->o.timeout_ms, &m->rc);
-	if (rc)
+	if (!m->o.io_threads || m->o.io_threads > 16)
+		m->o.io_threads = 2;
+	m->rc = calloc(m->o.io_threads, sizeof(*m->rc));
+	if (!m->rc)
 		goto fail;
+	for (; m->nrc < m->o.io_threads; m->nrc++) {
+		rc = rpc_client_new("strata-mem", m->o.timeout_ms, &m->rc[m->nrc]);
+		if (rc)
+			goto fail;
+	}
 	*out = m;
 	return 0;
 fail:
+	for (uint32_t i = 0; m->rc && i < m->nrc; i++)
+		rpc_client_free(m->rc[i]);
+	free(m->rc);
 	free(m->ring);
 	free(m->addrs);
 	pthread_mutex_destroy(&m->lock);
@@ -226,7 +240,9 @@ void strata_mem_close(struct strata_mem *m)
 	while (m->inflight)
 		pthread_cond_wait(&m->cv, &m->lock);
 	pthread_mutex_unlock(&m->lock);
-	rpc_client_free(m->rc);
+	for (uint32_t i = 0; i < m->nrc; i++)
+		rpc_client_free(m->rc[i]);
+	free(m->rc);
 	free(m->ring);
 	free(m->addrs);
 	pthread_mutex_destroy(&m->lock);
@@ -241,6 +257,18 @@ void strata_mem_free(void *buf)
 
 /* ---- operations ---- */
 
+/* The I/O thread of the calling thread: each caller sticks to one, so its
+ * requests stay in order on one connection per node. */
+static struct rpc_client *pick_rc(struct strata_mem *m)
+{
+	static unsigned next;
+	static __thread unsigned mine = UINT32_MAX;
+
+	if (mine == UINT32_MAX)
+		mine = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+	return m->rc[mine % m->nrc];
+}
+
 static struct strata_mem_op *op_new(struct strata_mem *m, uint16_t opcode)
 {
 	struct strata_mem_op *op = calloc(1, sizeof(*op));
@@ -248,6 +276,7 @@ static struct strata_mem_op *op_new(struct strata_mem *m, uint16_t opcode)
 	if (!op)
 		return NULL;
 	op->m = m;
+	op->rc = pick_rc(m);
 	op->opcode = opcode;
 	bbuf_init(&op->body);
 	bbuf_init(&op->rbody);
@@ -320,7 +349,7 @@ static void op_send(struct strata_mem_op *op)
 		.cb = on_reply,
 		.arg = op,
 	};
-	int rc = rpc_pool_call(rpc_client_pool(m->rc), m->addrs[op->targets[op->ti]], &a);
+	int rc = rpc_pool_call(rpc_client_pool(op->rc), m->addrs[op->targets[op->ti]], &a);
 
 	if (rc)
 		op_complete(op, rc);
@@ -339,7 +368,7 @@ static int op_submit(struct strata_mem_op *op)
 	pthread_mutex_lock(&m->lock);
 	m->inflight++;
 	pthread_mutex_unlock(&m->lock);
-	rc = reactor_post(rpc_client_reactor(m->rc), op_send_task, op);
+	rc = reactor_post(rpc_client_reactor(op->rc), op_send_task, op);
 	if (rc) {
 		pthread_mutex_lock(&m->lock);
 		m->inflight--;

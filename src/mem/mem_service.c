@@ -94,6 +94,7 @@ struct spill {
 	pthread_t th;
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
+	pthread_cond_t drained;		/* queued_bytes went down */
 	struct job *head, **tail;
 	uint64_t queued_bytes;
 	bool stop, started;
@@ -151,22 +152,46 @@ static void enqueue(struct spill *sp, struct job *j)
 	pthread_mutex_unlock(&sp->lock);
 }
 
-/* Pool callback (any thread, outside the pool lock). */
+/* Under sp->lock: records key as spilled (or being spilled). */
+static void skey_add(struct spill *sp, const struct mem_obj *o)
+{
+	struct skey **s = skey_slot(sp, o->key, o->klen);
+	struct skey *k = *s ? *s : calloc(1, sizeof(*k) + o->klen);
+
+	if (k && !*s) {
+		k->klen = o->klen;
+		memcpy(k->key, o->key, o->klen);
+		*s = k;
+	}
+	if (k)
+		k->len = o->len;
+}
+
+/* Pool callback (on the thread whose put evicted o, outside the pool
+ * lock). The key is recorded as spilled at once: a GET queued behind the
+ * spill reloads it once written. When too much waits to be written, the
+ * evicting thread waits (backpressure) rather than drop data. */
 static void on_evict(void *arg, struct mem_obj *o)
 {
 	struct spill *sp = arg;
 	struct job *j = calloc(1, sizeof(*j));
 
 	pthread_mutex_lock(&sp->lock);
-	/* Bound what waits in memory uncounted by the pool. */
-	if (!j || sp->queued_bytes + o->len > sp->ms->capacity / 4) {
+	/* (Not on the spill thread itself: a reload's put evicts too.) */
+	while (!sp->stop && sp->queued_bytes && sp->queued_bytes + o->len > sp->ms->capacity / 2 &&
+	       !pthread_equal(pthread_self(), sp->th))
+		pthread_cond_wait(&sp->drained, &sp->lock);
+	if (!j || sp->stop) {
 		sp->dropped++;
 		pthread_mutex_unlock(&sp->lock);
+		log_warn("mem", "evicted '%.*s' could not be spilled (%s): dropped", (int)o->klen,
+			 o->key, j ? "shutting down" : "out of memory");
 		free(j);
 		mem_obj_release(o);
 		return;
 	}
 	sp->queued_bytes += o->len;
+	skey_add(sp, o);
 	pthread_mutex_unlock(&sp->lock);
 	j->kind = JOB_SPILL;
 	j->obj = o;
@@ -301,19 +326,11 @@ static void *spill_main(void *arg)
 			rc = sp->s && !sp->stop ? do_spill(sp, ob) : -ESHUTDOWN;
 			pthread_mutex_lock(&sp->lock);
 			sp->queued_bytes -= ob->len;
+			pthread_cond_broadcast(&sp->drained);
 			if (rc == 0) {
-				struct skey **s = skey_slot(sp, ob->key, ob->klen);
-				struct skey *k = *s ? *s : calloc(1, sizeof(*k) + ob->klen);
-
-				if (k && !*s) {
-					k->klen = ob->klen;
-					memcpy(k->key, ob->key, ob->klen);
-					*s = k;
-				}
-				if (k)
-					k->len = ob->len;
 				sp->spilled++;
 			} else {
+				skey_drop(sp, ob->key, ob->klen);
 				sp->dropped++;
 			}
 			pthread_mutex_unlock(&sp->lock);
@@ -695,6 +712,7 @@ static void spill_stop(struct spill *sp)
 		pthread_mutex_lock(&sp->lock);
 		sp->stop = true;
 		pthread_cond_signal(&sp->cv);
+		pthread_cond_broadcast(&sp->drained);
 		pthread_mutex_unlock(&sp->lock);
 		pthread_join(sp->th, NULL);
 	}
@@ -708,6 +726,7 @@ static void spill_stop(struct spill *sp)
 		}
 	}
 	pthread_cond_destroy(&sp->cv);
+	pthread_cond_destroy(&sp->drained);
 	pthread_mutex_destroy(&sp->lock);
 	free(sp);
 }
@@ -748,6 +767,7 @@ static int mem_start(struct daemon *d, void **out)
 		sp->tail = &sp->head;
 		pthread_mutex_init(&sp->lock, NULL);
 		pthread_cond_init(&sp->cv, NULL);
+		pthread_cond_init(&sp->drained, NULL);
 		ms->sp = sp;
 		o.on_evict = on_evict;
 		o.evict_arg = sp;

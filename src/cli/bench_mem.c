@@ -1,0 +1,562 @@
+/*
+ * strata bench mem: the memory plane against Redis, in the same run.
+ *
+ * It starts one mem daemon (stratad --node.services=mem, a 2 GiB pool) and
+ * a redis-server from the system (loopback, a free port, persistence off:
+ * --save '' --appendonly no), then for 4 KiB, 1 MiB and 64 MiB values runs
+ * the same phases against both with the same client concurrency (N
+ * threads, each its own blocking requests; Redis: one connection per
+ * thread, unpipelined): PUT (SET) then GET of random keys, each phase for
+ * a fixed time. GETs land straight in the caller's buffer on both sides
+ * (the Redis client reads the bulk reply into it). Then batched 4 KiB
+ * GETs (strata_mem_mget, B keys a call) against Redis's unpipelined GETs.
+ * Figures: ops/s, MB/s, p50/p99 latency per call, and strata/redis ratios.
+ *
+ * Last, unless --no-layers, it runs the layer-streaming and model-switch
+ * measurements of python/strata/offload.py (python3 -m strata.offload
+ * bench) against the same pool and a local storage cluster it starts.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "common/buf.h"
+#include "common/config.h"
+#include "strata/mem.h"
+
+#define BM_MAX_THREADS 64
+#define BM_LAT_MAX 200000
+
+enum bm_sys { SYS_STRATA, SYS_REDIS };
+enum bm_op { OPK_PUT, OPK_GET, OPK_MGET };
+
+struct bm {
+	int threads;
+	double secs;
+	int batch;
+	int server_threads;
+	bool layers;
+	char dir[PATH_MAX];
+	char mem_addr[64];
+	int mem_pid;
+	int redis_port;
+	int redis_pid;
+	char redis_ver[64];
+	struct strata_mem *m;
+};
+
+struct bm_res {
+	double ops, mbs, p50, p99;	/* ops/s (keys), MB/s, us per call */
+};
+
+struct wk {
+	struct bm *b;
+	int idx;
+	enum bm_sys sys;
+	enum bm_op op;
+	size_t size;
+	int nkeys;
+	uint8_t *buf;
+	int fd;
+	double deadline;
+	uint64_t keys_done;
+	int err;
+	double *lat;
+	size_t nlat;
+	/* redis reader */
+	char rb[65536];
+	size_t rb_off, rb_len;
+};
+
+static void key_name(char *out, size_t len, size_t size, int k)
+{
+	snprintf(out, len, "bm/%zu/%d", size, k);
+}
+
+/* ---- a minimal blocking RESP client ---- */
+
+static int redis_connect(int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
+static int send_all(int fd, const void *p, size_t n)
+{
+	const uint8_t *c = p;
+
+	while (n) {
+		ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -EIO;
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int rd_fill(struct wk *w)
+{
+	ssize_t r;
+
+	if (w->rb_off == w->rb_len)
+		w->rb_off = w->rb_len = 0;
+	do {
+		r = recv(w->fd, w->rb + w->rb_len, sizeof(w->rb) - w->rb_len, 0);
+	} while (r < 0 && errno == EINTR);
+	if (r <= 0)
+		return -EIO;
+	w->rb_len += (size_t)r;
+	return 0;
+}
+
+/* Reads one "\r\n"-terminated line into out. */
+static int rd_line(struct wk *w, char *out, size_t cap)
+{
+	size_t n = 0;
+
+	for (;;) {
+		while (w->rb_off < w->rb_len) {
+			char c = w->rb[w->rb_off++];
+
+			if (c == '\n') {
+				out[n && out[n - 1] == '\r' ? n - 1 : n] = '\0';
+				return 0;
+			}
+			if (n + 1 < cap)
+				out[n++] = c;
+		}
+		if (rd_fill(w))
+			return -EIO;
+	}
+}
+
+static int rd_exact(struct wk *w, uint8_t *dst, size_t n)
+{
+	size_t take = w->rb_len - w->rb_off < n ? w->rb_len - w->rb_off : n;
+
+	memcpy(dst, w->rb + w->rb_off, take);
+	w->rb_off += take;
+	dst += take;
+	n -= take;
+	while (n) {	/* the rest straight into dst */
+		ssize_t r = recv(w->fd, dst, n, 0);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -EIO;
+		dst += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static int redis_set(struct wk *w, const char *key, const void *val, size_t len)
+{
+	char hdr[256], line[64];
+	int hl = snprintf(hdr, sizeof(hdr), "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%zu\r\n", strlen(key),
+			  key, len);
+
+	if (send_all(w->fd, hdr, (size_t)hl) || send_all(w->fd, val, len) ||
+	    send_all(w->fd, "\r\n", 2) || rd_line(w, line, sizeof(line)))
+		return -EIO;
+	return line[0] == '+' ? 0 : -EIO;
+}
+
+static ssize_t redis_get(struct wk *w, const char *key, void *dst, size_t cap)
+{
+	char hdr[256], line[64], crlf[2];
+	int hl = snprintf(hdr, sizeof(hdr), "*2\r\n$3\r\nGET\r\n$%zu\r\n%s\r\n", strlen(key), key);
+	int64_t n;
+
+	if (send_all(w->fd, hdr, (size_t)hl) || rd_line(w, line, sizeof(line)) || line[0] != '$' ||
+	    parse_i64(line + 1, &n))
+		return -EIO;
+	if (n < 0)
+		return -ENOENT;
+	if ((uint64_t)n > cap)
+		return -ENOBUFS;
+	if (rd_exact(w, dst, (size_t)n) || rd_exact(w, (uint8_t *)crlf, 2))
+		return -EIO;
+	return (ssize_t)n;
+}
+
+/* ---- workers ---- */
+
+static void *worker(void *arg)
+{
+	struct wk *w = arg;
+	unsigned seed = 0x9e3779b9u * (unsigned)(w->idx + 1);
+	char key[64];
+	int i = 0;
+
+	while (bench_now() < w->deadline && !w->err) {
+		double t0 = bench_now();
+		int k = w->op == OPK_PUT ? (w->idx + i * w->b->threads) % w->nkeys :
+					   (int)(rand_r(&seed) % (unsigned)w->nkeys);
+		uint64_t nk = 1;
+		ssize_t rc;
+
+		key_name(key, sizeof(key), w->size, k);
+		if (w->op == OPK_MGET) {
+			struct strata_mem_item items[256];
+			char keys[256][64];
+
+			nk = (uint64_t)w->b->batch;
+			for (int j = 0; j < w->b->batch; j++) {
+				key_name(keys[j], sizeof(keys[j]), w->size,
+					 (int)(rand_r(&seed) % (unsigned)w->nkeys));
+				items[j] = (struct strata_mem_item){ .key = keys[j],
+					.buf = w->buf + (size_t)j * w->size, .len = w->size };
+			}
+			rc = strata_mem_mget(w->b->m, items, (size_t)w->b->batch);
+		} else if (w->sys == SYS_STRATA) {
+			rc = w->op == OPK_PUT ? strata_mem_put(w->b->m, key, w->buf, w->size, 0) :
+				strata_mem_get(w->b->m, key, w->buf, w->size);
+		} else {
+			rc = w->op == OPK_PUT ? redis_set(w, key, w->buf, w->size) :
+				redis_get(w, key, w->buf, w->size);
+		}
+		if (rc < 0) {
+			w->err = (int)rc;
+			break;
+		}
+		if (w->nlat < BM_LAT_MAX)
+			w->lat[w->nlat++] = (bench_now() - t0) * 1e6;
+		w->keys_done += nk;
+		i++;
+	}
+	return NULL;
+}
+
+static int dbl_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int run_phase(struct bm *b, enum bm_sys sys, enum bm_op op, size_t size, int nkeys,
+		     struct bm_res *res)
+{
+	pthread_t th[BM_MAX_THREADS];
+	struct wk *w = calloc((size_t)b->threads, sizeof(*w));
+	double *all = NULL, t0, el;
+	size_t nall = 0, per = op == OPK_MGET ? size * (size_t)b->batch : size;
+	uint64_t keys = 0;
+	int rc = 0;
+
+	if (!w)
+		return -ENOMEM;
+	t0 = bench_now();
+	for (int i = 0; i < b->threads; i++) {
+		w[i] = (struct wk){ .b = b, .idx = i, .sys = sys, .op = op, .size = size,
+				    .nkeys = nkeys, .fd = -1, .deadline = t0 + b->secs };
+		w[i].buf = abuf_alloc(per);
+		w[i].lat = malloc(BM_LAT_MAX * sizeof(double));
+		if (!w[i].buf || !w[i].lat) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		memset(w[i].buf, 0x5a + i, per);
+		if (sys == SYS_REDIS && (w[i].fd = redis_connect(b->redis_port)) < 0) {
+			rc = w[i].fd;
+			goto out;
+		}
+	}
+	t0 = bench_now();
+	for (int i = 0; i < b->threads; i++) {
+		w[i].deadline = t0 + b->secs;
+		pthread_create(&th[i], NULL, worker, &w[i]);
+	}
+	for (int i = 0; i < b->threads; i++)
+		pthread_join(th[i], NULL);
+	el = bench_now() - t0;
+	all = malloc((size_t)b->threads * BM_LAT_MAX * sizeof(double));
+	for (int i = 0; i < b->threads && all; i++) {
+		if (w[i].err && !rc)
+			rc = w[i].err;
+		keys += w[i].keys_done;
+		memcpy(all + nall, w[i].lat, w[i].nlat * sizeof(double));
+		nall += w[i].nlat;
+	}
+	if (!all)
+		rc = -ENOMEM;
+	if (!rc && nall) {
+		qsort(all, nall, sizeof(double), dbl_cmp);
+		res->ops = (double)keys / el;
+		res->mbs = (double)keys * (double)size / el / 1e6;
+		res->p50 = all[nall / 2];
+		res->p99 = all[nall * 99 / 100];
+	}
+out:
+	free(all);
+	for (int i = 0; i < b->threads; i++) {
+		abuf_free(w[i].buf);
+		free(w[i].lat);
+		if (w[i].fd >= 0)
+			close(w[i].fd);
+	}
+	free(w);
+	return rc;
+}
+
+/* ---- setup ---- */
+
+static int free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+static int start_redis(struct bm *b)
+{
+	char port[16], log[PATH_MAX + 16];
+	FILE *f;
+	pid_t pid;
+
+	b->redis_port = free_port();
+	if (b->redis_port < 0)
+		return -EADDRNOTAVAIL;
+	snprintf(port, sizeof(port), "%d", b->redis_port);
+	snprintf(log, sizeof(log), "%s/redis.log", b->dir);
+	f = popen("redis-server --version 2>/dev/null", "r");
+	if (f) {
+		if (!fgets(b->redis_ver, sizeof(b->redis_ver), f))
+			b->redis_ver[0] = '\0';
+		b->redis_ver[strcspn(b->redis_ver, "\n")] = '\0';
+		pclose(f);
+	}
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1",
+		       "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", log,
+		       "--dir", b->dir, "--protected-mode", "no", (char *)NULL);
+		_exit(127);
+	}
+	b->redis_pid = pid;
+	for (int i = 0; i < 100; i++) {
+		int fd = redis_connect(b->redis_port);
+
+		if (fd >= 0) {
+			close(fd);
+			return 0;
+		}
+		if (waitpid(pid, NULL, WNOHANG) == pid) {
+			b->redis_pid = 0;
+			return -ENOENT;
+		}
+		usleep(50000);
+	}
+	return -ETIMEDOUT;
+}
+
+static int start_mem(struct bm *b)
+{
+	char data[PATH_MAX], thr[48];
+	const char *flags[] = { "--node.services=mem", "--node.listen=127.0.0.1:0",
+				"--node.metrics_listen=", thr, NULL };
+
+	snprintf(thr, sizeof(thr), "--node.threads=%d", b->server_threads);
+
+	snprintf(data, sizeof(data), "%s/mem1", b->dir);
+	if (mkdir(data, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	if (!getenv("STRATA_MEM_CAPACITY"))
+		setenv("STRATA_MEM_CAPACITY", "2G", 1);
+	return cli_spawn_daemon(data, flags, 15000, b->mem_addr, sizeof(b->mem_addr), &b->mem_pid);
+}
+
+static void run_layers(struct bm *b)
+{
+	char exe[PATH_MAX], cmd[PATH_MAX * 2 + 512], clus[PATH_MAX + 16], mgmt[64] = "";
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *p;
+	int rc;
+
+	if (n > 0) {
+		exe[n] = '\0';
+		/* BUILD/src/cli/strata -> BUILD, where libstrata.so is. */
+		p = strstr(exe, "/src/cli/strata");
+		if (p) {
+			*p = '\0';
+			setenv("STRATA_BUILD", exe, 0);
+		}
+	}
+	if (access("python/strata/offload.py", R_OK) == 0) {
+		const char *pp = getenv("PYTHONPATH");
+		char np[PATH_MAX + 16];
+
+		snprintf(np, sizeof(np), "python%s%s", pp ? ":" : "", pp ? pp : "");
+		setenv("PYTHONPATH", np, 1);
+	}
+	snprintf(clus, sizeof(clus), "%s/cluster", b->dir);
+	if (local_cluster_up(clus, 1, 1, NULL, mgmt, sizeof(mgmt)) != 0)
+		mgmt[0] = '\0';
+	snprintf(cmd, sizeof(cmd), "%s -m strata.offload",
+		 access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3");
+	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " bench --pool %s%s%s",
+		 b->mem_addr, mgmt[0] ? " --mgmt " : "", mgmt);
+	fflush(stdout);
+	rc = system(cmd);
+	if (rc != 0)
+		printf("layer streaming: skipped (python3 -m strata.offload failed, status %d: "
+		       "needs python3 with torch and strata on PYTHONPATH)\n", rc);
+	if (mgmt[0])
+		local_cluster_down(clus);
+}
+
+static void row(const char *size, const char *op, const struct bm_res *s, const struct bm_res *r)
+{
+	printf("%-6s %-10s %10.0f %9.1f %8.1f %8.1f | %10.0f %9.1f %8.1f %8.1f | %6.2fx\n", size, op,
+	       s->ops, s->mbs, s->p50, s->p99, r->ops, r->mbs, r->p50, r->p99,
+	       r->ops > 0 ? s->ops / r->ops : 0.0);
+}
+
+int bench_mem(int argc, char **argv)
+{
+	static const struct { size_t size; int nkeys; const char *name; } sizes[] = {
+		{ 4096, 8192, "4KiB" }, { 1u << 20, 128, "1MiB" }, { 64u << 20, 6, "64MiB" },
+	};
+	struct bm b = { .threads = 4, .secs = 3.0, .batch = 64, .server_threads = 2,
+		      .layers = true };
+	struct strata_mem_opts mo;
+	struct bm_res rs[3][2] = { { { 0 } } }, rr[3][2] = { { { 0 } } }, mg = { 0 };
+	int rc = 0;
+
+	for (int i = 1; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		int64_t x;
+
+		if (strcmp(argv[i], "--no-layers") == 0) {
+			b.layers = false;
+			continue;
+		}
+		if (!v || parse_i64(v, &x) || x < 1) {
+			cli_err("usage: strata bench mem [--threads N] [--seconds S] [--batch B] [--server-threads N] [--no-layers]");
+			return 2;
+		}
+		if (strcmp(argv[i], "--threads") == 0 && x <= BM_MAX_THREADS)
+			b.threads = (int)x;
+		else if (strcmp(argv[i], "--seconds") == 0 && x <= 600)
+			b.secs = (double)x;
+		else if (strcmp(argv[i], "--batch") == 0 && x <= 256)
+			b.batch = (int)x;
+		else if (strcmp(argv[i], "--server-threads") == 0 && x <= 64)
+			b.server_threads = (int)x;
+		else {
+			cli_err("bench mem: bad option '%s %s'", argv[i], v);
+			return 2;
+		}
+		i++;
+	}
+	snprintf(b.dir, sizeof(b.dir), "%s/strata-bench-mem-%d",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+	if (mkdir(b.dir, 0755) < 0) {
+		cli_err("cannot create '%s': %s", b.dir, strerror(errno));
+		return 1;
+	}
+	rc = start_mem(&b);
+	if (rc) {
+		cli_err("cannot start the mem daemon: %s", strata_strerror(rc));
+		goto out;
+	}
+	rc = start_redis(&b);
+	if (rc) {
+		cli_err("cannot start redis-server (apt-get install redis-server): %s",
+			strata_strerror(rc));
+		goto out;
+	}
+	strata_mem_opts_init(&mo, sizeof(mo));
+	/* One connection per client thread on both sides. */
+	mo.io_threads = (uint32_t)b.threads;
+	rc = strata_mem_open(b.mem_addr, &mo, &b.m);
+	if (rc)
+		goto out;
+	printf("strata bench mem: %d client threads, %.0f s per phase; strata: 1 mem daemon "
+	       "(%d reactor threads) at %s; %s at 127.0.0.1:%d (--save '' --appendonly no)\n",
+	       b.threads, b.secs, b.server_threads, b.mem_addr, b.redis_ver[0] ? b.redis_ver : "redis-server",
+	       b.redis_port);
+	printf("%-6s %-10s %10s %9s %8s %8s | %10s %9s %8s %8s | %7s\n", "size", "op",
+	       "strata/s", "MB/s", "p50 us", "p99 us", "redis/s", "MB/s", "p50 us", "p99 us",
+	       "ratio");
+	for (int s = 0; s < 3 && !rc; s++) {
+		for (int o = 0; o < 2 && !rc; o++) {
+			enum bm_op op = o ? OPK_GET : OPK_PUT;
+
+			rc = run_phase(&b, SYS_STRATA, op, sizes[s].size, sizes[s].nkeys, &rs[s][o]);
+			if (!rc)
+				rc = run_phase(&b, SYS_REDIS, op, sizes[s].size, sizes[s].nkeys, &rr[s][o]);
+			if (!rc)
+				row(sizes[s].name, o ? "get" : "put", &rs[s][o], &rr[s][o]);
+		}
+		if (!rc && s == 0) {
+			char name[32];
+
+			rc = run_phase(&b, SYS_STRATA, OPK_MGET, 4096, sizes[0].nkeys, &mg);
+			snprintf(name, sizeof(name), "mget(%d)", b.batch);
+			if (!rc)
+				row("4KiB", name, &mg, &rr[0][1]);
+		}
+	}
+	if (rc) {
+		cli_err("bench mem: %s", strata_strerror(rc));
+		goto out;
+	}
+	printf("done-when: 1 MiB get %.2fx redis (>= 1.0), batched 4 KiB get %.2fx redis "
+	       "unpipelined get (>= 2.0)\n", rs[1][1].ops / rr[1][1].ops, mg.ops / rr[0][1].ops);
+	strata_mem_close(b.m);
+	b.m = NULL;
+	if (b.layers)
+		run_layers(&b);
+out:
+	strata_mem_close(b.m);
+	if (b.redis_pid > 0) {
+		kill(b.redis_pid, SIGTERM);
+		waitpid(b.redis_pid, NULL, 0);
+	}
+	if (b.mem_pid > 0)
+		cli_stop_pid(b.mem_pid, 5000);
+	bench_rmtree(b.dir);
+	return rc ? 1 : 0;
+}
