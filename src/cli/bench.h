@@ -10,6 +10,8 @@ int bench_rpc(int argc, char **argv);
 int bench_chunk(int argc, char **argv);
 /* strata bench io (bench_io.c): libstrata file I/O and metadata vs a local dir. */
 int bench_io(int argc, char **argv);
+/* strata bench train (bench_train.c): MLPerf-Storage-style training I/O, AU. */
+int bench_train(int argc, char **argv);
 /* strata bench mem (bench_mem.c): the memory plane vs Redis, layer streaming. */
 int bench_mem(int argc, char **argv);
 

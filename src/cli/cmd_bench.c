@@ -32,8 +32,10 @@ int cmd_bench(int argc, char **argv)
 		return bench_chunk(argc - 1, argv + 1);
 	if (strcmp(argv[1], "io") == 0)
 		return bench_io(argc - 1, argv + 1);
+	if (strcmp(argv[1], "train") == 0)
+		return bench_train(argc - 1, argv + 1);
 	if (strcmp(argv[1], "mem") == 0)
 		return bench_mem(argc - 1, argv + 1);
-	cli_err("bench: unknown benchmark '%s' (rpc, chunk, io, mem)", argv[1]);
+	cli_err("bench: unknown benchmark '%s' (rpc, chunk, io, train, mem)", argv[1]);
 	return 2;
 }

@@ -1,0 +1,142 @@
+/*
+ * Checkpoints in libstrata: the format shared with python/strata/checkpoint.py
+ * (docs/python.md, "Checkpoint format"), for trainers in any language.
+ *
+ * A checkpoint PATH is a directory that exists under its name only when it
+ * is complete:
+ *
+ *   PATH.tmp-TAG/            written first (TAG: one per save attempt)
+ *     shard-RRRRR.bin        rank R's tensors: raw bytes, each starting at a
+ *                            multiple of STRATA_CKPT_ALIGN (gaps are holes)
+ *     shard-RRRRR.json       rank R's part of the manifest
+ *     manifest.json          written last, by rank 0, once every rank's part
+ *                            is there; then the directory is renamed to PATH
+ *
+ * manifest.json: {"format": "strata-checkpoint", "version": 1,
+ *   "created_ns": N, "world_size": W,
+ *   "shards": [{"rank": R, "file": "shard-RRRRR.bin", "size": BYTES,
+ *               "meta": ANY-JSON-OR-NULL}, ...],
+ *   "tensors": [{"name": S, "rank": R, "dtype": "float32", "shape": [..],
+ *                "offset": O, "length": L, "crc32c": C}, ...]}
+ *
+ * dtype is a free-form name ("float32", "bfloat16", "int64", "uint8", ...);
+ * the library stores and returns it and never interprets it. crc32c is the
+ * CRC32C of the tensor's bytes, checked on every load.
+ *
+ * Every function returns 0 (or a count) or a negative error code, as in
+ * strata.h; the library never aborts.
+ */
+#ifndef STRATA_CHECKPOINT_H
+#define STRATA_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata/strata.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STRATA_CKPT_ALIGN 4096
+#define STRATA_CKPT_MAX_DIMS 16
+
+struct strata_ckpt;
+
+/* One tensor to save: name (unique within a rank), dtype name, ndim and
+ * shape, and len bytes at data. Everything is borrowed for the call. */
+struct strata_ckpt_tensor {
+	const char *name;
+	const char *dtype;
+	uint32_t ndim;
+	const int64_t *shape;
+	const void *data;
+	uint64_t len;
+};
+
+struct strata_ckpt_save_opts {
+	size_t opts_size;	/* sizeof(struct strata_ckpt_save_opts) */
+	uint32_t rank;		/* this process's rank; default 0 */
+	uint32_t world_size;	/* ranks writing this checkpoint; default 1 */
+	/* Names this save attempt; every rank of one save passes the same
+	 * tag. NULL: "p<pid>-<time>" (only valid when world_size is 1). */
+	const char *tag;
+	const char *meta_json;	/* JSON stored as this shard's "meta", or NULL */
+	uint32_t depth;		/* writes in flight; default 32 */
+	uint32_t io_size;	/* bytes per write; default 4 MiB */
+	uint32_t wait_ms;	/* rank 0: how long to wait for the other ranks'
+				 * parts; default 600000 */
+	uint32_t keep_last;	/* rank 0: after the commit keep only this many
+				 * checkpoints in PATH's parent; 0 keeps all */
+	int replace;		/* 1: an existing PATH is replaced; 0: -EEXIST */
+};
+
+/* Sets opts to the defaults; size = sizeof(*opts). */
+void strata_ckpt_save_opts_init(struct strata_ckpt_save_opts *opts, size_t size);
+
+/* Writes this rank's n tensors of checkpoint path (many writes in flight
+ * through a ring), then its part of the manifest. Rank 0 then waits for
+ * every rank's part, writes manifest.json and renames PATH.tmp-TAG to path
+ * (atomically: a reader sees the old checkpoint or the new one). Other
+ * ranks return once their shard is durable. opts may be NULL. Returns 0,
+ * -EEXIST (path exists and !replace), -ETIMEDOUT (rank 0: a rank's part
+ * never came), -EINVAL, or an I/O error; on error the previous checkpoint
+ * under path is untouched and PATH.tmp-TAG may remain. */
+int strata_ckpt_save(struct strata *s, const char *path, const struct strata_ckpt_tensor *t,
+		     size_t n, const struct strata_ckpt_save_opts *opts);
+
+/* Opens the committed checkpoint at path (reads and checks its manifest).
+ * Returns 0 and *out (free with strata_ckpt_close), -ENOENT, or
+ * -STRATA_EBADMSG-style errors for a malformed manifest. */
+int strata_ckpt_open(struct strata *s, const char *path, struct strata_ckpt **out);
+void strata_ckpt_close(struct strata_ckpt *c);
+
+/* Number of tensors, of ranks (world_size). */
+size_t strata_ckpt_count(const struct strata_ckpt *c);
+uint32_t strata_ckpt_world_size(const struct strata_ckpt *c);
+
+/* Describes tensor i: its strings point into c (valid until close). */
+struct strata_ckpt_info {
+	const char *name;
+	const char *dtype;
+	uint32_t rank;
+	uint32_t ndim;
+	int64_t shape[STRATA_CKPT_MAX_DIMS];
+	uint64_t len;
+	uint32_t crc32c;
+};
+int strata_ckpt_info(const struct strata_ckpt *c, size_t i, struct strata_ckpt_info *out);
+/* Index of the tensor named name of rank (or of any rank when rank < 0),
+ * or -ENOENT. */
+ssize_t strata_ckpt_find(const struct strata_ckpt *c, const char *name, int rank);
+/* The "meta" JSON of rank's shard as text (owned by c), or NULL. */
+const char *strata_ckpt_meta(const struct strata_ckpt *c, uint32_t rank);
+
+/* One tensor to load: index (from strata_ckpt_find), destination buffer of
+ * len bytes (the tensor's length exactly). */
+struct strata_ckpt_dst {
+	size_t index;
+	void *data;
+	uint64_t len;
+};
+/* Reads n tensors into their buffers, up to depth I/Os in flight (0:
+ * 32), and checks each CRC32C. Returns 0, -EINVAL (a length differs),
+ * STRATA_EINTEGRITY (checksum mismatch) or an I/O error. */
+int strata_ckpt_read(struct strata_ckpt *c, const struct strata_ckpt_dst *d, size_t n,
+		     uint32_t depth);
+
+/* Keeps the keep_last newest committed checkpoints (by manifest
+ * created_ns) among dir's entries and removes the others (never a
+ * PATH.tmp-* in progress). Returns the number removed. */
+int strata_ckpt_prune(struct strata *s, const char *dir, uint32_t keep_last);
+/* Copies the path of dir's newest committed checkpoint into buf. Returns
+ * its length, -ENOENT when there is none, -ENAMETOOLONG. */
+ssize_t strata_ckpt_latest(struct strata *s, const char *dir, char *buf, size_t len);
+
+/* CRC32C of len bytes at buf, continuing crc (0 to start). */
+uint32_t strata_crc32c(uint32_t crc, const void *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

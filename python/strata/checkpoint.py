@@ -1,0 +1,532 @@
+"""Checkpoints on Strata: async, atomic, sharded (format: docs/python.md).
+
+    h = strata.checkpoint.save(model.state_dict(), "/ckpt/step-000100",
+                               client=c, keep_last=3)   # returns after the snapshot
+    ...training continues...
+    h.wait()                                              # optional
+    strata.checkpoint.load("/ckpt/step-000100", into=model.state_dict(), client=c)
+
+save() copies every tensor into a host buffer (reused across saves), then
+a background thread hands the buffers to libstrata's strata_ckpt_save
+(include/strata/checkpoint.h; the GIL is released for the whole write):
+the shard is written with many writes in flight, the manifest last, and
+the directory is renamed into place, so PATH exists only when complete
+and an interrupted save leaves the previous checkpoint as it was.
+
+A state is any tree of dicts, lists and tuples whose leaves are torch
+tensors, numpy arrays, numbers, strings, None (other objects are pickled
+into the manifest). Tensors are stored as raw bytes under their key path
+("layer.weight", "state.0.exp_avg"); the tree is the shard's "meta".
+"""
+import base64
+import ctypes
+import json
+import math
+import os
+import pickle
+import sys
+import threading
+
+from ._lib import check, lib
+from .client import Client, buffer_info
+
+_P = ctypes.c_void_p
+MAX_DIMS = 16
+ALIGN = 4096
+
+
+class _Tensor(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_char_p), ("ndim", ctypes.c_uint32),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("data", _P),
+                ("len", ctypes.c_uint64)]
+
+
+class _SaveOpts(ctypes.Structure):
+    _fields_ = [("opts_size", ctypes.c_size_t), ("rank", ctypes.c_uint32),
+                ("world_size", ctypes.c_uint32), ("tag", ctypes.c_char_p),
+                ("meta_json", ctypes.c_char_p), ("depth", ctypes.c_uint32),
+                ("io_size", ctypes.c_uint32), ("wait_ms", ctypes.c_uint32),
+                ("keep_last", ctypes.c_uint32), ("replace", ctypes.c_int)]
+
+
+class _Info(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_char_p), ("rank", ctypes.c_uint32),
+                ("ndim", ctypes.c_uint32), ("shape", ctypes.c_int64 * MAX_DIMS),
+                ("len", ctypes.c_uint64), ("crc32c", ctypes.c_uint32)]
+
+
+class _Dst(ctypes.Structure):
+    _fields_ = [("index", ctypes.c_size_t), ("data", _P), ("len", ctypes.c_uint64)]
+
+
+_L = None
+
+
+def _lib():
+    global _L
+    if _L is None:
+        L = lib()
+        protos = {
+            "strata_ckpt_save_opts_init": (None, [ctypes.POINTER(_SaveOpts), ctypes.c_size_t]),
+            "strata_ckpt_save": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(_Tensor),
+                                                ctypes.c_size_t, ctypes.POINTER(_SaveOpts)]),
+            "strata_ckpt_open": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(_P)]),
+            "strata_ckpt_close": (None, [_P]),
+            "strata_ckpt_count": (ctypes.c_size_t, [_P]),
+            "strata_ckpt_world_size": (ctypes.c_uint32, [_P]),
+            "strata_ckpt_info": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.POINTER(_Info)]),
+            "strata_ckpt_find": (ctypes.c_ssize_t, [_P, ctypes.c_char_p, ctypes.c_int]),
+            "strata_ckpt_meta": (ctypes.c_char_p, [_P, ctypes.c_uint32]),
+            "strata_ckpt_read": (ctypes.c_int, [_P, ctypes.POINTER(_Dst), ctypes.c_size_t,
+                                                ctypes.c_uint32]),
+            "strata_ckpt_prune": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_uint32]),
+            "strata_ckpt_latest": (ctypes.c_ssize_t, [_P, ctypes.c_char_p, ctypes.c_char_p,
+                                                      ctypes.c_size_t]),
+            "strata_crc32c": (ctypes.c_uint32, [ctypes.c_uint32, _P, ctypes.c_size_t]),
+        }
+        for name, (res, args) in protos.items():
+            fn = getattr(L, name)
+            fn.restype = res
+            fn.argtypes = args
+        _L = L
+    return _L
+
+
+def crc32c(data, crc=0):
+    """CRC32C of a buffer (libstrata's, hardware accelerated)."""
+    addr, n, keep = buffer_info(data, False)
+    r = _lib().strata_crc32c(crc, addr, n)
+    del keep
+    return r
+
+
+_default = None
+
+
+def _client(client):
+    global _default
+    if client is not None:
+        return client
+    if _default is None:
+        _default = Client()
+    return _default
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def _is_tensor(x):
+    t = _torch()
+    return t is not None and isinstance(x, t.Tensor)
+
+
+def _is_ndarray(x):
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(x, np.ndarray)
+
+
+# ---------------------------------------------------------------------------
+# The tree <-> JSON "meta" with tensors named by key path.
+
+def _encode(obj, prefix, leaves, names):
+    if _is_tensor(obj) or _is_ndarray(obj):
+        name = prefix or "tensor"
+        if name in names:
+            k = 1
+            while "%s#%d" % (name, k) in names:
+                k += 1
+            name = "%s#%d" % (name, k)
+        names.add(name)
+        leaves.append((name, obj))
+        return {"$t": name, "np": 1} if _is_ndarray(obj) else {"$t": name}
+    if isinstance(obj, dict):
+        items = []
+        for k, v in obj.items():
+            if not isinstance(k, (str, int, bool)) and k is not None:
+                return {"$pickle": base64.b64encode(pickle.dumps(obj)).decode()}
+            items.append([k, _encode(v, "%s.%s" % (prefix, k) if prefix else str(k),
+                                     leaves, names)])
+        return {"$d": items}
+    if isinstance(obj, (list, tuple)):
+        v = [_encode(x, "%s.%d" % (prefix, i) if prefix else str(i), leaves, names)
+             for i, x in enumerate(obj)]
+        return v if isinstance(obj, list) else {"$tuple": v}
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else {"$f": repr(obj)}
+    return {"$pickle": base64.b64encode(pickle.dumps(obj)).decode()}
+
+
+def _decode(j, get):
+    if isinstance(j, list):
+        return [_decode(x, get) for x in j]
+    if isinstance(j, dict):
+        if "$t" in j:
+            return get(j["$t"], bool(j.get("np")))
+        if "$d" in j:
+            return {k: _decode(v, get) for k, v in j["$d"]}
+        if "$tuple" in j:
+            return tuple(_decode(x, get) for x in j["$tuple"])
+        if "$f" in j:
+            return float(j["$f"])
+        if "$pickle" in j:
+            return pickle.loads(base64.b64decode(j["$pickle"]))
+        return {k: _decode(v, get) for k, v in j.items()}
+    return j
+
+
+def _dtype_name(x):
+    if _is_ndarray(x):
+        return x.dtype.name
+    return str(x.dtype).replace("torch.", "")
+
+
+def _nbytes(x):
+    return x.nbytes if _is_ndarray(x) else x.numel() * x.element_size()
+
+
+# ---------------------------------------------------------------------------
+# Host buffers for snapshots, reused across saves (fresh memory costs page
+# faults on every save).
+
+_pool_lock = threading.Lock()
+_pool = []
+
+
+def _take_buffer(n):
+    torch = _torch()
+    with _pool_lock:
+        for i, b in enumerate(_pool):
+            if _nbytes(b) >= n:
+                return _pool.pop(i)
+    n = max(n, ALIGN)
+    if torch is not None:
+        pin = torch.cuda.is_available()
+        return torch.empty(n, dtype=torch.uint8, pin_memory=pin)
+    import numpy
+    return numpy.empty(n, numpy.uint8)
+
+
+def _give_buffer(b):
+    with _pool_lock:
+        _pool.append(b)
+        _pool.sort(key=_nbytes)
+        del _pool[:-2]      # keep the two largest
+
+
+def _snapshot(leaves):
+    """Copies every leaf into one host buffer. Returns (buffer, [(name,
+    dtype, shape, offset, nbytes)])."""
+    torch = _torch()
+    layout = []
+    off = 0
+    for name, x in leaves:
+        n = _nbytes(x)
+        layout.append((name, _dtype_name(x), tuple(x.shape), off, n))
+        off += (n + ALIGN - 1) // ALIGN * ALIGN
+    buf = _take_buffer(off)
+    base = buffer_info(buf, True)[0]
+    for (name, x), (_, _, _, o, n) in zip(leaves, layout):
+        if n == 0:
+            continue
+        if _is_tensor(x) and x.device.type != "cpu":
+            dst = buf[o:o + n].view(x.dtype).view(x.shape)
+            dst.copy_(x.detach(), non_blocking=True)
+            continue
+        if _is_tensor(x):
+            x = x.detach()
+            if not x.is_contiguous():
+                x = x.contiguous()
+            ctypes.memmove(base + o, x.data_ptr(), n)
+        else:
+            import numpy
+            x = numpy.ascontiguousarray(x)
+            ctypes.memmove(base + o, x.ctypes.data, n)
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return buf, layout
+
+
+class SaveHandle:
+    """A save in progress: wait() blocks until it is committed (or this
+    rank's shard is durable) and raises its error; done() polls."""
+
+    def __init__(self, path):
+        self.path = path
+        self.error = None
+        self._ev = threading.Event()
+        self.thread = None
+
+    def done(self):
+        return self._ev.is_set()
+
+    def wait(self, timeout=None):
+        if not self._ev.wait(timeout):
+            raise TimeoutError("checkpoint save of %r still running" % self.path)
+        if self.error is not None:
+            raise self.error
+        return self.path
+
+
+_pending_lock = threading.Lock()
+_pending = []
+
+
+def wait_all():
+    """Waits for every save of this process still in flight; raises the
+    first error."""
+    with _pending_lock:
+        hs = list(_pending)
+    for h in hs:
+        h.wait()
+
+
+def _persist(client, path, layout, base, meta, rank, world_size, tag, keep_last, replace, depth,
+             io_size):
+    n = len(layout)
+    arr = (_Tensor * max(n, 1))()
+    keep = []
+    for i, (name, dtype, shape, off, nb) in enumerate(layout):
+        sh = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+        keep.append(sh)
+        arr[i] = _Tensor(name.encode(), dtype.encode(), len(shape),
+                         ctypes.cast(sh, ctypes.POINTER(ctypes.c_int64)), base + off, nb)
+    o = _SaveOpts()
+    L = _lib()
+    L.strata_ckpt_save_opts_init(ctypes.byref(o), ctypes.sizeof(o))
+    o.rank, o.world_size = rank, world_size
+    o.tag = tag.encode() if tag else None
+    o.meta_json = json.dumps(meta).encode()
+    o.keep_last = keep_last or 0
+    o.replace = 1 if replace else 0
+    if depth:
+        o.depth = depth
+    if io_size:
+        o.io_size = io_size
+    check(L.strata_ckpt_save(client.handle, path.encode(), arr, n, ctypes.byref(o)), path)
+
+
+def save(state, path, client=None, async_=True, rank=None, world_size=None, tag=None,
+         keep_last=0, replace=True, depth=32, io_size=4 << 20):
+    """Saves state (a state_dict or any tree of tensors) as checkpoint
+    path (a cluster path; its parent must exist).
+
+    async_: return a SaveHandle right after the snapshot (the tensors may
+    change from then on) and persist in the background; else persist
+    before returning (None). rank/world_size: sharded save, every rank
+    calls save with its own state and the same path and tag (defaults:
+    torch.distributed's when initialized, else 0 and 1; tag defaults to
+    $STRATA_CKPT_TAG or "shared"); rank 0 commits once every rank's shard
+    is written. keep_last: after the commit keep only the newest N
+    checkpoints of path's parent directory. replace: an existing path is
+    replaced atomically (else FileExistsError). A save still in flight
+    from an earlier call is waited for first."""
+    client = _client(client)
+    path = os.fspath(path)
+    if rank is None or world_size is None:
+        torch = _torch()
+        dist = getattr(torch, "distributed", None) if torch else None
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            rank = dist.get_rank() if rank is None else rank
+            world_size = dist.get_world_size() if world_size is None else world_size
+        else:
+            rank = 0 if rank is None else rank
+            world_size = 1 if world_size is None else world_size
+    if world_size > 1 and not tag:
+        tag = os.environ.get("STRATA_CKPT_TAG", "shared")
+    wait_all()
+    leaves = []
+    meta = _encode(state, "", leaves, set())
+    h = SaveHandle(path)
+    if not async_:
+        # Straight from the tensors: no snapshot copy needed.
+        layout, keep, off = [], [], 0
+        for name, x in leaves:
+            if _is_tensor(x) and (x.device.type != "cpu" or not x.is_contiguous()):
+                x = x.detach().cpu().contiguous()
+            elif _is_ndarray(x):
+                import numpy
+                x = numpy.ascontiguousarray(x)
+            keep.append(x)
+        # Each leaf is its own buffer: pass absolute addresses, base 0.
+        for (name, _), x in zip(leaves, keep):
+            addr = buffer_info(x, False)[0] if _nbytes(x) else 0
+            layout.append((name, _dtype_name(x), tuple(x.shape), addr, _nbytes(x)))
+        _persist(client, path, layout, 0, meta, rank, world_size, tag, keep_last, replace,
+                 depth, io_size)
+        del keep
+        return None
+    buf, layout = _snapshot(leaves)
+    base = buffer_info(buf, True)[0]
+
+    def run():
+        try:
+            _persist(client, path, layout, base, meta, rank, world_size, tag, keep_last,
+                     replace, depth, io_size)
+        except BaseException as e:     # handed to wait()
+            h.error = e
+        finally:
+            _give_buffer(buf)
+            with _pending_lock:
+                if h in _pending:
+                    _pending.remove(h)
+            h._ev.set()
+
+    with _pending_lock:
+        _pending.append(h)
+    h.thread = threading.Thread(target=run, name="strata-ckpt-save", daemon=True)
+    h.thread.start()
+    return h
+
+
+# ---------------------------------------------------------------------------
+
+class Checkpoint:
+    """An open committed checkpoint: its tensors (info) and shards' meta."""
+
+    def __init__(self, path, client=None):
+        self.client = _client(client)
+        self.path = os.fspath(path)
+        out = _P()
+        check(_lib().strata_ckpt_open(self.client.handle, self.path.encode(),
+                                      ctypes.byref(out)), self.path)
+        self._c = out.value
+        L = _lib()
+        self.world_size = L.strata_ckpt_world_size(self._c)
+        self.tensors = []
+        info = _Info()
+        for i in range(L.strata_ckpt_count(self._c)):
+            check(L.strata_ckpt_info(self._c, i, ctypes.byref(info)), self.path)
+            self.tensors.append({"name": info.name.decode(), "dtype": info.dtype.decode(),
+                                 "rank": info.rank, "shape": tuple(info.shape[:info.ndim]),
+                                 "length": info.len, "crc32c": info.crc32c, "index": i})
+
+    def meta(self, rank):
+        m = _lib().strata_ckpt_meta(self._c, rank)
+        return json.loads(m) if m else None
+
+    def close(self):
+        if self._c is not None:
+            _lib().strata_ckpt_close(self._c)
+            self._c = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def read(self, pairs, depth=32):
+        """pairs: [(tensor index, destination buffer)], read in one batch,
+        each checked against its CRC32C."""
+        n = len(pairs)
+        d = (_Dst * max(n, 1))()
+        keep = []
+        for i, (idx, buf) in enumerate(pairs):
+            addr, nb, k = buffer_info(buf, True)
+            keep.append(k)
+            d[i] = _Dst(idx, addr, nb)
+        check(_lib().strata_ckpt_read(self._c, d, n, depth), self.path)
+        del keep
+
+
+def _new_tensor(dtype, shape, as_numpy):
+    if as_numpy or _torch() is None:
+        import numpy
+        return numpy.empty(shape, dtype=numpy.dtype(dtype))
+    torch = _torch()
+    return torch.empty(shape, dtype=getattr(torch, dtype))
+
+
+def _lookup(into, path):
+    """The leaf of into at the key path of a tensor, or None."""
+    return into.get(path) if isinstance(into, dict) else None
+
+
+def load(path, into=None, client=None, rank=None, depth=32):
+    """Loads checkpoint path. Returns the saved tree with its tensors
+    restored bitwise. into: a flat dict of existing tensors (e.g.
+    model.state_dict()) restored in place, by name -- a CPU contiguous
+    tensor of the same dtype and size is read into directly, others are
+    copied into (GPU tensors included); the returned tree holds those same
+    tensors. rank: load that rank's shard only; None loads every rank's
+    (their trees are merged: dicts united). A checkpoint written by the C
+    API without meta loads as a flat {name: tensor} dict."""
+    torch = None
+    try:
+        import torch    # noqa: F401 (the real PyTorch; absolute import)
+    except ImportError:
+        pass
+    with Checkpoint(path, client) as ck:
+        ranks = [rank] if rank is not None else list(range(ck.world_size))
+        by_name = {(t["rank"], t["name"]): t for t in ck.tensors}
+        pairs, fixups = [], []
+
+        def getter(r):
+            def get(name, as_numpy):
+                t = by_name[(r, name)]
+                cur = _lookup(into, name)
+                if (cur is not None and _is_tensor(cur) and cur.device.type == "cpu"
+                        and cur.is_contiguous() and _dtype_name(cur) == t["dtype"]
+                        and _nbytes(cur) == t["length"]):
+                    pairs.append((t["index"], cur))
+                    return cur
+                x = _new_tensor(t["dtype"], t["shape"], as_numpy)
+                pairs.append((t["index"], x))
+                if cur is not None and _is_tensor(cur):
+                    fixups.append((cur, x))
+                    return cur
+                return x
+            return get
+
+        trees = []
+        for r in ranks:
+            m = ck.meta(r)
+            if m is None:
+                m = {"$d": [[t["name"], {"$t": t["name"]}] for t in ck.tensors
+                            if t["rank"] == r]}
+            trees.append(_decode(m, getter(r)))
+        ck.read(pairs, depth)
+        for cur, x in fixups:
+            with torch.no_grad():
+                if x.dtype != cur.dtype or x.shape != cur.shape:
+                    raise ValueError("strata: checkpoint %r: tensor of dtype %s shape %s "
+                                     "cannot be restored into one of dtype %s shape %s"
+                                     % (path, x.dtype, tuple(x.shape), cur.dtype,
+                                        tuple(cur.shape)))
+                cur.copy_(x)
+    if len(trees) == 1:
+        return trees[0]
+    if all(isinstance(t, dict) for t in trees):
+        out = {}
+        for t in trees:
+            out.update(t)
+        return out
+    return trees
+
+
+def latest(directory, client=None):
+    """Path of the newest committed checkpoint in directory, or None."""
+    client = _client(client)
+    buf = ctypes.create_string_buffer(4096)
+    r = _lib().strata_ckpt_latest(client.handle, os.fspath(directory).encode(), buf, 4096)
+    if r == -2:
+        return None
+    check(r, directory)
+    return buf.value.decode()
+
+
+def prune(directory, keep_last, client=None):
+    """Keeps the keep_last newest committed checkpoints of directory;
+    returns how many were removed."""
+    client = _client(client)
+    return check(_lib().strata_ckpt_prune(client.handle, os.fspath(directory).encode(),
+                                          keep_last), directory)

@@ -1,0 +1,778 @@
+"""The file API of libstrata for Python: Client, File, Ring.
+
+A Client is one connection to a cluster. It is safe to share between
+threads (libstrata is thread-safe and ctypes releases the GIL during every
+call), and safe across fork: a child process (a DataLoader worker) that
+uses a Client made by its parent gets a fresh connection of its own on its
+first call; the parent's connection is never touched from the child.
+
+Buffers: readinto, pread_into and the batch calls take any writable
+C-contiguous buffer -- bytearray, memoryview, array.array, numpy arrays,
+CPU torch tensors -- and libstrata reads straight into its memory (no
+intermediate copy). write takes bytes-like objects, numpy arrays and CPU
+tensors the same way.
+
+Errors are OSError subclasses with the path in the message:
+FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
+PermissionError, or OSError with .errno (ENOTEMPTY, ENOSPC, ...).
+"""
+import ctypes
+import errno
+import io
+import json
+import os
+import stat as _stat
+import sys
+import threading
+
+from ._lib import check, lib, strerror
+
+c_int, c_uint, c_u32, c_u64, c_i64 = (ctypes.c_int, ctypes.c_uint, ctypes.c_uint32,
+                                       ctypes.c_uint64, ctypes.c_int64)
+c_ssize, c_size, c_void_p, c_char_p = (ctypes.c_ssize_t, ctypes.c_size_t, ctypes.c_void_p,
+                                       ctypes.c_char_p)
+
+O_RDONLY, O_WRONLY, O_RDWR = 0x0, 0x1, 0x2
+O_CREAT, O_EXCL, O_TRUNC, O_APPEND = 0x40, 0x80, 0x200, 0x400
+RENAME_NOREPLACE, RENAME_EXCHANGE = 0x1, 0x2
+
+
+class _Opts(ctypes.Structure):
+    _fields_ = [("opts_size", c_size), ("timeout_ms", c_u32), ("retry_ms", c_u32),
+                ("io_threads", c_u32)]
+
+
+class _Stat(ctypes.Structure):
+    _fields_ = [("ino", c_u64), ("mode", c_u32), ("nlink", c_u32), ("uid", c_u32),
+                ("gid", c_u32), ("size", c_u64), ("atime_ns", c_i64), ("mtime_ns", c_i64),
+                ("ctime_ns", c_i64), ("chunk_size", c_u32), ("stripe", c_u32)]
+
+
+class _Dirent(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 256), ("ino", c_u64), ("mode", c_u32)]
+
+
+class _Statfs(ctypes.Structure):
+    _fields_ = [("capacity", c_u64), ("used", c_u64), ("files", c_u64), ("dirs", c_u64),
+                ("nodes", c_u32), ("targets", c_u32), ("chains", c_u32),
+                ("replication", c_u32)]
+
+
+class _Layout(ctypes.Structure):
+    _fields_ = [("chunk_size", c_u32), ("stripe", c_u32)]
+
+
+class _Cqe(ctypes.Structure):
+    _fields_ = [("user_data", c_u64), ("res", c_ssize)]
+
+
+_P = c_void_p
+_PROTOS = {
+    "strata_opts_init": (None, [ctypes.POINTER(_Opts), c_size]),
+    "strata_connect": (c_int, [c_char_p, ctypes.POINTER(_Opts), ctypes.POINTER(_P)]),
+    "strata_disconnect": (None, [_P]),
+    "strata_open": (c_int, [_P, c_char_p, c_int, c_u32, ctypes.POINTER(_P)]),
+    "strata_close": (c_int, [_P]),
+    "strata_pread": (c_ssize, [_P, _P, c_size, c_u64]),
+    "strata_pwrite": (c_ssize, [_P, _P, c_size, c_u64]),
+    "strata_fsync": (c_int, [_P]),
+    "strata_ftruncate": (c_int, [_P, c_u64]),
+    "strata_fstat": (c_int, [_P, ctypes.POINTER(_Stat)]),
+    "strata_stat": (c_int, [_P, c_char_p, ctypes.POINTER(_Stat)]),
+    "strata_lstat": (c_int, [_P, c_char_p, ctypes.POINTER(_Stat)]),
+    "strata_mkdir": (c_int, [_P, c_char_p, c_u32]),
+    "strata_rmdir": (c_int, [_P, c_char_p]),
+    "strata_unlink": (c_int, [_P, c_char_p]),
+    "strata_rename": (c_int, [_P, c_char_p, c_char_p, c_uint]),
+    "strata_truncate": (c_int, [_P, c_char_p, c_u64]),
+    "strata_symlink": (c_int, [_P, c_char_p, c_char_p]),
+    "strata_readlink": (c_ssize, [_P, c_char_p, c_char_p, c_size]),
+    "strata_opendir": (c_int, [_P, c_char_p, ctypes.POINTER(_P)]),
+    "strata_readdir": (c_int, [_P, ctypes.POINTER(_Dirent)]),
+    "strata_closedir": (None, [_P]),
+    "strata_statfs": (c_int, [_P, ctypes.POINTER(_Statfs)]),
+    "strata_set_layout": (c_int, [_P, c_char_p, ctypes.POINTER(_Layout)]),
+    "strata_get_layout": (c_int, [_P, c_char_p, ctypes.POINTER(_Layout)]),
+    "strata_ring_new": (c_int, [_P, c_u32, ctypes.POINTER(_P)]),
+    "strata_ring_free": (None, [_P]),
+    "strata_ring_prep_read": (c_int, [_P, _P, _P, c_size, c_u64, c_u64]),
+    "strata_ring_prep_write": (c_int, [_P, _P, _P, c_size, c_u64, c_u64]),
+    "strata_ring_submit": (c_int, [_P]),
+    "strata_ring_wait": (c_int, [_P, ctypes.POINTER(_Cqe), c_uint, c_uint, c_int]),
+}
+_L = None
+
+
+def _lib():
+    """libstrata with this module's prototypes declared (once)."""
+    global _L
+    if _L is None:
+        L = lib()
+        for name, (res, args) in _PROTOS.items():
+            fn = getattr(L, name)
+            fn.restype = res
+            fn.argtypes = args
+        _L = L
+    return _L
+
+
+def _b(path):
+    if isinstance(path, bytes):
+        return path
+    return os.fspath(path).encode()
+
+
+def _raise2(rc, src, dst):
+    """OSError subclass for a two-path call (rename), both paths named."""
+    code = -rc
+    if 0 < code < 4096:
+        raise OSError(code, strerror(rc), os.fspath(src), None, os.fspath(dst))
+    check(rc, "%s -> %s" % (src, dst))
+
+
+# ---------------------------------------------------------------------------
+# Buffers: the address and size of caller memory, without a copy.
+
+def buffer_info(obj, writable):
+    """Returns (address, nbytes, keepalive) of a C-contiguous buffer: numpy
+    array, CPU torch tensor, bytearray, memoryview, bytes (read-only) or
+    any object with the buffer protocol. keepalive must be held while the
+    address is in use. Raises TypeError/ValueError for what cannot be used
+    (a non-contiguous array, a CUDA tensor, a read-only buffer to read
+    into)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        if obj.device.type != "cpu":
+            raise ValueError("strata: a %s tensor cannot be read into or written from "
+                             "directly; use a CPU tensor (pinned for a later copy)"
+                             % obj.device.type)
+        if not obj.is_contiguous():
+            raise ValueError("strata: tensor is not contiguous")
+        return obj.data_ptr(), obj.numel() * obj.element_size(), obj
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(obj, np.ndarray):
+        if not obj.flags.c_contiguous:
+            raise ValueError("strata: numpy array is not C-contiguous")
+        if writable and not obj.flags.writeable:
+            raise ValueError("strata: numpy array is read-only")
+        return obj.ctypes.data, obj.nbytes, obj
+    if isinstance(obj, bytes):
+        if writable:
+            raise TypeError("strata: cannot read into bytes (immutable); use a bytearray")
+        # c_char_p of a bytes object points at its internal buffer.
+        p = ctypes.c_char_p(obj)
+        return ctypes.cast(p, c_void_p).value or 0, len(obj), (p, obj)
+    mv = memoryview(obj)
+    if not mv.c_contiguous:
+        raise ValueError("strata: buffer is not contiguous")
+    n = mv.nbytes
+    if n == 0:
+        return 0, 0, mv
+    if mv.readonly:
+        if writable:
+            raise TypeError("strata: buffer is read-only")
+        if np is not None:
+            a = np.frombuffer(mv, dtype=np.uint8)
+            return a.ctypes.data, n, (a, mv)
+        b = mv.tobytes()
+        return buffer_info(b, False)
+    c = (ctypes.c_char * n).from_buffer(mv.cast("B") if mv.format != "B" or mv.ndim != 1
+                                        else mv)
+    return ctypes.addressof(c), n, (c, mv)
+
+
+# ---------------------------------------------------------------------------
+
+class StatResult:
+    """Attributes of a file, os.stat_result style, plus its layout."""
+    __slots__ = ("st_ino", "st_mode", "st_nlink", "st_uid", "st_gid", "st_size",
+                 "st_atime_ns", "st_mtime_ns", "st_ctime_ns", "chunk_size", "stripe")
+
+    def __init__(self, st):
+        self.st_ino, self.st_mode, self.st_nlink = st.ino, st.mode, st.nlink
+        self.st_uid, self.st_gid, self.st_size = st.uid, st.gid, st.size
+        self.st_atime_ns, self.st_mtime_ns, self.st_ctime_ns = (st.atime_ns, st.mtime_ns,
+                                                                st.ctime_ns)
+        self.chunk_size, self.stripe = st.chunk_size, st.stripe
+
+    st_atime = property(lambda self: self.st_atime_ns / 1e9)
+    st_mtime = property(lambda self: self.st_mtime_ns / 1e9)
+    st_ctime = property(lambda self: self.st_ctime_ns / 1e9)
+
+    def is_dir(self):
+        return _stat.S_ISDIR(self.st_mode)
+
+    def is_file(self):
+        return _stat.S_ISREG(self.st_mode)
+
+    def __repr__(self):
+        return "StatResult(st_mode=%o, st_size=%d, st_ino=%d)" % (self.st_mode, self.st_size,
+                                                                 self.st_ino)
+
+
+class DirEntry:
+    """One entry of Client.scandir: name, path, inode, mode."""
+    __slots__ = ("name", "path", "inode", "mode")
+
+    def __init__(self, parent, name, ino, mode):
+        self.name = name
+        self.path = parent.rstrip("/") + "/" + name
+        self.inode, self.mode = ino, mode
+
+    def is_dir(self):
+        return _stat.S_ISDIR(self.mode)
+
+    def is_file(self):
+        return _stat.S_ISREG(self.mode)
+
+    def __repr__(self):
+        return "<DirEntry %r>" % self.name
+
+
+def _resolve_mgmt(mgmt):
+    """mgmt: "host:port", a directory of 'strata local up' (its
+    cluster.json), or None for $STRATA_MGMT."""
+    if mgmt is None:
+        mgmt = os.environ.get("STRATA_MGMT")
+        if not mgmt:
+            raise ValueError("strata: no cluster named: pass Client('host:port') or a "
+                             "'strata local up' directory, or set STRATA_MGMT")
+    mgmt = os.fspath(mgmt)
+    if os.path.isdir(mgmt):
+        with open(os.path.join(mgmt, "cluster.json")) as f:
+            return json.load(f)["mgmt"]
+    return mgmt
+
+
+class Client:
+    """A connection to a Strata cluster.
+
+    Client(mgmt=None, timeout_ms=None, retry_ms=None, io_threads=None):
+    mgmt is "host:port" of the mgmt service, a 'strata local up' directory,
+    or None for $STRATA_MGMT. Connects on first use. Use as a context
+    manager or call close()."""
+
+    def __init__(self, mgmt=None, timeout_ms=None, retry_ms=None, io_threads=None):
+        self.mgmt = _resolve_mgmt(mgmt)
+        self._opts = (timeout_ms, retry_ms, io_threads)
+        self._s = None
+        self._pid = None
+        self._lock = threading.Lock()
+        self.generation = 0     # bumped on every (re)connect
+
+    # -- connection --
+
+    @property
+    def handle(self):
+        """The struct strata * of this process (connects, or reconnects in a
+        forked child, as needed)."""
+        pid = os.getpid()
+        s = self._s
+        if s is not None and self._pid == pid:
+            return s
+        with self._lock:
+            if self._s is not None and self._pid == pid:
+                return self._s
+            # A parent's connection is dropped, never used or freed here:
+            # its threads do not exist in this process.
+            L = _lib()
+            o = _Opts()
+            L.strata_opts_init(ctypes.byref(o), ctypes.sizeof(o))
+            t, r, n = self._opts
+            if t:
+                o.timeout_ms = t
+            if r:
+                o.retry_ms = r
+            if n:
+                o.io_threads = n
+            out = _P()
+            check(L.strata_connect(self.mgmt.encode(), ctypes.byref(o), ctypes.byref(out)),
+                  self.mgmt)
+            self._s, self._pid = out.value, pid
+            self.generation += 1
+            return self._s
+
+    def close(self):
+        """Disconnects (only a connection made by this process)."""
+        with self._lock:
+            if self._s is not None and self._pid == os.getpid():
+                _lib().strata_disconnect(self._s)
+            self._s = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __getstate__(self):
+        # Pickled into spawn-started workers: the address, not the handle.
+        return {"mgmt": self.mgmt, "_opts": self._opts}
+
+    def __setstate__(self, d):
+        self.__init__(d["mgmt"], *d["_opts"])
+
+    def __repr__(self):
+        return "<strata.Client %s>" % self.mgmt
+
+    # -- files --
+
+    def open(self, path, mode="rb", perm=0o644):
+        """Opens a file: mode is 'r', 'w', 'x', 'a' with optional 'b' and
+        '+' (binary only). Returns a File."""
+        return File(self, path, mode, perm)
+
+    def read_bytes(self, path):
+        with self.open(path, "rb") as f:
+            return f.readall()
+
+    def write_bytes(self, path, data):
+        with self.open(path, "wb") as f:
+            return f.write(data)
+
+    def read_batch(self, reads, depth=64):
+        """Reads many (path_or_File, offset, buffer) at once through the
+        batch ring, straight into each buffer; up to depth in flight.
+        Returns the byte counts (short at end of file). Raises the first
+        error (OSError with its path)."""
+        with Ring(self, depth) as r:
+            return r.read_many(reads)
+
+    # -- namespace --
+
+    def stat(self, path):
+        st = _Stat()
+        check(_lib().strata_stat(self.handle, _b(path), ctypes.byref(st)), path)
+        return StatResult(st)
+
+    def lstat(self, path):
+        st = _Stat()
+        check(_lib().strata_lstat(self.handle, _b(path), ctypes.byref(st)), path)
+        return StatResult(st)
+
+    def exists(self, path):
+        try:
+            self.stat(path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def isdir(self, path):
+        try:
+            return self.stat(path).is_dir()
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+
+    def isfile(self, path):
+        try:
+            return self.stat(path).is_file()
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+
+    def scandir(self, path="/"):
+        """Every entry of a directory (DirEntry: name, path, inode, mode)."""
+        L = _lib()
+        d = _P()
+        check(L.strata_opendir(self.handle, _b(path), ctypes.byref(d)), path)
+        out = []
+        ent = _Dirent()
+        p = os.fspath(path)
+        try:
+            while True:
+                rc = L.strata_readdir(d, ctypes.byref(ent))
+                check(rc, path)
+                if rc == 0:
+                    break
+                out.append(DirEntry(p, ent.name.decode(errors="surrogateescape"), ent.ino,
+                                    ent.mode))
+        finally:
+            L.strata_closedir(d)
+        return out
+
+    def listdir(self, path="/"):
+        return [e.name for e in self.scandir(path)]
+
+    def mkdir(self, path, mode=0o755):
+        check(_lib().strata_mkdir(self.handle, _b(path), mode), path)
+
+    def makedirs(self, path, mode=0o755, exist_ok=False):
+        """Creates path and its missing parents."""
+        p = "/" + "/".join(c for c in os.fspath(path).split("/") if c)
+        parts = p.split("/")
+        for i in range(2, len(parts) + 1):
+            sub = "/".join(parts[:i])
+            try:
+                self.mkdir(sub, mode)
+            except FileExistsError:
+                if i == len(parts):
+                    if not exist_ok or not self.isdir(sub):
+                        raise
+                elif not self.isdir(sub):
+                    raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), sub)
+
+    def remove(self, path):
+        check(_lib().strata_unlink(self.handle, _b(path)), path)
+
+    unlink = remove
+
+    def rmdir(self, path):
+        check(_lib().strata_rmdir(self.handle, _b(path)), path)
+
+    def rmtree(self, path, missing_ok=False):
+        """Removes a file or a directory tree."""
+        try:
+            st = self.lstat(path)
+        except FileNotFoundError:
+            if missing_ok:
+                return
+            raise
+        if not st.is_dir():
+            self.remove(path)
+            return
+        for e in self.scandir(path):
+            if e.is_dir():
+                self.rmtree(e.path, missing_ok=True)
+            else:
+                try:
+                    self.remove(e.path)
+                except FileNotFoundError:
+                    pass
+        try:
+            self.rmdir(path)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    def rename(self, src, dst, flags=0):
+        """Atomically renames src to dst (replacing a file or an empty
+        directory; flags: RENAME_NOREPLACE, RENAME_EXCHANGE)."""
+        rc = _lib().strata_rename(self.handle, _b(src), _b(dst), flags)
+        if rc < 0:
+            _raise2(rc, src, dst)
+
+    replace = rename
+
+    def truncate(self, path, size):
+        check(_lib().strata_truncate(self.handle, _b(path), size), path)
+
+    def symlink(self, target, linkpath):
+        check(_lib().strata_symlink(self.handle, _b(target), _b(linkpath)), linkpath)
+
+    def readlink(self, path):
+        buf = ctypes.create_string_buffer(4096)
+        n = check(_lib().strata_readlink(self.handle, _b(path), buf, 4096), path)
+        return buf.raw[:n].decode(errors="surrogateescape")
+
+    def statfs(self):
+        st = _Statfs()
+        check(_lib().strata_statfs(self.handle, ctypes.byref(st)))
+        return {k: getattr(st, k) for k, _ in _Statfs._fields_}
+
+    def set_layout(self, path, chunk_size=0, stripe=0):
+        l = _Layout(chunk_size, stripe)
+        check(_lib().strata_set_layout(self.handle, _b(path), ctypes.byref(l)), path)
+
+    def get_layout(self, path):
+        l = _Layout()
+        check(_lib().strata_get_layout(self.handle, _b(path), ctypes.byref(l)), path)
+        return l.chunk_size, l.stripe
+
+
+def _parse_mode(mode):
+    if not isinstance(mode, str) or "t" in mode or "U" in mode:
+        raise ValueError("strata: invalid mode %r (binary modes only: r, w, x, a, +, b)" % mode)
+    m = mode.replace("b", "")
+    plus = "+" in m
+    m = m.replace("+", "")
+    if len(m) != 1 or m not in "rwxa":
+        raise ValueError("strata: invalid mode %r" % mode)
+    acc = O_RDWR if plus else (O_RDONLY if m == "r" else O_WRONLY)
+    flags = {"r": 0, "w": O_CREAT | O_TRUNC, "x": O_CREAT | O_EXCL, "a": O_CREAT}[m]
+    return acc | flags, m == "a", m == "r" or plus, m != "r" or plus
+
+
+class File(io.RawIOBase):
+    """An open file of a Client (io.RawIOBase: read, readinto, readall,
+    write, seek, tell, plus positional pread/pwrite). Reads and writes go
+    straight between libstrata and the caller's buffer."""
+
+    def __init__(self, client, path, mode="rb", perm=0o644):
+        super().__init__()
+        self.client = client
+        self.name = os.fspath(path)
+        self.mode = mode
+        flags, self._append, self._readable, self._writable = _parse_mode(mode)
+        out = _P()
+        check(_lib().strata_open(client.handle, _b(path), flags, perm, ctypes.byref(out)),
+              self.name)
+        self._f = out.value
+        self._pid = os.getpid()
+        self._pos = 0
+        if self._append:
+            self._pos = self.size()
+
+    @property
+    def handle(self):
+        if self._f is None:
+            raise ValueError("strata: I/O on closed file %r" % self.name)
+        if self._pid != os.getpid():
+            raise ValueError("strata: file %r was opened by another process (before a "
+                             "fork); open it again in this one" % self.name)
+        return self._f
+
+    def readable(self):
+        return self._readable
+
+    def writable(self):
+        return self._writable
+
+    def seekable(self):
+        return True
+
+    def fileno(self):
+        raise io.UnsupportedOperation("strata files have no file descriptor")
+
+    def close(self):
+        if self._f is not None and not self.closed:
+            f, self._f = self._f, None
+            if self._pid == os.getpid():
+                try:
+                    check(_lib().strata_close(f), self.name)
+                finally:
+                    super().close()
+                return
+        super().close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def size(self):
+        st = _Stat()
+        check(_lib().strata_fstat(self.handle, ctypes.byref(st)), self.name)
+        return st.size
+
+    def stat(self):
+        st = _Stat()
+        check(_lib().strata_fstat(self.handle, ctypes.byref(st)), self.name)
+        return StatResult(st)
+
+    def seek(self, off, whence=0):
+        if whence == 0:
+            pos = off
+        elif whence == 1:
+            pos = self._pos + off
+        elif whence == 2:
+            pos = self.size() + off
+        else:
+            raise ValueError("invalid whence %r" % whence)
+        if pos < 0:
+            raise OSError(errno.EINVAL, "negative seek position", self.name)
+        self._pos = pos
+        return pos
+
+    def tell(self):
+        return self._pos
+
+    # -- positional I/O --
+
+    def _pread_addr(self, addr, n, off):
+        """Reads n bytes at off into addr, looping over short reads; returns
+        the count (less than n only at end of file)."""
+        L = _lib()
+        h = self.handle
+        done = 0
+        while done < n:
+            r = L.strata_pread(h, addr + done, n - done, off + done)
+            check(r, self.name)
+            if r == 0:
+                break
+            done += r
+        return done
+
+    def pread_into(self, buf, off):
+        """Reads into buf (bytearray, memoryview, numpy array, CPU tensor)
+        at file offset off, filling it unless the file ends. Returns the
+        number of bytes read."""
+        addr, n, keep = buffer_info(buf, True)
+        if n == 0:
+            return 0
+        r = self._pread_addr(addr, n, off)
+        del keep
+        return r
+
+    def pread(self, n, off):
+        """Returns up to n bytes at off."""
+        b = bytearray(n)
+        r = self.pread_into(b, off)
+        del b[r:]
+        return bytes(b)
+
+    def pwrite(self, data, off):
+        """Writes data (bytes-like, numpy array, CPU tensor) at off. Returns
+        the byte count."""
+        addr, n, keep = buffer_info(data, False)
+        if n == 0:
+            return 0
+        r = check(_lib().strata_pwrite(self.handle, addr, n, off), self.name)
+        del keep
+        return r
+
+    # -- stream I/O --
+
+    def readinto(self, buf):
+        if not self._readable:
+            raise io.UnsupportedOperation("file %r not open for reading" % self.name)
+        r = self.pread_into(buf, self._pos)
+        self._pos += r
+        return r
+
+    def readall(self):
+        n = max(0, self.size() - self._pos)
+        b = bytearray(n)
+        r = self.readinto(b) if n else 0
+        del b[r:]
+        rest = bytearray(1 << 16)
+        while True:         # the file may have grown
+            k = self.readinto(rest)
+            if not k:
+                break
+            b += rest[:k]
+        return bytes(b)
+
+    def read(self, n=-1):
+        if n is None or n < 0:
+            return self.readall()
+        return super().read(n)
+
+    def write(self, data):
+        if not self._writable:
+            raise io.UnsupportedOperation("file %r not open for writing" % self.name)
+        if self._append:
+            self._pos = self.size()
+        r = self.pwrite(data, self._pos)
+        self._pos += r
+        return r
+
+    def flush(self):
+        """Publishes the length written so far (strata_fsync)."""
+        if self._f is not None and self._writable and self._pid == os.getpid():
+            self.fsync()
+
+    def fsync(self):
+        check(_lib().strata_fsync(self.handle), self.name)
+
+    def truncate(self, size=None):
+        if size is None:
+            size = self._pos
+        check(_lib().strata_ftruncate(self.handle, size), self.name)
+        return size
+
+
+class Ring:
+    """A batch of asynchronous reads and writes (a libstrata ring), used
+    by one thread at a time. prep_read/prep_write queue I/Os (the buffer
+    is kept alive until its completion is reaped), submit sends them, wait
+    reaps (user_data, result) pairs."""
+
+    def __init__(self, client, depth=64):
+        self.client = client
+        self.depth = depth
+        out = _P()
+        check(_lib().strata_ring_new(client.handle, depth, ctypes.byref(out)))
+        self._r = out.value
+        self._pid = os.getpid()
+        self._keep = {}
+        self._cqes = (_Cqe * depth)()
+        self.inflight = 0
+
+    def close(self):
+        if self._r is not None:
+            if self._pid == os.getpid():
+                _lib().strata_ring_free(self._r)
+            self._r = None
+            self._keep.clear()
+            self.inflight = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _prep(self, fn, f, buf, off, user_data, writable, length=None):
+        addr, n, keep = buffer_info(buf, writable)
+        if length is not None:
+            n = min(n, length)
+        rc = fn(self._r, f.handle, addr, n, off, user_data)
+        if rc == -errno.EBUSY:
+            raise BlockingIOError(errno.EBUSY, "strata ring full (%d in flight)" % self.depth)
+        check(rc, f.name)
+        self._keep[user_data] = (keep, f)
+        self.inflight += 1
+
+    def prep_read(self, f, buf, off, user_data):
+        """Queues a read of len(buf) bytes at off of File f into buf."""
+        self._prep(_lib().strata_ring_prep_read, f, buf, off, user_data, True)
+
+    def prep_write(self, f, buf, off, user_data):
+        self._prep(_lib().strata_ring_prep_write, f, buf, off, user_data, False)
+
+    def submit(self):
+        return check(_lib().strata_ring_submit(self._r))
+
+    def wait(self, min_complete=1, timeout_ms=-1):
+        """Returns [(user_data, res)], at least min_complete of them unless
+        the timeout passed; res is bytes or a negative error code."""
+        n = check(_lib().strata_ring_wait(self._r, self._cqes, self.depth,
+                                          min(min_complete, self.inflight), timeout_ms))
+        out = []
+        for i in range(n):
+            c = self._cqes[i]
+            self._keep.pop(c.user_data, None)
+            out.append((c.user_data, c.res))
+        self.inflight -= n
+        return out
+
+    def read_many(self, reads):
+        """reads: iterable of (path_or_File, offset, buffer). Keeps up to
+        depth in flight; returns the byte counts in order."""
+        reads = list(reads)
+        opened = {}
+        files = []
+        try:
+            for src, _, _ in reads:
+                if isinstance(src, File):
+                    files.append(src)
+                else:
+                    key = os.fspath(src)
+                    if key not in opened:
+                        opened[key] = self.client.open(key, "rb")
+                    files.append(opened[key])
+            res = [None] * len(reads)
+            nxt = 0
+            err = None
+            while nxt < len(reads) or self.inflight:
+                while nxt < len(reads) and self.inflight < self.depth:
+                    _, off, buf = reads[nxt]
+                    self.prep_read(files[nxt], buf, off, nxt)
+                    nxt += 1
+                self.submit()
+                for ud, r in self.wait(1):
+                    res[ud] = r
+                    if r < 0 and err is None:
+                        err = (r, files[ud].name)
+            if err:
+                check(*err)
+            return res
+        finally:
+            for f in opened.values():
+                f.close()
