@@ -1,0 +1,35 @@
+"""libstrata's public API against a live cluster (tests/integration/api_test.c):
+read-after-write and close-to-open, holes, truncate (shrink into a chunk,
+grow, O_TRUNC then write at once), a file spanning every chain, concurrent
+readers and writers on one file and on many, the batch ring, the errors a
+user can hit with the namespace left unchanged, readdir paging, and ENOSPC
+when the targets are full."""
+import json
+import subprocess
+
+import pytest
+
+from conftest import BUILD
+
+
+def run_api(cluster_dir, mode, timeout=180):
+    mgmt = json.loads((cluster_dir / "cluster.json").read_text())["mgmt"]
+    r = subprocess.run([str(BUILD / "tests/integration/api_test"), mgmt, mode],
+                       capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, "api_test %s failed (%d):\n%s%s" % (mode, r.returncode,
+                                                                  r.stdout, r.stderr)
+    assert "api_test %s: ok" % mode in r.stdout
+    return r.stdout
+
+
+@pytest.mark.timeout(240)
+def test_api_all(cluster):
+    c = cluster(3)
+    run_api(c.dir, "all")
+
+
+@pytest.mark.timeout(240)
+def test_api_enospc(cluster):
+    c = cluster(3, daemon_flags="--storage.capacity=24M")
+    out = run_api(c.dir, "enospc")
+    assert "before ENOSPC" in out
