@@ -31,3 +31,54 @@ uint32_t crc32c_zeros(uint32_t crc, size_t len)
 	}
 	return crc;
 }
+
+/*
+ * crc32c_combine: the CRC of A||B from crc(A), crc(B) and len(B), by
+ * applying len(B) zero bits to crc(A) as a GF(2) linear operator (squared
+ * repeatedly), the method zlib's crc32_combine uses, for CRC32C's
+ * reflected polynomial 0x82F63B78.
+ */
+static uint32_t gf2_times(const uint32_t *mat, uint32_t vec)
+{
+	uint32_t sum = 0;
+
+	for (int i = 0; vec; vec >>= 1, i++) {
+		if (vec & 1)
+			sum ^= mat[i];
+	}
+	return sum;
+}
+
+static void gf2_square(uint32_t *square, const uint32_t *mat)
+{
+	for (int n = 0; n < 32; n++)
+		square[n] = gf2_times(mat, mat[n]);
+}
+
+uint32_t crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2)
+{
+	uint32_t even[32], odd[32], row = 1;
+
+	if (len2 == 0)
+		return crc1;
+	odd[0] = 0x82F63B78u;	/* the operator for one zero bit */
+	for (int n = 1; n < 32; n++) {
+		odd[n] = row;
+		row <<= 1;
+	}
+	gf2_square(even, odd);	/* two zero bits */
+	gf2_square(odd, even);	/* four */
+	do {
+		gf2_square(even, odd);
+		if (len2 & 1)
+			crc1 = gf2_times(even, crc1);
+		len2 >>= 1;
+		if (!len2)
+			break;
+		gf2_square(odd, even);
+		if (len2 & 1)
+			crc1 = gf2_times(odd, crc1);
+		len2 >>= 1;
+	} while (len2);
+	return crc1 ^ crc2;
+}

@@ -11,6 +11,8 @@
 #include <stdint.h>
 
 uint32_t crc32c(uint32_t crc, const void *buf, size_t len);
+/* CRC32C of A||B given crc1 = CRC32C(A), crc2 = CRC32C(B), len2 = |B|. */
+uint32_t crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
 /* CRC32C of crc's message extended by len zero bytes. */
 uint32_t crc32c_zeros(uint32_t crc, size_t len);
 

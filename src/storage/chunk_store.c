@@ -251,6 +251,23 @@ static int verify_blocks(struct chunk_store *cs, const struct centry *e, const u
 	return 0;
 }
 
+/* CRC32C of the n bytes at off just verified into dst: combined from the
+ * block CRCs when the range is whole blocks (no second pass over the
+ * data), computed otherwise. */
+static uint32_t range_crc(const struct centry *e, const uint8_t *dst, uint32_t off, uint32_t n)
+{
+	uint32_t crc = 0, end = off + n;
+
+	if (n == 0 || off % CHUNK_BLOCK_SIZE || (end % CHUNK_BLOCK_SIZE && end != e->length))
+		return crc32c(0, dst, n);
+	for (uint32_t b = off / CHUNK_BLOCK_SIZE; b * CHUNK_BLOCK_SIZE < end; b++) {
+		uint32_t bl = min_u32(CHUNK_BLOCK_SIZE, end - b * CHUNK_BLOCK_SIZE);
+
+		crc = b * CHUNK_BLOCK_SIZE == off ? e->bcrc[b] : crc32c_combine(crc, e->bcrc[b], bl);
+	}
+	return crc;
+}
+
 static void read_done(struct op *op, int res)
 {
 	struct centry *e = op->e;
@@ -270,7 +287,7 @@ static void read_done(struct op *op, int res)
 	}
 	if (!op->buf_is_dst)
 		memcpy(op->dst, op->buf + (op->off - op->buf_doff), op->nread);
-	op->rcrc = crc32c(0, op->dst, op->nread);
+	op->rcrc = range_crc(e, op->dst, op->off, op->nread);
 	op_finish(op, 0);
 }
 

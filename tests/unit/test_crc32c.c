@@ -191,9 +191,29 @@ static void test_large_buffer(void **state)
 	free(buf);
 }
 
+
+static void test_combine(void **state)
+{
+	uint8_t buf[300000];
+	uint64_t x = 7;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(buf); i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		buf[i] = (uint8_t)(x >> 56);
+	}
+	for (size_t split = 0; split <= sizeof(buf); split += split < 100 ? 1 : 4099) {
+		uint32_t a = crc32c(0, buf, split), b = crc32c(0, buf + split, sizeof(buf) - split);
+
+		assert_int_equal(crc32c_combine(a, b, sizeof(buf) - split), crc32c(0, buf, sizeof(buf)));
+	}
+	assert_int_equal(crc32c_combine(0xE3069283u, 0, 0), 0xE3069283u);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_combine),
 		cmocka_unit_test(test_check_value),
 		cmocka_unit_test(test_empty),
 		cmocka_unit_test(test_rfc3720_vectors),
