@@ -96,15 +96,15 @@ static double bt_normal(uint64_t *x)
 	return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }
 
-static void bt_sleep(double s)
+/* Sleeps until the monotonic time t (bench_now's clock). */
+static void bt_sleep_until(double t)
 {
 	struct timespec ts;
 
-	if (s <= 0)
-		return;
-	ts.tv_sec = (time_t)s;
-	ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
-	nanosleep(&ts, NULL);
+	ts.tv_sec = (time_t)t;
+	ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
 }
 
 /* Lays the samples out over the files (sizes from a seeded normal). */
@@ -276,7 +276,7 @@ static void *bt_reader(void *arg)
 static void *bt_accel(void *arg)
 {
 	struct bt_run *r = arg;
-	double c = r->w->compute_s * r->scale, end = bench_now() + r->seconds;
+	double c = r->w->compute_s * r->scale, end = bench_now() + r->seconds, busy = 0;
 
 	for (;;) {
 		pthread_mutex_lock(&r->mu);
@@ -291,7 +291,11 @@ static void *bt_accel(void *arg)
 		r->compute_total += c;
 		pthread_cond_broadcast(&r->cv);
 		pthread_mutex_unlock(&r->mu);
-		bt_sleep(c);
+		/* Compute ends c after it began: at the batch's arrival, or when
+		 * the previous batch's compute ended if it was already there (so
+		 * timer overshoot is not charged as I/O stall). */
+		busy = fmax(bench_now(), busy) + c;
+		bt_sleep_until(busy);
 	}
 	return NULL;
 }
@@ -583,4 +587,70 @@ out:
 		fails++;
 	bench_rmtree(root);
 	return fails ? 1 : 0;
+}
+
+/* The source tree's python/ dir: $STRATA_PYTHON, else found from where
+ * this file was compiled (__FILE__ is relative to the build dir, which is
+ * two levels above this program in the build tree). */
+static int bt_python_dir(const char *build, char *out, size_t len)
+{
+	const char *env = getenv("STRATA_PYTHON");
+	char src[PATH_MAX], *p;
+
+	if (env && *env) {
+		snprintf(out, len, "%s", env);
+		return 0;
+	}
+	if (__FILE__[0] == '/')
+		snprintf(src, sizeof(src), "%s", __FILE__);
+	else
+		snprintf(src, sizeof(src), "%s/%s", build, __FILE__);
+	for (int i = 0; i < 3; i++) {		/* strip bench_train.c, cli, src */
+		p = strrchr(src, '/');
+		if (!p)
+			return -ENOENT;
+		*p = '\0';
+	}
+	snprintf(out, len, "%s/python", src);
+	return access(out, R_OK) == 0 ? 0 : -ENOENT;
+}
+
+int bench_ckpt(int argc, char **argv)
+{
+	char self[PATH_MAX], build[PATH_MAX], py[PATH_MAX], lib[PATH_MAX];
+	const char *args[64];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	int k = 0;
+
+	if (n <= 0) {
+		cli_err("bench ckpt: cannot find this program: %s", strerror(errno));
+		return 1;
+	}
+	self[n] = '\0';
+	snprintf(build, sizeof(build), "%s", self);
+	for (int i = 0; i < 3; i++) {		/* strata, cli, src */
+		char *p = strrchr(build, '/');
+
+		if (p)
+			*p = '\0';
+	}
+	if (bt_python_dir(build, py, sizeof(py))) {
+		cli_err("bench ckpt: cannot find python/strata (set STRATA_PYTHON to the repository's python dir)");
+		return 1;
+	}
+	snprintf(lib, sizeof(lib), "%s/libstrata.so", build);
+	setenv("PYTHONPATH", py, 1);
+	if (!getenv("STRATA_LIB") && access(lib, R_OK) == 0)
+		setenv("STRATA_LIB", lib, 1);
+	setenv("STRATA_CLI", self, 1);
+	args[k++] = "/usr/bin/python3";
+	args[k++] = "-m";
+	args[k++] = "strata.bench_ckpt";
+	for (int i = 1; i < argc && k < 63; i++)
+		args[k++] = argv[i];
+	args[k] = NULL;
+	fflush(stdout);
+	execv(args[0], (char *const *)args);
+	cli_err("bench ckpt: cannot run /usr/bin/python3: %s", strerror(errno));
+	return 1;
 }

@@ -34,8 +34,10 @@ int cmd_bench(int argc, char **argv)
 		return bench_io(argc - 1, argv + 1);
 	if (strcmp(argv[1], "train") == 0)
 		return bench_train(argc - 1, argv + 1);
+	if (strcmp(argv[1], "ckpt") == 0)
+		return bench_ckpt(argc - 1, argv + 1);
 	if (strcmp(argv[1], "mem") == 0)
 		return bench_mem(argc - 1, argv + 1);
-	cli_err("bench: unknown benchmark '%s' (rpc, chunk, io, train, mem)", argv[1]);
+	cli_err("bench: unknown benchmark '%s' (rpc, chunk, io, train, ckpt, mem)", argv[1]);
 	return 2;
 }

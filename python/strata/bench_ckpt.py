@@ -1,0 +1,143 @@
+"""strata bench ckpt (python3 -m strata.bench_ckpt): checkpoint save and
+restore of a llama-style model shard, scaled down, on a local cluster
+(3 storage daemons, R=3) against torch.save / torch.load on a local
+directory, in the same run.
+
+Reports: the training stall of an async save (time until save() returns:
+the snapshot into host buffers) against a synchronous save of the same
+state, save GB/s (until committed) and restore GB/s (into existing
+tensors), and torch.save / torch.load (each file fsync'ed) on a local
+directory. The local restore reads from the page cache (the file was
+just written), so it is a memory-speed upper bound.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+import strata
+import strata.checkpoint as ck
+
+
+def llama_shard(hidden, layers, vocab, tp, dtype=torch.bfloat16, seed=0):
+    """One tensor-parallel rank's shard of a llama-style model: attention
+    q/k/v/o, MLP gate/up/down (ffn = 8/3 hidden rounded to 256), norms,
+    embedding and output head, each split tp ways like Megatron does."""
+    g = torch.Generator().manual_seed(seed)
+    ffn = (int(hidden * 8 / 3) + 255) // 256 * 256
+    sd = {"tok_embeddings.weight": torch.randn(vocab // tp, hidden, generator=g).to(dtype)}
+    for i in range(layers):
+        p = "layers.%d." % i
+        for n in ("wq", "wk", "wv"):
+            sd[p + "attention.%s.weight" % n] = torch.randn(hidden // tp, hidden, generator=g).to(dtype)
+        sd[p + "attention.wo.weight"] = torch.randn(hidden, hidden // tp, generator=g).to(dtype)
+        sd[p + "feed_forward.w1.weight"] = torch.randn(ffn // tp, hidden, generator=g).to(dtype)
+        sd[p + "feed_forward.w3.weight"] = torch.randn(ffn // tp, hidden, generator=g).to(dtype)
+        sd[p + "feed_forward.w2.weight"] = torch.randn(hidden, ffn // tp, generator=g).to(dtype)
+        sd[p + "attention_norm.weight"] = torch.ones(hidden, dtype=dtype)
+        sd[p + "ffn_norm.weight"] = torch.ones(hidden, dtype=dtype)
+    sd["norm.weight"] = torch.ones(hidden, dtype=dtype)
+    sd["output.weight"] = torch.randn(vocab // tp, hidden, generator=g).to(dtype)
+    return sd
+
+
+def nbytes(sd):
+    return sum(t.numel() * t.element_size() for t in sd.values())
+
+
+def local_save(sd, path):
+    with open(path, "wb") as f:
+        torch.save(sd, f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="strata bench ckpt")
+    ap.add_argument("--hidden", type=int, default=2048)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--tp", type=int, default=2, help="tensor-parallel ranks (shard = 1/tp)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--mgmt", help="an existing cluster (else a local one is started)")
+    ap.add_argument("--strata", default=os.environ.get("STRATA_CLI", "strata"),
+                    help="the strata command (to start the local cluster)")
+    a = ap.parse_args(argv)
+    root = tempfile.mkdtemp(prefix="strata-bench-ckpt-")
+    up = False
+    try:
+        mgmt = a.mgmt
+        if not mgmt:
+            cdir = os.path.join(root, "cluster")
+            subprocess.run([a.strata, "local", "up", "--dir", cdir, "--storage", "3"],
+                           check=True, stdout=subprocess.DEVNULL)
+            up = True
+            mgmt = cdir
+        c = strata.Client(mgmt)
+        c.makedirs("/bench-ckpt", exist_ok=True)
+        sd = llama_shard(a.hidden, a.layers, a.vocab, a.tp)
+        size = nbytes(sd)
+        print("strata bench ckpt: llama-style shard (hidden %d, %d layers, vocab %d, 1/%d tensor "
+              "parallel, bf16): %d tensors, %.1f MiB; cluster of 3 storage daemons, R=3; "
+              "baseline torch.save/torch.load on %s (fsync'ed)"
+              % (a.hidden, a.layers, a.vocab, a.tp, len(sd), size / 2**20, root))
+        # warm-up: the host snapshot buffer is allocated once and reused
+        ck.save(sd, "/bench-ckpt/warm", client=c).wait()
+        rows = {"async_stall": [], "async_total": [], "sync": [], "restore": [],
+                "torch_save": [], "torch_load": []}
+        for i in range(a.repeat):
+            t0 = time.perf_counter()
+            h = ck.save(sd, "/bench-ckpt/async-%d" % i, client=c)
+            rows["async_stall"].append(time.perf_counter() - t0)
+            h.wait()
+            rows["async_total"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            ck.save(sd, "/bench-ckpt/sync-%d" % i, client=c, async_=False)
+            rows["sync"].append(time.perf_counter() - t0)
+            into = {k: torch.empty_like(v) for k, v in sd.items()}
+            t0 = time.perf_counter()
+            ck.load("/bench-ckpt/sync-%d" % i, into=into, client=c)
+            rows["restore"].append(time.perf_counter() - t0)
+            assert all(torch.equal(into[k].view(torch.int16), sd[k].view(torch.int16)) for k in sd)
+            lp = os.path.join(root, "torch-%d.pt" % i)
+            t0 = time.perf_counter()
+            local_save(sd, lp)
+            rows["torch_save"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            torch.load(lp)
+            rows["torch_load"].append(time.perf_counter() - t0)
+            os.unlink(lp)
+            c.rmtree("/bench-ckpt/async-%d" % i)
+            c.rmtree("/bench-ckpt/sync-%d" % i)
+        med = {k: sorted(v)[len(v) // 2] for k, v in rows.items()}
+        gb = size / 1e9
+        print("%-44s %10s %10s" % ("(median of %d)" % a.repeat, "seconds", "GB/s"))
+        for name, key in (("strata async save: training stall", "async_stall"),
+                          ("strata async save: until committed", "async_total"),
+                          ("strata sync save (stall = whole save)", "sync"),
+                          ("strata restore into existing tensors", "restore"),
+                          ("torch.save to local dir + fsync", "torch_save"),
+                          ("torch.load from local dir (page cache)", "torch_load")):
+            print("%-44s %10.4f %10.2f" % (name, med[key], gb / med[key]))
+        ratio = med["async_stall"] / med["sync"]
+        print("async stall / sync save = %.3f (%s 1/10)"
+              % (ratio, "<=" if ratio <= 0.1 else "> "))
+        print(json.dumps({"bytes": size, **{k: round(v, 5) for k, v in med.items()},
+                          "stall_ratio": round(ratio, 4)}))
+        c.close()
+        return 0 if ratio <= 0.1 else 1
+    finally:
+        if up:
+            subprocess.run([a.strata, "local", "down", "--dir", os.path.join(root, "cluster")],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
