@@ -180,3 +180,28 @@ def test_killed_save_leaves_previous(cluster):
         print("OK")
     """)
     assert "OK" in out
+
+
+def _have_cuda():
+    import subprocess
+    r = subprocess.run([PY, "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"],
+                       capture_output=True)
+    return r.returncode == 0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not _have_cuda(), reason="no CUDA device: GPU snapshot/restore not exercised")
+def test_cuda_roundtrip(cluster):
+    c = cluster(3)
+    run_py(c, """
+        import torch
+        import strata, strata.checkpoint as ck
+        c = strata.Client(); c.makedirs("/ck")
+        sd = {"w": torch.randn(1000, 100, device="cuda").to(torch.bfloat16)}
+        want = sd["w"].cpu().clone()
+        h = ck.save(sd, "/ck/g", client=c); sd["w"].zero_(); h.wait()
+        into = {"w": torch.empty(1000, 100, device="cuda", dtype=torch.bfloat16)}
+        ck.load("/ck/g", into=into, client=c)
+        assert torch.equal(into["w"].cpu().view(torch.int16), want.view(torch.int16))
+        print("OK")
+    """)
