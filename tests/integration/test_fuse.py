@@ -1,0 +1,538 @@
+"""strata-fuse (src/fuse) on real mounts of a 'strata local up' cluster of 3
+storage daemons (R=3): coreutils, Python file I/O, concurrent writers,
+close-to-open across two mounts, fio with crc32c verification, error codes,
+and the failure cases (SIGTERM, a crash, a storage node lost, the cluster
+gone).
+
+Skips, with the reason, where /dev/fuse, fusermount3 or the strata-fuse
+binary (built only when libfuse3 is installed) is missing. Every mount is
+unmounted in teardown (fusermount3 -u, then -uz)."""
+
+import ctypes
+import errno
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import (BUILD, REGISTRY, Cluster, pid_alive, run, sanitizer_reports, spawn,
+                      wait_until, STRATA)
+
+FUSE_BIN = BUILD / "src" / "fuse" / "strata-fuse"
+FUSERMOUNT = shutil.which("fusermount3")
+MiB = 1 << 20
+
+
+def _skip_reason():
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is missing (no FUSE in this kernel or container)"
+    if not FUSERMOUNT:
+        return "fusermount3 is missing (apt-get install fuse3)"
+    if not os.access(FUSE_BIN, os.X_OK):
+        return "%s was not built (libfuse3-dev missing at configure time)" % FUSE_BIN
+    return None
+
+
+pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+
+
+def _is_mounted(path):
+    path = os.path.realpath(str(path))
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                if line.split()[4] == path:
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+def _unmount(path):
+    """fusermount3 -u, then a lazy -uz if the mount is busy or dead."""
+    if not _is_mounted(path):
+        return True
+    for flags in ("-u", "-uz"):
+        try:
+            subprocess.run([FUSERMOUNT, flags, str(path)], timeout=15,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            pass
+        if not _is_mounted(path):
+            return True
+    return False
+
+
+class Mount:
+    """One strata-fuse in the foreground, logging to LOG."""
+
+    def __init__(self, mgmt, path, extra=()):
+        self.mgmt = mgmt
+        self.path = Path(path)
+        self.log_path = self.path.parent / (self.path.name + ".log")
+        self.extra = list(extra)
+        self.proc = None
+
+    def start(self, timeout=60):
+        self.path.mkdir(parents=True, exist_ok=True)
+        argv = [FUSE_BIN, self.path, "--mgmt", self.mgmt, "-f", "--log", self.log_path,
+                *self.extra]
+        self.proc = spawn(argv, self.log_path, "strata-fuse %s" % self.path)
+        deadline = time.monotonic() + timeout
+        while not _is_mounted(self.path):
+            if self.proc.poll() is not None:
+                REGISTRY.discard(self.proc.pid)
+                raise AssertionError("strata-fuse exited with %d; log:\n%s"
+                                     % (self.proc.returncode, self.log))
+            if time.monotonic() > deadline:
+                raise AssertionError("strata-fuse did not mount within %d s; log:\n%s"
+                                     % (timeout, self.log))
+            time.sleep(0.05)
+        return self
+
+    @property
+    def log(self):
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def wait_exit(self, timeout=20):
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("strata-fuse pid %d still running after %d s; log:\n%s"
+                                 % (self.proc.pid, timeout, self.log))
+        REGISTRY.discard(self.proc.pid)
+        return rc
+
+    def stop(self):
+        """Unmounts and waits for the daemon; returns a list of problems."""
+        problems = []
+        if self.proc is None:
+            return problems
+        if not _unmount(self.path):
+            problems.append("could not unmount %s" % self.path)
+        if self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                problems.append("strata-fuse did not exit within 30 s of the unmount; log:\n"
+                                + self.log[-3000:])
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait(timeout=10)
+                _unmount(self.path)
+        REGISTRY.discard(self.proc.pid)
+        reports = sanitizer_reports(self.log)
+        if reports:
+            problems.append("sanitizer report in %s:\n%s" % (self.log_path, self.log[-6000:]))
+        return problems
+
+
+def _strata_fn(*args, timeout=90, env=None):
+    return run([STRATA, *[str(a) for a in args]], timeout=timeout, env=env)
+
+
+def _down(c):
+    problems = []
+    pids = c.pids()
+    try:
+        c.down()
+    except subprocess.TimeoutExpired:
+        problems.append("strata local down timed out in %s" % c.dir)
+    for pid in pids:
+        if pid_alive(pid):
+            problems.append("cluster pid %d survived 'local down'" % pid)
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        REGISTRY.discard(pid)
+    return problems
+
+
+@pytest.fixture(scope="module")
+def fuse_cluster(tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("fuse") / "cluster", _strata_fn)
+    try:
+        c.up(3, timeout=90)
+    except BaseException:
+        if (c.dir / "cluster.json").exists():
+            c.down()
+        raise
+    yield c
+    problems = _down(c) + c.sanitizer_reports()
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
+def _mgmt(c):
+    return json.loads((c.dir / "cluster.json").read_text())["mgmt"]
+
+
+@pytest.fixture
+def mounts(tmp_path, request):
+    """mount(mgmt, name='mnt', extra=()) -> Mount (started). All are
+    unmounted at teardown."""
+    made = []
+
+    def make(mgmt, name="mnt", extra=()):
+        m = Mount(mgmt, tmp_path / name, extra)
+        made.append(m)
+        return m.start()
+
+    yield make
+    problems = []
+    for m in made:
+        problems += m.stop()
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def mnt(fuse_cluster, mounts, request):
+    """A mount of the shared cluster, with a fresh top directory for the
+    test; returns that directory's Path."""
+    m = mounts(_mgmt(fuse_cluster))
+    top = m.path / request.node.name.replace("[", "_").replace("]", "")
+    top.mkdir()
+    return top
+
+
+def _tree_digest(root):
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for fn in sorted(filenames):
+            p = Path(dirpath) / fn
+            rel = str(p.relative_to(root))
+            if p.is_symlink():
+                out[rel] = "link:" + os.readlink(p)
+            else:
+                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _make_tree(root, rng):
+    root.mkdir(parents=True)
+    for d in range(3):
+        sub = root / ("dir%d" % d) / "inner"
+        sub.mkdir(parents=True)
+        for i in range(5):
+            size = rng.choice([0, 1, 4095, 4096, 70000, 1 * MiB + 17])
+            (sub / ("f%d.bin" % i)).write_bytes(rng.randbytes(size))
+        (root / ("dir%d" % d) / "top.txt").write_text("dir %d\n" % d)
+    (root / "big.bin").write_bytes(rng.randbytes(5 * MiB + 3))
+    os.symlink("big.bin", root / "link")
+
+
+def _sh(cmd, cwd=None, timeout=120):
+    r = subprocess.run(cmd, shell=True, cwd=cwd, timeout=timeout, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, "%s: %d\n%s%s" % (cmd, r.returncode, r.stdout, r.stderr)
+    return r.stdout
+
+
+# ---------------------------------------------------------------------------
+
+@pytest.mark.timeout(240)
+def test_coreutils(mnt, tmp_path):
+    rng = random.Random(6)
+    src = tmp_path / "src"
+    _make_tree(src, rng)
+    want = _tree_digest(src)
+
+    _sh("cp -a %s %s/copy" % (src, mnt))
+    assert _tree_digest(mnt / "copy") == want
+    out = _sh("ls -l %s/copy" % mnt)
+    assert "big.bin" in out and "link -> big.bin" in out
+    _sh("sha256sum big.bin dir0/inner/f0.bin", cwd=mnt / "copy")
+
+    _sh("mv %s/copy %s/moved" % (mnt, mnt))
+    assert not (mnt / "copy").exists()
+    assert _tree_digest(mnt / "moved") == want
+
+    # tar out of the mount, and back into it
+    _sh("tar cf %s/t.tar -C %s moved" % (tmp_path, mnt))
+    _sh("mkdir %s/untar && tar xf %s/t.tar -C %s/untar" % (mnt, tmp_path, mnt))
+    assert _tree_digest(mnt / "untar" / "moved") == want
+    _sh("tar cf %s/in.tar -C %s untar" % (mnt, mnt))
+    _sh("mkdir %s/back && tar xf %s/in.tar -C %s/back" % (tmp_path, mnt, tmp_path))
+    assert _tree_digest(tmp_path / "back" / "untar" / "moved") == want
+
+    # dd, with a partial overwrite in place
+    _sh("dd if=/dev/urandom of=%s/dd.bin bs=1M count=8 status=none" % mnt)
+    data = bytearray((mnt / "dd.bin").read_bytes())
+    assert len(data) == 8 * MiB
+    _sh("dd if=/dev/zero of=%s/dd.bin bs=4096 count=3 seek=5 conv=notrunc status=none" % mnt)
+    data[5 * 4096:8 * 4096] = bytes(3 * 4096)
+    assert (mnt / "dd.bin").read_bytes() == bytes(data)
+
+    _sh("rm -r %s/moved %s/untar" % (mnt, mnt))
+    assert sorted(os.listdir(mnt)) == ["dd.bin", "in.tar"]
+
+
+@pytest.mark.timeout(120)
+def test_python_file_io(mnt):
+    p = mnt / "a.txt"
+    with open(p, "w") as f:
+        f.write("hello\n")
+    with open(p, "a") as f:
+        f.write("world\n")
+    assert p.read_text() == "hello\nworld\n"
+    with open(p, "r+b") as f:
+        f.seek(100)
+        f.write(b"X")
+        f.flush()
+        os.fsync(f.fileno())
+        assert os.fstat(f.fileno()).st_size == 101
+        f.seek(0)
+        assert f.read(6) == b"hello\n"
+    data = p.read_bytes()
+    assert data[:12] == b"hello\nworld\n" and data[12:100] == bytes(88) and data[100:] == b"X"
+
+    os.truncate(p, 5)
+    assert p.read_bytes() == b"hello"
+    os.chmod(p, 0o640)
+    assert (os.stat(p).st_mode & 0o777) == 0o640
+    os.utime(p, (1000000000, 1200000000))
+    assert int(os.stat(p).st_mtime) == 1200000000
+    os.chown(p, 1234, 5678)
+    st = os.stat(p)
+    assert (st.st_uid, st.st_gid) == (1234, 5678)
+
+    os.mkdir(mnt / "sub")
+    os.replace(p, mnt / "sub" / "b.txt")
+    assert os.listdir(mnt / "sub") == ["b.txt"]
+    os.symlink("sub/b.txt", mnt / "ln")
+    assert os.readlink(mnt / "ln") == "sub/b.txt"
+    assert (mnt / "ln").read_bytes() == b"hello"
+    assert os.lstat(mnt / "ln").st_size == len("sub/b.txt")
+
+    # a write still open is visible to stat in this mount
+    with open(mnt / "growing", "wb") as f:
+        f.write(b"z" * 300000)
+        f.flush()
+        assert os.stat(mnt / "growing").st_size == 300000
+    # many entries: readdir across several replies
+    names = {"e%04d" % i for i in range(600)}
+    for n in names:
+        (mnt / "sub" / n).touch()
+    assert set(os.listdir(mnt / "sub")) == names | {"b.txt"}
+    sv = os.statvfs(mnt)
+    assert sv.f_blocks > 0 and sv.f_namemax == 255
+
+
+@pytest.mark.timeout(180)
+def test_concurrent_writers(mnt):
+    n, size = 8, 3 * MiB + 5
+    blobs = [random.Random(i).randbytes(size) for i in range(n)]
+    errors = []
+
+    def writer(i):
+        try:
+            with open(mnt / ("w%d" % i), "wb") as f:
+                for off in range(0, size, 128 * 1024):
+                    f.write(blobs[i][off:off + 128 * 1024])
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    ts = [threading.Thread(target=writer, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(150)
+    assert not errors
+    for i in range(n):
+        assert hashlib.sha256((mnt / ("w%d" % i)).read_bytes()).digest() == \
+            hashlib.sha256(blobs[i]).digest()
+
+
+@pytest.mark.timeout(180)
+def test_close_to_open_across_mounts(fuse_cluster, mounts):
+    a = mounts(_mgmt(fuse_cluster), "a")
+    b = mounts(_mgmt(fuse_cluster), "b")
+    top_a, top_b = a.path / "c2o", b.path / "c2o"
+    top_a.mkdir()
+    rng = random.Random(2)
+    for round_ in range(3):
+        data = rng.randbytes(2 * MiB + round_ * 333333)
+        # B looks at the file first, so it caches the old attributes.
+        if round_:
+            assert os.stat(top_b / "f").st_size > 0
+        with open(top_a / "f", "wb") as f:
+            f.write(data)
+        # Written and closed on A: an open that follows on B sees it whole.
+        with open(top_b / "f", "rb") as f:
+            got = f.read()
+        assert len(got) == len(data) and got == data, "round %d" % round_
+    # A new name made on A is found on B.
+    (top_a / "new").write_bytes(b"n" * 10)
+    assert (top_b / "new").read_bytes() == b"n" * 10
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+@pytest.mark.parametrize("rw", ["write", "randwrite"])
+def test_fio_verify(mnt, rw):
+    r = subprocess.run(["fio", "--name=v", "--directory=%s" % mnt, "--rw=%s" % rw,
+                        "--bs=%s" % ("1M" if rw == "write" else "16k"),
+                        "--size=%s" % ("24M" if rw == "write" else "8M"),
+                        "--numjobs=2", "--ioengine=psync", "--verify=crc32c",
+                        "--verify_fatal=1", "--do_verify=1", "--randrepeat=1",
+                        "--output-format=json"],
+                       capture_output=True, text=True, timeout=200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    j = json.loads(r.stdout[r.stdout.index("{"):])
+    assert all(job["error"] == 0 for job in j["jobs"])
+
+
+def _renameat2(old, new, flags):
+    libc = ctypes.CDLL(None, use_errno=True)
+    rc = libc.renameat2(-100, os.fsencode(str(old)), -100, os.fsencode(str(new)),
+                        ctypes.c_uint(flags))
+    return 0 if rc == 0 else ctypes.get_errno()
+
+
+@pytest.mark.timeout(120)
+def test_error_codes(mnt, tmp_path):
+    def err(fn, *a):
+        with pytest.raises(OSError) as ei:
+            fn(*a)
+        return ei.value.errno
+
+    assert err(os.stat, mnt / "missing") == errno.ENOENT
+    assert err(open, mnt / "missing") == errno.ENOENT
+    assert err(os.unlink, mnt / "missing") == errno.ENOENT
+    os.mkdir(mnt / "d")
+    assert err(os.mkdir, mnt / "d") == errno.EEXIST
+    (mnt / "d" / "f").write_bytes(b"x")
+    assert err(os.open, mnt / "d" / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY) == errno.EEXIST
+    assert err(os.rmdir, mnt / "d") == errno.ENOTEMPTY
+    assert err(open, mnt / "d", "w") == errno.EISDIR
+    assert err(os.unlink, mnt / "d") in (errno.EISDIR, errno.EPERM)
+    assert err(os.rmdir, mnt / "d" / "f") == errno.ENOTDIR
+    assert err(os.mkdir, mnt / "d" / "f" / "x") == errno.ENOTDIR
+    assert err(os.rename, mnt / "d" / "f", tmp_path / "f") == errno.EXDEV
+    assert err(os.link, mnt / "d" / "f", mnt / "d" / "hard") == errno.EPERM
+    (mnt / "g").write_bytes(b"g")
+    # RENAME_NOREPLACE and RENAME_EXCHANGE
+    assert _renameat2(mnt / "g", mnt / "d" / "f", 1) == errno.EEXIST
+    assert _renameat2(mnt / "g", mnt / "d" / "f", 2) == 0
+    assert (mnt / "g").read_bytes() == b"x" and (mnt / "d" / "f").read_bytes() == b"g"
+    assert _renameat2(mnt / "g", mnt / "h", 1) == 0
+    assert _renameat2(mnt / "h", mnt / "i", 4) == errno.EINVAL     # RENAME_WHITEOUT
+    assert err(os.rename, mnt / "d", mnt / "d" / "sub") == errno.EINVAL
+    assert err(os.open, mnt / ("n" * 256), os.O_CREAT | os.O_WRONLY) == errno.ENAMETOOLONG
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_unmounts(fuse_cluster, mounts):
+    m = mounts(_mgmt(fuse_cluster), "term")
+    (m.path / "sigterm.txt").write_text("x")
+    m.proc.send_signal(signal.SIGTERM)
+    assert m.wait_exit(20) == 0, m.log
+    assert not _is_mounted(m.path)
+    assert not sanitizer_reports(m.log), m.log
+
+
+@pytest.mark.timeout(120)
+def test_crash_leaves_clearable_mount(fuse_cluster, mounts):
+    m = mounts(_mgmt(fuse_cluster), "crash")
+    os.killpg(m.proc.pid, signal.SIGKILL)
+    m.wait_exit(20)
+    assert _is_mounted(m.path)
+    with pytest.raises(OSError) as ei:
+        os.stat(m.path / "x")
+    assert ei.value.errno == errno.ENOTCONN
+    r = subprocess.run([FUSERMOUNT, "-u", str(m.path)], capture_output=True, text=True,
+                       timeout=20)
+    assert r.returncode == 0, r.stderr
+    assert not _is_mounted(m.path)
+
+
+@pytest.mark.timeout(240)
+def test_storage_node_loss_is_a_pause(tmp_path, mounts):
+    c = Cluster(tmp_path / "c", _strata_fn)
+    m = None
+    try:
+        c.up(3, timeout=90)
+        m = mounts(_mgmt(c), "loss", extra=["--timeout", "60"])
+        blob = random.Random(9).randbytes(16 * MiB)
+        (m.path / "before").write_bytes(blob)
+        victim = c.storage_nodes[-1]
+        done = {}
+
+        def writer():
+            try:
+                t0 = time.monotonic()
+                with open(m.path / "during", "wb") as f:
+                    for off in range(0, len(blob), MiB):
+                        f.write(blob[off:off + MiB])
+                        time.sleep(0.05)
+                done["t"] = time.monotonic() - t0
+            except Exception as e:  # noqa: BLE001
+                done["err"] = e
+
+        t = threading.Thread(target=writer)
+        t.start()
+        time.sleep(0.3)
+        victim.kill9()
+        t.join(200)
+        assert not t.is_alive(), "writer hung"
+        assert "err" not in done, "a write failed after a storage node died: %r" % done.get("err")
+        assert (m.path / "before").read_bytes() == blob
+        assert (m.path / "during").read_bytes() == blob
+    finally:
+        if m is not None:
+            m.stop()
+        if (c.dir / "cluster.json").exists():
+            c.reload()
+            _down(c)
+
+
+@pytest.mark.timeout(180)
+def test_unreachable_cluster_returns_eio(tmp_path, mounts):
+    c = Cluster(tmp_path / "c", _strata_fn)
+    c.up(3, timeout=90)
+    try:
+        m = mounts(_mgmt(c), "gone", extra=["--timeout", "3", "--attr-timeout", "0",
+                                            "--entry-timeout", "0"])
+        (m.path / "f").write_bytes(b"data")
+        assert (m.path / "f").read_bytes() == b"data"
+    finally:
+        _down(c)
+    # Every call now fails with EIO after the timeout, and the mount answers.
+    code = ("import os, errno, sys\n"
+            "res = []\n"
+            "for fn in (lambda: os.stat(sys.argv[1] + '/f'),\n"
+            "           lambda: open(sys.argv[1] + '/f').read(),\n"
+            "           lambda: os.listdir(sys.argv[1]),\n"
+            "           lambda: open(sys.argv[1] + '/new', 'w').close()):\n"
+            "    try:\n"
+            "        fn(); res.append(0)\n"
+            "    except OSError as e:\n"
+            "        res.append(e.errno)\n"
+            "print(res)\n")
+    t0 = time.monotonic()
+    r = subprocess.run(["python3", "-c", code, str(m.path)], capture_output=True, text=True,
+                       timeout=120)
+    took = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str([errno.EIO] * 4), (r.stdout, r.stderr, m.log[-3000:])
+    assert took < 100
+    # The mount still unmounts cleanly.
+    assert _unmount(m.path)
+    assert m.wait_exit(20) == 0
