@@ -11,7 +11,15 @@ echo "== strata bench rpc --seconds $SECONDS_PER_TEST"
 "$STRATA" bench rpc --seconds "$SECONDS_PER_TEST"
 echo "== strata bench chunk --seconds $SECONDS_PER_TEST"
 "$STRATA" bench chunk --seconds "$SECONDS_PER_TEST"
-if "$STRATA" bench io --help >/dev/null 2>&1; then
-	echo "== strata bench io --seconds $SECONDS_PER_TEST"
-	"$STRATA" bench io --seconds "$SECONDS_PER_TEST"
+echo "== strata bench io --seconds $SECONDS_PER_TEST"
+"$STRATA" bench io --seconds "$SECONDS_PER_TEST"
+echo "== strata bench train --workload all"
+"$STRATA" bench train --workload all
+echo "== strata bench ckpt"
+"$STRATA" bench ckpt
+echo "== strata bench mem"
+"$STRATA" bench mem
+if [ -x bench/fuse_bench.sh ]; then
+	echo "== bench/fuse_bench.sh $BUILD"
+	bench/fuse_bench.sh "$BUILD"
 fi

@@ -2,7 +2,9 @@
 # The main job, end to end on this machine: 'strata demo' starts a local
 # cluster (3 storage daemons, R=3), copies a generated training dataset in
 # with 'strata put', reads it back shuffled through the batch ring, checks
-# every file's CRC32C and prints throughput and latency (docs/demo.md).
+# every file's CRC32C and prints throughput and latency (docs/demo.md);
+# then a short training-I/O run (accelerator utilization) and a checkpoint
+# save/restore (the async save's training stall).
 #
 # usage: scripts/demo.sh [BUILD_DIR] [-- DEMO_ARGS...]   (default: ./build)
 # The cluster is always stopped and the scratch dir removed, on success,
@@ -54,5 +56,20 @@ if [ "$rc" -ne 0 ]; then
 	echo "demo: FAILED (exit $rc)" >&2
 	exit "$rc"
 fi
+
+# A short training-I/O run (MLPerf-Storage-style, emulated accelerators;
+# prints accelerator utilization) and a checkpoint save/restore (prints the
+# async save's training stall beside the synchronous save). Each starts
+# and stops its own local cluster.
+echo "demo: training I/O: $STRATA bench train --workload resnet50 --seconds 1 --max-accel 4"
+"$STRATA" bench train --workload resnet50 --seconds 1 --max-accel 4 || {
+	echo "demo: FAILED (bench train)" >&2
+	exit 1
+}
+echo "demo: checkpoint: $STRATA bench ckpt --hidden 512 --layers 2 --vocab 4000 --repeat 1"
+"$STRATA" bench ckpt --hidden 512 --layers 2 --vocab 4000 --repeat 1 || {
+	echo "demo: FAILED (bench ckpt)" >&2
+	exit 1
+}
 echo "demo: passed"
 exit 0
