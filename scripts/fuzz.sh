@@ -34,7 +34,7 @@ fi
 srcs=(
 	src/common/errors.c src/common/log.c src/common/buf.c src/common/config.c
 	src/common/crc32c.c src/common/layout.c src/net/codec.c src/net/frame.c
-	src/meta/meta_proto.c src/storage/storage_proto.c src/mgmt/cluster_map.c
+	src/meta/meta_proto.c src/storage/storage_proto.c src/mem/mem_proto.c src/mgmt/cluster_map.c
 	src/mgmt/chain_table.c
 )
 libs=(-lisal -linih -lpthread)

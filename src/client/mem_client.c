@@ -326,7 +326,7 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 		status = -ENOMEM;
 	/* A replica that is down or lacks the key: try the next one. */
 	if ((status == -ENOENT || (!resp && status)) && op->ti + 1 < op->ntargets &&
-	    op->opcode == OP_MEM_GET) {
+	    (op->opcode == OP_MEM_GET || op->opcode == OP_MEM_EXISTS)) {
 		op->ti++;
 		op_send(op);
 		return;
@@ -610,15 +610,7 @@ ssize_t strata_mem_exists(struct strata_mem *m, const char *key)
 
 	if (rc)
 		return rc;
-	op->opcode = OP_MEM_EXISTS;
-	rc = run(op);
-	if (rc == -ENOENT && op->ti + 1 < op->ntargets) {
-		/* run() only fails over for GET: ask the other replicas. */
-		while (rc == -ENOENT && ++op->ti < op->ntargets) {
-			op->done = false;
-			rc = run(op);
-		}
-	}
+	rc = run(op);	/* fails over to the next replica (on_reply) */
 	if (rc == 0)
 		rc = (ssize_t)op->len;
 	op_destroy(op);

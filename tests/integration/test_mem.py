@@ -1,0 +1,253 @@
+"""The memory plane: stratad's mem service driven through strata.mem (the
+ctypes binding over libstrata's memory API) in a child /usr/bin/python3
+(an ASan libstrata needs the sanitizer runtime preloaded).
+
+Covers dict-like access, tensor put/get into an existing tensor, async
+get, batches, listing; bad input (oversized key or value, a full pool)
+failing clearly without losing what is stored; pinned objects never
+evicted; concurrent put/get/evict with every value read whole and right;
+spill to the storage plane and transparent reload; two mem nodes with
+consistent hashing and replicas surviving a node; layer streaming with
+outputs identical to the resident model.
+"""
+import json
+import os
+import subprocess
+import textwrap
+
+import pytest
+
+from conftest import BUILD, REPO, run
+
+PY = "/usr/bin/python3"
+
+
+def _have_torch():
+    r = subprocess.run([PY, "-c", "import torch, numpy"], capture_output=True)
+    return r.returncode == 0
+
+
+pytestmark = pytest.mark.skipif(not _have_torch(),
+                                reason="needs Debian's python3-torch and python3-numpy")
+
+
+def py_env():
+    lib = BUILD / "libstrata.so"
+    env = {"PYTHONPATH": str(REPO / "python"), "STRATA_LIB": str(lib)}
+    ldd = subprocess.run(["ldd", str(lib)], capture_output=True, text=True).stdout
+    if "libasan" in ldd:
+        pre = []
+        for name in ("libasan.so", "libstdc++.so"):
+            p = subprocess.run(["gcc", "-print-file-name=" + name], capture_output=True,
+                               text=True).stdout.strip()
+            if p and os.path.exists(p):
+                pre.append(p)
+        env["LD_PRELOAD"] = " ".join(pre)
+        env["ASAN_OPTIONS"] = "detect_leaks=0"
+    return env
+
+
+def run_py(addrs, code, timeout=120, replicas=1):
+    env = py_env()
+    env["STRATA_MEM"] = addrs
+    prelude = ("import os, numpy as np, torch, strata.mem as sm\n"
+               "pool = sm.Pool(os.environ['STRATA_MEM'], replicas=%d)\n" % replicas)
+    r = run([PY, "-c", prelude + textwrap.dedent(code)], timeout=timeout, env=env)
+    assert r.returncode == 0, "child python failed (%d):\n%s\n%s" % (r.returncode, r.stdout,
+                                                                      r.stderr)
+    return r.stdout
+
+
+def mem_node(daemon_factory, node_id=1, capacity="64M", mgmt=None, **env):
+    flags = ["--node.services=mem", "--node.threads=2"]
+    if mgmt:
+        flags.append("--mgmt.address=%s" % mgmt)
+    e = {"STRATA_MEM_CAPACITY": capacity}
+    e.update({k: str(v) for k, v in env.items()})
+    return daemon_factory(node_id=node_id, extra_flags=flags, env=e)
+
+
+def test_dict_tensor_async_batch(daemon_factory):
+    d = mem_node(daemon_factory)
+    out = run_py(d.addr, """
+        pool["a"] = b"hello"
+        assert pool["a"] == b"hello" and "a" in pool and "b" not in pool
+        try:
+            pool["b"]
+            raise SystemExit("missing key did not raise")
+        except KeyError:
+            pass
+        t = torch.randn(64, 33)
+        pool.put_tensor("w/0", t)
+        assert torch.equal(pool.get_tensor("w/0"), t)
+        out = torch.zeros(64, 33)
+        ptr = out.data_ptr()
+        assert pool.get_into("w/0", out) == t.numel() * 4
+        assert out.data_ptr() == ptr and torch.equal(out, t)
+        a = np.arange(1000, dtype=np.int64)
+        pool.put_tensor("arr", a)
+        assert (pool.get_tensor("arr") == a).all()
+        out2 = torch.zeros(64, 33)
+        op = pool.get_async("w/0", out2)
+        assert op.wait() == t.numel() * 4 and torch.equal(out2, t)
+        small = bytearray(10)
+        try:
+            pool.get_into("w/0", small)
+            raise SystemExit("small buffer accepted")
+        except OSError as e:
+            assert e.errno == 105, e       # ENOBUFS
+        vals = {"b/%d" % i: bytes([i]) * (100 + i) for i in range(200)}
+        pool.mput(vals)
+        got = pool.mget(list(vals) + ["nope"])
+        assert got["nope"] is None
+        assert all(got[k] == v for k, v in vals.items())
+        assert sorted(pool.keys("b/")) == sorted(vals)
+        assert pool.mremove(["b/1", "b/2", "zz"]) == [True, True, False]
+        assert pool.exists("b/1") is None and pool.exists("b/3") == 103
+        del pool["a"]
+        assert "a" not in pool
+        pool.pin("b/3"); pool.unpin("b/3")
+        print(pool.stats()["objects"])
+    """)
+    assert int(out.split()[-1]) > 190
+
+
+def test_bad_input_loses_nothing(daemon_factory):
+    d = mem_node(daemon_factory, capacity="4M", STRATA_MEM_EVICT=0)
+    run_py(d.addr, """
+        import errno
+        for i in range(3):
+            pool.put("keep/%d" % i, bytes([i]) * (1 << 20))
+        def expect(code, fn):
+            try:
+                fn()
+            except OSError as e:
+                assert e.errno == code, (e, code)
+                assert len(str(e)) < 300, "message should be short: %s" % e
+                return
+            raise SystemExit("no error, expected %d" % code)
+        expect(errno.ENAMETOOLONG, lambda: pool.put("k" * 2000, b"x"))
+        expect(errno.E2BIG, lambda: pool.put("huge", np.zeros((64 << 20) + 1, np.uint8)))
+        expect(errno.E2BIG, lambda: pool.put("bigger-than-pool", np.zeros(5 << 20, np.uint8)))
+        expect(errno.ENOSPC, lambda: pool.put("full", np.zeros(2 << 20, np.uint8)))
+        expect(errno.ENOSPC, lambda: pool.put("keep/0", np.zeros(2 << 20, np.uint8)))
+        for i in range(3):
+            assert pool["keep/%d" % i] == bytes([i]) * (1 << 20), i
+        assert pool.stats()["objects"] == 3
+    """)
+
+
+def test_pinned_never_evicted(daemon_factory):
+    d = mem_node(daemon_factory, capacity="8M")
+    run_py(d.addr, """
+        for i in range(4):
+            pool.put("pin/%d" % i, bytes([i + 1]) * (1 << 20), pin=True)
+        for i in range(40):
+            pool.put("x/%d" % i, bytes([7]) * (512 << 10))
+        st = pool.stats()
+        assert st["evictions"] > 0 and st["used"] <= st["capacity"], st
+        for i in range(4):
+            assert pool["pin/%d" % i] == bytes([i + 1]) * (1 << 20)
+        assert st["pinned"] == 4, st
+    """)
+
+
+def test_concurrent_put_get_evict(daemon_factory):
+    d = mem_node(daemon_factory, capacity="4M")
+    run_py(d.addr, """
+        import threading
+        errors = []
+        def worker(tid):
+            buf = np.empty(256 << 10, np.uint8)
+            rng = np.random.default_rng(tid)
+            for i in range(300):
+                k = int(rng.integers(0, 48))
+                n = (16 << 10) * (1 + k % 16)
+                if i % 3 == 0:
+                    pool.put("c/%d" % k, np.full(n, k, np.uint8))
+                else:
+                    try:
+                        got = pool.get_into("c/%d" % k, buf)
+                    except FileNotFoundError:
+                        continue
+                    if got != n or not (buf[:got] == k).all():
+                        errors.append((k, got))
+        ts = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+        assert not errors, errors[:5]
+        st = pool.stats()
+        assert st["evictions"] > 0 and st["used"] <= st["capacity"], st
+    """, timeout=240)
+
+
+def test_spill_and_reload(cluster, daemon_factory):
+    c = cluster(1)
+    mgmt = json.loads((c.dir / "cluster.json").read_text())["mgmt"]
+    d = mem_node(daemon_factory, node_id=10, capacity="8M", mgmt=mgmt, STRATA_MEM_SPILL=1)
+    run_py(d.addr, """
+        for i in range(40):
+            pool.put("s/%d" % i, np.full(512 << 10, i, np.uint8))
+        bad = [i for i in range(40) if pool.get("s/%d" % i) != bytes([i]) * (512 << 10)]
+        assert not bad, bad
+        assert pool.exists("s/0") == 512 << 10
+        st = pool.stats()
+        assert st["spilled"] > 0 and st["reloaded"] > 0, st
+        pool.prefetch("s/1")
+    """, timeout=240)
+
+
+def test_two_nodes_hashing_and_replicas(daemon_factory):
+    a = mem_node(daemon_factory, node_id=1)
+    b = mem_node(daemon_factory, node_id=2)
+    addrs = "%s,%s" % (a.addr, b.addr)
+    run_py(addrs, """
+        for i in range(200):
+            pool.put("h/%d" % i, b"v%d" % i)
+        per = [sm.Pool(x).stats()["objects"] for x in os.environ["STRATA_MEM"].split(",")]
+        assert sum(per) == 200 and min(per) > 40, per
+        # Every client builds the same ring, whatever the order of the list.
+        other = sm.Pool(",".join(reversed(os.environ["STRATA_MEM"].split(","))))
+        assert all(other["h/%d" % i] == b"v%d" % i for i in range(200))
+    """)
+    run_py(addrs, """
+        for i in range(50):
+            pool.put("r/%d" % i, b"r%d" % i)
+        per = [sm.Pool(x).exists("r/7") for x in os.environ["STRATA_MEM"].split(",")]
+        assert per == [2, 2], per
+    """, replicas=2)
+    b.stop()
+    run_py(addrs, """
+        assert all(pool["r/%d" % i] == b"r%d" % i for i in range(50))
+    """, replicas=2)
+
+
+def test_layer_streaming_identical(daemon_factory):
+    d = mem_node(daemon_factory, capacity="64M")
+    run_py(d.addr, """
+        import strata.torch
+        from strata.offload import put_module, load_module
+        offload = strata.torch.offload
+        torch.manual_seed(0)
+        def make():
+            return torch.nn.Sequential(*[torch.nn.Sequential(
+                torch.nn.Linear(48, 48), torch.nn.LayerNorm(48), torch.nn.ReLU())
+                for _ in range(6)]).eval()
+        m = make()
+        x = torch.randn(5, 48)
+        with torch.no_grad():
+            ref = m(x)
+        h = offload(m, pool, prefix="m1")
+        assert h.resident_bytes() == 0
+        with torch.no_grad():
+            assert torch.equal(m(x), ref) and torch.equal(m(x), ref)
+        assert h.resident_bytes() == 0 and h.fetches >= 12
+        h.remove()
+        with torch.no_grad():
+            assert torch.equal(m(x), ref)
+        put_module(pool, "A", m)
+        m2 = make()
+        load_module(pool, "A", m2)
+        with torch.no_grad():
+            assert torch.equal(m2(x), ref)
+    """)
