@@ -395,15 +395,13 @@ static int start_mem(struct bm *b)
 {
 	char data[PATH_MAX], thr[48];
 	const char *flags[] = { "--node.services=mem", "--node.listen=127.0.0.1:0",
-				"--node.metrics_listen=", thr, NULL };
+				"--node.metrics_listen=", "--mem.capacity=2G", thr, NULL };
 
 	snprintf(thr, sizeof(thr), "--node.threads=%d", b->server_threads);
 
 	snprintf(data, sizeof(data), "%s/mem1", b->dir);
 	if (mkdir(data, 0755) < 0 && errno != EEXIST)
 		return -errno;
-	if (!getenv("STRATA_MEM_CAPACITY"))
-		setenv("STRATA_MEM_CAPACITY", "2G", 1);
 	return cli_spawn_daemon(data, flags, 15000, b->mem_addr, sizeof(b->mem_addr), &b->mem_pid);
 }
 

@@ -213,7 +213,7 @@ static int local_up(const struct local_opts *o)
 		snprintf(data, sizeof(data), "%s/node%d", o->dir, i);
 		node_services(i, svc, sizeof(svc));
 		if (i > nstorage + 1)
-			snprintf(svc, sizeof(svc), "mem");	/* pool size: $STRATA_MEM_CAPACITY */
+			snprintf(svc, sizeof(svc), "mem");	/* pool size: --mem.capacity */
 		snprintf(f_id, sizeof(f_id), "--node.id=%d", i);
 		snprintf(f_svc, sizeof(f_svc), "--node.services=%s", svc);
 		flags[nf++] = f_id;

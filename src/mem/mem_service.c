@@ -10,14 +10,13 @@
  * its reader. A PUT keeps the request's bulk buffer as the object: the
  * value is received once and never copied.
  *
- * Configuration (the daemon's config has no [mem] section yet, so these
- * are environment knobs of stratad):
- *   STRATA_MEM_CAPACITY   pool size (e.g. 512M, 8G); default 1G
- *   STRATA_MEM_HIGH/LOW   eviction watermarks in percent; default 90/80
- *   STRATA_MEM_EVICT      0: a full pool refuses puts; default 1
- *   STRATA_MEM_SPILL      1: evicted objects are written to the storage
- *                         plane (through libstrata, mgmt at [mgmt] address)
- *                         and reloaded on a GET miss; default 0
+ * Configuration, section [mem] of the daemon's config:
+ *   capacity            pool size (e.g. 512M, 8G); default 1G
+ *   high_pct / low_pct  eviction watermarks in percent; default 90/80
+ *   evict               false: a full pool refuses puts; default true
+ *   spill               true: evicted objects are written to the storage
+ *                       plane (through libstrata, mgmt at [mgmt] address)
+ *                       and reloaded on a GET miss; default false
  *
  * Spill runs on its own thread because libstrata's file calls block; it
  * holds a lease on each evicted object until it is written.
@@ -52,21 +51,6 @@ struct memsvc {
 	uint64_t capacity;
 	bool hugetlb_ok;
 };
-
-static uint64_t env_u64(const char *name, uint64_t def, bool size)
-{
-	const char *v = getenv(name);
-	uint64_t out;
-	int64_t i;
-
-	if (!v || !*v)
-		return def;
-	if (size ? parse_size(v, &out) : (parse_i64(v, &i) || i < 0 ? -1 : ((out = (uint64_t)i), 0))) {
-		log_warn("mem", "ignoring %s='%s': not a valid %s", name, v, size ? "size" : "number");
-		return def;
-	}
-	return out;
-}
 
 /* ---- spill to the storage plane ---- */
 
@@ -752,11 +736,17 @@ static int mem_start(struct daemon *d, void **out)
 		return -ENOMEM;
 	ms->d = d;
 	mem_pool_opts_init(&o, sizeof(o));
-	o.capacity = ms->capacity = env_u64("STRATA_MEM_CAPACITY", 1ull << 30, true);
-	o.high_pct = (uint32_t)env_u64("STRATA_MEM_HIGH", 90, false);
-	o.low_pct = (uint32_t)env_u64("STRATA_MEM_LOW", 80, false);
-	o.evict = env_u64("STRATA_MEM_EVICT", 1, false) != 0;
-	if (env_u64("STRATA_MEM_SPILL", 0, false)) {
+	o.capacity = ms->capacity = d->cfg.mem_capacity;
+	o.high_pct = (uint32_t)d->cfg.mem_high_pct;
+	o.low_pct = (uint32_t)d->cfg.mem_low_pct;
+	o.evict = d->cfg.mem_evict;
+	if (o.low_pct >= o.high_pct) {
+		log_error("mem", "mem.low_pct (%u) must be below mem.high_pct (%u)", o.low_pct,
+			  o.high_pct);
+		free(ms);
+		return STRATA_ECONFIG;
+	}
+	if (d->cfg.mem_spill) {
 		struct spill *sp = calloc(1, sizeof(*sp));
 
 		if (!sp) {

@@ -42,6 +42,10 @@ struct daemon_cfg {
 	uint64_t chunk_size;
 	int64_t stripe;
 	int64_t gc_interval_ms;
+	/* [mem] */
+	uint64_t mem_capacity;
+	int64_t mem_high_pct, mem_low_pct;
+	bool mem_evict, mem_spill;
 	/* [rpc] */
 	int64_t rpc_timeout_ms;
 };

@@ -52,6 +52,14 @@ static const struct cfg_key daemon_keys[] = {
 	K("meta", "stripe", CFG_INT, stripe, "16", 1, 256, "default stripe width"),
 	K("meta", "gc_interval", CFG_MS, gc_interval_ms, "1s", 10, 3600000,
 	  "chunk garbage collection interval"),
+	K("mem", "capacity", CFG_SIZE, mem_capacity, "1G", 1048576, 0x7fffffffffffffffLL,
+	  "memory pool size"),
+	K("mem", "high_pct", CFG_INT, mem_high_pct, "90", 1, 100, "evict above this % of capacity"),
+	K("mem", "low_pct", CFG_INT, mem_low_pct, "80", 0, 99, "evict down to this % of capacity"),
+	K("mem", "evict", CFG_BOOL, mem_evict, "true", 0, 0,
+	  "LRU eviction (false: a full pool refuses puts)"),
+	K("mem", "spill", CFG_BOOL, mem_spill, "false", 0, 0,
+	  "write evicted objects to the storage plane, reload on a miss"),
 	K("rpc", "timeout", CFG_MS, rpc_timeout_ms, "10s", 10, 600000, "RPC timeout"),
 };
 

@@ -58,13 +58,15 @@ def run_py(addrs, code, timeout=120, replicas=1):
     return r.stdout
 
 
-def mem_node(daemon_factory, node_id=1, capacity="64M", mgmt=None, **env):
-    flags = ["--node.services=mem", "--node.threads=2"]
+def mem_node(daemon_factory, node_id=1, capacity="64M", mgmt=None, **mem_keys):
+    """A daemon running the mem service; mem_keys are [mem] config keys
+    (evict=False, spill=True, ...)."""
+    flags = ["--node.services=mem", "--node.threads=2", "--mem.capacity=%s" % capacity]
     if mgmt:
         flags.append("--mgmt.address=%s" % mgmt)
-    e = {"STRATA_MEM_CAPACITY": capacity}
-    e.update({k: str(v) for k, v in env.items()})
-    return daemon_factory(node_id=node_id, extra_flags=flags, env=e)
+    for k, v in mem_keys.items():
+        flags.append("--mem.%s=%s" % (k, str(v).lower()))
+    return daemon_factory(node_id=node_id, extra_flags=flags)
 
 
 def test_dict_tensor_async_batch(daemon_factory):
@@ -113,7 +115,7 @@ def test_dict_tensor_async_batch(daemon_factory):
 
 
 def test_bad_input_loses_nothing(daemon_factory):
-    d = mem_node(daemon_factory, capacity="4M", STRATA_MEM_EVICT=0)
+    d = mem_node(daemon_factory, capacity="4M", evict=False)
     run_py(d.addr, """
         import errno
         for i in range(3):
@@ -184,7 +186,7 @@ def test_concurrent_put_get_evict(daemon_factory):
 def test_spill_and_reload(cluster, daemon_factory):
     c = cluster(1)
     mgmt = json.loads((c.dir / "cluster.json").read_text())["mgmt"]
-    d = mem_node(daemon_factory, node_id=10, capacity="8M", mgmt=mgmt, STRATA_MEM_SPILL=1)
+    d = mem_node(daemon_factory, node_id=10, capacity="8M", mgmt=mgmt, spill=True)
     run_py(d.addr, """
         for i in range(40):
             pool.put("s/%d" % i, np.full(512 << 10, i, np.uint8))
