@@ -71,6 +71,7 @@ struct conn {
 	bool connecting;
 	bool is_server;
 	bool hello_done;
+	int close_err;		/* what pending calls fail with */
 	char peer[64];
 	struct conn_handler h;
 	bool has_handler;
@@ -474,7 +475,7 @@ static void conn_teardown(struct conn *c)
 	c->out_tail = &c->out_head;
 	for (uint32_t b = 0; b < PENDING_BUCKETS; b++) {
 		while (c->buckets[b])
-			req_complete(c, c->buckets[b], -ECONNRESET, NULL);
+			req_complete(c, c->buckets[b], c->close_err ? c->close_err : -ECONNRESET, NULL);
 	}
 	if (c->has_handler && c->h.on_close)
 		c->h.on_close(c->h.ctx, c);
@@ -771,6 +772,7 @@ static void conn_on_event(void *arg, uint32_t events)
 
 		getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
 		if (err) {
+			c->close_err = -err;
 			conn_fail(c, strerror(err));
 			goto out;
 		}
