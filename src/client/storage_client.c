@@ -260,6 +260,8 @@ static void on_refetch(void *arg)
 {
 	struct sclient *sc = arg;
 
+	if (sc->closing)
+		return;
 	fetch_map(sc);
 	if (!sc->fetching)
 		restart_waiters(sc);
@@ -493,6 +495,8 @@ static void on_periodic(void *arg)
 {
 	struct sclient *sc = arg;
 
+	if (sc->closing)
+		return;
 	fetch_map(sc);
 	reactor_timer_arm(sc->r, &sc->periodic, MAP_REFRESH_MS);
 }
@@ -501,6 +505,8 @@ static void start_on_owner(void *arg)
 {
 	struct sclient *sc = arg;
 
+	if (sc->closing)
+		return;
 	fetch_map(sc);
 	if (!reactor_timer_armed(&sc->periodic))
 		reactor_timer_arm(sc->r, &sc->periodic, MAP_REFRESH_MS);
