@@ -47,7 +47,8 @@ struct io_piece {
 uint32_t strata_split(struct strata_file *f, enum sc_kind kind, uint8_t *buf, uint64_t len,
 		      uint64_t off, struct io_piece *pieces, uint32_t max);
 /* Pieces an I/O of len bytes at off needs. */
-uint32_t strata_npieces(const struct strata_file *f, uint64_t len, uint64_t off);
+uint32_t strata_npieces(const struct strata_file *f, enum sc_kind kind, uint64_t len,
+			uint64_t off);
 /* Records a completed write's end in f. */
 void strata_note_write(struct strata_file *f, uint64_t end);
 

@@ -195,7 +195,7 @@ static void start(struct ring_io *io)
 		else if (io->len > size - io->off)
 			io->len = size - io->off;
 	}
-	n = strata_npieces(f, io->len, io->off);
+	n = strata_npieces(f, io->write ? SC_WRITE : SC_READ, io->len, io->off);
 	if (n == 0) {
 		finish(io, 0);
 		return;

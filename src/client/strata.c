@@ -210,25 +210,44 @@ static int64_t now_ns(void)
 
 /* ---- chunk I/O ---- */
 
-uint32_t strata_npieces(const struct strata_file *f, uint64_t len, uint64_t off)
+/*
+ * Reads of READ_PIECE or more are cut into pieces of READ_PIECE (aligned
+ * to it in the file) as well as at chunk boundaries: the pieces go to
+ * different replicas in parallel (any serving replica may answer a read)
+ * and land straight in the caller's buffer. Writes are cut at chunk
+ * boundaries only: every piece of a chunk enters at the same head.
+ */
+#define READ_PIECE (1024u * 1024u)
+
+static uint64_t piece_size(const struct strata_file *f, enum sc_kind kind, uint64_t len)
 {
 	uint64_t cs = f->layout.chunk_size;
 
+	if (kind == SC_READ && len >= 2 * READ_PIECE && cs > READ_PIECE)
+		return READ_PIECE;
+	return cs;
+}
+
+uint32_t strata_npieces(const struct strata_file *f, enum sc_kind kind, uint64_t len, uint64_t off)
+{
+	uint64_t ps = piece_size(f, kind, len);
+
 	if (len == 0)
 		return 0;
-	return (uint32_t)((off + len - 1) / cs - off / cs + 1);
+	return (uint32_t)((off + len - 1) / ps - off / ps + 1);
 }
 
 uint32_t strata_split(struct strata_file *f, enum sc_kind kind, uint8_t *buf, uint64_t len,
 		      uint64_t off, struct io_piece *pieces, uint32_t max)
 {
-	uint64_t cs = f->layout.chunk_size;
+	uint64_t cs = f->layout.chunk_size, ps = piece_size(f, kind, len);
 	uint32_t n = 0;
 
 	while (len > 0 && n < max) {
 		uint64_t idx = off / cs;
 		uint32_t in = (uint32_t)(off % cs);
-		uint32_t take = (uint32_t)(cs - in < len ? cs - in : len);
+		uint64_t room = ps - off % ps;	/* ps divides cs: never crosses a chunk */
+		uint32_t take = (uint32_t)(room < len ? room : len);
 		struct sc_io *io = &pieces[n].io;
 
 		memset(io, 0, sizeof(*io));
@@ -281,7 +300,7 @@ static int run_pieces(struct strata_file *f, enum sc_kind kind, uint8_t *buf, ui
 		      uint64_t off)
 {
 	struct io_piece local[8], *pieces = local;
-	uint32_t n = strata_npieces(f, len, off);
+	uint32_t n = strata_npieces(f, kind, len, off);
 	struct sync_group g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
 
 	if (n == 0)

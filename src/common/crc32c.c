@@ -1,5 +1,7 @@
 /* CRC32C over ISA-L's crc32_iscsi (which takes and returns the raw,
  * non-inverted register: we apply the standard pre/post inversion). */
+#include <string.h>
+
 #include <isa-l/crc.h>
 
 #include "crc32c.h"
@@ -53,6 +55,49 @@ static void gf2_square(uint32_t *square, const uint32_t *mat)
 {
 	for (int n = 0; n < 32; n++)
 		square[n] = gf2_times(mat, mat[n]);
+}
+
+/* Fills op with the operator that appends len2 zero bytes to a CRC. */
+void crc32c_shift_init(struct crc32c_shift *op, uint64_t len2)
+{
+	uint32_t even[32], odd[32], row = 1;
+
+	for (int n = 0; n < 32; n++)
+		op->m[n] = 1u << n;	/* identity */
+	if (len2 == 0)
+		return;
+	odd[0] = 0x82F63B78u;
+	for (int n = 1; n < 32; n++) {
+		odd[n] = row;
+		row <<= 1;
+	}
+	gf2_square(even, odd);
+	gf2_square(odd, even);
+	do {
+		uint32_t t[32];
+
+		gf2_square(even, odd);
+		if (len2 & 1) {
+			for (int n = 0; n < 32; n++)
+				t[n] = gf2_times(even, op->m[n]);
+			memcpy(op->m, t, sizeof(t));
+		}
+		len2 >>= 1;
+		if (!len2)
+			break;
+		gf2_square(odd, even);
+		if (len2 & 1) {
+			for (int n = 0; n < 32; n++)
+				t[n] = gf2_times(odd, op->m[n]);
+			memcpy(op->m, t, sizeof(t));
+		}
+		len2 >>= 1;
+	} while (len2);
+}
+
+uint32_t crc32c_shift_combine(const struct crc32c_shift *op, uint32_t crc1, uint32_t crc2)
+{
+	return gf2_times(op->m, crc1) ^ crc2;
 }
 
 uint32_t crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2)

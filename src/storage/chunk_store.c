@@ -13,6 +13,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -254,16 +255,30 @@ static int verify_blocks(struct chunk_store *cs, const struct centry *e, const u
 /* CRC32C of the n bytes at off just verified into dst: combined from the
  * block CRCs when the range is whole blocks (no second pass over the
  * data), computed otherwise. */
+static struct crc32c_shift block_shift;
+static pthread_once_t block_shift_once = PTHREAD_ONCE_INIT;
+
+static void block_shift_init(void)
+{
+	crc32c_shift_init(&block_shift, CHUNK_BLOCK_SIZE);
+}
+
 static uint32_t range_crc(const struct centry *e, const uint8_t *dst, uint32_t off, uint32_t n)
 {
 	uint32_t crc = 0, end = off + n;
 
 	if (n == 0 || off % CHUNK_BLOCK_SIZE || (end % CHUNK_BLOCK_SIZE && end != e->length))
 		return crc32c(0, dst, n);
+	pthread_once(&block_shift_once, block_shift_init);
 	for (uint32_t b = off / CHUNK_BLOCK_SIZE; b * CHUNK_BLOCK_SIZE < end; b++) {
 		uint32_t bl = min_u32(CHUNK_BLOCK_SIZE, end - b * CHUNK_BLOCK_SIZE);
 
-		crc = b * CHUNK_BLOCK_SIZE == off ? e->bcrc[b] : crc32c_combine(crc, e->bcrc[b], bl);
+		if (b * CHUNK_BLOCK_SIZE == off)
+			crc = e->bcrc[b];
+		else if (bl == CHUNK_BLOCK_SIZE)
+			crc = crc32c_shift_combine(&block_shift, crc, e->bcrc[b]);
+		else
+			crc = crc32c_combine(crc, e->bcrc[b], bl);
 	}
 	return crc;
 }

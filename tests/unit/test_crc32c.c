@@ -208,6 +208,13 @@ static void test_combine(void **state)
 		assert_int_equal(crc32c_combine(a, b, sizeof(buf) - split), crc32c(0, buf, sizeof(buf)));
 	}
 	assert_int_equal(crc32c_combine(0xE3069283u, 0, 0), 0xE3069283u);
+	for (uint64_t len2 = 0; len2 < 70000; len2 = len2 * 3 + 1) {
+		struct crc32c_shift op;
+		uint32_t a = crc32c(0, buf, 1000), b = crc32c(0, buf + 1000, len2);
+
+		crc32c_shift_init(&op, len2);
+		assert_int_equal(crc32c_shift_combine(&op, a, b), crc32c(0, buf, 1000 + len2));
+	}
 }
 
 int main(void)
