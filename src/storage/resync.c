@@ -60,6 +60,8 @@ struct resync {
 	struct chunk_id *seen;		/* ids of this pass, for extras */
 	uint32_t nseen, capseen;
 	uint32_t copied;
+	bool pass_failed;		/* a fetch or listing failed: the pass saw
+					 * only part of the source's chunks */
 	/* the chunk being fetched */
 	struct chunk_id cur;
 	struct cstate *cur_cs;
@@ -254,6 +256,7 @@ static void on_fetched(void *arg, int status, struct rpc_msg *resp)
 		rs->pos = rs->nents;
 		rs->more = false;
 		rs->copied++;	/* not clean: another pass */
+		rs->pass_failed = true;
 		return;
 	}
 	/* Replace whatever we hold by the source's version, whole and
@@ -315,6 +318,7 @@ static void fetch(struct resync *rs, const struct chunk_id *id)
 		rs->pos = rs->nents;
 		rs->more = false;
 		rs->copied++;
+		rs->pass_failed = true;
 	}
 }
 
@@ -344,6 +348,8 @@ static void on_list(void *arg, int status, struct rpc_msg *resp)
 		log_warn("storage", "target %u: listing chain %u at its source failed: %s (will retry)",
 			 rs->t->id, rs->chain_id, strata_strerror(status));
 		rs->copied++;
+		rs->pass_failed = true;
+		rs->more = false;
 		return;
 	}
 	rbuf_init(&r, resp->body, resp->hdr.body_len);
@@ -363,6 +369,7 @@ static void on_list(void *arg, int status, struct rpc_msg *resp)
 		rs->copied++;
 		rs->more = false;
 		rs->nents = 0;
+		rs->pass_failed = true;
 		return;
 	}
 	rs->nents = n;
@@ -385,6 +392,7 @@ static void list_page(struct resync *rs)
 	if (pick_source(t, rs->chain_id, addr, sizeof(addr), &src, &ver)) {
 		rs->copied++;
 		rs->more = false;
+		rs->pass_failed = true;
 		return;
 	}
 	put_le32(body, rs->chain_id);
@@ -402,6 +410,7 @@ static void list_page(struct resync *rs)
 		rs->busy = false;
 		rs->copied++;
 		rs->more = false;
+		rs->pass_failed = true;
 	}
 }
 
@@ -529,8 +538,10 @@ static void task_step(struct resync *rs)
 		list_page(rs);
 		return;
 	}
-	/* A pass is over. */
-	remove_extras(rs);
+	/* A pass is over. Only a complete listing tells what the source
+	 * no longer has. */
+	if (!rs->pass_failed)
+		remove_extras(rs);
 	if (rs->copied == 0 && !chain_has_needsync(t, rs->chain_id)) {
 		report_synced(rs);
 	} else {
@@ -539,6 +550,7 @@ static void task_step(struct resync *rs)
 	}
 	/* Next pass from the start, at the next tick. */
 	rs->copied = 0;
+	rs->pass_failed = false;
 	rs->started = false;
 	rs->nseen = 0;
 	rs->nents = rs->pos = 0;

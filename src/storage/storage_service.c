@@ -420,6 +420,11 @@ static void on_local_done(void *arg, int status, const struct chunk_info *info)
 		op->out_version = info->version;
 		op->out_length = info->length;
 	}
+	if (status == 0 && op->u.forwarded == SP_FWD_FULL) {
+		/* A whole chunk from the predecessor: this replica caught up. */
+		CNT(op->t->st, n_synced_chunks, 1);
+		CNT(op->t->st, bytes_synced, op->u.len);
+	}
 	op->local_done = true;
 	maybe_finish(op);
 }
