@@ -570,7 +570,11 @@ int strata_lstat(struct strata *s, const char *path, struct strata_stat *st)
 
 /* ---- namespace ---- */
 
-int strata_mkdir(struct strata *s, const char *path, uint32_t mode)
+/* Resolves path's parent and runs fn on (parent, name); the root itself
+ * has no parent entry and gets root_err. */
+static int on_parent(struct strata *s, const char *path, int root_err,
+		     int (*fn)(struct strata *s, uint64_t parent, const char *name, uint32_t mode),
+		     uint32_t mode)
 {
 	struct meta_inode parent;
 	char name[NS_NAME_MAX + 1];
@@ -580,42 +584,42 @@ int strata_mkdir(struct strata *s, const char *path, uint32_t mode)
 		return -EINVAL;
 	rc = resolve_parent(s, path, &parent, name);
 	if (rc == -EINVAL && path && strcmp(path, "/") == 0)
-		return -EEXIST;
+		return root_err;
 	if (rc)
 		return rc;
-	return mc_mkdir(&s->mc, parent.ino, name, (mode & 07777) | S_IFDIR, getuid(), getgid(), NULL);
+	return fn(s, parent.ino, name, mode);
+}
+
+static int do_mkdir(struct strata *s, uint64_t parent, const char *name, uint32_t mode)
+{
+	return mc_mkdir(&s->mc, parent, name, (mode & 07777) | S_IFDIR, getuid(), getgid(), NULL);
+}
+
+static int do_rmdir(struct strata *s, uint64_t parent, const char *name, uint32_t mode)
+{
+	(void)mode;
+	return mc_rmdir(&s->mc, parent, name);
+}
+
+static int do_unlink(struct strata *s, uint64_t parent, const char *name, uint32_t mode)
+{
+	(void)mode;
+	return mc_unlink(&s->mc, parent, name);
+}
+
+int strata_mkdir(struct strata *s, const char *path, uint32_t mode)
+{
+	return on_parent(s, path, -EEXIST, do_mkdir, mode);
 }
 
 int strata_rmdir(struct strata *s, const char *path)
 {
-	struct meta_inode parent;
-	char name[NS_NAME_MAX + 1];
-	int rc;
-
-	if (!s)
-		return -EINVAL;
-	rc = resolve_parent(s, path, &parent, name);
-	if (rc == -EINVAL && path && strcmp(path, "/") == 0)
-		return -EBUSY;
-	if (rc)
-		return rc;
-	return mc_rmdir(&s->mc, parent.ino, name);
+	return on_parent(s, path, -EBUSY, do_rmdir, 0);
 }
 
 int strata_unlink(struct strata *s, const char *path)
 {
-	struct meta_inode parent;
-	char name[NS_NAME_MAX + 1];
-	int rc;
-
-	if (!s)
-		return -EINVAL;
-	rc = resolve_parent(s, path, &parent, name);
-	if (rc == -EINVAL && path && strcmp(path, "/") == 0)
-		return -EISDIR;
-	if (rc)
-		return rc;
-	return mc_unlink(&s->mc, parent.ino, name);
+	return on_parent(s, path, -EISDIR, do_unlink, 0);
 }
 
 int strata_rename(struct strata *s, const char *from, const char *to, unsigned flags)

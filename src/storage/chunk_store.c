@@ -813,9 +813,10 @@ int chunk_write(struct chunk_store *cs, const struct chunk_id *id, uint32_t offs
 	return chunk_write_tagged(cs, id, offset, data, len, data_crc, version, 0, cb, arg);
 }
 
-int chunk_write_tagged(struct chunk_store *cs, const struct chunk_id *id, uint32_t offset,
-		       const void *data, uint32_t len, uint32_t data_crc, uint64_t version,
-		       uint32_t tag, chunk_done_fn cb, void *arg)
+/* A write (or, with replace, the whole new content) queued on its chunk. */
+static int submit_write(struct chunk_store *cs, const struct chunk_id *id, uint32_t offset,
+			const void *data, uint32_t len, uint32_t data_crc, uint64_t version,
+			uint32_t tag, bool replace, chunk_done_fn cb, void *arg)
 {
 	struct centry *e;
 	struct op *op;
@@ -833,35 +834,25 @@ int chunk_write_tagged(struct chunk_store *cs, const struct chunk_id *id, uint32
 	op->src = data;
 	op->version = version;
 	op->tag = tag;
+	op->replace = replace;
 	op->done_cb = cb;
 	op->arg = arg;
 	op_enqueue(cs, e, op);
 	return 0;
 }
 
+int chunk_write_tagged(struct chunk_store *cs, const struct chunk_id *id, uint32_t offset,
+		       const void *data, uint32_t len, uint32_t data_crc, uint64_t version,
+		       uint32_t tag, chunk_done_fn cb, void *arg)
+{
+	return submit_write(cs, id, offset, data, len, data_crc, version, tag, false, cb, arg);
+}
+
 int chunk_replace(struct chunk_store *cs, const struct chunk_id *id, const void *data,
 		  uint32_t len, uint32_t data_crc, uint64_t version, uint32_t tag,
 		  chunk_done_fn cb, void *arg)
 {
-	struct centry *e;
-	struct op *op;
-
-	if (!cs || !id || (len && !data) || version == 0 || len > cs->o.max_chunk_size)
-		return -EINVAL;
-	if (crc32c(0, data, len) != data_crc)
-		return STRATA_EINTEGRITY;
-	op = op_new(cs, OP_WRITE, id, &e);
-	if (!op)
-		return -ENOMEM;
-	op->len = len;
-	op->src = data;
-	op->version = version;
-	op->tag = tag;
-	op->replace = true;
-	op->done_cb = cb;
-	op->arg = arg;
-	op_enqueue(cs, e, op);
-	return 0;
+	return submit_write(cs, id, 0, data, len, data_crc, version, tag, true, cb, arg);
 }
 
 int chunk_read(struct chunk_store *cs, const struct chunk_id *id, uint32_t offset,
