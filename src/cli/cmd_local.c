@@ -1,6 +1,9 @@
 /* strata local up|down|status: a cluster of stratad processes on loopback,
  * recorded in DIR/cluster.json. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -145,6 +148,24 @@ static int split_flags(const char *extra, char *buf, size_t buflen, const char *
 	return n;
 }
 
+/* A loopback port free right now, for the control daemon: its address is
+ * every other daemon's mgmt address, so it must not change when it is
+ * restarted. Returns the port or 0. */
+static int free_port(void)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+
+	if (fd < 0)
+		return 0;
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sin, &sl) == 0)
+		port = ntohs(sin.sin_port);
+	close(fd);
+	return port;
+}
+
 /* Waits until the control daemon's meta service knows a chain table: the
  * storage daemons registered and mgmt built the chains. */
 static int wait_ready(const char *mgmt, int timeout_ms)
@@ -205,7 +226,7 @@ static int local_up(const struct local_opts *o)
 	json_object_set_new(j, "nodes", nodes);
 	for (int i = 1; i <= total; i++) {
 		char data[PATH_MAX], svc[128], f_id[32], f_svc[160], f_mgmt[96], f_repl[48];
-		char extra[1024], addr[64], f_expect[48];
+		char extra[1024], addr[64], f_expect[48], f_listen[64];
 		const char *flags[48];
 		int nf = 0, pid;
 		json_t *n;
@@ -218,7 +239,8 @@ static int local_up(const struct local_opts *o)
 		snprintf(f_svc, sizeof(f_svc), "--node.services=%s", svc);
 		flags[nf++] = f_id;
 		flags[nf++] = f_svc;
-		flags[nf++] = "--node.listen=127.0.0.1:0";
+		snprintf(f_listen, sizeof(f_listen), "--node.listen=127.0.0.1:%d", i == 1 ? free_port() : 0);
+		flags[nf++] = f_listen;
 		flags[nf++] = "--node.metrics_listen=127.0.0.1:0";
 		if (mgmt[0]) {
 			snprintf(f_mgmt, sizeof(f_mgmt), "--mgmt.address=%s", mgmt);

@@ -2,7 +2,8 @@
  * Bodies of the mgmt service's requests (field by field, little-endian).
  *
  * REGISTER   req: u32 node_id, str addr, u32 n, n x {u32 target_id,
- *                 u64 capacity, u64 used}
+ *                 u64 capacity, u64 used} [, u64 incarnation]
+ *            (incarnation: nonzero, new for every start of the process)
  *            rep: u64 map_version
  * HEARTBEAT  req: u32 node_id, u32 n, n x {u32 target_id, u64 used}
  *            rep: u64 map_version        (-ENOTCONN: register again)

@@ -29,7 +29,38 @@ struct mgmt {
 	volatile uint64_t version_snapshot;
 	volatile uint32_t nodes_up, nodes_total, chains, chains_short;
 	uint64_t reports;
+	/* Incarnation of each storage process seen since this mgmt started:
+	 * a node that registers with a new one was restarted. */
+	struct { uint32_t node; uint64_t inc; } *incs;
+	uint32_t nincs, capincs;
 };
+
+/* Records node's incarnation; returns true when it differs from the one
+ * seen before (the process restarted). */
+static bool incarnation_changed(struct mgmt *m, uint32_t node, uint64_t inc)
+{
+	for (uint32_t i = 0; i < m->nincs; i++) {
+		if (m->incs[i].node == node) {
+			bool changed = m->incs[i].inc != inc;
+
+			m->incs[i].inc = inc;
+			return changed;
+		}
+	}
+	if (m->nincs == m->capincs) {
+		uint32_t cap = m->capincs ? m->capincs * 2 : 16;
+		void *v = realloc(m->incs, cap * sizeof(*m->incs));
+
+		if (!v)
+			return false;
+		m->incs = v;
+		m->capincs = cap;
+	}
+	m->incs[m->nincs].node = node;
+	m->incs[m->nincs].inc = inc;
+	m->nincs++;
+	return false;
+}
 
 static void snapshot(struct mgmt *m)
 {
@@ -100,6 +131,7 @@ static void op_register(void *svc, struct svc_req *req)
 	struct cm_target_info tis[MGMT_MAX_TARGETS_PER_NODE];
 	char addr[CM_ADDR_LEN];
 	uint32_t node_id, n;
+	uint64_t inc = 0;
 	int rc;
 
 	rbuf_init(&r, req->body, req->hdr.body_len);
@@ -113,9 +145,23 @@ static void op_register(void *svc, struct svc_req *req)
 		tis[i].capacity = rb_u64(&r);
 		tis[i].used = rb_u64(&r);
 	}
+	if (rb_left(&r) >= 8)
+		inc = rb_u64(&r);
 	if (rb_finish(&r) || node_id == 0) {
 		svc_reply(req, STRATA_EBADMSG);
 		return;
+	}
+	/* A process that restarted within its lease may have lost updates
+	 * it was forwarding: it resyncs like a node that was away. */
+	if (inc && incarnation_changed(m, node_id, inc)) {
+		const struct cm_node *nd = cm_find_node(&m->map, node_id);
+
+		if (nd && nd->state != NODE_OFFLINE) {
+			int changed = cm_set_node_offline(&m->map, node_id);
+
+			log_warn("mgmt", "node %u restarted within its lease: %d chain(s) reconfigured; its targets resync before serving",
+				 node_id, changed);
+		}
 	}
 	rc = cm_register_node(&m->map, node_id, addr, tis, n, reactor_now_ms() + m->lease_ms);
 	if (rc < 0) {
@@ -270,6 +316,8 @@ static void stop_on_owner(void *arg)
 	reactor_timer_cancel(m->r, &m->expiry);
 	mgmt_store_close(m->store);
 	m->store = NULL;
+	free(m->incs);
+	m->incs = NULL;
 }
 
 static int mgmt_start(struct daemon *d, void **out)

@@ -59,6 +59,9 @@ struct resync {
 	bool started;
 	struct chunk_id *seen;		/* ids of this pass, for extras */
 	uint32_t nseen, capseen;
+	struct chunk_id *before;	/* ours of the chain when the pass began */
+	uint32_t nbefore;
+	uint64_t reported_ok_ms;	/* mgmt took our "in sync": wait for the map */
 	uint32_t copied;
 	bool pass_failed;		/* a fetch or listing failed: the pass saw
 					 * only part of the source's chunks */
@@ -73,6 +76,7 @@ struct resync {
 };
 
 static void task_step(struct resync *rs);
+static void snapshot_before(struct resync *rs);
 
 /* ---- choosing a source ---- */
 
@@ -180,6 +184,7 @@ static void task_free(struct resync *rs)
 	abuf_free(rs->buf);
 	free(rs->ents);
 	free(rs->seen);
+	free(rs->before);
 	free(rs);
 }
 
@@ -395,6 +400,8 @@ static void list_page(struct resync *rs)
 		rs->pass_failed = true;
 		return;
 	}
+	if (!rs->started)
+		snapshot_before(rs);
 	put_le32(body, rs->chain_id);
 	put_le64(body + 4, ver);
 	put_le32(body + 12, src);
@@ -452,11 +459,11 @@ struct extras_ctx {
 	uint32_t n, cap;
 };
 
-static int collect_extra(void *arg, const struct chunk_info *info)
+static int collect_tagged(void *arg, const struct chunk_info *info)
 {
 	struct extras_ctx *x = arg;
 
-	if (info->tag != x->rs->chain_id || seen_has(x->rs, &info->id))
+	if (info->tag != x->rs->chain_id)
 		return 0;
 	if (x->n == x->cap) {
 		uint32_t cap = x->cap ? x->cap * 2 : 64;
@@ -471,28 +478,72 @@ static int collect_extra(void *arg, const struct chunk_info *info)
 	return 0;
 }
 
-static void on_extra_removed(void *arg, int status, const struct chunk_info *info)
+static int cmp_chunk_id(const void *a, const void *b)
 {
-	(void)arg;
-	(void)status;
-	(void)info;
+	return cmp_id(a, b);
 }
 
-/* End of a pass: drop chunks of the chain the source no longer has. */
-static void remove_extras(struct resync *rs)
+/* At the start of a pass: the chunks of the chain this target holds. Only
+ * those can be extras at its end: a chunk created during the pass may not
+ * be in the source's listing yet (the source forwards an update before its
+ * own write commits). */
+static void snapshot_before(struct resync *rs)
 {
 	struct extras_ctx x = { rs, NULL, 0, 0 };
 
-	chunk_list(rs->t->cs, collect_extra, &x);
-	for (uint32_t i = 0; i < x.n; i++) {
-		struct cstate *c = cstate_find(rs->t, &x.v[i], false);
+	chunk_list(rs->t->cs, collect_tagged, &x);
+	if (x.n)
+		qsort(x.v, x.n, sizeof(*x.v), cmp_chunk_id);
+	free(rs->before);
+	rs->before = x.v;
+	rs->nbefore = x.n;
+}
 
-		if (c && (c->inflight || c->repairing))
-			continue;	/* written just now: not an extra */
-		if (chunk_remove(rs->t->cs, &x.v[i], on_extra_removed, NULL) == 0)
+struct extra_rm {
+	struct target *t;
+	struct cstate *c;
+};
+
+static void on_extra_removed(void *arg, int status, const struct chunk_info *info)
+{
+	struct extra_rm *x = arg;
+
+	(void)status;
+	(void)info;
+	x->c->removing--;
+	cstate_maybe_free(x->t, x->c);
+	free(x);
+}
+
+/* End of a complete pass: drop chunks of the chain the source no longer
+ * has (held since the pass began, not listed by the source, not being
+ * written). Updates of a chunk with a removal queued are taken whole. */
+static void remove_extras(struct resync *rs)
+{
+	for (uint32_t i = 0; i < rs->nbefore; i++) {
+		const struct chunk_id *id = &rs->before[i];
+		struct cstate *c;
+		struct extra_rm *x;
+
+		if (seen_has(rs, id))
+			continue;
+		c = cstate_find(rs->t, id, true);
+		if (!c || c->inflight || c->repairing || c->q_head)
+			continue;
+		x = malloc(sizeof(*x));
+		if (!x)
+			continue;
+		x->t = rs->t;
+		x->c = c;
+		c->removing++;
+		if (chunk_remove(rs->t->cs, id, on_extra_removed, x) == 0) {
 			rs->copied++;
+		} else {
+			c->removing--;
+			cstate_maybe_free(rs->t, c);
+			free(x);
+		}
 	}
-	free(x.v);
 }
 
 static void report_synced(struct resync *rs);
@@ -509,6 +560,11 @@ static void task_step(struct resync *rs)
 		task_free(rs);
 		return;
 	}
+	/* mgmt took our "in sync": the map will make us SERVING and end the
+	 * task; no more passes meanwhile (unless the map never comes). */
+	if (rs->full && rs->reported_ok_ms && reactor_now_ms() - rs->reported_ok_ms < 5000)
+		return;
+	rs->reported_ok_ms = 0;
 	if (!rs->full) {
 		/* Repairs: one needsync chunk at a time. */
 		for (struct cstate *c = t->needsync; c; c = c->snext) {
@@ -567,6 +623,8 @@ static void on_sync_reported(void *arg, int status, struct rpc_msg *resp)
 	if (status)
 		log_warn("storage", "target %u: mgmt refused sync of chain %u: %s", rs->t->id,
 			 rs->chain_id, strata_strerror(status));
+	else
+		rs->reported_ok_ms = reactor_now_ms();
 	if (rs->done)
 		task_free(rs);
 }

@@ -29,6 +29,7 @@ struct cstate {
 	bool needsync;
 	bool repairing;
 	uint32_t sync_gen;		/* bumped by every new mark */
+	uint32_t removing;		/* resync removals queued on this chunk */
 	uint32_t sync_chain;		/* chain to repair from */
 	struct cstate *snext;
 };
@@ -72,6 +73,7 @@ struct storage {
 	pthread_mutex_t map_lock;
 	struct map_snap *snap;
 	bool registered;
+	uint64_t incarnation;		/* this process's start, told to mgmt */
 	bool fetching;
 	struct reactor_timer hb;
 	uint64_t hb_ms;

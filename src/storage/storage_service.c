@@ -19,6 +19,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/buf.h"
 #include "common/crc32c.h"
@@ -188,6 +190,7 @@ static void send_register(struct storage *st)
 		wb_u64(&w, total);
 		wb_u64(&w, used);
 	}
+	wb_u64(&w, st->incarnation);
 	a.body = b.buf;
 	a.body_len = (uint32_t)b.len;
 	a.timeout_ms = st->timeout_ms;
@@ -273,7 +276,7 @@ void cstate_maybe_free(struct target *t, struct cstate *c)
 {
 	struct cstate **b;
 
-	if (c->inflight || c->q_head || c->needsync || c->repairing)
+	if (c->inflight || c->q_head || c->needsync || c->repairing || c->removing)
 		return;
 	for (b = &t->buckets[chash(&c->id)]; *b; b = &(*b)->next) {
 		if (*b == c) {
@@ -655,7 +658,9 @@ static void op_update(void *svc, struct svc_req *req)
 		struct chunk_info ci;
 		uint64_t have = chunk_stat(t->cs, &op->id, &ci) == 0 ? ci.version : 0;
 
-		if (have != u.version - 1 && have != u.version)
+		/* A removal queued by resync would run first and leave only
+		 * this update's bytes: take the chunk whole instead. */
+		if ((have != u.version - 1 && have != u.version) || op->cs->removing)
 			rc = STRATA_ENEEDFULL;
 	}
 	if (!rc && op->is_head && op->cs->needsync)
@@ -1173,6 +1178,15 @@ static int storage_start(struct daemon *d, void **out)
 		return -ENOMEM;
 	st->d = d;
 	st->node_id = (uint32_t)d->cfg.node_id;
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		st->incarnation = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
+				  ((uint64_t)getpid() << 48);
+		if (!st->incarnation)
+			st->incarnation = 1;
+	}
 	st->hb_ms = (uint64_t)d->cfg.heartbeat_ms;
 	st->timeout_ms = (uint32_t)d->cfg.rpc_timeout_ms;
 	pthread_mutex_init(&st->map_lock, NULL);

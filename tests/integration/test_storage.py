@@ -381,6 +381,12 @@ def test_restart_storage_daemon_keeps_data(cluster, torture):
     wait_until(lambda: re.search(r"node %d (registered|is back)" % new.id,
                                  c.mgmt_node.log[mgmt_mark:]),
                15, what="mgmt to see node %d again" % new.id)
+    # A restarted process resyncs before it serves again (it may have lost
+    # updates it was forwarding): wait until it is in sync with every chain.
+    nchains = len(c.storage_nodes)
+    wait_until(lambda: len(re.findall(r"target %d is in sync with chain" % (new.id * 256),
+                                      c.mgmt_node.log[mgmt_mark:])) >= nchains,
+               30, what="node %d to resync its %d chains" % (new.id, nchains))
 
     for i in range(n_chunks):
         torture(c, "read", ino, i, 0, size, ino, 6)
