@@ -42,6 +42,7 @@ struct list_ent {
 	struct chunk_id id;
 	uint64_t version;
 	uint32_t length;
+	uint32_t crc;
 };
 
 struct resync {
@@ -368,6 +369,7 @@ static void on_list(void *arg, int status, struct rpc_msg *resp)
 		rs->ents[i].id.idx = rb_u64(&r);
 		rs->ents[i].version = rb_u64(&r);
 		rs->ents[i].length = rb_u32(&r);
+		rs->ents[i].crc = rb_u32(&r);
 	}
 	rs->more = rb_u8(&r) != 0;
 	if (rb_finish(&r) || !rs->ents) {
@@ -584,8 +586,11 @@ static void task_step(struct resync *rs)
 		seen_add(rs, &e->id);
 		if (c && (c->inflight || c->repairing))
 			continue;	/* an update in flight: the next pass looks again */
+		/* Same version is not enough: a head that applied an update and
+		 * died before forwarding it holds other bytes under a version
+		 * its successor reused. Length and CRC32C tell them apart. */
 		if (chunk_stat(t->cs, &e->id, &ci) == 0 && ci.version == e->version &&
-		    !(c && c->needsync))
+		    ci.length == e->length && ci.crc == e->crc && !(c && c->needsync))
 			continue;
 		fetch(rs, &e->id);
 		return;
@@ -748,7 +753,7 @@ void resync_stop_target(struct target *t)
  * req: u32 chain_id, u64 chain_ver, u32 target_id, u64 after_ino,
  *      u64 after_idx, u32 max, u8 after (1: strictly after the cursor),
  *      u32 reserved
- * rep: u32 n, n x {u64 ino, u64 idx, u64 version, u32 length}, u8 more
+ * rep: u32 n, n x {u64 ino, u64 idx, u64 version, u32 length, u32 crc}, u8 more
  */
 
 struct list_ctx {
@@ -778,6 +783,7 @@ static int collect_chain(void *arg, const struct chunk_info *info)
 	x->v[x->n].id = info->id;
 	x->v[x->n].version = info->version;
 	x->v[x->n].length = info->length;
+	x->v[x->n].crc = info->crc;
 	x->n++;
 	return 0;
 }
@@ -837,6 +843,7 @@ void op_chunk_list(void *svc, struct svc_req *req)
 		wb_u64(&w, x.v[i + k].id.idx);
 		wb_u64(&w, x.v[i + k].version);
 		wb_u32(&w, x.v[i + k].length);
+		wb_u32(&w, x.v[i + k].crc);
 	}
 	wb_u8(&w, i + n < x.n);
 	free(x.v);
