@@ -116,7 +116,7 @@ static int table_len_get(struct ns *ns, uint32_t *out)
 	return err;
 }
 
-/* The layout a new file in a directory with layout dir gets (seed aside):
+/* The layout a new file in a directory with layout dir receives (seed aside):
  * zero table_len/stripe follow the current chain table of length cur. */
 static void layout_resolve(const struct file_layout *dir, uint32_t cur, struct file_layout *out)
 {
