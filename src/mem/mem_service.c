@@ -331,7 +331,7 @@ static void *spill_main(void *arg)
 				sp->reloaded++;
 			}
 			pthread_mutex_unlock(&sp->lock);
-			if (reactor_post(j->req->owner, reload_done, j))
+			if (reactor_post(svc_req_owner(j->req), reload_done, j))
 				reload_done(j);
 		}
 	}

@@ -72,6 +72,26 @@ static void run_on_owner(void *arg)
 	req->fn(req->svc, req);
 }
 
+void svc_handoff(struct svc_req *req, struct reactor *owner, svc_handler_fn fn, void *svc)
+{
+	req->fn = fn;
+	req->svc = svc;
+	if (owner == req->owner) {
+		fn(svc, req);
+		return;
+	}
+	req->owner = owner;
+	if (reactor_post(owner, run_on_owner, req)) {
+		req->owner = req->conn_r;
+		svc_reply(req, -ENOMEM);
+	}
+}
+
+struct reactor *svc_req_owner(const struct svc_req *req)
+{
+	return req->owner;
+}
+
 static void on_request(void *ctx, struct conn *c, struct rpc_msg *m)
 {
 	struct rpc_server *s = ctx;

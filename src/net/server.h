@@ -53,6 +53,12 @@ void rpc_server_free(struct rpc_server *s);
 void rpc_server_route(struct rpc_server *s, uint16_t op, struct reactor *owner,
 		      svc_handler_fn fn, void *svc);
 
+/* Moves req to owner's thread and runs fn(svc, req) there; its reply then
+ * leaves from that thread. Call on the thread req is on (its handler). */
+void svc_handoff(struct svc_req *req, struct reactor *owner, svc_handler_fn fn, void *svc);
+/* The reactor whose thread handles req (and must send its reply). */
+struct reactor *svc_req_owner(const struct svc_req *req);
+
 /* Answers req with status and the body in req->reply; frees req. Must be
  * called on the owner thread (the one the handler ran on). */
 void svc_reply(struct svc_req *req, int status);

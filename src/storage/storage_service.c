@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include "common/buf.h"
-#include "common/crc32c.h"
 #include "common/log.h"
 #include "mgmt/cluster_map.h"
 #include "net/codec.h"
@@ -524,6 +523,52 @@ static void send_full(struct update_op *op)
 		on_full_done(op, rc, NULL);
 }
 
+/* Queues the local half of an update; 0 or the submit error. */
+static int submit_local(struct update_op *op)
+{
+	struct target *t = op->t;
+
+	switch (op->op) {
+	case OP_CHUNK_WRITE:
+		if (op->u.forwarded == SP_FWD_FULL)
+			return chunk_replace(t->cs, &op->id, op->req->bulk, op->u.len, op->u.crc,
+					     op->u.version, op->u.ref.chain_id, on_local_done, op);
+		return chunk_write_tagged(t->cs, &op->id, op->u.offset, op->req->bulk, op->u.len,
+					  op->u.crc, op->u.version, op->u.ref.chain_id, on_local_done,
+					  op);
+	case OP_CHUNK_TRUNCATE:
+		return chunk_truncate(t->cs, &op->id, op->u.len, op->u.version, on_local_done, op);
+	default:
+		return chunk_remove(t->cs, &op->id, on_local_done, op);
+	}
+}
+
+static int forward(struct update_op *op)
+{
+	struct target *t = op->t;
+	struct bbuf b;
+	struct wbuf w;
+	struct sp_update fu = op->u;
+	struct rpc_call_args a = { .op = op->op, .cb = on_fwd_done, .arg = op };
+	int rc;
+
+	fu.forwarded = 1;
+	fu.ref.target_id = op->succ_target;
+	bbuf_init(&b);
+	wbuf_init(&w, &b);
+	sp_update_encode(&w, &fu);
+	a.body = b.buf;
+	a.body_len = (uint32_t)b.len;
+	if (op->op == OP_CHUNK_WRITE) {
+		a.bulk = op->req->bulk;
+		a.bulk_len = op->u.len;
+	}
+	a.timeout_ms = t->st->timeout_ms;
+	rc = w.err ? w.err : rpc_pool_call(t->pool, op->succ_addr, &a);
+	bbuf_release(&b);
+	return rc;
+}
+
 static void update_start(struct update_op *op)
 {
 	struct target *t = op->t;
@@ -531,59 +576,31 @@ static void update_start(struct update_op *op)
 	int rc;
 
 	op->cs->inflight++;
-	if (op->is_head) {
+	if (op->is_head)
 		op->u.version = chunk_stat(t->cs, &op->id, &ci) == 0 ? ci.version + 1 : 1;
-	}
 	op->out_version = op->u.version;
-	/* Forward first so the successor's disk works while ours does. */
-	if (op->succ_target) {
-		struct bbuf b;
-		struct wbuf w;
-		struct sp_update fu = op->u;
-		struct rpc_call_args a = { .op = op->op, .cb = on_fwd_done, .arg = op };
-
-		fu.forwarded = 1;
-		fu.ref.target_id = op->succ_target;
-		bbuf_init(&b);
-		wbuf_init(&w, &b);
-		sp_update_encode(&w, &fu);
-		a.body = b.buf;
-		a.body_len = (uint32_t)b.len;
-		if (op->op == OP_CHUNK_WRITE) {
-			a.bulk = op->req->bulk;
-			a.bulk_len = op->u.len;
-		}
-		a.timeout_ms = t->st->timeout_ms;
-		rc = w.err ? w.err : rpc_pool_call(t->pool, op->succ_addr, &a);
-		bbuf_release(&b);
-		if (rc) {
-			op->fwd_status = rc;
-			op->fwd_done = true;
-		}
-	} else {
-		op->fwd_done = true;
-	}
-	switch (op->op) {
-	case OP_CHUNK_WRITE:
-		if (op->u.forwarded == SP_FWD_FULL) {
-			rc = chunk_replace(t->cs, &op->id, op->req->bulk, op->u.len, op->u.crc,
-					   op->u.version, op->u.ref.chain_id, on_local_done, op);
-			break;
-		}
-		rc = chunk_write_tagged(t->cs, &op->id, op->u.offset, op->req->bulk, op->u.len,
-					op->u.crc, op->u.version, op->u.ref.chain_id, on_local_done, op);
-		break;
-	case OP_CHUNK_TRUNCATE:
-		rc = chunk_truncate(t->cs, &op->id, op->u.len, op->u.version, on_local_done, op);
-		break;
-	default:
-		rc = chunk_remove(t->cs, &op->id, on_local_done, op);
-		break;
-	}
+	/* The local submit only queues the I/O, so the successor's disk still
+	 * works while ours does; it also checks the data's CRC32C (the one
+	 * check on receipt), so damaged data is never passed on. */
+	rc = submit_local(op);
 	if (rc) {
+		if (rc == STRATA_EINTEGRITY) {
+			CNT(t->st, n_integrity, 1);
+			log_warn("storage", "write of chunk %llx:%llx arrived with a bad checksum from '%s'",
+				 (unsigned long long)op->id.ino, (unsigned long long)op->id.idx,
+				 conn_peer(op->req->conn));
+		}
 		op->local_status = rc;
 		op->local_done = true;
+		op->fwd_done = true;
 		maybe_finish(op);
+		return;
+	}
+	if (op->succ_target && (rc = forward(op))) {
+		op->fwd_status = rc;
+		op->fwd_done = true;
+	} else if (!op->succ_target) {
+		op->fwd_done = true;
 	}
 }
 
@@ -617,13 +634,6 @@ static void op_update(void *svc, struct svc_req *req)
 		rc = STRATA_ENOTHEAD;
 	if (!rc && u.forwarded && (pos == 0 || u.version == 0))
 		rc = STRATA_ENOTHEAD;
-	if (!rc && req->hdr.opcode == OP_CHUNK_WRITE && crc32c(0, req->bulk, u.len) != u.crc) {
-		CNT(st, n_integrity, 1);
-		log_warn("storage", "write of chunk %llx:%llx arrived with a bad checksum from '%s'",
-			 (unsigned long long)u.ref.ino, (unsigned long long)u.ref.idx,
-			 conn_peer(req->conn));
-		rc = STRATA_EINTEGRITY;
-	}
 	op = rc ? NULL : calloc(1, sizeof(*op));
 	if (!rc && !op)
 		rc = -ENOMEM;
@@ -1113,25 +1123,10 @@ static void storage_stop(void *svc)
 
 /* Handlers are routed by the daemon to a fixed owner; requests for a
  * target owned by another reactor are handed over here. */
-struct handoff {
-	struct storage *st;
-	struct svc_req *req;
-	svc_handler_fn fn;
-};
-
-static void run_handoff(void *arg)
-{
-	struct handoff *h = arg;
-
-	h->fn(h->st, h->req);
-	free(h);
-}
-
 static void dispatch(struct storage *st, struct svc_req *req, svc_handler_fn fn)
 {
 	uint32_t target_id = 0;
 	struct target *t;
-	struct handoff *h;
 
 	if (req->hdr.opcode == OP_CHUNK_BATCH_READ || req->hdr.opcode == OP_TARGET_SPACE) {
 		if (req->hdr.body_len >= 4)
@@ -1140,24 +1135,10 @@ static void dispatch(struct storage *st, struct svc_req *req, svc_handler_fn fn)
 		target_id = get_le32(req->body + 12);
 	}
 	t = find_target(st, target_id);
-	if (!t || reactor_on_thread(t->r)) {
-		fn(st, req);
-		return;
-	}
-	h = malloc(sizeof(*h));
-	if (!h) {
-		svc_reply(req, -ENOMEM);
-		return;
-	}
-	h->st = st;
-	h->req = req;
-	h->fn = fn;
-	/* The reply must leave from the thread the handler runs on. */
-	req->owner = t->r;
-	if (reactor_post(t->r, run_handoff, h)) {
-		free(h);
-		svc_reply(req, -ENOMEM);
-	}
+	if (!t)
+		fn(st, req);	/* answers "no such target" */
+	else
+		svc_handoff(req, t->r, fn, st);
 }
 
 static void route_update(void *svc, struct svc_req *req) { dispatch(svc, req, op_update); }
