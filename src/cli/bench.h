@@ -18,10 +18,5 @@ int bench_ckpt(int argc, char **argv);
 int bench_mem(int argc, char **argv);
 
 struct strata;
-/* Waits until every chain of the cluster takes writes (a fresh local
- * cluster forms its chains after its daemons are up): writes and removes a
- * probe file striped over all chains, retrying every error for up to
- * timeout_ms. Returns 0 or the last error. */
-int bench_wait_writable(struct strata *s, int timeout_ms);
 
 #endif

@@ -667,50 +667,6 @@ out:
 
 /* ---- readiness ---- */
 
-/* One probe: a file striped over every chain (64 KiB chunks, stripe 0 =
- * all chains up to 16), written whole, then removed. */
-static int probe_once(struct strata *s, uint8_t *buf, size_t len)
-{
-	static const char dir[] = "/.strata-probe", file[] = "/.strata-probe/p";
-	struct strata_layout l = { .chunk_size = 64 << 10, .stripe = 0 };
-	struct strata_file *f = NULL;
-	ssize_t n;
-	int rc;
-
-	rc = strata_mkdir(s, dir, 0755);
-	if (rc && rc != -EEXIST)
-		return rc;
-	rc = strata_set_layout(s, dir, &l);
-	if (!rc)
-		rc = strata_open(s, file, STRATA_O_WRONLY | STRATA_O_CREAT | STRATA_O_TRUNC, 0644, &f);
-	if (rc)
-		return rc;
-	n = strata_pwrite(f, buf, len, 0);
-	rc = strata_close(f);
-	if (n != (ssize_t)len)
-		rc = n < 0 ? (int)n : -EIO;
-	if (!rc)
-		rc = strata_unlink(s, file);
-	if (!rc)
-		rc = strata_rmdir(s, dir);
-	return rc;
-}
-
-int bench_wait_writable(struct strata *s, int timeout_ms)
-{
-	size_t len = 16 * (64 << 10);
-	uint8_t *buf = calloc(1, len);
-	double deadline = bench_now() + timeout_ms / 1000.0;
-	int rc;
-
-	if (!buf)
-		return -ENOMEM;
-	while ((rc = probe_once(s, buf, len)) != 0 && bench_now() < deadline && !bio_stop)
-		usleep(200 * 1000);
-	free(buf);
-	return rc;
-}
-
 /* ---- the table ---- */
 
 static void fmt_rate(char *out, size_t len, double v, bool ops)
@@ -941,8 +897,6 @@ int bench_io(int argc, char **argv)
 		rc = strata_mkdir(b->s, "/bench/seq", 0755);
 	if (!rc)
 		rc = strata_mkdir(b->s, "/bench/meta", 0755);
-	if (!rc)
-		rc = bench_wait_writable(b->s, 30000);
 	if (rc) {
 		cli_err("bench io: cannot set up the cluster at %s: %s", mgmt, strata_strerror(rc));
 		goto out;

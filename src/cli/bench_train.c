@@ -560,8 +560,6 @@ int bench_train(int argc, char **argv)
 		}
 		up = true;
 		rc = strata_connect(mgmt, NULL, &s);
-		if (!rc)
-			rc = bench_wait_writable(s, 30000);
 		if (rc) {
 			cli_err("bench train: cannot use the cluster at %s: %s", mgmt,
 				strata_strerror(rc));

@@ -166,9 +166,37 @@ static int free_port(void)
 	return port;
 }
 
-/* Waits until the control daemon's meta service knows a chain table: the
- * storage daemons registered and mgmt built the chains. */
-static int wait_ready(const char *mgmt, int timeout_ms)
+/* The integer key of service svc in addr's STATUS, or -1. */
+static int64_t status_value(struct rpc_client *cl, const char *addr, const char *svc,
+			    const char *key)
+{
+	struct rpc_sync_args a = { .op = OP_STATUS, .timeout_ms = 3000 };
+	struct rpc_result res;
+	json_error_t jerr;
+	int64_t v = -1;
+
+	if (rpc_call_sync(cl, addr, &a, &res) == 0) {
+		json_t *st = json_loadb((const char *)res.body.buf, res.body.len, 0, &jerr);
+		json_t *svcs = json_object_get(st, "services");
+
+		for (size_t i = 0; i < json_array_size(svcs); i++) {
+			json_t *sv = json_array_get(svcs, i);
+			json_t *k = json_object_get(sv, key);
+
+			if (strcmp(json_string_value(json_object_get(sv, "name")) ?: "", svc) == 0 && k)
+				v = json_integer_value(k);
+		}
+		json_decref(st);
+	}
+	rpc_result_release(&res);
+	return v;
+}
+
+/* Waits until the cluster takes I/O: the meta service knows a chain table
+ * (the storage daemons registered and mgmt built the chains) and every
+ * storage daemon holds mgmt's current map (no first write is refused for
+ * a stale one). */
+static int wait_ready(const char *mgmt, json_t *nodes, int timeout_ms)
 {
 	struct rpc_client *cl;
 	uint64_t deadline = reactor_now_ms() + (uint64_t)timeout_ms;
@@ -177,23 +205,18 @@ static int wait_ready(const char *mgmt, int timeout_ms)
 	if (rpc_client_new("strata-cli", 3000, &cl))
 		return -ENOMEM;
 	while (!ready && reactor_now_ms() < deadline) {
-		struct rpc_sync_args a = { .op = OP_STATUS, .timeout_ms = 3000 };
-		struct rpc_result res;
-		json_error_t jerr;
+		int64_t version = status_value(cl, mgmt, "mgmt", "map_version");
 
-		if (rpc_call_sync(cl, mgmt, &a, &res) == 0) {
-			json_t *st = json_loadb((const char *)res.body.buf, res.body.len, 0, &jerr);
-			json_t *svcs = json_object_get(st, "services");
+		ready = status_value(cl, mgmt, "meta", "table_len") > 0 && version > 0;
+		for (size_t i = 0; ready && i < json_array_size(nodes); i++) {
+			json_t *n = json_array_get(nodes, i);
 
-			for (size_t i = 0; i < json_array_size(svcs); i++) {
-				json_t *sv = json_array_get(svcs, i);
-
-				if (json_integer_value(json_object_get(sv, "table_len")) > 0)
-					ready = 1;
-			}
-			json_decref(st);
+			if (strcmp(json_string_value(json_object_get(n, "services")) ?: "", "storage"))
+				continue;
+			if (status_value(cl, json_string_value(json_object_get(n, "addr")), "storage",
+					 "map_version") < version)
+				ready = 0;
 		}
-		rpc_result_release(&res);
 		if (!ready)
 			usleep(50 * 1000);
 	}
@@ -276,13 +299,13 @@ static int local_up(const struct local_opts *o)
 			break;
 		}
 	}
-	json_decref(j);
 	if (!rc) {
-		rc = wait_ready(mgmt, 30000);
+		rc = wait_ready(mgmt, nodes, 30000);
 		if (rc)
 			cli_err("the cluster did not form within 30 s (storage daemons registered? see '%s/node*/stratad.log')",
 				o->dir);
 	}
+	json_decref(j);
 	if (rc) {
 		local_down(o->dir);
 		return 1;
