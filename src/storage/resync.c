@@ -70,10 +70,12 @@ struct resync {
 	struct chunk_id cur;
 	struct cstate *cur_cs;
 	uint32_t cur_gen;
+	uint32_t cur_upd;		/* cur_cs->upd_gen when the fetch began */
 	uint8_t *buf;
 	uint64_t fetched_version;
 	uint32_t fetched_len;
 	uint64_t reported_ms;
+	uint32_t fails;			/* failed fetches: picks the next source */
 };
 
 static void task_step(struct resync *rs);
@@ -91,27 +93,30 @@ int chain_serving_tail(const struct cm_chain *c)
 }
 
 /* A serving member other than t to copy from: the committed tail, or the
- * head when t is the tail. Fills addr/target/chain version. */
-static int pick_source(struct target *t, uint32_t chain_id, char *addr, size_t len,
-		       uint32_t *src_target, uint64_t *chain_ver)
+ * head when t is the tail; after a failed fetch (the source may hold a bad
+ * copy too), the next serving member in turn. Fills addr/target/chain
+ * version. */
+static int pick_source(struct target *t, uint32_t chain_id, uint32_t turn, char *addr,
+		       size_t len, uint32_t *src_target, uint64_t *chain_ver)
 {
 	struct map_snap *snap = map_get(t->st);
 	const struct cm_chain *c = snap ? cm_find_chain(&snap->map, chain_id) : NULL;
 	const struct cm_target *ct = NULL;
 	const struct cm_node *nd = NULL;
+	int cand[CM_CHAIN_SLOTS], n = 0;
 	int rc = STRATA_EUNAVAIL;
 
 	if (c) {
 		int tail = chain_serving_tail(c);
-		int pick = tail;
 
-		if (tail >= 0 && c->targets[tail] == t->id)
-			pick = 0;
-		while (pick >= 0 && pick < c->len &&
-		       (c->targets[pick] == t->id || c->states[pick] != TARGET_SERVING))
-			pick = pick == tail ? -1 : pick + 1;
-		if (pick >= 0 && pick < c->len)
-			ct = cm_find_target(&snap->map, c->targets[pick]);
+		if (tail >= 0 && c->targets[tail] != t->id)
+			cand[n++] = tail;
+		for (int i = 0; i < c->len && n < CM_CHAIN_SLOTS; i++) {
+			if (i != tail && c->targets[i] != t->id && c->states[i] == TARGET_SERVING)
+				cand[n++] = i;
+		}
+		if (n)
+			ct = cm_find_target(&snap->map, c->targets[cand[turn % n]]);
 		nd = ct ? cm_find_node(&snap->map, ct->node_id) : NULL;
 		if (nd) {
 			snprintf(addr, len, "%s", nd->addr);
@@ -144,7 +149,7 @@ void resync_mark(struct target *t, const struct chunk_id *id, uint32_t chain_id)
 	}
 }
 
-static void needsync_clear(struct target *t, struct cstate *c)
+void resync_clear(struct target *t, struct cstate *c)
 {
 	for (struct cstate **pp = &t->needsync; *pp; pp = &(*pp)->snext) {
 		if (*pp == c) {
@@ -208,7 +213,7 @@ static void on_installed(void *arg, int status, const struct chunk_info *info)
 		/* Cleared only if nothing new was missed while we fetched. */
 		if (c && c->needsync && c->sync_gen == rs->cur_gen) {
 			CNT(t->st, n_repaired, 1);
-			needsync_clear(t, c);
+			resync_clear(t, c);
 		}
 	}
 	if (c) {
@@ -253,6 +258,7 @@ static void on_fetched(void *arg, int status, struct rpc_msg *resp)
 			 t->id, (unsigned long long)rs->cur.ino, (unsigned long long)rs->cur.idx,
 			 rs->chain_id, strata_strerror(status));
 		rs->busy = false;
+		rs->fails++;
 		if (rs->cur_cs) {
 			rs->cur_cs->repairing = false;
 			cstate_maybe_free(t, rs->cur_cs);
@@ -263,6 +269,20 @@ static void on_fetched(void *arg, int status, struct rpc_msg *resp)
 		rs->more = false;
 		rs->copied++;	/* not clean: another pass */
 		rs->pass_failed = true;
+		return;
+	}
+	/* An update reached this chunk while we fetched: installing the
+	 * copy would take back what it wrote. Look again later (a needsync
+	 * chunk's next forwarded update brings it whole anyway). */
+	if (rs->cur_cs && rs->cur_cs->upd_gen != rs->cur_upd) {
+		rs->busy = false;
+		rs->cur_cs->repairing = false;
+		cstate_maybe_free(t, rs->cur_cs);
+		rs->cur_cs = NULL;
+		rs->copied++;	/* not clean: another pass */
+		if (!rs->full)
+			rs->pos = rs->nents;
+		task_step(rs);
 		return;
 	}
 	/* Replace whatever we hold by the source's version, whole and
@@ -291,11 +311,12 @@ static void fetch(struct resync *rs, const struct chunk_id *id)
 	if (rs->cur_cs) {
 		rs->cur_cs->repairing = true;
 		rs->cur_gen = rs->cur_cs->sync_gen;
+		rs->cur_upd = rs->cur_cs->upd_gen;
 	}
 	if (!rs->buf)
 		rs->buf = abuf_alloc(FETCH_MAX);
-	rc = rs->buf ? pick_source(t, rs->chain_id, addr, sizeof(addr), &rd.ref.target_id,
-				   &rd.ref.chain_ver) : -ENOMEM;
+	rc = rs->buf ? pick_source(t, rs->chain_id, rs->fails, addr, sizeof(addr),
+				   &rd.ref.target_id, &rd.ref.chain_ver) : -ENOMEM;
 	if (!rc) {
 		rd.ref.chain_id = rs->chain_id;
 		rd.ref.ino = id->ino;
@@ -396,7 +417,7 @@ static void list_page(struct resync *rs)
 	struct rpc_call_args a = { .op = OP_CHUNK_LIST, .body = body, .body_len = sizeof(body),
 				   .cb = on_list, .arg = rs };
 
-	if (pick_source(t, rs->chain_id, addr, sizeof(addr), &src, &ver)) {
+	if (pick_source(t, rs->chain_id, rs->fails, addr, sizeof(addr), &src, &ver)) {
 		rs->copied++;
 		rs->more = false;
 		rs->pass_failed = true;

@@ -29,6 +29,8 @@ struct cstate {
 	bool needsync;
 	bool repairing;
 	uint32_t sync_gen;		/* bumped by every new mark */
+	uint32_t upd_gen;		/* bumped by every update submitted here:
+					 * a repair fetched before one is stale */
 	uint32_t removing;		/* resync removals queued on this chunk */
 	uint32_t sync_chain;		/* chain to repair from */
 	struct cstate *snext;
@@ -99,6 +101,8 @@ void report_to_mgmt(struct storage *st, uint32_t target, const struct chunk_id *
 /* Marks a chunk of t as lacking (refuses reads) and schedules its repair
  * from chain chain_id. */
 void resync_mark(struct target *t, const struct chunk_id *id, uint32_t chain_id);
+/* Drops c's needsync mark (it was just made whole). */
+void resync_clear(struct target *t, struct cstate *c);
 /* Looks at the map: starts a resync of every chain where t is SYNCING. */
 void resync_check(struct target *t);
 void resync_start_target(struct target *t);

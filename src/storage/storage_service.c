@@ -426,6 +426,10 @@ static void on_local_done(void *arg, int status, const struct chunk_info *info)
 		/* A whole chunk from the predecessor: this replica caught up. */
 		CNT(op->t->st, n_synced_chunks, 1);
 		CNT(op->t->st, bytes_synced, op->u.len);
+		if (op->cs->needsync) {
+			CNT(op->t->st, n_repaired, 1);
+			resync_clear(op->t, op->cs);
+		}
 	}
 	op->local_done = true;
 	maybe_finish(op);
@@ -528,6 +532,7 @@ static int submit_local(struct update_op *op)
 {
 	struct target *t = op->t;
 
+	op->cs->upd_gen++;
 	switch (op->op) {
 	case OP_CHUNK_WRITE:
 		if (op->u.forwarded == SP_FWD_FULL)
@@ -671,6 +676,10 @@ static void op_update(void *svc, struct svc_req *req)
 		/* A removal queued by resync would run first and leave only
 		 * this update's bytes: take the chunk whole instead. */
 		if ((have != u.version - 1 && have != u.version) || op->cs->removing)
+			rc = STRATA_ENEEDFULL;
+		/* Our copy is known bad: the whole chunk from the predecessor
+		 * repairs it at once, and a repair fetch in flight is dropped. */
+		if (op->cs->needsync)
 			rc = STRATA_ENEEDFULL;
 	}
 	if (!rc && op->is_head && op->cs->needsync)

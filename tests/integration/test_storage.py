@@ -263,6 +263,34 @@ def test_corrupt_replica_detected_and_bypassed(cluster, torture):
     check_replicas_identical(nodes)
 
 
+@pytest.mark.timeout(120)
+def test_repair_racing_an_overwrite_never_goes_back(cluster, torture):
+    """A replica found corrupt by a read starts a repair fetch; a write of
+    the whole chunk lands at once. The fetched (older) copy must not be
+    installed over the newer write: every later read, from any replica,
+    returns the newest data. Several rounds, as the race is timing bound."""
+    c = cluster(3)
+    nodes = c.storage_nodes
+    ino, length = 0x5E, 200000
+    torture(c, "write", ino, 0, 0, length, 1)
+    for rnd in range(8):
+        node = nodes[rnd % len(nodes)]
+        flip_byte(chunk_path(node, ino, 0), DATA_OFF + 70000)
+        # Six reads visit every replica: the damaged one marks the chunk.
+        torture(c, "read", ino, 0, 0, length, 1 + rnd, 6)
+        torture(c, "write", ino, 0, 0, length, 2 + rnd)
+        torture(c, "read", ino, 0, 0, length, 2 + rnd, 6)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            check_replicas_identical(nodes)
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
+
+
 @pytest.mark.timeout(60)
 def test_partial_overwrite_of_chunk_with_corrupt_replica(cluster, torture):
     """Wanted: the update succeeds (the bad replica repaired from a good one)
