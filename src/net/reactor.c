@@ -29,6 +29,8 @@ struct reactor {
 	bool has_thread;
 	pthread_t loop_tid;
 	bool running;
+	bool started;			/* the loop ran once (under post_lock) */
+	pthread_cond_t started_cond;
 
 	struct reactor_timer **heap;
 	uint32_t heap_len, heap_cap;
@@ -70,6 +72,7 @@ int reactor_new(const char *name, struct reactor **out)
 	r->defer_tail = &r->defer_head;
 	r->post_tail = &r->post_head;
 	pthread_mutex_init(&r->post_lock, NULL);
+	pthread_cond_init(&r->started_cond, NULL);
 	r->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (r->epfd < 0) {
 		rc = -errno;
@@ -136,6 +139,7 @@ void reactor_free(struct reactor *r)
 	if (r->evfd >= 0)
 		close(r->evfd);
 	free(r->heap);
+	pthread_cond_destroy(&r->started_cond);
 	pthread_mutex_destroy(&r->post_lock);
 	free(r);
 }
@@ -331,8 +335,12 @@ void reactor_run(struct reactor *r)
 {
 	struct epoll_event evs[128];
 
+	pthread_mutex_lock(&r->post_lock);
 	r->loop_tid = pthread_self();
 	r->running = true;
+	r->started = true;
+	pthread_cond_broadcast(&r->started_cond);
+	pthread_mutex_unlock(&r->post_lock);
 	while (!r->stop) {
 		int n = epoll_wait(r->epfd, evs, 128, next_timeout(r));
 
@@ -374,6 +382,12 @@ int reactor_start(struct reactor *r)
 	if (rc)
 		return -rc;
 	r->has_thread = true;
+	/* Until the loop runs, reactor_call would run its task on the
+	 * caller's thread, racing the loop's first look at the timers. */
+	pthread_mutex_lock(&r->post_lock);
+	while (!r->started)
+		pthread_cond_wait(&r->started_cond, &r->post_lock);
+	pthread_mutex_unlock(&r->post_lock);
 	return 0;
 }
 
