@@ -314,7 +314,9 @@ static void flush_out(struct conn *c)
 		}
 		if (n == 0)
 			break;
-		w = writev(c->fd, iov, n);
+		/* Never SIGPIPE: libstrata lives in other people's processes. */
+		w = sendmsg(c->fd, &(struct msghdr){ .msg_iov = iov, .msg_iovlen = (size_t)n },
+			    MSG_NOSIGNAL);
 		if (w < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				break;

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -406,19 +407,52 @@ static void enospc(void)
 	free(b);
 }
 
+/* Writes 4 MiB blocks until the cluster stops answering (the test kills
+ * its daemons), then reports how it ended. The process keeps SIGPIPE's
+ * default action, as a program that links libstrata would: a socket write
+ * to a dead peer must come back as an error, not kill it. */
+static int writer(void)
+{
+	size_t n = 4u << 20;
+	uint8_t *a = malloc(n);
+	struct strata_file *f;
+	ssize_t rc = 0;
+	uint64_t off = 0;
+
+	if (!a)
+		return 1;
+	pattern(a, n, 8);
+	f = openf("/writer", STRATA_O_CREAT | STRATA_O_RDWR);
+	printf("writer: started\n");
+	fflush(stdout);
+	while ((rc = strata_pwrite(f, a, n, off)) == (ssize_t)n)
+		off = (off + n) % (256u << 20);
+	printf("writer: stopped by %s\n", strata_strerror((int)rc));
+	strata_close(f);
+	free(a);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct strata_opts o;
 
 	if (argc != 3) {
-		fprintf(stderr, "usage: api_test MGMT_ADDR all|enospc\n");
+		fprintf(stderr, "usage: api_test MGMT_ADDR all|enospc|writer\n");
 		return 2;
 	}
 	strata_opts_init(&o, sizeof(o));
-	o.retry_ms = 20000;
+	o.retry_ms = strcmp(argv[2], "writer") == 0 ? 2000 : 20000;
 	if (strata_connect(argv[1], &o, &S)) {
 		fprintf(stderr, "cannot connect to %s\n", argv[1]);
 		return 1;
+	}
+	signal(SIGPIPE, SIG_DFL);
+	if (strcmp(argv[2], "writer") == 0) {
+		int rc = writer();
+
+		strata_disconnect(S);
+		return rc;
 	}
 	if (strcmp(argv[2], "enospc") == 0) {
 		enospc();

@@ -6,6 +6,7 @@ user can hit with the namespace left unchanged, readdir paging, and ENOSPC
 when the targets are full."""
 import json
 import subprocess
+import time
 
 import pytest
 
@@ -33,3 +34,27 @@ def test_api_enospc(cluster):
     c = cluster(3, daemon_flags="--storage.capacity=24M")
     out = run_api(c.dir, "enospc")
     assert "before ENOSPC" in out
+
+
+@pytest.mark.timeout(120)
+def test_daemons_killed_under_writes_do_not_kill_the_client(cluster):
+    """A program writing through libstrata (SIGPIPE left at its default,
+    which ends the process) sees the storage daemons die under it: its
+    writes fail with an error and it exits by itself, three times over."""
+    for _ in range(3):
+        c = cluster(3)
+        mgmt = json.loads((c.dir / "cluster.json").read_text())["mgmt"]
+        p = subprocess.Popen([str(BUILD / "tests/integration/api_test"), mgmt, "writer"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert p.stdout.readline().strip() == "writer: started"
+            time.sleep(0.5)
+            for n in c.storage_nodes:
+                n.kill9()
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        assert p.returncode == 0, "the writer died (%d): %s%s" % (p.returncode, out, err[-2000:])
+        assert "writer: stopped by" in out
