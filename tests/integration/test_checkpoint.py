@@ -146,23 +146,29 @@ def test_killed_save_leaves_previous(cluster):
         c = strata.Client(); c.makedirs("/ck")
         ck.save({"v": torch.arange(1000)}, "/ck/model", client=c).wait()
     """)
-    # A big save, killed as soon as its snapshot is taken (writing in the
-    # background).
+    # A big save, killed while it writes in the background: as soon as its
+    # partial directory shows in the namespace (the save's own thread
+    # creates it; writing 96 MiB at R=3 takes far longer than the kill).
     code = textwrap.dedent("""
         import sys, time, torch
         import strata, strata.checkpoint as ck
+        c = strata.Client()
         state = {"w%d" % i: torch.full((1 << 20,), float(i)) for i in range(24)}   # 96 MiB
-        h = ck.save(state, "/ck/model", client=strata.Client(), depth=2, io_size=1 << 20)
+        h = ck.save(state, "/ck/model", client=c, depth=2, io_size=1 << 20)
         print("snapshot", flush=True)
+        while not [n for n in c.listdir("/ck") if ".tmp-" in n]:
+            time.sleep(0.001)
+        print("partial", flush=True)
         h.wait()
         print("committed", flush=True)
     """)
     p = spawn([PY, "-c", code], env=py_env(c.dir))
-    line = p.stdout.readline().decode()
-    assert line.startswith("snapshot"), line + p.stderr.read().decode()[-3000:]
-    time.sleep(0.3)
+    for want in ("snapshot", "partial"):
+        line = p.stdout.readline().decode()
+        assert line.startswith(want), line + p.stderr.read().decode()[-3000:]
     p.send_signal(signal.SIGKILL)
-    p.communicate(timeout=30)
+    out, _ = p.communicate(timeout=30)
+    assert b"committed" not in out, "the save committed before the kill"
     out = run_py(c, """
         import torch
         import strata, strata.checkpoint as ck
