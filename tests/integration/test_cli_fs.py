@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import STRATA, Cluster, REGISTRY, pid_alive, run, sanitizer_reports
+from conftest import STRATA, Cluster, REGISTRY, pid_alive, run, sanitizer_reports, wait_until
 
 MiB = 1 << 20
 
@@ -428,6 +428,9 @@ def test_setlayout_getlayout(fs, top, tmp_path):
 
 
 def test_status(fs):
+    # Earlier tests load the shared cluster: a node may be rejoining.
+    wait_until(lambda: re.search(r"^health\s+ok", fs("status").stdout, re.M), 60, 0.5,
+               "the shared cluster to be healthy")
     r = fs("status", ok=True)
     out = r.stdout
     for key in ("cluster", "nodes", "targets", "chains", "capacity", "namespace", "health"):
