@@ -7,18 +7,21 @@
  *                         strata_pread; local: POSIX pwrite/pread on
  *                         buffered files (the local write phase ends with
  *                         fdatasync, inside its time). Each file is read
- *                         twice; the second pass finds the local data in
- *                         the page cache.
+ *                         once, then over and over for S seconds (the
+ *                         data then in the page cache, at the targets
+ *                         and locally).
  *   rand read 4/128 KiB   QD 1, 32 and 256 through one strata ring over the
  *                         N files; local: io_uring at the same QD, O_DIRECT
  *                         (the storage targets use O_DIRECT too).
  *   create/stat/unlink    N threads, each in its own directory; create is
  *                         open(O_CREAT) + a 3,901-byte write + close.
  *
- * It also measures raw loopback TCP (one-way streaming of 1 MiB writes,
- * 1 and N connections, the best of the two) and prints the ratio of the
- * libstrata second-pass sequential read to it: how close the client comes
- * to what the socket layer itself can carry on this machine.
+ * It also measures raw loopback TCP: 1 MiB reads as request/response (N
+ * client threads, a connection each, one request in flight, served from
+ * memory: the libstrata read's pattern without the storage), and one-way
+ * streaming of 1 MiB writes (1 and N connections: what the socket layer
+ * carries at most). It prints the cached libstrata sequential read as a
+ * ratio of each.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -102,6 +105,7 @@ struct seq_arg {
 	struct bio *b;
 	int idx;
 	bool cluster, write;
+	bool loop;			/* read: wrap around until the deadline */
 	double deadline;
 	uint64_t bytes;
 	int err;
@@ -130,6 +134,10 @@ static int seq_cluster(struct seq_arg *a, uint8_t *buf)
 				break;
 			got = strata_pwrite(f, buf, n, off);
 		} else {
+			if (a->loop && bench_now() >= a->deadline)
+				break;
+			if (off >= *region && a->loop && *region)
+				off = 0;
 			if (off >= *region)
 				break;
 			if (n > *region - off)
@@ -177,6 +185,10 @@ static int seq_local(struct seq_arg *a, uint8_t *buf)
 				break;
 			got = pwrite(fd, buf, n, (off_t)off);
 		} else {
+			if (a->loop && bench_now() >= a->deadline)
+				break;
+			if (off >= *region && a->loop && *region)
+				off = 0;
 			if (off >= *region)
 				break;
 			if (n > *region - off)
@@ -216,7 +228,7 @@ static void *seq_main(void *arg)
 }
 
 /* Runs b->threads sequential workers. Returns bytes/s, or 0 with *err. */
-static double seq_run(struct bio *b, bool cluster, bool write, int *err)
+static double seq_run(struct bio *b, bool cluster, bool write, bool loop, int *err)
 {
 	struct seq_arg a[BIO_MAX_THREADS];
 	uint64_t bytes = 0;
@@ -226,7 +238,7 @@ static double seq_run(struct bio *b, bool cluster, bool write, int *err)
 	*err = 0;
 	for (int i = 0; i < b->threads; i++) {
 		a[i] = (struct seq_arg){ .b = b, .idx = i, .cluster = cluster, .write = write,
-					 .deadline = t0 + b->seconds };
+					 .loop = loop, .deadline = t0 + b->seconds };
 		if (write)
 			b->region[cluster ? 0 : 1][i] = 0;
 		if (pthread_create(&a[i].thr, NULL, seq_main, &a[i])) {
@@ -665,6 +677,116 @@ out:
 	return bytes && t0 > 0 ? (double)bytes / t0 : 0;
 }
 
+/* ---- raw loopback TCP: 1 MiB reads as request/response ---- */
+
+/* The same access pattern as the libstrata reads without any storage:
+ * each client thread has its own connection and one request in flight
+ * (an 8-byte offset); a server thread per connection answers it with
+ * 1 MiB from memory. */
+struct rr_arg {
+	int fd;
+	bool server;
+	double deadline;
+	uint64_t bytes;
+	pthread_t thr;
+};
+
+static int rr_full(int fd, void *p, size_t n, bool rd)
+{
+	uint8_t *q = p;
+
+	while (n > 0) {
+		ssize_t k = rd ? read(fd, q, n) : write(fd, q, n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		q += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+static void *rr_main(void *arg)
+{
+	struct rr_arg *a = arg;
+	uint8_t *buf = abuf_zalloc(BIO_SEQ_IO);
+	uint64_t req = 0;
+
+	while (buf) {
+		if (a->server) {
+			if (rr_full(a->fd, &req, sizeof(req), true) ||
+			    rr_full(a->fd, buf, BIO_SEQ_IO, false))
+				break;
+		} else {
+			if (bench_now() >= a->deadline || bio_stop)
+				break;
+			req += BIO_SEQ_IO;
+			if (rr_full(a->fd, &req, sizeof(req), false) ||
+			    rr_full(a->fd, buf, BIO_SEQ_IO, true))
+				break;
+			a->bytes += BIO_SEQ_IO;
+		}
+	}
+	if (!a->server)
+		shutdown(a->fd, SHUT_WR);
+	abuf_free(buf);
+	return NULL;
+}
+
+/* Returns bytes/s received by nconn client threads, 0 on a socket error. */
+static double rr_run(int nconn, double seconds)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct rr_arg a[2 * BIO_MAX_THREADS];
+	socklen_t sl = sizeof(sin);
+	int lfd, n = 0, started = 0;
+	uint64_t bytes = 0;
+	double t0;
+
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+	    listen(lfd, nconn) < 0 || getsockname(lfd, (struct sockaddr *)&sin, &sl) < 0)
+		goto out;
+	for (; n < nconn; n++) {
+		int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int sfd;
+
+		if (cfd < 0)
+			break;
+		if (connect(cfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+		    (sfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0) {
+			close(cfd);
+			break;
+		}
+		a[2 * n] = (struct rr_arg){ .fd = cfd, .server = false };
+		a[2 * n + 1] = (struct rr_arg){ .fd = sfd, .server = true };
+	}
+	if (n < nconn)
+		goto out;
+	t0 = bench_now();
+	for (int i = 0; i < 2 * n; i++) {
+		a[i].deadline = t0 + seconds;
+		if (pthread_create(&a[i].thr, NULL, rr_main, &a[i]))
+			break;
+		started++;
+	}
+	for (int i = 0; i < started; i++) {
+		pthread_join(a[i].thr, NULL);
+		bytes += a[i].bytes;
+	}
+	if (started < 2 * n)
+		bytes = 0;
+	t0 = bench_now() - t0;
+out:
+	for (int i = 0; i < 2 * n; i++)
+		close(a[i].fd);
+	if (lfd >= 0)
+		close(lfd);
+	return bytes && t0 > 0 ? (double)bytes / t0 : 0;
+}
+
 /* ---- readiness ---- */
 
 /* ---- the table ---- */
@@ -701,13 +823,17 @@ static void run_seq_rows(struct bio *b)
 	int ce, le;
 
 	snprintf(name, sizeof(name), "seq write 1 MiB, %d thr", b->threads);
-	c = seq_run(b, true, true, &ce);
-	l = seq_run(b, false, true, &le);
+	c = seq_run(b, true, true, false, &ce);
+	l = seq_run(b, false, true, false, &le);
 	row(b, name, c, ce, l, le, false);
+	/* Pass 1 reads what was written once (the targets read it from
+	 * disk: their writes bypass the page cache); pass 2 reads it over
+	 * and over for the test's seconds, from the page cache. */
 	for (int pass = 1; pass <= 2; pass++) {
-		snprintf(name, sizeof(name), "seq read 1 MiB, %d thr, pass %d", b->threads, pass);
-		c = seq_run(b, true, false, &ce);
-		l = seq_run(b, false, false, &le);
+		snprintf(name, sizeof(name), "seq read 1 MiB, %d thr, %s", b->threads,
+			 pass == 1 ? "first pass" : "cached");
+		c = seq_run(b, true, false, pass == 2, &ce);
+		l = seq_run(b, false, false, pass == 2, &le);
 		row(b, name, c, ce, l, le, false);
 		if (pass == 2 && !ce)
 			b->seq_read2 = c;
@@ -782,24 +908,30 @@ static void run_meta_rows(struct bio *b)
 
 static void run_loopback(struct bio *b)
 {
+	double rr = rr_run(b->threads, b->seconds);
 	double one = stream_run(1, b->seconds), many = 0, best;
 
 	if (b->threads > 1)
 		many = stream_run(b->threads, b->seconds);
 	best = one > many ? one : many;
+	printf("raw loopback TCP, 1 MiB reads as request/response from memory (%d thr, a connection each): %.2f GB/s\n",
+	       b->threads, rr / 1e9);
 	printf("raw loopback TCP, one-way streaming of 1 MiB writes: %.2f GB/s (1 connection)",
 	       one / 1e9);
 	if (b->threads > 1)
 		printf(", %.2f GB/s (%d connections)", many / 1e9, b->threads);
 	printf("\n");
-	if (best <= 0) {
+	if (best <= 0 || rr <= 0) {
 		printf("raw loopback TCP: failed\n");
 		b->fails++;
 		return;
 	}
-	if (b->seq_read2 > 0)
-		printf("libstrata seq read 1 MiB (%d thr, pass 2) / raw loopback TCP (best): %.2f GB/s / %.2f GB/s = %.2f\n",
+	if (b->seq_read2 > 0) {
+		printf("libstrata seq read 1 MiB (%d thr, cached) / raw request/response: %.2f GB/s / %.2f GB/s = %.2f\n",
+		       b->threads, b->seq_read2 / 1e9, rr / 1e9, b->seq_read2 / rr);
+		printf("libstrata seq read 1 MiB (%d thr, cached) / raw streaming (best): %.2f GB/s / %.2f GB/s = %.2f\n",
 		       b->threads, b->seq_read2 / 1e9, best / 1e9, b->seq_read2 / best);
+	}
 	fflush(stdout);
 }
 
