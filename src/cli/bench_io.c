@@ -581,51 +581,85 @@ static double meta_run(struct bio *b, bool cluster, enum meta_op op, int *err)
 	return *err ? 0 : (double)ops / t0;
 }
 
-/* ---- raw loopback TCP: one-way streaming of 1 MiB writes ---- */
+/* ---- raw loopback TCP ---- */
 
-struct stream_arg {
+/* Two patterns over nconn loopback connections, two threads each:
+ *  - streaming: the connecting thread writes 1 MiB at a time, the other
+ *    reads (what the socket layer carries at most);
+ *  - request/response: the connecting thread sends an 8-byte request and
+ *    reads 1 MiB, the other answers from memory: the libstrata read's
+ *    pattern (a connection per reader, one request in flight) without
+ *    any storage. */
+struct raw_arg {
 	int fd;
-	bool send;
+	bool rr;			/* request/response, else streaming */
+	bool active;			/* the connecting side: it stops at the deadline */
 	double deadline;
-	uint64_t bytes;
+	uint64_t bytes;			/* counted by the side that receives data */
 	double t_end;
 	pthread_t thr;
 };
 
-static void *stream_main(void *arg)
+static int raw_full(int fd, void *p, size_t n, bool rd)
 {
-	struct stream_arg *a = arg;
+	uint8_t *q = p;
+
+	while (n > 0) {
+		ssize_t k = rd ? read(fd, q, n) : write(fd, q, n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		q += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+static void *raw_main(void *arg)
+{
+	struct raw_arg *a = arg;
 	uint8_t *buf = abuf_zalloc(BIO_SEQ_IO);
+	uint64_t req = 0;
 
 	while (buf) {
-		ssize_t n;
-
-		if (a->send) {
-			if (bench_now() >= a->deadline || bio_stop)
-				break;
-			n = write(a->fd, buf, BIO_SEQ_IO);
-		} else {
-			n = read(a->fd, buf, BIO_SEQ_IO);
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
+		if (a->active && (bench_now() >= a->deadline || bio_stop))
 			break;
-		a->bytes += (uint64_t)n;
+		if (a->rr && a->active) {
+			req += BIO_SEQ_IO;
+			if (raw_full(a->fd, &req, sizeof(req), false) ||
+			    raw_full(a->fd, buf, BIO_SEQ_IO, true))
+				break;
+			a->bytes += BIO_SEQ_IO;
+		} else if (a->rr) {
+			if (raw_full(a->fd, &req, sizeof(req), true) ||
+			    raw_full(a->fd, buf, BIO_SEQ_IO, false))
+				break;
+		} else {
+			ssize_t n = a->active ? write(a->fd, buf, BIO_SEQ_IO) :
+						read(a->fd, buf, BIO_SEQ_IO);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			if (!a->active)
+				a->bytes += (uint64_t)n;
+		}
 	}
-	if (a->send)
+	if (a->active)
 		shutdown(a->fd, SHUT_WR);
 	a->t_end = bench_now();
 	abuf_free(buf);
 	return NULL;
 }
 
-/* nconn connections over loopback, a sender and a receiver thread each.
- * Returns bytes/s received, 0 on a socket error. */
-static double stream_run(int nconn, double seconds)
+/* Returns the bytes/s received, 0 on a socket error. */
+static double raw_run(int nconn, double seconds, bool rr)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	struct stream_arg a[2 * BIO_MAX_THREADS];
+	struct raw_arg a[2 * BIO_MAX_THREADS];
 	socklen_t sl = sizeof(sin);
 	int lfd, n = 0, started = 0;
 	uint64_t bytes = 0;
@@ -646,21 +680,23 @@ static double stream_run(int nconn, double seconds)
 			close(cfd);
 			break;
 		}
-		a[2 * n] = (struct stream_arg){ .fd = cfd, .send = true };
-		a[2 * n + 1] = (struct stream_arg){ .fd = sfd, .send = false };
+		a[2 * n] = (struct raw_arg){ .fd = cfd, .rr = rr, .active = true };
+		a[2 * n + 1] = (struct raw_arg){ .fd = sfd, .rr = rr, .active = false };
 	}
 	if (n < nconn)
 		goto out;
 	t0 = bench_now();
 	for (int i = 0; i < 2 * n; i++) {
 		a[i].deadline = t0 + seconds;
-		if (pthread_create(&a[i].thr, NULL, stream_main, &a[i]))
+		if (pthread_create(&a[i].thr, NULL, raw_main, &a[i]))
 			break;
 		started++;
 	}
 	for (int i = 0; i < started; i++) {
 		pthread_join(a[i].thr, NULL);
-		if (!a[i].send) {
+		/* The receiving side: the reader of a stream, the client of
+		 * request/response. */
+		if (a[i].active == rr) {
 			bytes += a[i].bytes;
 			if (a[i].t_end > t_end)
 				t_end = a[i].t_end;
@@ -669,116 +705,6 @@ static double stream_run(int nconn, double seconds)
 	if (started < 2 * n)
 		bytes = 0;
 	t0 = t_end > t0 ? t_end - t0 : 0;
-out:
-	for (int i = 0; i < 2 * n; i++)
-		close(a[i].fd);
-	if (lfd >= 0)
-		close(lfd);
-	return bytes && t0 > 0 ? (double)bytes / t0 : 0;
-}
-
-/* ---- raw loopback TCP: 1 MiB reads as request/response ---- */
-
-/* The same access pattern as the libstrata reads without any storage:
- * each client thread has its own connection and one request in flight
- * (an 8-byte offset); a server thread per connection answers it with
- * 1 MiB from memory. */
-struct rr_arg {
-	int fd;
-	bool server;
-	double deadline;
-	uint64_t bytes;
-	pthread_t thr;
-};
-
-static int rr_full(int fd, void *p, size_t n, bool rd)
-{
-	uint8_t *q = p;
-
-	while (n > 0) {
-		ssize_t k = rd ? read(fd, q, n) : write(fd, q, n);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		q += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
-static void *rr_main(void *arg)
-{
-	struct rr_arg *a = arg;
-	uint8_t *buf = abuf_zalloc(BIO_SEQ_IO);
-	uint64_t req = 0;
-
-	while (buf) {
-		if (a->server) {
-			if (rr_full(a->fd, &req, sizeof(req), true) ||
-			    rr_full(a->fd, buf, BIO_SEQ_IO, false))
-				break;
-		} else {
-			if (bench_now() >= a->deadline || bio_stop)
-				break;
-			req += BIO_SEQ_IO;
-			if (rr_full(a->fd, &req, sizeof(req), false) ||
-			    rr_full(a->fd, buf, BIO_SEQ_IO, true))
-				break;
-			a->bytes += BIO_SEQ_IO;
-		}
-	}
-	if (!a->server)
-		shutdown(a->fd, SHUT_WR);
-	abuf_free(buf);
-	return NULL;
-}
-
-/* Returns bytes/s received by nconn client threads, 0 on a socket error. */
-static double rr_run(int nconn, double seconds)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	struct rr_arg a[2 * BIO_MAX_THREADS];
-	socklen_t sl = sizeof(sin);
-	int lfd, n = 0, started = 0;
-	uint64_t bytes = 0;
-	double t0;
-
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
-	    listen(lfd, nconn) < 0 || getsockname(lfd, (struct sockaddr *)&sin, &sl) < 0)
-		goto out;
-	for (; n < nconn; n++) {
-		int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		int sfd;
-
-		if (cfd < 0)
-			break;
-		if (connect(cfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
-		    (sfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0) {
-			close(cfd);
-			break;
-		}
-		a[2 * n] = (struct rr_arg){ .fd = cfd, .server = false };
-		a[2 * n + 1] = (struct rr_arg){ .fd = sfd, .server = true };
-	}
-	if (n < nconn)
-		goto out;
-	t0 = bench_now();
-	for (int i = 0; i < 2 * n; i++) {
-		a[i].deadline = t0 + seconds;
-		if (pthread_create(&a[i].thr, NULL, rr_main, &a[i]))
-			break;
-		started++;
-	}
-	for (int i = 0; i < started; i++) {
-		pthread_join(a[i].thr, NULL);
-		bytes += a[i].bytes;
-	}
-	if (started < 2 * n)
-		bytes = 0;
-	t0 = bench_now() - t0;
 out:
 	for (int i = 0; i < 2 * n; i++)
 		close(a[i].fd);
@@ -908,11 +834,11 @@ static void run_meta_rows(struct bio *b)
 
 static void run_loopback(struct bio *b)
 {
-	double rr = rr_run(b->threads, b->seconds);
-	double one = stream_run(1, b->seconds), many = 0, best;
+	double rr = raw_run(b->threads, b->seconds, true);
+	double one = raw_run(1, b->seconds, false), many = 0, best;
 
 	if (b->threads > 1)
-		many = stream_run(b->threads, b->seconds);
+		many = raw_run(b->threads, b->seconds, false);
 	best = one > many ? one : many;
 	printf("raw loopback TCP, 1 MiB reads as request/response from memory (%d thr, a connection each): %.2f GB/s\n",
 	       b->threads, rr / 1e9);
