@@ -129,6 +129,13 @@ int strata_ckpt_read(struct strata_ckpt *c, const struct strata_ckpt_dst *d, siz
  * created_ns) among dir's entries and removes the others (never a
  * PATH.tmp-* in progress). Returns the number removed. */
 int strata_ckpt_prune(struct strata *s, const char *dir, uint32_t keep_last);
+/* Removes the partial saves among dir's entries (PATH.tmp-* directories
+ * left by a save that died, PATH.old-* left by a commit that died) in
+ * which nothing changed for older_than_s seconds: neither the directory
+ * nor any entry in it. A save still in progress is that old only if it
+ * wrote nothing for that long: pass more than the slowest save takes.
+ * Returns the number removed, or a negative error. */
+int strata_ckpt_clean_partial(struct strata *s, const char *dir, uint32_t older_than_s);
 /* Copies the path of dir's newest committed checkpoint into buf. Returns
  * its length, -ENOENT when there is none, -ENAMETOOLONG. */
 ssize_t strata_ckpt_latest(struct strata *s, const char *dir, char *buf, size_t len);

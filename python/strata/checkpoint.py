@@ -80,6 +80,7 @@ def _lib():
             "strata_ckpt_read": (ctypes.c_int, [_P, ctypes.POINTER(_Dst), ctypes.c_size_t,
                                                 ctypes.c_uint32]),
             "strata_ckpt_prune": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_uint32]),
+            "strata_ckpt_clean_partial": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_uint32]),
             "strata_ckpt_latest": (ctypes.c_ssize_t, [_P, ctypes.c_char_p, ctypes.c_char_p,
                                                       ctypes.c_size_t]),
             "strata_crc32c": (ctypes.c_uint32, [ctypes.c_uint32, _P, ctypes.c_size_t]),
@@ -522,6 +523,18 @@ def latest(directory, client=None):
         return None
     check(r, directory)
     return buf.value.decode()
+
+
+def clean_partial(directory, older_than=24 * 3600, client=None):
+    """Removes the partial saves in directory (NAME.tmp-* left by a save
+    that died, NAME.old-* by a commit that died) in which nothing changed
+    for older_than seconds (default a day: more than a save in progress
+    goes without writing); returns how many were removed."""
+    if older_than < 0 or older_than > 0xFFFFFFFF:
+        raise ValueError("older_than must be in 0..%d seconds" % 0xFFFFFFFF)
+    client = _client(client)
+    return check(_lib().strata_ckpt_clean_partial(client.handle, os.fspath(directory).encode(),
+                                                  int(older_than)), directory)
 
 
 def prune(directory, keep_last, client=None):

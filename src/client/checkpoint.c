@@ -894,6 +894,91 @@ int strata_ckpt_prune(struct strata *s, const char *dir, uint32_t keep_last)
 	return rc ? rc : removed;
 }
 
+/* The newest change time (ns) of directory path and its entries. */
+static int ck_newest_mtime(struct strata *s, const char *path, int64_t *out)
+{
+	struct strata_stat st;
+	struct strata_dir *d;
+	struct strata_dirent ent;
+	char sub[CK_PATH_MAX];
+	int rc = strata_lstat(s, path, &st);
+
+	if (rc)
+		return rc;
+	*out = st.mtime_ns;
+	rc = strata_opendir(s, path, &d);
+	if (rc)
+		return rc;
+	while ((rc = strata_readdir(d, &ent)) == 1) {
+		if (ck_join(sub, sizeof(sub), path, ent.name) == 0 &&
+		    strata_lstat(s, sub, &st) == 0 && st.mtime_ns > *out)
+			*out = st.mtime_ns;
+	}
+	strata_closedir(d);
+	return rc < 0 ? rc : 0;
+}
+
+int strata_ckpt_clean_partial(struct strata *s, const char *dir, uint32_t older_than_s)
+{
+	struct strata_dir *d;
+	struct strata_dirent ent;
+	struct timespec now;
+	char **names = NULL, path[CK_PATH_MAX];
+	size_t n = 0, cap = 0;
+	int rc, removed = 0;
+
+	if (!s || !dir)
+		return -EINVAL;
+	rc = strata_opendir(s, dir, &d);
+	if (rc)
+		return rc;
+	/* Names first: removing while listing would disturb the listing. */
+	while ((rc = strata_readdir(d, &ent)) == 1) {
+		if (!S_ISDIR(ent.mode) || (!strstr(ent.name, ".tmp-") && !strstr(ent.name, ".old-")))
+			continue;
+		if (n == cap) {
+			char **nv = realloc(names, (cap ? cap * 2 : 8) * sizeof(*nv));
+
+			if (!nv) {
+				rc = -ENOMEM;
+				break;
+			}
+			names = nv;
+			cap = cap ? cap * 2 : 8;
+		}
+		if (!(names[n] = strdup(ent.name))) {
+			rc = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	strata_closedir(d);
+	clock_gettime(CLOCK_REALTIME, &now);
+	for (size_t i = 0; rc >= 0 && i < n; i++) {
+		int64_t newest = 0;
+		int err = ck_join(path, sizeof(path), strcmp(dir, "/") ? dir : "", names[i]);
+
+		if (!err)
+			err = ck_newest_mtime(s, path, &newest);
+		if (err == -ENOENT)
+			continue;	/* committed or removed meanwhile */
+		if (err) {
+			rc = err;
+			break;
+		}
+		if ((int64_t)now.tv_sec * 1000000000LL + now.tv_nsec - newest <
+		    (int64_t)older_than_s * 1000000000LL)
+			continue;
+		rc = ck_rmtree(s, path);
+		if (!rc)
+			removed++;
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return rc < 0 ? rc : removed;
+}
+
 ssize_t strata_ckpt_latest(struct strata *s, const char *dir, char *buf, size_t len)
 {
 	struct ck_entry *v = NULL;

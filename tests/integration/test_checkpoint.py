@@ -180,6 +180,16 @@ def test_killed_save_leaves_previous(cluster):
         out = ck.load("/ck/model", client=c)
         assert list(out) == ["v"] and torch.equal(out["v"], torch.arange(1000))
         assert ck.latest("/ck", client=c) == "/ck/model"
+        # the partial directory goes only once it is old enough
+        assert ck.clean_partial("/ck", older_than=3600, client=c) == 0
+        assert [n for n in c.listdir("/ck") if ".tmp-" in n]
+        assert ck.clean_partial("/ck", older_than=0, client=c) == 1
+        assert sorted(c.listdir("/ck")) == ["model"], c.listdir("/ck")
+        try:
+            ck.clean_partial("/ck", older_than=-1, client=c)
+            raise AssertionError("a negative age was taken")
+        except ValueError:
+            pass
         # the next save after the crash commits normally
         ck.save({"v": torch.ones(2)}, "/ck/model", client=c).wait()
         assert ck.load("/ck/model", client=c)["v"].tolist() == [1.0, 1.0]
