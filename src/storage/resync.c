@@ -162,6 +162,25 @@ void resync_clear(struct target *t, struct cstate *c)
 	cstate_maybe_free(t, c);
 }
 
+/* A chunk whose repair failed goes behind the others: one that cannot be
+ * repaired now does not hold up the rest. */
+static void needsync_to_back(struct target *t, struct cstate *c)
+{
+	struct cstate **pp = &t->needsync;
+
+	if (!c->needsync)
+		return;
+	while (*pp && *pp != c)
+		pp = &(*pp)->snext;
+	if (!*pp)
+		return;
+	*pp = c->snext;
+	c->snext = NULL;
+	while (*pp)
+		pp = &(*pp)->snext;
+	*pp = c;
+}
+
 static bool chain_has_needsync(struct target *t, uint32_t chain_id)
 {
 	for (struct cstate *c = t->needsync; c; c = c->snext) {
@@ -261,6 +280,7 @@ static void on_fetched(void *arg, int status, struct rpc_msg *resp)
 		rs->fails++;
 		if (rs->cur_cs) {
 			rs->cur_cs->repairing = false;
+			needsync_to_back(t, rs->cur_cs);
 			cstate_maybe_free(t, rs->cur_cs);
 			rs->cur_cs = NULL;
 		}
@@ -277,6 +297,11 @@ static void on_fetched(void *arg, int status, struct rpc_msg *resp)
 	if (rs->cur_cs && rs->cur_cs->upd_gen != rs->cur_upd) {
 		rs->busy = false;
 		rs->cur_cs->repairing = false;
+		/* A chunk written faster than it can be fetched: marked, its
+		 * next forwarded update brings it whole (and the chain is not
+		 * reported in sync before). */
+		if (rs->full)
+			resync_mark(t, &rs->cur, rs->chain_id);
 		cstate_maybe_free(t, rs->cur_cs);
 		rs->cur_cs = NULL;
 		rs->copied++;	/* not clean: another pass */
@@ -285,6 +310,7 @@ static void on_fetched(void *arg, int status, struct rpc_msg *resp)
 		task_step(rs);
 		return;
 	}
+	rs->fails = 0;
 	/* Replace whatever we hold by the source's version, whole and
 	 * atomically; a chunk the source lacks goes. */
 	if (rs->fetched_version == 0)
@@ -339,6 +365,7 @@ static void fetch(struct resync *rs, const struct chunk_id *id)
 	if (rc) {
 		if (rs->cur_cs) {
 			rs->cur_cs->repairing = false;
+			needsync_to_back(t, rs->cur_cs);
 			cstate_maybe_free(t, rs->cur_cs);
 			rs->cur_cs = NULL;
 		}
@@ -417,7 +444,9 @@ static void list_page(struct resync *rs)
 	struct rpc_call_args a = { .op = OP_CHUNK_LIST, .body = body, .body_len = sizeof(body),
 				   .cb = on_list, .arg = rs };
 
-	if (pick_source(t, rs->chain_id, rs->fails, addr, sizeof(addr), &src, &ver)) {
+	/* One pass lists one source (the committed tail): remove_extras
+	 * trusts the listing as a whole. */
+	if (pick_source(t, rs->chain_id, 0, addr, sizeof(addr), &src, &ver)) {
 		rs->copied++;
 		rs->more = false;
 		rs->pass_failed = true;
@@ -605,8 +634,18 @@ static void task_step(struct resync *rs)
 		struct cstate *c = cstate_find(t, &e->id, false);
 
 		seen_add(rs, &e->id);
-		if (c && (c->inflight || c->repairing))
-			continue;	/* an update in flight: the next pass looks again */
+		if (c && (c->inflight || c->repairing)) {
+			/* An update in flight: not fetched now. If the copies
+			 * differ, the chunk is marked so that the pass is not
+			 * clean and the next update brings it whole. */
+			if (!c->repairing && !(chunk_stat(t->cs, &e->id, &ci) == 0 &&
+					       ci.version == e->version && ci.length == e->length &&
+					       ci.crc == e->crc)) {
+				resync_mark(t, &e->id, rs->chain_id);
+				rs->copied++;
+			}
+			continue;
+		}
 		/* Same version is not enough: a head that applied an update and
 		 * died before forwarding it holds other bytes under a version
 		 * its successor reused. Length and CRC32C tell them apart. */

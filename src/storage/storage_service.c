@@ -483,6 +483,13 @@ static void on_full_read(void *arg, int status, const struct chunk_info *info, u
 
 	if (!rc && (!info || info->version != op->u.version))
 		rc = STRATA_EUNAVAIL;	/* moved on meanwhile: the client retries */
+	if (rc == STRATA_EINTEGRITY) {
+		/* Our copy is bad too: it gets repaired like one a read finds. */
+		CNT(op->t->st, n_integrity, 1);
+		report_to_mgmt(op->t->st, op->t->id, &op->id, rc);
+		resync_mark(op->t, &op->id, op->u.ref.chain_id);
+		rc = STRATA_EUNAVAIL;
+	}
 	if (!rc) {
 		fu.forwarded = SP_FWD_FULL;
 		fu.ref.target_id = op->succ_target;
