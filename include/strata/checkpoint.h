@@ -132,8 +132,15 @@ int strata_ckpt_prune(struct strata *s, const char *dir, uint32_t keep_last);
 /* Removes the partial saves among dir's entries (PATH.tmp-* directories
  * left by a save that died, PATH.old-* left by a commit that died) in
  * which nothing changed for older_than_s seconds: neither the directory
- * nor any entry in it. A save still in progress is that old only if it
- * wrote nothing for that long: pass more than the slowest save takes.
+ * (entries created, renamed, removed) nor an entry in it (a file's time
+ * moves when its writer fsyncs or closes it, not with every write). A
+ * rank writing one large shard, or rank 0 waiting for the others' parts,
+ * changes nothing for that long: pass more than the slowest save takes.
+ * A commit that died between its two renames leaves no PATH, the old
+ * checkpoint in PATH.old-TAG and the new one in PATH.tmp-TAG: those two
+ * are left alone (they may be the only copies), as is anything that
+ * cannot be checked. Each is renamed out of the way before it is removed,
+ * so a commit racing it fails instead of committing a partial directory.
  * Returns the number removed, or a negative error. */
 int strata_ckpt_clean_partial(struct strata *s, const char *dir, uint32_t older_than_s);
 /* Copies the path of dir's newest committed checkpoint into buf. Returns

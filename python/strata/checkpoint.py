@@ -528,8 +528,11 @@ def latest(directory, client=None):
 def clean_partial(directory, older_than=24 * 3600, client=None):
     """Removes the partial saves in directory (NAME.tmp-* left by a save
     that died, NAME.old-* by a commit that died) in which nothing changed
-    for older_than seconds (default a day: more than a save in progress
-    goes without writing); returns how many were removed."""
+    for older_than seconds; returns how many were removed. A file's time
+    moves when it is fsynced or closed, not with each write: older_than
+    must exceed the slowest save (default a day). A commit that died
+    between its renames (no NAME, NAME.old-TAG and NAME.tmp-TAG) is left
+    alone: those may be the only copies."""
     if older_than < 0 or older_than > 0xFFFFFFFF:
         raise ValueError("older_than must be in 0..%d seconds" % 0xFFFFFFFF)
     client = _client(client)

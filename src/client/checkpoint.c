@@ -918,12 +918,47 @@ static int ck_newest_mtime(struct strata *s, const char *path, int64_t *out)
 	return rc < 0 ? rc : 0;
 }
 
+/* Whether partial entry name of dir may be the only copy of something:
+ * a commit that died between its two renames (NAME -> NAME.old-TAG, then
+ * NAME.tmp-TAG -> NAME) leaves no NAME, the previous checkpoint in
+ * NAME.old-TAG and the new, complete one in NAME.tmp-TAG. Also true when
+ * that cannot be told. */
+static bool ck_may_be_only_copy(struct strata *s, const char *dir, const char *name)
+{
+	const char *t = strstr(name, ".tmp-"), *o = strstr(name, ".old-");
+	bool is_tmp = t && (!o || t < o);
+	const char *cut = is_tmp ? t : o;
+	struct strata_stat st;
+	char path[CK_PATH_MAX];
+	int n, rc;
+
+	if (!cut)
+		return true;
+	n = snprintf(path, sizeof(path), "%s/%.*s", strcmp(dir, "/") ? dir : "",
+		     (int)(cut - name), name);
+	if (n < 0 || n >= (int)sizeof(path))
+		return true;
+	rc = strata_lstat(s, path, &st);
+	if (rc != -ENOENT)
+		return rc != 0;		/* NAME is there: nothing depends on this */
+	if (!is_tmp)
+		return true;		/* NAME.old-TAG without NAME */
+	/* NAME.tmp-TAG without NAME: the first save of NAME that died,
+	 * unless its commit had moved the old one to NAME.old-TAG. */
+	n = snprintf(path, sizeof(path), "%s/%.*s.old-%s", strcmp(dir, "/") ? dir : "",
+		     (int)(cut - name), name, cut + 5);
+	if (n < 0 || n >= (int)sizeof(path))
+		return true;
+	rc = strata_lstat(s, path, &st);
+	return rc != -ENOENT;
+}
+
 int strata_ckpt_clean_partial(struct strata *s, const char *dir, uint32_t older_than_s)
 {
 	struct strata_dir *d;
 	struct strata_dirent ent;
 	struct timespec now;
-	char **names = NULL, path[CK_PATH_MAX];
+	char **names = NULL, path[CK_PATH_MAX], dead[CK_PATH_MAX + 64];
 	size_t n = 0, cap = 0;
 	int rc, removed = 0;
 
@@ -960,16 +995,21 @@ int strata_ckpt_clean_partial(struct strata *s, const char *dir, uint32_t older_
 
 		if (!err)
 			err = ck_newest_mtime(s, path, &newest);
-		if (err == -ENOENT)
-			continue;	/* committed or removed meanwhile */
-		if (err) {
-			rc = err;
-			break;
-		}
+		/* Gone (committed meanwhile), or not known to be quiet: kept. */
+		if (err)
+			continue;
 		if ((int64_t)now.tv_sec * 1000000000LL + now.tv_nsec - newest <
 		    (int64_t)older_than_s * 1000000000LL)
 			continue;
-		rc = ck_rmtree(s, path);
+		if (ck_may_be_only_copy(s, dir, names[i]))
+			continue;
+		/* Out of the way first: a commit racing us fails on the missing
+		 * directory instead of committing a half-removed one. */
+		if (snprintf(dead, sizeof(dead), "%s.tmp-removing-%ld-%lld", path, (long)getpid(),
+			     (long long)now.tv_nsec) >= (int)sizeof(dead) ||
+		    strata_rename(s, path, dead, STRATA_RENAME_NOREPLACE))
+			continue;
+		rc = ck_rmtree(s, dead);
 		if (!rc)
 			removed++;
 	}

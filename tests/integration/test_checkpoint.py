@@ -185,6 +185,13 @@ def test_killed_save_leaves_previous(cluster):
         assert [n for n in c.listdir("/ck") if ".tmp-" in n]
         assert ck.clean_partial("/ck", older_than=0, client=c) == 1
         assert sorted(c.listdir("/ck")) == ["model"], c.listdir("/ck")
+        # a commit that died between its renames: no NAME, the old one in
+        # NAME.old-T, the new one in NAME.tmp-T; both may be the only
+        # copies and stay. A first save that died (no NAME, no .old-) goes.
+        for d in ("/ck2/m.old-T", "/ck2/m.tmp-T", "/ck2/n.tmp-U"):
+            c.makedirs(d)
+        assert ck.clean_partial("/ck2", older_than=0, client=c) == 1
+        assert sorted(c.listdir("/ck2")) == ["m.old-T", "m.tmp-T"], c.listdir("/ck2")
         try:
             ck.clean_partial("/ck", older_than=-1, client=c)
             raise AssertionError("a negative age was taken")
