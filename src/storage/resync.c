@@ -192,6 +192,31 @@ static bool chain_has_needsync(struct target *t, uint32_t chain_id)
 
 /* ---- installing a fetched chunk ---- */
 
+/* Lets go of the chunk being fetched; to_back: its repair failed, it goes
+ * behind the other needsync chunks. */
+static void release_cur(struct resync *rs, bool to_back)
+{
+	struct cstate *c = rs->cur_cs;
+
+	if (!c)
+		return;
+	c->repairing = false;
+	if (to_back)
+		needsync_to_back(rs->t, c);
+	rs->cur_cs = NULL;
+	cstate_maybe_free(rs->t, c);
+}
+
+/* A fetch or a listing failed: the pass saw only part of the source's
+ * chunks. It ends here and is not clean; the next tick starts another. */
+static void pass_abort(struct resync *rs)
+{
+	rs->pos = rs->nents;
+	rs->more = false;
+	rs->copied++;
+	rs->pass_failed = true;
+}
+
 static void task_free(struct resync *rs)
 {
 	struct target *t = rs->t;
@@ -202,10 +227,7 @@ static void task_free(struct resync *rs)
 			break;
 		}
 	}
-	if (rs->cur_cs) {
-		rs->cur_cs->repairing = false;
-		cstate_maybe_free(t, rs->cur_cs);
-	}
+	release_cur(rs, false);
 	abuf_free(rs->buf);
 	free(rs->ents);
 	free(rs->seen);
@@ -235,11 +257,7 @@ static void on_installed(void *arg, int status, const struct chunk_info *info)
 			resync_clear(t, c);
 		}
 	}
-	if (c) {
-		c->repairing = false;
-		rs->cur_cs = NULL;
-		cstate_maybe_free(t, c);
-	}
+	release_cur(rs, false);
 	task_step(rs);
 }
 
@@ -278,17 +296,8 @@ static void on_fetched(void *arg, int status, struct rpc_msg *resp)
 			 rs->chain_id, strata_strerror(status));
 		rs->busy = false;
 		rs->fails++;
-		if (rs->cur_cs) {
-			rs->cur_cs->repairing = false;
-			needsync_to_back(t, rs->cur_cs);
-			cstate_maybe_free(t, rs->cur_cs);
-			rs->cur_cs = NULL;
-		}
-		/* Back off to the next tick. */
-		rs->pos = rs->nents;
-		rs->more = false;
-		rs->copied++;	/* not clean: another pass */
-		rs->pass_failed = true;
+		release_cur(rs, true);
+		pass_abort(rs);
 		return;
 	}
 	/* An update reached this chunk while we fetched: installing the
@@ -296,14 +305,12 @@ static void on_fetched(void *arg, int status, struct rpc_msg *resp)
 	 * chunk's next forwarded update brings it whole anyway). */
 	if (rs->cur_cs && rs->cur_cs->upd_gen != rs->cur_upd) {
 		rs->busy = false;
-		rs->cur_cs->repairing = false;
 		/* A chunk written faster than it can be fetched: marked, its
 		 * next forwarded update brings it whole (and the chain is not
 		 * reported in sync before). */
 		if (rs->full)
 			resync_mark(t, &rs->cur, rs->chain_id);
-		cstate_maybe_free(t, rs->cur_cs);
-		rs->cur_cs = NULL;
+		release_cur(rs, false);
 		rs->copied++;	/* not clean: another pass */
 		if (!rs->full)
 			rs->pos = rs->nents;
@@ -363,16 +370,8 @@ static void fetch(struct resync *rs, const struct chunk_id *id)
 			rs->busy = false;
 	}
 	if (rc) {
-		if (rs->cur_cs) {
-			rs->cur_cs->repairing = false;
-			needsync_to_back(t, rs->cur_cs);
-			cstate_maybe_free(t, rs->cur_cs);
-			rs->cur_cs = NULL;
-		}
-		rs->pos = rs->nents;
-		rs->more = false;
-		rs->copied++;
-		rs->pass_failed = true;
+		release_cur(rs, true);
+		pass_abort(rs);
 	}
 }
 
@@ -401,9 +400,7 @@ static void on_list(void *arg, int status, struct rpc_msg *resp)
 	if (status) {
 		log_warn("storage", "target %u: listing chain %u at its source failed: %s (will retry)",
 			 rs->t->id, rs->chain_id, strata_strerror(status));
-		rs->copied++;
-		rs->pass_failed = true;
-		rs->more = false;
+		pass_abort(rs);
 		return;
 	}
 	rbuf_init(&r, resp->body, resp->hdr.body_len);
@@ -421,10 +418,8 @@ static void on_list(void *arg, int status, struct rpc_msg *resp)
 	}
 	rs->more = rb_u8(&r) != 0;
 	if (rb_finish(&r) || !rs->ents) {
-		rs->copied++;
-		rs->more = false;
 		rs->nents = 0;
-		rs->pass_failed = true;
+		pass_abort(rs);
 		return;
 	}
 	rs->nents = n;
@@ -447,9 +442,7 @@ static void list_page(struct resync *rs)
 	/* One pass lists one source (the committed tail): remove_extras
 	 * trusts the listing as a whole. */
 	if (pick_source(t, rs->chain_id, 0, addr, sizeof(addr), &src, &ver)) {
-		rs->copied++;
-		rs->more = false;
-		rs->pass_failed = true;
+		pass_abort(rs);
 		return;
 	}
 	if (!rs->started)
@@ -467,9 +460,7 @@ static void list_page(struct resync *rs)
 	rs->busy = true;
 	if (rpc_pool_call(t->pool, addr, &a)) {
 		rs->busy = false;
-		rs->copied++;
-		rs->more = false;
-		rs->pass_failed = true;
+		pass_abort(rs);
 	}
 }
 
