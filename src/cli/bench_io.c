@@ -112,42 +112,47 @@ struct seq_arg {
 	pthread_t thr;
 };
 
-static int seq_cluster(struct seq_arg *a, uint8_t *buf)
+/* One transfer of n bytes at off: the bytes moved, or a negative errno. */
+typedef ssize_t (*seq_io_fn)(void *h, bool write, uint8_t *buf, size_t n, uint64_t off);
+
+static ssize_t seq_io_strata(void *h, bool write, uint8_t *buf, size_t n, uint64_t off)
+{
+	return write ? strata_pwrite(h, buf, n, off) : strata_pread(h, buf, n, off);
+}
+
+static ssize_t seq_io_local(void *h, bool write, uint8_t *buf, size_t n, uint64_t off)
+{
+	int fd = *(int *)h;
+	ssize_t got = write ? pwrite(fd, buf, n, (off_t)off) : pread(fd, buf, n, (off_t)off);
+
+	return got < 0 ? -errno : got;
+}
+
+/* The thread's file, 1 MiB at a time: writes until the deadline (wrapping
+ * at the cap), reads the region written once, or over and over until
+ * the deadline (loop). */
+static int seq_loop(struct seq_arg *a, uint8_t *buf, seq_io_fn io, void *h)
 {
 	struct bio *b = a->b;
-	struct strata_file *f = NULL;
-	uint64_t off = 0, *region = &b->region[0][a->idx];
-	char path[64];
-	int rc;
+	uint64_t off = 0, *region = &b->region[a->cluster ? 0 : 1][a->idx];
 
-	seq_path(b, true, a->idx, path, sizeof(path));
-	rc = strata_open(b->s, path, a->write ? STRATA_O_WRONLY | STRATA_O_CREAT | STRATA_O_TRUNC :
-			 STRATA_O_RDONLY, 0644, &f);
-	if (rc)
-		return rc;
 	while (!bio_stop) {
 		size_t n = BIO_SEQ_IO;
 		ssize_t got;
 
-		if (a->write) {
-			if (bench_now() >= a->deadline)
-				break;
-			got = strata_pwrite(f, buf, n, off);
-		} else {
-			if (a->loop && bench_now() >= a->deadline)
-				break;
+		if ((a->write || a->loop) && bench_now() >= a->deadline)
+			break;
+		if (!a->write) {
 			if (off >= *region && a->loop && *region)
 				off = 0;
 			if (off >= *region)
 				break;
 			if (n > *region - off)
 				n = (size_t)(*region - off);
-			got = strata_pread(f, buf, n, off);
 		}
-		if (got != (ssize_t)n) {
-			rc = got < 0 ? (int)got : -EIO;
-			break;
-		}
+		got = io(h, a->write, buf, n, off);
+		if (got != (ssize_t)n)
+			return got < 0 ? (int)got : -EIO;
 		a->bytes += n;
 		off += n;
 		if (a->write && off > *region)
@@ -155,57 +160,36 @@ static int seq_cluster(struct seq_arg *a, uint8_t *buf)
 		if (a->write && off + BIO_SEQ_IO > b->cap)
 			off = 0;
 	}
-	if (f) {
-		int crc = strata_close(f);
+	return 0;
+}
 
-		if (!rc)
-			rc = crc;
-	}
-	return rc;
+static int seq_cluster(struct seq_arg *a, uint8_t *buf)
+{
+	struct strata_file *f = NULL;
+	char path[64];
+	int rc, crc;
+
+	seq_path(a->b, true, a->idx, path, sizeof(path));
+	rc = strata_open(a->b->s, path, a->write ? STRATA_O_WRONLY | STRATA_O_CREAT | STRATA_O_TRUNC :
+			 STRATA_O_RDONLY, 0644, &f);
+	if (rc)
+		return rc;
+	rc = seq_loop(a, buf, seq_io_strata, f);
+	crc = strata_close(f);
+	return rc ? rc : crc;
 }
 
 static int seq_local(struct seq_arg *a, uint8_t *buf)
 {
-	struct bio *b = a->b;
-	uint64_t off = 0, *region = &b->region[1][a->idx];
 	char path[PATH_MAX];
-	int fd, rc = 0;
+	int fd, rc;
 
-	seq_path(b, false, a->idx, path, sizeof(path));
+	seq_path(a->b, false, a->idx, path, sizeof(path));
 	fd = open(path, a->write ? O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC : O_RDONLY | O_CLOEXEC,
 		  0644);
 	if (fd < 0)
 		return -errno;
-	while (!bio_stop) {
-		size_t n = BIO_SEQ_IO;
-		ssize_t got;
-
-		if (a->write) {
-			if (bench_now() >= a->deadline)
-				break;
-			got = pwrite(fd, buf, n, (off_t)off);
-		} else {
-			if (a->loop && bench_now() >= a->deadline)
-				break;
-			if (off >= *region && a->loop && *region)
-				off = 0;
-			if (off >= *region)
-				break;
-			if (n > *region - off)
-				n = (size_t)(*region - off);
-			got = pread(fd, buf, n, (off_t)off);
-		}
-		if (got != (ssize_t)n) {
-			rc = got < 0 ? -errno : -EIO;
-			break;
-		}
-		a->bytes += n;
-		off += n;
-		if (a->write && off > *region)
-			*region = off;
-		if (a->write && off + BIO_SEQ_IO > b->cap)
-			off = 0;
-	}
+	rc = seq_loop(a, buf, seq_io_local, &fd);
 	if (!rc && a->write && fdatasync(fd) < 0)
 		rc = -errno;
 	close(fd);
