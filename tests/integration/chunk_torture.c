@@ -37,6 +37,8 @@
 #include "net/reactor.h"
 #include "strata/errors.h"
 
+#include "driver_client.h"
+
 /* A short-lived test driver: its model buffers live until exit. */
 const char *__asan_default_options(void);
 const char *__asan_default_options(void)
@@ -102,29 +104,6 @@ static void job_done(struct sc_io *io)
 	c->done++;
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
-}
-
-/* STRATA_TORTURE_RETRY_MS, when set, bounds each I/O's retries (the
- * client's retry_ms), so a test of a failure that never heals is short. */
-static struct sclient *connect_cluster(const char *mgmt)
-{
-	struct sclient_opts o;
-	struct reactor *r;
-	struct sclient *sc;
-	const char *retry = getenv("STRATA_TORTURE_RETRY_MS");
-	int rc;
-
-	sclient_opts_init(&o, sizeof(o));
-	if (retry && *retry)
-		o.retry_ms = (uint32_t)strtoul(retry, NULL, 0);
-	if (reactor_new("torture", &r) || reactor_start(r))
-		return NULL;
-	rc = sclient_new(r, mgmt, &o, &sc);
-	if (rc || (rc = sclient_wait_map(sc, 20000))) {
-		fprintf(stderr, "cannot reach cluster at '%s': %s\n", mgmt, strata_strerror(rc));
-		return NULL;
-	}
-	return sc;
 }
 
 static uint32_t chain_of(struct ctx *c, uint64_t ino, uint64_t idx)
@@ -344,7 +323,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: see the comment at the top of chunk_torture.c\n");
 		return 2;
 	}
-	c.sc = connect_cluster(argv[1]);
+	c.sc = driver_connect("torture", argv[1]);
 	if (!c.sc)
 		return 1;
 	c.table = sclient_table_len(c.sc);

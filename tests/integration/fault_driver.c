@@ -66,6 +66,8 @@
 #include "net/rpc.h"
 #include "strata/errors.h"
 
+#include "driver_client.h"
+
 /* A short-lived test driver: its model buffers live until exit. */
 const char *__asan_default_options(void);
 const char *__asan_default_options(void)
@@ -117,27 +119,6 @@ static uint64_t mono_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static struct sclient *connect_cluster(const char *mgmt)
-{
-	struct sclient_opts o;
-	struct reactor *r;
-	struct sclient *sc;
-	const char *retry = getenv("STRATA_TORTURE_RETRY_MS");
-	int rc;
-
-	sclient_opts_init(&o, sizeof(o));
-	if (retry && *retry)
-		o.retry_ms = (uint32_t)strtoul(retry, NULL, 0);
-	if (reactor_new("fault", &r) || reactor_start(r))
-		return NULL;
-	rc = sclient_new(r, mgmt, &o, &sc);
-	if (rc || (rc = sclient_wait_map(sc, 20000))) {
-		fprintf(stderr, "cannot reach cluster at '%s': %s\n", mgmt, strata_strerror(rc));
-		return NULL;
-	}
-	return sc;
 }
 
 /* What a chunk must hold: bytes, which of them are known, the length. */
@@ -680,15 +661,15 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	if (strcmp(argv[2], "writer") == 0 && (argc == 11 || argc == 12)) {
-		sc = connect_cluster(argv[1]);
+		sc = driver_connect("fault", argv[1]);
 		return sc ? run_writer(sc, argv + 3, argc - 3, false) : 1;
 	}
 	if (strcmp(argv[2], "fill") == 0 && argc == 9) {
-		sc = connect_cluster(argv[1]);
+		sc = driver_connect("fault", argv[1]);
 		return sc ? run_writer(sc, argv + 3, argc - 3, true) : 1;
 	}
 	if (strcmp(argv[2], "audit") == 0 && (argc == 4 || argc == 5)) {
-		sc = connect_cluster(argv[1]);
+		sc = driver_connect("fault", argv[1]);
 		return sc ? run_audit(sc, argv[3], argc == 5 ? (uint32_t)strtoul(argv[4], NULL, 0)
 						  : 1) : 1;
 	}

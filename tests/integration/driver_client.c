@@ -1,0 +1,27 @@
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "driver_client.h"
+#include "net/reactor.h"
+#include "strata/errors.h"
+
+struct sclient *driver_connect(const char *name, const char *mgmt)
+{
+	struct sclient_opts o;
+	struct reactor *r;
+	struct sclient *sc;
+	const char *retry = getenv("STRATA_TORTURE_RETRY_MS");
+	int rc;
+
+	sclient_opts_init(&o, sizeof(o));
+	if (retry && *retry)
+		o.retry_ms = (uint32_t)strtoul(retry, NULL, 0);
+	if (reactor_new(name, &r) || reactor_start(r))
+		return NULL;
+	rc = sclient_new(r, mgmt, &o, &sc);
+	if (rc || (rc = sclient_wait_map(sc, 20000))) {
+		fprintf(stderr, "cannot reach cluster at '%s': %s\n", mgmt, strata_strerror(rc));
+		return NULL;
+	}
+	return sc;
+}

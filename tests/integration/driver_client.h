@@ -1,0 +1,13 @@
+/* What the C test drivers (chunk_torture, fault_driver) share. */
+#ifndef STRATA_TESTS_DRIVER_CLIENT_H
+#define STRATA_TESTS_DRIVER_CLIENT_H
+
+#include "client/storage_client.h"
+
+/* A storage client on a new reactor thread called name, once it holds the
+ * cluster map of mgmt (20 s at most); NULL, with the reason on stderr.
+ * STRATA_TORTURE_RETRY_MS, when set, bounds each I/O's retries (the
+ * client's retry_ms), so a test of a failure that never heals is short. */
+struct sclient *driver_connect(const char *name, const char *mgmt);
+
+#endif
