@@ -554,6 +554,26 @@ class Cluster:
         r = self.strata("local", "down", "--dir", self.dir, timeout=timeout)
         return r
 
+    def stop_all(self):
+        """'strata local down' (when the cluster is up), then SIGKILL to any
+        of its processes that survived it. Returns the problems seen."""
+        problems = []
+        pids = self.pids()
+        if (self.dir / "cluster.json").exists():
+            try:
+                self.down()
+            except subprocess.TimeoutExpired:
+                problems.append("strata local down timed out in %s" % self.dir)
+        for pid in pids:
+            if pid_alive(pid):
+                problems.append("cluster pid %d survived 'local down'" % pid)
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            REGISTRY.discard(pid)
+        return problems
+
     def pids(self):
         return [n.pid for n in self.nodes]
 
@@ -775,20 +795,7 @@ def cluster(tmp_path, strata, request):
         for c in made:
             if (c.dir / "cluster.json").exists():
                 c.reload()
-            pids = c.pids()
-            if (c.dir / "cluster.json").exists():
-                try:
-                    c.down()
-                except subprocess.TimeoutExpired:
-                    problems.append("strata local down timed out in %s" % c.dir)
-            for pid in pids:
-                if pid_alive(pid):
-                    problems.append("cluster pid %d survived 'local down'" % pid)
-                    try:
-                        os.killpg(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
-                REGISTRY.discard(pid)
+            problems += c.stop_all()
             problems += c.sanitizer_reports()
             if _failed(request):
                 for n in c.nodes:

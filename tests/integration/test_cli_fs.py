@@ -7,12 +7,10 @@ import hashlib
 import os
 import random
 import re
-import signal
-import subprocess
 
 import pytest
 
-from conftest import STRATA, Cluster, REGISTRY, pid_alive, run, sanitizer_reports, wait_until
+from conftest import STRATA, Cluster, run, sanitizer_reports, wait_until
 
 MiB = 1 << 20
 
@@ -32,20 +30,7 @@ def fs_cluster(tmp_path_factory):
             c.down()
         raise
     yield c
-    pids = c.pids()
-    problems = []
-    try:
-        c.down()
-    except subprocess.TimeoutExpired:
-        problems.append("strata local down timed out in %s" % c.dir)
-    for pid in pids:
-        if pid_alive(pid):
-            problems.append("cluster pid %d survived 'local down'" % pid)
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        REGISTRY.discard(pid)
+    problems = c.stop_all()
     problems += c.sanitizer_reports()
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)

@@ -23,8 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (BUILD, REGISTRY, Cluster, pid_alive, run, sanitizer_reports, spawn,
-                      wait_until, STRATA)
+from conftest import BUILD, REGISTRY, Cluster, run, sanitizer_reports, spawn, STRATA
 
 FUSE_BIN = BUILD / "src" / "fuse" / "strata-fuse"
 FUSERMOUNT = shutil.which("fusermount3")
@@ -145,24 +144,6 @@ def _strata_fn(*args, timeout=90, env=None):
     return run([STRATA, *[str(a) for a in args]], timeout=timeout, env=env)
 
 
-def _down(c):
-    problems = []
-    pids = c.pids()
-    try:
-        c.down()
-    except subprocess.TimeoutExpired:
-        problems.append("strata local down timed out in %s" % c.dir)
-    for pid in pids:
-        if pid_alive(pid):
-            problems.append("cluster pid %d survived 'local down'" % pid)
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        REGISTRY.discard(pid)
-    return problems
-
-
 @pytest.fixture(scope="module")
 def fuse_cluster(tmp_path_factory):
     c = Cluster(tmp_path_factory.mktemp("fuse") / "cluster", _strata_fn)
@@ -173,7 +154,7 @@ def fuse_cluster(tmp_path_factory):
             c.down()
         raise
     yield c
-    problems = _down(c) + c.sanitizer_reports()
+    problems = c.stop_all() + c.sanitizer_reports()
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)
 
@@ -500,7 +481,7 @@ def test_storage_node_loss_is_a_pause(tmp_path, mounts):
             m.stop()
         if (c.dir / "cluster.json").exists():
             c.reload()
-            _down(c)
+            c.stop_all()
 
 
 @pytest.mark.timeout(180)
@@ -513,7 +494,7 @@ def test_unreachable_cluster_returns_eio(tmp_path, mounts):
         (m.path / "f").write_bytes(b"data")
         assert (m.path / "f").read_bytes() == b"data"
     finally:
-        _down(c)
+        c.stop_all()
     # Every call now fails with EIO after the timeout, and the mount answers.
     code = ("import os, errno, sys\n"
             "res = []\n"

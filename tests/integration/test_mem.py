@@ -11,40 +11,10 @@ consistent hashing and replicas surviving a node; layer streaming with
 outputs identical to the resident model.
 """
 import json
-import os
-import subprocess
 import textwrap
 
-import pytest
-
-from conftest import BUILD, REPO, run
-
-PY = "/usr/bin/python3"
-
-
-def _have_torch():
-    r = subprocess.run([PY, "-c", "import torch, numpy"], capture_output=True)
-    return r.returncode == 0
-
-
-pytestmark = pytest.mark.skipif(not _have_torch(),
-                                reason="needs Debian's python3-torch and python3-numpy")
-
-
-def py_env():
-    lib = BUILD / "libstrata.so"
-    env = {"PYTHONPATH": str(REPO / "python"), "STRATA_LIB": str(lib)}
-    ldd = subprocess.run(["ldd", str(lib)], capture_output=True, text=True).stdout
-    if "libasan" in ldd:
-        pre = []
-        for name in ("libasan.so", "libstdc++.so"):
-            p = subprocess.run(["gcc", "-print-file-name=" + name], capture_output=True,
-                               text=True).stdout.strip()
-            if p and os.path.exists(p):
-                pre.append(p)
-        env["LD_PRELOAD"] = " ".join(pre)
-        env["ASAN_OPTIONS"] = "detect_leaks=0"
-    return env
+from conftest import run
+from test_python import PY, py_env, pytestmark  # noqa: F401  (skips without torch)
 
 
 def run_py(addrs, code, timeout=120, replicas=1):

@@ -32,11 +32,13 @@ def lib_path():
     return BUILD / "libstrata.so"
 
 
-def py_env(cluster_dir):
-    """Environment of a child Python using the build's libstrata."""
+def py_env(cluster_dir=None):
+    """Environment of a child Python using the build's libstrata (and the
+    cluster in cluster_dir, when given)."""
     lib = lib_path()
-    env = {"PYTHONPATH": str(REPO / "python"), "STRATA_LIB": str(lib),
-           "STRATA_MGMT": str(cluster_dir)}
+    env = {"PYTHONPATH": str(REPO / "python"), "STRATA_LIB": str(lib)}
+    if cluster_dir is not None:
+        env["STRATA_MGMT"] = str(cluster_dir)
     ldd = subprocess.run(["ldd", str(lib)], capture_output=True, text=True).stdout
     if "libasan" in ldd:
         pre = []
