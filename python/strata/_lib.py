@@ -67,3 +67,20 @@ def check(rc, path=None):
     e = OSError(errno.EIO, msg, path) if path is not None else OSError(errno.EIO, msg)
     e.strata_code = rc
     raise e
+
+
+class Closable:
+    """Calls close() when a with block ends and when the object is
+    collected (errors at collection are dropped)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

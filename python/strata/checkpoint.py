@@ -27,7 +27,7 @@ import pickle
 import sys
 import threading
 
-from ._lib import check, lib
+from ._lib import Closable, check, lib
 from .client import Client, buffer_info
 
 _P = ctypes.c_void_p
@@ -343,7 +343,7 @@ def save(state, path, client=None, async_=True, rank=None, world_size=None, tag=
     h = SaveHandle(path)
     if not async_:
         # Straight from the tensors: no snapshot copy needed.
-        layout, keep, off = [], [], 0
+        layout, keep = [], []
         for name, x in leaves:
             if _is_tensor(x) and (x.device.type != "cpu" or not x.is_contiguous()):
                 x = x.detach().cpu().contiguous()
@@ -384,7 +384,7 @@ def save(state, path, client=None, async_=True, rank=None, world_size=None, tag=
 
 # ---------------------------------------------------------------------------
 
-class Checkpoint:
+class Checkpoint(Closable):
     """An open committed checkpoint: its tensors (info) and shards' meta."""
 
     def __init__(self, path, client=None):
@@ -412,18 +412,6 @@ class Checkpoint:
         if self._c is not None:
             _lib().strata_ckpt_close(self._c)
             self._c = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def read(self, pairs, depth=32):
         """pairs: [(tensor index, destination buffer)], read in one batch,

@@ -25,7 +25,7 @@ import stat as _stat
 import sys
 import threading
 
-from ._lib import check, lib, strerror
+from ._lib import Closable, check, lib, strerror
 
 c_int, c_uint, c_u32, c_u64, c_i64 = (ctypes.c_int, ctypes.c_uint, ctypes.c_uint32,
                                        ctypes.c_uint64, ctypes.c_int64)
@@ -671,7 +671,7 @@ class File(io.RawIOBase):
         return size
 
 
-class Ring:
+class Ring(Closable):
     """A batch of asynchronous reads and writes (a libstrata ring), used
     by one thread at a time. prep_read/prep_write queue I/Os (the buffer
     is kept alive until its completion is reaped), submit sends them, wait
@@ -695,18 +695,6 @@ class Ring:
             self._r = None
             self._keep.clear()
             self.inflight = 0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def _prep(self, fn, f, buf, off, user_data, writable, length=None):
         addr, n, keep = buffer_info(buf, writable)

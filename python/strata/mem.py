@@ -18,7 +18,7 @@ import json
 import os
 from ctypes import POINTER, c_char_p, c_int, c_size_t, c_ssize_t, c_uint, c_uint32, c_uint64, c_void_p
 
-from ._lib import check, lib
+from ._lib import Closable, check, lib
 from .client import buffer_info
 
 PIN = 0x1
@@ -137,7 +137,7 @@ class GetOp:
             self._h = None
 
 
-class Pool:
+class Pool(Closable):
     """A pool of mem nodes, dict-like. addrs: "host:port,..." or a list;
     None reads $STRATA_MEM, else the local cluster in local_dir
     ($STRATA_LOCAL_DIR). replicas: copies of each put (hot objects)."""
@@ -161,16 +161,6 @@ class Pool:
         if self._h:
             _lib().strata_mem_close(self._h)
             self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_h", None):
-            self.close()
 
     # ---- bytes ----
     def put(self, key, value, pin=False, nx=False):

@@ -200,7 +200,6 @@ def _timeit(fn, reps):
 def _bench(argv):
     import argparse
     import time
-    from .mem import Pool
     ap = argparse.ArgumentParser(prog="python3 -m strata.offload bench")
     ap.add_argument("--pool", required=True)
     ap.add_argument("--mgmt", default=None)
