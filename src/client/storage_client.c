@@ -269,6 +269,28 @@ static void on_refetch(void *arg)
 
 /* ---- one attempt ---- */
 
+/* The bytes of a read fail the CRC they came with: the target may hold a
+ * damaged copy it did not check (cached whole blocks go out unverified,
+ * the reader's check being end to end), so ask it to. */
+static void ask_verify(struct sc_io *io)
+{
+	struct sclient *sc = io->sc;
+	const struct cm_target *t = cm_find_target(&sc->map, io->tried_target);
+	const struct cm_node *nd = t ? cm_find_node(&sc->map, t->node_id) : NULL;
+	struct sp_read rd = { 0 };
+
+	if (!nd || io->chain_idx >= sc->map.nchains)
+		return;
+	rd.ref.chain_id = sc->map.chains[io->chain_idx].id;
+	rd.ref.chain_ver = io->tried_chain_ver;
+	rd.ref.target_id = io->tried_target;
+	rd.ref.ino = io->ino;
+	rd.ref.idx = io->idx;
+	rd.offset = io->offset;
+	rd.len = io->len;
+	sp_ask_verify(sc->pool, nd->addr, &rd, sc->o.timeout_ms);
+}
+
 static void on_reply(void *arg, int status, struct rpc_msg *resp)
 {
 	struct sc_io *io = arg;
@@ -291,8 +313,10 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 			return;
 		}
 		if (crc32c(0, io->buf, nread) != crc) {
-			log_warn("client", "chunk %llx:%llx: checksum mismatch in a reply; retrying another replica",
-				 (unsigned long long)io->ino, (unsigned long long)io->idx);
+			log_warn("client", "chunk %llx:%llx: checksum mismatch in a reply from target %u; retrying another replica",
+				 (unsigned long long)io->ino, (unsigned long long)io->idx,
+				 io->tried_target);
+			ask_verify(io);
 			io_failed(io, STRATA_EINTEGRITY);
 			return;
 		}
@@ -388,6 +412,8 @@ static void io_start(struct sc_io *io)
 	ref.chain_id = c->id;
 	ref.chain_ver = c->version;
 	ref.target_id = t->id;
+	io->tried_target = t->id;
+	io->tried_chain_ver = c->version;
 	ref.ino = io->ino;
 	ref.idx = io->idx;
 	wbuf_init(&w, &b);

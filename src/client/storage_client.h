@@ -78,6 +78,8 @@ struct sc_io {
 	uint32_t replica;
 	int last_err;
 	uint32_t crc;
+	uint32_t tried_target;	/* the target of the attempt in flight */
+	uint64_t tried_chain_ver;
 	struct reactor_timer timer;
 };
 

@@ -25,6 +25,7 @@ enum strata_op {
 	OP_TARGET_SPACE = 38,
 	OP_CHUNK_LIST = 39,
 	OP_CHUNK_SYNC = 40,
+	OP_CHUNK_VERIFY = 41,	/* a reader got bytes that fail their CRC: check the stored copy */
 
 	OP_META_FIRST = 64,
 	OP_META_LAST = 95,

@@ -183,6 +183,10 @@ void cs_lru_remove(struct chunk_store *cs, struct centry *e)
 void cs_ent_close_fd(struct chunk_store *cs, struct centry *e)
 {
 	cs_lru_remove(cs, e);
+	if (e->map) {
+		chunk_hold_put(e->map);
+		e->map = NULL;
+	}
 	if (e->fd >= 0) {
 		close(e->fd);
 		e->fd = -1;
@@ -626,6 +630,7 @@ void chunk_store_close(struct chunk_store *cs)
 			next = e->hnext;
 			if (e->fd >= 0)
 				close(e->fd);
+			chunk_hold_put(e->map);	/* replies still sending keep theirs */
 			free(e->bcrc);
 			free(e);
 		}

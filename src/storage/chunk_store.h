@@ -147,6 +147,36 @@ int chunk_read(struct chunk_store *cs, const struct chunk_id *id, uint32_t offse
 	       uint32_t len, void *dst, chunk_read_fn cb, void *arg);
 
 /*
+ * A reference to chunk bytes that a read answered from a read-only
+ * mapping of the chunk file (the page cache) instead of copying them.
+ * The bytes stay valid and unchanged until the last reference goes: a
+ * later overwrite or removal replaces the file rather than the mapped
+ * bytes. Drop it with chunk_hold_put(), from any thread.
+ */
+struct chunk_hold;
+void chunk_hold_put(struct chunk_hold *h);
+
+/* As chunk_read_fn; data: the nread bytes, in dst or (hold != NULL) in a
+ * mapping that hold keeps; the callee owns hold. */
+typedef void (*chunk_read_ref_fn)(void *arg, int status, const struct chunk_info *info,
+				  const uint8_t *data, uint32_t nread, uint32_t crc_of_data,
+				  struct chunk_hold *hold);
+
+/*
+ * chunk_read that, with buffered_reads, answers a range already in the
+ * page cache by reference: data points into the mapping, so serving it
+ * costs no copy. A range of whole blocks (from a block boundary to one,
+ * or to the chunk's end) is then not verified here: crc_of_data is
+ * combined from the stored block CRCs, so the reader that checks it
+ * checks the bytes against what was written, end to end. A reader that
+ * finds a mismatch must say so (OP_CHUNK_VERIFY runs chunk_read, which
+ * verifies). Other ranges are verified; ranges not in the page cache are
+ * read into dst as by chunk_read.
+ */
+int chunk_read_ref(struct chunk_store *cs, const struct chunk_id *id, uint32_t offset,
+		   uint32_t len, void *dst, chunk_read_ref_fn cb, void *arg);
+
+/*
  * Sets the length of chunk id (shrinking, or extending with zeros) and its
  * version (same rules as chunk_write). cb statuses: as chunk_write, plus
  * -ENOENT. Returns 0 or -EINVAL/-ENOMEM (cb not run).

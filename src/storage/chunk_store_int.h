@@ -9,6 +9,7 @@
 
 #include <endian.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -73,6 +74,15 @@ struct centry {
 	struct centry *rnext;           /* runnable list */
 	struct centry *lprev, *lnext;   /* LRU of idle open fds */
 	bool in_lru;
+	struct chunk_hold *map;         /* read-only mapping of fd, or NULL */
+};
+
+/* A mapping of one chunk file; the entry holds one reference while its
+ * fd is open, each reply sent from it one more. */
+struct chunk_hold {
+	_Atomic int refs;
+	void *addr;
+	size_t len;
 };
 
 struct op {
@@ -90,6 +100,9 @@ struct op {
 	bool buf_is_dst;                /* read: straight into the caller's buffer */
 	chunk_done_fn done_cb;
 	chunk_read_fn read_cb;
+	chunk_read_ref_fn read_ref_cb;  /* chunk_read_ref: may answer by mapping */
+	struct chunk_hold *hold;        /* the mapping the answer points into */
+	const uint8_t *data;
 	void *arg;
 	int status;
 	bool has_info;

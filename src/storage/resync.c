@@ -52,6 +52,9 @@ struct resync {
 	bool full;			/* chain resync (else: needsync repairs) */
 	bool busy;			/* an RPC or engine op in flight */
 	bool done;
+	/* the fetch in flight: where it went, what it asked */
+	char src_addr[CM_ADDR_LEN];
+	struct sp_read src_rd;
 	/* listing of the current pass */
 	struct list_ent *ents;
 	uint32_t nents, pos;
@@ -286,8 +289,14 @@ static void on_fetched(void *arg, int status, struct rpc_msg *resp)
 		rs->fetched_version = rb_u64(&r);
 		nread = rb_u32(&r);
 		crc = rb_u32(&r);
-		if (r.err || nread != resp->hdr.bulk_len || crc32c(0, rs->buf, nread) != crc)
+		if (r.err || nread != resp->hdr.bulk_len) {
+			status = STRATA_EBADMSG;
+		} else if (crc32c(0, rs->buf, nread) != crc) {
+			/* The source's copy may be damaged: it sends cached
+			 * blocks unverified, the reader checking them. */
 			status = STRATA_EINTEGRITY;
+			sp_ask_verify(t->pool, rs->src_addr, &rs->src_rd, t->st->timeout_ms);
+		}
 		rs->fetched_len = nread;
 	}
 	if (status) {
@@ -355,6 +364,8 @@ static void fetch(struct resync *rs, const struct chunk_id *id)
 		rd.ref.ino = id->ino;
 		rd.ref.idx = id->idx;
 		rd.len = FETCH_MAX;
+		rs->src_rd = rd;
+		snprintf(rs->src_addr, sizeof(rs->src_addr), "%s", addr);
 		bbuf_init(&b);
 		wbuf_init(&w, &b);
 		sp_read_encode(&w, &rd);

@@ -81,7 +81,8 @@ struct storage {
 	uint64_t hb_ms;
 	uint32_t timeout_ms;
 	/* counters (atomic) */
-	uint64_t n_writes, n_reads, bytes_written, bytes_read, n_stale, n_dirty, n_integrity;
+	uint64_t n_writes, n_reads, bytes_written, bytes_read, n_stale, n_dirty, n_integrity,
+		 n_verify, n_mapped;
 	uint64_t n_synced_chunks, bytes_synced, n_repaired, n_scrubbed;
 };
 

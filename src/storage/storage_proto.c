@@ -1,6 +1,10 @@
+#include <errno.h>
 #include <stdlib.h>
 
+#include "common/log.h"
 #include "net/frame.h"
+#include "net/proto.h"
+#include "net/rpc.h"
 #include "storage_proto.h"
 #include "strata/errors.h"
 
@@ -118,4 +122,33 @@ int sp_batch_decode(const void *body, uint32_t len, uint32_t *target_id,
 	*items = v;
 	*n = cnt;
 	return 0;
+}
+
+static void on_verify_answer(void *arg, int status, struct rpc_msg *resp)
+{
+	(void)arg;
+	(void)resp;
+	if (status == STRATA_EINTEGRITY)
+		log_warn("storage", "a target confirmed that its copy is damaged; it will be repaired");
+	else if (status)
+		log_info("storage", "asking a target to verify its copy failed: %s",
+			 strata_strerror(status));
+}
+
+int sp_ask_verify(struct rpc_pool *pool, const char *addr, const struct sp_read *rd,
+		  uint32_t timeout_ms)
+{
+	uint8_t body[64];
+	struct bbuf b = { body, 0, sizeof(body) };
+	struct rpc_call_args a = { .op = OP_CHUNK_VERIFY, .cb = on_verify_answer };
+	struct wbuf w;
+
+	wbuf_init(&w, &b);
+	sp_read_encode(&w, rd);
+	if (w.err || b.buf != body)
+		return w.err ? w.err : -EMSGSIZE;
+	a.body = b.buf;
+	a.body_len = (uint32_t)b.len;
+	a.timeout_ms = timeout_ms;
+	return rpc_pool_call(pool, addr, &a);
 }

@@ -92,4 +92,11 @@ void sp_batch_encode(struct wbuf *w, uint32_t target_id, const struct sp_batch_i
 int sp_batch_decode(const void *body, uint32_t len, uint32_t *target_id,
 		    struct sp_batch_item **items, uint32_t *n);
 
+struct rpc_pool;
+/* Tells the target at addr that the bytes of rd it sent fail their CRC
+ * (OP_CHUNK_VERIFY): it checks its stored copy and, if that is damaged,
+ * reports it and has it repaired. Nobody waits for the answer. */
+int sp_ask_verify(struct rpc_pool *pool, const char *addr, const struct sp_read *rd,
+		  uint32_t timeout_ms);
+
 #endif

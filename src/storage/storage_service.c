@@ -715,6 +715,7 @@ struct read_op {
 	struct chunk_id id;
 	uint32_t chain;
 	void *buf;
+	bool verify;			/* OP_CHUNK_VERIFY: the status alone */
 };
 
 static void read_buf_free(void *arg)
@@ -722,8 +723,13 @@ static void read_buf_free(void *arg)
 	abuf_free(arg);
 }
 
-static void on_read_done(void *arg, int status, const struct chunk_info *info, uint32_t nread,
-			 uint32_t crc)
+static void read_hold_free(void *arg)
+{
+	chunk_hold_put(arg);
+}
+
+static void on_read_done(void *arg, int status, const struct chunk_info *info,
+			 const uint8_t *data, uint32_t nread, uint32_t crc, struct chunk_hold *hold)
 {
 	struct read_op *op = arg;
 	struct wbuf w;
@@ -742,9 +748,17 @@ static void on_read_done(void *arg, int status, const struct chunk_info *info, u
 	wb_u64(&w, info && status == 0 ? info->version : 0);
 	wb_u32(&w, status == 0 ? nread : 0);
 	wb_u32(&w, status == 0 ? crc : 0);
-	if (status) {
+	if (status || op->verify) {
 		abuf_free(op->buf);
+		chunk_hold_put(hold);
 		svc_reply(op->req, status);
+	} else if (hold) {
+		/* Sent straight from the page cache. */
+		abuf_free(op->buf);
+		CNT(op->t->st, n_mapped, 1);
+		CNT(op->t->st, n_reads, 1);
+		CNT(op->t->st, bytes_read, nread);
+		svc_reply_bulk(op->req, 0, data, nread, read_hold_free, hold);
 	} else {
 		CNT(op->t->st, n_reads, 1);
 		CNT(op->t->st, bytes_read, nread);
@@ -778,9 +792,26 @@ static int read_check(struct storage *st, struct target *t, const struct sp_ref 
 	return rc;
 }
 
+static void on_verify_done(void *arg, int status, const struct chunk_info *info, uint32_t nread,
+			   uint32_t crc)
+{
+	struct read_op *op = arg;
+
+	on_read_done(op, status, info, op->buf, nread, crc, NULL);
+}
+
+/*
+ * OP_CHUNK_READ, and OP_CHUNK_VERIFY: a reader found that bytes this
+ * target sent fail the CRC they came with. Whole blocks in the page cache
+ * go out unverified (chunk_read_ref), so the reader's check is the one
+ * that finds a damaged copy; the verify reads the range again through the
+ * verifying path, which reports the damage to mgmt and marks the chunk
+ * for resync as a failed read does. It answers with the status alone.
+ */
 static void op_read(void *svc, struct svc_req *req)
 {
 	struct storage *st = svc;
+	bool verify = req->hdr.opcode == OP_CHUNK_VERIFY;
 	struct sp_read rd;
 	struct target *t;
 	struct read_op *op;
@@ -789,7 +820,7 @@ static void op_read(void *svc, struct svc_req *req)
 	t = rc ? NULL : find_target(st, rd.ref.target_id);
 	if (!rc && !t)
 		rc = STRATA_ESTALE_MAP;
-	if (!rc)
+	if (!rc && !verify)
 		rc = read_check(st, t, &rd.ref);
 	if (rc) {
 		svc_reply(req, rc);
@@ -808,7 +839,13 @@ static void op_read(void *svc, struct svc_req *req)
 	op->id.ino = rd.ref.ino;
 	op->id.idx = rd.ref.idx;
 	op->chain = rd.ref.chain_id;
-	rc = chunk_read(t->cs, &op->id, rd.offset, rd.len, op->buf, on_read_done, op);
+	op->verify = verify;
+	if (verify) {
+		CNT(st, n_verify, 1);
+		rc = chunk_read(t->cs, &op->id, rd.offset, rd.len, op->buf, on_verify_done, op);
+	} else {
+		rc = chunk_read_ref(t->cs, &op->id, rd.offset, rd.len, op->buf, on_read_done, op);
+	}
 	if (rc) {
 		abuf_free(op->buf);
 		free(op);
@@ -1233,6 +1270,7 @@ static int storage_start(struct daemon *d, void **out)
 	rpc_server_route(d->srv, OP_CHUNK_TRUNCATE, NULL, route_update, st);
 	rpc_server_route(d->srv, OP_CHUNK_REMOVE, NULL, route_update, st);
 	rpc_server_route(d->srv, OP_CHUNK_READ, NULL, route_read, st);
+	rpc_server_route(d->srv, OP_CHUNK_VERIFY, NULL, route_read, st);
 	rpc_server_route(d->srv, OP_CHUNK_BATCH_READ, NULL, route_batch, st);
 	rpc_server_route(d->srv, OP_CHUNK_STAT, NULL, route_stat, st);
 	rpc_server_route(d->srv, OP_TARGET_SPACE, NULL, route_space, st);
@@ -1280,6 +1318,8 @@ static void storage_metrics(void *svc, struct bbuf *out)
 	M("strata_storage_stale_total", "requests refused for a stale map", n_stale);
 	M("strata_storage_dirty_total", "reads refused on a dirty replica", n_dirty);
 	M("strata_storage_integrity_errors_total", "checksum mismatches", n_integrity);
+	M("strata_storage_mapped_reads_total", "reads sent from the page cache without a copy", n_mapped);
+	M("strata_storage_verify_total", "checks asked for by readers that got bad bytes", n_verify);
 	M("strata_storage_synced_chunks_total", "chunks copied by resync and repair", n_synced_chunks);
 	M("strata_storage_synced_bytes_total", "bytes copied by resync and repair", bytes_synced);
 	M("strata_storage_repaired_total", "needsync chunks repaired", n_repaired);

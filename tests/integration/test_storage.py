@@ -264,6 +264,55 @@ def test_corrupt_replica_detected_and_bypassed(cluster, torture):
     check_replicas_identical(nodes)
 
 
+def test_corrupt_cached_replica_found_by_the_reader(cluster, torture):
+    """With storage.buffered_reads, whole blocks in the page cache are sent
+    from a mapping of the chunk file without a check at the target: the
+    reader checks them against the CRC the stored block CRCs give. Damage
+    made to the cached pages is then found by the client, which reads
+    another replica and asks the damaged one to verify (OP_CHUNK_VERIFY);
+    that one counts the error, reports the chunk to mgmt and stops serving
+    it until it is whole again."""
+    c = cluster(3, daemon_flags="--storage.buffered_reads=true")
+    nodes = c.storage_nodes
+    ino, length, seed = 0x4E, 200000, 21
+    for k in range(len(nodes)):
+        torture(c, "write", ino, k, 0, length, seed + k)
+        # Reads through the page cache: every replica's pages come in.
+        torture(c, "read", ino, k, 0, length, seed + k, 6)
+    assert set(integrity_errors(nodes).values()) == {0.0}
+    # Every replica has sent reads from its mapping already.
+    for n in nodes:
+        assert storage_metric(n, "strata_storage_mapped_reads_total") >= 1, \
+            "node %d sent no read from the page cache" % n.id
+    for k, n in enumerate(nodes):
+        # Written with pwrite: the cached page changes, as bad RAM would.
+        flip_byte(chunk_path(n, ino, k), DATA_OFF + 70000 + 1000 * k)
+    for k in range(len(nodes)):
+        torture(c, "read", ino, k, 0, length, seed + k, 6)
+    # Pages idle long enough are reclaimed (and then read and checked at
+    # the target): at least one replica must have been found by a reader.
+    wait_until(lambda: sum(storage_metric(n, "strata_storage_verify_total") for n in nodes) >= 1,
+               30, 0.05, "a reader to ask a target to verify its copy")
+    for k, n in enumerate(nodes):
+        wait_until(lambda: storage_metric(n, "strata_storage_integrity_errors_total") >= 1,
+                   30, 0.05, "node %d to find its copy of chunk %x:%x damaged" % (n.id, ino, k))
+        m = re.search(r"storage: target (\d+): chunk %x:%x: " % (ino, k), n.log)
+        assert m, "node %d logged no integrity error for chunk %x:%x" % (n.id, ino, k)
+        pat = r"target %s reports chunk %x:%x" % (m.group(1), ino, k)
+        wait_until(lambda: re.search(pat, c.mgmt_node.log), 30, 0.05,
+                   "mgmt to log the report of chunk %x:%x from target %s" % (ino, k, m.group(1)))
+        for o in nodes:
+            if o is not n:
+                assert not re.search(r"chunk %x:%x: checksum" % (ino, k), o.log), \
+                    "node %d reports chunk %x:%x it holds intact" % (o.id, ino, k)
+    # The repair (or an overwrite) makes the replicas whole again.
+    for k in range(len(nodes)):
+        torture(c, "write", ino, k, 0, length, seed + 100 + k)
+    for k in range(len(nodes)):
+        torture(c, "read", ino, k, 0, length, seed + 100 + k, 6)
+    check_replicas_identical(nodes)
+
+
 @pytest.mark.timeout(120)
 def test_repair_racing_an_overwrite_never_goes_back(cluster, torture):
     """A replica found corrupt by a read starts a repair fetch; a write of
