@@ -82,6 +82,15 @@ def test_bench_io_smoke(strata):
     assert re.search(r"^raw loopback TCP, one-way streaming of 1 MiB writes: [\d.]+ GB/s",
                      r.stdout, re.M), out
     assert re.search(r"^libstrata seq read 1 MiB .* = \d+\.\d\d$", r.stdout, re.M), out
+    # The read against raw request/response: alternating rounds, with N
+    # and 2N readers, and the median of each.
+    for n in (2, 4):
+        rounds = re.findall(r"^libstrata seq read 1 MiB \(%d thr, cached\) / raw request/response "
+                            r"\(%d conn\), round \d: [\d.]+ GB/s / [\d.]+ GB/s = \d+\.\d\d$" % (n, n),
+                            r.stdout, re.M)
+        assert len(rounds) == 3, out
+        assert re.search(r"^libstrata seq read 1 MiB \(%d thr, cached\) / raw request/response, "
+                         r"median of 3 rounds: [\d.]+ GB/s, ratio = \d+\.\d\d$" % n, r.stdout, re.M), out
     assert "stopped" in r.stdout, out
 
 
