@@ -99,7 +99,11 @@ static void op_finish(struct op *op, int status)
 	else
 		cs->done_head = op;
 	cs->done_tail = op;
-	if (!cs->in_poll) {
+	if (!cs->in_poll && !cs->done_signalled && cs->o.on_done &&
+	    cs->o.on_done(cs->o.on_done_arg)) {
+		/* The owner runs poll soon: the callback must run from it. */
+		cs->done_signalled = true;
+	} else if (!cs->in_poll && !cs->done_signalled) {
 		uint64_t one = 1;
 
 		/* Wake the reactor: the callback must run from poll. */
@@ -1063,8 +1067,12 @@ void chunk_store_poll(struct chunk_store *cs)
 	struct io_uring_cqe *cqe;
 	uint64_t v;
 
-	if (read(cs->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+	/* Called for on_done, the fd need not be readable: spare the read
+	 * when io_uring has posted nothing either. */
+	if ((!cs->done_signalled || io_uring_cq_ready(&cs->ring)) &&
+	    read(cs->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		log_debug(COMP, "eventfd read: %s", strerror(errno));
+	cs->done_signalled = false;
 	cs->in_poll = true;
 	while (io_uring_peek_cqe(&cs->ring, &cqe) == 0) {
 		struct op *op = io_uring_cqe_get_data(cqe);

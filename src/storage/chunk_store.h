@@ -53,6 +53,14 @@ struct chunk_store_opts {
 	bool buffered_reads;    /* reads through the page cache (writes stay
 				 * O_DIRECT, which invalidates cached pages);
 				 * default false */
+	/* Optional: called (on the owner thread, at most once until the next
+	 * chunk_store_poll) when an operation finished outside the poll, e.g.
+	 * a read answered from the page cache at submission. Returning true,
+	 * the owner promises to call chunk_store_poll soon; otherwise (or
+	 * without it) the store's fd is made readable instead (a syscall, and
+	 * a trip through epoll). */
+	bool (*on_done)(void *arg);
+	void *on_done_arg;
 };
 
 /* Sets o to the defaults. size: sizeof(*o) as the caller knows it. */

@@ -146,6 +146,7 @@ struct chunk_store {
 	struct centry *lru_head, *lru_tail;
 	uint32_t nopen;
 	bool in_poll, kicking;
+	bool done_signalled;            /* on_done called, poll not run yet */
 };
 
 /* ---- small helpers ---- */

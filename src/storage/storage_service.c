@@ -1093,6 +1093,23 @@ static void on_cs_event(void *arg, uint32_t events)
 	chunk_store_poll(t->cs);
 }
 
+static void poll_task(void *arg)
+{
+	struct target *t = arg;
+
+	if (t->cs)	/* not detached since */
+		chunk_store_poll(t->cs);
+}
+
+/* An op finished outside the poll (a read answered from the page cache):
+ * its callback runs after this batch of events, without the eventfd. */
+static bool poll_soon(void *arg)
+{
+	struct target *t = arg;
+
+	return reactor_defer(t->r, poll_task, t) == 0;
+}
+
 static void target_attach(void *arg)
 {
 	struct target *t = arg;
@@ -1255,6 +1272,8 @@ static int storage_start(struct daemon *d, void **out)
 		t->r = d->reactors[i % d->nreactors];
 		t->pool = st->pools[i % d->nreactors];
 		snprintf(t->dir, sizeof(t->dir), "%s/targets/%d", d->cfg.data, i);
+		o.on_done = poll_soon;
+		o.on_done_arg = t;
 		rc = chunk_store_open(t->dir, &o, &t->cs);
 		if (rc) {
 			log_error("storage", "cannot open target %u in '%s': %s", t->id, t->dir,
