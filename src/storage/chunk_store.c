@@ -236,58 +236,63 @@ static struct chunk_hold *ent_map(struct chunk_store *cs, struct centry *e, uint
 	return h;
 }
 
-/* Whether [p, p + len) (page aligned) is all in the page cache: touching
- * the mapping must never wait for the disk on the reactor. */
+/* Whether [p, p + len) is all in the page cache (p aligned to the
+ * system's page): touching the mapping must never wait for the disk on
+ * the reactor. */
 static bool resident(const uint8_t *p, size_t len)
 {
+	static size_t pg;
 	unsigned char vec[256];
 
-	while (len > 0) {
-		size_t pages = (len + PAGE_SZ - 1) / PAGE_SZ, n = pages < sizeof(vec) ? pages : sizeof(vec);
+	if (!pg) {
+		long v = sysconf(_SC_PAGESIZE);
 
-		if (mincore((void *)p, n * PAGE_SZ, vec) < 0)
+		pg = v > 0 ? (size_t)v : 4096;
+	}
+	if ((uintptr_t)p % pg)
+		return false;
+	while (len > 0) {
+		size_t pages = (len + pg - 1) / pg, n = pages < sizeof(vec) ? pages : sizeof(vec);
+
+		if (mincore((void *)p, n * pg, vec) < 0)
 			return false;
 		for (size_t i = 0; i < n; i++)
 			if (!(vec[i] & 1))
 				return false;
-		p += n * PAGE_SZ;
-		len = len > n * PAGE_SZ ? len - n * PAGE_SZ : 0;
+		p += n * pg;
+		len = len > n * pg ? len - n * pg : 0;
 	}
 	return true;
 }
 
-static int verify_blocks(struct chunk_store *cs, const struct centry *e, const uint8_t *buf,
-			 uint32_t doff, uint32_t first, uint32_t last);
 static uint32_t range_crc(const struct centry *e, const uint8_t *dst, uint32_t off, uint32_t n);
 
-/* Answers a read of blocks [rs, re) by reference when they are cached,
- * and false when they must be read. A range of whole blocks is sent
- * unverified: its CRC is combined from the stored block CRCs, so the
- * reader's check of it compares the bytes it got with the bytes that were
- * written, whatever damaged them (disk, page cache or network); a reader
- * that finds a mismatch asks for OP_CHUNK_VERIFY. Any other range is
- * verified here, since its CRC must be computed from the bytes. */
-static bool read_mapped(struct op *op, uint32_t rs, uint32_t re)
+/*
+ * Answers a read of whole blocks (from a block boundary to one, or to the
+ * chunk's end) by reference when they are cached; false: read them. They
+ * go out unverified and untouched here: the CRC is combined from the
+ * stored block CRCs, so the reader's check compares the bytes it got with
+ * the bytes that were written, whatever damaged them (disk, page cache or
+ * network), and a reader that finds a mismatch asks for OP_CHUNK_VERIFY.
+ * Only the kernel reads the mapping (the socket copy): a page that went
+ * and cannot be read back fails that send, never this process. Partial
+ * blocks must be verified before they go, so they take the read path.
+ */
+static bool read_mapped(struct op *op)
 {
 	struct centry *e = op->e;
-	struct chunk_hold *h = ent_map(op->cs, e, HDR_SIZE + (uint64_t)re);
 	uint32_t end = op->off + op->nread;
+	struct chunk_hold *h;
 	const uint8_t *base;
-	int rc = 0;
 
+	if (op->off % CHUNK_BLOCK_SIZE || (end % CHUNK_BLOCK_SIZE && end != e->length))
+		return false;
+	h = ent_map(op->cs, e, HDR_SIZE + (uint64_t)end);
 	if (!h)
 		return false;
 	base = (const uint8_t *)h->addr + HDR_SIZE;
-	if (!resident(base + rs, align_up(re - rs, PAGE_SZ)))
+	if (!resident(base + op->off, op->nread))
 		return false;
-	if (op->off % CHUNK_BLOCK_SIZE || (end % CHUNK_BLOCK_SIZE && end != e->length))
-		rc = verify_blocks(op->cs, e, base + rs, rs, rs / CHUNK_BLOCK_SIZE,
-				   (end - 1) / CHUNK_BLOCK_SIZE);
-	if (rc) {
-		op->nread = 0;
-		op_finish(op, rc);
-		return true;
-	}
 	op->data = base + op->off;
 	op->rcrc = range_crc(e, op->data, op->off, op->nread);
 	atomic_fetch_add(&h->refs, 1);
@@ -316,7 +321,7 @@ static void read_start(struct op *op)
 	rs = b0 * CHUNK_BLOCK_SIZE;
 	re = min_u32((b1 + 1) * CHUNK_BLOCK_SIZE, e->length);
 	op->nread = n;
-	if (op->read_ref_cb && op->cs->o.buffered_reads && read_mapped(op, rs, re))
+	if (op->read_ref_cb && op->cs->o.buffered_reads && read_mapped(op))
 		return;
 	op->buf_doff = rs;
 	op->buf_len = align_up(re - rs, PAGE_SZ);

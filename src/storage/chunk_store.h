@@ -171,15 +171,14 @@ typedef void (*chunk_read_ref_fn)(void *arg, int status, const struct chunk_info
 				  struct chunk_hold *hold);
 
 /*
- * chunk_read that, with buffered_reads, answers a range already in the
+ * chunk_read that, with buffered_reads, answers a range of whole blocks
+ * (from a block boundary to one, or to the chunk's end) already in the
  * page cache by reference: data points into the mapping, so serving it
- * costs no copy. A range of whole blocks (from a block boundary to one,
- * or to the chunk's end) is then not verified here: crc_of_data is
+ * costs no copy. Those blocks are not verified here: crc_of_data is
  * combined from the stored block CRCs, so the reader that checks it
- * checks the bytes against what was written, end to end. A reader that
- * finds a mismatch must say so (OP_CHUNK_VERIFY runs chunk_read, which
- * verifies). Other ranges are verified; ranges not in the page cache are
- * read into dst as by chunk_read.
+ * checks the bytes against what was written, end to end, and must say so
+ * on a mismatch (OP_CHUNK_VERIFY runs chunk_read, which verifies). Any
+ * other range is read into dst and verified, as by chunk_read.
  */
 int chunk_read_ref(struct chunk_store *cs, const struct chunk_id *id, uint32_t offset,
 		   uint32_t len, void *dst, chunk_read_ref_fn cb, void *arg);

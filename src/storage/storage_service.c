@@ -767,14 +767,25 @@ static void on_read_done(void *arg, int status, const struct chunk_info *info,
 	free(op);
 }
 
-/* Common checks of a read of one chunk at target t. */
-static int read_check(struct storage *st, struct target *t, const struct sp_ref *ref)
+/* Common checks of a read of one chunk at target t (of a verify: the ref
+ * must name this target's chain at our map's version, so that a damaged
+ * copy is marked for a repair from the right chain; a chunk already
+ * marked is being repaired, answered at once). */
+static int read_check(struct storage *st, struct target *t, const struct sp_ref *ref, bool verify)
 {
 	struct map_snap *snap = map_get(st);
 	const struct cm_chain *chain;
 	struct chunk_id id = { ref->ino, ref->idx };
 	struct cstate *c;
 	int pos, rc = check_ref(st, snap, ref, &chain, &pos);
+
+	if (verify) {
+		c = rc ? NULL : cstate_find(t, &id, false);
+		if (c && c->needsync)
+			rc = STRATA_ESYNCING;
+		map_put(st, snap);
+		return rc;
+	}
 
 	if (!rc && chain->states[pos] != TARGET_SERVING)
 		rc = STRATA_ESYNCING;
@@ -820,8 +831,8 @@ static void op_read(void *svc, struct svc_req *req)
 	t = rc ? NULL : find_target(st, rd.ref.target_id);
 	if (!rc && !t)
 		rc = STRATA_ESTALE_MAP;
-	if (!rc && !verify)
-		rc = read_check(st, t, &rd.ref);
+	if (!rc)
+		rc = read_check(st, t, &rd.ref, verify);
 	if (rc) {
 		svc_reply(req, rc);
 		return;
@@ -959,7 +970,7 @@ static void op_batch_read(void *svc, struct svc_req *req)
 		struct chunk_id id = { it->ino, it->idx };
 		struct batch_slot *s = malloc(sizeof(*s));
 
-		rc = s ? read_check(st, b->t, &ref) : -ENOMEM;
+		rc = s ? read_check(st, b->t, &ref, false) : -ENOMEM;
 		if (!rc) {
 			s->b = b;
 			s->i = i;

@@ -1031,8 +1031,9 @@ static struct ref_res do_read_ref(struct chunk_store *cs, struct chunk_id id, ui
  * mapping of the chunk file: the bytes stay those of the read even after
  * an overwrite replaced the file. Whole blocks go out unverified with the
  * CRC the stored block CRCs give, so damage shows as a mismatch at the
- * reader (and chunk_read, the verify path, reports it); a partial block is
- * verified before it goes.
+ * reader (and chunk_read, the verify path, reports it); a partial block
+ * takes the verifying read path. Held bytes survive an overwrite, an
+ * append that remaps the file and a remove.
  */
 static void test_read_ref(void **state)
 {
@@ -1079,6 +1080,36 @@ static void test_read_ref(void **state)
 	assert_memory_equal(r.data, b + 4 * 65536, 5000);
 	held += r.hold != NULL;
 	chunk_hold_put(r.hold);
+	/* An append in place while a hold lives: the mapping is remade for
+	 * the longer file, the held bytes stay; then a remove. */
+	r = do_read_ref(cs, id, 0, 65536, dst);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(do_write(cs, id, n, a, 70000, 3), 0);
+	assert_int_equal(do_read(cs, id, n, 70000, dst, &got), 0);	/* caches the new pages */
+	{
+		struct ref_res t = do_read_ref(cs, id, 5 * 65536, 65536, dst);
+
+		assert_int_equal(t.status, 0);
+		assert_int_equal(t.nread, n + 70000 - 5 * 65536);	/* to the end */
+		assert_memory_equal(t.data, a + 5 * 65536 - n, t.nread);
+		assert_int_equal(t.crc, crc32c(0, t.data, t.nread));
+		if (t.hold && r.hold)
+			assert_ptr_not_equal(t.hold, r.hold);	/* a new mapping */
+		held += t.hold != NULL;
+		chunk_hold_put(t.hold);
+	}
+	assert_memory_equal(r.data, b, 65536);
+	{
+		struct res rm = { 0 };
+
+		assert_int_equal(chunk_remove(cs, &id, done_cb, &rm), 0);
+		wait_for(cs, &rm);
+		assert_int_equal(rm.status, 0);
+	}
+	assert_memory_equal(r.data, b, 65536);
+	chunk_hold_put(r.hold);
+	assert_int_equal(do_write(cs, id, 0, b, n, 4), 0);
+	assert_int_equal(do_read(cs, id, 0, n, dst, &got), 0);
 
 	/* Damage block 1 through the page cache. */
 	assert_int_equal(chunk_file(dir, id, path, sizeof(path)), 0);
@@ -1107,7 +1138,7 @@ static void test_read_ref(void **state)
 	chunk_hold_put(r.hold);
 	chunk_store_close(cs);
 	/* Pages read a moment ago are normally still cached. */
-	print_message("reads answered by reference: %d of 4\n", held);
+	print_message("reads answered by reference: %d of 5\n", held);
 	assert_true(held > 0);
 
 	/* Without buffered reads there is no mapping. */
