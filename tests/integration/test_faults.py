@@ -19,7 +19,8 @@ a short lease (FLAGS) so that a failure is noticed in about 2 s.
 Seeds: every test prints the seeds it uses; the randomized test takes
 STRATA_SOAK_SEED (default: from the clock, printed) and runs ~60 s, or
 ~10 min with STRATA_SOAK=1 (STRATA_SOAK_SECONDS overrides both;
-STRATA_SOAK_PACE=0.5 halves the pauses between faults).
+STRATA_SOAK_PACE=0.5 halves the pauses between faults; STRATA_SOAK_FLAGS
+adds daemon flags, e.g. "--storage.buffered_reads=true").
 STRATA_FAULT_LEASE=S runs the daemons with another lease (default 2 s).
 STRATA_FAULT_REPORT=FILE appends the measurements (kill-to-resume gap,
 resync throughput) to FILE as JSON lines.
@@ -885,7 +886,8 @@ def test_soak_random(faults):
     pace = float(os.environ.get("STRATA_SOAK_PACE") or 1.0)     # scales the pauses
     rng = random.Random(seed)
     use_netns = netns.available()[0]
-    fc = faults(4, 3, use_netns=use_netns)
+    flags = tuple(os.environ.get("STRATA_SOAK_FLAGS", "").split())
+    fc = faults(4, 3, flags=flags, use_netns=use_netns)
     w = Writer(fc, seed, ino=0x5000 + seed % 1000, nchunks=32, depth=6, maxlen=65536,
                read_pct=20)
     w.wait_acks(50)
