@@ -2,7 +2,11 @@
 #ifndef STRATA_CLI_BENCH_H
 #define STRATA_CLI_BENCH_H
 
+#include <stddef.h>
+
 double bench_now(void);
+/* Sorts n doubles ascending (latencies, rounds: percentiles and medians). */
+void bench_sort(double *v, size_t n);
 /* Removes a directory tree (benchmark scratch space). */
 void bench_rmtree(const char *path);
 

@@ -828,13 +828,6 @@ static void run_meta_rows(struct bio *b)
 	}
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-	double a = *(const double *)x, b = *(const double *)y;
-
-	return a < b ? -1 : a > b;
-}
-
 /*
  * The cached libstrata read against raw request/response over as many
  * streams, in alternating rounds: throughput on this kind of shared VM
@@ -845,21 +838,23 @@ static int cmp_double(const void *x, const void *y)
  */
 static void run_read_vs_raw(struct bio *b)
 {
+	int err;
+
+	/* One untimed pass first: pages idle through the tests before may
+	 * have been reclaimed (see RESULTS.md on DAMON). */
+	seq_run(b, true, false, false, &err);
+	if (err) {
+		printf("libstrata seq read 1 MiB: warm-up pass failed (%s)\n", strata_strerror(err));
+		b->fails++;
+		return;
+	}
 	for (int k = 1; k <= 2 && !bio_stop; k++) {
 		int n = k * b->threads, got = 0;
 		double ratio[BIO_ROUNDS], gbs[BIO_ROUNDS];
 
 		if (n > BIO_MAX_THREADS)
 			break;
-		/* One untimed pass first: pages idle through the tests before
-		 * may have been reclaimed (see RESULTS.md on DAMON). */
-		if (k == 1 && (seq_run(b, true, false, false, &got), got)) {
-			printf("libstrata seq read 1 MiB: warm-up pass failed (%s)\n", strata_strerror(got));
-			b->fails++;
-			return;
-		}
 		for (int r = 0; r < BIO_ROUNDS && !bio_stop; r++) {
-			int err;
 			double c = seq_run_n(b, n, true, false, true, &err);
 			double raw = err ? 0 : raw_run(n, b->seconds, true);
 
@@ -877,8 +872,8 @@ static void run_read_vs_raw(struct bio *b)
 		}
 		if (!got)
 			return;
-		qsort(ratio, (size_t)got, sizeof(double), cmp_double);
-		qsort(gbs, (size_t)got, sizeof(double), cmp_double);
+		bench_sort(ratio, (size_t)got);
+		bench_sort(gbs, (size_t)got);
 		if (k == 1)
 			b->seq_read2 = gbs[got / 2];
 		printf("libstrata seq read 1 MiB (%d thr, cached) / raw request/response, median of %d rounds: %.2f GB/s, ratio = %.2f\n",

@@ -258,13 +258,6 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-static int dbl_cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static int run_phase(struct bm *b, enum bm_sys sys, enum bm_op op, size_t size, int nkeys,
 		     struct bm_res *res)
 {
@@ -312,7 +305,7 @@ static int run_phase(struct bm *b, enum bm_sys sys, enum bm_op op, size_t size, 
 	if (!all)
 		rc = -ENOMEM;
 	if (!rc && nall) {
-		qsort(all, nall, sizeof(double), dbl_cmp);
+		bench_sort(all, nall);
 		res->ops = (double)keys / el;
 		res->mbs = (double)keys * (double)size / el / 1e6;
 		res->p50 = all[nall / 2];

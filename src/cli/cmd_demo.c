@@ -587,13 +587,6 @@ bad:
 	return false;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* Runs tasks through one ring at depth qd, each read of up to cap bytes.
  * Adds to res (res->lat must have room for n more). Returns 0 or a negative
  * error (a ring failure or a stall; mismatches are counted, not errors). */
@@ -739,7 +732,7 @@ static int read_epochs(struct demo *d, struct strata *s, struct demo_task *tasks
 		shuffle(tasks, n, rng);
 		rc = read_phase(d, s, tasks, n, qd, cap, res);
 	}
-	qsort(res->lat, res->reads, sizeof(double), cmp_double);
+	bench_sort(res->lat, res->reads);
 	return rc;
 }
 
