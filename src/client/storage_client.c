@@ -275,17 +275,12 @@ static void on_refetch(void *arg)
 static void ask_verify(struct sc_io *io)
 {
 	struct sclient *sc = io->sc;
-	const struct cm_target *t = cm_find_target(&sc->map, io->tried_target);
+	const struct cm_target *t = cm_find_target(&sc->map, io->tried.target_id);
 	const struct cm_node *nd = t ? cm_find_node(&sc->map, t->node_id) : NULL;
-	struct sp_read rd = { 0 };
+	struct sp_read rd = { .ref = io->tried };
 
-	if (!nd || io->chain_idx >= sc->map.nchains)
+	if (!nd)
 		return;
-	rd.ref.chain_id = sc->map.chains[io->chain_idx].id;
-	rd.ref.chain_ver = io->tried_chain_ver;
-	rd.ref.target_id = io->tried_target;
-	rd.ref.ino = io->ino;
-	rd.ref.idx = io->idx;
 	rd.offset = io->offset;
 	rd.len = io->len;
 	sp_ask_verify(sc->pool, nd->addr, &rd, sc->o.timeout_ms);
@@ -315,7 +310,7 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 		if (crc32c(0, io->buf, nread) != crc) {
 			log_warn("client", "chunk %llx:%llx: checksum mismatch in a reply from target %u; retrying another replica",
 				 (unsigned long long)io->ino, (unsigned long long)io->idx,
-				 io->tried_target);
+				 io->tried.target_id);
 			ask_verify(io);
 			io_failed(io, STRATA_EINTEGRITY);
 			return;
@@ -412,10 +407,9 @@ static void io_start(struct sc_io *io)
 	ref.chain_id = c->id;
 	ref.chain_ver = c->version;
 	ref.target_id = t->id;
-	io->tried_target = t->id;
-	io->tried_chain_ver = c->version;
 	ref.ino = io->ino;
 	ref.idx = io->idx;
+	io->tried = ref;
 	wbuf_init(&w, &b);
 	if (io->kind == SC_READ) {
 		rd.ref = ref;

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "net/reactor.h"
+#include "storage/storage_proto.h"
 
 struct sclient;
 
@@ -78,8 +79,7 @@ struct sc_io {
 	uint32_t replica;
 	int last_err;
 	uint32_t crc;
-	uint32_t tried_target;	/* the target of the attempt in flight */
-	uint64_t tried_chain_ver;
+	struct sp_ref tried;	/* the chunk at the target of the attempt in flight */
 	struct reactor_timer timer;
 };
 

@@ -767,10 +767,11 @@ static void on_read_done(void *arg, int status, const struct chunk_info *info,
 	free(op);
 }
 
-/* Common checks of a read of one chunk at target t (of a verify: the ref
- * must name this target's chain at our map's version, so that a damaged
- * copy is marked for a repair from the right chain; a chunk already
- * marked is being repaired, answered at once). */
+/* Common checks of a read of one chunk at target t. A verify checks the
+ * stored copy whatever the replica's state, but the ref must still name
+ * this target's chain at our map's version (a damaged copy is marked for
+ * a repair from that chain), and a chunk already marked is being
+ * repaired: answered at once. */
 static int read_check(struct storage *st, struct target *t, const struct sp_ref *ref, bool verify)
 {
 	struct map_snap *snap = map_get(st);
@@ -779,15 +780,7 @@ static int read_check(struct storage *st, struct target *t, const struct sp_ref 
 	struct cstate *c;
 	int pos, rc = check_ref(st, snap, ref, &chain, &pos);
 
-	if (verify) {
-		c = rc ? NULL : cstate_find(t, &id, false);
-		if (c && c->needsync)
-			rc = STRATA_ESYNCING;
-		map_put(st, snap);
-		return rc;
-	}
-
-	if (!rc && chain->states[pos] != TARGET_SERVING)
+	if (!rc && !verify && chain->states[pos] != TARGET_SERVING)
 		rc = STRATA_ESYNCING;
 	c = rc ? NULL : cstate_find(t, &id, false);
 	/* A chunk this replica knows it lacks is served by the others. */
@@ -795,7 +788,7 @@ static int read_check(struct storage *st, struct target *t, const struct sp_ref 
 		rc = STRATA_ESYNCING;
 	/* CRAQ: a dirty replica other than the committed tail (the last
 	 * serving member) does not serve the chunk. */
-	if (!rc && c && c->inflight && pos != chain_serving_tail(chain)) {
+	if (!rc && !verify && c && c->inflight && pos != chain_serving_tail(chain)) {
 		CNT(st, n_dirty, 1);
 		rc = STRATA_EDIRTY;
 	}
