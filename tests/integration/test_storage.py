@@ -177,6 +177,22 @@ def integrity_errors(nodes):
     return {n.id: storage_metric(n, "strata_storage_integrity_errors_total") for n in nodes}
 
 
+def check_damage_reported(c, nodes, ino):
+    """Storage node k holds the one damaged copy of chunk k: it logged the
+    error, mgmt logged its report, and no other node reports chunk k."""
+    for k, n in enumerate(nodes):
+        m = re.search(r"storage: target (\d+): chunk %x:%x: " % (ino, k), n.log)
+        assert m, "node %d logged no integrity error for chunk %x:%x" % (n.id, ino, k)
+        # The report is sent after the reply: it may land a moment later.
+        pat = r"target %s reports chunk %x:%x" % (m.group(1), ino, k)
+        wait_until(lambda: re.search(pat, c.mgmt_node.log), 30, 0.05,
+                   "mgmt to log the report of chunk %x:%x from target %s" % (ino, k, m.group(1)))
+        for o in nodes:
+            if o is not n:
+                assert not re.search(r"chunk %x:%x: checksum" % (ino, k), o.log), \
+                    "node %d reports chunk %x:%x it holds intact" % (o.id, ino, k)
+
+
 # ---------------------------------------------------------------------------
 # Tests.
 
@@ -241,19 +257,9 @@ def test_corrupt_replica_detected_and_bypassed(cluster, torture):
     for k in range(len(nodes)):
         torture(c, "read", ino, k, 0, length, seed + k, 6)
     after = integrity_errors(nodes)
-    for k, n in enumerate(nodes):
+    for n in nodes:
         assert after[n.id] >= 1, "node %d: integrity errors %s -> %s" % (n.id, before, after)
-        m = re.search(r"storage: target (\d+): chunk %x:%x: " % (ino, k), n.log)
-        assert m, "node %d logged no integrity error for chunk %x:%x" % (n.id, ino, k)
-        # The report is sent after the reply: it may land a moment later.
-        pat = r"target %s reports chunk %x:%x" % (m.group(1), ino, k)
-        wait_until(lambda: re.search(pat, c.mgmt_node.log), 30, 0.05,
-                   "mgmt to log the report of chunk %x:%x from target %s" % (ino, k, m.group(1)))
-        # No other daemon saw a bad copy of chunk k.
-        for o in nodes:
-            if o is not n:
-                assert not re.search(r"chunk %x:%x: checksum" % (ino, k), o.log), \
-                    "node %d reports chunk %x:%x it holds intact" % (o.id, ino, k)
+    check_damage_reported(c, nodes, ino)
     # Overwriting all of a chunk repairs the bad replica.
     for k in range(len(nodes)):
         torture(c, "write", ino, k, 0, length, seed + 100 + k)
@@ -296,15 +302,7 @@ def test_corrupt_cached_replica_found_by_the_reader(cluster, torture):
     for k, n in enumerate(nodes):
         wait_until(lambda: storage_metric(n, "strata_storage_integrity_errors_total") >= 1,
                    30, 0.05, "node %d to find its copy of chunk %x:%x damaged" % (n.id, ino, k))
-        m = re.search(r"storage: target (\d+): chunk %x:%x: " % (ino, k), n.log)
-        assert m, "node %d logged no integrity error for chunk %x:%x" % (n.id, ino, k)
-        pat = r"target %s reports chunk %x:%x" % (m.group(1), ino, k)
-        wait_until(lambda: re.search(pat, c.mgmt_node.log), 30, 0.05,
-                   "mgmt to log the report of chunk %x:%x from target %s" % (ino, k, m.group(1)))
-        for o in nodes:
-            if o is not n:
-                assert not re.search(r"chunk %x:%x: checksum" % (ino, k), o.log), \
-                    "node %d reports chunk %x:%x it holds intact" % (o.id, ino, k)
+    check_damage_reported(c, nodes, ino)
     # The repair (or an overwrite) makes the replicas whole again.
     for k in range(len(nodes)):
         torture(c, "write", ino, k, 0, length, seed + 100 + k)
