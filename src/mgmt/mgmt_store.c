@@ -30,7 +30,9 @@ static const char schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS mgmt_chain_members ("
 	" chain_id INTEGER NOT NULL, out INTEGER NOT NULL, pos INTEGER NOT NULL,"
 	" target_id INTEGER NOT NULL, state INTEGER NOT NULL,"
-	" PRIMARY KEY (chain_id, out, pos));";
+	" PRIMARY KEY (chain_id, out, pos));"
+	"CREATE TABLE IF NOT EXISTS mgmt_incarnations ("
+	" node_id INTEGER PRIMARY KEY, inc INTEGER NOT NULL);";
 
 static int db_err(struct mgmt_store *s, const char *what)
 {
@@ -416,4 +418,39 @@ out:
 	}
 	*out = m;
 	return 0;
+}
+
+int mgmt_store_get_incarnation(struct mgmt_store *s, uint32_t node, uint64_t *inc)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(s->db, "SELECT inc FROM mgmt_incarnations WHERE node_id = ?", -1,
+			       &st, NULL) != SQLITE_OK)
+		return db_err(s, "prepare");
+	sqlite3_bind_int64(st, 1, node);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*inc = (uint64_t)sqlite3_column_int64(st, 0);
+		rc = 0;
+	} else {
+		rc = rc == SQLITE_DONE ? -ENOENT : db_err(s, "read mgmt_incarnations");
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int mgmt_store_set_incarnation(struct mgmt_store *s, uint32_t node, uint64_t inc)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO mgmt_incarnations VALUES (?, ?)",
+			       -1, &st, NULL) != SQLITE_OK)
+		return db_err(s, "prepare");
+	sqlite3_bind_int64(st, 1, node);
+	sqlite3_bind_int64(st, 2, (int64_t)inc);
+	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, "write mgmt_incarnations");
+	sqlite3_finalize(st);
+	return rc;
 }

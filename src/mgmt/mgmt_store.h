@@ -41,4 +41,15 @@ int mgmt_store_save(struct mgmt_store *s, const struct cluster_map *m);
  */
 int mgmt_store_load(struct mgmt_store *s, struct cluster_map *out);
 
+/*
+ * The incarnation (a nonzero id new for every start of a storage process)
+ * that node last registered with. Kept apart from the map because it
+ * decides safety across restarts of mgmt: a node that restarted while mgmt
+ * was down is still recognised as restarted, and resyncs before serving.
+ * get: 0 and *inc, or -ENOENT (never recorded), -EIO.
+ * set: 0 or -EIO; durable when it returns.
+ */
+int mgmt_store_get_incarnation(struct mgmt_store *s, uint32_t node, uint64_t *inc);
+int mgmt_store_set_incarnation(struct mgmt_store *s, uint32_t node, uint64_t inc);
+
 #endif

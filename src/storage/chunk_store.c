@@ -730,7 +730,7 @@ static void update_start(struct op *op)
 	} else {
 		op->new_len = max_u32(cur, op->off + op->len);
 	}
-	if (e->exists && op->version <= e->version && !op->replace) {
+	if (e->exists && op->version <= e->version && (!op->replace || op->newer_only)) {
 		op_finish(op, op->version == e->version ? -EALREADY : -ESTALE);
 		return;
 	}
@@ -930,7 +930,7 @@ int chunk_write(struct chunk_store *cs, const struct chunk_id *id, uint32_t offs
 /* A write (or, with replace, the whole new content) queued on its chunk. */
 static int submit_write(struct chunk_store *cs, const struct chunk_id *id, uint32_t offset,
 			const void *data, uint32_t len, uint32_t data_crc, uint64_t version,
-			uint32_t tag, bool replace, chunk_done_fn cb, void *arg)
+			uint32_t tag, bool replace, bool newer_only, chunk_done_fn cb, void *arg)
 {
 	struct centry *e;
 	struct op *op;
@@ -949,6 +949,7 @@ static int submit_write(struct chunk_store *cs, const struct chunk_id *id, uint3
 	op->version = version;
 	op->tag = tag;
 	op->replace = replace;
+	op->newer_only = newer_only;
 	op->done_cb = cb;
 	op->arg = arg;
 	op_enqueue(cs, e, op);
@@ -959,14 +960,22 @@ int chunk_write_tagged(struct chunk_store *cs, const struct chunk_id *id, uint32
 		       const void *data, uint32_t len, uint32_t data_crc, uint64_t version,
 		       uint32_t tag, chunk_done_fn cb, void *arg)
 {
-	return submit_write(cs, id, offset, data, len, data_crc, version, tag, false, cb, arg);
+	return submit_write(cs, id, offset, data, len, data_crc, version, tag, false, false, cb,
+			    arg);
 }
 
 int chunk_replace(struct chunk_store *cs, const struct chunk_id *id, const void *data,
 		  uint32_t len, uint32_t data_crc, uint64_t version, uint32_t tag,
 		  chunk_done_fn cb, void *arg)
 {
-	return submit_write(cs, id, 0, data, len, data_crc, version, tag, true, cb, arg);
+	return submit_write(cs, id, 0, data, len, data_crc, version, tag, true, false, cb, arg);
+}
+
+int chunk_replace_newer(struct chunk_store *cs, const struct chunk_id *id, const void *data,
+			uint32_t len, uint32_t data_crc, uint64_t version, uint32_t tag,
+			chunk_done_fn cb, void *arg)
+{
+	return submit_write(cs, id, 0, data, len, data_crc, version, tag, true, true, cb, arg);
 }
 
 static int submit_read(struct chunk_store *cs, const struct chunk_id *id, uint32_t offset,

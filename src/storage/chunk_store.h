@@ -145,6 +145,15 @@ int chunk_replace(struct chunk_store *cs, const struct chunk_id *id, const void 
 		  uint32_t len, uint32_t data_crc, uint64_t version, uint32_t tag,
 		  chunk_done_fn cb, void *arg);
 
+/* chunk_replace that installs only over an older version (or no chunk):
+ * a stored version equal to version gives -EALREADY, a newer one -ESTALE,
+ * checked when the operation runs (after the chunk's earlier operations).
+ * Used for a whole chunk sent down a chain, which must never move a
+ * replica back. */
+int chunk_replace_newer(struct chunk_store *cs, const struct chunk_id *id, const void *data,
+			uint32_t len, uint32_t data_crc, uint64_t version, uint32_t tag,
+			chunk_done_fn cb, void *arg);
+
 /*
  * Reads up to len bytes at offset into dst (any alignment; borrowed until
  * cb runs). nread is clipped at the chunk length (0 at or past the end).

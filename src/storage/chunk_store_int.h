@@ -97,6 +97,7 @@ struct op {
 	uint64_t version;
 	uint32_t tag;                   /* to set; 0 keeps the chunk's */
 	bool replace;                   /* write: the data is the whole new content */
+	bool newer_only;                /* replace: only over an older version */
 	bool buf_is_dst;                /* read: straight into the caller's buffer */
 	chunk_done_fn done_cb;
 	chunk_read_fn read_cb;

@@ -963,6 +963,43 @@ static void test_tag_replace_buffered(void **state)
 	assert_int_equal(ci.version, 3);
 	assert_int_equal(ci.length, n / 2);
 	assert_int_equal(ci.tag, 88);
+	/* replace_newer never moves a chunk back: equal and lower versions
+	 * are refused, and the content stays. */
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(chunk_replace_newer(cs, &id, a, 4096, crc32c(0, a, 4096), 3, 88, done_cb,
+					     &r), 0);
+	wait_for(cs, &r);
+	assert_int_equal(r.status, -EALREADY);
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(chunk_replace_newer(cs, &id, a, 4096, crc32c(0, a, 4096), 2, 88, done_cb,
+					     &r), 0);
+	wait_for(cs, &r);
+	assert_int_equal(r.status, -ESTALE);
+	assert_int_equal(chunk_stat(cs, &id, &ci), 0);
+	assert_int_equal(ci.version, 3);
+	assert_int_equal(ci.length, n / 2);
+	{
+		struct chunk_id nid = { 9, 2 };
+
+		/* Over no chunk, and over an older one: installed whole. */
+		memset(&r, 0, sizeof(r));
+		assert_int_equal(chunk_replace_newer(cs, &nid, a, 8192, crc32c(0, a, 8192), 9, 88,
+						     done_cb, &r), 0);
+		wait_for(cs, &r);
+		assert_int_equal(r.status, 0);
+		memset(&r, 0, sizeof(r));
+		assert_int_equal(chunk_replace_newer(cs, &nid, b, 4096, crc32c(0, b, 4096), 10, 88,
+						     done_cb, &r), 0);
+		wait_for(cs, &r);
+		assert_int_equal(r.status, 0);
+		assert_int_equal(chunk_stat(cs, &nid, &ci), 0);
+		assert_int_equal(ci.version, 10);
+		assert_int_equal(ci.length, 4096);
+		assert_int_equal(do_read(cs, nid, 0, 8192, dst, &got), 0);
+		assert_int_equal(got, 4096);
+		assert_memory_equal(dst, b, 4096);
+		assert_int_equal(do_remove(cs, nid), 0);
+	}
 	chunk_store_close(cs);
 
 	/* Reopen with buffered reads: tag kept; aligned and unaligned reads. */

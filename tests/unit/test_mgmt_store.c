@@ -142,6 +142,31 @@ static void test_roundtrip(void **state)
 	cm_release(&m);
 }
 
+/* Incarnations survive a reopen, apart from the map and its rewrites. */
+static void test_incarnations(void **state)
+{
+	struct mgmt_store *s;
+	struct cluster_map m;
+	uint64_t inc = 0;
+
+	(void)state;
+	assert_int_equal(mgmt_store_open(path, &s), 0);
+	assert_int_equal(mgmt_store_get_incarnation(s, 7, &inc), -ENOENT);
+	assert_int_equal(mgmt_store_set_incarnation(s, 7, 0xfedcba9876543210ull), 0);
+	assert_int_equal(mgmt_store_set_incarnation(s, 8, 5), 0);
+	build(&m);
+	assert_int_equal(mgmt_store_save(s, &m), 0);	/* a map save keeps them */
+	mgmt_store_close(s);
+	assert_int_equal(mgmt_store_open(path, &s), 0);
+	assert_int_equal(mgmt_store_get_incarnation(s, 7, &inc), 0);
+	assert_true(inc == 0xfedcba9876543210ull);
+	assert_int_equal(mgmt_store_set_incarnation(s, 8, 6), 0);
+	assert_int_equal(mgmt_store_get_incarnation(s, 8, &inc), 0);
+	assert_true(inc == 6);
+	mgmt_store_close(s);
+	cm_release(&m);
+}
+
 static void test_corrupt(void **state)
 {
 	struct mgmt_store *s;
@@ -197,6 +222,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_empty, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_incarnations, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
