@@ -671,6 +671,15 @@ int cm_replace_target(struct cluster_map *m, uint32_t old_target, uint32_t new_t
 
 		if (i < 0 && o < 0)
 			continue;
+		/* Members that left before old_target did lack what it took
+		 * after: none of them may come back serving on its own (see
+		 * target_bring_back), or a chain left with no serving member
+		 * would serve stale data instead of staying unavailable. */
+		if (i >= 0 && c->states[i] == TARGET_SERVING)
+			o = c->nout;
+		for (int j = 0; j < o; j++)
+			if (c->out_states[j] == TARGET_SERVING)
+				c->out_states[j] = TARGET_SYNCING;
 		if (i >= 0)
 			member_remove(c, i);
 		else

@@ -29,37 +29,28 @@ struct mgmt {
 	volatile uint64_t version_snapshot;
 	volatile uint32_t nodes_up, nodes_total, chains, chains_short;
 	uint64_t reports;
-	/* Incarnation of each storage process seen since this mgmt started:
-	 * a node that registers with a new one was restarted. */
-	struct { uint32_t node; uint64_t inc; } *incs;
-	uint32_t nincs, capincs;
 };
 
-/* Records node's incarnation; returns true when it differs from the one
- * seen before (the process restarted). */
-static bool incarnation_changed(struct mgmt *m, uint32_t node, uint64_t inc)
+/*
+ * Records node's incarnation in the store; returns true when the process
+ * restarted: it registered before with another one, or (a node of the map
+ * whose incarnation was never recorded) it may have. The incarnation is
+ * stored, so a restart while mgmt itself was down is seen too. -EIO: the
+ * store cannot tell, and the registration is refused (retried).
+ */
+static int incarnation_changed(struct mgmt *m, uint32_t node, uint64_t inc, bool *changed)
 {
-	for (uint32_t i = 0; i < m->nincs; i++) {
-		if (m->incs[i].node == node) {
-			bool changed = m->incs[i].inc != inc;
+	uint64_t was = 0;
+	int rc = mgmt_store_get_incarnation(m->store, node, &was);
 
-			m->incs[i].inc = inc;
-			return changed;
-		}
-	}
-	if (m->nincs == m->capincs) {
-		uint32_t cap = m->capincs ? m->capincs * 2 : 16;
-		void *v = realloc(m->incs, cap * sizeof(*m->incs));
-
-		if (!v)
-			return false;
-		m->incs = v;
-		m->capincs = cap;
-	}
-	m->incs[m->nincs].node = node;
-	m->incs[m->nincs].inc = inc;
-	m->nincs++;
-	return false;
+	*changed = false;
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (rc == -ENOENT)
+		*changed = cm_find_node(&m->map, node) != NULL;
+	else
+		*changed = was != inc;
+	return was == inc ? 0 : mgmt_store_set_incarnation(m->store, node, inc);
 }
 
 static void snapshot(struct mgmt *m)
@@ -132,6 +123,7 @@ static void op_register(void *svc, struct svc_req *req)
 	char addr[CM_ADDR_LEN];
 	uint32_t node_id, n;
 	uint64_t inc = 0;
+	bool restarted;
 	int rc;
 
 	rbuf_init(&r, req->body, req->hdr.body_len);
@@ -145,15 +137,24 @@ static void op_register(void *svc, struct svc_req *req)
 		tis[i].capacity = rb_u64(&r);
 		tis[i].used = rb_u64(&r);
 	}
-	if (rb_left(&r) >= 8)
-		inc = rb_u64(&r);
+	inc = rb_u64(&r);
 	if (rb_finish(&r) || node_id == 0) {
 		svc_reply(req, STRATA_EBADMSG);
 		return;
 	}
-	/* A process that restarted within its lease may have lost updates
-	 * it was forwarding: it resyncs like a node that was away. */
-	if (inc && incarnation_changed(m, node_id, inc)) {
+	if (!inc) {
+		svc_reply(req, STRATA_EBADMSG);
+		return;
+	}
+	/* A process that restarted within its lease lost what it held in
+	 * memory (updates it was forwarding, the marks of copies it lacks):
+	 * it resyncs like a node that was away. */
+	rc = incarnation_changed(m, node_id, inc, &restarted);
+	if (rc) {
+		svc_reply(req, rc);
+		return;
+	}
+	if (restarted) {
 		const struct cm_node *nd = cm_find_node(&m->map, node_id);
 
 		if (nd && nd->state != NODE_OFFLINE) {
@@ -250,6 +251,8 @@ static void op_admin(void *svc, struct svc_req *req)
 	struct rbuf r;
 	struct wbuf w;
 	uint32_t action, arg, arg2 = 0, result = 0;
+	uint64_t chain_ver = 0;
+	const struct cm_chain *c;
 	int rc;
 
 	rbuf_init(&r, req->body, req->hdr.body_len);
@@ -257,6 +260,8 @@ static void op_admin(void *svc, struct svc_req *req)
 	arg = rb_u32(&r);
 	if (rb_left(&r) >= 4)
 		arg2 = rb_u32(&r);
+	if (rb_left(&r) >= 8)
+		chain_ver = rb_u64(&r);
 	if (rb_finish(&r)) {
 		svc_reply(req, STRATA_EBADMSG);
 		return;
@@ -266,6 +271,16 @@ static void op_admin(void *svc, struct svc_req *req)
 		rc = cm_drain_node(&m->map, arg, &result);
 		break;
 	case MGMT_ADMIN_SYNCED:
+		/* The resync ran against the chain at chain_ver: if the chain
+		 * changed since, the target may lack what it missed. */
+		c = cm_find_chain(&m->map, arg2);
+		if (c && c->version != chain_ver) {
+			log_info("mgmt", "target %u reports chain %u in sync at version %llu, now %llu: ignored, it resyncs again",
+				 arg, arg2, (unsigned long long)chain_ver,
+				 (unsigned long long)c->version);
+			rc = STRATA_ESTALE_MAP;
+			break;
+		}
 		rc = cm_member_synced(&m->map, arg2, arg);
 		if (rc >= 0)
 			log_info("mgmt", "target %u is in sync with chain %u: serving (map version %llu)",
@@ -316,8 +331,6 @@ static void stop_on_owner(void *arg)
 	reactor_timer_cancel(m->r, &m->expiry);
 	mgmt_store_close(m->store);
 	m->store = NULL;
-	free(m->incs);
-	m->incs = NULL;
 }
 
 static int mgmt_start(struct daemon *d, void **out)

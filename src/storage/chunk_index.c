@@ -320,10 +320,45 @@ int chunk_stat(struct chunk_store *cs, const struct chunk_id *id, struct chunk_i
 {
 	struct centry *e = cs_ent_find(cs, id);
 
-	if (!e || !e->exists)
+	if (!e || !e->exists) {
+		memset(out, 0, sizeof(*out));
+		out->id = *id;
+		out->version = e ? e->version : 0;
 		return -ENOENT;
+	}
 	fill_info(out, e);
 	return 0;
+}
+
+/* The oldest tombstone goes: its entry is dropped unless it holds a chunk
+ * or operations again. */
+static void tomb_evict(struct chunk_store *cs)
+{
+	struct chunk_id id = cs->tombs[cs->tomb_head];
+	struct centry *e = cs_ent_find(cs, &id);
+
+	cs->tomb_head = (cs->tomb_head + 1) % cs->o.tombstones;
+	cs->tomb_n--;
+	if (!e || !e->tomb)
+		return;
+	e->tomb = false;
+	if (!e->exists && !e->qhead && !e->running)
+		cs_ent_drop(cs, e);
+}
+
+void cs_ent_idle(struct chunk_store *cs, struct centry *e)
+{
+	if (!e->version || !cs->tombs) {
+		cs_ent_drop(cs, e);
+		return;
+	}
+	if (e->tomb)
+		return;
+	if (cs->tomb_n == cs->o.tombstones)
+		tomb_evict(cs);
+	cs->tombs[(cs->tomb_head + cs->tomb_n) % cs->o.tombstones] = e->id;
+	cs->tomb_n++;
+	e->tomb = true;
 }
 
 int chunk_list(struct chunk_store *cs, int (*fn)(void *arg, const struct chunk_info *info),
@@ -371,6 +406,7 @@ void chunk_store_opts_init(struct chunk_store_opts *o, size_t size)
 		.capacity = 0,
 		.sync_writes = false,
 		.max_chunk_size = CHUNK_MAX_SIZE,
+		.tombstones = 65536,
 	};
 
 	/* A caller built against an older, shorter struct gets its prefix. */
@@ -556,6 +592,8 @@ int chunk_store_open(const char *dir, const struct chunk_store_opts *o,
 		cs->o.queue_depth = 128;
 	if (cs->o.max_chunk_size == 0)
 		cs->o.max_chunk_size = CHUNK_MAX_SIZE;
+	if (cs->o.tombstones == 0)
+		cs->o.tombstones = 65536;
 	if (cs->o.queue_depth > QD_MAX || cs->o.max_chunk_size > CHUNK_MAX_SIZE) {
 		rc = -EINVAL;
 		goto fail;
@@ -563,8 +601,9 @@ int chunk_store_open(const char *dir, const struct chunk_store_opts *o,
 	cs->dir = strdup(dir);
 	cs->ht_cap = 1024;
 	cs->ht = calloc(cs->ht_cap, sizeof(*cs->ht));
+	cs->tombs = malloc((size_t)cs->o.tombstones * sizeof(*cs->tombs));
 	hdr = malloc(HDR_SIZE);
-	if (!cs->dir || !cs->ht || !hdr) {
+	if (!cs->dir || !cs->ht || !cs->tombs || !hdr) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -644,6 +683,7 @@ void chunk_store_close(struct chunk_store *cs)
 	if (cs->efd >= 0)
 		close(cs->efd);
 	free(cs->ht);
+	free(cs->tombs);
 	free(cs->dir);
 	free(cs);
 }

@@ -90,7 +90,7 @@ static void op_finish(struct op *op, int status)
 		make_runnable(cs, e);
 		cs_lru_push(cs, e);
 	} else {
-		cs_ent_drop(cs, e);
+		cs_ent_idle(cs, e);
 	}
 
 	op->next = NULL;
@@ -734,6 +734,11 @@ static void update_start(struct op *op)
 		op_finish(op, op->version == e->version ? -EALREADY : -ESTALE);
 		return;
 	}
+	/* A removed chunk's tombstone: an update of its earlier life. */
+	if (!e->exists && op->version <= e->version && (!op->replace || op->newer_only)) {
+		op_finish(op, -ESTALE);
+		return;
+	}
 	delta = footprint(true, op->new_len) - footprint(e->exists, cur);
 	if (delta > 0 && cs->o.capacity && cs->used + delta > (int64_t)cs->o.capacity) {
 		op_finish(op, -ENOSPC);
@@ -760,7 +765,13 @@ static void remove_start(struct op *op)
 	int rc;
 
 	if (!e->exists) {
+		if (op->version > e->version)
+			e->version = op->version;
 		op_finish(op, -ENOENT);
+		return;
+	}
+	if (op->version && op->version <= e->version) {
+		op_finish(op, op->version == e->version ? -EALREADY : -ESTALE);
 		return;
 	}
 	rc = cs_chunk_path(cs, &e->id, "", path, sizeof(path));
@@ -778,6 +789,8 @@ static void remove_start(struct op *op)
 	cs->used -= footprint(true, e->length);
 	cs->nchunks--;
 	e->exists = false;
+	if (op->version > e->version)
+		e->version = op->version;
 	free(e->bcrc);
 	e->bcrc = NULL;
 out:
@@ -896,7 +909,7 @@ static struct op *op_new(struct chunk_store *cs, enum op_type type, const struct
 		op = malloc(sizeof(*op));
 	if (!op) {
 		if (!e->qhead && !e->exists && !e->running)
-			cs_ent_drop(cs, e);
+			cs_ent_idle(cs, e);
 		return NULL;
 	}
 	memset(op, 0, sizeof(*op));
@@ -1031,7 +1044,8 @@ int chunk_truncate(struct chunk_store *cs, const struct chunk_id *id, uint32_t l
 	return 0;
 }
 
-int chunk_remove(struct chunk_store *cs, const struct chunk_id *id, chunk_done_fn cb, void *arg)
+int chunk_remove(struct chunk_store *cs, const struct chunk_id *id, uint64_t version,
+		 chunk_done_fn cb, void *arg)
 {
 	struct centry *e;
 	struct op *op;
@@ -1041,6 +1055,7 @@ int chunk_remove(struct chunk_store *cs, const struct chunk_id *id, chunk_done_f
 	op = op_new(cs, OP_REMOVE, id, &e);
 	if (!op)
 		return -ENOMEM;
+	op->version = version;
 	op->done_cb = cb;
 	op->arg = arg;
 	op_enqueue(cs, e, op);

@@ -61,6 +61,9 @@ struct chunk_store_opts {
 	 * a trip through epoll). */
 	bool (*on_done)(void *arg);
 	void *on_done_arg;
+	/* Removed chunks whose last version is remembered (tombstones, in
+	 * memory only), oldest forgotten first; 0: the default, 65536. */
+	uint32_t tombstones;
 };
 
 /* Sets o to the defaults. size: sizeof(*o) as the caller knows it. */
@@ -120,7 +123,8 @@ typedef void (*chunk_read_fn)(void *arg, int status, const struct chunk_info *in
  * data: any alignment, borrowed: it must stay valid and unchanged until
  * cb runs. data_crc: CRC32C of data, checked before anything touches disk.
  * version must be > the stored version (else -ESTALE); equal to it gives
- * -EALREADY (an idempotent retry); a new chunk takes any version >= 1.
+ * -EALREADY (an idempotent retry); a new chunk takes any version >= 1
+ * above its tombstone (chunk_remove).
  * Returns 0 (cb will run) or, with cb not run: -EINVAL (bad arguments,
  * offset + len > max_chunk_size), STRATA_EINTEGRITY (data_crc mismatch),
  * -ENOMEM. cb statuses: 0, -ESTALE, -EALREADY, -ENOSPC (nothing stored is
@@ -200,13 +204,27 @@ int chunk_read_ref(struct chunk_store *cs, const struct chunk_id *id, uint32_t o
 int chunk_truncate(struct chunk_store *cs, const struct chunk_id *id, uint32_t length,
 		   uint64_t version, chunk_done_fn cb, void *arg);
 
-/* Removes chunk id. cb statuses: 0, -ENOENT, filesystem errors; info is
- * the removed chunk's last state. Returns 0 or -ENOMEM (cb not run). */
-int chunk_remove(struct chunk_store *cs, const struct chunk_id *id,
+/*
+ * Removes chunk id. version: 0 removes whatever is stored; otherwise the
+ * version of the removal, which must be newer than the stored version
+ * (equal: -EALREADY, older: -ESTALE, chunk kept).
+ * The store then remembers the chunk's last version (the removal's, or the
+ * removed chunk's) as a tombstone, in memory, for the last `tombstones`
+ * removals: writes and truncates with a version not above it fail with
+ * -ESTALE, and chunk_stat reports it. So a delayed update of the chunk's
+ * earlier life cannot bring it back, and versions keep growing across a
+ * remove and a re-create. cb statuses: 0, -ENOENT (no chunk; its
+ * tombstone is raised to version), -EALREADY, -ESTALE, filesystem errors;
+ * info is the removed chunk's last state. Returns 0 or -ENOMEM (cb not
+ * run).
+ */
+int chunk_remove(struct chunk_store *cs, const struct chunk_id *id, uint64_t version,
 		 chunk_done_fn cb, void *arg);
 
 /* Synchronous, from the index: the committed state of chunk id (queued
- * operations not included). Returns 0 and *out, or -ENOENT. */
+ * operations not included). Returns 0 and *out, or -ENOENT; with -ENOENT,
+ * out->version is the chunk's tombstone (0 when none is remembered) and
+ * the rest of *out is zero. */
 int chunk_stat(struct chunk_store *cs, const struct chunk_id *id, struct chunk_info *out);
 
 /* Calls fn for every committed chunk, in no particular order, until fn

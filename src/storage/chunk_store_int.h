@@ -75,6 +75,7 @@ struct centry {
 	struct centry *lprev, *lnext;   /* LRU of idle open fds */
 	bool in_lru;
 	struct chunk_hold *map;         /* read-only mapping of fd, or NULL */
+	bool tomb;                      /* removed, version kept: in cs->tombs */
 };
 
 /* A mapping of one chunk file; the entry holds one reference while its
@@ -148,6 +149,8 @@ struct chunk_store {
 	uint32_t nopen;
 	bool in_poll, kicking;
 	bool done_signalled;            /* on_done called, poll not run yet */
+	struct chunk_id *tombs;         /* ring of removed chunks remembered */
+	uint32_t tomb_head, tomb_n;
 };
 
 /* ---- small helpers ---- */
@@ -217,6 +220,9 @@ struct centry *cs_ent_find(struct chunk_store *cs, const struct chunk_id *id);
 int cs_ent_get(struct chunk_store *cs, const struct chunk_id *id, struct centry **out);
 /* Unlinks an idle entry from the index and frees it. */
 void cs_ent_drop(struct chunk_store *cs, struct centry *e);
+/* e holds no chunk and no operation: dropped, or kept as a tombstone when
+ * it remembers a version. */
+void cs_ent_idle(struct chunk_store *cs, struct centry *e);
 void cs_ent_close_fd(struct chunk_store *cs, struct centry *e);
 /* Opens e's chunk file if it is not open (fd cache). 0 or -errno. */
 int cs_ent_open_fd(struct chunk_store *cs, struct centry *e);

@@ -43,6 +43,15 @@ struct list_ent {
 	uint64_t version;
 	uint32_t length;
 	uint32_t crc;
+	uint64_t busy;			/* version of an update in flight at the
+					 * source, 0: none */
+};
+
+/* Where a copy is read from. */
+struct source {
+	char addr[CM_ADDR_LEN];
+	uint32_t target;
+	uint64_t chain_ver;
 };
 
 struct resync {
@@ -79,6 +88,13 @@ struct resync {
 	uint32_t fetched_len;
 	uint64_t reported_ms;
 	uint32_t fails;			/* failed fetches: picks the next source */
+	uint64_t pass_ver;		/* chain version the pass lists at; a pass
+					 * that sees another is not clean */
+	/* the survey of a chunk this replica may be behind on */
+	uint32_t survey_left;		/* replies still awaited */
+	bool survey_failed;		/* a member did not answer */
+	uint64_t survey_min, survey_max;
+	struct source survey_best;	/* holds survey_max */
 };
 
 static void task_step(struct resync *rs);
@@ -99,8 +115,7 @@ int chain_serving_tail(const struct cm_chain *c)
  * head when t is the tail; after a failed fetch (the source may hold a bad
  * copy too), the next serving member in turn. Fills addr/target/chain
  * version. */
-static int pick_source(struct target *t, uint32_t chain_id, uint32_t turn, char *addr,
-		       size_t len, uint32_t *src_target, uint64_t *chain_ver)
+static int pick_source(struct target *t, uint32_t chain_id, uint32_t turn, struct source *src)
 {
 	struct map_snap *snap = map_get(t->st);
 	const struct cm_chain *c = snap ? cm_find_chain(&snap->map, chain_id) : NULL;
@@ -122,9 +137,9 @@ static int pick_source(struct target *t, uint32_t chain_id, uint32_t turn, char 
 			ct = cm_find_target(&snap->map, c->targets[cand[turn % n]]);
 		nd = ct ? cm_find_node(&snap->map, ct->node_id) : NULL;
 		if (nd) {
-			snprintf(addr, len, "%s", nd->addr);
-			*src_target = ct->id;
-			*chain_ver = c->version;
+			snprintf(src->addr, sizeof(src->addr), "%s", nd->addr);
+			src->target = ct->id;
+			src->chain_ver = c->version;
 			rc = 0;
 		}
 	}
@@ -134,22 +149,35 @@ static int pick_source(struct target *t, uint32_t chain_id, uint32_t turn, char 
 
 /* ---- needsync marks ---- */
 
-void resync_mark(struct target *t, const struct chunk_id *id, uint32_t chain_id)
+static void mark(struct target *t, const struct chunk_id *id, uint32_t chain_id, bool behind)
 {
 	struct cstate *c = cstate_find(t, id, true);
 
 	if (!c)
 		return;
 	c->sync_gen++;
+	/* A copy known bad stays so, whatever else is learnt of it. */
+	c->behind = behind && (!c->needsync || c->behind);
 	if (chain_id)
 		c->sync_chain = chain_id;
 	if (!c->needsync) {
 		c->needsync = true;
 		c->snext = t->needsync;
 		t->needsync = c;
-		log_info("storage", "target %u: chunk %llx:%llx needs a copy from chain %u", t->id,
-			 (unsigned long long)id->ino, (unsigned long long)id->idx, c->sync_chain);
+		log_info("storage", "target %u: chunk %llx:%llx needs %s from chain %u", t->id,
+			 (unsigned long long)id->ino, (unsigned long long)id->idx,
+			 c->behind ? "a check" : "a copy", c->sync_chain);
 	}
+}
+
+void resync_mark(struct target *t, const struct chunk_id *id, uint32_t chain_id)
+{
+	mark(t, id, chain_id, false);
+}
+
+void resync_mark_behind(struct target *t, const struct chunk_id *id, uint32_t chain_id)
+{
+	mark(t, id, chain_id, true);
 }
 
 void resync_clear(struct target *t, struct cstate *c)
@@ -161,6 +189,7 @@ void resync_clear(struct target *t, struct cstate *c)
 		}
 	}
 	c->needsync = false;
+	c->behind = false;
 	c->snext = NULL;
 	cstate_maybe_free(t, c);
 }
@@ -250,6 +279,9 @@ static void on_installed(void *arg, int status, const struct chunk_info *info)
 		log_warn("storage", "target %u: cannot install chunk %llx:%llx: %s", t->id,
 			 (unsigned long long)rs->cur.ino, (unsigned long long)rs->cur.idx,
 			 strata_strerror(status));
+		if (c)
+			c->sync_err = status;
+		rs->copied++;	/* not clean */
 	} else {
 		CNT(t->st, n_synced_chunks, 1);
 		CNT(t->st, bytes_synced, rs->fetched_len);
@@ -330,7 +362,7 @@ static void on_fetched(void *arg, int status, struct rpc_msg *resp)
 	/* Replace whatever we hold by the source's version, whole and
 	 * atomically; a chunk the source lacks goes. */
 	if (rs->fetched_version == 0)
-		rc = chunk_remove(t->cs, &rs->cur, on_removed_for_install, rs);
+		rc = chunk_remove(t->cs, &rs->cur, 0, on_removed_for_install, rs);
 	else
 		rc = chunk_replace(t->cs, &rs->cur, rs->buf, rs->fetched_len, crc,
 				   rs->fetched_version, rs->chain_id, on_installed, rs);
@@ -338,34 +370,45 @@ static void on_fetched(void *arg, int status, struct rpc_msg *resp)
 		on_installed(rs, rc, NULL);
 }
 
-static void fetch(struct resync *rs, const struct chunk_id *id)
+/* Takes chunk id as the one this task works on. */
+static void begin_cur(struct resync *rs, const struct chunk_id *id)
+{
+	rs->cur = *id;
+	rs->cur_cs = cstate_find(rs->t, id, true);
+	if (rs->cur_cs) {
+		rs->cur_cs->repairing = true;
+		rs->cur_cs->sync_err = 0;	/* this attempt tells anew */
+		rs->cur_gen = rs->cur_cs->sync_gen;
+		rs->cur_upd = rs->cur_cs->upd_gen;
+	}
+}
+
+/* Fetches the current chunk whole from src. */
+static void fetch_from(struct resync *rs, const struct source *src)
 {
 	struct target *t = rs->t;
 	struct sp_read rd = { 0 };
 	struct bbuf b;
 	struct wbuf w;
-	char addr[CM_ADDR_LEN];
 	struct rpc_call_args a = { .op = OP_CHUNK_READ, .cb = on_fetched, .arg = rs };
-	int rc;
+	int rc = 0;
 
-	rs->cur = *id;
-	rs->cur_cs = cstate_find(t, id, true);
-	if (rs->cur_cs) {
-		rs->cur_cs->repairing = true;
-		rs->cur_gen = rs->cur_cs->sync_gen;
-		rs->cur_upd = rs->cur_cs->upd_gen;
-	}
 	if (!rs->buf)
 		rs->buf = abuf_alloc(FETCH_MAX);
-	rc = rs->buf ? pick_source(t, rs->chain_id, rs->fails, addr, sizeof(addr),
-				   &rd.ref.target_id, &rd.ref.chain_ver) : -ENOMEM;
+	if (!rs->buf)
+		rc = -ENOMEM;
+	else if (rs->full && src->chain_ver != rs->pass_ver)
+		rc = STRATA_ESTALE_MAP;	/* the chain changed under this pass */
 	if (!rc) {
 		rd.ref.chain_id = rs->chain_id;
-		rd.ref.ino = id->ino;
-		rd.ref.idx = id->idx;
+		rd.ref.chain_ver = src->chain_ver;
+		rd.ref.target_id = src->target;
+		rd.ref.ino = rs->cur.ino;
+		rd.ref.idx = rs->cur.idx;
 		rd.len = FETCH_MAX;
+		rd.flags = SP_READ_REPAIR;
 		rs->src_rd = rd;
-		snprintf(rs->src_addr, sizeof(rs->src_addr), "%s", addr);
+		snprintf(rs->src_addr, sizeof(rs->src_addr), "%s", src->addr);
 		bbuf_init(&b);
 		wbuf_init(&w, &b);
 		sp_read_encode(&w, &rd);
@@ -375,7 +418,7 @@ static void fetch(struct resync *rs, const struct chunk_id *id)
 		a.bulk_cap = FETCH_MAX;
 		a.timeout_ms = t->st->timeout_ms;
 		rs->busy = true;
-		rc = w.err ? w.err : rpc_pool_call(t->pool, addr, &a);
+		rc = w.err ? w.err : rpc_pool_call(t->pool, src->addr, &a);
 		bbuf_release(&b);
 		if (rc)
 			rs->busy = false;
@@ -384,6 +427,147 @@ static void fetch(struct resync *rs, const struct chunk_id *id)
 		release_cur(rs, true);
 		pass_abort(rs);
 	}
+}
+
+static void fetch(struct resync *rs, const struct chunk_id *id)
+{
+	struct source src;
+
+	begin_cur(rs, id);
+	if (pick_source(rs->t, rs->chain_id, rs->fails, &src)) {
+		release_cur(rs, true);
+		pass_abort(rs);
+		return;
+	}
+	fetch_from(rs, &src);
+}
+
+/* ---- a chunk this replica may be behind on ----
+ *
+ * Its own write of an update failed, after the update was passed on: the
+ * members below (and above) may hold the update, or not. Its copy is
+ * intact, and every member's copy is a state the chunk went through. So it
+ * asks every other serving member for its version (a read of nothing):
+ * the newest copy among them and ours is the one to hold. Newer elsewhere:
+ * fetched from there. Ours the newest: kept, and if some member holds less
+ * (nobody else applied the update), ours is dirty: served only as the
+ * committed tail until an update goes through the whole chain again.
+ */
+
+struct probe {
+	struct resync *rs;
+	struct source src;
+};
+
+static void survey_done(struct resync *rs)
+{
+	struct target *t = rs->t;
+	struct cstate *c = rs->cur_cs;
+	struct chunk_info ci;
+
+	rs->busy = false;
+	if (rs->done) {
+		task_free(rs);
+		return;
+	}
+	(void)chunk_stat(t->cs, &rs->cur, &ci);
+	if (rs->survey_failed || !c || c->sync_gen != rs->cur_gen || c->upd_gen != rs->cur_upd) {
+		/* A member did not answer, or the chunk moved meanwhile. */
+		rs->fails++;
+		release_cur(rs, true);
+		return;
+	}
+	if (rs->survey_max > ci.version) {
+		fetch_from(rs, &rs->survey_best);
+		return;
+	}
+	if (rs->survey_min < ci.version)
+		c->dirty = true;
+	CNT(t->st, n_repaired, 1);
+	resync_clear(t, c);
+	release_cur(rs, false);
+	task_step(rs);
+}
+
+static void on_probed(void *arg, int status, struct rpc_msg *resp)
+{
+	struct probe *p = arg;
+	struct resync *rs = p->rs;
+	struct rbuf r;
+	uint64_t v;
+
+	if (status) {
+		rs->survey_failed = true;
+	} else {
+		rbuf_init(&r, resp->body, resp->hdr.body_len);
+		v = rb_u64(&r);
+		if (r.err) {
+			rs->survey_failed = true;
+		} else {
+			if (v > rs->survey_max) {
+				rs->survey_max = v;
+				rs->survey_best = p->src;
+			}
+			if (v < rs->survey_min)
+				rs->survey_min = v;
+		}
+	}
+	free(p);
+	if (--rs->survey_left == 0)
+		survey_done(rs);
+}
+
+static void survey(struct resync *rs, const struct chunk_id *id)
+{
+	struct target *t = rs->t;
+	struct map_snap *snap = map_get(t->st);
+	const struct cm_chain *c = snap ? cm_find_chain(&snap->map, rs->chain_id) : NULL;
+
+	begin_cur(rs, id);
+	rs->survey_failed = !c || chain_pos(c, t->id) < 0;
+	rs->survey_min = UINT64_MAX;
+	rs->survey_max = 0;
+	rs->survey_left = 1;	/* ours, released below */
+	rs->busy = true;
+	for (int i = 0; c && i < c->len && !rs->survey_failed; i++) {
+		const struct cm_target *ct = cm_find_target(&snap->map, c->targets[i]);
+		const struct cm_node *nd = ct ? cm_find_node(&snap->map, ct->node_id) : NULL;
+		struct sp_read rd = { .ref = { c->id, c->version, c->targets[i], id->ino, id->idx },
+				      .flags = SP_READ_REPAIR };
+		struct rpc_call_args a = { .op = OP_CHUNK_READ, .cb = on_probed };
+		struct probe *p;
+		struct bbuf b;
+		struct wbuf w;
+
+		if (c->targets[i] == t->id || c->states[i] != TARGET_SERVING)
+			continue;
+		p = nd ? calloc(1, sizeof(*p)) : NULL;
+		if (!p) {
+			rs->survey_failed = true;
+			break;
+		}
+		p->rs = rs;
+		snprintf(p->src.addr, sizeof(p->src.addr), "%s", nd->addr);
+		p->src.target = ct->id;
+		p->src.chain_ver = c->version;
+		bbuf_init(&b);
+		wbuf_init(&w, &b);
+		sp_read_encode(&w, &rd);
+		a.body = b.buf;
+		a.body_len = (uint32_t)b.len;
+		a.timeout_ms = t->st->timeout_ms;
+		a.arg = p;
+		rs->survey_left++;
+		if (w.err || rpc_pool_call(t->pool, nd->addr, &a)) {
+			rs->survey_left--;
+			rs->survey_failed = true;
+			free(p);
+		}
+		bbuf_release(&b);
+	}
+	map_put(t->st, snap);
+	if (--rs->survey_left == 0)
+		survey_done(rs);
 }
 
 /* ---- a full resync's listing ---- */
@@ -426,6 +610,7 @@ static void on_list(void *arg, int status, struct rpc_msg *resp)
 		rs->ents[i].version = rb_u64(&r);
 		rs->ents[i].length = rb_u32(&r);
 		rs->ents[i].crc = rb_u32(&r);
+		rs->ents[i].busy = rb_u64(&r);
 	}
 	rs->more = rb_u8(&r) != 0;
 	if (rb_finish(&r) || !rs->ents) {
@@ -444,23 +629,24 @@ static void list_page(struct resync *rs)
 {
 	struct target *t = rs->t;
 	uint8_t body[41];
-	char addr[CM_ADDR_LEN];
-	uint32_t src;
-	uint64_t ver;
+	struct source src;
 	struct rpc_call_args a = { .op = OP_CHUNK_LIST, .body = body, .body_len = sizeof(body),
 				   .cb = on_list, .arg = rs };
 
 	/* One pass lists one source (the committed tail): remove_extras
 	 * trusts the listing as a whole. */
-	if (pick_source(t, rs->chain_id, 0, addr, sizeof(addr), &src, &ver)) {
+	if (pick_source(t, rs->chain_id, 0, &src) ||
+	    (rs->started && src.chain_ver != rs->pass_ver)) {
 		pass_abort(rs);
 		return;
 	}
-	if (!rs->started)
+	if (!rs->started) {
+		rs->pass_ver = src.chain_ver;
 		snapshot_before(rs);
+	}
 	put_le32(body, rs->chain_id);
-	put_le64(body + 4, ver);
-	put_le32(body + 12, src);
+	put_le64(body + 4, src.chain_ver);
+	put_le32(body + 12, src.target);
 	put_le64(body + 16, rs->cursor.ino);
 	put_le64(body + 24, rs->cursor.idx);
 	put_le32(body + 32, LIST_PAGE);
@@ -469,7 +655,7 @@ static void list_page(struct resync *rs)
 	a.timeout_ms = t->st->timeout_ms;
 	rs->started = true;
 	rs->busy = true;
-	if (rpc_pool_call(t->pool, addr, &a)) {
+	if (rpc_pool_call(t->pool, src.addr, &a)) {
 		rs->busy = false;
 		pass_abort(rs);
 	}
@@ -590,7 +776,7 @@ static void remove_extras(struct resync *rs)
 		x->t = rs->t;
 		x->c = c;
 		c->removing++;
-		if (chunk_remove(rs->t->cs, id, on_extra_removed, x) == 0) {
+		if (chunk_remove(rs->t->cs, id, 0, on_extra_removed, x) == 0) {
 			rs->copied++;
 		} else {
 			c->removing--;
@@ -624,7 +810,10 @@ static void task_step(struct resync *rs)
 		for (struct cstate *c = t->needsync; c; c = c->snext) {
 			if (!c->repairing && c->inflight == 0) {
 				rs->chain_id = c->sync_chain;
-				fetch(rs, &c->id);
+				if (c->behind)
+					survey(rs, &c->id);
+				else
+					fetch(rs, &c->id);
 				return;
 			}
 		}
@@ -634,25 +823,35 @@ static void task_step(struct resync *rs)
 		struct list_ent *e = &rs->ents[rs->pos++];
 		struct chunk_info ci;
 		struct cstate *c = cstate_find(t, &e->id, false);
+		/* Same version is the same content (a version is never handed
+		 * out twice); length and CRC32C are checked all the same. */
+		bool same = chunk_stat(t->cs, &e->id, &ci) == 0 && ci.version == e->version &&
+			    ci.length == e->length && ci.crc == e->crc;
 
 		seen_add(rs, &e->id);
+		if (e->busy) {
+			/* An update is in flight at the source: its committed
+			 * copy is about to change. Holding that update already
+			 * (we are after the source) or the copy it had is in
+			 * sync; anything else is marked, so the pass is not
+			 * clean and the next update brings the chunk whole. */
+			if ((ci.version == e->busy || same) && !(c && c->needsync))
+				continue;
+			resync_mark(t, &e->id, rs->chain_id);
+			rs->copied++;
+			continue;
+		}
 		if (c && (c->inflight || c->repairing)) {
-			/* An update in flight: not fetched now. If the copies
-			 * differ, the chunk is marked so that the pass is not
-			 * clean and the next update brings it whole. */
-			if (!c->repairing && !(chunk_stat(t->cs, &e->id, &ci) == 0 &&
-					       ci.version == e->version && ci.length == e->length &&
-					       ci.crc == e->crc)) {
+			/* An update in flight here: not fetched now. If the
+			 * copies differ, the chunk is marked so that the pass is
+			 * not clean and the next update brings it whole. */
+			if (!c->repairing && !same) {
 				resync_mark(t, &e->id, rs->chain_id);
 				rs->copied++;
 			}
 			continue;
 		}
-		/* Same version is not enough: a head that applied an update and
-		 * died before forwarding it holds other bytes under a version
-		 * its successor reused. Length and CRC32C tell them apart. */
-		if (chunk_stat(t->cs, &e->id, &ci) == 0 && ci.version == e->version &&
-		    ci.length == e->length && ci.crc == e->crc && !(c && c->needsync))
+		if (same && !(c && c->needsync))
 			continue;
 		fetch(rs, &e->id);
 		return;
@@ -699,8 +898,8 @@ static void on_sync_reported(void *arg, int status, struct rpc_msg *resp)
 static void report_synced(struct resync *rs)
 {
 	struct target *t = rs->t;
-	uint8_t body[12];
-	struct rpc_call_args a = { .op = OP_MGMT_ADMIN, .body = body, .body_len = 12,
+	uint8_t body[20];
+	struct rpc_call_args a = { .op = OP_MGMT_ADMIN, .body = body, .body_len = 20,
 				   .cb = on_sync_reported, .arg = rs };
 	uint64_t now = reactor_now_ms();
 
@@ -708,9 +907,12 @@ static void report_synced(struct resync *rs)
 		return;
 	rs->reported_ms = now;
 	log_info("storage", "target %u caught up with chain %u: telling mgmt", t->id, rs->chain_id);
+	/* With the chain version the clean pass ran at: mgmt ignores a report
+	 * the chain has moved on from (it may have missed writes since). */
 	put_le32(body, MGMT_ADMIN_SYNCED);
 	put_le32(body + 4, t->id);
 	put_le32(body + 8, rs->chain_id);
+	put_le64(body + 12, rs->pass_ver);
 	a.timeout_ms = t->st->timeout_ms;
 	rs->busy = true;
 	if (rpc_pool_call(t->pool, t->st->d->cfg.mgmt_addr, &a))
@@ -815,7 +1017,10 @@ void resync_stop_target(struct target *t)
  * req: u32 chain_id, u64 chain_ver, u32 target_id, u64 after_ino,
  *      u64 after_idx, u32 max, u8 after (1: strictly after the cursor),
  *      u32 reserved
- * rep: u32 n, n x {u64 ino, u64 idx, u64 version, u32 length, u32 crc}, u8 more
+ * rep: u32 n, n x {u64 ino, u64 idx, u64 version, u32 length, u32 crc,
+ *      u64 busy}, u8 more
+ * busy: the version of an update of the chunk in flight here (0: none);
+ * a chunk being created is listed with version 0.
  */
 
 struct list_ctx {
@@ -825,34 +1030,76 @@ struct list_ctx {
 	int err;
 };
 
-static int collect_chain(void *arg, const struct chunk_info *info)
+static struct list_ent *list_add(struct list_ctx *x)
 {
-	struct list_ctx *x = arg;
-
-	if (info->tag != x->chain)
-		return 0;
 	if (x->n == x->cap) {
 		uint32_t cap = x->cap ? x->cap * 2 : 1024;
 		struct list_ent *v = realloc(x->v, cap * sizeof(*v));
 
 		if (!v) {
 			x->err = -ENOMEM;
-			return 1;
+			return NULL;
 		}
 		x->v = v;
 		x->cap = cap;
 	}
-	x->v[x->n].id = info->id;
-	x->v[x->n].version = info->version;
-	x->v[x->n].length = info->length;
-	x->v[x->n].crc = info->crc;
-	x->n++;
+	memset(&x->v[x->n], 0, sizeof(x->v[x->n]));
+	return &x->v[x->n++];
+}
+
+static int collect_chain(void *arg, const struct chunk_info *info)
+{
+	struct list_ctx *x = arg;
+	struct list_ent *e;
+
+	if (info->tag != x->chain)
+		return 0;
+	e = list_add(x);
+	if (!e)
+		return 1;
+	e->id = info->id;
+	e->version = info->version;
+	e->length = info->length;
+	e->crc = info->crc;
 	return 0;
 }
 
 static int cmp_ent(const void *a, const void *b)
 {
 	return cmp_id(&((const struct list_ent *)a)->id, &((const struct list_ent *)b)->id);
+}
+
+/* The entry of id among the first n (sorted) of v, or NULL. */
+static struct list_ent *find_ent(struct list_ent *v, uint32_t n, const struct chunk_id *id)
+{
+	struct list_ent key = { .id = *id };
+
+	return n ? bsearch(&key, v, n, sizeof(*v), cmp_ent) : NULL;
+}
+
+/* Chunks of the chain with an update in flight here: their committed copy
+ * is about to change (a chunk being created has none yet), and the
+ * resyncing replica after us may hold the update already. */
+static void collect_busy(struct target *t, struct list_ctx *x)
+{
+	uint32_t committed = x->n;
+
+	for (uint32_t b = 0; b < CSTATE_BUCKETS && !x->err; b++) {
+		for (struct cstate *c = t->buckets[b]; c && !x->err; c = c->next) {
+			struct list_ent *e;
+
+			if (!c->inflight || c->busy_chain != x->chain)
+				continue;
+			e = find_ent(x->v, committed, &c->id);
+			if (!e) {
+				e = list_add(x);
+				if (!e)
+					break;
+				e->id = c->id;
+			}
+			e->busy = c->busy_ver ? c->busy_ver : 1;
+		}
+	}
 }
 
 void op_chunk_list(void *svc, struct svc_req *req)
@@ -863,13 +1110,18 @@ void op_chunk_list(void *svc, struct svc_req *req)
 	struct list_ctx x = { 0 };
 	struct chunk_id after;
 	struct target *t;
+	struct sp_ref ref = { 0 };
+	struct map_snap *snap;
+	const struct cm_chain *chain;
 	uint32_t max, i, n = 0;
 	uint8_t strict;
+	int pos, rc;
 
 	rbuf_init(&r, req->body, req->hdr.body_len);
-	x.chain = rb_u32(&r);
-	(void)rb_u64(&r);
-	t = find_target(st, rb_u32(&r));
+	ref.chain_id = x.chain = rb_u32(&r);
+	ref.chain_ver = rb_u64(&r);
+	ref.target_id = rb_u32(&r);
+	t = find_target(st, ref.target_id);
 	after.ino = rb_u64(&r);
 	after.idx = rb_u64(&r);
 	max = rb_u32(&r);
@@ -883,7 +1135,20 @@ void op_chunk_list(void *svc, struct svc_req *req)
 		svc_reply(req, STRATA_ESTALE_MAP);
 		return;
 	}
+	/* Listed at the chain version the resyncing replica works at, so a
+	 * pass never mixes two configurations of the chain. */
+	snap = map_get(st);
+	rc = check_ref(st, snap, &ref, &chain, &pos);
+	map_put(st, snap);
+	if (rc) {
+		svc_reply(req, rc);
+		return;
+	}
 	chunk_list(t->cs, collect_chain, &x);
+	if (!x.err && x.n)
+		qsort(x.v, x.n, sizeof(*x.v), cmp_ent);
+	if (!x.err)
+		collect_busy(t, &x);
 	if (x.err) {
 		free(x.v);
 		svc_reply(req, x.err);
@@ -906,6 +1171,7 @@ void op_chunk_list(void *svc, struct svc_req *req)
 		wb_u64(&w, x.v[i + k].version);
 		wb_u32(&w, x.v[i + k].length);
 		wb_u32(&w, x.v[i + k].crc);
+		wb_u64(&w, x.v[i + k].busy);
 	}
 	wb_u8(&w, i + n < x.n);
 	free(x.v);

@@ -1,5 +1,5 @@
 /* Internals of the storage service shared by its modules
- * (storage_service.c, resync.c). */
+ * (storage_service.c, chain_update.c, resync.c). */
 #ifndef STRATA_STORAGE_INT_H
 #define STRATA_STORAGE_INT_H
 
@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "chunk_store.h"
+#include "storage_proto.h"
 #include "mgmt/cluster_map.h"
 #include "net/rpc.h"
 #include "net/server.h"
@@ -27,12 +28,22 @@ struct cstate {
 	uint32_t inflight;
 	struct update_op *q_head, **q_tail;
 	bool needsync;
+	bool behind;			/* needsync, but the copy is intact: its own
+					 * write of an update failed (resync.c) */
 	bool repairing;
 	uint32_t sync_gen;		/* bumped by every new mark */
 	uint32_t upd_gen;		/* bumped by every update submitted here:
 					 * a repair fetched before one is stale */
 	uint32_t removing;		/* resync removals queued on this chunk */
 	uint32_t sync_chain;		/* chain to repair from */
+	int sync_err;			/* why its last repair failed (0: none
+					 * or one is running) */
+	uint64_t assigned;		/* head: the last version handed out */
+	bool dirty;			/* applied an update its successor may
+					 * lack: served only as committed tail */
+	bool draining;			/* chain_update.c: drain() runs */
+	uint32_t busy_chain;		/* the update last started here: its */
+	uint64_t busy_ver;		/* chain and version (OP_CHUNK_LIST) */
 	struct cstate *snext;
 };
 
@@ -91,6 +102,11 @@ struct storage {
 struct map_snap *map_get(struct storage *st);
 void map_put(struct storage *st, struct map_snap *s);
 struct target *find_target(struct storage *st, uint32_t id);
+/* Checks that ref names a chain of our map at the same version and that
+ * this target is a member (else STRATA_ESTALE_MAP, and a newer map is
+ * fetched when the sender's is newer). *chain is valid while snap is held. */
+int check_ref(struct storage *st, struct map_snap *snap, const struct sp_ref *ref,
+	      const struct cm_chain **chain, int *pos);
 struct cstate *cstate_find(struct target *t, const struct chunk_id *id, bool create);
 void cstate_maybe_free(struct target *t, struct cstate *c);
 int chain_pos(const struct cm_chain *c, uint32_t target);
@@ -98,10 +114,20 @@ int chain_pos(const struct cm_chain *c, uint32_t target);
 int chain_serving_tail(const struct cm_chain *c);
 void report_to_mgmt(struct storage *st, uint32_t target, const struct chunk_id *id, int err);
 
+/* chain_update.c: OP_CHUNK_WRITE/TRUNCATE/REMOVE on the target's thread. */
+void op_update(void *svc, struct svc_req *req);
+/* Answers the updates queued on c with status (the target is closing). */
+void update_queue_drop(struct cstate *c, int status);
+
 /* resync.c: runs on each target's owner thread. */
 /* Marks a chunk of t as lacking (refuses reads) and schedules its repair
  * from chain chain_id. */
 void resync_mark(struct target *t, const struct chunk_id *id, uint32_t chain_id);
+/* Marks a chunk of t whose own write of an update failed, while other
+ * members may hold the update: its copy is intact but maybe behind. It
+ * serves no client read and takes no update at the head until a survey of
+ * the chain settles which copy is the newest (resync.c). */
+void resync_mark_behind(struct target *t, const struct chunk_id *id, uint32_t chain_id);
 /* Drops c's needsync mark (it was just made whole). */
 void resync_clear(struct target *t, struct cstate *c);
 /* Looks at the map: starts a resync of every chain where t is SYNCING. */

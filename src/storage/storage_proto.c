@@ -34,6 +34,7 @@ void sp_update_encode(struct wbuf *w, const struct sp_update *u)
 	wb_u32(w, u->len);
 	wb_u32(w, u->crc);
 	wb_u64(w, u->version);
+	wb_u64(w, u->base);
 }
 
 int sp_update_decode(const void *body, uint32_t len, struct sp_update *out)
@@ -47,6 +48,7 @@ int sp_update_decode(const void *body, uint32_t len, struct sp_update *out)
 	out->len = rb_u32(&r);
 	out->crc = rb_u32(&r);
 	out->version = rb_u64(&r);
+	out->base = rb_u64(&r);
 	if (rb_finish(&r) || out->forwarded > SP_FWD_FULL || (uint64_t)out->offset + out->len > FRAME_MAX_BULK)
 		return STRATA_EBADMSG;
 	return 0;
@@ -57,6 +59,7 @@ void sp_read_encode(struct wbuf *w, const struct sp_read *rd)
 	sp_ref_encode(w, &rd->ref);
 	wb_u32(w, rd->offset);
 	wb_u32(w, rd->len);
+	wb_u32(w, rd->flags);
 }
 
 int sp_read_decode(const void *body, uint32_t len, struct sp_read *out)
@@ -67,7 +70,8 @@ int sp_read_decode(const void *body, uint32_t len, struct sp_read *out)
 	sp_ref_decode(&r, &out->ref);
 	out->offset = rb_u32(&r);
 	out->len = rb_u32(&r);
-	if (rb_finish(&r) || out->len > FRAME_MAX_BULK)
+	out->flags = rb_u32(&r);
+	if (rb_finish(&r) || out->len > FRAME_MAX_BULK || (out->flags & ~SP_READ_REPAIR))
 		return STRATA_EBADMSG;
 	return 0;
 }

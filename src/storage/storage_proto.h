@@ -6,13 +6,15 @@
  * the chain version the sender routed by, and the target it is meant for.
  *
  * WRITE/TRUNCATE/REMOVE ("updates", chain-replicated head -> tail)
- *   req:  ref, u8 forwarded (SP_FWD_*), u32 offset, u32 len, u32 crc, u64 version
+ *   req:  ref, u8 forwarded (SP_FWD_*), u32 offset, u32 len, u32 crc, u64 version,
+ *         u64 base
  *         WRITE: bulk = len bytes of data, crc = CRC32C(data)
  *         TRUNCATE: len = new chunk length; REMOVE: offset = len = 0
- *         version: 0 from clients (the head assigns it); set when forwarded
+ *         version, base: 0 from clients; set by the head when forwarded:
+ *         the new version and the one the update applies on (0: none)
  *   rep:  u64 version, u32 length           (the chunk after the update)
  * READ
- *   req:  ref, u32 offset, u32 len
+ *   req:  ref, u32 offset, u32 len, u32 flags (SP_READ_*)
  *   rep:  u64 version, u32 nread, u32 crc;  bulk = nread bytes
  *         (a missing chunk reads as version 0, nread 0: a hole)
  * BATCH_READ (many chunks of one target)
@@ -36,7 +38,7 @@
 
 /* sp_update.forwarded */
 #define SP_FWD_CLIENT 0		/* from a client, to the head */
-#define SP_FWD_UPDATE 1		/* from the predecessor: apply on base version - 1 */
+#define SP_FWD_UPDATE 1		/* from the predecessor: apply on version base */
 #define SP_FWD_FULL 2		/* from the predecessor: the whole chunk, install it */
 
 struct sp_ref {
@@ -54,12 +56,39 @@ struct sp_update {
 	uint32_t len;
 	uint32_t crc;
 	uint64_t version;
+	uint64_t base;
 };
+
+/*
+ * Chunk versions. The head of a chain gives each update of a chunk the
+ * next version, and a version names one content, on every replica, ever:
+ *  - the high 32 bits are the epoch, the chain version under which the
+ *    head assigned it. Only one target is head of a chain at one chain
+ *    version, so two heads never hand out the same version, even when one
+ *    of them died holding an update it never forwarded;
+ *  - the low 32 bits count updates within an epoch (a chunk taking 2^32
+ *    updates under one chain version would carry into the epoch).
+ * stored: the highest version the head holds or has handed out for the
+ * chunk. Returns the next version.
+ */
+static inline uint64_t sp_next_version(uint64_t stored, uint64_t chain_ver)
+{
+	uint64_t epoch = (chain_ver & 0xffffffffull) << 32;
+
+	return stored >= epoch ? stored + 1 : epoch + 1;
+}
+
+/* sp_read.flags */
+/* A replica repairing its own copy reads from a member of its chain: a
+ * copy that may not be committed yet (an update in flight, or dirty) is a
+ * state the chain went through and builds on, so it serves the repair. */
+#define SP_READ_REPAIR 1u
 
 struct sp_read {
 	struct sp_ref ref;
 	uint32_t offset;
 	uint32_t len;
+	uint32_t flags;
 };
 
 struct sp_batch_item {

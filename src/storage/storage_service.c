@@ -274,8 +274,14 @@ struct cstate *cstate_find(struct target *t, const struct chunk_id *id, bool cre
 void cstate_maybe_free(struct target *t, struct cstate *c)
 {
 	struct cstate **b;
+	struct chunk_info ci;
 
-	if (c->inflight || c->q_head || c->needsync || c->repairing || c->removing)
+	if (c->inflight || c->q_head || c->needsync || c->repairing || c->removing ||
+	    c->dirty || c->draining)
+		return;
+	/* The head handed out a version it does not hold (its own write
+	 * failed): it must not hand it out again. */
+	if (c->assigned && t->cs && (chunk_stat(t->cs, &c->id, &ci), ci.version < c->assigned))
 		return;
 	for (b = &t->buckets[chash(&c->id)]; *b; b = &(*b)->next) {
 		if (*b == c) {
@@ -298,9 +304,7 @@ int chain_pos(const struct cm_chain *c, uint32_t target)
 	return -1;
 }
 
-/* Checks that ref names a chain of our map at the same version and that
- * this target is a member. Returns the chain (valid while snap is held). */
-static int check_ref(struct storage *st, struct map_snap *snap, const struct sp_ref *ref,
+int check_ref(struct storage *st, struct map_snap *snap, const struct sp_ref *ref,
 		     const struct cm_chain **chain, int *pos)
 {
 	const struct cm_chain *c = snap ? cm_find_chain(&snap->map, ref->chain_id) : NULL;
@@ -329,384 +333,6 @@ struct target *find_target(struct storage *st, uint32_t id)
 	return NULL;
 }
 
-/* ---- updates ---- */
-
-struct update_op {
-	struct update_op *next;
-	struct target *t;
-	struct svc_req *req;
-	struct sp_update u;
-	uint16_t op;
-	struct chunk_id id;
-	struct cstate *cs;
-	bool is_head;
-	char succ_addr[CM_ADDR_LEN];
-	uint32_t succ_target;
-	bool local_done, fwd_done;
-	bool need_full;		/* the successor lacks the base: resend whole */
-	bool full_sent;
-	uint8_t *full_buf;
-	int local_status, fwd_status;
-	uint64_t out_version;
-	uint32_t out_length;
-};
-
-static void update_start(struct update_op *op);
-
-static void update_finish(struct update_op *op)
-{
-	struct target *t = op->t;
-	struct cstate *c = op->cs;
-	struct wbuf w;
-	int status = op->local_status ? op->local_status : op->fwd_status;
-
-	wbuf_init(&w, &op->req->reply);
-	wb_u64(&w, op->out_version);
-	wb_u32(&w, op->out_length);
-	if (status == 0 && op->op == OP_CHUNK_WRITE) {
-		CNT(t->st, n_writes, 1);
-		CNT(t->st, bytes_written, op->u.len);
-	}
-	svc_reply(op->req, status);
-	c->inflight--;
-	/* At the head, the next queued update of this chunk may start. */
-	if (op->is_head && c->q_head) {
-		struct update_op *next = c->q_head;
-
-		c->q_head = next->next;
-		if (!c->q_head)
-			c->q_tail = &c->q_head;
-		free(op);
-		update_start(next);
-		return;
-	}
-	cstate_maybe_free(t, c);
-	free(op);
-}
-
-static void send_full(struct update_op *op);
-
-static void maybe_finish(struct update_op *op)
-{
-	if (op->need_full && op->local_done && !op->full_sent) {
-		send_full(op);
-		return;
-	}
-	if (op->local_done && op->fwd_done)
-		update_finish(op);
-}
-
-static void on_local_done(void *arg, int status, const struct chunk_info *info)
-{
-	struct update_op *op = arg;
-
-	/* A replay of an update this replica already holds is success. */
-	if (status == -EALREADY || (status == -ENOENT && op->op == OP_CHUNK_REMOVE))
-		status = 0;
-	if (status == STRATA_EINTEGRITY) {
-		/* Our stored copy is bad: it gets repaired from the chain. A
-		 * downstream replica acknowledges (the others hold the update);
-		 * the head cannot apply it and asks the client to retry. */
-		report_to_mgmt(op->t->st, op->t->id, &op->id, status);
-		if (op->is_head) {
-			resync_mark(op->t, &op->id, op->u.ref.chain_id);
-			status = STRATA_EUNAVAIL;
-		} else {
-			/* The predecessor resends the chunk whole. */
-			status = STRATA_ENEEDFULL;
-		}
-		info = NULL;
-	}
-	op->local_status = status;
-	if (info) {
-		op->out_version = info->version;
-		op->out_length = info->length;
-	}
-	if (status == 0 && op->u.forwarded == SP_FWD_FULL) {
-		/* A whole chunk from the predecessor: this replica caught up. */
-		CNT(op->t->st, n_synced_chunks, 1);
-		CNT(op->t->st, bytes_synced, op->u.len);
-		if (op->cs->needsync) {
-			CNT(op->t->st, n_repaired, 1);
-			resync_clear(op->t, op->cs);
-		}
-	}
-	op->local_done = true;
-	maybe_finish(op);
-}
-
-static void on_fwd_done(void *arg, int status, struct rpc_msg *resp)
-{
-	struct update_op *op = arg;
-
-	(void)resp;
-	if (status)
-		log_warn("storage", "forwarding chunk %llx:%llx to target %u at '%s' failed: %s",
-			 (unsigned long long)op->id.ino, (unsigned long long)op->id.idx,
-			 op->succ_target, op->succ_addr, strata_strerror(status));
-	if (status == STRATA_ENEEDFULL && !op->full_sent && op->op != OP_CHUNK_REMOVE) {
-		/* Sent once the local update is done: the whole chunk then. */
-		op->need_full = true;
-		maybe_finish(op);
-		return;
-	}
-	op->fwd_status = status;
-	op->fwd_done = true;
-	maybe_finish(op);
-}
-
-static void on_full_done(void *arg, int status, struct rpc_msg *resp)
-{
-	struct update_op *op = arg;
-
-	(void)resp;
-	abuf_free(op->full_buf);
-	op->full_buf = NULL;
-	if (status)
-		log_warn("storage", "sending chunk %llx:%llx whole to target %u failed: %s",
-			 (unsigned long long)op->id.ino, (unsigned long long)op->id.idx,
-			 op->succ_target, strata_strerror(status));
-	op->fwd_status = status;
-	op->fwd_done = true;
-	maybe_finish(op);
-}
-
-static void on_full_read(void *arg, int status, const struct chunk_info *info, uint32_t nread,
-			 uint32_t crc)
-{
-	struct update_op *op = arg;
-	struct sp_update fu = op->u;
-	struct bbuf b;
-	struct wbuf w;
-	struct rpc_call_args a = { .op = OP_CHUNK_WRITE, .cb = on_full_done, .arg = op };
-	int rc = status;
-
-	if (!rc && (!info || info->version != op->u.version))
-		rc = STRATA_EUNAVAIL;	/* moved on meanwhile: the client retries */
-	if (rc == STRATA_EINTEGRITY) {
-		/* Our copy is bad too: it gets repaired like one a read finds. */
-		CNT(op->t->st, n_integrity, 1);
-		report_to_mgmt(op->t->st, op->t->id, &op->id, rc);
-		resync_mark(op->t, &op->id, op->u.ref.chain_id);
-		rc = STRATA_EUNAVAIL;
-	}
-	if (!rc) {
-		fu.forwarded = SP_FWD_FULL;
-		fu.ref.target_id = op->succ_target;
-		fu.offset = 0;
-		fu.len = nread;
-		fu.crc = crc;
-		bbuf_init(&b);
-		wbuf_init(&w, &b);
-		sp_update_encode(&w, &fu);
-		a.body = b.buf;
-		a.body_len = (uint32_t)b.len;
-		a.bulk = op->full_buf;
-		a.bulk_len = nread;
-		a.timeout_ms = op->t->st->timeout_ms;
-		rc = w.err ? w.err : rpc_pool_call(op->t->pool, op->succ_addr, &a);
-		bbuf_release(&b);
-		if (!rc)
-			return;
-	}
-	on_full_done(op, rc, NULL);
-}
-
-/* The successor lacks this chunk's base version: send it our whole copy
- * (just updated) with the same version; it installs it atomically. */
-static void send_full(struct update_op *op)
-{
-	struct chunk_info ci;
-	int rc;
-
-	op->full_sent = true;
-	if (op->local_status) {
-		on_full_done(op, op->local_status, NULL);
-		return;
-	}
-	rc = chunk_stat(op->t->cs, &op->id, &ci);
-	op->full_buf = rc ? NULL : abuf_alloc(ci.length ? ci.length : 1);
-	if (!rc && !op->full_buf)
-		rc = -ENOMEM;
-	if (!rc)
-		rc = chunk_read(op->t->cs, &op->id, 0, ci.length, op->full_buf, on_full_read, op);
-	if (rc)
-		on_full_done(op, rc, NULL);
-}
-
-/* Queues the local half of an update; 0 or the submit error. */
-static int submit_local(struct update_op *op)
-{
-	struct target *t = op->t;
-
-	op->cs->upd_gen++;
-	switch (op->op) {
-	case OP_CHUNK_WRITE:
-		if (op->u.forwarded == SP_FWD_FULL)
-			return chunk_replace(t->cs, &op->id, op->req->bulk, op->u.len, op->u.crc,
-					     op->u.version, op->u.ref.chain_id, on_local_done, op);
-		return chunk_write_tagged(t->cs, &op->id, op->u.offset, op->req->bulk, op->u.len,
-					  op->u.crc, op->u.version, op->u.ref.chain_id, on_local_done,
-					  op);
-	case OP_CHUNK_TRUNCATE:
-		return chunk_truncate(t->cs, &op->id, op->u.len, op->u.version, on_local_done, op);
-	default:
-		return chunk_remove(t->cs, &op->id, on_local_done, op);
-	}
-}
-
-static int forward(struct update_op *op)
-{
-	struct target *t = op->t;
-	struct bbuf b;
-	struct wbuf w;
-	struct sp_update fu = op->u;
-	struct rpc_call_args a = { .op = op->op, .cb = on_fwd_done, .arg = op };
-	int rc;
-
-	fu.forwarded = 1;
-	fu.ref.target_id = op->succ_target;
-	bbuf_init(&b);
-	wbuf_init(&w, &b);
-	sp_update_encode(&w, &fu);
-	a.body = b.buf;
-	a.body_len = (uint32_t)b.len;
-	if (op->op == OP_CHUNK_WRITE) {
-		a.bulk = op->req->bulk;
-		a.bulk_len = op->u.len;
-	}
-	a.timeout_ms = t->st->timeout_ms;
-	rc = w.err ? w.err : rpc_pool_call(t->pool, op->succ_addr, &a);
-	bbuf_release(&b);
-	return rc;
-}
-
-static void update_start(struct update_op *op)
-{
-	struct target *t = op->t;
-	struct chunk_info ci;
-	int rc;
-
-	op->cs->inflight++;
-	if (op->is_head)
-		op->u.version = chunk_stat(t->cs, &op->id, &ci) == 0 ? ci.version + 1 : 1;
-	op->out_version = op->u.version;
-	/* The local submit only queues the I/O, so the successor's disk still
-	 * works while ours does; it also checks the data's CRC32C (the one
-	 * check on receipt), so damaged data is never passed on. */
-	rc = submit_local(op);
-	if (rc) {
-		if (rc == STRATA_EINTEGRITY) {
-			CNT(t->st, n_integrity, 1);
-			log_warn("storage", "write of chunk %llx:%llx arrived with a bad checksum from '%s'",
-				 (unsigned long long)op->id.ino, (unsigned long long)op->id.idx,
-				 conn_peer(op->req->conn));
-		}
-		op->local_status = rc;
-		op->local_done = true;
-		op->fwd_done = true;
-		maybe_finish(op);
-		return;
-	}
-	if (op->succ_target && (rc = forward(op))) {
-		op->fwd_status = rc;
-		op->fwd_done = true;
-	} else if (!op->succ_target) {
-		op->fwd_done = true;
-	}
-}
-
-static void op_update(void *svc, struct svc_req *req)
-{
-	struct storage *st = svc;
-	struct sp_update u;
-	struct target *t;
-	struct map_snap *snap;
-	const struct cm_chain *chain;
-	struct update_op *op;
-	int rc, pos;
-
-	rc = sp_update_decode(req->body, req->hdr.body_len, &u);
-	if (!rc && req->hdr.opcode == OP_CHUNK_WRITE && u.len != req->hdr.bulk_len)
-		rc = STRATA_EBADMSG;
-	if (!rc && req->hdr.opcode != OP_CHUNK_WRITE && req->hdr.bulk_len)
-		rc = STRATA_EBADMSG;
-	if (rc) {
-		svc_reply(req, rc);
-		return;
-	}
-	t = find_target(st, u.ref.target_id);
-	if (!t) {
-		svc_reply(req, STRATA_ESTALE_MAP);
-		return;
-	}
-	snap = map_get(st);
-	rc = check_ref(st, snap, &u.ref, &chain, &pos);
-	if (!rc && !u.forwarded && pos != 0)
-		rc = STRATA_ENOTHEAD;
-	if (!rc && u.forwarded && (pos == 0 || u.version == 0))
-		rc = STRATA_ENOTHEAD;
-	op = rc ? NULL : calloc(1, sizeof(*op));
-	if (!rc && !op)
-		rc = -ENOMEM;
-	if (!rc) {
-		op->t = t;
-		op->req = req;
-		op->u = u;
-		op->op = req->hdr.opcode;
-		op->id.ino = u.ref.ino;
-		op->id.idx = u.ref.idx;
-		op->is_head = pos == 0;
-		if (pos + 1 < chain->len) {
-			const struct cm_target *nt = cm_find_target(&snap->map, chain->targets[pos + 1]);
-			const struct cm_node *nn = nt ? cm_find_node(&snap->map, nt->node_id) : NULL;
-
-			if (!nn) {
-				rc = STRATA_ESTALE_MAP;
-			} else {
-				op->succ_target = nt->id;
-				snprintf(op->succ_addr, sizeof(op->succ_addr), "%s", nn->addr);
-			}
-		}
-		op->cs = rc ? NULL : cstate_find(t, &op->id, true);
-		if (!rc && !op->cs)
-			rc = -ENOMEM;
-	}
-	if (!rc && u.forwarded == SP_FWD_UPDATE && op->op != OP_CHUNK_REMOVE) {
-		/* The head gives a chunk's updates consecutive versions: one
-		 * whose base is not what we hold finds us behind (we missed an
-		 * update that failed further down, or were away) or diverged.
-		 * The predecessor then sends the chunk whole. */
-		struct chunk_info ci;
-		uint64_t have = chunk_stat(t->cs, &op->id, &ci) == 0 ? ci.version : 0;
-
-		/* A removal queued by resync would run first and leave only
-		 * this update's bytes: take the chunk whole instead. */
-		if ((have != u.version - 1 && have != u.version) || op->cs->removing)
-			rc = STRATA_ENEEDFULL;
-		/* Our copy is known bad: the whole chunk from the predecessor
-		 * repairs it at once, and a repair fetch in flight is dropped. */
-		if (op->cs->needsync)
-			rc = STRATA_ENEEDFULL;
-	}
-	if (!rc && op->is_head && op->cs->needsync)
-		rc = STRATA_EUNAVAIL;	/* our copy is bad: retried after its repair */
-	if (rc && op && op->cs)
-		cstate_maybe_free(t, op->cs);
-	map_put(st, snap);
-	if (rc) {
-		free(op);
-		svc_reply(req, rc);
-		return;
-	}
-	if (op->is_head && op->cs->inflight) {
-		*op->cs->q_tail = op;
-		op->cs->q_tail = &op->next;
-		return;
-	}
-	update_start(op);
-}
-
 /* ---- reads ---- */
 
 struct read_op {
@@ -732,9 +358,14 @@ static void on_read_done(void *arg, int status, const struct chunk_info *info,
 			 const uint8_t *data, uint32_t nread, uint32_t crc, struct chunk_hold *hold)
 {
 	struct read_op *op = arg;
+	struct chunk_info tomb;
 	struct wbuf w;
 
 	if (status == -ENOENT) {
+		/* A hole, at the version of its removal when that is known, so
+		 * that versions read never go back. */
+		(void)chunk_stat(op->t->cs, &op->id, &tomb);
+		info = &tomb;
 		status = 0;
 		nread = 0;
 		crc = 0;
@@ -771,24 +402,30 @@ static void on_read_done(void *arg, int status, const struct chunk_info *info,
  * stored copy whatever the replica's state, but the ref must still name
  * this target's chain at our map's version (a damaged copy is marked for
  * a repair from that chain), and a chunk already marked is being
- * repaired: answered at once. */
-static int read_check(struct storage *st, struct target *t, const struct sp_ref *ref, bool verify)
+ * repaired: answered at once. A repair read (SP_READ_REPAIR) may take a
+ * copy that is not committed yet. */
+static int read_check(struct storage *st, struct target *t, const struct sp_ref *ref,
+		      bool verify, uint32_t flags)
 {
 	struct map_snap *snap = map_get(st);
 	const struct cm_chain *chain;
 	struct chunk_id id = { ref->ino, ref->idx };
 	struct cstate *c;
+	bool repair = flags & SP_READ_REPAIR;
 	int pos, rc = check_ref(st, snap, ref, &chain, &pos);
 
 	if (!rc && !verify && chain->states[pos] != TARGET_SERVING)
 		rc = STRATA_ESYNCING;
 	c = rc ? NULL : cstate_find(t, &id, false);
-	/* A chunk this replica knows it lacks is served by the others. */
-	if (c && c->needsync)
+	/* A chunk this replica knows it lacks is served by the others (its
+	 * intact copy still answers a repair: it may be the newest). */
+	if (c && c->needsync && !(repair && c->behind))
 		rc = STRATA_ESYNCING;
-	/* CRAQ: a dirty replica other than the committed tail (the last
-	 * serving member) does not serve the chunk. */
-	if (!rc && !verify && c && c->inflight && pos != chain_serving_tail(chain)) {
+	/* CRAQ: a replica other than the committed tail (the last serving
+	 * member) does not serve a chunk with an update in flight, nor one
+	 * it applied but could not pass on. */
+	if (!rc && !verify && !repair && c && (c->inflight || c->dirty) &&
+	    pos != chain_serving_tail(chain)) {
 		CNT(st, n_dirty, 1);
 		rc = STRATA_EDIRTY;
 	}
@@ -825,7 +462,7 @@ static void op_read(void *svc, struct svc_req *req)
 	if (!rc && !t)
 		rc = STRATA_ESTALE_MAP;
 	if (!rc)
-		rc = read_check(st, t, &rd.ref, verify);
+		rc = read_check(st, t, &rd.ref, verify, rd.flags);
 	if (rc) {
 		svc_reply(req, rc);
 		return;
@@ -963,7 +600,7 @@ static void op_batch_read(void *svc, struct svc_req *req)
 		struct chunk_id id = { it->ino, it->idx };
 		struct batch_slot *s = malloc(sizeof(*s));
 
-		rc = s ? read_check(st, b->t, &ref, false) : -ENOMEM;
+		rc = s ? read_check(st, b->t, &ref, false, 0) : -ENOMEM;
 		if (!rc) {
 			s->b = b;
 			s->i = i;
@@ -1139,13 +776,7 @@ static void target_detach(void *arg)
 			struct cstate *c = t->buckets[b];
 
 			t->buckets[b] = c->next;
-			while (c->q_head) {
-				struct update_op *op = c->q_head;
-
-				c->q_head = op->next;
-				svc_reply(op->req, -ESHUTDOWN);
-				free(op);
-			}
+			update_queue_drop(c, -ESHUTDOWN);
 			free(c);
 		}
 	}

@@ -11,11 +11,14 @@ struct sclient *driver_connect(const char *name, const char *mgmt)
 	struct reactor *r;
 	struct sclient *sc;
 	const char *retry = getenv("STRATA_TORTURE_RETRY_MS");
+	const char *timeout = getenv("STRATA_TORTURE_TIMEOUT_MS");
 	int rc;
 
 	sclient_opts_init(&o, sizeof(o));
 	if (retry && *retry)
 		o.retry_ms = (uint32_t)strtoul(retry, NULL, 0);
+	if (timeout && *timeout)
+		o.timeout_ms = (uint32_t)strtoul(timeout, NULL, 0);
 	if (reactor_new(name, &r) || reactor_start(r))
 		return NULL;
 	rc = sclient_new(r, mgmt, &o, &sc);

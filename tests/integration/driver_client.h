@@ -7,7 +7,8 @@
 /* A storage client on a new reactor thread called name, once it holds the
  * cluster map of mgmt (20 s at most); NULL, with the reason on stderr.
  * STRATA_TORTURE_RETRY_MS, when set, bounds each I/O's retries (the
- * client's retry_ms), so a test of a failure that never heals is short. */
+ * client's retry_ms), so a test of a failure that never heals is short;
+ * STRATA_TORTURE_TIMEOUT_MS bounds one RPC (the client's timeout_ms). */
 struct sclient *driver_connect(const char *name, const char *mgmt);
 
 #endif

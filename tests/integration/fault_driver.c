@@ -34,6 +34,19 @@
  *       >= R reads every replica. Checks the bytes, the length and that the
  *       version is at least the last acknowledged one. Exit 0 when all
  *       match; mismatches are printed (at most 20).
+ *   fault_driver MGMT_ADDR steps INO CHUNK_SIZE STEP...
+ *       Runs the steps in order on chunks of inode INO, one line each:
+ *         c:IDX                   the chain: "chain IDX CHAIN TARGET@NODE,..."
+ *                                 (head first)
+ *         w:IDX:OFF:LEN:BYTE      write LEN bytes of value BYTE (hex):
+ *                                 "w ok VERSION" or "w err ERROR"
+ *         t:IDX:LEN               truncate: "t ok VERSION" or "t err ERROR"
+ *         r:IDX:OFF:LEN           read through the client:
+ *                                 "r ok VERSION NREAD RUNS" or "r err ERROR"
+ *         R:IDX:OFF:LEN:TARGET    read straight from one replica (no retry):
+ *                                 "R ok VERSION NREAD RUNS" or "R err ERROR"
+ *       RUNS describes the bytes as runs "BYTExCOUNT,..." (hex byte).
+ *       Exit 0 unless an argument is bad or the cluster is unreachable.
  *   fault_driver MGMT_ADDR map
  *       Prints the cluster map mgmt holds:
  *         map <version> <replication>
@@ -573,6 +586,40 @@ badline:
 
 /* ---- map ---- */
 
+/* The cluster map from mgmt, into m (released by the caller). */
+static int fetch_map(const char *mgmt, struct cluster_map *m)
+{
+	struct rpc_client *cl;
+	struct rpc_result res = { 0 };
+	struct bbuf b;
+	struct wbuf w;
+	struct rbuf r;
+	bool changed = false;
+	int rc;
+
+	cm_init(m);
+	if (rpc_client_new("fault-map", 5000, &cl))
+		return -ENOMEM;
+	bbuf_init(&b);
+	wbuf_init(&w, &b);
+	wb_u64(&w, 0);
+	struct rpc_sync_args a = { .op = OP_MGMT_GET_MAP, .body = b.buf, .body_len = (uint32_t)b.len,
+				   .timeout_ms = 5000 };
+	rc = rpc_call_sync(cl, mgmt, &a, &res);
+	bbuf_release(&b);
+	if (!rc) {
+		rbuf_init(&r, res.body.buf, (uint32_t)res.body.len);
+		rc = cm_decode_since(&r, m, &changed);
+		if (!rc && !changed)
+			rc = STRATA_EBADMSG;
+	}
+	rpc_result_release(&res);
+	rpc_client_free(cl);
+	if (rc)
+		fprintf(stderr, "cluster map from '%s': %s\n", mgmt, strata_strerror(rc));
+	return rc;
+}
+
 static const char *node_state(uint32_t s)
 {
 	return s == NODE_UP ? "up" : s == NODE_OFFLINE ? "offline" :
@@ -587,39 +634,10 @@ static const char *target_state(uint32_t s)
 
 static int run_map(const char *mgmt)
 {
-	struct rpc_client *cl;
-	struct rpc_result res = { 0 };
 	struct cluster_map m;
-	struct bbuf b;
-	struct wbuf w;
-	struct rbuf r;
-	bool changed = false;
-	int rc;
 
-	if (rpc_client_new("fault-map", 5000, &cl))
-		return 2;
-	bbuf_init(&b);
-	wbuf_init(&w, &b);
-	wb_u64(&w, 0);
-	struct rpc_sync_args a = { .op = OP_MGMT_GET_MAP, .body = b.buf, .body_len = (uint32_t)b.len,
-				   .timeout_ms = 5000 };
-	rc = rpc_call_sync(cl, mgmt, &a, &res);
-	bbuf_release(&b);
-	if (rc) {
-		fprintf(stderr, "GET_MAP from '%s': %s\n", mgmt, strata_strerror(rc));
-		rpc_result_release(&res);
-		rpc_client_free(cl);
+	if (fetch_map(mgmt, &m))
 		return 1;
-	}
-	cm_init(&m);
-	rbuf_init(&r, res.body.buf, (uint32_t)res.body.len);
-	rc = cm_decode_since(&r, &m, &changed);
-	rpc_result_release(&res);
-	rpc_client_free(cl);
-	if (rc || !changed) {
-		fprintf(stderr, "bad map from '%s': %s\n", mgmt, strata_strerror(rc));
-		return 1;
-	}
 	printf("map %" PRIu64 " %u\n", m.version, m.replication);
 	for (uint32_t i = 0; i < m.nnodes; i++)
 		printf("node %u %s %s\n", m.nodes[i].id, m.nodes[i].addr,
@@ -641,6 +659,168 @@ static int run_map(const char *mgmt)
 		printf("\n");
 	}
 	cm_release(&m);
+	return 0;
+}
+
+/* ---- steps ---- */
+
+static void print_runs(const uint8_t *p, uint32_t n)
+{
+	for (uint32_t i = 0; i < n;) {
+		uint32_t j = i;
+
+		while (j < n && p[j] == p[i])
+			j++;
+		printf("%s%02xx%u", i ? "," : "", p[i], j - i);
+		i = j;
+	}
+	if (!n)
+		printf("-");
+}
+
+/* One read of [off, off + len) of chunk (ino, idx) straight from target. */
+static void direct_read(const char *mgmt, uint32_t table, uint32_t chunk_size, uint64_t ino,
+			uint64_t idx, uint32_t off, uint32_t len, uint32_t target)
+{
+	struct cluster_map m;
+	const struct cm_chain *c;
+	const struct cm_target *t;
+	const struct cm_node *nd;
+	struct rpc_client *cl = NULL;
+	struct rpc_result res = { 0 };
+	struct sp_read rd = { 0 };
+	uint8_t *buf = malloc(len ? len : 1);
+	struct bbuf b;
+	struct wbuf w;
+	struct rbuf r;
+	int rc;
+
+	if (fetch_map(mgmt, &m)) {
+		printf("R err no map\n");
+		free(buf);
+		return;
+	}
+	c = cm_find_chain(&m, chain_of(table, chunk_size, ino, idx) + 1);
+	t = cm_find_target(&m, target);
+	nd = t ? cm_find_node(&m, t->node_id) : NULL;
+	rc = c && nd && buf ? rpc_client_new("fault-read", 5000, &cl) : -ENOENT;
+	if (!rc) {
+		rd.ref.chain_id = c->id;
+		rd.ref.chain_ver = c->version;
+		rd.ref.target_id = target;
+		rd.ref.ino = ino;
+		rd.ref.idx = idx;
+		rd.offset = off;
+		rd.len = len;
+		bbuf_init(&b);
+		wbuf_init(&w, &b);
+		sp_read_encode(&w, &rd);
+		struct rpc_sync_args a = { .op = OP_CHUNK_READ, .body = b.buf,
+					   .body_len = (uint32_t)b.len, .bulk_dst = buf,
+					   .bulk_cap = len, .timeout_ms = 5000 };
+		rc = rpc_call_sync(cl, nd->addr, &a, &res);
+		bbuf_release(&b);
+	}
+	if (rc) {
+		printf("R err %s\n", strata_strerror(rc));
+	} else {
+		uint64_t version;
+		uint32_t nread;
+
+		rbuf_init(&r, res.body.buf, (uint32_t)res.body.len);
+		version = rb_u64(&r);
+		nread = rb_u32(&r);
+		(void)rb_u32(&r);
+		printf("R ok %" PRIu64 " %u ", version, nread);
+		print_runs(buf, nread <= len ? nread : len);
+		printf("\n");
+	}
+	rpc_result_release(&res);
+	if (cl)
+		rpc_client_free(cl);
+	cm_release(&m);
+	free(buf);
+}
+
+static int run_steps(const char *mgmt, struct sclient *sc, char **argv, int argc)
+{
+	uint64_t ino = strtoull(argv[0], NULL, 0);
+	uint32_t chunk_size = (uint32_t)strtoul(argv[1], NULL, 0);
+	uint32_t table = sclient_table_len(sc);
+	uint8_t *buf = abuf_alloc(chunk_size ? chunk_size : 1);
+
+	if (!buf || !chunk_size)
+		return 2;
+	for (int i = 2; i < argc; i++) {
+		char kind = argv[i][0];
+		unsigned long v[5] = { 0 };
+		int n = 0;
+		struct sc_io io = { 0 };
+		char *p = argv[i] + 1;
+
+		while (*p == ':' && n < 5) {
+			v[n] = strtoul(p + 1, &p, kind == 'w' && n == 3 ? 16 : 0);
+			n++;
+		}
+		if (*p) {
+			fprintf(stderr, "bad step '%s'\n", argv[i]);
+			return 2;
+		}
+		io.ino = ino;
+		io.idx = v[0];
+		io.chain_idx = chain_of(table, chunk_size, ino, v[0]);
+		io.buf = buf;
+		if (kind == 'c' && n == 1) {
+			struct cluster_map m;
+			const struct cm_chain *c;
+
+			if (fetch_map(mgmt, &m))
+				return 1;
+			c = cm_find_chain(&m, io.chain_idx + 1);
+			printf("chain %lu %u ", v[0], c ? c->id : 0);
+			for (int k = 0; c && k < c->len; k++) {
+				const struct cm_target *t = cm_find_target(&m, c->targets[k]);
+
+				printf("%s%u@%u", k ? "," : "", c->targets[k], t ? t->node_id : 0);
+			}
+			printf("\n");
+			cm_release(&m);
+		} else if (kind == 'w' && n == 4 && v[1] + v[2] <= chunk_size) {
+			io.kind = SC_WRITE;
+			io.offset = (uint32_t)v[1];
+			io.len = (uint32_t)v[2];
+			memset(buf, (int)v[3], io.len);
+			if (sc_sync(sc, &io))
+				printf("w err %s\n", strata_strerror(io.status));
+			else
+				printf("w ok %" PRIu64 "\n", io.version);
+		} else if (kind == 't' && n == 2 && v[1] <= chunk_size) {
+			io.kind = SC_TRUNCATE;
+			io.len = (uint32_t)v[1];
+			if (sc_sync(sc, &io))
+				printf("t err %s\n", strata_strerror(io.status));
+			else
+				printf("t ok %" PRIu64 "\n", io.version);
+		} else if (kind == 'r' && n == 3 && v[1] + v[2] <= chunk_size) {
+			io.kind = SC_READ;
+			io.offset = (uint32_t)v[1];
+			io.len = (uint32_t)v[2];
+			if (sc_sync(sc, &io)) {
+				printf("r err %s\n", strata_strerror(io.status));
+			} else {
+				printf("r ok %" PRIu64 " %u ", io.version, io.nread);
+				print_runs(buf, io.nread);
+				printf("\n");
+			}
+		} else if (kind == 'R' && n == 4 && v[1] + v[2] <= chunk_size) {
+			direct_read(mgmt, table, chunk_size, ino, v[0], (uint32_t)v[1], (uint32_t)v[2],
+				    (uint32_t)v[3]);
+		} else {
+			fprintf(stderr, "bad step '%s'\n", argv[i]);
+			return 2;
+		}
+		fflush(stdout);
+	}
 	return 0;
 }
 
@@ -667,6 +847,10 @@ int main(int argc, char **argv)
 	if (strcmp(argv[2], "fill") == 0 && argc == 9) {
 		sc = driver_connect("fault", argv[1]);
 		return sc ? run_writer(sc, argv + 3, argc - 3, true) : 1;
+	}
+	if (strcmp(argv[2], "steps") == 0 && argc >= 6) {
+		sc = driver_connect("fault", argv[1]);
+		return sc ? run_steps(argv[1], sc, argv + 3, argc - 3) : 1;
 	}
 	if (strcmp(argv[2], "audit") == 0 && (argc == 4 || argc == 5)) {
 		sc = driver_connect("fault", argv[1]);

@@ -353,7 +353,9 @@ def faults(tmp_path, request):
                     pytrace=False)
     made, fabrics = [], []
 
-    def make(nstorage=3, replication=3, flags=(), use_netns=False):
+    def make(nstorage=3, replication=3, flags=(), use_netns=False, before_start=None):
+        """before_start(fc): called once the cluster's directories are
+        named, before any daemon starts (e.g. to mount a target)."""
         fabric = None
         if use_netns:
             ok, why = netns.available()
@@ -365,6 +367,8 @@ def faults(tmp_path, request):
             fabric.create()
         fc = FaultCluster(tmp_path / ("c%d" % len(made)), nstorage, replication, flags, fabric)
         made.append(fc)
+        if before_start:
+            before_start(fc)
         return fc.start()
 
     def finish():

@@ -152,7 +152,7 @@ static int do_trunc(struct chunk_store *cs, struct chunk_id id, uint32_t len, ui
 static int do_remove(struct chunk_store *cs, struct chunk_id id)
 {
 	struct res r = { 0 };
-	int rc = chunk_remove(cs, &id, done_cb, &r);
+	int rc = chunk_remove(cs, &id, 0, done_cb, &r);
 
 	if (rc)
 		return rc;
@@ -442,7 +442,7 @@ static void test_concurrent(void **state)
 	for (int c = 0; c < NCH; c++) {
 		struct chunk_id id = { 77, (uint64_t)c };
 
-		assert_int_equal(chunk_remove(cs, &id, done_cb, &wr[c][0]), 0);
+		assert_int_equal(chunk_remove(cs, &id, 0, done_cb, &wr[c][0]), 0);
 	}
 	chunk_store_close(cs);
 	for (int c = 0; c < NCH; c++)
@@ -1139,7 +1139,7 @@ static void test_read_ref(void **state)
 	{
 		struct res rm = { 0 };
 
-		assert_int_equal(chunk_remove(cs, &id, done_cb, &rm), 0);
+		assert_int_equal(chunk_remove(cs, &id, 0, done_cb, &rm), 0);
 		wait_for(cs, &rm);
 		assert_int_equal(rm.status, 0);
 	}

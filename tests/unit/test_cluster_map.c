@@ -303,6 +303,48 @@ static void test_missing_target_and_leases(void **state)
 	cm_release(&m);
 }
 
+/*
+ * A chain loses its members one by one, then its last serving member is
+ * replaced: the members that left before it are stale, and none of them
+ * may come back serving. The chain stays without a serving member
+ * (unavailable) until a member that holds its data returns.
+ */
+static void test_replace_last_serving(void **state)
+{
+	struct cluster_map m;
+	const struct cm_chain *c;
+	uint32_t a, b, cc, spare = 0;
+
+	(void)state;
+	make_cluster(&m, 3, 1, 3);
+	reg(&m, 4, 1);	/* spare: 401 */
+	c = cm_find_chain(&m, 1);
+	a = c->targets[0];
+	b = c->targets[1];
+	cc = c->targets[2];
+	spare = 401;
+	assert_true(cm_set_node_offline(&m, b / 100) > 0);	/* b leaves first */
+	assert_true(cm_set_node_offline(&m, cc / 100) > 0);	/* then cc */
+	c = cm_find_chain(&m, 1);
+	assert_int_equal(c->len, 1);
+	assert_int_equal(c->targets[0], a);
+	/* a, the only one with every write, is lost and replaced. */
+	assert_true(cm_replace_target(&m, a, spare) > 0);
+	c = cm_find_chain(&m, 1);
+	assert_int_equal(c->len, 1);
+	assert_int_equal(c->targets[0], spare);
+	assert_int_equal(c->states[0], TARGET_SYNCING);
+	/* cc left last of the two, but after it a took writes: it returns
+	 * resyncing, not serving; so does b. */
+	reg(&m, cc / 100, 1);
+	reg(&m, b / 100, 1);
+	c = cm_find_chain(&m, 1);
+	for (int i = 0; i < c->len; i++)
+		assert_int_equal(c->states[i], TARGET_SYNCING);
+	assert_int_equal(cm_validate(&m), 0);
+	cm_release(&m);
+}
+
 static void test_replace(void **state)
 {
 	struct cluster_map m;
@@ -535,6 +577,7 @@ int main(void)
 		cmocka_unit_test(test_empty_chain_return),
 		cmocka_unit_test(test_missing_target_and_leases),
 		cmocka_unit_test(test_replace),
+		cmocka_unit_test(test_replace_last_serving),
 		cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_codec_roundtrip),
 		cmocka_unit_test(test_codec_malformed),
