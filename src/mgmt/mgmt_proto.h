@@ -4,9 +4,11 @@
  * REGISTER   req: u32 node_id, str addr, u32 n, n x {u32 target_id,
  *                 u64 capacity, u64 used}, u64 incarnation
  *            (incarnation: nonzero, new for every start of the process)
- *            rep: u64 map_version
- * HEARTBEAT  req: u32 node_id, u32 n, n x {u32 target_id, u64 used}
- *            rep: u64 map_version        (-ENOTCONN: register again)
+ *            rep: u64 map_version, u32 lease_ms
+ * HEARTBEAT  req: u32 node_id, u32 n (0)
+ *            rep: u64 map_version, u32 lease_ms  (-ENOTCONN: register again)
+ *            (a node serves clients for lease_ms, less a margin, from when
+ *            it sent the request that was answered)
  * GET_MAP    req: u64 since_version
  *            rep: cm_encode_since() form
  * REPORT     req: u32 target_id, u64 ino, u64 idx, i32 error

@@ -176,6 +176,7 @@ static void op_register(void *svc, struct svc_req *req)
 	persist(m);
 	wbuf_init(&w, &req->reply);
 	wb_u64(&w, m->map.version);
+	wb_u32(&w, (uint32_t)m->lease_ms);
 	svc_reply(req, w.err);
 }
 
@@ -189,11 +190,10 @@ static void op_heartbeat(void *svc, struct svc_req *req)
 
 	rbuf_init(&r, req->body, req->hdr.body_len);
 	node_id = rb_u32(&r);
-	if (r.err) {
+	if (rb_u32(&r) != 0 || rb_finish(&r)) {
 		svc_reply(req, STRATA_EBADMSG);
 		return;
 	}
-	/* Target usage updates are informational; skip them for now. */
 	rc = cm_heartbeat(&m->map, node_id, reactor_now_ms() + m->lease_ms);
 	if (rc) {
 		svc_reply(req, rc);
@@ -201,6 +201,7 @@ static void op_heartbeat(void *svc, struct svc_req *req)
 	}
 	wbuf_init(&w, &req->reply);
 	wb_u64(&w, m->map.version);
+	wb_u32(&w, (uint32_t)m->lease_ms);
 	svc_reply(req, w.err);
 }
 

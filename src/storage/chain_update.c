@@ -90,6 +90,9 @@ static int route(struct storage *st, struct map_snap *snap, struct update_op *op
 	 * build on: it takes no update until one is serving again. */
 	if (!op->u.forwarded && chain->states[0] != TARGET_SERVING)
 		return STRATA_EUNAVAIL;
+	/* Our lease ran out: mgmt may be giving the chain another head. */
+	if (!op->u.forwarded && !storage_lease_valid(st))
+		return STRATA_ESTALE_MAP;
 	op->is_head = pos == 0;
 	op->succ_target = 0;
 	op->succ_addr[0] = '\0';

@@ -87,6 +87,7 @@ struct storage {
 	struct map_snap *snap;
 	bool registered;
 	uint64_t incarnation;		/* this process's start, told to mgmt */
+	uint64_t lease_until_ms;	/* atomic: serve clients until then */
 	bool fetching;
 	struct reactor_timer hb;
 	uint64_t hb_ms;
@@ -99,6 +100,9 @@ struct storage {
 
 #define CNT(st, f, v) __atomic_fetch_add(&(st)->f, (v), __ATOMIC_RELAXED)
 
+/* Any thread: whether this node's lease with mgmt still runs (it serves
+ * clients only then; see storage_service.c). */
+bool storage_lease_valid(struct storage *st);
 struct map_snap *map_get(struct storage *st);
 void map_put(struct storage *st, struct map_snap *s);
 struct target *find_target(struct storage *st, uint32_t id);

@@ -149,20 +149,76 @@ static void map_hint(struct storage *st)
 	reactor_post(st->d->reactors[0], fetch_map_task, st);
 }
 
-/* ---- registration and heartbeats (reactor 0) ---- */
+/* ---- registration and heartbeats (reactor 0) ----
+ *
+ * Every reply of mgmt to a registration or a heartbeat renews this node's
+ * lease: mgmt takes the node out of its chains only once it has heard
+ * nothing for a lease, counted from when the heartbeat arrived; the node
+ * counts from when it sent it, minus a margin, so it stops serving clients
+ * before mgmt can reconfigure without it. A node cut off from mgmt but not
+ * from clients holding the old map therefore never answers them with data
+ * a new chain has moved past.
+ */
+
+struct hb_call {
+	struct storage *st;
+	uint64_t sent_ms;
+};
+
+bool storage_lease_valid(struct storage *st)
+{
+	return reactor_now_ms() < __atomic_load_n(&st->lease_until_ms, __ATOMIC_ACQUIRE);
+}
+
+/* A reply of mgmt: u64 map version, u32 lease (ms). */
+static uint64_t renew_lease(struct hb_call *hc, struct rpc_msg *resp)
+{
+	struct storage *st = hc->st;
+	struct rbuf r;
+	uint64_t v, lease, margin, until;
+
+	rbuf_init(&r, resp->body, resp->hdr.body_len);
+	v = rb_u64(&r);
+	lease = rb_u32(&r);
+	if (rb_finish(&r) || !lease)
+		return 0;
+	margin = lease / 10 > 50 ? lease / 10 : 50;
+	until = hc->sent_ms + (lease > margin ? lease - margin : 0);
+	if (until > __atomic_load_n(&st->lease_until_ms, __ATOMIC_RELAXED))
+		__atomic_store_n(&st->lease_until_ms, until, __ATOMIC_RELEASE);
+	return v;
+}
+
+static int mgmt_call(struct storage *st, uint16_t op, const void *body, uint32_t len, rpc_cb cb)
+{
+	struct hb_call *hc = malloc(sizeof(*hc));
+	struct rpc_call_args a = { .op = op, .body = body, .body_len = len, .cb = cb, .arg = hc,
+				   .timeout_ms = st->timeout_ms };
+	int rc;
+
+	if (!hc)
+		return -ENOMEM;
+	hc->st = st;
+	hc->sent_ms = reactor_now_ms();
+	rc = rpc_pool_call(st->pools[0], st->d->cfg.mgmt_addr, &a);
+	if (rc)
+		free(hc);
+	return rc;
+}
 
 static void on_register(void *arg, int status, struct rpc_msg *resp)
 {
-	struct storage *st = arg;
-	struct rbuf r;
+	struct hb_call *hc = arg;
+	struct storage *st = hc->st;
 
 	if (status) {
 		log_warn("storage", "registration with mgmt '%s' failed: %s (will retry)",
 			 st->d->cfg.mgmt_addr, strata_strerror(status));
+		free(hc);
 		return;
 	}
-	rbuf_init(&r, resp->body, resp->hdr.body_len);
-	(void)rb_u64(&r);
+	(void)renew_lease(hc, resp);
+	free(hc);
 	if (!st->registered)
 		log_info("storage", "registered with mgmt '%s' as node %u", st->d->cfg.mgmt_addr,
 			 st->node_id);
@@ -174,7 +230,6 @@ static void send_register(struct storage *st)
 {
 	struct bbuf b;
 	struct wbuf w;
-	struct rpc_call_args a = { .op = OP_MGMT_REGISTER, .cb = on_register, .arg = st };
 
 	bbuf_init(&b);
 	wbuf_init(&w, &b);
@@ -190,33 +245,29 @@ static void send_register(struct storage *st)
 		wb_u64(&w, used);
 	}
 	wb_u64(&w, st->incarnation);
-	a.body = b.buf;
-	a.body_len = (uint32_t)b.len;
-	a.timeout_ms = st->timeout_ms;
 	if (!w.err)
-		rpc_pool_call(st->pools[0], st->d->cfg.mgmt_addr, &a);
+		mgmt_call(st, OP_MGMT_REGISTER, b.buf, (uint32_t)b.len, on_register);
 	bbuf_release(&b);
 }
 
 static void on_heartbeat(void *arg, int status, struct rpc_msg *resp)
 {
-	struct storage *st = arg;
-	struct rbuf r;
+	struct hb_call *hc = arg;
+	struct storage *st = hc->st;
 	uint64_t v;
 
 	if (status == -ENOTCONN || status == -ENOENT) {
 		/* mgmt took us offline or forgot us: register again. */
 		log_warn("storage", "mgmt says node %u is not registered (%s): registering again",
 			 st->node_id, strata_strerror(status));
+		free(hc);
 		st->registered = false;
 		send_register(st);
 		return;
 	}
-	if (status)
-		return;
-	rbuf_init(&r, resp->body, resp->hdr.body_len);
-	v = rb_u64(&r);
-	if (!r.err && v > map_version(st))
+	v = status ? 0 : renew_lease(hc, resp);
+	free(hc);
+	if (v > map_version(st))
 		fetch_map(st);
 }
 
@@ -228,18 +279,13 @@ static void on_hb_timer(void *arg)
 		send_register(st);
 	} else {
 		uint8_t body[8];
-		struct rpc_call_args a = { .op = OP_MGMT_HEARTBEAT, .cb = on_heartbeat, .arg = st };
 
 		put_le32(body, st->node_id);
 		put_le32(body + 4, 0);
-		a.body = body;
-		a.body_len = sizeof(body);
-		a.timeout_ms = st->timeout_ms;
-		rpc_pool_call(st->pools[0], st->d->cfg.mgmt_addr, &a);
+		mgmt_call(st, OP_MGMT_HEARTBEAT, body, sizeof(body), on_heartbeat);
 	}
 	reactor_timer_arm(st->d->reactors[0], &st->hb, st->hb_ms);
 }
-
 
 /* ---- per-chunk state ---- */
 
@@ -416,6 +462,11 @@ static int read_check(struct storage *st, struct target *t, const struct sp_ref 
 
 	if (!rc && !verify && chain->states[pos] != TARGET_SERVING)
 		rc = STRATA_ESYNCING;
+	/* Our lease ran out: mgmt may be moving the chain on without us. */
+	if (!rc && !verify && !repair && !storage_lease_valid(st)) {
+		CNT(st, n_stale, 1);
+		rc = STRATA_ESTALE_MAP;
+	}
 	c = rc ? NULL : cstate_find(t, &id, false);
 	/* A chunk this replica knows it lacks is served by the others (its
 	 * intact copy still answers a repair: it may be the newest). */

@@ -36,14 +36,17 @@
  *       match; mismatches are printed (at most 20).
  *   fault_driver MGMT_ADDR steps INO CHUNK_SIZE STEP...
  *       Runs the steps in order on chunks of inode INO, one line each:
- *         c:IDX                   the chain: "chain IDX CHAIN TARGET@NODE,..."
+ *         c:IDX                   the chain: "chain IDX CHAIN TARGET@NODE,... VERSION"
  *                                 (head first)
  *         w:IDX:OFF:LEN:BYTE      write LEN bytes of value BYTE (hex):
  *                                 "w ok VERSION" or "w err ERROR"
  *         t:IDX:LEN               truncate: "t ok VERSION" or "t err ERROR"
  *         r:IDX:OFF:LEN           read through the client:
  *                                 "r ok VERSION NREAD RUNS" or "r err ERROR"
- *         R:IDX:OFF:LEN:TARGET    read straight from one replica (no retry):
+ *         R:IDX:OFF:LEN:TARGET[:CHAINVER]
+ *                                 read straight from one replica (no retry),
+ *                                 routed by the map's chain version or
+ *                                 CHAINVER (as a client with an old map):
  *                                 "R ok VERSION NREAD RUNS" or "R err ERROR"
  *       RUNS describes the bytes as runs "BYTExCOUNT,..." (hex byte).
  *       Exit 0 unless an argument is bad or the cluster is unreachable.
@@ -680,7 +683,7 @@ static void print_runs(const uint8_t *p, uint32_t n)
 
 /* One read of [off, off + len) of chunk (ino, idx) straight from target. */
 static void direct_read(const char *mgmt, uint32_t table, uint32_t chunk_size, uint64_t ino,
-			uint64_t idx, uint32_t off, uint32_t len, uint32_t target)
+			uint64_t idx, uint32_t off, uint32_t len, uint32_t target, uint64_t chain_ver)
 {
 	struct cluster_map m;
 	const struct cm_chain *c;
@@ -706,7 +709,7 @@ static void direct_read(const char *mgmt, uint32_t table, uint32_t chunk_size, u
 	rc = c && nd && buf ? rpc_client_new("fault-read", 5000, &cl) : -ENOENT;
 	if (!rc) {
 		rd.ref.chain_id = c->id;
-		rd.ref.chain_ver = c->version;
+		rd.ref.chain_ver = chain_ver ? chain_ver : c->version;
 		rd.ref.target_id = target;
 		rd.ref.ino = ino;
 		rd.ref.idx = idx;
@@ -783,7 +786,7 @@ static int run_steps(const char *mgmt, struct sclient *sc, char **argv, int argc
 
 				printf("%s%u@%u", k ? "," : "", c->targets[k], t ? t->node_id : 0);
 			}
-			printf("\n");
+			printf(" %" PRIu64 "\n", c ? c->version : 0);
 			cm_release(&m);
 		} else if (kind == 'w' && n == 4 && v[1] + v[2] <= chunk_size) {
 			io.kind = SC_WRITE;
@@ -812,9 +815,9 @@ static int run_steps(const char *mgmt, struct sclient *sc, char **argv, int argc
 				print_runs(buf, io.nread);
 				printf("\n");
 			}
-		} else if (kind == 'R' && n == 4 && v[1] + v[2] <= chunk_size) {
+		} else if (kind == 'R' && (n == 4 || n == 5) && v[1] + v[2] <= chunk_size) {
 			direct_read(mgmt, table, chunk_size, ino, v[0], (uint32_t)v[1], (uint32_t)v[2],
-				    (uint32_t)v[3]);
+				    (uint32_t)v[3], v[4]);
 		} else {
 			fprintf(stderr, "bad step '%s'\n", argv[i]);
 			return 2;

@@ -131,6 +131,11 @@ class Fabric:
     def root_ip(self):
         return str(self.net.network_address + 1)
 
+    @property
+    def service_ip(self):
+        """A second address of the root namespace (see block_to)."""
+        return str(self.net.network_address + 2)
+
     def node_ip(self, k):
         return str(self.net.network_address + 10 + k)
 
@@ -161,6 +166,7 @@ class Fabric:
         _ip("link", "add", self.root_veth, "type", "veth", "peer", "name", "up0", "netns", self.hub)
         _ip("-n", self.hub, "link", "set", "up0", "master", "br0", "up")
         _ip("addr", "add", "%s/24" % self.root_ip, "dev", self.root_veth)
+        _ip("addr", "add", "%s/24" % self.service_ip, "dev", self.root_veth)
         _ip("link", "set", self.root_veth, "up")
         return self
 
@@ -185,6 +191,17 @@ class Fabric:
 
     def link_up(self, k):
         _ip("-n", self.nodes[k], "link", "set", "eth0", "up")
+
+    def block_to(self, k, ip):
+        """Node k's packets to ip go nowhere (a blackhole route in its
+        namespace): cut off from the service at ip, reachable by every
+        other address. The root namespace's second address (service_ip)
+        exists for this: a service there can be cut off from a node while
+        the test drivers, at root_ip, still reach it."""
+        _ip("-n", self.nodes[k], "route", "add", "blackhole", "%s/32" % ip)
+
+    def unblock(self, k, ip):
+        _ip("-n", self.nodes[k], "route", "del", "blackhole", "%s/32" % ip, check=False)
 
     def link_is_up(self, k):
         r = _ip("-n", self.nodes[k], "-o", "link", "show", "eth0")

@@ -185,7 +185,7 @@ class FaultCluster:
         self.fabric = fabric
         self.replication = replication
         self.flags = list(FLAGS) + list(flags)
-        host = fabric.root_ip if fabric else "127.0.0.1"
+        host = fabric.service_ip if fabric else "127.0.0.1"
         self.mgmt_addr = "%s:%d" % (host, _free_port(host))
         self.nodes = []
         argv = [STRATAD, "--data", self.dir / "node1", "--node.id=1",

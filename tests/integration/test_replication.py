@@ -58,6 +58,10 @@ def chain_and_members(fc, idx=0):
     return int(line[2]), [tuple(int(x) for x in m.split("@")) for m in line[3].split(",")]
 
 
+def chain_version(fc, idx=0):
+    return int(steps(fc, "c:%d" % idx)[0][4])
+
+
 def members_now(fc, chain_id):
     """Member targets of chain chain_id in mgmt's map, head first."""
     return [t for t, _ in next(c for c in fc.map().chains if c["id"] == chain_id)["members"]]
@@ -239,3 +243,27 @@ def test_storage_restart_after_mgmt_restart_is_seen(faults):
     members = chain_of(fc)
     assert_same(replica_reads(fc, 0, 65536, members))
     check_copies(fc.storage, 3)
+
+
+def test_replica_cut_off_from_mgmt_stops_serving(faults):
+    """Reads are fenced by the lease: a tail cut off from mgmt only (its
+    packets to mgmt dropped) is taken out of its chain, a write then goes
+    through the rest; a client that still routes by the old map and reads
+    the old tail must not get the data the write replaced."""
+    fc = faults(nstorage=3, replication=3, use_netns=True)
+    chain_id, members = chain_and_members(fc)
+    old_ver = chain_version(fc)
+    tail = fc.node(members[2][1])
+    assert steps(fc, "w:0:0:4096:41")[0][:2] == ["w", "ok"]
+    fc.fabric.block_to(tail.k, fc.fabric.service_ip)
+    try:
+        wait_until(lambda: members_now(fc, chain_id) == [members[0][0], members[1][0]], 20,
+                   0.2, "chain %d to drop its tail" % chain_id)
+        assert steps(fc, "w:0:0:4096:42", retry_ms=15000)[0][:2] == ["w", "ok"]
+        line = steps(fc, "R:0:0:4096:%d:%d" % (members[2][0], old_ver))[0]
+        assert not (line[1] == "ok" and line[4] == "41x4096"), \
+            "the cut-off tail served replaced data: %s" % line
+    finally:
+        fc.fabric.unblock(tail.k, fc.fabric.service_ip)
+    fc.wait_healthy()
+    assert_same(replica_reads(fc, 0, 4096, members))
