@@ -13,6 +13,7 @@
 #define STRATA_NET_CONN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "frame.h"

@@ -1,0 +1,148 @@
+/*
+ * The mgmt service's operations (src/proto/proto.h explains the tables).
+ *
+ *   REGISTER   a storage node (re)joins: its address, targets and
+ *              incarnation (nonzero, new for every start of the process)
+ *              -> mg_lease (the map version, and the lease it renews)
+ *   HEARTBEAT  renews the lease; the targets' current usage
+ *              -> mg_lease (-ENOTCONN / -ENOENT: register again)
+ *   GET_MAP    the cluster map, when newer than the caller's version
+ *   REPORT     a replica found a chunk damaged
+ *   ADMIN      drain, replace, build chains, "in sync" (MGMT_ADMIN_*)
+ *
+ * A node serves clients for lease_ms, less a margin, from when it sent the
+ * request that mgmt answered (docs/failures.md).
+ */
+#ifndef STRATA_PROTO_MGMT_H
+#define STRATA_PROTO_MGMT_H
+
+#include "common/cluster_map.h"
+#include "proto/proto.h"
+
+#define MGMT_MAX_TARGETS_PER_NODE 64u
+
+enum mgmt_admin_action {
+	MGMT_ADMIN_DRAIN = 1,		/* arg: node id */
+	MGMT_ADMIN_REPLACE = 2,		/* arg: old target id, arg2: new target id */
+	MGMT_ADMIN_BUILD_CHAINS = 3,	/* arg: replication factor */
+	MGMT_ADMIN_SYNCED = 4,		/* arg: target id, arg2: chain id, chain_ver:
+					 * the version its resync listed at (mgmt
+					 * refuses the report, STRATA_ESTALE_MAP,
+					 * when the chain moved on) */
+};
+#define MGMT_ADMIN_LAST MGMT_ADMIN_SYNCED
+
+#define MG_TARGET_INFO_FIELDS(X) \
+	X(U32, id) \
+	X(U64, capacity) \
+	X(U64, used)
+PROTO_MSG(mg_target_info, MG_TARGET_INFO_FIELDS)
+
+#define MG_REGISTER_FIELDS(X) \
+	X(U32, node_id) \
+	X(STR, addr, CM_ADDR_LEN - 1) \
+	X(ARR, targets, mg_target_info, MGMT_MAX_TARGETS_PER_NODE) \
+	X(U64, incarnation)
+PROTO_MSG(mg_register, MG_REGISTER_FIELDS)
+
+#define MG_HEARTBEAT_FIELDS(X) \
+	X(U32, node_id) \
+	X(ARR, targets, mg_target_info, MGMT_MAX_TARGETS_PER_NODE)
+PROTO_MSG(mg_heartbeat, MG_HEARTBEAT_FIELDS)
+
+#define MG_LEASE_FIELDS(X) \
+	X(U64, map_version) \
+	X(U32, lease_ms)
+PROTO_MSG(mg_lease, MG_LEASE_FIELDS)
+
+#define MG_SINCE_FIELDS(X) \
+	X(U64, since_version)
+PROTO_MSG(mg_since, MG_SINCE_FIELDS)
+
+/* The cluster map on the wire (src/proto/cmap.c converts it to and from
+ * struct cluster_map, and validates it). */
+#define CM_NODE_W_FIELDS(X) \
+	X(U32, id) \
+	X(STR, addr, CM_ADDR_LEN - 1) \
+	X(U32R, state, NODE_DRAINING)
+PROTO_MSG(cm_node_w, CM_NODE_W_FIELDS)
+
+#define CM_TARGET_W_FIELDS(X) \
+	X(U32, id) \
+	X(U32, node_id) \
+	X(U64, capacity) \
+	X(U64, used) \
+	X(U32R, state, TARGET_LOST)
+PROTO_MSG(cm_target_w, CM_TARGET_W_FIELDS)
+
+#define CM_MEMBER_W_FIELDS(X) \
+	X(U32, target) \
+	X(U8R, state, TARGET_LOST)
+PROTO_MSG(cm_member_w, CM_MEMBER_W_FIELDS)
+
+#define CM_CHAIN_W_FIELDS(X) \
+	X(U32, id) \
+	X(U64, version) \
+	X(ARR, members, cm_member_w, CM_CHAIN_SLOTS) \
+	X(ARR, out, cm_member_w, CM_CHAIN_SLOTS)
+PROTO_MSG(cm_chain_w, CM_CHAIN_W_FIELDS)
+
+#define CM_MAP_W_FIELDS(X) \
+	X(U64, version) \
+	X(U32R, replication, CM_MAX_R) \
+	X(U32, chain_table_len) \
+	X(ARR, nodes, cm_node_w, CM_MAX_NODES) \
+	X(ARR, targets, cm_target_w, CM_MAX_TARGETS) \
+	X(ARR, chains, cm_chain_w, CM_MAX_CHAINS)
+PROTO_MSG(cm_map_w, CM_MAP_W_FIELDS)
+
+/* maps: none when the caller's version is current, else the whole map
+ * (also when the caller is ahead, e.g. after mgmt lost state). */
+#define MG_MAP_FIELDS(X) \
+	X(U64, version) \
+	X(ARR, maps, cm_map_w, 1)
+PROTO_MSG(mg_map, MG_MAP_FIELDS)
+
+#define MG_REPORT_FIELDS(X) \
+	X(U32, target_id) \
+	X(U64, ino) \
+	X(U64, idx) \
+	X(I32, error)
+PROTO_MSG(mg_report, MG_REPORT_FIELDS)
+
+#define MG_ADMIN_FIELDS(X) \
+	X(U32R, action, MGMT_ADMIN_LAST) \
+	X(U32, arg) \
+	X(U32, arg2) \
+	X(U64, chain_ver)
+PROTO_MSG(mg_admin, MG_ADMIN_FIELDS)
+
+#define MG_RESULT_FIELDS(X) \
+	X(U32, result)
+PROTO_MSG(mg_result, MG_RESULT_FIELDS)
+
+/* Stubs: mg_register_call(), mg_heartbeat_req(), mg_get_map_rep(), ... */
+#define MGMT_OPS(OP) \
+	OP(MGMT_REGISTER,  16, mg_register,  mg_register,  mg_lease) \
+	OP(MGMT_HEARTBEAT, 17, mg_heartbeat, mg_heartbeat, mg_lease) \
+	OP(MGMT_GET_MAP,   18, mg_get_map,   mg_since,     mg_map) \
+	OP(MGMT_REPORT,    19, mg_report,    mg_report,    proto_void) \
+	OP(MGMT_ADMIN,     20, mg_admin,     mg_admin,     mg_result)
+PROTO_OPS(mgmt, MGMT_OPS)
+
+/*
+ * The cluster map to and from its wire form. cmap_to_wire fills w with
+ * arrays it allocates (cm_map_w_release frees them). cmap_from_wire
+ * builds out (overwritten, not released first) and validates it
+ * (cm_validate): 0 (the caller releases out), STRATA_EBADMSG or -ENOMEM
+ * with out left empty.
+ */
+int cmap_to_wire(const struct cluster_map *m, struct cm_map_w *w);
+int cmap_from_wire(const struct cm_map_w *w, struct cluster_map *out);
+/* A GET_MAP reply for a caller at since_version (encoded into b). */
+int cmap_encode_since(const struct cluster_map *m, uint64_t since_version, struct bbuf *b);
+/* Decodes a GET_MAP reply body: *changed = false leaves out untouched;
+ * true: out holds the new map (as cmap_from_wire). */
+int cmap_decode_since(const void *body, uint32_t len, struct cluster_map *out, bool *changed);
+
+#endif

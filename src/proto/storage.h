@@ -1,0 +1,183 @@
+/*
+ * The storage service's operations (src/proto/proto.h explains the
+ * tables). Every request names the chunk (inode, index), the chain it
+ * lives on with the chain version the sender routed by, and the target it
+ * is meant for; docs/protocol.md and docs/failures.md say what they do.
+ *
+ *   WRITE/TRUNCATE/REMOVE ("updates", chain-replicated head -> tail)
+ *     sp_update: WRITE carries len bytes of bulk, crc = CRC32C(bulk);
+ *     TRUNCATE: len = the new length; REMOVE: offset = len = 0.
+ *     version, base: 0 from clients; the head sets the new version and
+ *     the one it applies on (0: none) when it forwards.
+ *     -> sp_update_rep: the chunk after the update.
+ *   READ, VERIFY   sp_read -> sp_read_rep, bulk = nread bytes (a missing
+ *                  chunk reads as nread 0 at the version of its removal)
+ *   BATCH_READ     sp_batch (many chunks of one target) -> sp_batch_rep,
+ *                  bulk = the items' slots back to back (slot i is len_i)
+ *   STAT           sp_ref -> sp_stat_rep (-ENOENT when absent)
+ *   SPACE          sp_target -> sp_space_rep
+ *   LIST           sp_list (a resync pages through a chain's chunks at a
+ *                  source) -> sp_list_rep
+ */
+#ifndef STRATA_PROTO_STORAGE_H
+#define STRATA_PROTO_STORAGE_H
+
+#include "net/frame.h"
+#include "proto/proto.h"
+
+#define SP_BATCH_MAX 4096u
+#define SP_LIST_PAGE 512u
+
+/* sp_update.forwarded */
+#define SP_FWD_CLIENT 0		/* from a client, to the head */
+#define SP_FWD_UPDATE 1		/* from the predecessor: apply on version base */
+#define SP_FWD_FULL 2		/* from the predecessor: the whole chunk, install it */
+
+/* sp_read.flags */
+/* A replica repairing its own copy reads from a member of its chain: a
+ * copy that may not be committed yet (an update in flight, or dirty) is a
+ * state the chain went through and builds on, so it serves the repair. */
+#define SP_READ_REPAIR 1u
+
+#define SP_REF_FIELDS(X) \
+	X(U32, chain_id) \
+	X(U64, chain_ver) \
+	X(U32, target_id) \
+	X(U64, ino) \
+	X(U64, idx)
+PROTO_MSG(sp_ref, SP_REF_FIELDS)
+
+#define SP_UPDATE_FIELDS(X) \
+	X(OBJ, ref, sp_ref) \
+	X(U8R, forwarded, SP_FWD_FULL) \
+	X(U32, offset) \
+	X(U32, len) \
+	X(U32, crc) \
+	X(U64, version) \
+	X(U64, base)
+PROTO_MSG_CHECKED(sp_update, SP_UPDATE_FIELDS)
+
+#define SP_UPDATE_REP_FIELDS(X) \
+	X(U64, version) \
+	X(U32, length)
+PROTO_MSG(sp_update_rep, SP_UPDATE_REP_FIELDS)
+
+#define SP_READ_FIELDS(X) \
+	X(OBJ, ref, sp_ref) \
+	X(U32, offset) \
+	X(U32R, len, FRAME_MAX_BULK) \
+	X(FLAGS, flags, SP_READ_REPAIR)
+PROTO_MSG(sp_read, SP_READ_FIELDS)
+
+#define SP_READ_REP_FIELDS(X) \
+	X(U64, version) \
+	X(U32, nread) \
+	X(U32, crc)
+PROTO_MSG(sp_read_rep, SP_READ_REP_FIELDS)
+
+#define SP_BATCH_ITEM_FIELDS(X) \
+	X(U32, chain_id) \
+	X(U64, chain_ver) \
+	X(U64, ino) \
+	X(U64, idx) \
+	X(U32, offset) \
+	X(U32, len)
+PROTO_MSG(sp_batch_item, SP_BATCH_ITEM_FIELDS)
+
+#define SP_BATCH_FIELDS(X) \
+	X(U32, target_id) \
+	X(ARR, items, sp_batch_item, SP_BATCH_MAX)
+PROTO_MSG_CHECKED(sp_batch, SP_BATCH_FIELDS)
+
+#define SP_READ_RESULT_FIELDS(X) \
+	X(I32, status) \
+	X(U64, version) \
+	X(U32, nread) \
+	X(U32, crc)
+PROTO_MSG(sp_read_result, SP_READ_RESULT_FIELDS)
+
+#define SP_BATCH_REP_FIELDS(X) \
+	X(ARR, results, sp_read_result, SP_BATCH_MAX)
+PROTO_MSG(sp_batch_rep, SP_BATCH_REP_FIELDS)
+
+#define SP_STAT_REP_FIELDS(X) \
+	X(U64, version) \
+	X(U32, length) \
+	X(U32, crc)
+PROTO_MSG(sp_stat_rep, SP_STAT_REP_FIELDS)
+
+#define SP_TARGET_FIELDS(X) \
+	X(U32, target_id)
+PROTO_MSG(sp_target, SP_TARGET_FIELDS)
+
+#define SP_SPACE_REP_FIELDS(X) \
+	X(U64, total) \
+	X(U64, used)
+PROTO_MSG(sp_space_rep, SP_SPACE_REP_FIELDS)
+
+/* after: 1 lists strictly after the cursor (after_ino, after_idx). */
+#define SP_LIST_FIELDS(X) \
+	X(U32, chain_id) \
+	X(U64, chain_ver) \
+	X(U32, target_id) \
+	X(U64, after_ino) \
+	X(U64, after_idx) \
+	X(U32R, max, SP_LIST_PAGE) \
+	X(U8R, after, 1)
+PROTO_MSG_CHECKED(sp_list, SP_LIST_FIELDS)
+
+/* busy: the version of an update of the chunk in flight at the source (0:
+ * none); a chunk being created is listed with version 0. */
+#define SP_LIST_ENT_FIELDS(X) \
+	X(U64, ino) \
+	X(U64, idx) \
+	X(U64, version) \
+	X(U32, length) \
+	X(U32, crc) \
+	X(U64, busy)
+PROTO_MSG(sp_list_ent, SP_LIST_ENT_FIELDS)
+
+#define SP_LIST_REP_FIELDS(X) \
+	X(ARR, ents, sp_list_ent, SP_LIST_PAGE) \
+	X(U8R, more, 1)
+PROTO_MSG(sp_list_rep, SP_LIST_REP_FIELDS)
+
+/* Stubs are named st_<op>: st_write_call(), st_read_req(), ... */
+#define STORAGE_OPS(OP) \
+	OP(CHUNK_WRITE,      32, st_write,    sp_update, sp_update_rep) \
+	OP(CHUNK_READ,       33, st_read,     sp_read,   sp_read_rep) \
+	OP(CHUNK_BATCH_READ, 34, st_batch,    sp_batch,  sp_batch_rep) \
+	OP(CHUNK_REMOVE,     35, st_remove,   sp_update, sp_update_rep) \
+	OP(CHUNK_STAT,       36, st_stat,     sp_ref,    sp_stat_rep) \
+	OP(CHUNK_TRUNCATE,   37, st_truncate, sp_update, sp_update_rep) \
+	OP(TARGET_SPACE,     38, st_space,    sp_target, sp_space_rep) \
+	OP(CHUNK_LIST,       39, st_list,     sp_list,   sp_list_rep) \
+	OP(CHUNK_VERIFY,     41, st_verify,   sp_read,   sp_read_rep)
+PROTO_OPS(storage, STORAGE_OPS)
+
+/*
+ * Chunk versions. The head of a chain gives each update of a chunk the
+ * next version, and a version names one content, on every replica, ever:
+ *  - the high 32 bits are the epoch, the chain version under which the
+ *    head assigned it. Only one target is head of a chain at one chain
+ *    version, so two heads never hand out the same version, even when one
+ *    of them died holding an update it never forwarded;
+ *  - the low 32 bits count updates within an epoch (a chunk taking 2^32
+ *    updates under one chain version would carry into the epoch).
+ * stored: the highest version the head holds or has handed out for the
+ * chunk. Returns the next version.
+ */
+static inline uint64_t sp_next_version(uint64_t stored, uint64_t chain_ver)
+{
+	uint64_t epoch = (chain_ver & 0xffffffffull) << 32;
+
+	return stored >= epoch ? stored + 1 : epoch + 1;
+}
+
+/* Tells the target at addr that the bytes of rd it sent fail their CRC
+ * (OP_CHUNK_VERIFY): it checks its stored copy and, if that is damaged,
+ * reports it and has it repaired. Nobody waits for the answer. */
+int sp_ask_verify(struct rpc_pool *pool, const char *addr, const struct sp_read *rd,
+		  uint32_t timeout_ms);
+
+#endif
