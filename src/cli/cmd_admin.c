@@ -10,30 +10,24 @@
 #include "cli.h"
 #include "cli_fs.h"
 #include "common/config.h"
-#include "mgmt/mgmt_proto.h"
-#include "net/codec.h"
-#include "net/proto.h"
+#include "net/rpc.h"
+#include "proto/mgmt.h"
 #include "strata/errors.h"
 
 static int admin_call(const char *addr, uint32_t action, uint32_t arg, uint32_t arg2,
 		      uint32_t *result)
 {
 	struct rpc_client *cl;
-	uint8_t body[12];
-	struct rpc_sync_args a = { .op = OP_MGMT_ADMIN, .body = body, .body_len = 12,
-				   .timeout_ms = 10000 };
-	struct rpc_result res;
+	struct mg_admin rq = { action, arg, arg2, 0 };
+	struct proto_sync s = { .timeout_ms = 10000 };
+	struct mg_result rep = { 0 };
 	int rc = rpc_client_new("strata-admin", 10000, &cl);
 
 	if (rc)
 		return rc;
-	put_le32(body, action);
-	put_le32(body + 4, arg);
-	put_le32(body + 8, arg2);
-	rc = rpc_call_sync(cl, addr, &a, &res);
-	if (!rc && res.body.len >= 4)
-		*result = get_le32(res.body.buf);
-	rpc_result_release(&res);
+	rc = mg_admin_call_sync(cl, addr, &rq, &s, &rep);
+	*result = rep.result;
+	bbuf_release(&s.body);
 	rpc_client_free(cl);
 	return rc;
 }

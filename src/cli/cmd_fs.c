@@ -21,7 +21,8 @@
 #include "cli.h"
 #include "cli_fs.h"
 #include "common/config.h"
-#include "mgmt/cluster_map.h"
+#include "common/cluster_map.h"
+#include "proto/mgmt.h"
 #include "net/codec.h"
 #include "net/proto.h"
 #include "net/rpc.h"
@@ -994,31 +995,18 @@ static const char *target_state(uint32_t st)
 	}
 }
 
-/* The cluster map from mgmt (GET_MAP since version 0). Returns 0 and m
- * (the caller releases it) or a negative error. */
+/* The cluster map from mgmt. Returns 0 and m (the caller releases it) or a
+ * negative error. */
 static int fetch_map(const char *addr, struct cluster_map *m)
 {
 	struct rpc_client *cl;
-	struct rpc_result res;
-	struct rbuf r;
-	uint8_t body[8] = { 0 };	/* u64 since_version = 0: always the full map */
-	struct rpc_sync_args args = { .op = OP_MGMT_GET_MAP, .body = body,
-				      .body_len = sizeof(body), .timeout_ms = 5000 };
-	bool changed = false;
 	int rc;
 
 	cm_init(m);
 	rc = rpc_client_new("strata-cli", 5000, &cl);
 	if (rc)
 		return rc;
-	rc = rpc_call_sync(cl, addr, &args, &res);
-	if (rc == 0) {
-		rbuf_init(&r, res.body.buf, res.body.len);
-		rc = cm_decode_since(&r, m, &changed);
-		if (rc == 0 && !changed)
-			rc = STRATA_EBADMSG;
-	}
-	rpc_result_release(&res);
+	rc = cmap_fetch_sync(cl, addr, 5000, m);
 	rpc_client_free(cl);
 	return rc;
 }

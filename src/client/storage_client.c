@@ -5,13 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cluster_map.h"
 #include "common/crc32c.h"
 #include "common/log.h"
-#include "mgmt/cluster_map.h"
-#include "net/codec.h"
-#include "net/proto.h"
 #include "net/rpc.h"
-#include "storage/storage_proto.h"
+#include "proto/mgmt.h"
+#include "proto/storage.h"
 #include "storage_client.h"
 #include "strata/errors.h"
 
@@ -216,7 +215,6 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 {
 	struct sclient *sc = arg;
 	struct cluster_map m;
-	struct rbuf r;
 	bool changed = false;
 
 	sc->fetching = false;
@@ -224,8 +222,7 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 		return;
 	if (!status) {
 		cm_init(&m);
-		rbuf_init(&r, resp->body, resp->hdr.body_len);
-		status = cm_decode_since(&r, &m, &changed);
+		status = cmap_decode_since(resp->body, resp->hdr.body_len, &m, &changed);
 		if (!status && changed) {
 			cm_release(&sc->map);
 			sc->map = m;
@@ -242,15 +239,13 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 
 static void fetch_map(struct sclient *sc)
 {
-	uint8_t body[8];
-	struct rpc_call_args a = { .op = OP_MGMT_GET_MAP, .body = body, .body_len = 8,
-				   .cb = on_map, .arg = sc, .timeout_ms = sc->o.timeout_ms };
+	struct mg_since rq = { sc->map.version };
+	struct proto_call c = { .cb = on_map, .arg = sc, .timeout_ms = sc->o.timeout_ms };
 
 	if (sc->fetching || sc->closing)
 		return;
-	put_le64(body, sc->map.version);
 	sc->fetching = true;
-	if (rpc_pool_call(sc->pool, sc->mgmt, &a)) {
+	if (mg_get_map_call(sc->pool, sc->mgmt, &rq, &c)) {
 		sc->fetching = false;
 		reactor_timer_arm(sc->r, &sc->refetch, 200);
 	}
@@ -289,25 +284,22 @@ static void ask_verify(struct sc_io *io)
 static void on_reply(void *arg, int status, struct rpc_msg *resp)
 {
 	struct sc_io *io = arg;
-	struct rbuf r;
 
 	if (status) {
 		io_failed(io, status);
 		return;
 	}
-	rbuf_init(&r, resp->body, resp->hdr.body_len);
 	switch (io->kind) {
 	case SC_READ: {
-		uint32_t nread, crc;
+		struct sp_read_rep rep;
 
-		io->version = rb_u64(&r);
-		nread = rb_u32(&r);
-		crc = rb_u32(&r);
-		if (r.err || nread > io->len || resp->hdr.bulk_len != nread) {
+		if (st_read_rep(resp, &rep) || rep.nread > io->len ||
+		    resp->hdr.bulk_len != rep.nread) {
 			io_failed(io, STRATA_EBADMSG);
 			return;
 		}
-		if (crc32c(0, io->buf, nread) != crc) {
+		io->version = rep.version;
+		if (crc32c(0, io->buf, rep.nread) != rep.crc) {
 			log_warn("client", "chunk %llx:%llx: checksum mismatch in a reply from target %u; retrying another replica",
 				 (unsigned long long)io->ino, (unsigned long long)io->idx,
 				 io->tried.target_id);
@@ -315,24 +307,33 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 			io_failed(io, STRATA_EINTEGRITY);
 			return;
 		}
-		if (nread < io->len)
-			memset((uint8_t *)io->buf + nread, 0, io->len - nread);
-		io->nread = nread;
+		if (rep.nread < io->len)
+			memset((uint8_t *)io->buf + rep.nread, 0, io->len - rep.nread);
+		io->nread = rep.nread;
 		break;
 	}
-	case SC_STAT:
-		io->version = rb_u64(&r);
-		io->length = rb_u32(&r);
-		(void)rb_u32(&r);
-		break;
-	default:
-		io->version = rb_u64(&r);
-		io->length = rb_u32(&r);
+	case SC_STAT: {
+		struct sp_stat_rep rep;
+
+		if (st_stat_rep(resp, &rep)) {
+			io_failed(io, STRATA_EBADMSG);
+			return;
+		}
+		io->version = rep.version;
+		io->length = rep.length;
 		break;
 	}
-	if (r.err) {
-		io_failed(io, STRATA_EBADMSG);
-		return;
+	default: {
+		struct sp_update_rep rep;
+
+		if (st_write_rep(resp, &rep)) {
+			io_failed(io, STRATA_EBADMSG);
+			return;
+		}
+		io->version = rep.version;
+		io->length = rep.length;
+		break;
+	}
 	}
 	io_complete(io, 0);
 }
@@ -340,11 +341,9 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 static uint16_t op_of(enum sc_kind k)
 {
 	switch (k) {
-	case SC_READ: return OP_CHUNK_READ;
 	case SC_WRITE: return OP_CHUNK_WRITE;
 	case SC_TRUNCATE: return OP_CHUNK_TRUNCATE;
-	case SC_REMOVE: return OP_CHUNK_REMOVE;
-	default: return OP_CHUNK_STAT;
+	default: return OP_CHUNK_REMOVE;
 	}
 }
 
@@ -375,10 +374,7 @@ static void io_start(struct sc_io *io)
 	struct sp_update u = { 0 };
 	struct sp_read rd = { 0 };
 	struct sp_ref ref;
-	uint8_t bodybuf[96];
-	struct bbuf b = { bodybuf, 0, sizeof(bodybuf) };
-	struct wbuf w;
-	struct rpc_call_args a = { 0 };
+	struct proto_call call = { .timeout_ms = sc->o.timeout_ms, .cb = on_reply, .arg = io };
 	int m, rc;
 
 	if (sc->closing) {
@@ -410,36 +406,26 @@ static void io_start(struct sc_io *io)
 	ref.ino = io->ino;
 	ref.idx = io->idx;
 	io->tried = ref;
-	wbuf_init(&w, &b);
 	if (io->kind == SC_READ) {
 		rd.ref = ref;
 		rd.offset = io->offset;
 		rd.len = io->len;
-		sp_read_encode(&w, &rd);
-		a.bulk_dst = io->buf;
-		a.bulk_cap = io->len;
+		call.bulk_dst = io->buf;
+		call.bulk_cap = io->len;
+		rc = st_read_call(sc->pool, nd->addr, &rd, &call);
 	} else if (io->kind == SC_STAT) {
-		sp_ref_encode(&w, &ref);
+		rc = st_stat_call(sc->pool, nd->addr, &ref, &call);
 	} else {
 		u.ref = ref;
 		u.offset = io->offset;
 		u.len = io->kind == SC_REMOVE ? 0 : io->len;
 		if (io->kind == SC_WRITE) {
 			u.crc = io->crc;
-			a.bulk = io->buf;
-			a.bulk_len = io->len;
+			call.bulk = io->buf;
+			call.bulk_len = io->len;
 		}
-		sp_update_encode(&w, &u);
+		rc = proto_call(sc->pool, nd->addr, op_of(io->kind), sp_update_enc_any, &u, &call);
 	}
-	a.op = op_of(io->kind);
-	a.body = b.buf;
-	a.body_len = (uint32_t)b.len;
-	a.timeout_ms = sc->o.timeout_ms;
-	a.cb = on_reply;
-	a.arg = io;
-	rc = w.err ? w.err : rpc_pool_call(sc->pool, nd->addr, &a);
-	if (b.buf != bodybuf)
-		bbuf_release(&b);
 	if (rc)
 		io_failed(io, rc);
 }

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "net/reactor.h"
-#include "storage/storage_proto.h"
+#include "proto/storage.h"
 
 struct sclient;
 

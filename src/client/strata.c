@@ -19,7 +19,7 @@
 #include "client_int.h"
 #include "common/log.h"
 #include "meta/ns.h"
-#include "mgmt/cluster_map.h"
+#include "common/cluster_map.h"
 
 #define PATH_MAX_LEN 4096
 

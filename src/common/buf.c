@@ -109,11 +109,21 @@ void bbuf_init(struct bbuf *b)
 	b->buf = NULL;
 	b->len = 0;
 	b->cap = 0;
+	b->borrowed = false;
+}
+
+void bbuf_init_on(struct bbuf *b, void *mem, size_t cap)
+{
+	b->buf = mem;
+	b->len = 0;
+	b->cap = cap;
+	b->borrowed = true;
 }
 
 void bbuf_release(struct bbuf *b)
 {
-	free(b->buf);
+	if (!b->borrowed)
+		free(b->buf);
 	bbuf_init(b);
 }
 
@@ -129,11 +139,19 @@ int bbuf_reserve(struct bbuf *b, size_t extra)
 	cap = b->cap ? b->cap : 64;
 	while (cap < need)
 		cap *= 2;
-	nb = realloc(b->buf, cap);
+	if (b->borrowed) {
+		/* Outgrew the caller's memory: move to the heap. */
+		nb = malloc(cap);
+		if (nb && b->len)
+			memcpy(nb, b->buf, b->len);
+	} else {
+		nb = realloc(b->buf, cap);
+	}
 	if (!nb)
 		return -ENOMEM;
 	b->buf = nb;
 	b->cap = cap;
+	b->borrowed = false;
 	return 0;
 }
 

@@ -4,6 +4,7 @@
 #ifndef STRATA_COMMON_BUF_H
 #define STRATA_COMMON_BUF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,9 +29,14 @@ struct bbuf {
 	uint8_t *buf;
 	size_t len;
 	size_t cap;
+	bool borrowed;		/* buf is the caller's memory (bbuf_init_on) */
 };
 
 void bbuf_init(struct bbuf *b);
+/* Starts b on the caller's memory mem[cap] (a stack buffer for small
+ * messages): it moves to the heap only if it outgrows it. Release it as
+ * any bbuf. */
+void bbuf_init_on(struct bbuf *b, void *mem, size_t cap);
 void bbuf_release(struct bbuf *b);
 /* Ensures room for extra more bytes. Returns 0 or -ENOMEM. */
 int bbuf_reserve(struct bbuf *b, size_t extra);

@@ -10,11 +10,13 @@
 
 #include "common/log.h"
 #include "mgmt_service.h"
-#include "cluster_map.h"
-#include "mgmt_proto.h"
+#include "membership.h"
 #include "mgmt_store.h"
-#include "net/codec.h"
+#include "proto/mgmt.h"
+#include "proto/server.h"
 #include "strata/errors.h"
+
+PROTO_SERVER(mgmt, MGMT_OPS)
 
 struct mgmt {
 	struct daemon *d;
@@ -114,184 +116,145 @@ static void maybe_build_chains(struct mgmt *m)
 		 (unsigned long long)m->map.version);
 }
 
+static void reply_lease(struct mgmt *m, struct svc_req *req)
+{
+	struct mg_lease rep = { m->map.version, (uint32_t)m->lease_ms };
+
+	mg_register_reply(req, 0, &rep);
+}
+
 static void op_register(void *svc, struct svc_req *req)
 {
 	struct mgmt *m = svc;
-	struct rbuf r;
-	struct wbuf w;
+	struct mg_register rq;
 	struct cm_target_info tis[MGMT_MAX_TARGETS_PER_NODE];
 	char addr[CM_ADDR_LEN];
-	uint32_t node_id, n;
-	uint64_t inc = 0;
 	bool restarted;
 	int rc;
 
-	rbuf_init(&r, req->body, req->hdr.body_len);
-	node_id = rb_u32(&r);
-	rb_str(&r, addr, sizeof(addr));
-	n = rb_u32(&r);
-	if (n > MGMT_MAX_TARGETS_PER_NODE)
-		r.err = STRATA_EBADMSG;
-	for (uint32_t i = 0; i < n && !r.err; i++) {
-		tis[i].id = rb_u32(&r);
-		tis[i].capacity = rb_u64(&r);
-		tis[i].used = rb_u64(&r);
-	}
-	inc = rb_u64(&r);
-	if (rb_finish(&r) || node_id == 0) {
-		svc_reply(req, STRATA_EBADMSG);
+	if (mg_register_req(req, &rq))
 		return;
-	}
-	if (!inc) {
+	rc = rq.node_id && rq.incarnation ? pstr_copy(rq.addr, addr, sizeof(addr)) : STRATA_EBADMSG;
+	for (uint32_t i = 0; i < rq.targets_n; i++)
+		tis[i] = (struct cm_target_info){ rq.targets[i].id, rq.targets[i].capacity,
+						  rq.targets[i].used };
+	if (rc) {
+		mg_register_release(&rq);
 		svc_reply(req, STRATA_EBADMSG);
 		return;
 	}
 	/* A process that restarted within its lease lost what it held in
 	 * memory (updates it was forwarding, the marks of copies it lacks):
 	 * it resyncs like a node that was away. */
-	rc = incarnation_changed(m, node_id, inc, &restarted);
+	rc = incarnation_changed(m, rq.node_id, rq.incarnation, &restarted);
 	if (rc) {
+		mg_register_release(&rq);
 		svc_reply(req, rc);
 		return;
 	}
 	if (restarted) {
-		const struct cm_node *nd = cm_find_node(&m->map, node_id);
+		const struct cm_node *nd = cm_find_node(&m->map, rq.node_id);
 
 		if (nd && nd->state != NODE_OFFLINE) {
-			int changed = cm_set_node_offline(&m->map, node_id);
+			int changed = cm_set_node_offline(&m->map, rq.node_id);
 
 			log_warn("mgmt", "node %u restarted within its lease: %d chain(s) reconfigured; its targets resync before serving",
-				 node_id, changed);
+				 rq.node_id, changed);
 		}
 	}
-	rc = cm_register_node(&m->map, node_id, addr, tis, n, reactor_now_ms() + m->lease_ms);
+	rc = cm_register_node(&m->map, rq.node_id, addr, tis, rq.targets_n,
+			      reactor_now_ms() + m->lease_ms);
 	if (rc < 0) {
-		log_warn("mgmt", "registration of node %u ('%s') refused: %s", node_id, addr,
+		log_warn("mgmt", "registration of node %u ('%s') refused: %s", rq.node_id, addr,
 			 strata_strerror(rc));
+		mg_register_release(&rq);
 		svc_reply(req, rc);
 		return;
 	}
-	log_info("mgmt", "node %u registered at '%s' with %u target(s)", node_id, addr, n);
+	log_info("mgmt", "node %u registered at '%s' with %u target(s)", rq.node_id, addr,
+		 rq.targets_n);
+	mg_register_release(&rq);
 	maybe_build_chains(m);
 	persist(m);
-	wbuf_init(&w, &req->reply);
-	wb_u64(&w, m->map.version);
-	wb_u32(&w, (uint32_t)m->lease_ms);
-	svc_reply(req, w.err);
+	reply_lease(m, req);
 }
 
 static void op_heartbeat(void *svc, struct svc_req *req)
 {
 	struct mgmt *m = svc;
-	struct rbuf r;
-	struct wbuf w;
-	uint32_t node_id;
+	struct mg_heartbeat rq;
 	int rc;
 
-	rbuf_init(&r, req->body, req->hdr.body_len);
-	node_id = rb_u32(&r);
-	if (rb_u32(&r) != 0 || rb_finish(&r)) {
-		svc_reply(req, STRATA_EBADMSG);
+	if (mg_heartbeat_req(req, &rq))
 		return;
-	}
-	rc = cm_heartbeat(&m->map, node_id, reactor_now_ms() + m->lease_ms);
+	/* Target usage updates are informational; not kept yet. */
+	rc = cm_heartbeat(&m->map, rq.node_id, reactor_now_ms() + m->lease_ms);
+	mg_heartbeat_release(&rq);
 	if (rc) {
 		svc_reply(req, rc);
 		return;
 	}
-	wbuf_init(&w, &req->reply);
-	wb_u64(&w, m->map.version);
-	wb_u32(&w, (uint32_t)m->lease_ms);
-	svc_reply(req, w.err);
+	reply_lease(m, req);
 }
 
 static void op_get_map(void *svc, struct svc_req *req)
 {
 	struct mgmt *m = svc;
-	struct rbuf r;
-	struct wbuf w;
-	uint64_t since;
+	struct mg_since rq;
 
-	rbuf_init(&r, req->body, req->hdr.body_len);
-	since = rb_u64(&r);
-	if (rb_finish(&r)) {
-		svc_reply(req, STRATA_EBADMSG);
+	if (mg_get_map_req(req, &rq))
 		return;
-	}
-	wbuf_init(&w, &req->reply);
-	cm_encode_since(&m->map, since, &w);
-	svc_reply(req, w.err);
+	svc_reply(req, cmap_encode_since(&m->map, rq.since_version, &req->reply));
 }
 
 static void op_report(void *svc, struct svc_req *req)
 {
 	struct mgmt *m = svc;
-	struct rbuf r;
-	uint32_t target;
-	uint64_t ino, idx;
-	int32_t err;
+	struct mg_report rq;
 
-	rbuf_init(&r, req->body, req->hdr.body_len);
-	target = rb_u32(&r);
-	ino = rb_u64(&r);
-	idx = rb_u64(&r);
-	err = rb_i32(&r);
-	if (rb_finish(&r)) {
-		svc_reply(req, STRATA_EBADMSG);
+	if (mg_report_req(req, &rq))
 		return;
-	}
 	m->reports++;
-	log_warn("mgmt", "target %u reports chunk %llx:%llx: %s", target, (unsigned long long)ino,
-		 (unsigned long long)idx, strata_strerror(err));
+	log_warn("mgmt", "target %u reports chunk %llx:%llx: %s", rq.target_id,
+		 (unsigned long long)rq.ino, (unsigned long long)rq.idx, strata_strerror(rq.error));
 	svc_reply(req, 0);
 }
 
 static void op_admin(void *svc, struct svc_req *req)
 {
 	struct mgmt *m = svc;
-	struct rbuf r;
-	struct wbuf w;
-	uint32_t action, arg, arg2 = 0, result = 0;
-	uint64_t chain_ver = 0;
+	struct mg_admin rq;
+	struct mg_result rep = { 0 };
 	const struct cm_chain *c;
 	int rc;
 
-	rbuf_init(&r, req->body, req->hdr.body_len);
-	action = rb_u32(&r);
-	arg = rb_u32(&r);
-	if (rb_left(&r) >= 4)
-		arg2 = rb_u32(&r);
-	if (rb_left(&r) >= 8)
-		chain_ver = rb_u64(&r);
-	if (rb_finish(&r)) {
-		svc_reply(req, STRATA_EBADMSG);
+	if (mg_admin_req(req, &rq))
 		return;
-	}
-	switch (action) {
+	switch (rq.action) {
 	case MGMT_ADMIN_DRAIN:
-		rc = cm_drain_node(&m->map, arg, &result);
+		rc = cm_drain_node(&m->map, rq.arg, &rep.result);
 		break;
 	case MGMT_ADMIN_SYNCED:
 		/* The resync ran against the chain at chain_ver: if the chain
 		 * changed since, the target may lack what it missed. */
-		c = cm_find_chain(&m->map, arg2);
-		if (c && c->version != chain_ver) {
+		c = cm_find_chain(&m->map, rq.arg2);
+		if (c && c->version != rq.chain_ver) {
 			log_info("mgmt", "target %u reports chain %u in sync at version %llu, now %llu: ignored, it resyncs again",
-				 arg, arg2, (unsigned long long)chain_ver,
+				 rq.arg, rq.arg2, (unsigned long long)rq.chain_ver,
 				 (unsigned long long)c->version);
 			rc = STRATA_ESTALE_MAP;
 			break;
 		}
-		rc = cm_member_synced(&m->map, arg2, arg);
+		rc = cm_member_synced(&m->map, rq.arg2, rq.arg);
 		if (rc >= 0)
 			log_info("mgmt", "target %u is in sync with chain %u: serving (map version %llu)",
-				 arg, arg2, (unsigned long long)m->map.version);
+				 rq.arg, rq.arg2, (unsigned long long)m->map.version);
 		break;
 	case MGMT_ADMIN_REPLACE:
-		rc = cm_replace_target(&m->map, arg, arg2);
+		rc = cm_replace_target(&m->map, rq.arg, rq.arg2);
 		break;
 	case MGMT_ADMIN_BUILD_CHAINS:
-		rc = cm_build_chains(&m->map, arg ? arg : m->replication, false);
+		rc = cm_build_chains(&m->map, rq.arg ? rq.arg : m->replication, false);
 		break;
 	default:
 		rc = -EINVAL;
@@ -299,9 +262,7 @@ static void op_admin(void *svc, struct svc_req *req)
 	}
 	if (rc >= 0)
 		persist(m);
-	wbuf_init(&w, &req->reply);
-	wb_u32(&w, result);
-	svc_reply(req, rc < 0 ? rc : w.err);
+	mg_admin_reply(req, rc < 0 ? rc : 0, &rep);
 }
 
 static void on_expiry(void *arg)
@@ -367,11 +328,10 @@ static int mgmt_start(struct daemon *d, void **out)
 		 (unsigned long long)m->map.version, m->map.nnodes, m->map.ntargets, m->map.nchains);
 	reactor_timer_init(&m->expiry, on_expiry, m);
 	reactor_post(m->r, arm_on_owner, m);
-	rpc_server_route(d->srv, OP_MGMT_REGISTER, m->r, op_register, m);
-	rpc_server_route(d->srv, OP_MGMT_HEARTBEAT, m->r, op_heartbeat, m);
-	rpc_server_route(d->srv, OP_MGMT_GET_MAP, m->r, op_get_map, m);
-	rpc_server_route(d->srv, OP_MGMT_REPORT, m->r, op_report, m);
-	rpc_server_route(d->srv, OP_MGMT_ADMIN, m->r, op_admin, m);
+	mgmt_route(d->srv, m->r, &(const struct mgmt_handlers){
+		.mg_register = op_register, .mg_heartbeat = op_heartbeat, .mg_get_map = op_get_map,
+		.mg_report = op_report, .mg_admin = op_admin,
+	}, m);
 	*out = m;
 	return 0;
 fail:

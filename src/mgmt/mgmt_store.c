@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "mgmt/mgmt_store.h"
+#include "strata/errors.h"
 
 #define COMP "mgmt"
 #define MGMT_SCHEMA 1

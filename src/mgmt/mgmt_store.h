@@ -11,7 +11,7 @@
 #ifndef STRATA_MGMT_MGMT_STORE_H
 #define STRATA_MGMT_MGMT_STORE_H
 
-#include "mgmt/cluster_map.h"
+#include "common/cluster_map.h"
 
 struct mgmt_store;
 

@@ -1,6 +1,6 @@
 /*
- * Operation codes of every service, and small shared message helpers.
- * The body layout of each op is documented next to its encoder.
+ * The opcodes the transport itself knows, and the range each service's
+ * table (src/proto/) takes its opcodes from.
  */
 #ifndef STRATA_NET_PROTO_H
 #define STRATA_NET_PROTO_H
@@ -10,27 +10,14 @@ enum strata_op {
 	OP_PING = 2,		/* empty body; echoes bulk */
 	OP_STATUS = 3,		/* -> JSON text of the daemon's status */
 
-	OP_MGMT_REGISTER = 16,	/* storage/mem service -> mgmt */
-	OP_MGMT_HEARTBEAT = 17,
-	OP_MGMT_GET_MAP = 18,	/* -> cluster map (if newer than the caller's) */
-	OP_MGMT_REPORT = 19,	/* integrity error report */
-	OP_MGMT_ADMIN = 20,	/* drain, replace, ... */
-
-	OP_CHUNK_WRITE = 32,
-	OP_CHUNK_READ = 33,
-	OP_CHUNK_BATCH_READ = 34,
-	OP_CHUNK_REMOVE = 35,
-	OP_CHUNK_STAT = 36,
-	OP_CHUNK_TRUNCATE = 37,
-	OP_TARGET_SPACE = 38,
-	OP_CHUNK_LIST = 39,
-	OP_CHUNK_SYNC = 40,
-	OP_CHUNK_VERIFY = 41,	/* a reader got bytes that fail their CRC: check the stored copy */
-
-	OP_META_FIRST = 64,
+	OP_MGMT_FIRST = 16,	/* src/proto/mgmt.h */
+	OP_MGMT_LAST = 31,
+	OP_STORAGE_FIRST = 32,	/* src/proto/storage.h */
+	OP_STORAGE_LAST = 63,
+	OP_META_FIRST = 64,	/* src/proto/meta.h */
 	OP_META_LAST = 95,
 
-	OP_MEM_FIRST = 96,
+	OP_MEM_FIRST = 96,	/* src/proto/mem.h */
 	OP_MEM_LAST = 127,
 
 	OP_MAX = 128,

@@ -145,4 +145,9 @@ int cmap_encode_since(const struct cluster_map *m, uint64_t since_version, struc
  * true: out holds the new map (as cmap_from_wire). */
 int cmap_decode_since(const void *body, uint32_t len, struct cluster_map *out, bool *changed);
 
+/* Blocking: the whole cluster map of mgmt at addr into out (the caller
+ * releases it). 0 or a negative error. */
+int cmap_fetch_sync(struct rpc_client *cl, const char *addr, uint32_t timeout_ms,
+		    struct cluster_map *out);
+
 #endif

@@ -140,6 +140,7 @@ int proto_call(struct rpc_pool *p, const char *addr, uint16_t op,
 	       void (*enc)(struct wbuf *, const void *), const void *req,
 	       const struct proto_call *c)
 {
+	uint8_t small[128];
 	struct bbuf b;
 	struct wbuf w;
 	struct rpc_call_args a = {
@@ -148,7 +149,8 @@ int proto_call(struct rpc_pool *p, const char *addr, uint16_t op,
 	};
 	int rc;
 
-	bbuf_init(&b);
+	/* Most bodies are small: encoded on the stack (the call copies it). */
+	bbuf_init_on(&b, small, sizeof(small));
 	wbuf_init(&w, &b);
 	enc(&w, req);
 	rc = w.err;
@@ -163,7 +165,7 @@ int proto_call(struct rpc_pool *p, const char *addr, uint16_t op,
 
 int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 		    void (*enc)(struct wbuf *, const void *), const void *req,
-		    const struct proto_sync *s,
+		    struct proto_sync *s,
 		    int (*dec)(const void *, uint32_t, void *), void *rep)
 {
 	struct rpc_result res = { 0 };
@@ -171,6 +173,7 @@ int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 	struct wbuf w;
 	int rc;
 
+	bbuf_init(&s->body);
 	bbuf_init(&b);
 	wbuf_init(&w, &b);
 	enc(&w, req);
@@ -187,8 +190,14 @@ int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 			*s->bulk_got = rc ? 0 : res.bulk_len;
 	}
 	bbuf_release(&b);
-	if (!rc)
-		rc = dec(res.body.buf, (uint32_t)res.body.len, rep);
+	if (!rc) {
+		/* The reply's views point into its body: the caller keeps it. */
+		s->body = res.body;
+		bbuf_init(&res.body);
+		rc = dec(s->body.buf, (uint32_t)s->body.len, rep);
+		if (rc)
+			bbuf_release(&s->body);
+	}
 	rpc_result_release(&res);
 	return rc;
 }

@@ -58,6 +58,7 @@
 
 #include "net/codec.h"
 #include "net/conn.h"
+#include "net/proto.h"
 #include "net/rpc.h"
 #include "strata/errors.h"
 
@@ -303,7 +304,9 @@ struct proto_call {
 	void *arg;
 };
 
-/* A blocking call: bulk as above; *status receives the reply's status. */
+/* A blocking call: bulk as above. The decoded reply's views (strings,
+ * bytes) point into body, which the call fills: release it (bbuf_release)
+ * once done with the reply, also after an error (then it is empty). */
 struct proto_sync {
 	const void *bulk;
 	uint64_t bulk_len;
@@ -311,17 +314,19 @@ struct proto_sync {
 	uint64_t bulk_cap;
 	uint32_t timeout_ms;
 	uint64_t *bulk_got;	/* may be NULL: bytes placed in bulk_dst */
+	struct bbuf body;	/* out: the reply's body */
 };
 
 int proto_call(struct rpc_pool *p, const char *addr, uint16_t op,
 	       void (*enc)(struct wbuf *, const void *), const void *req,
 	       const struct proto_call *c);
 /* Returns the transport error or the reply's status; on 0 the reply body
- * is decoded into rep with dec (release it with the message's release);
- * a body that does not decode gives STRATA_EBADMSG. */
+ * (kept in s->body) is decoded into rep with dec (release rep with the
+ * message's release, then s->body); a body that does not decode gives
+ * STRATA_EBADMSG. */
 int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 		    void (*enc)(struct wbuf *, const void *), const void *req,
-		    const struct proto_sync *s,
+		    struct proto_sync *s,
 		    int (*dec)(const void *, uint32_t, void *), void *rep);
 
 #define PO_ENUM(NAME, num, fn, req, rep) OP_##NAME = (num),
@@ -332,7 +337,7 @@ int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 		return proto_call(p, addr, OP_##NAME, req##_enc_any, rq, c); \
 	} \
 	static inline int fn##_call_sync(struct rpc_client *cl, const char *addr, \
-					 const struct req *rq, const struct proto_sync *s, \
+					 const struct req *rq, struct proto_sync *s, \
 					 struct rep *out) \
 	{ \
 		return proto_call_sync(cl, addr, OP_##NAME, req##_enc_any, rq, s, \

@@ -31,10 +31,8 @@
 
 #include "common/buf.h"
 #include "common/log.h"
-#include "net/codec.h"
 #include "net/rpc.h"
 #include "storage_int.h"
-#include "storage_proto.h"
 #include "strata/errors.h"
 
 struct update_op {
@@ -143,7 +141,7 @@ static void update_finish(struct update_op *op)
 {
 	struct target *t = op->t;
 	struct cstate *c = op->cs;
-	struct wbuf w;
+	struct sp_update_rep rep = { op->out_version, op->out_length };
 	int status = op->local_status ? op->local_status : op->fwd_status;
 
 	/* Applied here but maybe not below: only the committed tail may
@@ -152,14 +150,11 @@ static void update_finish(struct update_op *op)
 		c->dirty = true;
 	else if (!status)
 		c->dirty = false;
-	wbuf_init(&w, &op->req->reply);
-	wb_u64(&w, op->out_version);
-	wb_u32(&w, op->out_length);
 	if (status == 0 && op->op == OP_CHUNK_WRITE) {
 		CNT(t->st, n_writes, 1);
 		CNT(t->st, bytes_written, op->u.len);
 	}
-	svc_reply(op->req, status);
+	st_write_reply(op->req, status, &rep);
 	c->inflight--;
 	op_free(op);
 	drain(t, c);
@@ -262,22 +257,10 @@ static void on_full_done(void *arg, int status, struct rpc_msg *resp)
 static int send_update(struct update_op *op, uint16_t opcode, const struct sp_update *fu,
 		       const void *bulk, uint32_t bulk_len, rpc_cb cb)
 {
-	struct bbuf b;
-	struct wbuf w;
-	struct rpc_call_args a = { .op = opcode, .cb = cb, .arg = op };
-	int rc;
+	struct proto_call c = { .bulk = bulk, .bulk_len = bulk_len, .cb = cb, .arg = op,
+				.timeout_ms = op->t->st->timeout_ms };
 
-	bbuf_init(&b);
-	wbuf_init(&w, &b);
-	sp_update_encode(&w, fu);
-	a.body = b.buf;
-	a.body_len = (uint32_t)b.len;
-	a.bulk = bulk;
-	a.bulk_len = bulk_len;
-	a.timeout_ms = op->t->st->timeout_ms;
-	rc = w.err ? w.err : rpc_pool_call(op->t->pool, op->succ_addr, &a);
-	bbuf_release(&b);
-	return rc;
+	return proto_call(op->t->pool, op->succ_addr, opcode, sp_update_enc_any, fu, &c);
 }
 
 static void on_full_read(void *arg, int status, const struct chunk_info *info, uint32_t nread,
@@ -455,10 +438,12 @@ void op_update(void *svc, struct svc_req *req)
 	struct map_snap *snap = NULL;
 	struct target *t;
 	struct sp_update u;
-	int rc;
+	int rc = 0;
 
-	rc = sp_update_decode(req->body, req->hdr.body_len, &u);
-	if (!rc && req->hdr.opcode == OP_CHUNK_WRITE && u.len != req->hdr.bulk_len)
+	/* One message for three operations (write, truncate, remove). */
+	if (proto_req_decode(req, sp_update_decode_any, &u, "update"))
+		return;
+	if (req->hdr.opcode == OP_CHUNK_WRITE && u.len != req->hdr.bulk_len)
 		rc = STRATA_EBADMSG;
 	if (!rc && req->hdr.opcode != OP_CHUNK_WRITE && req->hdr.bulk_len)
 		rc = STRATA_EBADMSG;

@@ -28,13 +28,11 @@
 #include "common/buf.h"
 #include "common/crc32c.h"
 #include "common/log.h"
-#include "mgmt/mgmt_proto.h"
-#include "net/codec.h"
+#include "proto/mgmt.h"
 #include "storage_int.h"
-#include "storage_proto.h"
 #include "strata/errors.h"
 
-#define LIST_PAGE 512u
+#define LIST_PAGE SP_LIST_PAGE
 #define SYNC_TICK_MS 300u
 #define FETCH_MAX CHUNK_MAX_SIZE
 
@@ -102,15 +100,6 @@ static void snapshot_before(struct resync *rs);
 
 /* ---- choosing a source ---- */
 
-int chain_serving_tail(const struct cm_chain *c)
-{
-	for (int i = c->len - 1; i >= 0; i--) {
-		if (c->states[i] == TARGET_SERVING)
-			return i;
-	}
-	return -1;
-}
-
 /* A serving member other than t to copy from: the committed tail, or the
  * head when t is the tail; after a failed fetch (the source may hold a bad
  * copy too), the next serving member in turn. Fills addr/target/chain
@@ -125,7 +114,7 @@ static int pick_source(struct target *t, uint32_t chain_id, uint32_t turn, struc
 	int rc = STRATA_EUNAVAIL;
 
 	if (c) {
-		int tail = chain_serving_tail(c);
+		int tail = cm_serving_tail(c);
 
 		if (tail >= 0 && c->targets[tail] != t->id)
 			cand[n++] = tail;
@@ -307,8 +296,8 @@ static void on_fetched(void *arg, int status, struct rpc_msg *resp)
 {
 	struct resync *rs = arg;
 	struct target *t = rs->t;
-	struct rbuf r;
-	uint32_t nread, crc;
+	struct sp_read_rep rep;
+	uint32_t nread = 0, crc = 0;
 	int rc;
 
 	if (rs->done) {
@@ -317,11 +306,11 @@ static void on_fetched(void *arg, int status, struct rpc_msg *resp)
 		return;
 	}
 	if (!status) {
-		rbuf_init(&r, resp->body, resp->hdr.body_len);
-		rs->fetched_version = rb_u64(&r);
-		nread = rb_u32(&r);
-		crc = rb_u32(&r);
-		if (r.err || nread != resp->hdr.bulk_len) {
+		rc = st_read_rep(resp, &rep);
+		rs->fetched_version = rep.version;
+		nread = rep.nread;
+		crc = rep.crc;
+		if (rc || nread != resp->hdr.bulk_len) {
 			status = STRATA_EBADMSG;
 		} else if (crc32c(0, rs->buf, nread) != crc) {
 			/* The source's copy may be damaged: it sends cached
@@ -388,9 +377,8 @@ static void fetch_from(struct resync *rs, const struct source *src)
 {
 	struct target *t = rs->t;
 	struct sp_read rd = { 0 };
-	struct bbuf b;
-	struct wbuf w;
-	struct rpc_call_args a = { .op = OP_CHUNK_READ, .cb = on_fetched, .arg = rs };
+	struct proto_call c = { .bulk_dst = NULL, .bulk_cap = FETCH_MAX, .cb = on_fetched,
+				.arg = rs, .timeout_ms = t->st->timeout_ms };
 	int rc = 0;
 
 	if (!rs->buf)
@@ -409,17 +397,9 @@ static void fetch_from(struct resync *rs, const struct source *src)
 		rd.flags = SP_READ_REPAIR;
 		rs->src_rd = rd;
 		snprintf(rs->src_addr, sizeof(rs->src_addr), "%s", src->addr);
-		bbuf_init(&b);
-		wbuf_init(&w, &b);
-		sp_read_encode(&w, &rd);
-		a.body = b.buf;
-		a.body_len = (uint32_t)b.len;
-		a.bulk_dst = rs->buf;
-		a.bulk_cap = FETCH_MAX;
-		a.timeout_ms = t->st->timeout_ms;
+		c.bulk_dst = rs->buf;
 		rs->busy = true;
-		rc = w.err ? w.err : rpc_pool_call(t->pool, src->addr, &a);
-		bbuf_release(&b);
+		rc = st_read_call(t->pool, src->addr, &rd, &c);
 		if (rc)
 			rs->busy = false;
 	}
@@ -493,17 +473,16 @@ static void on_probed(void *arg, int status, struct rpc_msg *resp)
 {
 	struct probe *p = arg;
 	struct resync *rs = p->rs;
-	struct rbuf r;
+	struct sp_read_rep rep;
 	uint64_t v;
 
 	if (status) {
 		rs->survey_failed = true;
 	} else {
-		rbuf_init(&r, resp->body, resp->hdr.body_len);
-		v = rb_u64(&r);
-		if (r.err) {
+		if (st_read_rep(resp, &rep)) {
 			rs->survey_failed = true;
 		} else {
+			v = rep.version;
 			if (v > rs->survey_max) {
 				rs->survey_max = v;
 				rs->survey_best = p->src;
@@ -534,10 +513,8 @@ static void survey(struct resync *rs, const struct chunk_id *id)
 		const struct cm_node *nd = ct ? cm_find_node(&snap->map, ct->node_id) : NULL;
 		struct sp_read rd = { .ref = { c->id, c->version, c->targets[i], id->ino, id->idx },
 				      .flags = SP_READ_REPAIR };
-		struct rpc_call_args a = { .op = OP_CHUNK_READ, .cb = on_probed };
+		struct proto_call pc = { .cb = on_probed, .timeout_ms = t->st->timeout_ms };
 		struct probe *p;
-		struct bbuf b;
-		struct wbuf w;
 
 		if (c->targets[i] == t->id || c->states[i] != TARGET_SERVING)
 			continue;
@@ -550,20 +527,13 @@ static void survey(struct resync *rs, const struct chunk_id *id)
 		snprintf(p->src.addr, sizeof(p->src.addr), "%s", nd->addr);
 		p->src.target = ct->id;
 		p->src.chain_ver = c->version;
-		bbuf_init(&b);
-		wbuf_init(&w, &b);
-		sp_read_encode(&w, &rd);
-		a.body = b.buf;
-		a.body_len = (uint32_t)b.len;
-		a.timeout_ms = t->st->timeout_ms;
-		a.arg = p;
+		pc.arg = p;
 		rs->survey_left++;
-		if (w.err || rpc_pool_call(t->pool, nd->addr, &a)) {
+		if (st_read_call(t->pool, nd->addr, &rd, &pc)) {
 			rs->survey_left--;
 			rs->survey_failed = true;
 			free(p);
 		}
-		bbuf_release(&b);
 	}
 	map_put(t->st, snap);
 	if (--rs->survey_left == 0)
@@ -584,7 +554,7 @@ static int cmp_id(const struct chunk_id *a, const struct chunk_id *b)
 static void on_list(void *arg, int status, struct rpc_msg *resp)
 {
 	struct resync *rs = arg;
-	struct rbuf r;
+	struct sp_list_rep rep = { 0 };
 	uint32_t n;
 
 	rs->busy = false;
@@ -592,28 +562,26 @@ static void on_list(void *arg, int status, struct rpc_msg *resp)
 		task_free(rs);
 		return;
 	}
+	if (!status)
+		status = st_list_rep(resp, &rep);
 	if (status) {
 		log_warn("storage", "target %u: listing chain %u at its source failed: %s (will retry)",
 			 rs->t->id, rs->chain_id, strata_strerror(status));
 		pass_abort(rs);
 		return;
 	}
-	rbuf_init(&r, resp->body, resp->hdr.body_len);
-	n = rb_u32(&r);
-	if (n > LIST_PAGE)
-		r.err = STRATA_EBADMSG;
+	n = rep.ents_n;
 	free(rs->ents);
-	rs->ents = r.err ? NULL : calloc(n ? n : 1, sizeof(*rs->ents));
-	for (uint32_t i = 0; rs->ents && i < n && !r.err; i++) {
-		rs->ents[i].id.ino = rb_u64(&r);
-		rs->ents[i].id.idx = rb_u64(&r);
-		rs->ents[i].version = rb_u64(&r);
-		rs->ents[i].length = rb_u32(&r);
-		rs->ents[i].crc = rb_u32(&r);
-		rs->ents[i].busy = rb_u64(&r);
+	rs->ents = calloc(n ? n : 1, sizeof(*rs->ents));
+	for (uint32_t i = 0; rs->ents && i < n; i++) {
+		const struct sp_list_ent *e = &rep.ents[i];
+
+		rs->ents[i] = (struct list_ent){ { e->ino, e->idx }, e->version, e->length, e->crc,
+						 e->busy };
 	}
-	rs->more = rb_u8(&r) != 0;
-	if (rb_finish(&r) || !rs->ents) {
+	rs->more = rep.more;
+	sp_list_rep_release(&rep);
+	if (!rs->ents) {
 		rs->nents = 0;
 		pass_abort(rs);
 		return;
@@ -628,10 +596,9 @@ static void on_list(void *arg, int status, struct rpc_msg *resp)
 static void list_page(struct resync *rs)
 {
 	struct target *t = rs->t;
-	uint8_t body[41];
 	struct source src;
-	struct rpc_call_args a = { .op = OP_CHUNK_LIST, .body = body, .body_len = sizeof(body),
-				   .cb = on_list, .arg = rs };
+	struct sp_list rq;
+	struct proto_call c = { .cb = on_list, .arg = rs, .timeout_ms = t->st->timeout_ms };
 
 	/* One pass lists one source (the committed tail): remove_extras
 	 * trusts the listing as a whole. */
@@ -644,18 +611,11 @@ static void list_page(struct resync *rs)
 		rs->pass_ver = src.chain_ver;
 		snapshot_before(rs);
 	}
-	put_le32(body, rs->chain_id);
-	put_le64(body + 4, src.chain_ver);
-	put_le32(body + 12, src.target);
-	put_le64(body + 16, rs->cursor.ino);
-	put_le64(body + 24, rs->cursor.idx);
-	put_le32(body + 32, LIST_PAGE);
-	body[36] = rs->started ? 1 : 0;	/* 1: strictly after the cursor */
-	put_le32(body + 37, 0);
-	a.timeout_ms = t->st->timeout_ms;
+	rq = (struct sp_list){ rs->chain_id, src.chain_ver, src.target, rs->cursor.ino,
+			       rs->cursor.idx, LIST_PAGE, rs->started ? 1 : 0 };
 	rs->started = true;
 	rs->busy = true;
-	if (rpc_pool_call(t->pool, src.addr, &a)) {
+	if (st_list_call(t->pool, src.addr, &rq, &c)) {
 		rs->busy = false;
 		pass_abort(rs);
 	}
@@ -898,24 +858,18 @@ static void on_sync_reported(void *arg, int status, struct rpc_msg *resp)
 static void report_synced(struct resync *rs)
 {
 	struct target *t = rs->t;
-	uint8_t body[20];
-	struct rpc_call_args a = { .op = OP_MGMT_ADMIN, .body = body, .body_len = 20,
-				   .cb = on_sync_reported, .arg = rs };
+	/* With the chain version the clean pass ran at: mgmt ignores a report
+	 * the chain has moved on from (it may have missed writes since). */
+	struct mg_admin rq = { MGMT_ADMIN_SYNCED, t->id, rs->chain_id, rs->pass_ver };
+	struct proto_call c = { .cb = on_sync_reported, .arg = rs, .timeout_ms = t->st->timeout_ms };
 	uint64_t now = reactor_now_ms();
 
 	if (now - rs->reported_ms < 1000)
 		return;
 	rs->reported_ms = now;
 	log_info("storage", "target %u caught up with chain %u: telling mgmt", t->id, rs->chain_id);
-	/* With the chain version the clean pass ran at: mgmt ignores a report
-	 * the chain has moved on from (it may have missed writes since). */
-	put_le32(body, MGMT_ADMIN_SYNCED);
-	put_le32(body + 4, t->id);
-	put_le32(body + 8, rs->chain_id);
-	put_le64(body + 12, rs->pass_ver);
-	a.timeout_ms = t->st->timeout_ms;
 	rs->busy = true;
-	if (rpc_pool_call(t->pool, t->st->d->cfg.mgmt_addr, &a))
+	if (mg_admin_call(t->pool, t->st->d->cfg.mgmt_addr, &rq, &c))
 		rs->busy = false;
 }
 
@@ -1013,15 +967,7 @@ void resync_stop_target(struct target *t)
 	t->scrub_ids = NULL;
 }
 
-/* ---- OP_CHUNK_LIST (at the source) ----
- * req: u32 chain_id, u64 chain_ver, u32 target_id, u64 after_ino,
- *      u64 after_idx, u32 max, u8 after (1: strictly after the cursor),
- *      u32 reserved
- * rep: u32 n, n x {u64 ino, u64 idx, u64 version, u32 length, u32 crc,
- *      u64 busy}, u8 more
- * busy: the version of an update of the chunk in flight here (0: none);
- * a chunk being created is listed with version 0.
- */
+/* ---- OP_CHUNK_LIST (at the source): sp_list -> sp_list_rep ---- */
 
 struct list_ctx {
 	uint32_t chain;
@@ -1105,32 +1051,23 @@ static void collect_busy(struct target *t, struct list_ctx *x)
 void op_chunk_list(void *svc, struct svc_req *req)
 {
 	struct storage *st = svc;
-	struct rbuf r;
-	struct wbuf w;
 	struct list_ctx x = { 0 };
+	struct sp_list rq;
+	struct sp_list_rep rep = { 0 };
 	struct chunk_id after;
 	struct target *t;
 	struct sp_ref ref = { 0 };
 	struct map_snap *snap;
 	const struct cm_chain *chain;
-	uint32_t max, i, n = 0;
-	uint8_t strict;
+	uint32_t i, n = 0;
 	int pos, rc;
 
-	rbuf_init(&r, req->body, req->hdr.body_len);
-	ref.chain_id = x.chain = rb_u32(&r);
-	ref.chain_ver = rb_u64(&r);
-	ref.target_id = rb_u32(&r);
-	t = find_target(st, ref.target_id);
-	after.ino = rb_u64(&r);
-	after.idx = rb_u64(&r);
-	max = rb_u32(&r);
-	strict = rb_u8(&r);
-	(void)rb_u32(&r);
-	if (rb_finish(&r) || max == 0 || max > LIST_PAGE || strict > 1) {
-		svc_reply(req, STRATA_EBADMSG);
+	if (st_list_req(req, &rq))
 		return;
-	}
+	ref = (struct sp_ref){ rq.chain_id, rq.chain_ver, rq.target_id, 0, 0 };
+	x.chain = rq.chain_id;
+	after = (struct chunk_id){ rq.after_ino, rq.after_idx };
+	t = find_target(st, ref.target_id);
 	if (!t) {
 		svc_reply(req, STRATA_ESTALE_MAP);
 		return;
@@ -1159,23 +1096,27 @@ void op_chunk_list(void *svc, struct svc_req *req)
 	for (i = 0; i < x.n; i++) {
 		int c = cmp_id(&x.v[i].id, &after);
 
-		if (strict ? c > 0 : c >= 0)
+		if (rq.after ? c > 0 : c >= 0)
 			break;
 	}
-	wbuf_init(&w, &req->reply);
-	n = x.n - i < max ? x.n - i : max;
-	wb_u32(&w, n);
-	for (uint32_t k = 0; k < n; k++) {
-		wb_u64(&w, x.v[i + k].id.ino);
-		wb_u64(&w, x.v[i + k].id.idx);
-		wb_u64(&w, x.v[i + k].version);
-		wb_u32(&w, x.v[i + k].length);
-		wb_u32(&w, x.v[i + k].crc);
-		wb_u64(&w, x.v[i + k].busy);
+	n = x.n - i < rq.max ? x.n - i : rq.max;
+	rep.ents = calloc(n ? n : 1, sizeof(*rep.ents));
+	if (!rep.ents) {
+		free(x.v);
+		svc_reply(req, -ENOMEM);
+		return;
 	}
-	wb_u8(&w, i + n < x.n);
+	rep.ents_n = n;
+	for (uint32_t k = 0; k < n; k++) {
+		const struct list_ent *e = &x.v[i + k];
+
+		rep.ents[k] = (struct sp_list_ent){ e->id.ino, e->id.idx, e->version, e->length,
+						    e->crc, e->busy };
+	}
+	rep.more = i + n < x.n;
 	free(x.v);
-	svc_reply(req, w.err);
+	st_list_reply(req, 0, &rep);
+	sp_list_rep_release(&rep);
 }
 
 /* ---- scrubber ---- */

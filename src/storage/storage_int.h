@@ -8,13 +8,17 @@
 #include <stdint.h>
 
 #include "chunk_store.h"
-#include "storage_proto.h"
-#include "mgmt/cluster_map.h"
+#include "common/cluster_map.h"
+#include "proto/server.h"
+#include "proto/storage.h"
 #include "net/rpc.h"
 #include "net/server.h"
 #include "stratad/daemon.h"
 
 #define CSTATE_BUCKETS 4096u
+
+/* The server side of the storage table: st_<op>_req/_reply, routing. */
+PROTO_SERVER(storage, STORAGE_OPS)
 
 struct storage;
 struct target;
@@ -114,8 +118,6 @@ int check_ref(struct storage *st, struct map_snap *snap, const struct sp_ref *re
 struct cstate *cstate_find(struct target *t, const struct chunk_id *id, bool create);
 void cstate_maybe_free(struct target *t, struct cstate *c);
 int chain_pos(const struct cm_chain *c, uint32_t target);
-/* Index of the last SERVING member (the committed tail), or -1. */
-int chain_serving_tail(const struct cm_chain *c);
 void report_to_mgmt(struct storage *st, uint32_t target, const struct chunk_id *id, int err);
 
 /* chain_update.c: OP_CHUNK_WRITE/TRUNCATE/REMOVE on the target's thread. */

@@ -23,12 +23,13 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/cluster_map.h"
 #include "common/log.h"
-#include "mgmt/cluster_map.h"
-#include "net/codec.h"
 #include "net/rpc.h"
+#include "proto/mgmt.h"
+#include "proto/server.h"
+#include "proto/storage.h"
 #include "chunk_store.h"
-#include "storage_proto.h"
 #include "storage_int.h"
 #include "storage_service.h"
 #include "stratad/metrics.h"
@@ -91,7 +92,6 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 {
 	struct storage *st = arg;
 	struct map_snap *s;
-	struct rbuf r;
 	bool changed = false;
 	int rc;
 
@@ -105,8 +105,7 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 	if (!s)
 		return;
 	cm_init(&s->map);
-	rbuf_init(&r, resp->body, resp->hdr.body_len);
-	rc = cm_decode_since(&r, &s->map, &changed);
+	rc = cmap_decode_since(resp->body, resp->hdr.body_len, &s->map, &changed);
 	if (rc || !changed) {
 		if (rc)
 			log_warn("storage", "bad cluster map from mgmt: %s", strata_strerror(rc));
@@ -122,20 +121,12 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 /* On reactor 0. */
 static void fetch_map(struct storage *st)
 {
-	struct bbuf b;
-	struct wbuf w;
-	struct rpc_call_args a = { .op = OP_MGMT_GET_MAP, .cb = on_map, .arg = st };
+	struct mg_since rq = { map_version(st) };
+	struct proto_call c = { .cb = on_map, .arg = st, .timeout_ms = st->timeout_ms };
 
 	if (st->fetching)
 		return;
-	bbuf_init(&b);
-	wbuf_init(&w, &b);
-	wb_u64(&w, map_version(st));
-	a.body = b.buf;
-	a.body_len = (uint32_t)b.len;
-	a.timeout_ms = st->timeout_ms;
-	st->fetching = rpc_pool_call(st->pools[0], st->d->cfg.mgmt_addr, &a) == 0;
-	bbuf_release(&b);
+	st->fetching = mg_get_map_call(st->pools[0], st->d->cfg.mgmt_addr, &rq, &c) == 0;
 }
 
 static void fetch_map_task(void *arg)
@@ -170,40 +161,42 @@ bool storage_lease_valid(struct storage *st)
 	return reactor_now_ms() < __atomic_load_n(&st->lease_until_ms, __ATOMIC_ACQUIRE);
 }
 
-/* A reply of mgmt: u64 map version, u32 lease (ms). */
+/* A reply of mgmt renews the lease; returns the map version it names. */
 static uint64_t renew_lease(struct hb_call *hc, struct rpc_msg *resp)
 {
 	struct storage *st = hc->st;
-	struct rbuf r;
-	uint64_t v, lease, margin, until;
+	struct mg_lease l;
+	uint64_t margin, until;
 
-	rbuf_init(&r, resp->body, resp->hdr.body_len);
-	v = rb_u64(&r);
-	lease = rb_u32(&r);
-	if (rb_finish(&r) || !lease)
+	if (mg_register_rep(resp, &l) || !l.lease_ms)
 		return 0;
-	margin = lease / 10 > 50 ? lease / 10 : 50;
-	until = hc->sent_ms + (lease > margin ? lease - margin : 0);
+	margin = l.lease_ms / 10 > 50 ? l.lease_ms / 10 : 50;
+	until = hc->sent_ms + (l.lease_ms > margin ? l.lease_ms - margin : 0);
 	if (until > __atomic_load_n(&st->lease_until_ms, __ATOMIC_RELAXED))
 		__atomic_store_n(&st->lease_until_ms, until, __ATOMIC_RELEASE);
-	return v;
+	return l.map_version;
 }
 
-static int mgmt_call(struct storage *st, uint16_t op, const void *body, uint32_t len, rpc_cb cb)
+static struct hb_call *hb_call_new(struct storage *st)
 {
 	struct hb_call *hc = malloc(sizeof(*hc));
-	struct rpc_call_args a = { .op = op, .body = body, .body_len = len, .cb = cb, .arg = hc,
-				   .timeout_ms = st->timeout_ms };
-	int rc;
 
-	if (!hc)
-		return -ENOMEM;
-	hc->st = st;
-	hc->sent_ms = reactor_now_ms();
-	rc = rpc_pool_call(st->pools[0], st->d->cfg.mgmt_addr, &a);
-	if (rc)
-		free(hc);
-	return rc;
+	if (hc) {
+		hc->st = st;
+		hc->sent_ms = reactor_now_ms();
+	}
+	return hc;
+}
+
+/* The targets and their space, as a registration or heartbeat tells. */
+static void fill_targets(struct storage *st, struct mg_target_info *ti)
+{
+	for (int i = 0; i < st->ntargets; i++) {
+		ti[i].id = st->targets[i].id;
+		ti[i].capacity = 0;
+		ti[i].used = 0;
+		chunk_space(st->targets[i].cs, &ti[i].capacity, &ti[i].used);
+	}
 }
 
 static void on_register(void *arg, int status, struct rpc_msg *resp)
@@ -228,26 +221,15 @@ static void on_register(void *arg, int status, struct rpc_msg *resp)
 
 static void send_register(struct storage *st)
 {
-	struct bbuf b;
-	struct wbuf w;
+	struct mg_target_info ti[MGMT_MAX_TARGETS_PER_NODE];
+	struct mg_register rq = { st->node_id, pstr_c(st->d->addr), ti, (uint32_t)st->ntargets,
+				  st->incarnation };
+	struct hb_call *hc = hb_call_new(st);
+	struct proto_call c = { .cb = on_register, .arg = hc, .timeout_ms = st->timeout_ms };
 
-	bbuf_init(&b);
-	wbuf_init(&w, &b);
-	wb_u32(&w, st->node_id);
-	wb_str(&w, st->d->addr);
-	wb_u32(&w, (uint32_t)st->ntargets);
-	for (int i = 0; i < st->ntargets; i++) {
-		uint64_t total = 0, used = 0;
-
-		chunk_space(st->targets[i].cs, &total, &used);
-		wb_u32(&w, st->targets[i].id);
-		wb_u64(&w, total);
-		wb_u64(&w, used);
-	}
-	wb_u64(&w, st->incarnation);
-	if (!w.err)
-		mgmt_call(st, OP_MGMT_REGISTER, b.buf, (uint32_t)b.len, on_register);
-	bbuf_release(&b);
+	fill_targets(st, ti);
+	if (hc && mg_register_call(st->pools[0], st->d->cfg.mgmt_addr, &rq, &c))
+		free(hc);
 }
 
 static void on_heartbeat(void *arg, int status, struct rpc_msg *resp)
@@ -278,11 +260,14 @@ static void on_hb_timer(void *arg)
 	if (!st->registered) {
 		send_register(st);
 	} else {
-		uint8_t body[8];
+		struct mg_target_info ti[MGMT_MAX_TARGETS_PER_NODE];
+		struct mg_heartbeat rq = { st->node_id, ti, (uint32_t)st->ntargets };
+		struct hb_call *hc = hb_call_new(st);
+		struct proto_call c = { .cb = on_heartbeat, .arg = hc, .timeout_ms = st->timeout_ms };
 
-		put_le32(body, st->node_id);
-		put_le32(body + 4, 0);
-		mgmt_call(st, OP_MGMT_HEARTBEAT, body, sizeof(body), on_heartbeat);
+		fill_targets(st, ti);
+		if (hc && mg_heartbeat_call(st->pools[0], st->d->cfg.mgmt_addr, &rq, &c))
+			free(hc);
 	}
 	reactor_timer_arm(st->d->reactors[0], &st->hb, st->hb_ms);
 }
@@ -405,7 +390,7 @@ static void on_read_done(void *arg, int status, const struct chunk_info *info,
 {
 	struct read_op *op = arg;
 	struct chunk_info tomb;
-	struct wbuf w;
+	struct sp_read_rep rep = { 0 };
 
 	if (status == -ENOENT) {
 		/* A hole, at the version of its removal when that is known, so
@@ -421,25 +406,26 @@ static void on_read_done(void *arg, int status, const struct chunk_info *info,
 		report_to_mgmt(op->t->st, op->t->id, &op->id, status);
 		resync_mark(op->t, &op->id, op->chain);
 	}
-	wbuf_init(&w, &op->req->reply);
-	wb_u64(&w, info && status == 0 ? info->version : 0);
-	wb_u32(&w, status == 0 ? nread : 0);
-	wb_u32(&w, status == 0 ? crc : 0);
 	if (status || op->verify) {
+		/* A verify answers with the status alone. */
 		abuf_free(op->buf);
 		chunk_hold_put(hold);
-		svc_reply(op->req, status);
-	} else if (hold) {
+		st_read_reply(op->req, status, &rep);
+		free(op);
+		return;
+	}
+	rep.version = info ? info->version : 0;
+	rep.nread = nread;
+	rep.crc = crc;
+	CNT(op->t->st, n_reads, 1);
+	CNT(op->t->st, bytes_read, nread);
+	if (hold) {
 		/* Sent straight from the page cache. */
 		abuf_free(op->buf);
 		CNT(op->t->st, n_mapped, 1);
-		CNT(op->t->st, n_reads, 1);
-		CNT(op->t->st, bytes_read, nread);
-		svc_reply_bulk(op->req, 0, data, nread, read_hold_free, hold);
+		st_read_reply_bulk(op->req, 0, &rep, data, nread, read_hold_free, hold);
 	} else {
-		CNT(op->t->st, n_reads, 1);
-		CNT(op->t->st, bytes_read, nread);
-		svc_reply_bulk(op->req, 0, op->buf, nread, read_buf_free, op->buf);
+		st_read_reply_bulk(op->req, 0, &rep, op->buf, nread, read_buf_free, op->buf);
 	}
 	free(op);
 }
@@ -476,7 +462,7 @@ static int read_check(struct storage *st, struct target *t, const struct sp_ref 
 	 * member) does not serve a chunk with an update in flight, nor one
 	 * it applied but could not pass on. */
 	if (!rc && !verify && !repair && c && (c->inflight || c->dirty) &&
-	    pos != chain_serving_tail(chain)) {
+	    pos != cm_serving_tail(chain)) {
 		CNT(st, n_dirty, 1);
 		rc = STRATA_EDIRTY;
 	}
@@ -507,11 +493,12 @@ static void op_read(void *svc, struct svc_req *req)
 	struct sp_read rd;
 	struct target *t;
 	struct read_op *op;
-	int rc = sp_read_decode(req->body, req->hdr.body_len, &rd);
+	int rc;
 
-	t = rc ? NULL : find_target(st, rd.ref.target_id);
-	if (!rc && !t)
-		rc = STRATA_ESTALE_MAP;
+	if (st_read_req(req, &rd))
+		return;
+	t = find_target(st, rd.ref.target_id);
+	rc = t ? 0 : STRATA_ESTALE_MAP;
 	if (!rc)
 		rc = read_check(st, t, &rd.ref, verify, rd.flags);
 	if (rc) {
@@ -550,9 +537,9 @@ static void op_read(void *svc, struct svc_req *req)
 struct batch_op {
 	struct target *t;
 	struct svc_req *req;
-	struct sp_batch_item *items;
-	struct sp_read_result *res;
-	uint32_t n, left;
+	struct sp_batch rq;
+	struct sp_batch_rep rep;
+	uint32_t left;
 	uint8_t *buf;
 	uint64_t total;
 };
@@ -562,21 +549,17 @@ struct batch_slot {
 	uint32_t i;
 };
 
+static void batch_free(struct batch_op *b)
+{
+	sp_batch_release(&b->rq);
+	free(b->rep.results);
+	free(b);
+}
+
 static void batch_finish(struct batch_op *b)
 {
-	struct wbuf w;
-
-	wbuf_init(&w, &b->req->reply);
-	for (uint32_t i = 0; i < b->n; i++) {
-		wb_i32(&w, b->res[i].status);
-		wb_u64(&w, b->res[i].version);
-		wb_u32(&w, b->res[i].nread);
-		wb_u32(&w, b->res[i].crc);
-	}
-	svc_reply_bulk(b->req, w.err, b->buf, b->total, read_buf_free, b->buf);
-	free(b->items);
-	free(b->res);
-	free(b);
+	st_batch_reply_bulk(b->req, 0, &b->rep, b->buf, b->total, read_buf_free, b->buf);
+	batch_free(b);
 }
 
 static void on_batch_item(void *arg, int status, const struct chunk_info *info, uint32_t nread,
@@ -584,19 +567,22 @@ static void on_batch_item(void *arg, int status, const struct chunk_info *info, 
 {
 	struct batch_slot *s = arg;
 	struct batch_op *b = s->b;
-	struct sp_read_result *r = &b->res[s->i];
+	const struct sp_batch_item *it = &b->rq.items[s->i];
+	struct sp_read_result *r = &b->rep.results[s->i];
+	struct chunk_id id = { it->ino, it->idx };
+	struct chunk_info tomb;
 
 	if (status == -ENOENT) {
+		(void)chunk_stat(b->t->cs, &id, &tomb);
+		info = &tomb;
 		status = 0;
 		nread = 0;
 		crc = 0;
 	}
 	if (status == STRATA_EINTEGRITY) {
-		struct chunk_id id = { b->items[s->i].ino, b->items[s->i].idx };
-
 		CNT(b->t->st, n_integrity, 1);
 		report_to_mgmt(b->t->st, b->t->id, &id, status);
-		resync_mark(b->t, &id, b->items[s->i].chain_id);
+		resync_mark(b->t, &id, it->chain_id);
 	}
 	r->status = status;
 	r->version = info && !status ? info->version : 0;
@@ -615,39 +601,40 @@ static void op_batch_read(void *svc, struct svc_req *req)
 {
 	struct storage *st = svc;
 	struct batch_op *b = calloc(1, sizeof(*b));
-	uint32_t target_id;
 	uint64_t off = 0;
-	int rc;
+	int rc = 0;
 
 	if (!b) {
 		svc_reply(req, -ENOMEM);
 		return;
 	}
-	rc = sp_batch_decode(req->body, req->hdr.body_len, &target_id, &b->items, &b->n);
-	b->t = rc ? NULL : find_target(st, target_id);
-	if (!rc && !b->t)
+	if (st_batch_req(req, &b->rq)) {
+		free(b);
+		return;
+	}
+	b->t = find_target(st, b->rq.target_id);
+	if (!b->t)
 		rc = STRATA_ESTALE_MAP;
 	if (!rc) {
-		b->res = calloc(b->n, sizeof(*b->res));
-		for (uint32_t i = 0; i < b->n; i++)
-			b->total += b->items[i].len;
+		b->rep.results_n = b->rq.items_n;
+		b->rep.results = calloc(b->rq.items_n ? b->rq.items_n : 1, sizeof(*b->rep.results));
+		for (uint32_t i = 0; i < b->rq.items_n; i++)
+			b->total += b->rq.items[i].len;
 		b->buf = abuf_alloc(b->total ? b->total : 1);
-		if (!b->res || !b->buf)
+		if (!b->rep.results || !b->buf)
 			rc = -ENOMEM;
 	}
 	if (rc) {
-		free(b->items);
-		free(b->res);
 		abuf_free(b->buf);
-		free(b);
+		batch_free(b);
 		svc_reply(req, rc);
 		return;
 	}
 	b->req = req;
-	b->left = b->n + 1;
-	for (uint32_t i = 0; i < b->n; i++) {
-		struct sp_batch_item *it = &b->items[i];
-		struct sp_ref ref = { it->chain_id, it->chain_ver, target_id, it->ino, it->idx };
+	b->left = b->rq.items_n + 1;
+	for (uint32_t i = 0; i < b->rq.items_n; i++) {
+		const struct sp_batch_item *it = &b->rq.items[i];
+		struct sp_ref ref = { it->chain_id, it->chain_ver, b->rq.target_id, it->ino, it->idx };
 		struct chunk_id id = { it->ino, it->idx };
 		struct batch_slot *s = malloc(sizeof(*s));
 
@@ -659,7 +646,7 @@ static void op_batch_read(void *svc, struct svc_req *req)
 		}
 		if (rc) {
 			free(s);
-			b->res[i].status = rc;
+			b->rep.results[i].status = rc;
 			b->left--;
 		}
 		off += it->len;
@@ -673,19 +660,14 @@ static void op_batch_read(void *svc, struct svc_req *req)
 static void op_stat(void *svc, struct svc_req *req)
 {
 	struct storage *st = svc;
-	struct rbuf r;
 	struct sp_ref ref;
-	struct target *t;
+	struct sp_stat_rep rep = { 0 };
 	struct chunk_info ci;
-	struct wbuf w;
+	struct target *t;
 	int rc;
 
-	rbuf_init(&r, req->body, req->hdr.body_len);
-	sp_ref_decode(&r, &ref);
-	if (rb_finish(&r)) {
-		svc_reply(req, STRATA_EBADMSG);
+	if (st_stat_req(req, &ref))
 		return;
-	}
 	t = find_target(st, ref.target_id);
 	if (!t) {
 		svc_reply(req, STRATA_ESTALE_MAP);
@@ -696,50 +678,32 @@ static void op_stat(void *svc, struct svc_req *req)
 
 		rc = chunk_stat(t->cs, &id, &ci);
 	}
-	wbuf_init(&w, &req->reply);
-	if (!rc) {
-		wb_u64(&w, ci.version);
-		wb_u32(&w, ci.length);
-		wb_u32(&w, ci.crc);
-	}
-	svc_reply(req, rc);
+	rep.version = ci.version;
+	rep.length = ci.length;
+	rep.crc = ci.crc;
+	st_stat_reply(req, rc, &rep);
 }
 
 static void op_space(void *svc, struct svc_req *req)
 {
 	struct storage *st = svc;
-	struct rbuf r;
+	struct sp_target rq;
+	struct sp_space_rep rep = { 0 };
 	struct target *t;
-	struct wbuf w;
-	uint64_t total = 0, used = 0;
 	int rc;
 
-	rbuf_init(&r, req->body, req->hdr.body_len);
-	t = find_target(st, rb_u32(&r));
-	if (rb_finish(&r) || !t) {
-		svc_reply(req, t ? STRATA_EBADMSG : -ENOENT);
+	if (st_space_req(req, &rq))
+		return;
+	t = find_target(st, rq.target_id);
+	if (!t) {
+		svc_reply(req, -ENOENT);
 		return;
 	}
-	rc = chunk_space(t->cs, &total, &used);
-	wbuf_init(&w, &req->reply);
-	wb_u64(&w, total);
-	wb_u64(&w, used);
-	svc_reply(req, rc);
+	rc = chunk_space(t->cs, &rep.total, &rep.used);
+	st_space_reply(req, rc, &rep);
 }
 
-/* Routes a request to the reactor owning its target. The target id sits
- * at the same offset (12) in every per-target request body. */
-struct route_ctx {
-	struct storage *st;
-	svc_handler_fn fn;
-};
-
 /* ---- integrity reports ---- */
-
-struct report_ctx {
-	struct storage *st;
-	uint8_t body[24];
-};
 
 static void on_report_done(void *arg, int status, struct rpc_msg *resp)
 {
@@ -748,13 +712,17 @@ static void on_report_done(void *arg, int status, struct rpc_msg *resp)
 	free(arg);
 }
 
+struct report_ctx {
+	struct storage *st;
+	struct mg_report rq;
+};
+
 static void report_on_r0(void *arg)
 {
 	struct report_ctx *c = arg;
-	struct rpc_call_args a = { .op = OP_MGMT_REPORT, .body = c->body, .body_len = 24,
-				   .cb = on_report_done, .arg = c };
+	struct proto_call call = { .cb = on_report_done, .arg = c, .timeout_ms = c->st->timeout_ms };
 
-	if (rpc_pool_call(c->st->pools[0], c->st->d->cfg.mgmt_addr, &a))
+	if (mg_report_call(c->st->pools[0], c->st->d->cfg.mgmt_addr, &c->rq, &call))
 		free(c);
 }
 
@@ -767,10 +735,7 @@ void report_to_mgmt(struct storage *st, uint32_t target, const struct chunk_id *
 	if (!c)
 		return;
 	c->st = st;
-	put_le32(c->body, target);
-	put_le64(c->body + 4, id->ino);
-	put_le64(c->body + 12, id->idx);
-	put_le32(c->body + 20, (uint32_t)err);
+	c->rq = (struct mg_report){ target, id->ino, id->idx, err };
 	if (reactor_post(st->d->reactors[0], report_on_r0, c))
 		free(c);
 }
@@ -877,20 +842,32 @@ static void storage_stop(void *svc)
 	free(st);
 }
 
-/* Handlers are routed by the daemon to a fixed owner; requests for a
- * target owned by another reactor are handed over here. */
+/*
+ * Handlers are routed by the daemon to a fixed owner; a request for a
+ * target owned by another reactor is handed over here, by the target it
+ * names: the first field of a batch or space request, the ref (or the
+ * chain ref of a listing, laid out the same) that opens the others. Only
+ * that prefix is read here; the handler decodes the whole body.
+ */
 static void dispatch(struct storage *st, struct svc_req *req, svc_handler_fn fn)
 {
-	uint32_t target_id = 0;
+	struct rbuf r;
+	uint32_t target_id;
 	struct target *t;
 
+	rbuf_init(&r, req->body, req->hdr.body_len);
 	if (req->hdr.opcode == OP_CHUNK_BATCH_READ || req->hdr.opcode == OP_TARGET_SPACE) {
-		if (req->hdr.body_len >= 4)
-			target_id = get_le32(req->body);
-	} else if (req->hdr.body_len >= 16) {
-		target_id = get_le32(req->body + 12);
+		struct sp_target tg;
+
+		sp_target_dec(&r, &tg);
+		target_id = tg.target_id;
+	} else {
+		struct sp_ref ref;
+
+		sp_ref_dec(&r, &ref);
+		target_id = ref.target_id;
 	}
-	t = find_target(st, target_id);
+	t = r.err ? NULL : find_target(st, target_id);
 	if (!t)
 		fn(st, req);	/* answers "no such target" */
 	else
@@ -971,15 +948,11 @@ static int storage_start(struct daemon *d, void **out)
 			 chunk_store_is_direct(t->cs) ? "O_DIRECT" : "buffered");
 	}
 	reactor_timer_init(&st->hb, on_hb_timer, st);
-	rpc_server_route(d->srv, OP_CHUNK_WRITE, NULL, route_update, st);
-	rpc_server_route(d->srv, OP_CHUNK_TRUNCATE, NULL, route_update, st);
-	rpc_server_route(d->srv, OP_CHUNK_REMOVE, NULL, route_update, st);
-	rpc_server_route(d->srv, OP_CHUNK_READ, NULL, route_read, st);
-	rpc_server_route(d->srv, OP_CHUNK_VERIFY, NULL, route_read, st);
-	rpc_server_route(d->srv, OP_CHUNK_BATCH_READ, NULL, route_batch, st);
-	rpc_server_route(d->srv, OP_CHUNK_STAT, NULL, route_stat, st);
-	rpc_server_route(d->srv, OP_TARGET_SPACE, NULL, route_space, st);
-	rpc_server_route(d->srv, OP_CHUNK_LIST, NULL, route_list, st);
+	storage_route(d->srv, NULL, &(const struct storage_handlers){
+		.st_write = route_update, .st_truncate = route_update, .st_remove = route_update,
+		.st_read = route_read, .st_verify = route_read, .st_batch = route_batch,
+		.st_stat = route_stat, .st_space = route_space, .st_list = route_list,
+	}, st);
 	reactor_post(d->reactors[0], hb_start, st);
 	*out = st;
 	return 0;

@@ -75,7 +75,9 @@
 #include "common/buf.h"
 #include "common/layout.h"
 #include "common/log.h"
-#include "mgmt/cluster_map.h"
+#include "common/cluster_map.h"
+#include "proto/mgmt.h"
+#include "proto/storage.h"
 #include "net/codec.h"
 #include "net/proto.h"
 #include "net/reactor.h"
@@ -593,30 +595,12 @@ badline:
 static int fetch_map(const char *mgmt, struct cluster_map *m)
 {
 	struct rpc_client *cl;
-	struct rpc_result res = { 0 };
-	struct bbuf b;
-	struct wbuf w;
-	struct rbuf r;
-	bool changed = false;
 	int rc;
 
 	cm_init(m);
 	if (rpc_client_new("fault-map", 5000, &cl))
 		return -ENOMEM;
-	bbuf_init(&b);
-	wbuf_init(&w, &b);
-	wb_u64(&w, 0);
-	struct rpc_sync_args a = { .op = OP_MGMT_GET_MAP, .body = b.buf, .body_len = (uint32_t)b.len,
-				   .timeout_ms = 5000 };
-	rc = rpc_call_sync(cl, mgmt, &a, &res);
-	bbuf_release(&b);
-	if (!rc) {
-		rbuf_init(&r, res.body.buf, (uint32_t)res.body.len);
-		rc = cm_decode_since(&r, m, &changed);
-		if (!rc && !changed)
-			rc = STRATA_EBADMSG;
-	}
-	rpc_result_release(&res);
+	rc = cmap_fetch_sync(cl, mgmt, 5000, m);
 	rpc_client_free(cl);
 	if (rc)
 		fprintf(stderr, "cluster map from '%s': %s\n", mgmt, strata_strerror(rc));
@@ -690,12 +674,9 @@ static void direct_read(const char *mgmt, uint32_t table, uint32_t chunk_size, u
 	const struct cm_target *t;
 	const struct cm_node *nd;
 	struct rpc_client *cl = NULL;
-	struct rpc_result res = { 0 };
 	struct sp_read rd = { 0 };
+	struct sp_read_rep rep = { 0 };
 	uint8_t *buf = malloc(len ? len : 1);
-	struct bbuf b;
-	struct wbuf w;
-	struct rbuf r;
 	int rc;
 
 	if (fetch_map(mgmt, &m)) {
@@ -715,30 +696,18 @@ static void direct_read(const char *mgmt, uint32_t table, uint32_t chunk_size, u
 		rd.ref.idx = idx;
 		rd.offset = off;
 		rd.len = len;
-		bbuf_init(&b);
-		wbuf_init(&w, &b);
-		sp_read_encode(&w, &rd);
-		struct rpc_sync_args a = { .op = OP_CHUNK_READ, .body = b.buf,
-					   .body_len = (uint32_t)b.len, .bulk_dst = buf,
-					   .bulk_cap = len, .timeout_ms = 5000 };
-		rc = rpc_call_sync(cl, nd->addr, &a, &res);
-		bbuf_release(&b);
+		struct proto_sync ps = { .bulk_dst = buf, .bulk_cap = len, .timeout_ms = 5000 };
+
+		rc = st_read_call_sync(cl, nd->addr, &rd, &ps, &rep);
+		bbuf_release(&ps.body);
 	}
 	if (rc) {
 		printf("R err %s\n", strata_strerror(rc));
 	} else {
-		uint64_t version;
-		uint32_t nread;
-
-		rbuf_init(&r, res.body.buf, (uint32_t)res.body.len);
-		version = rb_u64(&r);
-		nread = rb_u32(&r);
-		(void)rb_u32(&r);
-		printf("R ok %" PRIu64 " %u ", version, nread);
-		print_runs(buf, nread <= len ? nread : len);
+		printf("R ok %" PRIu64 " %u ", rep.version, rep.nread);
+		print_runs(buf, rep.nread <= len ? rep.nread : len);
 		printf("\n");
 	}
-	rpc_result_release(&res);
 	if (cl)
 		rpc_client_free(cl);
 	cm_release(&m);

@@ -68,12 +68,21 @@ def members_now(fc, chain_id):
 
 
 def replica_reads(fc, idx, length, members):
-    """Reads [0, length) straight from every member: -> {target: line}."""
+    """Reads [0, length) straight from every member: -> {target: line}.
+    A member may not have the map mgmt just changed yet (it learns it at
+    its next heartbeat): its read is repeated until it has."""
     out = {}
     for t, _ in members:
-        line = steps(fc, "R:%d:0:%d:%d" % (idx, length, t))[0]
-        assert line[1] == "ok", "read from target %d: %s" % (t, line)
-        out[t] = line
+        last = []
+
+        def read():
+            last[:] = steps(fc, "R:%d:0:%d:%d" % (idx, length, t))[0]
+            return last[1] == "ok"
+        try:
+            wait_until(read, 10, 0.2, "target %d to serve" % t)
+        except AssertionError:
+            raise AssertionError("read from target %d: %s" % (t, last))
+        out[t] = list(last)
     return out
 
 

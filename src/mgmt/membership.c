@@ -1,6 +1,6 @@
 /*
- * The cluster map: membership, targets, chains and their reconfiguration.
- * See cluster_map.h for the model.
+ * Membership and chain reconfiguration over the cluster map. See
+ * membership.h; the model is common/cluster_map.c.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -8,7 +8,8 @@
 
 #include "common/log.h"
 #include "mgmt/chain_table.h"
-#include "mgmt/cluster_map.h"
+#include "mgmt/membership.h"
+#include "strata/errors.h"
 
 #define COMP "mgmt"
 
@@ -36,125 +37,20 @@ static void change_chain(struct cm_change *ch, struct cm_chain *c)
 	c->version = ch->m->version;
 }
 
-void cm_init(struct cluster_map *m)
-{
-	memset(m, 0, sizeof(*m));
-	m->replication = CM_DEFAULT_R;
-}
-
-void cm_release(struct cluster_map *m)
-{
-	free(m->nodes);
-	free(m->targets);
-	free(m->chains);
-	cm_init(m);
-}
-
-static int grow(void **arr, uint32_t *cap, uint32_t want, size_t elem)
-{
-	uint32_t ncap;
-	void *p;
-
-	if (want <= *cap)
-		return 0;
-	ncap = *cap ? *cap : 8;
-	while (ncap < want)
-		ncap = ncap > UINT32_MAX / 2 ? want : ncap * 2;
-	p = realloc(*arr, (size_t)ncap * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
-
-int cm_reserve(struct cluster_map *m, uint32_t nnodes, uint32_t ntargets, uint32_t nchains)
-{
-	if (grow((void **)&m->nodes, &m->nodes_cap, nnodes, sizeof(*m->nodes)) ||
-	    grow((void **)&m->targets, &m->targets_cap, ntargets, sizeof(*m->targets)) ||
-	    grow((void **)&m->chains, &m->chains_cap, nchains, sizeof(*m->chains)))
-		return -ENOMEM;
-	return 0;
-}
-
-int cm_copy(struct cluster_map *dst, const struct cluster_map *src)
-{
-	cm_init(dst);
-	if (cm_reserve(dst, src->nnodes, src->ntargets, src->nchains)) {
-		cm_release(dst);
-		return -ENOMEM;
-	}
-	dst->version = src->version;
-	dst->replication = src->replication;
-	dst->chain_table_len = src->chain_table_len;
-	dst->nnodes = src->nnodes;
-	dst->ntargets = src->ntargets;
-	dst->nchains = src->nchains;
-	if (src->nnodes)
-		memcpy(dst->nodes, src->nodes, sizeof(*src->nodes) * src->nnodes);
-	if (src->ntargets)
-		memcpy(dst->targets, src->targets, sizeof(*src->targets) * src->ntargets);
-	if (src->nchains)
-		memcpy(dst->chains, src->chains, sizeof(*src->chains) * src->nchains);
-	return 0;
-}
-
-/* Binary search over an id-sorted array whose elements start with a u32 id. */
-static void *bsearch_id(const void *arr, uint32_t n, size_t elem, uint32_t id)
-{
-	uint32_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		const void *e = (const char *)arr + (size_t)mid * elem;
-		uint32_t v;
-
-		memcpy(&v, e, sizeof(v));
-		if (v == id)
-			return (void *)e;
-		if (v < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
+/* Mutable lookups: the map is ours to change here. */
 static struct cm_node *node_get(struct cluster_map *m, uint32_t id)
 {
-	return bsearch_id(m->nodes, m->nnodes, sizeof(*m->nodes), id);
+	return (struct cm_node *)cm_find_node(m, id);
 }
 
 static struct cm_target *target_get(struct cluster_map *m, uint32_t id)
 {
-	return bsearch_id(m->targets, m->ntargets, sizeof(*m->targets), id);
+	return (struct cm_target *)cm_find_target(m, id);
 }
 
 static struct cm_chain *chain_get(struct cluster_map *m, uint32_t id)
 {
-	return bsearch_id(m->chains, m->nchains, sizeof(*m->chains), id);
-}
-
-const struct cm_node *cm_find_node(const struct cluster_map *m, uint32_t id)
-{
-	return bsearch_id(m->nodes, m->nnodes, sizeof(*m->nodes), id);
-}
-
-const struct cm_target *cm_find_target(const struct cluster_map *m, uint32_t id)
-{
-	return bsearch_id(m->targets, m->ntargets, sizeof(*m->targets), id);
-}
-
-const struct cm_chain *cm_find_chain(const struct cluster_map *m, uint32_t id)
-{
-	return bsearch_id(m->chains, m->nchains, sizeof(*m->chains), id);
-}
-
-static uint32_t node_of(const struct cluster_map *m, uint32_t target_id)
-{
-	const struct cm_target *t = cm_find_target(m, target_id);
-
-	return t ? t->node_id : 0;
+	return (struct cm_chain *)cm_find_chain(m, id);
 }
 
 static int member_idx(const struct cm_chain *c, uint32_t tid)
@@ -209,43 +105,12 @@ static bool chain_has_node(const struct cluster_map *m, const struct cm_chain *c
 			   uint32_t node_id, uint32_t except_tid)
 {
 	for (int i = 0; i < c->len; i++)
-		if (c->targets[i] != except_tid && node_of(m, c->targets[i]) == node_id)
+		if (c->targets[i] != except_tid && cm_node_of(m, c->targets[i]) == node_id)
 			return true;
 	for (int i = 0; i < c->nout; i++)
-		if (c->out[i] != except_tid && node_of(m, c->out[i]) == node_id)
+		if (c->out[i] != except_tid && cm_node_of(m, c->out[i]) == node_id)
 			return true;
 	return false;
-}
-
-bool cm_chain_ok(const struct cluster_map *m, const struct cm_chain *c)
-{
-	uint32_t all[2 * CM_CHAIN_SLOTS];
-	int n = 0;
-
-	if (c->len + c->nout > CM_CHAIN_SLOTS)
-		return false;
-	for (int i = 0; i < c->len; i++) {
-		if (c->states[i] != TARGET_SERVING && c->states[i] != TARGET_SYNCING)
-			return false;
-		if (i && c->states[i] == TARGET_SERVING && c->states[i - 1] == TARGET_SYNCING)
-			return false;
-		all[n++] = c->targets[i];
-	}
-	for (int i = 0; i < c->nout; i++) {
-		if (c->out_states[i] != TARGET_SERVING && c->out_states[i] != TARGET_SYNCING)
-			return false;
-		all[n++] = c->out[i];
-	}
-	for (int i = 0; i < n; i++) {
-		uint32_t ni = node_of(m, all[i]);
-
-		if (!ni)
-			return false;
-		for (int j = 0; j < i; j++)
-			if (all[j] == all[i] || node_of(m, all[j]) == ni)
-				return false;
-	}
-	return true;
 }
 
 /* Target state after a membership change: SYNCING if any chain has it
@@ -268,7 +133,7 @@ static void target_refresh(struct cluster_map *m, struct cm_target *t)
 
 static bool on_draining(const struct cluster_map *m, uint32_t tid)
 {
-	const struct cm_node *n = cm_find_node(m, node_of(m, tid));
+	const struct cm_node *n = cm_find_node(m, cm_node_of(m, tid));
 
 	return n && n->state == NODE_DRAINING;
 }
@@ -499,7 +364,11 @@ int cm_register_node(struct cluster_map *m, uint32_t node_id, const char *addr,
 
 		if (t->node_id != node_id)
 			continue;
-		ti = bsearch_id(info, n, sizeof(*info), t->id);
+		{
+			struct cm_target_info key = { .id = t->id };
+
+			ti = n ? bsearch(&key, info, n, sizeof(*info), cmp_info_id) : NULL;
+		}
 		if (!ti) {
 			/* Held before, not reported now: treat as failed. */
 			if (t->state == TARGET_SERVING || t->state == TARGET_SYNCING) {
@@ -887,201 +756,3 @@ out:
 	return rc;
 }
 
-int cm_validate(const struct cluster_map *m)
-{
-	if (m->replication > CM_MAX_R || m->nnodes > CM_MAX_NODES ||
-	    m->ntargets > CM_MAX_TARGETS || m->nchains > CM_MAX_CHAINS ||
-	    m->chain_table_len != m->nchains)
-		return STRATA_EBADMSG;
-	for (uint32_t i = 0; i < m->nnodes; i++) {
-		const struct cm_node *n = &m->nodes[i];
-
-		if (!n->id || (i && n->id <= m->nodes[i - 1].id) ||
-		    n->state < NODE_UP || n->state > NODE_DRAINING ||
-		    !memchr(n->addr, 0, sizeof(n->addr)) || !n->addr[0])
-			return STRATA_EBADMSG;
-	}
-	for (uint32_t i = 0; i < m->ntargets; i++) {
-		const struct cm_target *t = &m->targets[i];
-
-		if (!t->id || (i && t->id <= m->targets[i - 1].id) ||
-		    t->state < TARGET_SERVING || t->state > TARGET_LOST ||
-		    !cm_find_node(m, t->node_id))
-			return STRATA_EBADMSG;
-	}
-	for (uint32_t i = 0; i < m->nchains; i++) {
-		const struct cm_chain *c = &m->chains[i];
-
-		if (!c->id || (i && c->id <= m->chains[i - 1].id) || c->version > m->version ||
-		    !cm_chain_ok(m, c))
-			return STRATA_EBADMSG;
-	}
-	return 0;
-}
-
-int cm_encode(const struct cluster_map *m, struct wbuf *w)
-{
-	wb_u64(w, m->version);
-	wb_u32(w, m->replication);
-	wb_u32(w, m->chain_table_len);
-	wb_u32(w, m->nnodes);
-	for (uint32_t i = 0; i < m->nnodes; i++) {
-		wb_u32(w, m->nodes[i].id);
-		wb_str(w, m->nodes[i].addr);
-		wb_u32(w, m->nodes[i].state);
-	}
-	wb_u32(w, m->ntargets);
-	for (uint32_t i = 0; i < m->ntargets; i++) {
-		const struct cm_target *t = &m->targets[i];
-
-		wb_u32(w, t->id);
-		wb_u32(w, t->node_id);
-		wb_u64(w, t->capacity);
-		wb_u64(w, t->used);
-		wb_u32(w, t->state);
-	}
-	wb_u32(w, m->nchains);
-	for (uint32_t i = 0; i < m->nchains; i++) {
-		const struct cm_chain *c = &m->chains[i];
-
-		wb_u32(w, c->id);
-		wb_u64(w, c->version);
-		wb_u8(w, c->len);
-		for (int k = 0; k < c->len; k++) {
-			wb_u32(w, c->targets[k]);
-			wb_u8(w, c->states[k]);
-		}
-		wb_u8(w, c->nout);
-		for (int k = 0; k < c->nout; k++) {
-			wb_u32(w, c->out[k]);
-			wb_u8(w, c->out_states[k]);
-		}
-	}
-	return w->err;
-}
-
-/* Minimum encoded sizes, to bound counts by the bytes left. */
-#define NODE_MIN_BYTES (4 + 4 + 1 + 4)
-#define TARGET_MIN_BYTES (4 + 4 + 8 + 8 + 4)
-#define CHAIN_MIN_BYTES (4 + 8 + 1 + 1)
-
-/* Reads a count, rejecting it when above max or when the bytes left cannot
- * hold that many entries of at least min_bytes each. */
-static uint32_t rb_count(struct rbuf *r, uint32_t max, size_t min_bytes)
-{
-	uint32_t n = rb_u32(r);
-
-	if (!r->err && (n > max || (size_t)n * min_bytes > rb_left(r)))
-		r->err = STRATA_EBADMSG;
-	return r->err ? 0 : n;
-}
-
-int cm_decode(struct rbuf *r, struct cluster_map *out)
-{
-	struct cluster_map m;
-	int rc;
-
-	cm_init(&m);
-	m.version = rb_u64(r);
-	m.replication = rb_u32(r);
-	m.chain_table_len = rb_u32(r);
-	m.nnodes = rb_count(r, CM_MAX_NODES, NODE_MIN_BYTES);
-	if (r->err)
-		goto fail;
-	rc = -ENOMEM;
-	if (grow((void **)&m.nodes, &m.nodes_cap, m.nnodes, sizeof(*m.nodes)))
-		goto fail_rc;
-	for (uint32_t i = 0; i < m.nnodes; i++) {
-		struct cm_node *n = &m.nodes[i];
-
-		memset(n, 0, sizeof(*n));
-		n->id = rb_u32(r);
-		rb_str(r, n->addr, sizeof(n->addr));
-		n->state = rb_u32(r);
-	}
-	m.ntargets = rb_count(r, CM_MAX_TARGETS, TARGET_MIN_BYTES);
-	if (r->err)
-		goto fail;
-	if (grow((void **)&m.targets, &m.targets_cap, m.ntargets, sizeof(*m.targets)))
-		goto fail_rc;
-	for (uint32_t i = 0; i < m.ntargets; i++) {
-		struct cm_target *t = &m.targets[i];
-
-		memset(t, 0, sizeof(*t));
-		t->id = rb_u32(r);
-		t->node_id = rb_u32(r);
-		t->capacity = rb_u64(r);
-		t->used = rb_u64(r);
-		t->state = rb_u32(r);
-	}
-	m.nchains = rb_count(r, CM_MAX_CHAINS, CHAIN_MIN_BYTES);
-	if (r->err)
-		goto fail;
-	if (grow((void **)&m.chains, &m.chains_cap, m.nchains, sizeof(*m.chains)))
-		goto fail_rc;
-	for (uint32_t i = 0; i < m.nchains && !r->err; i++) {
-		struct cm_chain *c = &m.chains[i];
-
-		memset(c, 0, sizeof(*c));
-		c->id = rb_u32(r);
-		c->version = rb_u64(r);
-		c->len = rb_u8(r);
-		if (c->len > CM_CHAIN_SLOTS) {
-			r->err = STRATA_EBADMSG;
-			break;
-		}
-		for (int k = 0; k < c->len; k++) {
-			c->targets[k] = rb_u32(r);
-			c->states[k] = rb_u8(r);
-		}
-		c->nout = rb_u8(r);
-		if (c->nout > CM_CHAIN_SLOTS - c->len) {
-			r->err = STRATA_EBADMSG;
-			break;
-		}
-		for (int k = 0; k < c->nout; k++) {
-			c->out[k] = rb_u32(r);
-			c->out_states[k] = rb_u8(r);
-		}
-	}
-	if (r->err || rb_finish(r) || cm_validate(&m))
-		goto fail;
-	*out = m;
-	return 0;
-fail:
-	rc = r->err ? r->err : STRATA_EBADMSG;
-fail_rc:
-	cm_release(&m);
-	cm_init(out);
-	return rc;
-}
-
-int cm_encode_since(const struct cluster_map *m, uint64_t since_version, struct wbuf *w)
-{
-	if (since_version == m->version) {
-		wb_u8(w, 0);
-		wb_u64(w, m->version);
-		return w->err;
-	}
-	wb_u8(w, 1);
-	return cm_encode(m, w);
-}
-
-int cm_decode_since(struct rbuf *r, struct cluster_map *out, bool *changed)
-{
-	uint8_t kind = rb_u8(r);
-	int rc;
-
-	*changed = false;
-	if (r->err)
-		return r->err;
-	if (kind == 0) {
-		(void)rb_u64(r);
-		return rb_finish(r);
-	}
-	if (kind != 1)
-		return STRATA_EBADMSG;
-	rc = cm_decode(r, out);
-	*changed = rc == 0;
-	return rc;
-}

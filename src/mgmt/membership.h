@@ -1,0 +1,120 @@
+/*
+ * mgmt's state machine over the cluster map (common/cluster_map.h):
+ * membership with heartbeat leases, chain building, and every
+ * reconfiguration (a node offline or back, a member in sync, a target
+ * replaced, a node drained). Pure logic: mgmt_service.c calls it on its
+ * thread, and the simulation test drives it directly.
+ *
+ * Failure handling, as single calls: cm_expire_leases()/cm_set_node_offline()
+ * take a node's targets out of their chains; cm_register_node() of a
+ * returning node puts them back as SYNCING tails; cm_target_synced() or
+ * cm_member_synced() make them SERVING; cm_replace_target() swaps a lost
+ * target for a spare; cm_drain_node() adds replicas elsewhere and drops the
+ * node's memberships once those replicas are in sync.
+ */
+#ifndef STRATA_MGMT_MEMBERSHIP_H
+#define STRATA_MGMT_MEMBERSHIP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/cluster_map.h"
+
+/* What a storage node reports for each of its targets when registering. */
+struct cm_target_info {
+	uint32_t id;
+	uint64_t capacity, used;
+};
+
+/*
+ * Registers node node_id at addr with its n targets, or re-registers it.
+ * Idempotent: repeating the same registration changes nothing (the version
+ * is not bumped). A returning node becomes UP (a DRAINING node stays
+ * DRAINING); its listed targets that had been taken out of chains re-enter
+ * them as SYNCING tails (or SERVING, when the chain has no SERVING member
+ * and this target was the last SERVING one taken out: it holds every
+ * committed write); a listed LOST target comes back as an empty spare;
+ * targets it held before but does not list now are taken out as OFFLINE.
+ * New targets join as SERVING spares (not in chains until a build, drain or
+ * replace uses them). Capacity and usage are updated.
+ *   addr: NUL-terminated, 1..CM_ADDR_LEN-1 bytes; copied.
+ *   targets: borrowed; ids nonzero and distinct.
+ *   lease_expires_ms: the node's new lease deadline.
+ * Returns the number of chains changed (>= 0), -EINVAL (bad id, addr or
+ * target list), -EEXIST (a target id belongs to another node), -ENOSPC
+ * (CM_MAX_NODES/CM_MAX_TARGETS reached) or -ENOMEM; on error m is
+ * unchanged.
+ */
+int cm_register_node(struct cluster_map *m, uint32_t node_id, const char *addr,
+		     const struct cm_target_info *targets, uint32_t n,
+		     uint64_t lease_expires_ms);
+
+/* Renews node_id's lease. Returns 0, -ENOENT (unknown node) or -ENOTCONN
+ * (the node is OFFLINE: it must register again). */
+int cm_heartbeat(struct cluster_map *m, uint32_t node_id, uint64_t lease_expires_ms);
+/* Marks offline every UP or DRAINING node whose lease_expires_ms <= now_ms.
+ * Returns the number of chains changed. */
+int cm_expire_leases(struct cluster_map *m, uint64_t now_ms);
+/* Sets every node's lease to lease_expires_ms (after a restart). */
+void cm_reset_leases(struct cluster_map *m, uint64_t lease_expires_ms);
+
+/*
+ * Marks node_id OFFLINE: its SERVING/SYNCING targets become OFFLINE and move
+ * from their chains' members to the out lists; each changed chain gets the
+ * new version. Returns the number of chains changed (0 when already
+ * offline) or -ENOENT.
+ */
+int cm_set_node_offline(struct cluster_map *m, uint32_t node_id);
+
+/*
+ * The SYNCING member target_id of chain chain_id finished its resync: it
+ * becomes SERVING in that chain (and the target SERVING when no chain has
+ * it SYNCING any more). Members on DRAINING nodes that are no longer needed
+ * then leave the chain. Returns 1 (chain changed), 0 (it was not SYNCING
+ * there), -ENOENT (no such chain, or target not a member).
+ */
+int cm_member_synced(struct cluster_map *m, uint32_t chain_id, uint32_t target_id);
+/* cm_member_synced() for every chain where target_id is SYNCING. Returns
+ * the number of chains changed or -ENOENT (unknown target). */
+int cm_target_synced(struct cluster_map *m, uint32_t target_id);
+
+/*
+ * Replaces old_target (gone for good: it becomes LOST) by new_target in
+ * every chain that holds it as a member or in its out list; new_target
+ * enters each as a SYNCING tail. new_target must be a SERVING or SYNCING
+ * target of an UP node and its node must not already be in any of those chains (other
+ * than through old_target). Returns the number of chains changed, -ENOENT
+ * (unknown target), -EINVAL (same target, new target not usable, node
+ * conflict: nothing changed).
+ */
+int cm_replace_target(struct cluster_map *m, uint32_t old_target, uint32_t new_target);
+
+/*
+ * Starts draining node_id: it becomes DRAINING, and every chain holding one
+ * of its targets gets a replacement SYNCING tail on another node, so that
+ * no chain is ever short of replicas: the draining member stays until the
+ * replacements are in sync (cm_member_synced/cm_target_synced then drop
+ * it). A replacement is a SERVING or SYNCING target of an UP node not yet
+ * in the chain, the one with the fewest chain memberships (lowest id on ties);
+ * chains are processed in id order, so the choice is deterministic.
+ *   unplaced: if not NULL, receives how many replicas found no candidate.
+ * Returns the number of chains changed or -ENOENT.
+ */
+int cm_drain_node(struct cluster_map *m, uint32_t node_id, uint32_t *unplaced);
+
+/* Forgets node_id and its targets; allowed only when none of them is in a
+ * chain (members or out lists). Returns 0, -ENOENT or -EBUSY. */
+int cm_remove_node(struct cluster_map *m, uint32_t node_id);
+
+/*
+ * Builds the chain table (see chain_table.h) from the SERVING targets of UP
+ * nodes, with replication r (1..CM_MAX_R, reduced to the number of such
+ * nodes). Only when no chains exist, unless force (an explicit admin
+ * rebuild: it discards the old chains and so the placement of existing
+ * data). Returns the number of chains built, -EEXIST (chains exist and not
+ * force), -EINVAL (bad r), -ENODEV (no usable target), -ENOSPC (too many
+ * targets) or -ENOMEM; on error m is unchanged.
+ */
+int cm_build_chains(struct cluster_map *m, uint32_t r, bool force);
+
+#endif
