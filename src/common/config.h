@@ -40,6 +40,12 @@ struct cfg_schema {
 	size_t nkeys;
 };
 
+/* One key of a table filling struct type: CFG_KEY(struct storage_cfg,
+ * "storage", "targets", CFG_INT, targets, "1", 1, 64, "help"). */
+#define CFG_KEY(type, sec, name, kind, field, def, min, max, help) \
+	{ sec, name, kind, offsetof(type, field), def, min, max, help }
+#define CFG_SCHEMA(keys) { keys, sizeof(keys) / sizeof((keys)[0]) }
+
 /* Fills obj with every key's default. Returns 0 or STRATA_ECONFIG (with
  * err filled) if a default is malformed (a programming error). */
 int cfg_defaults(const struct cfg_schema *s, void *obj, char *err, size_t errlen);

@@ -35,7 +35,8 @@
 #include "mem_proto.h"
 #include "mem_service.h"
 #include "net/frame.h"
-#include "stratad/metrics.h"
+#include "net/reactor.h"
+#include "net/server.h"
 #include "strata/errors.h"
 #include "strata/strata.h"
 
@@ -44,8 +45,15 @@
 
 struct spill;
 
+/* [mem] keys. */
+struct mem_cfg {
+	uint64_t capacity;
+	int64_t high_pct, low_pct;
+	bool evict, spill;
+};
+
 struct memsvc {
-	struct daemon *d;
+	struct service_env env;
 	struct mem_pool *pool;
 	struct spill *sp;
 	uint64_t capacity;
@@ -122,7 +130,7 @@ static bool skey_drop(struct spill *sp, const void *key, size_t klen)
 
 static void spill_path(struct spill *sp, const void *key, size_t klen, char *out, size_t len)
 {
-	snprintf(out, len, SPILL_DIR "/n%u/%016llx", (unsigned)sp->ms->d->cfg.node_id,
+	snprintf(out, len, SPILL_DIR "/n%u/%016llx", (unsigned)sp->ms->env.node_id,
 		 (unsigned long long)fnv64(key, klen));
 }
 
@@ -272,7 +280,7 @@ static void *spill_main(void *arg)
 	strata_opts_init(&o, sizeof(o));
 	o.io_threads = 1;
 	while (!sp->s) {
-		rc = strata_connect(sp->ms->d->cfg.mgmt_addr, &o, &sp->s);
+		rc = strata_connect(sp->ms->env.mgmt_addr, &o, &sp->s);
 		pthread_mutex_lock(&sp->lock);
 		if (sp->stop) {
 			pthread_mutex_unlock(&sp->lock);
@@ -281,11 +289,11 @@ static void *spill_main(void *arg)
 		pthread_mutex_unlock(&sp->lock);
 		if (rc)
 			log_warn("mem", "spill: cannot reach the storage plane at '%s': %s (retrying)",
-				 sp->ms->d->cfg.mgmt_addr, strata_strerror(rc));
+				 sp->ms->env.mgmt_addr, strata_strerror(rc));
 	}
 	if (sp->s) {
 		strata_mkdir(sp->s, SPILL_DIR, 0755);
-		snprintf(dir, sizeof(dir), SPILL_DIR "/n%u", (unsigned)sp->ms->d->cfg.node_id);
+		snprintf(dir, sizeof(dir), SPILL_DIR "/n%u", (unsigned)sp->ms->env.node_id);
 		strata_mkdir(sp->s, dir, 0755);
 		log_info("mem", "spill: evicted objects go to '%s' on the storage plane", dir);
 	}
@@ -726,27 +734,35 @@ static void mem_stop(void *svc)
 	free(ms);
 }
 
-static int mem_start(struct daemon *d, void **out)
+/* The watermarks must be in order, whether the service runs here or not. */
+static int mem_check(const void *cfg, char *err, size_t errlen)
 {
+	const struct mem_cfg *c = cfg;
+
+	if (c->low_pct >= c->high_pct) {
+		snprintf(err, errlen, "key 'mem.low_pct' (%lld) must be below 'mem.high_pct' (%lld)",
+			 (long long)c->low_pct, (long long)c->high_pct);
+		return STRATA_ECONFIG;
+	}
+	return 0;
+}
+
+static int mem_start(const struct service_env *env, void **out)
+{
+	const struct mem_cfg *cfg = env->cfg;
 	struct memsvc *ms = calloc(1, sizeof(*ms));
 	struct mem_pool_opts o;
 	int rc;
 
 	if (!ms)
 		return -ENOMEM;
-	ms->d = d;
+	ms->env = *env;
 	mem_pool_opts_init(&o, sizeof(o));
-	o.capacity = ms->capacity = d->cfg.mem_capacity;
-	o.high_pct = (uint32_t)d->cfg.mem_high_pct;
-	o.low_pct = (uint32_t)d->cfg.mem_low_pct;
-	o.evict = d->cfg.mem_evict;
-	if (o.low_pct >= o.high_pct) {
-		log_error("mem", "mem.low_pct (%u) must be below mem.high_pct (%u)", o.low_pct,
-			  o.high_pct);
-		free(ms);
-		return STRATA_ECONFIG;
-	}
-	if (d->cfg.mem_spill) {
+	o.capacity = ms->capacity = cfg->capacity;
+	o.high_pct = (uint32_t)cfg->high_pct;
+	o.low_pct = (uint32_t)cfg->low_pct;
+	o.evict = cfg->evict;
+	if (cfg->spill) {
 		struct spill *sp = calloc(1, sizeof(*sp));
 
 		if (!sp) {
@@ -775,17 +791,17 @@ static int mem_start(struct daemon *d, void **out)
 			goto fail;
 		ms->sp->started = true;
 	}
-	rpc_server_route(d->srv, OP_MEM_PUT, NULL, op_put, ms);
-	rpc_server_route(d->srv, OP_MEM_GET, NULL, op_get, ms);
-	rpc_server_route(d->srv, OP_MEM_REMOVE, NULL, op_key, ms);
-	rpc_server_route(d->srv, OP_MEM_EXISTS, NULL, op_key, ms);
-	rpc_server_route(d->srv, OP_MEM_PIN, NULL, op_key, ms);
-	rpc_server_route(d->srv, OP_MEM_LIST, NULL, op_list, ms);
-	rpc_server_route(d->srv, OP_MEM_MPUT, NULL, op_batch, ms);
-	rpc_server_route(d->srv, OP_MEM_MGET, NULL, op_batch, ms);
-	rpc_server_route(d->srv, OP_MEM_MREMOVE, NULL, op_batch, ms);
-	rpc_server_route(d->srv, OP_MEM_MEXISTS, NULL, op_batch, ms);
-	rpc_server_route(d->srv, OP_MEM_STATS, NULL, op_stats, ms);
+	rpc_server_route(env->srv, OP_MEM_PUT, NULL, op_put, ms);
+	rpc_server_route(env->srv, OP_MEM_GET, NULL, op_get, ms);
+	rpc_server_route(env->srv, OP_MEM_REMOVE, NULL, op_key, ms);
+	rpc_server_route(env->srv, OP_MEM_EXISTS, NULL, op_key, ms);
+	rpc_server_route(env->srv, OP_MEM_PIN, NULL, op_key, ms);
+	rpc_server_route(env->srv, OP_MEM_LIST, NULL, op_list, ms);
+	rpc_server_route(env->srv, OP_MEM_MPUT, NULL, op_batch, ms);
+	rpc_server_route(env->srv, OP_MEM_MGET, NULL, op_batch, ms);
+	rpc_server_route(env->srv, OP_MEM_MREMOVE, NULL, op_batch, ms);
+	rpc_server_route(env->srv, OP_MEM_MEXISTS, NULL, op_batch, ms);
+	rpc_server_route(env->srv, OP_MEM_STATS, NULL, op_stats, ms);
 	log_info("mem", "pool of %llu MiB, LRU eviction %s (%u%% -> %u%%), spill %s",
 		 (unsigned long long)(o.capacity >> 20), o.evict ? "on" : "off", o.high_pct,
 		 o.low_pct, ms->sp ? "to the storage plane" : "off");
@@ -835,8 +851,24 @@ static void mem_metrics(void *svc, struct bbuf *out)
 #undef M
 }
 
+#define K(name, type, field, def, min, max, help) \
+	CFG_KEY(struct mem_cfg, "mem", name, type, field, def, min, max, help)
+static const struct cfg_key mem_keys[] = {
+	K("capacity", CFG_SIZE, capacity, "1G", 1048576, 0x7fffffffffffffffLL, "memory pool size"),
+	K("high_pct", CFG_INT, high_pct, "90", 1, 100, "evict above this % of capacity"),
+	K("low_pct", CFG_INT, low_pct, "80", 0, 99, "evict down to this % of capacity"),
+	K("evict", CFG_BOOL, evict, "true", 0, 0, "LRU eviction (false: a full pool refuses puts)"),
+	K("spill", CFG_BOOL, spill, "false", 0, 0,
+	  "write evicted objects to the storage plane, reload on a miss"),
+};
+#undef K
+static const struct cfg_schema mem_schema = CFG_SCHEMA(mem_keys);
+
 const struct service_def mem_service = {
 	.name = "mem",
+	.schema = &mem_schema,
+	.cfg_size = sizeof(struct mem_cfg),
+	.check = mem_check,
 	.start = mem_start,
 	.stop = mem_stop,
 	.status = mem_status,

@@ -2,7 +2,7 @@
 #ifndef STRATA_MEM_SERVICE_H
 #define STRATA_MEM_SERVICE_H
 
-#include "stratad/daemon.h"
+#include "common/service.h"
 
 extern const struct service_def mem_service;
 

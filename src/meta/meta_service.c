@@ -34,7 +34,8 @@
 #include "meta/meta_service.h"
 #include "meta/ns.h"
 #include "net/codec.h"
-#include "stratad/metrics.h"
+#include "net/reactor.h"
+#include "net/server.h"
 #include "strata/errors.h"
 
 #define COMP "meta"
@@ -69,8 +70,15 @@ struct gc_io {
 	struct gc_io *next_free;
 };
 
+/* [meta] keys. */
+struct meta_cfg {
+	uint64_t chunk_size;
+	int64_t stripe;
+	int64_t gc_interval_ms;
+};
+
 struct meta {
-	struct daemon *d;
+	const struct meta_cfg *cfg;
 	struct reactor *r;
 	struct meta_store store;
 	struct ns ns;
@@ -757,9 +765,9 @@ static void root_layout(struct meta *m)
 
 	if (rc || st.inodes != 1)
 		return;
-	l.chunk_size = (uint32_t)m->d->cfg.chunk_size;
-	if (m->d->cfg.stripe != NS_STRIPE_DEFAULT_MAX)
-		l.stripe = (uint32_t)m->d->cfg.stripe;
+	l.chunk_size = (uint32_t)m->cfg->chunk_size;
+	if (m->cfg->stripe != NS_STRIPE_DEFAULT_MAX)
+		l.stripe = (uint32_t)m->cfg->stripe;
 	if (st.table_len && l.stripe > st.table_len)
 		l.stripe = st.table_len;
 	rc = ns_set_layout(&m->ns, NS_ROOT_INO, &l);
@@ -815,7 +823,7 @@ static void meta_free(struct meta *m)
 	free(m);
 }
 
-static int meta_start(struct daemon *d, void **out)
+static int meta_start(const struct service_env *env, void **out)
 {
 	struct meta *m = calloc(1, sizeof(*m));
 	struct sclient_opts so;
@@ -824,16 +832,16 @@ static int meta_start(struct daemon *d, void **out)
 
 	if (!m)
 		return -ENOMEM;
-	m->d = d;
-	m->r = d->reactors[0];
-	m->gc_interval_ms = (uint64_t)d->cfg.gc_interval_ms;
+	m->cfg = env->cfg;
+	m->r = env->reactors[0];
+	m->gc_interval_ms = (uint64_t)m->cfg->gc_interval_ms;
 	reactor_timer_init(&m->poll_timer, on_poll_timer, m);
 	reactor_timer_init(&m->gc_timer, on_gc_timer, m);
 	for (uint32_t i = 0; i < GC_INFLIGHT; i++) {
 		m->ios[i].next_free = m->free_ios;
 		m->free_ios = &m->ios[i];
 	}
-	snprintf(path, sizeof(path), "%s/meta.db", d->cfg.data);
+	snprintf(path, sizeof(path), "%s/meta.db", env->data);
 	rc = meta_store_sqlite_open(path, NULL, &m->store);
 	if (rc) {
 		log_error(COMP, "cannot open the namespace database '%s': %s", path,
@@ -850,20 +858,20 @@ static int meta_start(struct daemon *d, void **out)
 	m->ns_ready = true;
 	root_layout(m);
 	sclient_opts_init(&so, sizeof(so));
-	so.timeout_ms = (uint32_t)d->cfg.rpc_timeout_ms;
+	so.timeout_ms = env->rpc_timeout_ms;
 	/* A removal gives up before a client's call to us times out. */
 	so.retry_ms = so.timeout_ms;
-	rc = sclient_new(m->r, d->cfg.mgmt_addr, &so, &m->sc);
+	rc = sclient_new(m->r, env->mgmt_addr, &so, &m->sc);
 	if (rc) {
 		log_error(COMP, "cannot create the storage client (mgmt '%s'): %s",
-			  d->cfg.mgmt_addr, strata_strerror(rc));
+			  env->mgmt_addr, strata_strerror(rc));
 		goto fail;
 	}
 	rc = reactor_post(m->r, start_on_owner, m);
 	if (rc)
 		goto fail;
 	for (uint32_t i = 0; i < NOPS; i++)
-		rpc_server_route(d->srv, (uint16_t)(OP_META_FIRST + i), m->r, handlers[i], m);
+		rpc_server_route(env->srv, (uint16_t)(OP_META_FIRST + i), m->r, handlers[i], m);
 	log_info(COMP, "namespace '%s' open; chunk deletion every %llu ms", path,
 		 (unsigned long long)m->gc_interval_ms);
 	*out = m;
@@ -924,8 +932,22 @@ static void meta_metrics(void *svc, struct bbuf *out)
 		    (double)STAT_GET(&m->gc_failures));
 }
 
+#define K(name, type, field, def, min, max, help) \
+	CFG_KEY(struct meta_cfg, "meta", name, type, field, def, min, max, help)
+static const struct cfg_key meta_keys[] = {
+	K("chunk_size", CFG_SIZE, chunk_size, "4M", 65536, 67108864,
+	  "default chunk size of the root directory"),
+	K("stripe", CFG_INT, stripe, "16", 1, 256, "default stripe width"),
+	K("gc_interval", CFG_MS, gc_interval_ms, "1s", 10, 3600000,
+	  "chunk garbage collection interval"),
+};
+#undef K
+static const struct cfg_schema meta_schema = CFG_SCHEMA(meta_keys);
+
 const struct service_def meta_service = {
 	.name = "meta",
+	.schema = &meta_schema,
+	.cfg_size = sizeof(struct meta_cfg),
 	.start = meta_start,
 	.stop = meta_stop,
 	.status = meta_status,

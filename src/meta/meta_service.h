@@ -21,7 +21,7 @@
 #ifndef STRATA_META_META_SERVICE_H
 #define STRATA_META_META_SERVICE_H
 
-#include "stratad/daemon.h"
+#include "common/service.h"
 
 extern const struct service_def meta_service;
 

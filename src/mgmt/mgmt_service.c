@@ -18,8 +18,15 @@
 
 PROTO_SERVER(mgmt, MGMT_OPS)
 
+/* [mgmt] keys of the service (mgmt.address and mgmt.heartbeat are the
+ * node's: every node needs them). */
+struct mgmt_cfg {
+	int64_t lease_ms;
+	int64_t replication;
+	int64_t expect_nodes;
+};
+
 struct mgmt {
-	struct daemon *d;
 	struct reactor *r;
 	struct cluster_map map;
 	struct mgmt_store *store;
@@ -295,21 +302,21 @@ static void stop_on_owner(void *arg)
 	m->store = NULL;
 }
 
-static int mgmt_start(struct daemon *d, void **out)
+static int mgmt_start(const struct service_env *env, void **out)
 {
+	const struct mgmt_cfg *cfg = env->cfg;
 	struct mgmt *m = calloc(1, sizeof(*m));
 	char path[CFG_STR_MAX + 16];
 	int rc;
 
 	if (!m)
 		return -ENOMEM;
-	m->d = d;
-	m->r = d->reactors[0];
-	m->lease_ms = (uint64_t)d->cfg.lease_ms;
-	m->replication = (uint32_t)d->cfg.replication;
-	m->expect_nodes = (uint32_t)d->cfg.expect_nodes;
+	m->r = env->reactors[0];
+	m->lease_ms = (uint64_t)cfg->lease_ms;
+	m->replication = (uint32_t)cfg->replication;
+	m->expect_nodes = (uint32_t)cfg->expect_nodes;
 	cm_init(&m->map);
-	snprintf(path, sizeof(path), "%s/mgmt.db", d->cfg.data);
+	snprintf(path, sizeof(path), "%s/mgmt.db", env->data);
 	rc = mgmt_store_open(path, &m->store);
 	if (rc) {
 		log_error("mgmt", "cannot open '%s': %s", path, strata_strerror(rc));
@@ -328,7 +335,7 @@ static int mgmt_start(struct daemon *d, void **out)
 		 (unsigned long long)m->map.version, m->map.nnodes, m->map.ntargets, m->map.nchains);
 	reactor_timer_init(&m->expiry, on_expiry, m);
 	reactor_post(m->r, arm_on_owner, m);
-	mgmt_route(d->srv, m->r, &(const struct mgmt_handlers){
+	mgmt_route(env->srv, m->r, &(const struct mgmt_handlers){
 		.mg_register = op_register, .mg_heartbeat = op_heartbeat, .mg_get_map = op_get_map,
 		.mg_report = op_report, .mg_admin = op_admin,
 	}, m);
@@ -374,8 +381,22 @@ static void mgmt_metrics(void *svc, struct bbuf *out)
 		    "chains with fewer serving replicas than R", m->chains_short);
 }
 
+#define K(name, type, field, def, min, max, help) \
+	CFG_KEY(struct mgmt_cfg, "mgmt", name, type, field, def, min, max, help)
+static const struct cfg_key mgmt_keys[] = {
+	K("lease", CFG_MS, lease_ms, "5s", 100, 3600000,
+	  "a node not heard from for this long leaves its chains"),
+	K("replication", CFG_INT, replication, "3", 1, 8, "replication factor R"),
+	K("expect_nodes", CFG_INT, expect_nodes, "1", 1, 4096,
+	  "storage nodes to wait for before building chains"),
+};
+#undef K
+static const struct cfg_schema mgmt_schema = CFG_SCHEMA(mgmt_keys);
+
 const struct service_def mgmt_service = {
 	.name = "mgmt",
+	.schema = &mgmt_schema,
+	.cfg_size = sizeof(struct mgmt_cfg),
 	.start = mgmt_start,
 	.stop = mgmt_stop,
 	.status = mgmt_status,

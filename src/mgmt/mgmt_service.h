@@ -2,8 +2,7 @@
 #ifndef STRATA_MGMT_SERVICE_H
 #define STRATA_MGMT_SERVICE_H
 
-#include "stratad/daemon.h"
-#include "stratad/metrics.h"
+#include "common/service.h"
 
 extern const struct service_def mgmt_service;
 

@@ -869,7 +869,7 @@ static void report_synced(struct resync *rs)
 	rs->reported_ms = now;
 	log_info("storage", "target %u caught up with chain %u: telling mgmt", t->id, rs->chain_id);
 	rs->busy = true;
-	if (mg_admin_call(t->pool, t->st->d->cfg.mgmt_addr, &rq, &c))
+	if (mg_admin_call(t->pool, t->st->env.mgmt_addr, &rq, &c))
 		rs->busy = false;
 }
 

@@ -13,7 +13,7 @@
 #include "proto/storage.h"
 #include "net/rpc.h"
 #include "net/server.h"
-#include "stratad/daemon.h"
+#include "common/service.h"
 
 #define CSTATE_BUCKETS 4096u
 
@@ -81,8 +81,18 @@ struct target {
 	uint64_t scrub_rate_mb, scrub_credit;
 };
 
+/* [storage] keys. */
+struct storage_cfg {
+	int64_t targets;
+	uint64_t capacity;
+	bool sync_writes;
+	bool buffered_reads;
+	int64_t scrub_rate_mb;
+};
+
 struct storage {
-	struct daemon *d;
+	struct service_env env;
+	const struct storage_cfg *cfg;
 	uint32_t node_id;
 	int ntargets;
 	struct target *targets;

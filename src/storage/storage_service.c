@@ -32,7 +32,6 @@
 #include "chunk_store.h"
 #include "storage_int.h"
 #include "storage_service.h"
-#include "stratad/metrics.h"
 #include "strata/errors.h"
 
 
@@ -97,7 +96,7 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 
 	st->fetching = false;
 	if (status) {
-		log_warn("storage", "cannot fetch the cluster map from '%s': %s", st->d->cfg.mgmt_addr,
+		log_warn("storage", "cannot fetch the cluster map from '%s': %s", st->env.mgmt_addr,
 			 strata_strerror(status));
 		return;
 	}
@@ -126,7 +125,7 @@ static void fetch_map(struct storage *st)
 
 	if (st->fetching)
 		return;
-	st->fetching = mg_get_map_call(st->pools[0], st->d->cfg.mgmt_addr, &rq, &c) == 0;
+	st->fetching = mg_get_map_call(st->pools[0], st->env.mgmt_addr, &rq, &c) == 0;
 }
 
 static void fetch_map_task(void *arg)
@@ -137,7 +136,7 @@ static void fetch_map_task(void *arg)
 /* Any thread: a request told us our map is older than the sender's. */
 static void map_hint(struct storage *st)
 {
-	reactor_post(st->d->reactors[0], fetch_map_task, st);
+	reactor_post(st->env.reactors[0], fetch_map_task, st);
 }
 
 /* ---- registration and heartbeats (reactor 0) ----
@@ -206,14 +205,14 @@ static void on_register(void *arg, int status, struct rpc_msg *resp)
 
 	if (status) {
 		log_warn("storage", "registration with mgmt '%s' failed: %s (will retry)",
-			 st->d->cfg.mgmt_addr, strata_strerror(status));
+			 st->env.mgmt_addr, strata_strerror(status));
 		free(hc);
 		return;
 	}
 	(void)renew_lease(hc, resp);
 	free(hc);
 	if (!st->registered)
-		log_info("storage", "registered with mgmt '%s' as node %u", st->d->cfg.mgmt_addr,
+		log_info("storage", "registered with mgmt '%s' as node %u", st->env.mgmt_addr,
 			 st->node_id);
 	st->registered = true;
 	fetch_map(st);
@@ -222,13 +221,13 @@ static void on_register(void *arg, int status, struct rpc_msg *resp)
 static void send_register(struct storage *st)
 {
 	struct mg_target_info ti[MGMT_MAX_TARGETS_PER_NODE];
-	struct mg_register rq = { st->node_id, pstr_c(st->d->addr), ti, (uint32_t)st->ntargets,
+	struct mg_register rq = { st->node_id, pstr_c(st->env.addr), ti, (uint32_t)st->ntargets,
 				  st->incarnation };
 	struct hb_call *hc = hb_call_new(st);
 	struct proto_call c = { .cb = on_register, .arg = hc, .timeout_ms = st->timeout_ms };
 
 	fill_targets(st, ti);
-	if (hc && mg_register_call(st->pools[0], st->d->cfg.mgmt_addr, &rq, &c))
+	if (hc && mg_register_call(st->pools[0], st->env.mgmt_addr, &rq, &c))
 		free(hc);
 }
 
@@ -266,10 +265,10 @@ static void on_hb_timer(void *arg)
 		struct proto_call c = { .cb = on_heartbeat, .arg = hc, .timeout_ms = st->timeout_ms };
 
 		fill_targets(st, ti);
-		if (hc && mg_heartbeat_call(st->pools[0], st->d->cfg.mgmt_addr, &rq, &c))
+		if (hc && mg_heartbeat_call(st->pools[0], st->env.mgmt_addr, &rq, &c))
 			free(hc);
 	}
-	reactor_timer_arm(st->d->reactors[0], &st->hb, st->hb_ms);
+	reactor_timer_arm(st->env.reactors[0], &st->hb, st->hb_ms);
 }
 
 /* ---- per-chunk state ---- */
@@ -722,7 +721,7 @@ static void report_on_r0(void *arg)
 	struct report_ctx *c = arg;
 	struct proto_call call = { .cb = on_report_done, .arg = c, .timeout_ms = c->st->timeout_ms };
 
-	if (mg_report_call(c->st->pools[0], c->st->d->cfg.mgmt_addr, &c->rq, &call))
+	if (mg_report_call(c->st->pools[0], c->st->env.mgmt_addr, &c->rq, &call))
 		free(c);
 }
 
@@ -736,7 +735,7 @@ void report_to_mgmt(struct storage *st, uint32_t target, const struct chunk_id *
 		return;
 	c->st = st;
 	c->rq = (struct mg_report){ target, id->ino, id->idx, err };
-	if (reactor_post(st->d->reactors[0], report_on_r0, c))
+	if (reactor_post(st->env.reactors[0], report_on_r0, c))
 		free(c);
 }
 
@@ -774,7 +773,7 @@ static void target_attach(void *arg)
 	if (reactor_watch_add(t->r, &t->w, chunk_store_fd(t->cs), EPOLLIN, on_cs_event, t))
 		log_error("storage", "target %u: cannot watch its ring", t->id);
 	resync_start_target(t);
-	scrub_start(t, (uint64_t)t->st->d->cfg.scrub_rate_mb);
+	scrub_start(t, (uint64_t)t->st->cfg->scrub_rate_mb);
 }
 
 static void target_detach(void *arg)
@@ -808,7 +807,7 @@ static void pool_free_on(void *arg)
 	struct pool_ctx *p = arg;
 
 	if (p->i == 0)
-		reactor_timer_cancel(p->st->d->reactors[0], &p->st->hb);
+		reactor_timer_cancel(p->st->env.reactors[0], &p->st->hb);
 	rpc_pool_free(p->st->pools[p->i]);
 	p->st->pools[p->i] = NULL;
 }
@@ -818,7 +817,7 @@ static void hb_start(void *arg)
 	struct storage *st = arg;
 
 	send_register(st);
-	reactor_timer_arm(st->d->reactors[0], &st->hb, st->hb_ms);
+	reactor_timer_arm(st->env.reactors[0], &st->hb, st->hb_ms);
 }
 
 static void storage_stop(void *svc)
@@ -829,11 +828,11 @@ static void storage_stop(void *svc)
 		if (st->targets[i].cs)
 			reactor_call(st->targets[i].r, target_detach, &st->targets[i]);
 	}
-	for (int i = 0; i < st->d->nreactors; i++) {
+	for (int i = 0; i < st->env.nreactors; i++) {
 		struct pool_ctx p = { st, i };
 
 		if (st->pools[i])
-			reactor_call(st->d->reactors[i], pool_free_on, &p);
+			reactor_call(st->env.reactors[i], pool_free_on, &p);
 	}
 	map_put(st, st->snap);
 	pthread_mutex_destroy(&st->map_lock);
@@ -881,7 +880,7 @@ static void route_stat(void *svc, struct svc_req *req) { dispatch(svc, req, op_s
 static void route_space(void *svc, struct svc_req *req) { dispatch(svc, req, op_space); }
 static void route_list(void *svc, struct svc_req *req) { dispatch(svc, req, op_chunk_list); }
 
-static int storage_start(struct daemon *d, void **out)
+static int storage_start(const struct service_env *env, void **out)
 {
 	struct storage *st = calloc(1, sizeof(*st));
 	struct chunk_store_opts o;
@@ -890,8 +889,9 @@ static int storage_start(struct daemon *d, void **out)
 
 	if (!st)
 		return -ENOMEM;
-	st->d = d;
-	st->node_id = (uint32_t)d->cfg.node_id;
+	st->env = *env;
+	st->cfg = env->cfg;
+	st->node_id = env->node_id;
 	{
 		struct timespec ts;
 
@@ -901,40 +901,40 @@ static int storage_start(struct daemon *d, void **out)
 		if (!st->incarnation)
 			st->incarnation = 1;
 	}
-	st->hb_ms = (uint64_t)d->cfg.heartbeat_ms;
-	st->timeout_ms = (uint32_t)d->cfg.rpc_timeout_ms;
+	st->hb_ms = env->heartbeat_ms;
+	st->timeout_ms = env->rpc_timeout_ms;
 	pthread_mutex_init(&st->map_lock, NULL);
-	st->ntargets = (int)d->cfg.targets;
+	st->ntargets = (int)st->cfg->targets;
 	st->targets = calloc((size_t)st->ntargets, sizeof(*st->targets));
-	st->pools = calloc((size_t)d->nreactors, sizeof(*st->pools));
+	st->pools = calloc((size_t)env->nreactors, sizeof(*st->pools));
 	if (!st->targets || !st->pools) {
 		rc = -ENOMEM;
 		goto fail;
 	}
-	for (int i = 0; i < d->nreactors; i++) {
-		rc = rpc_pool_new(d->reactors[i], st->timeout_ms, &st->pools[i]);
+	for (int i = 0; i < env->nreactors; i++) {
+		rc = rpc_pool_new(env->reactors[i], st->timeout_ms, &st->pools[i]);
 		if (rc)
 			goto fail;
 	}
-	snprintf(dir, sizeof(dir), "%s/targets", d->cfg.data);
+	snprintf(dir, sizeof(dir), "%s/targets", env->data);
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
 		rc = -errno;
 		log_error("storage", "cannot create '%s': %s", dir, strerror(errno));
 		goto fail;
 	}
 	chunk_store_opts_init(&o, sizeof(o));
-	o.capacity = d->cfg.capacity;
-	o.sync_writes = d->cfg.sync_writes;
-	o.buffered_reads = d->cfg.buffered_reads;
+	o.capacity = st->cfg->capacity;
+	o.sync_writes = st->cfg->sync_writes;
+	o.buffered_reads = st->cfg->buffered_reads;
 	for (int i = 0; i < st->ntargets; i++) {
 		struct target *t = &st->targets[i];
 
 		t->idx = (uint32_t)i;
 		t->id = storage_target_id(st->node_id, (uint32_t)i);
 		t->st = st;
-		t->r = d->reactors[i % d->nreactors];
-		t->pool = st->pools[i % d->nreactors];
-		snprintf(t->dir, sizeof(t->dir), "%s/targets/%d", d->cfg.data, i);
+		t->r = env->reactors[i % env->nreactors];
+		t->pool = st->pools[i % env->nreactors];
+		snprintf(t->dir, sizeof(t->dir), "%s/targets/%d", env->data, i);
 		o.on_done = poll_soon;
 		o.on_done_arg = t;
 		rc = chunk_store_open(t->dir, &o, &t->cs);
@@ -948,12 +948,12 @@ static int storage_start(struct daemon *d, void **out)
 			 chunk_store_is_direct(t->cs) ? "O_DIRECT" : "buffered");
 	}
 	reactor_timer_init(&st->hb, on_hb_timer, st);
-	storage_route(d->srv, NULL, &(const struct storage_handlers){
+	storage_route(env->srv, NULL, &(const struct storage_handlers){
 		.st_write = route_update, .st_truncate = route_update, .st_remove = route_update,
 		.st_read = route_read, .st_verify = route_read, .st_batch = route_batch,
 		.st_stat = route_stat, .st_space = route_space, .st_list = route_list,
 	}, st);
-	reactor_post(d->reactors[0], hb_start, st);
+	reactor_post(env->reactors[0], hb_start, st);
 	*out = st;
 	return 0;
 fail:
@@ -1005,8 +1005,24 @@ static void storage_metrics(void *svc, struct bbuf *out)
 #undef M
 }
 
+#define K(name, type, field, def, min, max, help) \
+	CFG_KEY(struct storage_cfg, "storage", name, type, field, def, min, max, help)
+static const struct cfg_key storage_keys[] = {
+	K("targets", CFG_INT, targets, "1", 1, 64, "targets (directories) on this node"),
+	K("capacity", CFG_SIZE, capacity, "0", 0, 0, "bytes per target (0 = disk)"),
+	K("sync_writes", CFG_BOOL, sync_writes, "false", 0, 0, "fdatasync each chunk update"),
+	K("buffered_reads", CFG_BOOL, buffered_reads, "false", 0, 0,
+	  "serve reads through the page cache (writes stay O_DIRECT)"),
+	K("scrub_rate_mb", CFG_INT, scrub_rate_mb, "0", 0, 100000,
+	  "background scrub MB/s (0 = off)"),
+};
+#undef K
+static const struct cfg_schema storage_schema = CFG_SCHEMA(storage_keys);
+
 const struct service_def storage_service = {
 	.name = "storage",
+	.schema = &storage_schema,
+	.cfg_size = sizeof(struct storage_cfg),
 	.start = storage_start,
 	.stop = storage_stop,
 	.status = storage_status,

@@ -2,7 +2,7 @@
 #ifndef STRATA_STORAGE_SERVICE_H
 #define STRATA_STORAGE_SERVICE_H
 
-#include "stratad/daemon.h"
+#include "common/service.h"
 
 extern const struct service_def storage_service;
 

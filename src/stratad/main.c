@@ -21,69 +21,110 @@
 #include "strata/errors.h"
 
 #define K(sec, name, type, field, def, min, max, help) \
-	{ sec, name, type, offsetof(struct daemon_cfg, field), def, min, max, help }
+	CFG_KEY(struct daemon_cfg, sec, name, type, field, def, min, max, help)
 
-static const struct cfg_key daemon_keys[] = {
+/* The node's own keys; every service brings its own (service_def.schema). */
+static const struct cfg_key node_keys[] = {
 	K("node", "id", CFG_INT, node_id, "1", 1, 65535, "node id, unique in the cluster"),
 	K("node", "data", CFG_STR, data, "./strata-data", 0, 0, "data directory"),
 	K("node", "listen", CFG_STR, listen, "127.0.0.1:7300", 0, 0, "RPC address (port 0 = any)"),
 	K("node", "advertise", CFG_STR, advertise, "", 0, 0, "address peers use (default: listen)"),
 	K("node", "threads", CFG_INT, threads, "0", 0, 256, "reactor threads (0 = one per core)"),
 	K("node", "log_level", CFG_STR, log_level, "info", 0, 0, "debug, info, warn, error"),
-	K("node", "services", CFG_STR, services, "", 0, 0, "comma-separated: mgmt,meta,storage"),
+	K("node", "services", CFG_STR, services, "", 0, 0,
+	  "comma-separated services to run (see the sections below)"),
 	K("node", "metrics_listen", CFG_STR, metrics_listen, "", 0, 0,
 	  "Prometheus endpoint address (empty = off)"),
 	K("mgmt", "address", CFG_STR, mgmt_addr, "", 0, 0, "mgmt address (default: this node)"),
-	K("mgmt", "lease", CFG_MS, lease_ms, "5s", 100, 3600000, "heartbeat lease"),
-	K("mgmt", "heartbeat", CFG_MS, heartbeat_ms, "1s", 10, 600000, "heartbeat interval"),
-	K("mgmt", "replication", CFG_INT, replication, "3", 1, 8, "replication factor R"),
-	K("mgmt", "expect_nodes", CFG_INT, expect_nodes, "1", 1, 4096,
-	  "storage nodes to wait for before building chains"),
-	K("storage", "targets", CFG_INT, targets, "1", 1, 64, "targets (directories) on this node"),
-	K("storage", "capacity", CFG_SIZE, capacity, "0", 0, 0, "bytes per target (0 = disk)"),
-	K("storage", "sync_writes", CFG_BOOL, sync_writes, "false", 0, 0,
-	  "fdatasync each chunk update"),
-	K("storage", "buffered_reads", CFG_BOOL, buffered_reads, "false", 0, 0,
-	  "serve reads through the page cache (writes stay O_DIRECT)"),
-	K("storage", "scrub_rate_mb", CFG_INT, scrub_rate_mb, "0", 0, 100000,
-	  "background scrub MB/s (0 = off)"),
-	K("meta", "chunk_size", CFG_SIZE, chunk_size, "4M", 65536, 67108864,
-	  "default chunk size of the root directory"),
-	K("meta", "stripe", CFG_INT, stripe, "16", 1, 256, "default stripe width"),
-	K("meta", "gc_interval", CFG_MS, gc_interval_ms, "1s", 10, 3600000,
-	  "chunk garbage collection interval"),
-	K("mem", "capacity", CFG_SIZE, mem_capacity, "1G", 1048576, 0x7fffffffffffffffLL,
-	  "memory pool size"),
-	K("mem", "high_pct", CFG_INT, mem_high_pct, "90", 1, 100, "evict above this % of capacity"),
-	K("mem", "low_pct", CFG_INT, mem_low_pct, "80", 0, 99, "evict down to this % of capacity"),
-	K("mem", "evict", CFG_BOOL, mem_evict, "true", 0, 0,
-	  "LRU eviction (false: a full pool refuses puts)"),
-	K("mem", "spill", CFG_BOOL, mem_spill, "false", 0, 0,
-	  "write evicted objects to the storage plane, reload on a miss"),
+	K("mgmt", "heartbeat", CFG_MS, heartbeat_ms, "1s", 10, 600000,
+	  "how often this node renews its lease with mgmt"),
 	K("rpc", "timeout", CFG_MS, rpc_timeout_ms, "10s", 10, 600000, "RPC timeout"),
 };
 
-const struct cfg_schema daemon_schema = { daemon_keys, sizeof(daemon_keys) / sizeof(daemon_keys[0]) };
+/*
+ * stratad parses one schema: its own keys, then every registered service's
+ * (a key of a service that does not run here is still known and checked),
+ * each service's fields shifted to its place in one blob.
+ */
+struct all_keys {
+	struct cfg_schema schema;
+	struct cfg_key *keys;
+	size_t base[DAEMON_MAX_SERVICES];	/* registry index -> blob offset */
+	size_t size;
+};
 
-static void usage(FILE *f)
+static size_t align16(size_t n)
 {
-	fprintf(f, "usage: stratad [--config FILE] [--data DIR] [--SECTION.KEY=VALUE ...]\n\n"
-		   "keys (INI [section] key = value, or a flag --section.key=value):\n");
-	for (size_t i = 0; i < daemon_schema.nkeys; i++) {
-		const struct cfg_key *k = &daemon_keys[i];
+	return (n + 15) & ~(size_t)15;
+}
 
-		fprintf(f, "  %s.%-16s %s (default: %s)\n", k->section, k->name, k->help,
+static int all_keys_build(struct all_keys *a)
+{
+	size_t n = sizeof(node_keys) / sizeof(node_keys[0]), k = 0;
+
+	a->size = align16(sizeof(struct daemon_cfg));
+	for (int i = 0; service_registry[i]; i++) {
+		const struct service_def *def = service_registry[i];
+
+		if (i >= DAEMON_MAX_SERVICES)
+			return -E2BIG;
+		n += def->schema ? def->schema->nkeys : 0;
+		a->base[i] = a->size;
+		a->size += align16(def->cfg_size);
+	}
+	a->keys = calloc(n, sizeof(*a->keys));
+	if (!a->keys)
+		return -ENOMEM;
+	for (size_t j = 0; j < sizeof(node_keys) / sizeof(node_keys[0]); j++)
+		a->keys[k++] = node_keys[j];
+	for (int i = 0; service_registry[i]; i++) {
+		const struct cfg_schema *sch = service_registry[i]->schema;
+
+		for (size_t j = 0; sch && j < sch->nkeys; j++) {
+			a->keys[k] = sch->keys[j];
+			a->keys[k++].offset += a->base[i];
+		}
+	}
+	a->schema.keys = a->keys;
+	a->schema.nkeys = k;
+	return 0;
+}
+
+static void print_keys(FILE *f, const struct cfg_key *keys, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct cfg_key *k = &keys[i];
+		char name[64];
+
+		snprintf(name, sizeof(name), "%s.%s", k->section, k->name);
+		fprintf(f, "  %-24s %s (default: %s)\n", name, k->help,
 			k->def && *k->def ? k->def : "\"\"");
 	}
 }
 
-void *daemon_service(struct daemon *d, const char *name)
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: stratad [--config FILE] [--data DIR] [--SECTION.KEY=VALUE ...]\n\n"
+		   "keys (INI [section] key = value, or a flag --section.key=value):\n\n"
+		   "the node:\n");
+	print_keys(f, node_keys, sizeof(node_keys) / sizeof(node_keys[0]));
+	for (int i = 0; service_registry[i]; i++) {
+		const struct service_def *def = service_registry[i];
+
+		if (!def->schema)
+			continue;
+		fprintf(f, "\nservice '%s':\n", def->name);
+		print_keys(f, def->schema->keys, def->schema->nkeys);
+	}
+}
+
+static bool service_running(struct daemon *d, const char *name)
 {
 	for (int i = 0; i < d->nservices; i++) {
 		if (strcmp(d->defs[i]->name, name) == 0)
-			return d->svcs[i];
+			return true;
 	}
-	return NULL;
+	return false;
 }
 
 /* ---- core ops ---- */
@@ -185,7 +226,7 @@ static int mkdir_p(const char *path)
 	return 0;
 }
 
-static int start_services(struct daemon *d)
+static int start_services(struct daemon *d, const struct all_keys *a)
 {
 	char list[CFG_STR_MAX];
 	char *save = NULL;
@@ -193,15 +234,18 @@ static int start_services(struct daemon *d)
 	snprintf(list, sizeof(list), "%s", d->cfg.services);
 	for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
 		const struct service_def *def = NULL;
-		int rc;
+		struct service_env *env;
+		int rc, reg = -1;
 
 		while (*name == ' ')
 			name++;
 		if (!*name)
 			continue;
 		for (int i = 0; service_registry[i]; i++) {
-			if (strcmp(service_registry[i]->name, name) == 0)
+			if (strcmp(service_registry[i]->name, name) == 0) {
 				def = service_registry[i];
+				reg = i;
+			}
 		}
 		if (!def) {
 			log_error("stratad", "unknown service '%s' in node.services (known:%s%s%s%s)", name,
@@ -210,14 +254,22 @@ static int start_services(struct daemon *d)
 				  service_registry[0] && service_registry[1] ? " ..." : "", "");
 			return STRATA_ECONFIG;
 		}
-		if (daemon_service(d, name)) {
+		if (service_running(d, name)) {
 			log_error("stratad", "service '%s' listed twice in node.services", name);
 			return STRATA_ECONFIG;
 		}
-		if (d->nservices == 8)
+		if (d->nservices == DAEMON_MAX_SERVICES)
 			return STRATA_ECONFIG;
 		d->defs[d->nservices] = def;
-		rc = def->start(d, &d->svcs[d->nservices]);
+		env = &d->envs[d->nservices];
+		*env = (struct service_env){
+			.node_id = (uint32_t)d->cfg.node_id, .data = d->cfg.data, .addr = d->addr,
+			.mgmt_addr = d->cfg.mgmt_addr, .heartbeat_ms = (uint32_t)d->cfg.heartbeat_ms,
+			.rpc_timeout_ms = (uint32_t)d->cfg.rpc_timeout_ms,
+			.reactors = d->reactors, .nreactors = d->nreactors, .srv = d->srv,
+			.cfg = (char *)d->cfg_blob + a->base[reg],
+		};
+		rc = def->start(env, &d->svcs[d->nservices]);
 		if (rc) {
 			log_error("stratad", "service '%s' failed to start: %s", name, strata_strerror(rc));
 			return rc;
@@ -264,13 +316,13 @@ static const char *flag_value(int argc, char **argv, int *i, const char *name, i
 	return argv[++*i];
 }
 
-static int parse_args(struct daemon *d, int argc, char **argv)
+static int parse_args(struct daemon *d, const struct all_keys *a, int argc, char **argv)
 {
 	char err[512];
 	const char *config = NULL, *data = NULL;
 	int rc, missing = 0;
 
-	rc = cfg_defaults(&daemon_schema, &d->cfg, err, sizeof(err));
+	rc = cfg_defaults(&a->schema, d->cfg_blob, err, sizeof(err));
 	if (rc)
 		goto bad;
 	/* --config and --data first: the file, then flags, override. */
@@ -295,7 +347,7 @@ static int parse_args(struct daemon *d, int argc, char **argv)
 		}
 	}
 	if (config) {
-		rc = cfg_load_file(&daemon_schema, &d->cfg, config, err, sizeof(err));
+		rc = cfg_load_file(&a->schema, d->cfg_blob, config, err, sizeof(err));
 		if (rc)
 			goto bad;
 	}
@@ -303,32 +355,38 @@ static int parse_args(struct daemon *d, int argc, char **argv)
 		if (flag_value(argc, argv, &i, "--config", &missing) ||
 		    flag_value(argc, argv, &i, "--data", &missing))
 			continue;
-		rc = cfg_apply_args(&daemon_schema, &d->cfg, 1, &argv[i], NULL, err, sizeof(err));
+		rc = cfg_apply_args(&a->schema, d->cfg_blob, 1, &argv[i], NULL, err, sizeof(err));
 		if (rc)
 			goto bad;
 	}
 	if (data) {
-		rc = cfg_set(&daemon_schema, &d->cfg, "node.data", data, err, sizeof(err));
+		rc = cfg_set(&a->schema, d->cfg_blob, "node.data", data, err, sizeof(err));
 		if (rc)
 			goto bad;
 	}
+	/* Rules between keys, every service's (used here or not). */
+	for (int i = 0; service_registry[i]; i++) {
+		const struct service_def *def = service_registry[i];
+
+		if (def->check && (rc = def->check((char *)d->cfg_blob + a->base[i], err,
+						   sizeof(err))))
+			goto bad;
+	}
+	memcpy(&d->cfg, d->cfg_blob, sizeof(d->cfg));
 	return 0;
 bad:
 	fprintf(stderr, "stratad: %s\n", err);
 	return rc;
 }
 
-int main(int argc, char **argv)
+/* Runs the node once its config is read; returns main's exit status. */
+static int serve(struct daemon *d_, const struct all_keys *keys)
 {
-	struct daemon d;
+	struct daemon d = *d_;
 	sigset_t sigs;
 	enum log_level lvl;
 	int rc, sig = 0;
 
-	memset(&d, 0, sizeof(d));
-	rc = parse_args(&d, argc, argv);
-	if (rc)
-		return 2;
 	if (log_level_parse(d.cfg.log_level, &lvl)) {
 		fprintf(stderr, "stratad: key 'node.log_level': '%s' is not one of debug, info, warn, error\n",
 			d.cfg.log_level);
@@ -394,7 +452,7 @@ int main(int argc, char **argv)
 		if (rc)
 			return 1;
 	}
-	rc = start_services(&d);
+	rc = start_services(&d, keys);
 	if (rc)
 		goto stop;
 	if (d.cfg.metrics_listen[0]) {
@@ -435,4 +493,25 @@ stop:
 	free(d.reactors);
 	log_info("stratad", "stopped");
 	return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct daemon d;
+	struct all_keys keys;
+	int rc;
+
+	memset(&d, 0, sizeof(d));
+	memset(&keys, 0, sizeof(keys));
+	if (all_keys_build(&keys) || !(d.cfg_blob = calloc(1, keys.size))) {
+		fprintf(stderr, "stratad: out of memory\n");
+		rc = 1;
+	} else if (parse_args(&d, &keys, argc, argv)) {
+		rc = 2;
+	} else {
+		rc = serve(&d, &keys);
+	}
+	free(d.cfg_blob);
+	free(keys.keys);
+	return rc;
 }

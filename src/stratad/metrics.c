@@ -8,6 +8,7 @@
 #include <microhttpd.h>
 
 #include "metrics.h"
+#include "common/service.h"
 #include "net/conn.h"
 
 struct metrics_server {
@@ -16,16 +17,6 @@ struct metrics_server {
 	void *ctx;
 };
 
-void metrics_put(struct bbuf *out, const char *name, const char *type, const char *help,
-		 double value)
-{
-	char line[512];
-	int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n",
-			 name, help, name, type, name, value);
-
-	if (n > 0)
-		bbuf_append(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
-}
 
 static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const char *url,
 			       const char *method, const char *version, const char *upload,

@@ -16,8 +16,4 @@ int metrics_start(const char *addr, metrics_collect_fn collect, void *ctx,
 		  struct metrics_server **out);
 void metrics_stop(struct metrics_server *m);
 
-/* Appends one metric in the text format: "# HELP", "# TYPE" and value. */
-void metrics_put(struct bbuf *out, const char *name, const char *type, const char *help,
-		 double value);
-
 #endif
