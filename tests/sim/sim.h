@@ -157,7 +157,8 @@ struct sim_copy {
 	uint32_t tag;
 	uint32_t len;
 	uint32_t crc;
-	uint8_t *data;		/* len bytes; NULL when len == 0 */
+	uint8_t *data;		/* len bytes, cap allocated */
+	uint32_t cap;
 	/* Sim-only: the chunk's lifetime when this copy was created from
 	 * nothing or installed whole (sim_chunk_lifetime): versions start
 	 * again after a removal, so only copies of one lifetime compare. */
@@ -233,6 +234,8 @@ void sim_on_commit(uint32_t target, const struct chunk_id *id, const struct sim_
 /* The current lifetime of a chunk: bumped by each removal a client asks
  * for. */
 uint32_t sim_chunk_lifetime(const struct chunk_id *id);
+/* A live store of target starts applying an update (its disk is busy). */
+void sim_on_update_start(uint32_t target);
 /* mgmt saved a map. */
 void sim_on_map_saved(const char *path, const struct cluster_map *m);
 /* The network delivers a second copy of a request from node from whose

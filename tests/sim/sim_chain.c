@@ -141,6 +141,10 @@ struct world {
 		uint64_t version;
 	} reported[32];
 	uint32_t nreported;
+	/* A crash armed to strike while this node's next update is in flight
+	 * (0: none), and the restart that follows. */
+	uint32_t armed;
+	uint64_t armed_restart_us;
 	/* final reads */
 	uint32_t finals_open;
 	uint32_t lifetime[MAX_CHUNKS];	/* removals asked for, per chunk */
@@ -737,18 +741,73 @@ static void on_replace(void *arg)
 	free(e);
 }
 
+struct armed_ev {
+	struct world *w;
+	uint32_t id, inc;
+};
+
+static void on_armed_crash(void *arg)
+{
+	struct armed_ev *e = arg;
+	struct world *w = e->w;
+
+	if (!w->healed && w->procs[e->id] && node(w, e->id)->inc == e->inc) {
+		sim_trace("FAULT: crash n%u with an update in flight, restart in %llu ms", e->id,
+			  (unsigned long long)(w->armed_restart_us / MS));
+		proc_crash(w, e->id);
+		restart_later(w, e->id, w->armed_restart_us);
+	}
+	free(e);
+}
+
+void sim_on_update_start(uint32_t target)
+{
+	struct world *w = g_w;
+	uint32_t id = target / 256;
+	struct armed_ev *e;
+
+	if (!w || !w->armed || w->armed != id || w->healed)
+		return;
+	w->armed = 0;
+	e = malloc(sizeof(*e));
+	if (!e)
+		return;
+	e->w = w;
+	e->id = id;
+	e->inc = node(w, id)->inc;
+	/* Soon enough that the update's own write may still be under way,
+	 * late enough that its forward may have been applied downstream. */
+	sim_at(NULL, sim_now_us() + sim_rng_range(&w->flt, 30, 600), on_armed_crash, free, e);
+}
+
+/* kill -9 of a storage node, now or (arm) while its next update is in
+ * flight: the windows where a process dies between its forward and its
+ * own write are narrow, and a crash at a random time rarely hits them. */
+static void crash_node(struct world *w, uint32_t id, bool arm, uint64_t restart_us)
+{
+	if (arm) {
+		sim_trace("FAULT: n%u will crash with its next update in flight", id);
+		w->armed = id;
+		w->armed_restart_us = restart_us;
+		return;
+	}
+	sim_trace("FAULT: crash n%u, restart in %llu ms", id, (unsigned long long)(restart_us / MS));
+	proc_crash(w, id);
+	restart_later(w, id, restart_us);
+}
+
 static void fault_crash(struct world *w)
 {
 	uint32_t id = pick_storage(w, true);
 	uint64_t delay;
+	bool arm;
 
 	if (!id)
 		return;
 	delay = sim_rng_below(&w->flt, 10) < 6 ? sim_rng_range(&w->flt, 100 * MS, 1500 * MS) :
 						 sim_rng_range(&w->flt, 2500 * MS, 7000 * MS);
-	sim_trace("FAULT: crash n%u, restart in %llu ms", id, (unsigned long long)(delay / MS));
-	proc_crash(w, id);
-	restart_later(w, id, delay);
+	arm = sim_rng_below(&w->flt, 2);
+	crash_node(w, id, arm, delay);
 }
 
 static void fault_disk(struct world *w, bool full)
@@ -891,10 +950,15 @@ static void on_fault(void *arg)
 		break;
 	case F_MGMT: {
 		uint64_t delay = sim_rng_range(&w->flt, 0, 2500 * MS);
+		uint32_t id = pick_storage(w, true);
 
 		sim_trace("FAULT: restart mgmt in %llu ms", (unsigned long long)(delay / MS));
 		mgmt_stop(w);
 		restart_later(w, MGMT_ID, delay);
+		/* Sometimes a storage node dies and comes back while mgmt is
+		 * away: mgmt must still see that it restarted. */
+		if (id && delay > 200 * MS && sim_rng_below(&w->flt, 10) < 4)
+			crash_node(w, id, true, sim_rng_range(&w->flt, 20 * MS, delay / 2));
 		break;
 	}
 	case F_DRAIN: {

@@ -70,15 +70,17 @@ struct sop {
 struct sent {
 	struct chunk_id id;
 	struct sim_copy mem;
+	bool doubt;		/* a sync failed: the disk may hold dent.old */
 	struct sop *qhead, *qtail;
 };
 
-/* A chunk on the disk: the durable content, and what the disk may hold
- * instead after a failed sync. */
+/* A chunk on the disk. While a process has the disk open, its live copy
+ * is what the disk holds (one copy, updated in place: no copy per
+ * update), except for a chunk in doubt, whose older content is kept in
+ * old; dur is filled when the process ends (disk_take_back). */
 struct dent {
 	struct chunk_id id;
 	struct sim_copy dur;
-	bool doubt;
 	struct sim_copy old;
 };
 
@@ -134,20 +136,11 @@ static void copy_set(struct sim_copy *dst, const struct sim_copy *src)
 	copy_release(dst);
 	*dst = *src;
 	dst->data = data;
+	dst->cap = data ? src->len : 0;
 	if (!dst->exists) {
 		dst->len = 0;
 		dst->data = NULL;
 	}
-}
-
-static bool copy_same(const struct sim_copy *a, const struct sim_copy *b)
-{
-	if (a->exists != b->exists)
-		return false;
-	if (!a->exists)
-		return true;
-	return a->version == b->version && a->len == b->len && a->tag == b->tag &&
-	       (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
 }
 
 static int64_t footprint(const struct sim_copy *c)
@@ -380,71 +373,68 @@ static const char *sop_name(const struct sop *op)
 }
 
 /*
- * The content cur becomes after update op, in *out (cur unchanged).
- * Returns 0, -ENOENT, -EALREADY or -ESTALE (out untouched).
+ * Whether update op applies to cur, and the length it leaves. Returns 0,
+ * -ENOENT, -EALREADY or -ESTALE.
  */
-static int update_result(const struct sop *op, const struct sim_copy *cur, struct sim_copy *out)
+static int update_check(const struct sop *op, const struct sim_copy *cur, uint32_t *new_len)
 {
-	uint32_t new_len, keep;
-
-	if (op->type == SOP_REMOVE) {
-		if (!cur->exists)
-			return -ENOENT;
-		memset(out, 0, sizeof(*out));
-		return 0;
-	}
+	*new_len = 0;
+	if (op->type == SOP_REMOVE)
+		return cur->exists ? 0 : -ENOENT;
 	if (op->type == SOP_TRUNC && !cur->exists)
 		return -ENOENT;
 	if (cur->exists && op->version <= cur->version && (!op->replace || op->newer_only))
 		return op->version == cur->version ? -EALREADY : -ESTALE;
 	if (op->type == SOP_TRUNC)
-		new_len = op->off;
+		*new_len = op->off;
 	else if (op->replace)
-		new_len = op->len;
+		*new_len = op->len;
 	else
-		new_len = cur->exists && cur->len > op->off + op->len ? cur->len : op->off + op->len;
-	memset(out, 0, sizeof(*out));
-	out->exists = true;
-	out->version = op->version;
-	out->len = new_len;
-	if (op->type == SOP_WRITE && op->tag)
-		out->tag = op->tag;
-	else
-		out->tag = cur->exists ? cur->tag : 0;
-	out->born = cur->exists && !op->replace ? cur->born : sim_chunk_lifetime(&op->id);
-	if (new_len) {
-		out->data = calloc(1, new_len);
-		if (!out->data)
-			abort();
-	}
-	keep = cur->exists && !op->replace ? (cur->len < new_len ? cur->len : new_len) : 0;
-	if (keep)
-		memcpy(out->data, cur->data, keep);
-	if (op->type == SOP_WRITE && op->len)
-		memcpy(out->data + (op->replace ? 0 : op->off), op->src, op->len);
-	out->crc = crc32c(0, out->data, new_len);
+		*new_len = cur->exists && cur->len > op->off + op->len ? cur->len : op->off + op->len;
 	return 0;
 }
 
-/* Commits new over the live chunk e and the disk, with a failed sync when
- * doubt: the disk may keep what it held. */
-static void commit(struct chunk_store *cs, struct sent *e, struct sim_copy *new, bool doubt)
+/* Applies update op (update_check passed, giving new_len) to c, in place:
+ * one live copy per chunk, no copy per update. */
+static void update_apply(const struct sop *op, struct sim_copy *c, uint32_t new_len)
 {
-	struct dent *de = dent_get(cs->disk, &e->id, true);
+	uint32_t keep;
+	uint8_t *data;
 
-	copy_release(&e->mem);
-	e->mem = *new;
-	memset(new, 0, sizeof(*new));
-	if (doubt && !de->doubt) {
-		copy_set(&de->old, &de->dur);
-		de->doubt = true;
-	} else if (!doubt && de->doubt) {
-		/* A later update synced: the disk holds the live content. */
-		copy_release(&de->old);
-		de->doubt = false;
+	if (op->type == SOP_REMOVE) {
+		copy_release(c);
+		return;
 	}
-	copy_set(&de->dur, &e->mem);
-	sim_on_commit(cs->disk->target, &e->id, e->mem.exists ? &e->mem : NULL);
+	keep = c->exists && !op->replace ? (c->len < new_len ? c->len : new_len) : 0;
+	if (!c->exists || op->replace)
+		c->born = sim_chunk_lifetime(&op->id);
+	if (op->type == SOP_WRITE && op->tag)
+		c->tag = op->tag;
+	else if (!c->exists)
+		c->tag = 0;
+	data = c->data;
+	if (new_len > c->cap) {
+		/* Grown by doubling: an allocator that never resizes in place
+		 * (ASan's) would otherwise copy the chunk at every update. */
+		uint32_t cap = c->cap ? c->cap : 4096;
+
+		while (cap < new_len)
+			cap *= 2;
+		data = realloc(c->data, cap);
+		if (!data)
+			abort();
+		c->cap = cap;
+	}
+	/* Gaps and extensions read as zeros. */
+	if (new_len > keep)
+		memset(data + keep, 0, new_len - keep);
+	if (op->type == SOP_WRITE && op->len)
+		memcpy(data + (op->replace ? 0 : op->off), op->src, op->len);
+	c->data = data;
+	c->exists = true;
+	c->version = op->version;
+	c->len = new_len;
+	c->crc = crc32c(0, data, new_len);
 }
 
 static uint64_t store_used(const struct chunk_store *cs)
@@ -480,11 +470,12 @@ static void exec_read(struct chunk_store *cs, struct sent *e, struct sop *op)
 static void exec_update(struct chunk_store *cs, struct sent *e, struct sop *op)
 {
 	struct sim_disk *d = cs->disk;
-	struct sim_copy next = { 0 };
+	uint32_t new_len;
 	bool doubt = false;
-	int rc = update_result(op, &e->mem, &next);
+	int rc = update_check(op, &e->mem, &new_len);
 
 	if (!rc && op->type != SOP_REMOVE) {
+		struct sim_copy next = { .exists = true, .len = new_len };
 		int64_t delta = footprint(&next) - footprint(&e->mem);
 
 		if (delta > 0 && cs->o.capacity && store_used(cs) + (uint64_t)delta > cs->o.capacity)
@@ -505,20 +496,37 @@ static void exec_update(struct chunk_store *cs, struct sent *e, struct sop *op)
 				  d->target, sop_name(op), (unsigned long long)op->id.ino,
 				  (unsigned long long)op->id.idx);
 	}
-	if (rc) {
-		copy_release(&next);
-		op->status = rc;
+	if (rc || op->type == SOP_REMOVE) {
 		if (e->mem.exists) {
 			op->has_info = true;
 			fill_info(&op->info, &e->id, &e->mem);
 		}
-		return;
+		op->status = rc;
+		if (rc)
+			return;
 	}
-	if (op->type == SOP_REMOVE) {
-		op->has_info = true;
-		fill_info(&op->info, &e->id, &e->mem);
+	if (doubt || e->doubt) {
+		struct dent *de = dent_get(d, &e->id, true);
+
+		/* The disk may keep what it held before this update; an update
+		 * that syncs settles it. */
+		if (doubt && !e->doubt)
+			copy_set(&de->old, &e->mem);
+		else if (!doubt)
+			copy_release(&de->old);
+		e->doubt = doubt;
 	}
-	commit(cs, e, &next, doubt);
+	if (sim_tracing() && op->type == SOP_REMOVE && e->mem.born == sim_chunk_lifetime(&op->id))
+		sim_trace("disk t%u: REMOVE of %llx:%llx v%llu that no client asked for", d->target,
+			  (unsigned long long)op->id.ino, (unsigned long long)op->id.idx,
+			  (unsigned long long)e->mem.version);
+	if (sim_tracing() && op->replace && !op->newer_only && e->mem.exists &&
+	    op->version < e->mem.version)
+		sim_trace("disk t%u: REPLACE of %llx:%llx moves it back from v%llu to v%llu", d->target,
+			  (unsigned long long)op->id.ino, (unsigned long long)op->id.idx,
+			  (unsigned long long)e->mem.version, (unsigned long long)op->version);
+	update_apply(op, &e->mem, new_len);
+	sim_on_commit(d->target, &e->id, e->mem.exists ? &e->mem : NULL);
 	if (op->type != SOP_REMOVE) {
 		op->has_info = true;
 		fill_info(&op->info, &e->id, &e->mem);
@@ -593,6 +601,8 @@ static void op_start(struct sop *op)
 	op->started = true;
 	if (op->cs->closing)
 		return;
+	if (op->type != SOP_READ)
+		sim_on_update_start(op->cs->disk->target);
 	op->timed = true;
 	/* On the submitting thread's reactor: it dies with the process. */
 	sim_at(op->r, sim_now_us() + op_latency(op->cs->disk), op_end_ev, NULL, op);
@@ -635,6 +645,55 @@ static void op_enqueue(struct sop *op)
 	}
 	e->qhead = e->qtail = op;
 	op_start(op);
+}
+
+/* ---- processes come and go ---- */
+
+/*
+ * The process that had d open ends: what the disk holds becomes its
+ * durable state. After a crash, a chunk in doubt holds its old or its new
+ * content, and an update in flight reached the disk whole or not at all,
+ * at random; after a clean close, the live content. The store itself is
+ * the caller's to free (a close) or to abandon (a crash).
+ */
+static void disk_take_back(struct sim_disk *d, bool crash)
+{
+	struct chunk_store *cs = d->open;
+
+	for (uint32_t i = 0; i < cs->n; i++) {
+		struct sent *e = cs->ents[i];
+		struct dent *de = dent_get(d, &e->id, true);
+		struct sop *op = e->qhead;
+		bool reverted = false;
+		uint32_t len;
+
+		copy_release(&de->dur);
+		if (e->doubt && crash && sim_rng_below(&d->rng, 2)) {
+			de->dur = de->old;
+			memset(&de->old, 0, sizeof(de->old));
+			reverted = true;
+			if (sim_tracing())
+				sim_trace("disk t%u: crash: %llx:%llx back to v%llu (its sync had failed)",
+					  d->target, (unsigned long long)e->id.ino,
+					  (unsigned long long)e->id.idx,
+					  (unsigned long long)(de->dur.exists ? de->dur.version : 0));
+		}
+		copy_release(&de->old);
+		e->doubt = false;
+		if (reverted)
+			continue;
+		de->dur = e->mem;
+		memset(&e->mem, 0, sizeof(e->mem));
+		if (!crash || !op || !op->started || op->type == SOP_READ ||
+		    !sim_rng_below(&d->rng, 2) || update_check(op, &de->dur, &len))
+			continue;
+		update_apply(op, &de->dur, len);
+		if (sim_tracing())
+			sim_trace("disk t%u: crash: %s of %llx:%llx v%llu in flight reached the disk",
+				  d->target, sop_name(op), (unsigned long long)e->id.ino,
+				  (unsigned long long)e->id.idx, (unsigned long long)op->version);
+	}
+	d->open = NULL;
 }
 
 /* ---- open, close, poll ---- */
@@ -681,7 +740,9 @@ int chunk_store_open(const char *dir, const struct chunk_store_opts *o, struct c
 			store_free(cs);
 			return -ENOMEM;
 		}
-		copy_set(&e->mem, &d->ents[i]->dur);
+		/* The live copy is the disk's now (see struct dent). */
+		e->mem = d->ents[i]->dur;
+		memset(&d->ents[i]->dur, 0, sizeof(d->ents[i]->dur));
 	}
 	d->open = cs;
 	*out = cs;
@@ -728,7 +789,7 @@ void chunk_store_close(struct chunk_store *cs)
 		}
 		chunk_store_poll(cs);
 	}
-	cs->disk->open = NULL;
+	disk_take_back(cs->disk, false);
 	store_free(cs);
 }
 
@@ -933,50 +994,6 @@ int chunk_space(struct chunk_store *cs, uint64_t *total, uint64_t *used)
 
 void sim_disk_crash(struct sim_disk *d)
 {
-	struct chunk_store *cs = d->open;
-
-	if (!cs)
-		return;
-	/* A failed sync: the disk kept the old content, or the new. */
-	for (uint32_t i = 0; i < d->n; i++) {
-		struct dent *de = d->ents[i];
-
-		if (!de->doubt)
-			continue;
-		if (sim_rng_below(&d->rng, 2)) {
-			copy_set(&de->dur, &de->old);
-			if (sim_tracing())
-				sim_trace("disk t%u: crash: %llx:%llx back to v%llu (its sync had failed)",
-					  d->target, (unsigned long long)de->id.ino,
-					  (unsigned long long)de->id.idx,
-					  (unsigned long long)(de->dur.exists ? de->dur.version : 0));
-		}
-		copy_release(&de->old);
-		de->doubt = false;
-	}
-	/* An update in flight reached the disk whole, or not at all. */
-	for (uint32_t i = 0; i < cs->n; i++) {
-		struct sent *e = cs->ents[i];
-		struct sop *op = e->qhead;
-		struct dent *de;
-		struct sim_copy next = { 0 };
-
-		if (!op || !op->started || op->type == SOP_READ)
-			continue;
-		de = dent_get(d, &e->id, true);
-		/* Only over the live content it was computed from. */
-		if (!copy_same(&de->dur, &e->mem) || !sim_rng_below(&d->rng, 2))
-			continue;
-		if (update_result(op, &de->dur, &next) == 0) {
-			if (sim_tracing())
-				sim_trace("disk t%u: crash: %s of %llx:%llx v%llu in flight reached the disk",
-					  d->target, sop_name(op), (unsigned long long)e->id.ino,
-					  (unsigned long long)e->id.idx, (unsigned long long)op->version);
-			copy_release(&de->dur);
-			de->dur = next;
-		}
-	}
-	/* The process's memory is abandoned with it; its events are gone
-	 * with its reactors. */
-	d->open = NULL;
+	if (d->open)
+		disk_take_back(d, true);
 }
