@@ -139,7 +139,7 @@ void sim_trace_reset(bool on, bool live);
 bool sim_tracing(void);
 /* One line, prefixed with the virtual time and the current node. */
 void sim_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void sim_vtrace(const char *fmt, va_list ap);
+void sim_vtrace(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 /* FNV-1a of every line traced since the reset. */
 uint64_t sim_trace_digest(void);
 uint64_t sim_trace_lines(void);

@@ -23,7 +23,6 @@
  *   sim_chain --replay-check FIRST:COUNT          each seed twice: same trace digest
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
