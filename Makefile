@@ -2,19 +2,21 @@
 # needs first (scripts/deps.sh, a no-op when everything is present).
 #
 #   make build   release-ish build in build/
-#   make test    ASan+UBSan build in build-asan/, unit + integration tests
+#   make test    ASan+UBSan build in build-asan/, unit + sim + integration tests
+#   make sim     the deterministic simulation's 10,000 seeds (tests/sim/)
 #   make demo    the main job on the embedded default (one machine, loopback)
 #   make bench   benchmarks, each beside its baseline (see bench/RESULTS.md)
 #   make fuzz    libFuzzer targets, briefly (FUZZ_SECONDS each)
-#   make soak    the long randomized fault test
+#   make soak    the long randomized fault test, and SIM_SOAK_SEEDS seeds of the simulation
 #   make clean
 
 PY ?= /usr/bin/python3
 FUZZ_SECONDS ?= 20
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+SIM_SOAK_SEEDS ?= 200000
 
-.PHONY: all deps build test unit integration demo bench fuzz soak clean
+.PHONY: all deps build test unit sim integration demo bench fuzz soak clean
 
 all: build
 
@@ -38,14 +40,19 @@ unit: asan-build
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		meson test -C $(ASAN_BUILD) --suite unit --print-errorlogs
 
+sim: asan-build
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		meson test -C $(ASAN_BUILD) --suite sim --print-errorlogs
+
 integration: asan-build
 	STRATA_BUILD=$(abspath $(ASAN_BUILD)) $(PY) -m pytest -q -p no:cacheprovider \
 		tests/integration
 
-# Unit tests first, then integration; pytest's summary is the last line.
+# Unit and simulation tests first, then integration; pytest's summary is
+# the last line.
 test: asan-build
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-		meson test -C $(ASAN_BUILD) --suite unit --print-errorlogs
+		meson test -C $(ASAN_BUILD) --suite unit --suite sim --print-errorlogs
 	STRATA_BUILD=$(abspath $(ASAN_BUILD)) $(PY) -m pytest -q -p no:cacheprovider \
 		tests/integration
 
@@ -61,6 +68,8 @@ fuzz: deps
 soak: asan-build
 	STRATA_BUILD=$(abspath $(ASAN_BUILD)) STRATA_SOAK=1 $(PY) -m pytest -q \
 		-p no:cacheprovider tests/integration -k soak
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		./scripts/sim_soak.sh $(ASAN_BUILD) 0 $(SIM_SOAK_SEEDS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

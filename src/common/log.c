@@ -11,12 +11,20 @@
 
 static volatile int g_level = LOG_INFO;
 static volatile int g_fd = 2;
+static log_sink_fn g_sink;
+static void *g_sink_arg;
 
 static const char *const level_names[] = { "DEBUG", "INFO", "WARN", "ERROR", "OFF" };
 
 void log_set_level(enum log_level level) { g_level = level; }
 enum log_level log_get_level(void) { return (enum log_level)g_level; }
 void log_set_fd(int fd) { g_fd = fd; }
+
+void log_set_sink(log_sink_fn fn, void *arg)
+{
+	g_sink = fn;
+	g_sink_arg = arg;
+}
 
 int log_level_parse(const char *s, enum log_level *out)
 {
@@ -40,6 +48,11 @@ void log_vmsg(enum log_level level, const char *comp, const char *fmt, va_list a
 
 	if ((int)level < g_level || level >= LOG_OFF)
 		return;
+	if (g_sink) {
+		vsnprintf(line, sizeof(line), fmt, ap);
+		g_sink(g_sink_arg, level, comp, line);
+		return;
+	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s %s: ",

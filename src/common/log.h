@@ -13,6 +13,16 @@ void log_set_level(enum log_level level);
 enum log_level log_get_level(void);
 /* Sends log lines to fd (default 2). */
 void log_set_fd(int fd);
+/*
+ * Sends log lines to fn instead of the fd; NULL restores the fd. fn gets
+ * the level, the component and the formatted message (no time stamp, no
+ * newline; valid during the call) and runs on the logging thread. For
+ * harnesses that own the clock and the output, such as the deterministic
+ * simulation (tests/sim/): the line then carries their time, not the wall
+ * clock's. Set it before other threads log.
+ */
+typedef void (*log_sink_fn)(void *arg, enum log_level level, const char *comp, const char *msg);
+void log_set_sink(log_sink_fn fn, void *arg);
 /* Parses "debug", "info", "warn", "error", "off". Returns 0 or -EINVAL. */
 int log_level_parse(const char *s, enum log_level *out);
 

@@ -161,21 +161,3 @@ int cmap_decode_since(const void *body, uint32_t len, struct cluster_map *out, b
 	mg_map_release(&rep);
 	return rc;
 }
-
-int cmap_fetch_sync(struct rpc_client *cl, const char *addr, uint32_t timeout_ms,
-		    struct cluster_map *out)
-{
-	struct mg_since rq = { 0 };	/* since 0: always the whole map */
-	struct proto_sync s = { .timeout_ms = timeout_ms };
-	struct mg_map rep;
-	int rc;
-
-	cm_init(out);
-	rc = mg_get_map_call_sync(cl, addr, &rq, &s, &rep);
-	if (rc)
-		return rc;
-	rc = rep.maps_n ? cmap_from_wire(&rep.maps[0], out) : STRATA_EBADMSG;
-	mg_map_release(&rep);
-	bbuf_release(&s.body);
-	return rc;
-}

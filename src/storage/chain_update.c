@@ -189,11 +189,14 @@ static void on_local_done(void *arg, int status, const struct chunk_info *info)
 		resync_mark(t, &op->id, op->u.ref.chain_id);
 		status = op->is_head ? STRATA_EUNAVAIL : STRATA_ENEEDFULL;
 		info = NULL;
-	} else if (status && !(status == -ESTALE && !op->is_head)) {
+	} else if (status && !(status == -ESTALE && !op->is_head) &&
+		   !(status == -ENOENT && op->op == OP_CHUNK_TRUNCATE)) {
 		/* Our copy missed this update (the disk refused it) while the
 		 * replicas below may hold it: it serves nothing until it is
-		 * made whole again. (-ESTALE below the head: we hold a newer
-		 * version already, the update is a stale duplicate.) */
+		 * made whole again. Not so for -ESTALE below the head (we hold
+		 * a newer version already: the update is a stale duplicate),
+		 * nor for a truncate of an absent chunk: its base was checked,
+		 * so every replica found it absent too. */
 		log_warn("storage", "target %u: update of chunk %llx:%llx failed here: %s; the chunk is checked against its chain",
 			 t->id, (unsigned long long)op->id.ino, (unsigned long long)op->id.idx,
 			 strata_strerror(status));

@@ -388,14 +388,13 @@ static void on_read_done(void *arg, int status, const struct chunk_info *info,
 			 const uint8_t *data, uint32_t nread, uint32_t crc, struct chunk_hold *hold)
 {
 	struct read_op *op = arg;
-	struct chunk_info tomb;
 	struct sp_read_rep rep = { 0 };
 
 	if (status == -ENOENT) {
-		/* A hole, at the version of its removal when that is known, so
-		 * that versions read never go back. */
-		(void)chunk_stat(op->t->cs, &op->id, &tomb);
-		info = &tomb;
+		/* A hole: version 0, the chunk's state before its first write
+		 * and after a removal (tombstones live in memory only, so their
+		 * version is not something a reader could rely on). */
+		info = NULL;
 		status = 0;
 		nread = 0;
 		crc = 0;
@@ -569,11 +568,9 @@ static void on_batch_item(void *arg, int status, const struct chunk_info *info, 
 	const struct sp_batch_item *it = &b->rq.items[s->i];
 	struct sp_read_result *r = &b->rep.results[s->i];
 	struct chunk_id id = { it->ino, it->idx };
-	struct chunk_info tomb;
 
 	if (status == -ENOENT) {
-		(void)chunk_stat(b->t->cs, &id, &tomb);
-		info = &tomb;
+		info = NULL;
 		status = 0;
 		nread = 0;
 		crc = 0;
