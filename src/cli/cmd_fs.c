@@ -1039,6 +1039,23 @@ static int print_map_summary(const struct cluster_map *m)
 	return (int)(m->nnodes - up) + (int)(m->ntargets - serving) + (int)(m->nchains - healthy);
 }
 
+/* How many chains have no replica serving: their data cannot be read or
+ * written until a member that holds it returns. */
+static uint32_t chains_unavailable(const struct cluster_map *m)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < m->nchains; i++) {
+		const struct cm_chain *c = &m->chains[i];
+		bool any = false;
+
+		for (uint8_t k = 0; k < c->len && k < CM_CHAIN_SLOTS; k++)
+			any |= c->states[k] == TARGET_SERVING;
+		n += !any;
+	}
+	return n;
+}
+
 static void print_map_tables(const struct cluster_map *m)
 {
 	char cap[32], used[32];
@@ -1062,7 +1079,11 @@ static void print_map_tables(const struct cluster_map *m)
 			continue;
 		for (uint8_t k = 0; k < c->len && k < CM_CHAIN_SLOTS; k++)
 			ok += c->states[k] == TARGET_SERVING;
-		printf("chain %u degraded: %u of %u replicas serving\n", c->id, ok, m->replication);
+		if (ok == 0)
+			printf("chain %u unavailable: no replica serving\n", c->id);
+		else
+			printf("chain %u degraded: %u of %u replicas serving\n", c->id, ok,
+			       m->replication);
 	}
 }
 
@@ -1117,7 +1138,13 @@ static int cmd_status(int argc, char **argv)
 	printf("namespace  %llu files, %llu directories\n", (unsigned long long)sf.files,
 	       (unsigned long long)sf.dirs);
 	if (maprc == 0) {
-		printf("health     %s\n", problems ? "degraded" : "ok");
+		uint32_t dark = chains_unavailable(&m);
+
+		if (dark)
+			printf("health     unavailable (%u chain%s without a serving replica)\n",
+			       dark, dark == 1 ? "" : "s");
+		else
+			printf("health     %s\n", problems ? "degraded" : "ok");
 		print_map_tables(&m);
 		cm_release(&m);
 	} else {

@@ -126,6 +126,20 @@ static bool retryable(int err)
 	}
 }
 
+/* Serving members of io's chain in the cached map. */
+static uint32_t serving_count(struct sclient *sc, const struct sc_io *io)
+{
+	const struct cm_chain *c;
+	uint32_t n = 0;
+
+	if (io->chain_idx >= sc->map.nchains)
+		return 0;
+	c = &sc->map.chains[io->chain_idx];
+	for (int i = 0; i < c->len; i++)
+		n += c->states[i] == TARGET_SERVING;
+	return n;
+}
+
 /* A failed attempt: retry after a backoff, or give up. */
 static void io_failed(struct sc_io *io, int err)
 {
@@ -144,13 +158,15 @@ static void io_failed(struct sc_io *io, int err)
 		return;
 	}
 	io->attempt++;
-	if (err == STRATA_EDIRTY || err == STRATA_ESYNCING ||
-	    (err == STRATA_EINTEGRITY && io->kind == SC_READ)) {
-		/* Another replica right away. */
+	if ((err == STRATA_EDIRTY || err == STRATA_ESYNCING ||
+	     (err == STRATA_EINTEGRITY && io->kind == SC_READ)) &&
+	    ++io->quick < serving_count(sc, io)) {
+		/* Another replica right away, once each; then a backoff. */
 		io->replica++;
 		io_start(io);
 		return;
 	}
+	io->quick = 0;
 	if (err == STRATA_ESTALE_MAP || err == STRATA_ENOTHEAD || err == STRATA_EUNAVAIL ||
 	    err == -ECONNREFUSED || err == -ETIMEDOUT || err == -ECONNRESET || err == -ENOTCONN)
 		fetch_map(sc);
@@ -445,6 +461,7 @@ void sc_submit(struct sclient *sc, struct sc_io *io)
 	io->version = 0;
 	io->length = 0;
 	io->attempt = 0;
+	io->quick = 0;
 	io->replica = 0;
 	io->last_err = 0;
 	io->next = NULL;

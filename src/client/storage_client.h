@@ -76,6 +76,7 @@ struct sc_io {
 	struct sc_io *next;
 	uint64_t deadline_ms;
 	uint32_t attempt;
+	uint32_t quick;		/* replicas tried at once since the last backoff */
 	uint32_t replica;
 	int last_err;
 	uint32_t crc;

@@ -88,18 +88,21 @@ void abuf_free(void *p)
 	if (!p)
 		return;
 	usable = malloc_usable_size(p);
-	if (usable >= ((size_t)1 << CACHE_MIN_SHIFT)) {
-		/* The class whose size this buffer covers exactly (rounded down). */
-		c = class_of(usable + 1) - 1;
-		if (c >= 0 && c < CACHE_NCLASS && usable >= ((size_t)1 << (c + CACHE_MIN_SHIFT))) {
-			pthread_once(&g_cache_once, cache_init);
-			pthread_mutex_lock(&g_cache[c].lock);
-			if (g_cache[c].n < g_cache[c].cap) {
-				g_cache[c].slots[g_cache[c].n++] = p;
-				p = NULL;
-			}
-			pthread_mutex_unlock(&g_cache[c].lock);
+	/* The largest class this buffer can serve (its size rounded down),
+	 * the largest class itself included. */
+	c = -1;
+	for (int shift = CACHE_MAX_SHIFT; shift >= CACHE_MIN_SHIFT && c < 0; shift--) {
+		if (usable >= ((size_t)1 << shift))
+			c = shift - CACHE_MIN_SHIFT;
+	}
+	if (c >= 0) {
+		pthread_once(&g_cache_once, cache_init);
+		pthread_mutex_lock(&g_cache[c].lock);
+		if (g_cache[c].n < g_cache[c].cap) {
+			g_cache[c].slots[g_cache[c].n++] = p;
+			p = NULL;
 		}
+		pthread_mutex_unlock(&g_cache[c].lock);
 	}
 	free(p);
 }

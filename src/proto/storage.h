@@ -32,12 +32,18 @@
 #define SP_FWD_CLIENT 0		/* from a client, to the head */
 #define SP_FWD_UPDATE 1		/* from the predecessor: apply on version base */
 #define SP_FWD_FULL 2		/* from the predecessor: the whole chunk, install it */
+#define SP_FWD_PUSH 3		/* from a member holding a newer copy: install it
+				 * if newer, pass it on to no one */
 
 /* sp_read.flags */
 /* A replica repairing its own copy reads from a member of its chain: a
  * copy that may not be committed yet (an update in flight, or dirty) is a
  * state the chain went through and builds on, so it serves the repair. */
 #define SP_READ_REPAIR 1u
+/* A survey of the members (resync.c) also reads a copy held back because
+ * its own write failed: it is still a state the chunk went through, and
+ * the newest of the members' copies is the one to keep. */
+#define SP_READ_SURVEY 2u
 
 #define SP_REF_FIELDS(X) \
 	X(U32, chain_id) \
@@ -49,7 +55,7 @@ PROTO_MSG(sp_ref, SP_REF_FIELDS)
 
 #define SP_UPDATE_FIELDS(X) \
 	X(OBJ, ref, sp_ref) \
-	X(U8R, forwarded, SP_FWD_FULL) \
+	X(U8R, forwarded, SP_FWD_PUSH) \
 	X(U32, offset) \
 	X(U32, len) \
 	X(U32, crc) \
@@ -66,13 +72,16 @@ PROTO_MSG(sp_update_rep, SP_UPDATE_REP_FIELDS)
 	X(OBJ, ref, sp_ref) \
 	X(U32, offset) \
 	X(U32R, len, FRAME_MAX_BULK) \
-	X(FLAGS, flags, SP_READ_REPAIR)
+	X(FLAGS, flags, SP_READ_REPAIR | SP_READ_SURVEY)
 PROTO_MSG(sp_read, SP_READ_FIELDS)
 
+/* length: the chunk's whole length (a reader that asked for less learns
+ * how much there is). */
 #define SP_READ_REP_FIELDS(X) \
 	X(U64, version) \
 	X(U32, nread) \
-	X(U32, crc)
+	X(U32, crc) \
+	X(U32, length)
 PROTO_MSG(sp_read_rep, SP_READ_REP_FIELDS)
 
 #define SP_BATCH_ITEM_FIELDS(X) \

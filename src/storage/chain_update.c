@@ -21,8 +21,9 @@
  *    needsync: it serves no read of it and, at the head, takes no update
  *    of it until it is repaired from the chain (resync.c).
  *  - A replica that applied an update whose forward failed marks the
- *    chunk dirty: only the committed tail serves it until an update of it
- *    goes through the whole chain again (CRAQ's rule).
+ *    chunk dirty: it serves no client read of it until an update of it
+ *    goes through the whole chain again, or a survey finds that every
+ *    member holds it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -80,6 +81,13 @@ static int route(struct storage *st, struct map_snap *snap, struct update_op *op
 
 	if (rc)
 		return rc;
+	if (op->u.forwarded == SP_FWD_PUSH) {
+		/* A member's newer copy, for this replica alone. */
+		op->is_head = false;
+		op->succ_target = 0;
+		op->succ_addr[0] = '\0';
+		return 0;
+	}
 	if (!op->u.forwarded && pos != 0)
 		return STRATA_ENOTHEAD;
 	if (op->u.forwarded && (pos == 0 || op->u.version == 0))
@@ -144,12 +152,13 @@ static void update_finish(struct update_op *op)
 	struct sp_update_rep rep = { op->out_version, op->out_length };
 	int status = op->local_status ? op->local_status : op->fwd_status;
 
-	/* Applied here but maybe not below: only the committed tail may
-	 * serve this chunk until an update of it goes all the way through. */
+	/* Applied here but maybe not below: no client reads it here until an
+	 * update of it goes all the way through, or a survey finds every
+	 * member holds it (resync.c). */
 	if (!op->local_status && op->fwd_status)
-		c->dirty = true;
+		cstate_set_dirty(t, c, true);
 	else if (!status)
-		c->dirty = false;
+		cstate_set_dirty(t, c, false);
 	if (status == 0 && op->op == OP_CHUNK_WRITE) {
 		CNT(t->st, n_writes, 1);
 		CNT(t->st, bytes_written, op->u.len);
@@ -208,7 +217,7 @@ static void on_local_done(void *arg, int status, const struct chunk_info *info)
 		op->out_version = info->version;
 		op->out_length = info->length;
 	}
-	if (status == 0 && op->u.forwarded == SP_FWD_FULL) {
+	if (status == 0 && (op->u.forwarded == SP_FWD_FULL || op->u.forwarded == SP_FWD_PUSH)) {
 		/* A whole chunk from the predecessor: this replica caught up. */
 		CNT(t->st, n_synced_chunks, 1);
 		CNT(t->st, bytes_synced, op->u.len);
@@ -263,6 +272,8 @@ static int send_update(struct update_op *op, uint16_t opcode, const struct sp_up
 	struct proto_call c = { .bulk = bulk, .bulk_len = bulk_len, .cb = cb, .arg = op,
 				.timeout_ms = op->t->st->timeout_ms };
 
+	if (!op->t->pool)
+		return -ESHUTDOWN;	/* the service stops */
 	return proto_call(op->t->pool, op->succ_addr, opcode, sp_update_enc_any, fu, &c);
 }
 
@@ -327,12 +338,12 @@ static int submit_local(struct update_op *op)
 	op->cs->upd_gen++;
 	switch (op->op) {
 	case OP_CHUNK_WRITE:
-		if (u->forwarded == SP_FWD_FULL && op->cs->needsync)
+		if ((u->forwarded == SP_FWD_FULL || u->forwarded == SP_FWD_PUSH) && op->cs->needsync)
 			/* Our copy is known bad: take the chain's whatever
 			 * version ours claims. */
 			return chunk_replace(t->cs, &op->id, op->req->bulk, u->len, u->crc,
 					     u->version, u->ref.chain_id, on_local_done, op);
-		if (u->forwarded == SP_FWD_FULL)
+		if (u->forwarded == SP_FWD_FULL || u->forwarded == SP_FWD_PUSH)
 			return chunk_replace_newer(t->cs, &op->id, op->req->bulk, u->len, u->crc,
 						   u->version, u->ref.chain_id, on_local_done, op);
 		return chunk_write_tagged(t->cs, &op->id, u->offset, op->req->bulk, u->len, u->crc,
@@ -362,6 +373,12 @@ static void update_start(struct update_op *op)
 	struct cstate *c = op->cs;
 	int rc = 0;
 
+	if (t->closing) {
+		svc_reply(op->req, -ESHUTDOWN);
+		op_free(op);
+		drain(t, c);
+		return;
+	}
 	if (op->is_head) {
 		if (op->queued) {
 			/* It waited: the map may have moved on, and the
@@ -421,7 +438,7 @@ static int check_base(struct target *t, struct update_op *op)
 	const struct sp_update *u = &op->u;
 	uint64_t have = have_version(t, &op->id);
 
-	if (u->forwarded == SP_FWD_FULL || op->op == OP_CHUNK_REMOVE)
+	if (u->forwarded >= SP_FWD_FULL || op->op == OP_CHUNK_REMOVE)
 		return 0;	/* whole content / absence: no base needed */
 	/* A removal queued by resync would run first and leave only this
 	 * update's bytes; a copy known bad cannot take a delta: the
@@ -450,7 +467,7 @@ void op_update(void *svc, struct svc_req *req)
 		rc = STRATA_EBADMSG;
 	if (!rc && req->hdr.opcode != OP_CHUNK_WRITE && req->hdr.bulk_len)
 		rc = STRATA_EBADMSG;
-	if (!rc && u.forwarded == SP_FWD_FULL && req->hdr.opcode != OP_CHUNK_WRITE)
+	if (!rc && u.forwarded >= SP_FWD_FULL && req->hdr.opcode != OP_CHUNK_WRITE)
 		rc = STRATA_EBADMSG;
 	t = rc ? NULL : find_target(st, u.ref.target_id);
 	if (!rc && !t)

@@ -35,6 +35,7 @@
 #define LIST_PAGE SP_LIST_PAGE
 #define SYNC_TICK_MS 300u
 #define FETCH_MAX CHUNK_MAX_SIZE
+#define FETCH_MIN (64u << 10)	/* the first buffer of a chunk of unknown size */
 
 struct list_ent {
 	struct chunk_id id;
@@ -82,6 +83,8 @@ struct resync {
 	uint32_t cur_gen;
 	uint32_t cur_upd;		/* cur_cs->upd_gen when the fetch began */
 	uint8_t *buf;
+	uint32_t buf_cap;		/* grown to the largest chunk fetched */
+	struct source cur_src;		/* where the current chunk is fetched */
 	uint64_t fetched_version;
 	uint32_t fetched_len;
 	uint64_t reported_ms;
@@ -90,13 +93,21 @@ struct resync {
 					 * that sees another is not clean */
 	/* the survey of a chunk this replica may be behind on */
 	uint32_t survey_left;		/* replies still awaited */
-	bool survey_failed;		/* a member did not answer */
+	bool survey_failed;		/* a serving member did not answer */
+	uint32_t survey_serving;	/* serving members that answered */
+	bool survey_dirty;		/* of a dirty chunk (else: behind) */
+	bool survey_away;		/* members taken out may come back */
+	bool survey_fetch;		/* the fetch in flight is a survey's */
+	bool dirty_turn;		/* repairs: a dirty chunk goes first */
 	uint64_t survey_min, survey_max;
 	struct source survey_best;	/* holds survey_max */
+	uint32_t survey_len;		/* its chunk's length */
+	struct source survey_low;	/* holds survey_min */
 };
 
 static void task_step(struct resync *rs);
 static void snapshot_before(struct resync *rs);
+static void fetch_from(struct resync *rs, const struct source *src, uint32_t len);
 
 /* ---- choosing a source ---- */
 
@@ -271,6 +282,11 @@ static void on_installed(void *arg, int status, const struct chunk_info *info)
 		if (c)
 			c->sync_err = status;
 		rs->copied++;	/* not clean */
+		if (!rs->full) {
+			/* Tried again at the next tick, not at once. */
+			release_cur(rs, true);
+			return;
+		}
 	} else {
 		CNT(t->st, n_synced_chunks, 1);
 		CNT(t->st, bytes_synced, rs->fetched_len);
@@ -312,6 +328,14 @@ static void on_fetched(void *arg, int status, struct rpc_msg *resp)
 		crc = rep.crc;
 		if (rc || nread != resp->hdr.bulk_len) {
 			status = STRATA_EBADMSG;
+		} else if (nread < rep.length && nread == rs->src_rd.len &&
+			   rep.length <= FETCH_MAX) {
+			/* Larger than our buffer: again, with room for all. */
+			rs->busy = false;
+			rs->survey_fetch = rs->src_rd.flags & SP_READ_SURVEY;
+			fetch_from(rs, &rs->cur_src, rep.length);
+			rs->survey_fetch = false;
+			return;
 		} else if (crc32c(0, rs->buf, nread) != crc) {
 			/* The source's copy may be damaged: it sends cached
 			 * blocks unverified, the reader checking them. */
@@ -372,20 +396,31 @@ static void begin_cur(struct resync *rs, const struct chunk_id *id)
 	}
 }
 
-/* Fetches the current chunk whole from src. */
-static void fetch_from(struct resync *rs, const struct source *src)
+/* Room in rs->buf for a chunk of len bytes (at most FETCH_MAX). */
+static int ensure_buf(struct resync *rs, uint32_t len)
+{
+	uint32_t cap = len < FETCH_MIN ? FETCH_MIN : len;
+
+	if (cap > FETCH_MAX)
+		cap = FETCH_MAX;
+	if (rs->buf && rs->buf_cap >= cap)
+		return 0;
+	abuf_free(rs->buf);
+	rs->buf = abuf_alloc(cap);
+	rs->buf_cap = rs->buf ? cap : 0;
+	return rs->buf ? 0 : -ENOMEM;
+}
+
+/* Fetches the current chunk whole from src; len: its length if known (0:
+ * not known; a larger chunk is fetched again with the room it needs). */
+static void fetch_from(struct resync *rs, const struct source *src, uint32_t len)
 {
 	struct target *t = rs->t;
 	struct sp_read rd = { 0 };
-	struct proto_call c = { .bulk_dst = NULL, .bulk_cap = FETCH_MAX, .cb = on_fetched,
-				.arg = rs, .timeout_ms = t->st->timeout_ms };
-	int rc = 0;
+	struct proto_call c = { .cb = on_fetched, .arg = rs, .timeout_ms = t->st->timeout_ms };
+	int rc = ensure_buf(rs, len);
 
-	if (!rs->buf)
-		rs->buf = abuf_alloc(FETCH_MAX);
-	if (!rs->buf)
-		rc = -ENOMEM;
-	else if (rs->full && src->chain_ver != rs->pass_ver)
+	if (!rc && rs->full && src->chain_ver != rs->pass_ver)
 		rc = STRATA_ESTALE_MAP;	/* the chain changed under this pass */
 	if (!rc) {
 		rd.ref.chain_id = rs->chain_id;
@@ -393,11 +428,15 @@ static void fetch_from(struct resync *rs, const struct source *src)
 		rd.ref.target_id = src->target;
 		rd.ref.ino = rs->cur.ino;
 		rd.ref.idx = rs->cur.idx;
-		rd.len = FETCH_MAX;
-		rd.flags = SP_READ_REPAIR;
+		rd.len = rs->buf_cap;
+		/* A copy not committed yet is a state the chain went through
+		 * (a resync never fetches one held back: it is listed busy). */
+		rd.flags = rs->survey_fetch ? SP_READ_SURVEY : SP_READ_REPAIR;
 		rs->src_rd = rd;
+		rs->cur_src = *src;
 		snprintf(rs->src_addr, sizeof(rs->src_addr), "%s", src->addr);
 		c.bulk_dst = rs->buf;
+		c.bulk_cap = rs->buf_cap;
 		rs->busy = true;
 		rc = st_read_call(t->pool, src->addr, &rd, &c);
 		if (rc)
@@ -409,7 +448,7 @@ static void fetch_from(struct resync *rs, const struct source *src)
 	}
 }
 
-static void fetch(struct resync *rs, const struct chunk_id *id)
+static void fetch(struct resync *rs, const struct chunk_id *id, uint32_t len)
 {
 	struct source src;
 
@@ -419,7 +458,7 @@ static void fetch(struct resync *rs, const struct chunk_id *id)
 		pass_abort(rs);
 		return;
 	}
-	fetch_from(rs, &src);
+	fetch_from(rs, &src, len);
 }
 
 /* ---- a chunk this replica may be behind on ----
@@ -430,13 +469,70 @@ static void fetch(struct resync *rs, const struct chunk_id *id)
  * asks every other serving member for its version (a read of nothing):
  * the newest copy among them and ours is the one to hold. Newer elsewhere:
  * fetched from there. Ours the newest: kept, and if some member holds less
- * (nobody else applied the update), ours is dirty: served only as the
- * committed tail until an update goes through the whole chain again.
+ * (nobody else applied the update), ours is dirty (below). With no other
+ * serving member to ask, ours is held back until one returns.
+ *
+ * A dirty chunk (applied here, its forward failed) is surveyed the same
+ * way, every member counted, syncing ones too: once all hold what we
+ * applied, it is committed and served again.
  */
+
+static void on_pushed(void *arg, int status, struct rpc_msg *resp)
+{
+	struct resync *rs = arg;
+
+	(void)resp;
+	rs->busy = false;
+	if (rs->done) {
+		task_free(rs);
+		return;
+	}
+	if (status)
+		log_warn("storage", "target %u: sending chunk %llx:%llx to target %u failed: %s (will retry)",
+			 rs->t->id, (unsigned long long)rs->cur.ino, (unsigned long long)rs->cur.idx,
+			 rs->cur_src.target, strata_strerror(status));
+	release_cur(rs, status != 0);
+}
+
+static void on_push_read(void *arg, int status, const struct chunk_info *info, uint32_t nread,
+			 uint32_t crc)
+{
+	struct resync *rs = arg;
+	struct target *t = rs->t;
+	struct sp_update u = { .ref = { rs->chain_id, rs->cur_src.chain_ver, rs->cur_src.target,
+					rs->cur.ino, rs->cur.idx },
+			       .forwarded = SP_FWD_PUSH, .len = nread, .crc = crc };
+	struct proto_call c = { .bulk = rs->buf, .bulk_len = nread, .cb = on_pushed, .arg = rs,
+				.timeout_ms = t->st->timeout_ms };
+
+	if (!status && info)
+		u.version = info->version;
+	if (status || !info || rs->done ||
+	    st_write_call(t->pool, rs->cur_src.addr, &u, &c)) {
+		rs->busy = false;
+		if (rs->done)
+			task_free(rs);
+		else
+			release_cur(rs, true);
+	}
+}
+
+/* Sends our copy of the current chunk to dst, which holds an older one. */
+static void push_copy(struct resync *rs, const struct source *dst, const struct chunk_info *ci)
+{
+	rs->cur_src = *dst;
+	if (ensure_buf(rs, ci->length) ||
+	    chunk_read(rs->t->cs, &rs->cur, 0, ci->length, rs->buf, on_push_read, rs)) {
+		release_cur(rs, true);
+		return;
+	}
+	rs->busy = true;
+}
 
 struct probe {
 	struct resync *rs;
 	struct source src;
+	bool serving;		/* a serving member (else syncing) */
 };
 
 static void survey_done(struct resync *rs)
@@ -458,37 +554,67 @@ static void survey_done(struct resync *rs)
 		return;
 	}
 	if (rs->survey_max > ci.version) {
-		fetch_from(rs, &rs->survey_best);
+		rs->survey_fetch = true;
+		fetch_from(rs, &rs->survey_best, rs->survey_len);
+		rs->survey_fetch = false;
 		return;
 	}
+	if (rs->survey_dirty) {
+		/* Every member holds what we applied (or more): it is
+		 * committed. Else the member with the least gets our copy
+		 * (the newest copy wins, on every member); the next survey
+		 * looks again. */
+		if (rs->survey_min >= ci.version) {
+			cstate_set_dirty(t, c, false);
+			release_cur(rs, false);
+		} else {
+			push_copy(rs, &rs->survey_low, &ci);
+		}
+		return;
+	}
+	if (!rs->survey_serving && rs->survey_away) {
+		/* No serving member to compare with, and members that may hold
+		 * the update are away: ours is held back until one is back. */
+		rs->fails++;
+		release_cur(rs, true);
+		return;
+	}
+	if (!rs->survey_serving)
+		log_warn("storage", "target %u: chunk %llx:%llx: no other member of chain %u holds or may return with a newer copy; keeping ours",
+			 t->id, (unsigned long long)rs->cur.ino, (unsigned long long)rs->cur.idx,
+			 rs->chain_id);
 	if (rs->survey_min < ci.version)
-		c->dirty = true;
+		cstate_set_dirty(t, c, true);
 	CNT(t->st, n_repaired, 1);
 	resync_clear(t, c);
 	release_cur(rs, false);
 	task_step(rs);
 }
 
+/* A serving member's version counts both ways; a syncing member's only
+ * when newer (it may hold the update, or be empty because it is new). */
 static void on_probed(void *arg, int status, struct rpc_msg *resp)
 {
 	struct probe *p = arg;
 	struct resync *rs = p->rs;
 	struct sp_read_rep rep;
-	uint64_t v;
 
+	if (!status)
+		status = st_read_rep(resp, &rep);
 	if (status) {
-		rs->survey_failed = true;
-	} else {
-		if (st_read_rep(resp, &rep)) {
+		if (p->serving || rs->survey_dirty)
 			rs->survey_failed = true;
-		} else {
-			v = rep.version;
-			if (v > rs->survey_max) {
-				rs->survey_max = v;
-				rs->survey_best = p->src;
-			}
-			if (v < rs->survey_min)
-				rs->survey_min = v;
+	} else {
+		if (rep.version > rs->survey_max) {
+			rs->survey_max = rep.version;
+			rs->survey_best = p->src;
+			rs->survey_len = rep.length;
+		}
+		if (p->serving)
+			rs->survey_serving++;
+		if ((p->serving || rs->survey_dirty) && rep.version < rs->survey_min) {
+			rs->survey_min = rep.version;
+			rs->survey_low = p->src;
 		}
 	}
 	free(p);
@@ -496,7 +622,7 @@ static void on_probed(void *arg, int status, struct rpc_msg *resp)
 		survey_done(rs);
 }
 
-static void survey(struct resync *rs, const struct chunk_id *id)
+static void survey(struct resync *rs, const struct chunk_id *id, bool dirty)
 {
 	struct target *t = rs->t;
 	struct map_snap *snap = map_get(t->st);
@@ -506,17 +632,20 @@ static void survey(struct resync *rs, const struct chunk_id *id)
 	rs->survey_failed = !c || chain_pos(c, t->id) < 0;
 	rs->survey_min = UINT64_MAX;
 	rs->survey_max = 0;
+	rs->survey_serving = 0;
+	rs->survey_dirty = dirty;
+	rs->survey_away = c && c->nout > 0;
 	rs->survey_left = 1;	/* ours, released below */
 	rs->busy = true;
 	for (int i = 0; c && i < c->len && !rs->survey_failed; i++) {
 		const struct cm_target *ct = cm_find_target(&snap->map, c->targets[i]);
 		const struct cm_node *nd = ct ? cm_find_node(&snap->map, ct->node_id) : NULL;
 		struct sp_read rd = { .ref = { c->id, c->version, c->targets[i], id->ino, id->idx },
-				      .flags = SP_READ_REPAIR };
+				      .flags = SP_READ_SURVEY };
 		struct proto_call pc = { .cb = on_probed, .timeout_ms = t->st->timeout_ms };
 		struct probe *p;
 
-		if (c->targets[i] == t->id || c->states[i] != TARGET_SERVING)
+		if (c->targets[i] == t->id)
 			continue;
 		p = nd ? calloc(1, sizeof(*p)) : NULL;
 		if (!p) {
@@ -524,6 +653,7 @@ static void survey(struct resync *rs, const struct chunk_id *id)
 			break;
 		}
 		p->rs = rs;
+		p->serving = c->states[i] == TARGET_SERVING;
 		snprintf(p->src.addr, sizeof(p->src.addr), "%s", nd->addr);
 		p->src.target = ct->id;
 		p->src.chain_ver = c->version;
@@ -766,16 +896,30 @@ static void task_step(struct resync *rs)
 		return;
 	rs->reported_ok_ms = 0;
 	if (!rs->full) {
-		/* Repairs: one needsync chunk at a time. */
-		for (struct cstate *c = t->needsync; c; c = c->snext) {
-			if (!c->repairing && c->inflight == 0) {
-				rs->chain_id = c->sync_chain;
-				if (c->behind)
-					survey(rs, &c->id);
-				else
-					fetch(rs, &c->id);
-				return;
-			}
+		/* Repairs: one chunk at a time, needsync and dirty ones in
+		 * turn (a needsync chunk that cannot be repaired now does not
+		 * hold the dirty ones up). */
+		struct cstate *pick = NULL, *dpick = NULL;
+
+		for (struct cstate *c = t->needsync; c && !pick; c = c->snext) {
+			if (!c->repairing && c->inflight == 0)
+				pick = c;
+		}
+		for (struct cstate *c = t->dirty; c && !dpick; c = c->dnext) {
+			if (!c->repairing && c->inflight == 0 && !c->needsync)
+				dpick = c;
+		}
+		if (dpick && (rs->dirty_turn || !pick)) {
+			rs->dirty_turn = false;
+			rs->chain_id = dpick->busy_chain;
+			survey(rs, &dpick->id, true);
+		} else if (pick) {
+			rs->dirty_turn = true;
+			rs->chain_id = pick->sync_chain;
+			if (pick->behind)
+				survey(rs, &pick->id, false);
+			else
+				fetch(rs, &pick->id, 0);
 		}
 		return;
 	}
@@ -813,7 +957,7 @@ static void task_step(struct resync *rs)
 		}
 		if (same && !(c && c->needsync))
 			continue;
-		fetch(rs, &e->id);
+		fetch(rs, &e->id, e->length);
 		return;
 	}
 	if (rs->more) {
@@ -921,11 +1065,11 @@ void resync_check(struct target *t)
 		}
 	}
 	map_put(t->st, snap);
-	if (!have_repair && t->needsync)
+	if (!have_repair && (t->needsync || t->dirty))
 		task_new(t, 0, false);
 	for (struct resync *rs = t->resyncs, *next; rs; rs = next) {
 		next = rs->next;
-		if (!rs->full && !rs->busy && !t->needsync) {
+		if (!rs->full && !rs->busy && !t->needsync && !t->dirty) {
 			task_free(rs);
 			continue;
 		}
@@ -1034,7 +1178,8 @@ static void collect_busy(struct target *t, struct list_ctx *x)
 		for (struct cstate *c = t->buckets[b]; c && !x->err; c = c->next) {
 			struct list_ent *e;
 
-			if (!c->inflight || c->busy_chain != x->chain)
+			if (!(c->inflight && c->busy_chain == x->chain) &&
+			    !(c->needsync && c->sync_chain == x->chain))
 				continue;
 			e = find_ent(x->v, committed, &c->id);
 			if (!e) {
@@ -1043,7 +1188,9 @@ static void collect_busy(struct target *t, struct list_ctx *x)
 					break;
 				e->id = c->id;
 			}
-			e->busy = c->busy_ver ? c->busy_ver : 1;
+			/* A copy this source lacks or holds back matches
+			 * nothing: the pass is not clean while it is so. */
+			e->busy = c->needsync ? UINT64_MAX : c->busy_ver ? c->busy_ver : 1;
 		}
 	}
 }

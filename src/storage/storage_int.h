@@ -43,8 +43,10 @@ struct cstate {
 	int sync_err;			/* why its last repair failed (0: none
 					 * or one is running) */
 	uint64_t assigned;		/* head: the last version handed out */
-	bool dirty;			/* applied an update its successor may
-					 * lack: served only as committed tail */
+	bool dirty;			/* applied an update a member below may
+					 * lack: no client read until a survey
+					 * finds every member holds it */
+	struct cstate *dnext;		/* t->dirty list */
 	bool draining;			/* chain_update.c: drain() runs */
 	uint32_t busy_chain;		/* the update last started here: its */
 	uint64_t busy_ver;		/* chain and version (OP_CHUNK_LIST) */
@@ -65,12 +67,14 @@ struct target {
 	struct reactor *r;
 	struct rpc_pool *pool;
 	struct chunk_store *cs;
+	bool closing;			/* the service stops: no update starts */
 	struct reactor_watch w;
 	struct cstate *buckets[CSTATE_BUCKETS];
 	char dir[CFG_STR_MAX + 32];
 	/* Chunks this replica knows it lacks (missed updates, bad copies):
 	 * reads of them are refused until repaired. */
 	struct cstate *needsync;	/* list through cstate.snext */
+	struct cstate *dirty;		/* list through cstate.dnext */
 	struct resync *resyncs;		/* running resync/repair tasks */
 	struct reactor_timer sync_timer;
 	struct reactor_timer scrub_timer;
@@ -127,6 +131,9 @@ int check_ref(struct storage *st, struct map_snap *snap, const struct sp_ref *re
 	      const struct cm_chain **chain, int *pos);
 struct cstate *cstate_find(struct target *t, const struct chunk_id *id, bool create);
 void cstate_maybe_free(struct target *t, struct cstate *c);
+/* Sets or clears c's dirty mark (and its place in t's dirty list); a
+ * cleared cstate may be freed when nothing else holds it. */
+void cstate_set_dirty(struct target *t, struct cstate *c, bool dirty);
 int chain_pos(const struct cm_chain *c, uint32_t target);
 void report_to_mgmt(struct storage *st, uint32_t target, const struct chunk_id *id, int err);
 

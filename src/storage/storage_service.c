@@ -322,6 +322,25 @@ void cstate_maybe_free(struct target *t, struct cstate *c)
 	}
 }
 
+void cstate_set_dirty(struct target *t, struct cstate *c, bool dirty)
+{
+	if (dirty == c->dirty)
+		return;
+	c->dirty = dirty;
+	if (dirty) {
+		c->dnext = t->dirty;
+		t->dirty = c;
+		return;
+	}
+	for (struct cstate **pp = &t->dirty; *pp; pp = &(*pp)->dnext) {
+		if (*pp == c) {
+			*pp = c->dnext;
+			break;
+		}
+	}
+	c->dnext = NULL;
+}
+
 /* ---- routing checks ---- */
 
 /* Position of target in chain, or -1. */
@@ -415,6 +434,7 @@ static void on_read_done(void *arg, int status, const struct chunk_info *info,
 	rep.version = info ? info->version : 0;
 	rep.nread = nread;
 	rep.crc = crc;
+	rep.length = info ? info->length : 0;
 	CNT(op->t->st, n_reads, 1);
 	CNT(op->t->st, bytes_read, nread);
 	if (hold) {
@@ -441,10 +461,12 @@ static int read_check(struct storage *st, struct target *t, const struct sp_ref 
 	const struct cm_chain *chain;
 	struct chunk_id id = { ref->ino, ref->idx };
 	struct cstate *c;
-	bool repair = flags & SP_READ_REPAIR;
+	bool repair = flags & (SP_READ_REPAIR | SP_READ_SURVEY);
+	bool survey = flags & SP_READ_SURVEY;
 	int pos, rc = check_ref(st, snap, ref, &chain, &pos);
 
-	if (!rc && !verify && chain->states[pos] != TARGET_SERVING)
+	/* A repair asks a syncing member too: its copy may be the newest. */
+	if (!rc && !verify && !repair && chain->states[pos] != TARGET_SERVING)
 		rc = STRATA_ESYNCING;
 	/* Our lease ran out: mgmt may be moving the chain on without us. */
 	if (!rc && !verify && !repair && !storage_lease_valid(st)) {
@@ -454,13 +476,14 @@ static int read_check(struct storage *st, struct target *t, const struct sp_ref 
 	c = rc ? NULL : cstate_find(t, &id, false);
 	/* A chunk this replica knows it lacks is served by the others (its
 	 * intact copy still answers a repair: it may be the newest). */
-	if (c && c->needsync && !(repair && c->behind))
+	if (c && c->needsync && !(survey && c->behind))
 		rc = STRATA_ESYNCING;
 	/* CRAQ: a replica other than the committed tail (the last serving
-	 * member) does not serve a chunk with an update in flight, nor one
-	 * it applied but could not pass on. */
-	if (!rc && !verify && !repair && c && (c->inflight || c->dirty) &&
-	    pos != cm_serving_tail(chain)) {
+	 * member) does not serve a chunk with an update in flight; and none
+	 * serves one it applied but could not pass on: the member below that
+	 * lacks it may be made serving meanwhile (a resync catching up). */
+	if (!rc && !verify && !repair && c &&
+	    ((c->inflight && pos != cm_serving_tail(chain)) || c->dirty)) {
 		CNT(st, n_dirty, 1);
 		rc = STRATA_EDIRTY;
 	}
@@ -773,11 +796,22 @@ static void target_attach(void *arg)
 	scrub_start(t, (uint64_t)t->st->cfg->scrub_rate_mb);
 }
 
+/* First step of a stop, on the target's thread: no new update starts, no
+ * resync or repair goes on. */
+static void target_quiesce(void *arg)
+{
+	struct target *t = arg;
+
+	t->closing = true;
+	resync_stop_target(t);
+}
+
+/* Last step, once the pools are gone (every forward answered): the
+ * store's operations complete, then the per-chunk state goes. */
 static void target_detach(void *arg)
 {
 	struct target *t = arg;
 
-	resync_stop_target(t);
 	reactor_watch_del(t->r, &t->w);
 	/* Completes in-flight operations; their replies go to closed
 	 * connections and are dropped. */
@@ -821,15 +855,24 @@ static void storage_stop(void *svc)
 {
 	struct storage *st = svc;
 
+	/* Updates in flight hold their cstate and their forward: nothing new
+	 * starts, the pools close (every forward completes with an error),
+	 * then each store completes what it has, and only then does the
+	 * per-chunk state go. */
 	for (int i = 0; i < st->ntargets; i++) {
 		if (st->targets[i].cs)
-			reactor_call(st->targets[i].r, target_detach, &st->targets[i]);
+			reactor_call(st->targets[i].r, target_quiesce, &st->targets[i]);
 	}
 	for (int i = 0; i < st->env.nreactors; i++) {
 		struct pool_ctx p = { st, i };
 
 		if (st->pools[i])
 			reactor_call(st->env.reactors[i], pool_free_on, &p);
+	}
+	for (int i = 0; i < st->ntargets; i++) {
+		st->targets[i].pool = NULL;
+		if (st->targets[i].cs)
+			reactor_call(st->targets[i].r, target_detach, &st->targets[i]);
 	}
 	map_put(st, st->snap);
 	pthread_mutex_destroy(&st->map_lock);

@@ -20,13 +20,14 @@ The scripted steps are fault_driver's 'steps' (see fault_driver.c).
 """
 
 import os
+import re
 import signal
 import subprocess
 import time
 
 import pytest
 
-from conftest import run, spawn, REGISTRY, wait_until
+from conftest import STRATA, run, spawn, REGISTRY, wait_until
 from test_faults import FAULT, check_copies, faults  # noqa: F401 (fixture)
 
 CHUNK = 256 * 1024
@@ -276,3 +277,32 @@ def test_replica_cut_off_from_mgmt_stops_serving(faults):
         fc.fabric.unblock(tail.k, fc.fabric.service_ip)
     fc.wait_healthy()
     assert_same(replica_reads(fc, 0, 4096, members))
+
+
+def test_chain_without_a_serving_member_is_reported(faults):
+    """Every member of a chain down: the chain has no replica to serve from,
+    clients get an error (never another node's guess), and `strata status`
+    names the chain unavailable; once the members return it is whole."""
+    fc = faults(nstorage=2, replication=2)
+    assert steps(fc, "w:0:0:4096:41")[0][:2] == ["w", "ok"]
+    for n in fc.storage:
+        fc.kill9(n)
+    wait_until(lambda: all(s != "s" for c in fc.map().chains for _, s in c["members"]),
+               30, 0.2, "mgmt to see no serving member")
+    print(fc.map())
+    env = dict(os.environ, STRATA_MGMT=fc.mgmt_addr)
+    r = subprocess.run([str(STRATA), "status"], capture_output=True, text=True, timeout=60,
+                       env=env)
+    print(r.stdout, r.stderr)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^health\s+unavailable \(2 chains", r.stdout, re.M), r.stdout
+    assert re.search(r"^chain \d+ unavailable: no replica serving", r.stdout, re.M), r.stdout
+    line = steps(fc, "r:0:0:4096", retry_ms=1000, timeout_ms=3000)[0]
+    assert line[1] != "ok", line
+    for n in fc.storage:
+        fc.restart(n)
+    fc.wait_healthy()
+    r = subprocess.run([str(STRATA), "status"], capture_output=True, text=True, timeout=60,
+                       env=env)
+    assert "unavailable" not in r.stdout, r.stdout
+    assert steps(fc, "r:0:0:4096")[0][:2] == ["r", "ok"]

@@ -68,8 +68,8 @@ static void test_update_roundtrip(void **state)
 	assert_int_equal(d.crc, 0xabcd);
 	assert_true(d.version == (5ull << 32) + 9 && d.base == (5ull << 32) + 8);
 	check_prefixes(op_of(storage_ops, storage_NOPS, OP_CHUNK_WRITE), true, &b);
-	/* forwarded above SP_FWD_FULL */
-	b.buf[sp_ref_MIN] = SP_FWD_FULL + 1;
+	/* forwarded above SP_FWD_PUSH, the largest kind */
+	b.buf[sp_ref_MIN] = SP_FWD_PUSH + 1;
 	assert_int_equal(sp_update_decode(b.buf, (uint32_t)b.len, &d), STRATA_EBADMSG);
 	bbuf_release(&b);
 	/* a range past the largest chunk (the cross-field rule) */
@@ -92,7 +92,7 @@ static void test_read_flags_and_bounds(void **state)
 	assert_int_equal(sp_read_decode(b.buf, (uint32_t)b.len, &d), 0);
 	assert_int_equal(d.flags, SP_READ_REPAIR);
 	check_prefixes(op_of(storage_ops, storage_NOPS, OP_CHUNK_READ), true, &b);
-	put_le32(b.buf + b.len - 4, 2);		/* an unknown flag */
+	put_le32(b.buf + b.len - 4, SP_READ_SURVEY << 1);	/* an unknown flag */
 	assert_int_equal(sp_read_decode(b.buf, (uint32_t)b.len, &d), STRATA_EBADMSG);
 	put_le32(b.buf + b.len - 4, 0);
 	put_le32(b.buf + b.len - 8, (uint32_t)FRAME_MAX_BULK + 1);	/* len past its max */
