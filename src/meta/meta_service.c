@@ -434,7 +434,7 @@ static void op_lookup(void *svc, struct svc_req *req)
 	int rc = mp_name_req_decode(req->body, req->hdr.body_len, &rq);
 
 	if (!rc)
-		rc = ns_lookup(&m->ns, rq.parent, rq.name, &in);
+		rc = ns_lookup(&m->ns, ns_any(rq.parent), rq.name, &in);
 	reply_inode(m, req, rc, &in);
 }
 
@@ -446,7 +446,7 @@ static void op_getattr(void *svc, struct svc_req *req)
 	int rc = mp_ino_req_decode(req->body, req->hdr.body_len, &rq);
 
 	if (!rc)
-		rc = ns_getattr(&m->ns, rq.ino, &in);
+		rc = ns_getattr(&m->ns, ns_any(rq.ino), &in);
 	reply_inode(m, req, rc, &in);
 }
 
@@ -459,7 +459,7 @@ static void op_create(void *svc, struct svc_req *req)
 
 	memset(&rep, 0, sizeof(rep));
 	if (!rc)
-		rc = ns_create(&m->ns, rq.parent, rq.name, rq.mode, rq.uid, rq.gid,
+		rc = ns_create(&m->ns, ns_any(rq.parent), rq.name, rq.mode, rq.uid, rq.gid,
 			       rq.flags & MP_CREATE_EXCL, &rep.inode);
 	if (rc < 0) {
 		finish_req(m, req, rc);
@@ -470,7 +470,7 @@ static void op_create(void *svc, struct svc_req *req)
 	/* Not atomic with the lookup above: a file replaced in between is
 	 * truncated under its new identity, as O_TRUNC on a path would. */
 	if (!rep.created && (rq.flags & MP_CREATE_TRUNC))
-		rc = ns_open(&m->ns, rep.inode.ino, O_WRONLY | O_TRUNC, &rep.inode, &rep.trunc);
+		rc = ns_open(&m->ns, ns_any(rep.inode.ino), O_WRONLY | O_TRUNC, &rep.inode, &rep.trunc);
 	if (!rc)
 		rc = encode_attr_rep(req, &rep);
 	if (rep.created)
@@ -488,7 +488,7 @@ static void op_open(void *svc, struct svc_req *req)
 
 	memset(&rep, 0, sizeof(rep));
 	if (!rc)
-		rc = ns_open(&m->ns, rq.ino, mp_open_flags_from_wire(rq.flags), &rep.inode,
+		rc = ns_open(&m->ns, ns_any(rq.ino), mp_open_flags_from_wire(rq.flags), &rep.inode,
 			     &rep.trunc);
 	if (!rc)
 		rc = encode_attr_rep(req, &rep);
@@ -508,7 +508,7 @@ static void op_mkdir(void *svc, struct svc_req *req)
 	if (!rc && rq.flags)
 		rc = -EINVAL;
 	if (!rc)
-		rc = ns_mkdir(&m->ns, rq.parent, rq.name, rq.mode, rq.uid, rq.gid, &in);
+		rc = ns_mkdir(&m->ns, ns_any(rq.parent), rq.name, rq.mode, rq.uid, rq.gid, &in);
 	reply_inode(m, req, rc, &in);
 }
 
@@ -520,7 +520,7 @@ static void op_symlink(void *svc, struct svc_req *req)
 	int rc = mp_symlink_req_decode(req->body, req->hdr.body_len, &rq);
 
 	if (!rc)
-		rc = ns_symlink(&m->ns, rq.parent, rq.name, rq.target, rq.uid, rq.gid, &in);
+		rc = ns_symlink(&m->ns, ns_any(rq.parent), rq.name, rq.target, rq.uid, rq.gid, &in);
 	reply_inode(m, req, rc, &in);
 }
 
@@ -533,7 +533,7 @@ static void op_readlink(void *svc, struct svc_req *req)
 	int rc = mp_ino_req_decode(req->body, req->hdr.body_len, &rq);
 
 	if (!rc)
-		rc = ns_readlink(&m->ns, rq.ino, target, sizeof(target));
+		rc = ns_readlink(&m->ns, ns_any(rq.ino), target, sizeof(target));
 	if (rc >= (int)sizeof(target))
 		rc = -ENAMETOOLONG;	/* ns keeps targets below NS_PATH_MAX */
 	if (rc >= 0) {
@@ -552,9 +552,9 @@ static void op_remove(void *svc, struct svc_req *req)
 	int rc = mp_name_req_decode(req->body, req->hdr.body_len, &rq);
 
 	if (!rc && req->hdr.opcode == OP_META_RMDIR)
-		rc = ns_rmdir(&m->ns, rq.parent, rq.name);
+		rc = ns_rmdir(&m->ns, ns_any(rq.parent), rq.name);
 	else if (!rc)
-		rc = ns_unlink(&m->ns, rq.parent, rq.name);
+		rc = ns_unlink(&m->ns, ns_any(rq.parent), rq.name);
 	finish_req(m, req, rc);
 }
 
@@ -565,7 +565,7 @@ static void op_rename(void *svc, struct svc_req *req)
 	int rc = mp_rename_req_decode(req->body, req->hdr.body_len, &rq);
 
 	if (!rc)
-		rc = ns_rename(&m->ns, rq.src_parent, rq.src_name, rq.dst_parent, rq.dst_name,
+		rc = ns_rename(&m->ns, ns_any(rq.src_parent), rq.src_name, ns_any(rq.dst_parent), rq.dst_name,
 			       rq.flags);
 	finish_req(m, req, rc);
 }
@@ -581,7 +581,7 @@ static void op_setattr(void *svc, struct svc_req *req)
 	if (!rc && (rq.mask & NS_ATTR_SIZE) && rq.attrs.size > INT64_MAX)
 		rc = -EFBIG;
 	if (!rc)
-		rc = ns_setattr(&m->ns, rq.ino, rq.mask, &rq.attrs, &rep.inode, &rep.trunc);
+		rc = ns_setattr(&m->ns, ns_any(rq.ino), rq.mask, &rq.attrs, &rep.inode, &rep.trunc);
 	if (!rc)
 		rc = encode_attr_rep(req, &rep);
 	if (!rc && (rq.mask & NS_ATTR_SIZE))
@@ -600,7 +600,7 @@ static void op_set_size(void *svc, struct svc_req *req)
 	if (!rc && rq.size > INT64_MAX)
 		rc = -EFBIG;
 	if (!rc)
-		rc = ns_set_size(&m->ns, rq.ino, rq.size, rq.mtime_ns, &in);
+		rc = ns_set_size(&m->ns, ns_any(rq.ino), rq.size, rq.mtime_ns, &in);
 	reply_inode(m, req, rc, &in);
 }
 
@@ -619,7 +619,7 @@ static void op_truncate(void *svc, struct svc_req *req)
 	at.size = rq.size;
 	/* setattr(SIZE) is ns_truncate that also returns the inode. */
 	if (!rc)
-		rc = ns_setattr(&m->ns, rq.ino, NS_ATTR_SIZE, &at, &rep.inode, &rep.trunc);
+		rc = ns_setattr(&m->ns, ns_any(rq.ino), NS_ATTR_SIZE, &at, &rep.inode, &rep.trunc);
 	if (!rc)
 		rc = encode_attr_rep(req, &rep);
 	if (!rc)
@@ -662,7 +662,7 @@ static void op_readdir(void *svc, struct svc_req *req)
 	memset(&c, 0, sizeof(c));
 	wbuf_init(&c.w, &ents);
 	if (!rc)
-		rc = ns_readdir(&m->ns, rq.dir, rq.cookie, rq.max, readdir_cb, &c);
+		rc = ns_readdir(&m->ns, ns_any(rq.dir), rq.cookie, rq.max, readdir_cb, &c);
 	if (rc >= 0 && c.w.err)
 		rc = c.w.err;
 	if (rc >= 0) {
@@ -682,7 +682,7 @@ static void op_set_layout(void *svc, struct svc_req *req)
 	int rc = mp_set_layout_req_decode(req->body, req->hdr.body_len, &rq);
 
 	if (!rc)
-		rc = ns_set_layout(&m->ns, rq.dir, &rq.layout);
+		rc = ns_set_layout(&m->ns, ns_any(rq.dir), &rq.layout);
 	finish_req(m, req, rc);
 }
 
@@ -695,7 +695,7 @@ static void op_get_layout(void *svc, struct svc_req *req)
 	int rc = mp_ino_req_decode(req->body, req->hdr.body_len, &rq);
 
 	if (!rc)
-		rc = ns_getattr(&m->ns, rq.ino, &in);
+		rc = ns_getattr(&m->ns, ns_any(rq.ino), &in);
 	if (!rc) {
 		wbuf_init(&w, &req->reply);
 		mp_layout_encode(&w, &in.layout);
@@ -762,7 +762,7 @@ static void root_layout(struct meta *m)
 		l.stripe = (uint32_t)m->d->cfg.stripe;
 	if (st.table_len && l.stripe > st.table_len)
 		l.stripe = st.table_len;
-	rc = ns_set_layout(&m->ns, NS_ROOT_INO, &l);
+	rc = ns_set_layout(&m->ns, ns_any(NS_ROOT_INO), &l);
 	if (rc)
 		log_warn(COMP, "cannot set the root layout (chunk size %u, stripe %u): %s",
 			 l.chunk_size, l.stripe, strata_strerror(rc));
