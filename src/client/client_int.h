@@ -26,6 +26,7 @@ struct strata {
 struct strata_file {
 	struct strata *s;
 	uint64_t ino;
+	uint64_t gen;		/* its generation: calls on a removed file fail */
 	struct file_layout layout;
 	int flags;
 	pthread_mutex_t lock;

@@ -164,13 +164,15 @@ int proto_call(struct rpc_pool *p, const char *addr, uint16_t op,
 int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 		    void (*enc)(struct wbuf *, const void *), const void *req,
 		    const struct proto_sync *s,
-		    int (*dec)(const void *, uint32_t, void *), void *rep)
+		    int (*dec)(const void *, uint32_t, void *), void *rep, bool views)
 {
 	struct rpc_result res = { 0 };
 	struct bbuf b;
 	struct wbuf w;
 	int rc;
 
+	if (views && !s->body)
+		return -EINVAL;
 	bbuf_init(&b);
 	wbuf_init(&w, &b);
 	enc(&w, req);
@@ -189,6 +191,12 @@ int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 	bbuf_release(&b);
 	if (!rc)
 		rc = dec(res.body.buf, (uint32_t)res.body.len, rep);
+	if (!rc && s->body) {
+		/* The views of rep point into this body: it goes to the caller. */
+		bbuf_release(s->body);
+		*s->body = res.body;
+		bbuf_init(&res.body);
+	}
 	rpc_result_release(&res);
 	return rc;
 }
