@@ -54,43 +54,86 @@ int mc_readlink(const struct mc_ctx *ctx, struct mt_handle h, char *buf, size_t 
 	return rc;
 }
 
-int mc_readdir(const struct mc_ctx *ctx, struct mt_handle dir, const char *cookie, uint32_t max,
-	       mc_dirent_fn cb, void *arg, char *next_cookie, size_t cap, bool *eof)
+/* READDIR (pcb NULL) and READDIRPLUS (cb NULL). */
+static int list(const struct mc_ctx *ctx, struct mt_handle dir, const char *cookie, uint32_t max,
+		mc_dirent_fn cb, mc_direntplus_fn pcb, void *arg, char *next_cookie, size_t cap,
+		bool *eof)
 {
 	struct mt_readdir rq = { .dir = dir, .cookie = pstr_c(cookie), .max = max };
 	char name[MD_NAME_MAX + 1];
-	struct mt_readdir_rep rep;
+	union {
+		struct mt_readdir_rep r;
+		struct mt_readdirplus_rep p;
+	} rep;
+	struct pstr next;
 	struct proto_sync s;
 	struct bbuf body;
-	uint32_t taken = 0;
-	bool stopped;
+	uint32_t taken = 0, n;
+	bool stopped, end;
 	int rc;
 
-	if (!cb || max < 1 || max > MD_READDIR_MAX || (next_cookie && cap <= MD_NAME_MAX))
+	if ((!cb && !pcb) || max < 1 || max > MD_READDIR_MAX ||
+	    (next_cookie && cap <= MD_NAME_MAX))
 		return -EINVAL;
 	bbuf_init(&body);
 	s = keeping(ctx, &body);
-	rc = md_readdir_call_sync(ctx->cl, ctx->addr, &rq, &s, &rep);
+	rc = pcb ? md_readdirplus_call_sync(ctx->cl, ctx->addr, &rq, &s, &rep.p) :
+	     md_readdir_call_sync(ctx->cl, ctx->addr, &rq, &s, &rep.r);
 	if (rc)
 		goto out;
-	for (; taken < rep.ents_n; taken++) {
-		const struct mt_dirent *e = &rep.ents[taken];
+	n = pcb ? rep.p.ents_n : rep.r.ents_n;
+	for (; taken < n; taken++) {
+		if (pcb) {
+			(void)pstr_copy(rep.p.ents[taken].name, name, sizeof(name));
+			if (pcb(arg, name, &rep.p.ents[taken].inode))
+				break;
+		} else {
+			const struct mt_dirent *e = &rep.r.ents[taken];
 
-		(void)pstr_copy(e->name, name, sizeof(name));
-		if (cb(arg, name, e->ino, e->type))
-			break;
+			(void)pstr_copy(e->name, name, sizeof(name));
+			if (cb(arg, name, e->ino, e->type))
+				break;
+		}
 	}
 	/* A callback that stopped resumes the listing at the entry it did
 	 * not take. */
-	stopped = taken < rep.ents_n;
-	if (next_cookie)
-		(void)pstr_copy(!stopped ? rep.next_cookie : taken ? rep.ents[taken - 1].name :
-				rq.cookie, next_cookie, cap);
+	stopped = taken < n;
+	next = pcb ? rep.p.next_cookie : rep.r.next_cookie;
+	end = pcb ? rep.p.eof : rep.r.eof;
+	if (stopped)
+		next = !taken ? rq.cookie : pcb ? rep.p.ents[taken - 1].name :
+		       rep.r.ents[taken - 1].name;
+	if (next_cookie) {
+		/* Through name: next may point into the caller's cookie, which
+		 * may be next_cookie itself. */
+		(void)pstr_copy(next, name, sizeof(name));
+		memcpy(next_cookie, name, strlen(name) + 1);
+	}
 	if (eof)
-		*eof = !stopped && rep.eof;
+		*eof = !stopped && end;
 	rc = (int)taken;
-	mt_readdir_rep_release(&rep);
+	if (pcb)
+		mt_readdirplus_rep_release(&rep.p);
+	else
+		mt_readdir_rep_release(&rep.r);
 out:
 	bbuf_release(&body);
 	return rc;
+}
+
+int mc_readdir(const struct mc_ctx *ctx, struct mt_handle dir, const char *cookie, uint32_t max,
+	       mc_dirent_fn cb, void *arg, char *next_cookie, size_t cap, bool *eof)
+{
+	if (!cb)
+		return -EINVAL;
+	return list(ctx, dir, cookie, max, cb, NULL, arg, next_cookie, cap, eof);
+}
+
+int mc_readdirplus(const struct mc_ctx *ctx, struct mt_handle dir, const char *cookie,
+		   uint32_t max, mc_direntplus_fn cb, void *arg, char *next_cookie, size_t cap,
+		   bool *eof)
+{
+	if (!cb)
+		return -EINVAL;
+	return list(ctx, dir, cookie, max, NULL, cb, arg, next_cookie, cap, eof);
 }

@@ -54,6 +54,8 @@ int mc_readlink(const struct mc_ctx *ctx, struct mt_handle h, char *buf, size_t 
  * NUL-terminated and valid during the call only. Non-zero stops the
  * listing before that entry. */
 typedef int (*mc_dirent_fn)(void *arg, const char *name, uint64_t ino, uint32_t type);
+/* The same for READDIRPLUS: the entry's inode (valid during the call). */
+typedef int (*mc_direntplus_fn)(void *arg, const char *name, const struct mt_inode *in);
 
 /*
  * Lists up to max (1..MD_READDIR_MAX) entries of dir whose names sort
@@ -65,5 +67,9 @@ typedef int (*mc_dirent_fn)(void *arg, const char *name, uint64_t ino, uint32_t 
  */
 int mc_readdir(const struct mc_ctx *ctx, struct mt_handle dir, const char *cookie, uint32_t max,
 	       mc_dirent_fn cb, void *arg, char *next_cookie, size_t cap, bool *eof);
+/* As mc_readdir, with each entry's inode (READDIRPLUS). */
+int mc_readdirplus(const struct mc_ctx *ctx, struct mt_handle dir, const char *cookie,
+		   uint32_t max, mc_direntplus_fn cb, void *arg, char *next_cookie, size_t cap,
+		   bool *eof);
 
 #endif

@@ -1,6 +1,7 @@
 /*
- * libstrata: connection, namespace operations (meta service) and file I/O
- * (chunks on storage chains through the storage client).
+ * libstrata: connection, namespace operations by path (meta service; each
+ * resolves its path and calls the handle operation of namespace.c) and
+ * file I/O (chunks on storage chains through the storage client).
  *
  * The meta service runs in the daemon at the mgmt address (the control
  * daemon of a cluster runs both).
@@ -202,22 +203,6 @@ static int check_path(const char *path)
 	return 0;
 }
 
-static void fill_stat(const struct mt_inode *in, struct strata_stat *st)
-{
-	memset(st, 0, sizeof(*st));
-	st->ino = in->ino;
-	st->mode = in->mode;
-	st->nlink = in->nlink;
-	st->uid = in->uid;
-	st->gid = in->gid;
-	st->size = in->size;
-	st->atime_ns = in->atime_ns;
-	st->mtime_ns = in->mtime_ns;
-	st->ctime_ns = in->ctime_ns;
-	st->chunk_size = in->layout.chunk_size;
-	st->stripe = in->layout.stripe;
-}
-
 /* The handle of open file f. */
 static struct mt_handle file_handle(const struct strata_file *f)
 {
@@ -352,8 +337,7 @@ static int run_pieces(struct strata_file *f, enum sc_kind kind, uint8_t *buf, ui
 	return g.err;
 }
 
-/* Cuts the chunk straddling a new size, as the meta service asks. */
-static int apply_trunc(struct strata *s, uint64_t ino, const struct mt_trunc *tr)
+int strata_cut(struct strata *s, uint64_t ino, const struct mt_trunc *tr)
 {
 	struct file_layout l;
 	struct sc_io io = { 0 };
@@ -373,13 +357,34 @@ static int apply_trunc(struct strata *s, uint64_t ino, const struct mt_trunc *tr
 
 /* ---- files ---- */
 
+int strata_file_new(struct strata *s, const struct mt_inode *in, int flags,
+		    const struct mt_trunc *tr, struct strata_file **out)
+{
+	struct strata_file *f;
+	int rc = strata_cut(s, in->ino, tr);
+
+	if (rc)
+		return rc;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->s = s;
+	f->ino = in->ino;
+	f->gen = in->gen;
+	mt_layout_get(&in->layout, &f->layout);
+	f->flags = flags;
+	f->size = in->size;
+	pthread_mutex_init(&f->lock, NULL);
+	*out = f;
+	return 0;
+}
+
 int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 		struct strata_file **out)
 {
 	struct mt_inode parent, in;
 	struct mt_attr_rep rep;
 	char name[MD_NAME_MAX + 1];
-	struct strata_file *f;
 	int acc = flags & 3, rc;
 
 	if (!s || !out || acc == 3)
@@ -390,8 +395,7 @@ int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 	memset(&rep, 0, sizeof(rep));
 	if (flags & STRATA_O_CREAT) {
 		struct mt_create rq = {
-			.name = pstr_c(name), .mode = (mode & 07777) | S_IFREG, .uid = getuid(),
-			.gid = getgid(),
+			.mode = (mode & 07777) | S_IFREG, .uid = getuid(), .gid = getgid(),
 			.flags = ((flags & STRATA_O_EXCL) ? MD_CREATE_EXCL : 0) |
 				 ((flags & STRATA_O_TRUNC) ? MD_CREATE_TRUNC : 0),
 		};
@@ -419,8 +423,6 @@ int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 		rc = resolve(s, path, MD_RESOLVE_FOLLOW, &in);
 		if (rc)
 			return rc;
-		if (S_ISDIR(in.mode) && acc != STRATA_O_RDONLY)
-			return -EISDIR;
 		if (S_ISDIR(in.mode))
 			return -EISDIR;
 		if (flags & STRATA_O_TRUNC && acc != STRATA_O_RDONLY) {
@@ -434,21 +436,7 @@ int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 			in = rep.inode;
 		}
 	}
-	rc = apply_trunc(s, in.ino, &rep.trunc);
-	if (rc)
-		return rc;
-	f = calloc(1, sizeof(*f));
-	if (!f)
-		return -ENOMEM;
-	f->s = s;
-	f->ino = in.ino;
-	f->gen = in.gen;
-	mt_layout_get(&in.layout, &f->layout);
-	f->flags = flags;
-	f->size = in.size;
-	pthread_mutex_init(&f->lock, NULL);
-	*out = f;
-	return 0;
+	return strata_file_new(s, &in, flags, &rep.trunc, out);
 }
 
 int strata_fsync(struct strata_file *f)
@@ -539,13 +527,14 @@ ssize_t strata_pwrite(struct strata_file *f, const void *buf, size_t len, uint64
 	return (ssize_t)len;
 }
 
+/* Sets the size of h (TRUNCATE), cutting the chunk that straddles it. */
 static int do_truncate(struct strata *s, struct mt_handle h, uint64_t size)
 {
 	struct mt_truncate rq = { .h = h, .size = size };
 	struct mt_attr_rep rep;
 	int rc = MC_CALL(&s->mc, md_truncate, &rq, &rep);
 
-	return rc ? rc : apply_trunc(s, h.ino, &rep.trunc);
+	return rc ? rc : strata_cut(s, h.ino, &rep.trunc);
 }
 
 int strata_ftruncate(struct strata_file *f, uint64_t size)
@@ -584,7 +573,7 @@ int strata_fstat(struct strata_file *f, struct strata_stat *st)
 	if (f->size > in.size)
 		in.size = f->size;
 	pthread_mutex_unlock(&f->lock);
-	fill_stat(&in, st);
+	at_fill_stat(&in, st);
 	return 0;
 }
 
@@ -598,7 +587,7 @@ static int do_stat(struct strata *s, const char *path, struct strata_stat *st, u
 	if (!rc)
 		rc = resolve(s, path, flags, &in);
 	if (!rc)
-		fill_stat(&in, st);
+		at_fill_stat(&in, st);
 	return rc;
 }
 
@@ -637,31 +626,21 @@ static int on_parent(struct strata *s, const char *path, int root_err,
 
 static int do_mkdir(struct strata *s, struct mt_handle parent, const char *name, uint32_t mode)
 {
-	struct mt_create rq = {
-		.dir = parent, .name = pstr_c(name), .mode = (mode & 07777) | S_IFDIR,
-		.uid = getuid(), .gid = getgid(),
-	};
 	struct mt_inode in;
 
-	return MC_CALL(&s->mc, md_mkdir, &rq, &in);
+	return at_mkdir(s, parent, name, mode, &in);
 }
 
 static int do_rmdir(struct strata *s, struct mt_handle parent, const char *name, uint32_t mode)
 {
-	struct mt_name rq = { .dir = parent, .name = pstr_c(name) };
-	struct proto_void none = { 0 };
-
 	(void)mode;
-	return MC_CALL(&s->mc, md_rmdir, &rq, &none);
+	return at_remove(s, parent, name, true);
 }
 
 static int do_unlink(struct strata *s, struct mt_handle parent, const char *name, uint32_t mode)
 {
-	struct mt_name rq = { .dir = parent, .name = pstr_c(name) };
-	struct proto_void none = { 0 };
-
 	(void)mode;
-	return MC_CALL(&s->mc, md_unlink, &rq, &none);
+	return at_remove(s, parent, name, false);
 }
 
 int strata_mkdir(struct strata *s, const char *path, uint32_t mode)
@@ -683,8 +662,6 @@ int strata_rename(struct strata *s, const char *from, const char *to, unsigned f
 {
 	struct mt_inode sp, dp;
 	char sn[MD_NAME_MAX + 1], dn[MD_NAME_MAX + 1];
-	struct mt_rename rq;
-	struct proto_void none = { 0 };
 	int rc;
 
 	if (!s || (flags & ~(STRATA_RENAME_NOREPLACE | STRATA_RENAME_EXCHANGE)))
@@ -695,13 +672,7 @@ int strata_rename(struct strata *s, const char *from, const char *to, unsigned f
 	if (rc)
 		return rc == -EINVAL && ((from && !strcmp(from, "/")) || (to && !strcmp(to, "/"))) ?
 		       -EBUSY : rc;
-	rq.src_dir = by_number(&sp);
-	rq.src_name = pstr_c(sn);
-	rq.dst_dir = by_number(&dp);
-	rq.dst_name = pstr_c(dn);
-	rq.flags = ((flags & STRATA_RENAME_NOREPLACE) ? MD_RENAME_NOREPLACE : 0) |
-		   ((flags & STRATA_RENAME_EXCHANGE) ? MD_RENAME_EXCHANGE : 0);
-	return MC_CALL(&s->mc, md_rename, &rq, &none);
+	return at_rename(s, by_number(&sp), sn, by_number(&dp), dn, flags);
 }
 
 int strata_truncate(struct strata *s, const char *path, uint64_t size)
@@ -722,7 +693,6 @@ int strata_truncate(struct strata *s, const char *path, uint64_t size)
 
 int strata_symlink(struct strata *s, const char *target, const char *linkpath)
 {
-	struct mt_symlink rq = { .uid = getuid(), .gid = getgid() };
 	struct mt_inode parent, in;
 	char name[MD_NAME_MAX + 1];
 	int rc;
@@ -732,10 +702,7 @@ int strata_symlink(struct strata *s, const char *target, const char *linkpath)
 	rc = resolve_parent(s, linkpath, &parent, name);
 	if (rc)
 		return rc;
-	rq.dir = by_number(&parent);
-	rq.name = pstr_c(name);
-	rq.target = pstr_c(target);
-	return MC_CALL(&s->mc, md_symlink, &rq, &in);
+	return at_symlink(s, by_number(&parent), name, target, &in);
 }
 
 ssize_t strata_readlink(struct strata *s, const char *path, char *buf, size_t len)
@@ -754,30 +721,14 @@ ssize_t strata_readlink(struct strata *s, const char *path, char *buf, size_t le
 
 int strata_setattr(struct strata *s, const char *path, unsigned mask, const struct strata_stat *st)
 {
-	struct mt_setattr rq;
-	struct mt_attr_rep rep;
 	struct mt_inode in;
 	int rc = check_path(path);
 
-	if (!s || !st || (mask & ~0x1fu))
+	if (!s || !st)
 		return -EINVAL;
 	if (!rc)
 		rc = resolve(s, path, MD_RESOLVE_FOLLOW, &in);
-	if (rc)
-		return rc;
-	memset(&rq, 0, sizeof(rq));
-	rq.h = by_number(&in);
-	rq.mode = st->mode;
-	rq.uid = st->uid;
-	rq.gid = st->gid;
-	rq.atime_ns = st->atime_ns;
-	rq.mtime_ns = st->mtime_ns;
-	rq.mask |= mask & STRATA_SET_MODE ? MD_ATTR_MODE : 0;
-	rq.mask |= mask & STRATA_SET_UID ? MD_ATTR_UID : 0;
-	rq.mask |= mask & STRATA_SET_GID ? MD_ATTR_GID : 0;
-	rq.mask |= mask & STRATA_SET_ATIME ? MD_ATTR_ATIME : 0;
-	rq.mask |= mask & STRATA_SET_MTIME ? MD_ATTR_MTIME : 0;
-	return MC_CALL(&s->mc, md_setattr, &rq, &rep);
+	return rc ? rc : at_setattr(s, by_number(&in), mask, st, NULL);
 }
 
 /* ---- directories ---- */

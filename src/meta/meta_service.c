@@ -45,12 +45,11 @@ PROTO_SERVER(meta, META_OPS)
 #define GC_INFLIGHT 64u
 #define TABLE_POLL_MS 500u
 #define GC_QUEUE_SCAN 256u	/* the gc_queue gauge counts up to this */
-#define NOPS meta_NOPS
-
-/* The table's ops are numbered from OP_META_LOOKUP without a gap, which
- * indexes the per-op counters. */
-_Static_assert(OP_META_RESOLVE - OP_META_LOOKUP + 1 == NOPS, "meta op numbers have a gap");
+/* Per-op counters, indexed by opcode - OP_META_FIRST. */
+#define NOPS (OP_META_LAST - OP_META_FIRST + 1)
 /* Limits and flags pass between the wire and ns.h unchanged. */
+_Static_assert(MD_ROOT_INO == NS_ROOT_INO && MD_ROOT_GEN == NS_ROOT_GEN,
+	       "the wire names another root than the namespace");
 _Static_assert(MD_NAME_MAX == NS_NAME_MAX && MD_PATH_MAX == NS_PATH_MAX &&
 	       MD_TARGET_MAX == NS_PATH_MAX && MD_READDIR_MAX == NS_READDIR_MAX,
 	       "meta wire limits differ from the namespace's");
@@ -132,8 +131,8 @@ static struct meta *count_op(void *svc, const struct svc_req *req)
 	struct meta *m = svc;
 	uint16_t op = req->hdr.opcode;
 
-	if (op >= OP_META_LOOKUP && op < OP_META_LOOKUP + NOPS)
-		STAT_ADD(&m->ops[op - OP_META_LOOKUP], 1);
+	if (op >= OP_META_FIRST && op <= OP_META_LAST)
+		STAT_ADD(&m->ops[op - OP_META_FIRST], 1);
 	return m;
 }
 
@@ -747,57 +746,109 @@ static void op_truncate(void *svc, struct svc_req *req)
 	reply_attr(m, req, md_truncate_reply, rc, false, &in, &tr, !rc);
 }
 
-/* A READDIR page being collected: entries whose names point into names. */
-struct readdir_page {
+/* A READDIR(PLUS) page being collected: entries (ents or pents) whose
+ * names point into names. */
+struct dir_page {
 	struct mt_dirent *ents;
+	struct mt_direntplus *pents;
 	char (*names)[MD_NAME_MAX + 1];
+	struct pstr last;		/* the name of the last entry taken */
 	uint32_t n;
 };
 
-static int readdir_cb(void *arg, const char *name, uint64_t ino, uint32_t type)
+/* Copies name into pg as its next entry's; false when it cannot be one. */
+static bool page_name(struct dir_page *pg, const char *name)
 {
-	struct readdir_page *pg = arg;
-	struct mt_dirent *e = &pg->ents[pg->n];
 	size_t len = strlen(name);
 
 	if (len > MD_NAME_MAX)
-		return 1;
+		return false;
 	memcpy(pg->names[pg->n], name, len);
-	e->name.p = pg->names[pg->n];
-	e->name.len = (uint32_t)len;
+	pg->last.p = pg->names[pg->n];
+	pg->last.len = (uint32_t)len;
+	return true;
+}
+
+static int readdir_cb(void *arg, const char *name, uint64_t ino, uint32_t type)
+{
+	struct dir_page *pg = arg;
+	struct mt_dirent *e = &pg->ents[pg->n];
+
+	if (!page_name(pg, name))
+		return 1;
+	e->name = pg->last;
 	e->ino = ino;
 	e->type = type;
 	pg->n++;
 	return 0;
 }
 
-static void op_readdir(void *svc, struct svc_req *req)
+static int readdirplus_cb(void *arg, const char *name, const struct meta_inode *in)
 {
-	struct meta *m = count_op(svc, req);
+	struct dir_page *pg = arg;
+	struct mt_direntplus *e = &pg->pents[pg->n];
+
+	if (!page_name(pg, name))
+		return 1;
+	e->name = pg->last;
+	inode_to_wire(in, &e->inode);
+	pg->n++;
+	return 0;
+}
+
+/* READDIR and READDIRPLUS. */
+static void list_dir(struct meta *m, struct svc_req *req, bool plus)
+{
 	char cookie[MD_NAME_MAX + 1];
-	struct readdir_page pg = { 0 };
-	struct mt_readdir_rep rep;
+	struct dir_page pg = { 0 };
 	struct mt_readdir rq;
 	int rc;
 
-	if (counted(m, md_readdir_req(req, &rq)))
+	if (counted(m, (plus ? md_readdirplus_req : md_readdir_req)(req, &rq)))
 		return;
-	pg.ents = calloc(rq.max, sizeof(*pg.ents));
 	pg.names = malloc(rq.max * sizeof(*pg.names));
-	rc = pg.ents && pg.names ? pstr_copy(rq.cookie, cookie, sizeof(cookie)) : -ENOMEM;
-	if (!rc)
+	if (plus)
+		pg.pents = calloc(rq.max, sizeof(*pg.pents));
+	else
+		pg.ents = calloc(rq.max, sizeof(*pg.ents));
+	rc = pg.names && (pg.ents || pg.pents) ? pstr_copy(rq.cookie, cookie, sizeof(cookie)) :
+	     -ENOMEM;
+	if (!rc && plus)
+		rc = ns_readdirplus(&m->ns, ref_of(&rq.dir), cookie, rq.max, readdirplus_cb, &pg);
+	else if (!rc)
 		rc = ns_readdir(&m->ns, ref_of(&rq.dir), cookie, rq.max, readdir_cb, &pg);
-	if (rc >= 0) {
-		memset(&rep, 0, sizeof(rep));
-		rep.ents = pg.ents;
-		rep.ents_n = pg.n;
-		rep.next_cookie = pg.n ? pg.ents[pg.n - 1].name : rq.cookie;
-		rep.eof = (uint32_t)rc < rq.max;
-		rc = 0;
+	if (rc < 0 && plus) {
+		md_readdirplus_reply(req, counted(m, rc), NULL);
+	} else if (rc < 0) {
+		md_readdir_reply(req, counted(m, rc), NULL);
+	} else if (plus) {
+		struct mt_readdirplus_rep rep = {
+			.ents = pg.pents, .ents_n = pg.n, .next_cookie = pg.n ? pg.last : rq.cookie,
+			.eof = (uint32_t)rc < rq.max,
+		};
+
+		md_readdirplus_reply(req, 0, &rep);
+	} else {
+		struct mt_readdir_rep rep = {
+			.ents = pg.ents, .ents_n = pg.n, .next_cookie = pg.n ? pg.last : rq.cookie,
+			.eof = (uint32_t)rc < rq.max,
+		};
+
+		md_readdir_reply(req, 0, &rep);
 	}
-	md_readdir_reply(req, counted(m, rc), rc ? NULL : &rep);
 	free(pg.ents);
+	free(pg.pents);
 	free(pg.names);
+}
+
+static void op_readdir(void *svc, struct svc_req *req)
+{
+	list_dir(count_op(svc, req), req, false);
+}
+
+static void op_readdirplus(void *svc, struct svc_req *req)
+{
+	list_dir(count_op(svc, req), req, true);
 }
 
 static void op_set_layout(void *svc, struct svc_req *req)
@@ -880,6 +931,7 @@ static const struct meta_handlers handlers = {
 	.md_get_layout = op_get_layout,
 	.md_statfs = op_statfs,
 	.md_resolve = op_resolve,
+	.md_readdirplus = op_readdirplus,
 };
 
 /* ---- life cycle ---- */
@@ -1039,7 +1091,7 @@ static void meta_metrics(void *svc, struct bbuf *out)
 	struct meta *m = svc;
 	char name[64];
 
-	for (uint32_t i = 0; i < NOPS; i++) {
+	for (uint32_t i = 0; i < meta_NOPS; i++) {
 		/* META_SET_SIZE -> strata_meta_set_size_total */
 		const char *op = meta_ops[i].name + strlen("META_");
 		char lower[32];
@@ -1050,7 +1102,7 @@ static void meta_metrics(void *svc, struct bbuf *out)
 		lower[k] = '\0';
 		snprintf(name, sizeof(name), "strata_meta_%s_total", lower);
 		metrics_put(out, name, "counter", "meta requests of this kind",
-			    (double)STAT_GET(&m->ops[meta_ops[i].op - OP_META_LOOKUP]));
+			    (double)STAT_GET(&m->ops[meta_ops[i].op - OP_META_FIRST]));
 	}
 	metrics_put(out, "strata_meta_errors_total", "counter", "meta requests that failed",
 		    (double)STAT_GET(&m->op_errors));

@@ -2,7 +2,12 @@
  * span fields, and the conversions the client and the service share. */
 #include <fcntl.h>
 
+#include "net/frame.h"
 #include "proto/meta.h"
+
+/* A full page of the longest names, each with its inode, fits one body. */
+_Static_assert(4 + (uint64_t)MD_READDIR_MAX * (4 + MD_NAME_MAX + mt_inode_MIN) + 4 +
+	       MD_NAME_MAX + 1 <= FRAME_MAX_BODY, "a READDIRPLUS page overflows a frame body");
 
 PROTO_MSG_DEFINE(mt_handle, MT_HANDLE_FIELDS)
 PROTO_MSG_DEFINE(mt_layout, MT_LAYOUT_FIELDS)
@@ -25,6 +30,8 @@ PROTO_MSG_DEFINE(mt_target, MT_TARGET_FIELDS)
 PROTO_MSG_DEFINE(mt_statfs, MT_STATFS_FIELDS)
 PROTO_MSG_DEFINE_CHECKED(mt_dirent, MT_DIRENT_FIELDS)
 PROTO_MSG_DEFINE(mt_readdir_rep, MT_READDIR_REP_FIELDS)
+PROTO_MSG_DEFINE_CHECKED(mt_direntplus, MT_DIRENTPLUS_FIELDS)
+PROTO_MSG_DEFINE(mt_readdirplus_rep, MT_READDIRPLUS_REP_FIELDS)
 PROTO_OPS_DEFINE(meta, META_OPS)
 
 /* The chunks left to remove come before the end of the range. */
@@ -47,6 +54,11 @@ int mt_readdir_check(const struct mt_readdir *m)
 
 /* "" is no name (the cookie of an empty listing is, not an entry's). */
 int mt_dirent_check(const struct mt_dirent *m)
+{
+	return m->name.len == 0 ? STRATA_EBADMSG : 0;
+}
+
+int mt_direntplus_check(const struct mt_direntplus *m)
 {
 	return m->name.len == 0 ? STRATA_EBADMSG : 0;
 }

@@ -26,6 +26,8 @@
  *   TRUNCATE   inode, size                      -> attr_rep (created 0)
  *   READDIR    dir, cookie, max (1..MD_READDIR_MAX) -> entries after the
  *              cookie (name, ino, type), the next cookie, eof
+ *   READDIRPLUS  as READDIR                     -> the entries with their
+ *              inodes (so their handles), read with the listing
  *   SET_LAYOUT dir, layout                      -> (empty)
  *   GET_LAYOUT inode                            -> layout (a directory's
  *              resolved against the current chain table)
@@ -53,10 +55,12 @@
 #include "net/proto.h"
 #include "proto/proto.h"
 
+#define MD_ROOT_INO 1		/* the root directory's handle */
+#define MD_ROOT_GEN 1
 #define MD_NAME_MAX 255		/* a name or a readdir cookie */
 #define MD_PATH_MAX 4096	/* a path to RESOLVE */
 #define MD_TARGET_MAX 4096	/* a symlink's target */
-#define MD_READDIR_MAX 1024	/* entries in one READDIR reply */
+#define MD_READDIR_MAX 1024	/* entries in one READDIR(PLUS) reply */
 
 /* CREATE flags. */
 #define MD_CREATE_EXCL (1u << 0)	/* -EEXIST if the name exists */
@@ -211,7 +215,7 @@ PROTO_MSG(mt_set_size, MT_SET_SIZE_FIELDS)
 	X(U64, size)
 PROTO_MSG(mt_truncate, MT_TRUNCATE_FIELDS)
 
-/* READDIR: entries whose names sort after cookie ("": from
+/* READDIR, READDIRPLUS: entries whose names sort after cookie ("": from
  * the start), at most max (1..MD_READDIR_MAX). */
 #define MT_READDIR_FIELDS(X) \
 	X(OBJ, dir, mt_handle) \
@@ -264,6 +268,19 @@ PROTO_MSG_CHECKED(mt_dirent, MT_DIRENT_FIELDS)
 	X(U8R, eof, 1)
 PROTO_MSG(mt_readdir_rep, MT_READDIR_REP_FIELDS)
 
+/* An entry with its inode: a page of 1024 with the longest names is
+ * about 360 KiB. */
+#define MT_DIRENTPLUS_FIELDS(X) \
+	X(STR, name, MD_NAME_MAX) \
+	X(OBJ, inode, mt_inode)
+PROTO_MSG_CHECKED(mt_direntplus, MT_DIRENTPLUS_FIELDS)
+
+#define MT_READDIRPLUS_REP_FIELDS(X) \
+	X(ARR, ents, mt_direntplus, MD_READDIR_MAX) \
+	X(STR, next_cookie, MD_NAME_MAX) \
+	X(U8R, eof, 1)
+PROTO_MSG(mt_readdirplus_rep, MT_READDIRPLUS_REP_FIELDS)
+
 /* Stubs are named md_<op>: md_lookup_call_sync(), md_create_req(), ... */
 #define META_OPS(OP) \
 	OP(META_LOOKUP,      64, md_lookup,      mt_name,       mt_inode) \
@@ -283,9 +300,14 @@ PROTO_MSG(mt_readdir_rep, MT_READDIR_REP_FIELDS)
 	OP(META_SET_LAYOUT,  78, md_set_layout,  mt_set_layout, proto_void) \
 	OP(META_GET_LAYOUT,  79, md_get_layout,  mt_ino,        mt_layout) \
 	OP(META_STATFS,      80, md_statfs,      proto_void,    mt_statfs) \
-	OP(META_RESOLVE,     81, md_resolve,     mt_resolve,    mt_inode)
+	OP(META_RESOLVE,     81, md_resolve,     mt_resolve,    mt_inode) \
+	OP(META_READDIRPLUS, 82, md_readdirplus, mt_readdir,    mt_readdirplus_rep)
 PROTO_OPS(meta, META_OPS)
 
-_Static_assert((int)OP_META_RESOLVE <= (int)OP_META_LAST, "meta ops overflow their range");
+/* Every op's number lies in the range net/proto.h gives meta. */
+#define MD_IN_RANGE(NAME, num, fn, req, rep) \
+	_Static_assert((num) >= OP_META_FIRST && (num) <= OP_META_LAST, \
+		       #NAME " is outside the meta op range");
+META_OPS(MD_IN_RANGE)
 
 #endif

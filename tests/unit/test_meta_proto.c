@@ -576,6 +576,38 @@ static void test_readdir_rep(void **state)
 	}
 }
 
+/* READDIRPLUS: entries with whole inodes, as strict as READDIR's. */
+static void test_readdirplus_rep(void **state)
+{
+	struct fix *f = *state;
+	struct mt_direntplus ents[2];
+	struct mt_readdirplus_rep rep = { .ents = ents, .ents_n = 2, .next_cookie = pstr_c("b"),
+					  .eof = 1 }, got;
+
+	fill_inode(&ents[0].inode);
+	fill_inode(&ents[1].inode);
+	ents[0].name = pstr_c("a");
+	ents[1].name = pstr_c("b");
+	ents[1].inode.gen = 78;
+	put(f, mt_readdirplus_rep_enc_any, &rep);
+	assert_int_equal(f->b.len, 4 + 2 * (4 + 1 + mt_inode_MIN) + 4 + 1 + 1);
+	STRICT(f, mt_readdirplus_rep, &got);
+	assert_int_equal(got.ents_n, 2);
+	assert_true(pstr_eq(got.ents[1].name, "b"));
+	assert_memory_equal(&got.ents[1].inode, &ents[1].inode, sizeof(ents[1].inode));
+	mt_readdirplus_rep_release(&got);
+
+	/* An empty name (mt_direntplus_check), an entry cut short. */
+	ents[0].name = pstr_c("");
+	put(f, mt_readdirplus_rep_enc_any, &rep);
+	REFUSED(f, mt_readdirplus_rep);
+	reset(f);
+	wb_u32(&f->w, 1);
+	wb_str(&f->w, "a");
+	wb_raw(&f->w, "short", 5);
+	REFUSED(f, mt_readdirplus_rep);
+}
+
 /* A full page of the longest names fits a frame body. */
 static void test_readdir_full_page(void **state)
 {
@@ -605,7 +637,7 @@ static void test_readdir_full_page(void **state)
 static void test_table(void **state)
 {
 	(void)state;
-	assert_int_equal(meta_NOPS, 18);
+	assert_int_equal(meta_NOPS, 19);
 	for (uint32_t i = 0; i < meta_NOPS; i++) {
 		assert_int_equal(meta_ops[i].op, OP_META_LOOKUP + i);
 		assert_true(strncmp(meta_ops[i].name, "META_", 5) == 0);
@@ -620,6 +652,9 @@ static void test_table(void **state)
 	assert_int_equal(mt_attr_rep_VIEWS, 0);
 	assert_int_equal(mt_target_VIEWS, 1);
 	assert_int_equal(mt_readdir_rep_VIEWS, 1);
+	assert_int_equal(mt_readdirplus_rep_VIEWS, 1);
+	assert_string_equal(meta_ops[OP_META_READDIRPLUS - OP_META_LOOKUP].name,
+			    "META_READDIRPLUS");
 	assert_int_equal(mt_name_VIEWS, 1);
 }
 
@@ -673,6 +708,7 @@ int main(void)
 		T(test_inode_attr_reps),
 		T(test_small_reps),
 		T(test_readdir_rep),
+		T(test_readdirplus_rep),
 		T(test_readdir_full_page),
 		T(test_table),
 		T(test_garbage),
