@@ -25,28 +25,12 @@
 
 #define COMP "fuse"
 
-#define WB_SLOTS 16
-
 struct sfile {
 	struct sfuse_handle h;	/* first */
 	struct strata_file *f;
 	uint64_t ino;
 	bool writable;
-	/* write-behind state */
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct { uint64_t off, len; } inflight[WB_SLOTS];	/* len 0: free */
-	uint64_t inflight_bytes;
-	int err;		/* first failed queued write, reported once */
-};
-
-struct wb_job {
-	struct wb_job *next;
-	struct sfile *h;
-	unsigned slot;
-	uint64_t off;
-	size_t len;
-	char data[];
+	struct wb_file wb;	/* its queued writes */
 };
 
 struct sdir {
@@ -59,8 +43,6 @@ struct sdir {
 	struct strata_dirent ent;
 	char path[NT_PATH_MAX];
 };
-
-static int wb_drain(struct sfile *h, bool take_err);
 
 static struct sfuse *SF(fuse_req_t req)
 {
@@ -288,7 +270,7 @@ static int get_stat(struct sfuse *sf, fuse_ino_t ino, struct fuse_file_info *fi,
 		struct sfile *h = (struct sfile *)(uintptr_t)fi->fh;
 
 		if (h->writable)
-			(void)wb_drain(h, false);
+			(void)wb_drain(&h->wb, false);
 		rc = strata_fstat(h->f, st);
 		if (rc != -ENOENT)
 			return rc;
@@ -350,7 +332,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		goto out;
 	if (to_set & FUSE_SET_ATTR_SIZE) {
 		if (h && h->writable) {
-			rc = wb_drain(h, true);
+			rc = wb_drain(&h->wb, true);
 			if (!rc)
 				rc = strata_ftruncate(h->f, (uint64_t)attr->st_size);
 		} else {
@@ -524,8 +506,7 @@ static struct sfile *new_sfile(struct sfuse *sf, struct strata_file *f, uint64_t
 	h->f = f;
 	h->ino = ino;
 	h->writable = (sflags & 3) != STRATA_O_RDONLY;
-	pthread_mutex_init(&h->lock, NULL);
-	pthread_cond_init(&h->cond, NULL);
+	wb_file_init(&h->wb, f, ino);
 	if (h->writable)
 		nt_writer(&sf->nt, ino, 1);
 	handle_add(sf, &h->h, false);
@@ -537,8 +518,7 @@ static void free_sfile(struct sfuse *sf, struct sfile *h)
 	handle_del(sf, &h->h);
 	if (h->writable)
 		nt_writer(&sf->nt, h->ino, -1);
-	pthread_mutex_destroy(&h->lock);
-	pthread_cond_destroy(&h->cond);
+	wb_file_release(&h->wb);
 	free(h);
 }
 
@@ -639,7 +619,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (size > SFUSE_MAX_IO)
 		size = SFUSE_MAX_IO;
 	if (h->writable)
-		(void)wb_drain(h, false);	/* read our own queued writes */
+		(void)wb_drain(&h->wb, false);	/* read our own queued writes */
 	n = strata_pread(h->f, buf, size, (uint64_t)off);
 	if (n < 0) {
 		reply_rc(req, (int)n, "read", NULL);
@@ -648,138 +628,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fuse_reply_buf(req, buf, (size_t)n);
 }
 
-/* Waits for h's queued writes. take_err: returns (and clears) the first
- * error they met. */
-static int wb_drain(struct sfile *h, bool take_err)
-{
-	int err = 0;
-
-	pthread_mutex_lock(&h->lock);
-	while (h->inflight_bytes)
-		pthread_cond_wait(&h->cond, &h->lock);
-	if (take_err) {
-		err = h->err;
-		h->err = 0;
-	}
-	pthread_mutex_unlock(&h->lock);
-	return err;
-}
-
-static bool wb_overlaps(const struct sfile *h, uint64_t off, uint64_t len)
-{
-	for (unsigned i = 0; i < WB_SLOTS; i++)
-		if (h->inflight[i].len && off < h->inflight[i].off + h->inflight[i].len &&
-		    h->inflight[i].off < off + len)
-			return true;
-	return false;
-}
-
-static int wb_free_slot(const struct sfile *h)
-{
-	for (unsigned i = 0; i < WB_SLOTS; i++)
-		if (!h->inflight[i].len)
-			return (int)i;
-	return -1;
-}
-
-static void wb_done(struct sfile *h, unsigned slot, int err)
-{
-	pthread_mutex_lock(&h->lock);
-	if (err && !h->err)
-		h->err = err;
-	h->inflight_bytes -= h->inflight[slot].len;
-	h->inflight[slot].len = 0;
-	pthread_cond_broadcast(&h->cond);
-	pthread_mutex_unlock(&h->lock);
-}
-
-static void *wb_worker(void *arg)
-{
-	struct sfuse *sf = arg;
-
-	for (;;) {
-		struct wb_job *j;
-		ssize_t n;
-
-		pthread_mutex_lock(&sf->qlock);
-		while (!sf->qhead && !sf->qstop)
-			pthread_cond_wait(&sf->qcond, &sf->qlock);
-		j = sf->qhead;
-		if (j) {
-			sf->qhead = j->next;
-			if (!sf->qhead)
-				sf->qtail = NULL;
-		}
-		pthread_mutex_unlock(&sf->qlock);
-		if (!j)
-			return NULL;	/* stopping, queue empty */
-		n = strata_pwrite(j->h->f, j->data, j->len, j->off);
-		if (n < 0)
-			log_warn(COMP, "queued write of %zu bytes at %llu to inode %llu: %s", j->len,
-				 (unsigned long long)j->off, (unsigned long long)j->h->ino,
-				 strata_strerror((int)n));
-		wb_done(j->h, j->slot, n < 0 ? (int)n : 0);
-		free(j);
-	}
-}
-
-/* Queues a write (copying buf). Returns 0, 1 when the caller should write
- * synchronously instead, or a negative error an earlier queued write met. */
-static int wb_queue(struct sfuse *sf, struct sfile *h, const char *buf, size_t size, off_t off)
-{
-	struct wb_job *j;
-	int slot, err;
-
-	pthread_mutex_lock(&h->lock);
-	while (!h->err && ((h->inflight_bytes && h->inflight_bytes + size > sf->wb_max) ||
-			   wb_free_slot(h) < 0 || wb_overlaps(h, (uint64_t)off, size)))
-		pthread_cond_wait(&h->cond, &h->lock);
-	err = h->err;
-	h->err = 0;
-	if (err) {
-		pthread_mutex_unlock(&h->lock);
-		return err;
-	}
-	slot = wb_free_slot(h);
-	h->inflight[slot].off = (uint64_t)off;
-	h->inflight[slot].len = size;
-	h->inflight_bytes += size;
-	pthread_mutex_unlock(&h->lock);
-	j = malloc(sizeof(*j) + size);
-	if (!j) {
-		wb_done(h, (unsigned)slot, 0);
-		return 1;
-	}
-	j->next = NULL;
-	j->h = h;
-	j->slot = (unsigned)slot;
-	j->off = (uint64_t)off;
-	j->len = size;
-	memcpy(j->data, buf, size);
-	pthread_mutex_lock(&sf->qlock);
-	if (sf->qtail)
-		sf->qtail->next = j;
-	else
-		sf->qhead = j;
-	sf->qtail = j;
-	pthread_cond_signal(&sf->qcond);
-	pthread_mutex_unlock(&sf->qlock);
-	return 0;
-}
-
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
 	struct sfuse *sf = SF(req);
 	struct sfile *h = (struct sfile *)(uintptr_t)fi->fh;
-	ssize_t n = 1;
+	ssize_t n = wb_write(&sf->wb, &h->wb, buf, size, off);
 
-	if (sf->wb_max && sf->nworkers && size)
-		n = wb_queue(sf, h, buf, size, off);
-	if (n == 1)
-		n = strata_pwrite(h->f, buf, size, (uint64_t)off);
-	else if (n == 0)
-		n = (ssize_t)size;
 	if (n < 0) {
 		reply_rc(req, (int)n, "write", NULL);
 		return;
@@ -795,7 +650,7 @@ static int sync_file(struct sfile *h)
 
 	if (!h->writable)
 		return 0;
-	err = wb_drain(h, true);
+	err = wb_drain(&h->wb, true);
 	rc = strata_fsync(h->f);
 	return err ? err : rc;
 }
@@ -817,7 +672,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct sfile *h = (struct sfile *)(uintptr_t)fi->fh;
-	int err = h->writable ? wb_drain(h, true) : 0;
+	int err = h->writable ? wb_drain(&h->wb, true) : 0;
 	int rc = strata_close(h->f);
 
 	if (!rc)
@@ -1062,35 +917,19 @@ int sfuse_init(struct sfuse *sf, struct strata *s)
 	sf->attr_timeout = 1.0;
 	sf->entry_timeout = 1.0;
 	pthread_mutex_init(&sf->hlock, NULL);
-	pthread_mutex_init(&sf->qlock, NULL);
-	pthread_cond_init(&sf->qcond, NULL);
-	sf->wb_max = 8u << 20;
+	wb_init(&sf->wb, 8u << 20);
 	return nt_init(&sf->nt);
 }
 
 int sfuse_start(struct sfuse *sf)
 {
-	unsigned want = sf->wb_max ? 4 : 0;
-
-	for (; sf->nworkers < want; sf->nworkers++) {
-		int rc = pthread_create(&sf->workers[sf->nworkers], NULL, wb_worker, sf);
-
-		if (rc)
-			return -rc;
-	}
-	return 0;
+	return wb_start(&sf->wb, 4);
 }
 
 void sfuse_release(struct sfuse *sf)
 {
-	/* The workers finish the queue, then exit. */
-	pthread_mutex_lock(&sf->qlock);
-	sf->qstop = true;
-	pthread_cond_broadcast(&sf->qcond);
-	pthread_mutex_unlock(&sf->qlock);
-	for (unsigned i = 0; i < sf->nworkers; i++)
-		pthread_join(sf->workers[i], NULL);
-	sf->nworkers = 0;
+	/* The queue is sent first: its jobs use the handles closed below. */
+	wb_release(&sf->wb);
 	while (sf->handles) {
 		struct sfuse_handle *h = sf->handles;
 
@@ -1105,13 +944,10 @@ void sfuse_release(struct sfuse *sf)
 			struct sfile *f = (struct sfile *)h;
 
 			(void)strata_close(f->f);
-			pthread_mutex_destroy(&f->lock);
-			pthread_cond_destroy(&f->cond);
+			wb_file_release(&f->wb);
 			free(f);
 		}
 	}
 	nt_release(&sf->nt);
 	pthread_mutex_destroy(&sf->hlock);
-	pthread_mutex_destroy(&sf->qlock);
-	pthread_cond_destroy(&sf->qcond);
 }

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 
 #include "fuse/node_table.h"
+#include "fuse/write_behind.h"
 #include "strata/strata.h"
 
 /* Largest read/write request (also the read buffer of each thread). */
@@ -29,17 +30,9 @@ struct sfuse {
 	struct fuse_session *se;	/* set once the session exists */
 	pthread_mutex_t hlock;
 	struct sfuse_handle *handles;	/* open files and directories */
-	/* Write-behind: a write is acknowledged once queued; a pool of
-	 * workers sends it; flush/fsync/release wait for a file's writes and
-	 * report their first error. wb_max bytes in flight per file; 0 turns
-	 * it off (every write waits for all replicas). */
-	size_t wb_max;
-	pthread_mutex_t qlock;
-	pthread_cond_t qcond;
-	struct wb_job *qhead, *qtail;
-	bool qstop;
-	unsigned nworkers;
-	pthread_t workers[8];
+	/* Write-behind (write_behind.h): set wb.max before sfuse_start; 0
+	 * makes every write wait for all replicas. */
+	struct wb wb;
 };
 
 /* Links every open file and directory handle, so that those the kernel
@@ -54,7 +47,7 @@ extern const struct fuse_lowlevel_ops sfuse_ops;
 
 /* Sets up sf around the connection s (borrowed). Returns 0 or -ENOMEM. */
 int sfuse_init(struct sfuse *sf, struct strata *s);
-/* Starts the write-behind workers (call after setting wb_max, before the
+/* Starts the write-behind workers (call after setting wb.max, before the
  * loop). Returns 0 or a negative errno. */
 int sfuse_start(struct sfuse *sf);
 /* Closes the handles still open and frees what sf holds (not the
