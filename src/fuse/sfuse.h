@@ -1,10 +1,11 @@
 /*
  * strata-fuse: the FUSE low-level operations on top of libstrata.
  *
- * One struct sfuse per mount: the cluster connection, the node table
- * (node_table.h) and the caching knobs. Every operation maps a node id to
- * a path through the table and calls the public libstrata API; errors
- * come back as errno values (Strata's own codes become EIO, logged).
+ * One struct sfuse per mount: the cluster connection, the nodes
+ * (nodes.h), the write-behind (write_behind.h) and the caching knobs.
+ * Every operation maps a node id to a Strata handle (inode number and
+ * generation) and calls libstrata's handle API; errors come back as errno
+ * values (Strata's own codes become EIO, logged).
  */
 #ifndef STRATA_FUSE_SFUSE_H
 #define STRATA_FUSE_SFUSE_H
@@ -14,7 +15,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#include "fuse/node_table.h"
+#include "fuse/nodes.h"
 #include "fuse/write_behind.h"
 #include "strata/strata.h"
 
@@ -23,7 +24,7 @@
 
 struct sfuse {
 	struct strata *s;		/* borrowed: connected by main */
-	struct node_table nt;
+	struct nodes nodes;
 	double attr_timeout;		/* seconds the kernel caches attributes */
 	double entry_timeout;		/* seconds it caches names */
 	bool writeback;			/* kernel writeback caching */
@@ -56,7 +57,8 @@ void sfuse_release(struct sfuse *sf);
 
 /* Maps a libstrata error (negative) to a positive errno for the kernel:
  * errno values pass through, connection errors and Strata's own codes
- * become EIO. op and path name the call in the log line. */
-int sfuse_errno(int rc, const char *op, const char *path);
+ * become EIO. op, the node id ino and name (may be NULL) name the call in
+ * the log line. */
+int sfuse_errno(int rc, const char *op, uint64_t ino, const char *name);
 
 #endif
