@@ -35,7 +35,7 @@ CASES = [
      + hello_body(), False, "bad magic"),
     ("bad-magic-after-hello", True, encode_header(sw.OP_PING, 2, magic=0x41525454), False,
      "bad magic"),
-    ("wrong-version", False, encode_header(sw.OP_HELLO, 1, body_len=12, version=2)
+    ("wrong-version", False, encode_header(sw.OP_HELLO, 1, body_len=12, version=sw.VERSION + 1)
      + hello_body(), False, "unsupported protocol version"),
     ("wrong-version-after-hello", True, encode_header(sw.OP_PING, 2, version=0), False,
      "unsupported protocol version"),
