@@ -34,8 +34,10 @@ fi
 srcs=(
 	src/common/errors.c src/common/log.c src/common/buf.c src/common/config.c
 	src/common/crc32c.c src/common/layout.c src/net/codec.c src/net/frame.c
-	src/meta/meta_proto.c src/storage/storage_proto.c src/mem/mem_proto.c src/mgmt/cluster_map.c
+	src/storage/storage_proto.c src/mem/mem_proto.c src/mgmt/cluster_map.c
 	src/mgmt/chain_table.c
+	# The operation tables, and the RPC runtime their stubs call.
+	src/proto/proto.c src/proto/meta.c src/net/rpc.c src/net/conn.c src/net/reactor.c
 )
 libs=(-lisal -linih -lpthread)
 # shellcheck disable=SC2054 # -fsanitize=a,b,c is one argument

@@ -116,12 +116,14 @@ int strata_symlink(struct strata *s, const char *target, const char *linkpath);
 /* Copies the link's target into buf (NUL-terminated, truncated to len-1);
  * returns the target's length. */
 ssize_t strata_readlink(struct strata *s, const char *path, char *buf, size_t len);
-/* mask: STRATA_SET_* of the fields of st to apply. */
+/* mask: STRATA_SET_* of the fields of st to apply (SIZE: a truncate to
+ * st->size). */
 #define STRATA_SET_MODE 0x1
 #define STRATA_SET_UID 0x2
 #define STRATA_SET_GID 0x4
 #define STRATA_SET_ATIME 0x8
 #define STRATA_SET_MTIME 0x10
+#define STRATA_SET_SIZE 0x20
 int strata_setattr(struct strata *s, const char *path, unsigned mask, const struct strata_stat *st);
 
 struct strata_dirent {
@@ -153,6 +155,109 @@ struct strata_layout {
 };
 int strata_set_layout(struct strata *s, const char *dir, const struct strata_layout *l);
 int strata_get_layout(struct strata *s, const char *path, struct strata_layout *l);
+
+/* ---- handles ----
+ *
+ * A handle names a file, directory or symlink by identity rather than by
+ * path: its inode number and its generation. It keeps naming the same
+ * object when that object or any directory above it is renamed, by this
+ * client or another, and it fails with -ESTALE once the object is
+ * removed, even if its inode number were ever given to a new one (the
+ * generation tells them apart). Handles are plain values: copy, keep and
+ * compare them freely (two handles name the same object when both fields
+ * are equal); they hold nothing and are never released. Only handles the
+ * library hands out (strata_root, and the *at calls' out parameters) are
+ * meaningful; gen is never 0, and a handle with gen 0 is refused
+ * (-EINVAL).
+ *
+ * The *at calls take a directory handle and one name: no '/', at most 255
+ * bytes (-ENAMETOOLONG), "." and ".." only where a lookup is. They do not
+ * follow symlinks. Errors besides those of the path calls: -ESTALE (a
+ * handle whose object is gone), -EINVAL (a NULL argument, a bad handle,
+ * an empty name or one with '/').
+ */
+struct strata_handle {
+	uint64_t ino;		/* the inode number (strata_stat.ino) */
+	uint64_t gen;		/* generation: one per object ever created; never 0 */
+};
+
+/* The root directory's handle (the same on every cluster). */
+struct strata_handle strata_root(void);
+
+/* Looks up name in directory dir. *out and *st (either may be NULL)
+ * receive the entry's handle and attributes. -ENOENT, -ENOTDIR (dir is
+ * not a directory). */
+int strata_lookupat(struct strata *s, struct strata_handle dir, const char *name,
+		    struct strata_handle *out, struct strata_stat *st);
+/* Fills *st with the attributes of the object h names (a symlink's own). */
+int strata_statat(struct strata *s, struct strata_handle h, struct strata_stat *st);
+/*
+ * Opens a regular file: name in directory dir, or, when name is NULL, the
+ * file dir itself. flags and mode as strata_open; STRATA_O_CREAT needs a
+ * name. -ELOOP when name is a symlink, -EISDIR for a directory. Returns 0
+ * and *out (close with strata_close), or an error. A file opened for
+ * writing waits here for chunk removals its earlier truncation left.
+ */
+int strata_openat(struct strata *s, struct strata_handle dir, const char *name, int flags,
+		  uint32_t mode, struct strata_file **out);
+/* The handle of the file f is open on. */
+int strata_fhandle(struct strata_file *f, struct strata_handle *out);
+/* Creates directory name in dir; *out and *st (may be NULL) receive it. */
+int strata_mkdirat(struct strata *s, struct strata_handle dir, const char *name, uint32_t mode,
+		   struct strata_handle *out, struct strata_stat *st);
+/* Creates symlink name -> target in dir; *out and *st (may be NULL)
+ * receive it. */
+int strata_symlinkat(struct strata *s, const char *target, struct strata_handle dir,
+		     const char *name, struct strata_handle *out, struct strata_stat *st);
+/* Copies the target of symlink h into buf (NUL-terminated, truncated to
+ * len-1); returns the target's length. -EINVAL if h is not a symlink. */
+ssize_t strata_readlinkat(struct strata *s, struct strata_handle h, char *buf, size_t len);
+/* Removes name from dir: a file or symlink, or with STRATA_AT_REMOVEDIR
+ * an empty directory. */
+#define STRATA_AT_REMOVEDIR 0x200
+int strata_unlinkat(struct strata *s, struct strata_handle dir, const char *name, int flags);
+/* Renames from_dir/from to to_dir/to, as strata_rename (flags
+ * STRATA_RENAME_*). Handles of the moved object stay valid. */
+int strata_renameat(struct strata *s, struct strata_handle from_dir, const char *from,
+		    struct strata_handle to_dir, const char *to, unsigned flags);
+/* Applies the fields of attrs mask names (STRATA_SET_*; SIZE truncates a
+ * file, its shrunk chunks freed in the background) to h; *out (may be
+ * NULL) receives the attributes after. */
+int strata_setattrat(struct strata *s, struct strata_handle h, unsigned mask,
+		     const struct strata_stat *attrs, struct strata_stat *out);
+
+/* A position in a directory listing: zero it to start at the beginning;
+ * strata_readdirplus moves it on. Its contents are the library's (a name
+ * the next page starts after), and it stays valid for the directory
+ * whatever is created or removed in it meanwhile. */
+struct strata_cookie {
+	char pos[256];
+};
+
+/* One entry: name (NUL-terminated), its handle and attributes; valid
+ * during the callback only. */
+struct strata_direntplus {
+	const char *name;
+	struct strata_handle h;
+	struct strata_stat st;
+};
+
+/* Called for each entry in name order; return 0 to take it and go on,
+ * non-zero to stop before it (the next call starts with it). */
+typedef int (*strata_direntplus_fn)(void *arg, const struct strata_direntplus *e);
+
+/*
+ * Lists directory dir from *cookie, entries with their handles and
+ * attributes, read together in one call to the meta service: up to max
+ * of them (0: 256; at most 1024), each passed to cb, then *cookie is
+ * moved past those cb took. Returns 1 when the directory may hold more
+ * (call again with the same cookie), 0 when the listing reached its end,
+ * or a negative error (-ESTALE, -ENOTDIR, ...; the cookie unchanged).
+ * As strata_readdir: no entry twice, and every entry that exists for the
+ * whole listing; "." and ".." are not listed.
+ */
+int strata_readdirplus(struct strata *s, struct strata_handle dir, struct strata_cookie *cookie,
+		       uint32_t max, strata_direntplus_fn cb, void *arg);
 
 /* ---- asynchronous batch I/O ----
  *

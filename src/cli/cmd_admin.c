@@ -27,7 +27,6 @@ static int admin_call(const char *addr, uint32_t action, uint32_t arg, uint32_t 
 		return rc;
 	rc = mg_admin_call_sync(cl, addr, &rq, &s, &rep);
 	*result = rep.result;
-	bbuf_release(&s.body);
 	rpc_client_free(cl);
 	return rc;
 }

@@ -1,4 +1,4 @@
-/* Internals shared by libstrata's modules (strata.c, ring.c). */
+/* Internals shared by libstrata's modules (strata.c, namespace.c, ring.c). */
 #ifndef STRATA_CLIENT_INT_H
 #define STRATA_CLIENT_INT_H
 
@@ -26,6 +26,7 @@ struct strata {
 struct strata_file {
 	struct strata *s;
 	uint64_t ino;
+	uint64_t gen;		/* its generation: calls on a removed file fail */
 	struct file_layout layout;
 	int flags;
 	pthread_mutex_t lock;
@@ -51,5 +52,33 @@ uint32_t strata_npieces(const struct strata_file *f, enum sc_kind kind, uint64_t
 			uint64_t off);
 /* Records a completed write's end in f. */
 void strata_note_write(struct strata_file *f, uint64_t end);
+
+/* Cuts the chunk that straddles a new size of file ino, as a truncating
+ * reply (tr) asks; nothing when tr has no partial chunk. */
+int strata_cut(struct strata *s, uint64_t ino, const struct mt_trunc *tr);
+/* Makes the handle of an open of file in (flags: STRATA_O_*), after
+ * cutting what tr asks. Returns 0 and *out, or an error. */
+int strata_file_new(struct strata *s, const struct mt_inode *in, int flags,
+		    const struct mt_trunc *tr, struct strata_file **out);
+
+/*
+ * The namespace by handle (namespace.c), which the public *at calls and
+ * the path calls of strata.c share. Each is one meta call (at_setattr
+ * also cuts a partial chunk) and returns 0 or its error; out receives the
+ * inode the reply carries. mode and flags are as the public calls take
+ * them.
+ */
+void at_fill_stat(const struct mt_inode *in, struct strata_stat *st);
+int at_lookup(struct strata *s, struct mt_handle dir, const char *name, struct mt_inode *out);
+int at_mkdir(struct strata *s, struct mt_handle dir, const char *name, uint32_t mode,
+	     struct mt_inode *out);
+int at_symlink(struct strata *s, struct mt_handle dir, const char *name, const char *target,
+	       struct mt_inode *out);
+int at_remove(struct strata *s, struct mt_handle dir, const char *name, bool rmdir);
+int at_rename(struct strata *s, struct mt_handle from_dir, const char *from,
+	      struct mt_handle to_dir, const char *to, unsigned flags);
+/* mask: STRATA_SET_*; out may be NULL. */
+int at_setattr(struct strata *s, struct mt_handle h, unsigned mask, const struct strata_stat *st,
+	       struct mt_inode *out);
 
 #endif

@@ -1,6 +1,7 @@
 /*
- * libstrata: connection, namespace operations (meta service) and file I/O
- * (chunks on storage chains through the storage client).
+ * libstrata: connection, namespace operations by path (meta service; each
+ * resolves its path and calls the handle operation of namespace.c) and
+ * file I/O (chunks on storage chains through the storage client).
  *
  * The meta service runs in the daemon at the mgmt address (the control
  * daemon of a cluster runs both).
@@ -18,7 +19,6 @@
 
 #include "client_int.h"
 #include "common/log.h"
-#include "meta/ns.h"
 #include "common/cluster_map.h"
 
 #define PATH_MAX_LEN 4096
@@ -62,7 +62,8 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
 {
 	struct strata *s;
 	struct sclient_opts so;
-	struct ns_statfs st;
+	struct proto_void none = { 0 };
+	struct mt_statfs st;
 	uint64_t deadline;
 	int rc;
 
@@ -115,7 +116,7 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
 		goto fail;
 	/* The namespace answers once the control daemon is up. */
 	deadline = reactor_now_ms() + s->o.retry_ms;
-	while ((rc = mc_statfs(&s->mc, &st)) != 0 && reactor_now_ms() < deadline)
+	while ((rc = MC_CALL(&s->mc, md_statfs, &none, &st)) != 0 && reactor_now_ms() < deadline)
 		usleep(100 * 1000);
 	if (rc)
 		goto fail;
@@ -149,15 +150,23 @@ static int split_path(const char *path, char *parent, const char **name)
 	slash = strrchr(parent, '/');
 	*name = path + (slash - parent) + 1;
 	parent[slash - parent == 0 ? 1 : slash - parent] = '\0';
-	if (strlen(parent + strlen(parent) + 1) > NS_NAME_MAX)
+	if (strlen(parent + strlen(parent) + 1) > MD_NAME_MAX)
 		return -ENAMETOOLONG;
 	/* name points into path: cut trailing slashes there too. */
 	return 0;
 }
 
+/* The inode path names (flags: MD_RESOLVE_*). */
+static int resolve(struct strata *s, const char *path, uint32_t flags, struct mt_inode *out)
+{
+	struct mt_resolve rq = { .path = pstr_c(path), .flags = flags };
+
+	return MC_CALL(&s->mc, md_resolve, &rq, out);
+}
+
 /* Resolves path's parent directory; *name gets the last component copied
- * into namebuf[NS_NAME_MAX + 1]. */
-static int resolve_parent(struct strata *s, const char *path, struct meta_inode *parent,
+ * into namebuf[MD_NAME_MAX + 1]. */
+static int resolve_parent(struct strata *s, const char *path, struct mt_inode *parent,
 			  char *namebuf)
 {
 	char pp[PATH_MAX_LEN];
@@ -168,11 +177,21 @@ static int resolve_parent(struct strata *s, const char *path, struct meta_inode 
 	if (rc)
 		return rc;
 	n = strcspn(name, "/");
-	if (n > NS_NAME_MAX)
+	if (n > MD_NAME_MAX)
 		return -ENAMETOOLONG;
 	memcpy(namebuf, name, n);
 	namebuf[n] = '\0';
-	return mc_resolve(&s->mc, pp, NS_RESOLVE_FOLLOW, parent);
+	return resolve(s, pp, MD_RESOLVE_FOLLOW, parent);
+}
+
+/* The handle of inode in. Path calls act on what they resolved by number
+ * alone: a path is looked up afresh by every call, and an inode removed
+ * in between stays -ENOENT, as it was before generations. */
+static struct mt_handle by_number(const struct mt_inode *in)
+{
+	struct mt_handle h = { in->ino, 0 };
+
+	return h;
 }
 
 static int check_path(const char *path)
@@ -184,20 +203,12 @@ static int check_path(const char *path)
 	return 0;
 }
 
-static void fill_stat(const struct meta_inode *in, struct strata_stat *st)
+/* The handle of open file f. */
+static struct mt_handle file_handle(const struct strata_file *f)
 {
-	memset(st, 0, sizeof(*st));
-	st->ino = in->ino;
-	st->mode = in->mode;
-	st->nlink = in->nlink;
-	st->uid = in->uid;
-	st->gid = in->gid;
-	st->size = in->size;
-	st->atime_ns = in->atime_ns;
-	st->mtime_ns = in->mtime_ns;
-	st->ctime_ns = in->ctime_ns;
-	st->chunk_size = in->layout.chunk_size;
-	st->stripe = in->layout.stripe;
+	struct mt_handle h = { f->ino, f->gen };
+
+	return h;
 }
 
 static int64_t now_ns(void)
@@ -326,18 +337,19 @@ static int run_pieces(struct strata_file *f, enum sc_kind kind, uint8_t *buf, ui
 	return g.err;
 }
 
-/* Cuts the chunk straddling a new size, as the meta service asks. */
-static int apply_trunc(struct strata *s, uint64_t ino, const struct ns_trunc *tr)
+int strata_cut(struct strata *s, uint64_t ino, const struct mt_trunc *tr)
 {
+	struct file_layout l;
 	struct sc_io io = { 0 };
 	int rc;
 
 	if (!tr->partial)
 		return 0;
+	mt_layout_get(&tr->layout, &l);
 	io.kind = SC_TRUNCATE;
 	io.ino = ino;
 	io.idx = tr->chunk;
-	io.chain_idx = layout_chain_index(&tr->layout, tr->chunk);
+	io.chain_idx = layout_chain_index(&l, tr->chunk);
 	io.len = tr->len;
 	rc = sc_sync(strata_pick_sc(s), &io);
 	return rc == -ENOENT ? 0 : rc;
@@ -345,13 +357,34 @@ static int apply_trunc(struct strata *s, uint64_t ino, const struct ns_trunc *tr
 
 /* ---- files ---- */
 
+int strata_file_new(struct strata *s, const struct mt_inode *in, int flags,
+		    const struct mt_trunc *tr, struct strata_file **out)
+{
+	struct strata_file *f;
+	int rc = strata_cut(s, in->ino, tr);
+
+	if (rc)
+		return rc;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->s = s;
+	f->ino = in->ino;
+	f->gen = in->gen;
+	mt_layout_get(&in->layout, &f->layout);
+	f->flags = flags;
+	f->size = in->size;
+	pthread_mutex_init(&f->lock, NULL);
+	*out = f;
+	return 0;
+}
+
 int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 		struct strata_file **out)
 {
-	struct meta_inode parent, in;
-	struct ns_trunc tr;
-	char name[NS_NAME_MAX + 1];
-	struct strata_file *f;
+	struct mt_inode parent, in;
+	struct mt_attr_rep rep;
+	char name[MD_NAME_MAX + 1];
 	int acc = flags & 3, rc;
 
 	if (!s || !out || acc == 3)
@@ -359,10 +392,13 @@ int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 	rc = check_path(path);
 	if (rc)
 		return rc;
-	memset(&tr, 0, sizeof(tr));
+	memset(&rep, 0, sizeof(rep));
 	if (flags & STRATA_O_CREAT) {
-		uint32_t cf = ((flags & STRATA_O_EXCL) ? MC_CREATE_EXCL : 0) |
-			      ((flags & STRATA_O_TRUNC) ? MC_CREATE_TRUNC : 0);
+		struct mt_create rq = {
+			.mode = (mode & 07777) | S_IFREG, .uid = getuid(), .gid = getgid(),
+			.flags = ((flags & STRATA_O_EXCL) ? MD_CREATE_EXCL : 0) |
+				 ((flags & STRATA_O_TRUNC) ? MD_CREATE_TRUNC : 0),
+		};
 
 		rc = resolve_parent(s, path, &parent, name);
 		if (rc == -EINVAL && strcmp(path, "/") != 0)
@@ -371,48 +407,42 @@ int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 			return -EISDIR;
 		if (rc)
 			return rc;
-		rc = mc_create(&s->mc, parent.ino, name, (mode & 07777) | S_IFREG, getuid(), getgid(),
-			       cf, &in, &tr);
+		rq.dir = by_number(&parent);
+		rq.name = pstr_c(name);
+		rc = MC_CALL(&s->mc, md_create, &rq, &rep);
+		in = rep.inode;
 		if (rc == -EISDIR || (rc == -EEXIST && !(flags & STRATA_O_EXCL))) {
 			/* An existing entry that is not a plain file. */
-			rc = mc_resolve(&s->mc, path, NS_RESOLVE_FOLLOW, &in);
+			rc = resolve(s, path, MD_RESOLVE_FOLLOW, &in);
 			if (!rc && S_ISDIR(in.mode))
 				rc = -EISDIR;
 		}
 		if (rc < 0)
 			return rc;
 	} else {
-		rc = mc_resolve(&s->mc, path, NS_RESOLVE_FOLLOW, &in);
+		rc = resolve(s, path, MD_RESOLVE_FOLLOW, &in);
 		if (rc)
 			return rc;
-		if (S_ISDIR(in.mode) && acc != STRATA_O_RDONLY)
-			return -EISDIR;
 		if (S_ISDIR(in.mode))
 			return -EISDIR;
 		if (flags & STRATA_O_TRUNC && acc != STRATA_O_RDONLY) {
-			rc = mc_open(&s->mc, in.ino, O_TRUNC | O_WRONLY, &in, &tr);
+			struct mt_open rq = {
+				.h = by_number(&in), .flags = MD_O_WRONLY | MD_O_TRUNC,
+			};
+
+			rc = MC_CALL(&s->mc, md_open, &rq, &rep);
 			if (rc)
 				return rc;
+			in = rep.inode;
 		}
 	}
-	rc = apply_trunc(s, in.ino, &tr);
-	if (rc)
-		return rc;
-	f = calloc(1, sizeof(*f));
-	if (!f)
-		return -ENOMEM;
-	f->s = s;
-	f->ino = in.ino;
-	f->layout = in.layout;
-	f->flags = flags;
-	f->size = in.size;
-	pthread_mutex_init(&f->lock, NULL);
-	*out = f;
-	return 0;
+	return strata_file_new(s, &in, flags, &rep.trunc, out);
 }
 
 int strata_fsync(struct strata_file *f)
 {
+	struct mt_set_size rq;
+	struct mt_inode in;
 	uint64_t size;
 	bool dirty;
 	int rc;
@@ -428,7 +458,10 @@ int strata_fsync(struct strata_file *f)
 		return 0;
 	/* Chunk writes are on every replica when acknowledged; publishing the
 	 * length makes them visible to new opens. */
-	rc = mc_set_size(&f->s->mc, f->ino, size, now_ns(), NULL);
+	rq.h = file_handle(f);
+	rq.size = size;
+	rq.mtime_ns = now_ns();
+	rc = MC_CALL(&f->s->mc, md_set_size, &rq, &in);
 	if (rc) {
 		pthread_mutex_lock(&f->lock);
 		f->dirty = true;
@@ -494,16 +527,14 @@ ssize_t strata_pwrite(struct strata_file *f, const void *buf, size_t len, uint64
 	return (ssize_t)len;
 }
 
-static int do_truncate(struct strata *s, uint64_t ino, uint64_t size)
+/* Sets the size of h (TRUNCATE), cutting the chunk that straddles it. */
+static int do_truncate(struct strata *s, struct mt_handle h, uint64_t size)
 {
-	struct ns_trunc tr;
-	int rc;
+	struct mt_truncate rq = { .h = h, .size = size };
+	struct mt_attr_rep rep;
+	int rc = MC_CALL(&s->mc, md_truncate, &rq, &rep);
 
-	memset(&tr, 0, sizeof(tr));
-	rc = mc_truncate(&s->mc, ino, size, NULL, &tr);
-	if (rc)
-		return rc;
-	return apply_trunc(s, ino, &tr);
+	return rc ? rc : strata_cut(s, h.ino, &rep.trunc);
 }
 
 int strata_ftruncate(struct strata_file *f, uint64_t size)
@@ -517,7 +548,7 @@ int strata_ftruncate(struct strata_file *f, uint64_t size)
 	/* Publish our writes first so the truncation is ordered after them. */
 	rc = strata_fsync(f);
 	if (!rc)
-		rc = do_truncate(f->s, f->ino, size);
+		rc = do_truncate(f->s, file_handle(f), size);
 	if (!rc) {
 		pthread_mutex_lock(&f->lock);
 		f->size = size;
@@ -528,39 +559,41 @@ int strata_ftruncate(struct strata_file *f, uint64_t size)
 
 int strata_fstat(struct strata_file *f, struct strata_stat *st)
 {
-	struct meta_inode in;
+	struct mt_ino rq;
+	struct mt_inode in;
 	int rc;
 
 	if (!f || !st)
 		return -EINVAL;
-	rc = mc_getattr(&f->s->mc, f->ino, &in);
+	rq.h = file_handle(f);
+	rc = MC_CALL(&f->s->mc, md_getattr, &rq, &in);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&f->lock);
 	if (f->size > in.size)
 		in.size = f->size;
 	pthread_mutex_unlock(&f->lock);
-	fill_stat(&in, st);
+	at_fill_stat(&in, st);
 	return 0;
 }
 
 static int do_stat(struct strata *s, const char *path, struct strata_stat *st, uint32_t flags)
 {
-	struct meta_inode in;
+	struct mt_inode in;
 	int rc = check_path(path);
 
 	if (!s || !st)
 		return -EINVAL;
 	if (!rc)
-		rc = mc_resolve(&s->mc, path, flags, &in);
+		rc = resolve(s, path, flags, &in);
 	if (!rc)
-		fill_stat(&in, st);
+		at_fill_stat(&in, st);
 	return rc;
 }
 
 int strata_stat(struct strata *s, const char *path, struct strata_stat *st)
 {
-	return do_stat(s, path, st, NS_RESOLVE_FOLLOW);
+	return do_stat(s, path, st, MD_RESOLVE_FOLLOW);
 }
 
 int strata_lstat(struct strata *s, const char *path, struct strata_stat *st)
@@ -573,11 +606,12 @@ int strata_lstat(struct strata *s, const char *path, struct strata_stat *st)
 /* Resolves path's parent and runs fn on (parent, name); the root itself
  * has no parent entry and gets root_err. */
 static int on_parent(struct strata *s, const char *path, int root_err,
-		     int (*fn)(struct strata *s, uint64_t parent, const char *name, uint32_t mode),
+		     int (*fn)(struct strata *s, struct mt_handle parent, const char *name,
+			       uint32_t mode),
 		     uint32_t mode)
 {
-	struct meta_inode parent;
-	char name[NS_NAME_MAX + 1];
+	struct mt_inode parent;
+	char name[MD_NAME_MAX + 1];
 	int rc;
 
 	if (!s)
@@ -587,24 +621,26 @@ static int on_parent(struct strata *s, const char *path, int root_err,
 		return root_err;
 	if (rc)
 		return rc;
-	return fn(s, parent.ino, name, mode);
+	return fn(s, by_number(&parent), name, mode);
 }
 
-static int do_mkdir(struct strata *s, uint64_t parent, const char *name, uint32_t mode)
+static int do_mkdir(struct strata *s, struct mt_handle parent, const char *name, uint32_t mode)
 {
-	return mc_mkdir(&s->mc, parent, name, (mode & 07777) | S_IFDIR, getuid(), getgid(), NULL);
+	struct mt_inode in;
+
+	return at_mkdir(s, parent, name, mode, &in);
 }
 
-static int do_rmdir(struct strata *s, uint64_t parent, const char *name, uint32_t mode)
-{
-	(void)mode;
-	return mc_rmdir(&s->mc, parent, name);
-}
-
-static int do_unlink(struct strata *s, uint64_t parent, const char *name, uint32_t mode)
+static int do_rmdir(struct strata *s, struct mt_handle parent, const char *name, uint32_t mode)
 {
 	(void)mode;
-	return mc_unlink(&s->mc, parent, name);
+	return at_remove(s, parent, name, true);
+}
+
+static int do_unlink(struct strata *s, struct mt_handle parent, const char *name, uint32_t mode)
+{
+	(void)mode;
+	return at_remove(s, parent, name, false);
 }
 
 int strata_mkdir(struct strata *s, const char *path, uint32_t mode)
@@ -624,9 +660,8 @@ int strata_unlink(struct strata *s, const char *path)
 
 int strata_rename(struct strata *s, const char *from, const char *to, unsigned flags)
 {
-	struct meta_inode sp, dp;
-	char sn[NS_NAME_MAX + 1], dn[NS_NAME_MAX + 1];
-	uint32_t nf = 0;
+	struct mt_inode sp, dp;
+	char sn[MD_NAME_MAX + 1], dn[MD_NAME_MAX + 1];
 	int rc;
 
 	if (!s || (flags & ~(STRATA_RENAME_NOREPLACE | STRATA_RENAME_EXCHANGE)))
@@ -637,33 +672,29 @@ int strata_rename(struct strata *s, const char *from, const char *to, unsigned f
 	if (rc)
 		return rc == -EINVAL && ((from && !strcmp(from, "/")) || (to && !strcmp(to, "/"))) ?
 		       -EBUSY : rc;
-	if (flags & STRATA_RENAME_NOREPLACE)
-		nf |= NS_RENAME_NOREPLACE;
-	if (flags & STRATA_RENAME_EXCHANGE)
-		nf |= NS_RENAME_EXCHANGE;
-	return mc_rename(&s->mc, sp.ino, sn, dp.ino, dn, nf);
+	return at_rename(s, by_number(&sp), sn, by_number(&dp), dn, flags);
 }
 
 int strata_truncate(struct strata *s, const char *path, uint64_t size)
 {
-	struct meta_inode in;
+	struct mt_inode in;
 	int rc = check_path(path);
 
 	if (!s)
 		return -EINVAL;
 	if (!rc)
-		rc = mc_resolve(&s->mc, path, NS_RESOLVE_FOLLOW, &in);
+		rc = resolve(s, path, MD_RESOLVE_FOLLOW, &in);
 	if (!rc && S_ISDIR(in.mode))
 		rc = -EISDIR;
 	if (!rc)
-		rc = do_truncate(s, in.ino, size);
+		rc = do_truncate(s, by_number(&in), size);
 	return rc;
 }
 
 int strata_symlink(struct strata *s, const char *target, const char *linkpath)
 {
-	struct meta_inode parent;
-	char name[NS_NAME_MAX + 1];
+	struct mt_inode parent, in;
+	char name[MD_NAME_MAX + 1];
 	int rc;
 
 	if (!s || !target)
@@ -671,47 +702,33 @@ int strata_symlink(struct strata *s, const char *target, const char *linkpath)
 	rc = resolve_parent(s, linkpath, &parent, name);
 	if (rc)
 		return rc;
-	return mc_symlink(&s->mc, parent.ino, name, target, getuid(), getgid(), NULL);
+	return at_symlink(s, by_number(&parent), name, target, &in);
 }
 
 ssize_t strata_readlink(struct strata *s, const char *path, char *buf, size_t len)
 {
-	struct meta_inode in;
+	struct mt_inode in;
 	int rc = check_path(path);
 
 	if (!s || !buf || !len)
 		return -EINVAL;
 	if (!rc)
-		rc = mc_resolve(&s->mc, path, 0, &in);
+		rc = resolve(s, path, 0, &in);
 	if (rc)
 		return rc;
-	return mc_readlink(&s->mc, in.ino, buf, len);
+	return mc_readlink(&s->mc, by_number(&in), buf, len);
 }
 
 int strata_setattr(struct strata *s, const char *path, unsigned mask, const struct strata_stat *st)
 {
-	struct meta_inode in, attrs;
-	uint32_t m = 0;
+	struct mt_inode in;
 	int rc = check_path(path);
 
-	if (!s || !st || (mask & ~0x1fu))
+	if (!s || !st)
 		return -EINVAL;
 	if (!rc)
-		rc = mc_resolve(&s->mc, path, NS_RESOLVE_FOLLOW, &in);
-	if (rc)
-		return rc;
-	memset(&attrs, 0, sizeof(attrs));
-	attrs.mode = st->mode;
-	attrs.uid = st->uid;
-	attrs.gid = st->gid;
-	attrs.atime_ns = st->atime_ns;
-	attrs.mtime_ns = st->mtime_ns;
-	m |= mask & STRATA_SET_MODE ? NS_ATTR_MODE : 0;
-	m |= mask & STRATA_SET_UID ? NS_ATTR_UID : 0;
-	m |= mask & STRATA_SET_GID ? NS_ATTR_GID : 0;
-	m |= mask & STRATA_SET_ATIME ? NS_ATTR_ATIME : 0;
-	m |= mask & STRATA_SET_MTIME ? NS_ATTR_MTIME : 0;
-	return mc_setattr(&s->mc, in.ino, m, &attrs, NULL, NULL);
+		rc = resolve(s, path, MD_RESOLVE_FOLLOW, &in);
+	return rc ? rc : at_setattr(s, by_number(&in), mask, st, NULL);
 }
 
 /* ---- directories ---- */
@@ -720,8 +737,8 @@ int strata_setattr(struct strata *s, const char *path, unsigned mask, const stru
 
 struct strata_dir {
 	struct strata *s;
-	uint64_t ino;
-	char cookie[NS_NAME_MAX + 1];
+	struct mt_handle h;
+	char cookie[MD_NAME_MAX + 1];
 	bool eof;
 	struct strata_dirent ents[DIR_PAGE];
 	uint32_t n, pos;
@@ -729,14 +746,14 @@ struct strata_dir {
 
 int strata_opendir(struct strata *s, const char *path, struct strata_dir **out)
 {
-	struct meta_inode in;
+	struct mt_inode in;
 	struct strata_dir *d;
 	int rc = check_path(path);
 
 	if (!s || !out)
 		return -EINVAL;
 	if (!rc)
-		rc = mc_resolve(&s->mc, path, NS_RESOLVE_FOLLOW, &in);
+		rc = resolve(s, path, MD_RESOLVE_FOLLOW, &in);
 	if (rc)
 		return rc;
 	if (!S_ISDIR(in.mode))
@@ -745,7 +762,7 @@ int strata_opendir(struct strata *s, const char *path, struct strata_dir **out)
 	if (!d)
 		return -ENOMEM;
 	d->s = s;
-	d->ino = in.ino;
+	d->h = by_number(&in);
 	*out = d;
 	return 0;
 }
@@ -772,7 +789,7 @@ int strata_readdir(struct strata_dir *d, struct strata_dirent *ent)
 			return 0;
 		d->n = 0;
 		d->pos = 0;
-		rc = mc_readdir(&d->s->mc, d->ino, d->cookie, DIR_PAGE, collect, d, d->cookie,
+		rc = mc_readdir(&d->s->mc, d->h, d->cookie, DIR_PAGE, collect, d, d->cookie,
 				sizeof(d->cookie), &d->eof);
 		if (rc < 0)
 			return rc;
@@ -790,12 +807,13 @@ void strata_closedir(struct strata_dir *d)
 
 int strata_statfs(struct strata *s, struct strata_statfs *st)
 {
-	struct ns_statfs ns;
+	struct proto_void none = { 0 };
+	struct mt_statfs ns;
 	int rc;
 
 	if (!s || !st)
 		return -EINVAL;
-	rc = mc_statfs(&s->mc, &ns);
+	rc = MC_CALL(&s->mc, md_statfs, &none, &ns);
 	if (rc)
 		return rc;
 	memset(st, 0, sizeof(*st));
@@ -808,33 +826,38 @@ int strata_statfs(struct strata *s, struct strata_statfs *st)
 
 int strata_set_layout(struct strata *s, const char *dir, const struct strata_layout *l)
 {
-	struct meta_inode in;
-	struct file_layout fl = { 0 };
+	struct mt_set_layout rq = { 0 };
+	struct proto_void none = { 0 };
+	struct mt_inode in;
 	int rc = check_path(dir);
 
 	if (!s || !l)
 		return -EINVAL;
 	if (!rc)
-		rc = mc_resolve(&s->mc, dir, NS_RESOLVE_FOLLOW, &in);
+		rc = resolve(s, dir, MD_RESOLVE_FOLLOW, &in);
 	if (rc)
 		return rc;
-	fl.chunk_size = l->chunk_size ? l->chunk_size : in.layout.chunk_size;
-	fl.stripe = l->stripe;
-	return mc_set_layout(&s->mc, in.ino, &fl);
+	rq.dir = by_number(&in);
+	rq.layout.chunk_size = l->chunk_size ? l->chunk_size : in.layout.chunk_size;
+	rq.layout.stripe = l->stripe;
+	return MC_CALL(&s->mc, md_set_layout, &rq, &none);
 }
 
 int strata_get_layout(struct strata *s, const char *path, struct strata_layout *l)
 {
-	struct meta_inode in;
-	struct file_layout fl;
+	struct mt_layout fl;
+	struct mt_inode in;
+	struct mt_ino rq;
 	int rc = check_path(path);
 
 	if (!s || !l)
 		return -EINVAL;
 	if (!rc)
-		rc = mc_resolve(&s->mc, path, NS_RESOLVE_FOLLOW, &in);
-	if (!rc)
-		rc = mc_get_layout(&s->mc, in.ino, &fl);
+		rc = resolve(s, path, MD_RESOLVE_FOLLOW, &in);
+	if (!rc) {
+		rq.h = by_number(&in);
+		rc = MC_CALL(&s->mc, md_get_layout, &rq, &fl);
+	}
 	if (rc)
 		return rc;
 	l->chunk_size = fl.chunk_size;

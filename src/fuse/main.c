@@ -284,7 +284,7 @@ static int run(const struct options *o, int *status_fd)
 	sf.attr_timeout = o->attr_timeout;
 	sf.entry_timeout = o->entry_timeout;
 	sf.writeback = o->writeback;
-	sf.wb_max = (size_t)o->write_behind_mb << 20;
+	sf.wb.max = (size_t)o->write_behind_mb << 20;
 	rc = sfuse_start(&sf);
 	if (rc)
 		goto out;

@@ -1,13 +1,17 @@
 /*
  * strata-fuse's FUSE low-level operations (see sfuse.h).
  *
- * Node ids are Strata inode numbers; node_table.h maps them to paths.
- * File handles are struct sfile (a struct strata_file and its access
- * mode); directory handles are struct sdir (a listing stream with the
- * offset it has reached). Close-to-open: flush publishes the writer's
- * length (strata_fsync), open opens afresh in libstrata, drops the
- * kernel's page cache (keep_cache = 0) and marks its attributes stale,
- * so a read past the cached size asks for the published one.
+ * Node ids are Strata inode numbers; nodes.h keeps the generation of each
+ * one the kernel holds, and every operation calls libstrata's handle API
+ * with (ino, gen): no path is kept, so a rename anywhere, by any client,
+ * leaves every node id valid, and a removed object answers ESTALE.
+ * File handles are struct sfile (a struct strata_file, its access mode
+ * and its write-behind state); directory handles are struct sdir (a
+ * readdirplus cookie and the offset it has reached). Close-to-open: flush
+ * publishes the writer's length (strata_fsync), open opens afresh in
+ * libstrata, drops the kernel's page cache (keep_cache = 0) and marks its
+ * attributes stale, so a read past the cached size asks for the published
+ * one.
  */
 #include "fuse/sfuse.h"
 
@@ -25,42 +29,21 @@
 
 #define COMP "fuse"
 
-#define WB_SLOTS 16
-
 struct sfile {
 	struct sfuse_handle h;	/* first */
 	struct strata_file *f;
 	uint64_t ino;
 	bool writable;
-	/* write-behind state */
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct { uint64_t off, len; } inflight[WB_SLOTS];	/* len 0: free */
-	uint64_t inflight_bytes;
-	int err;		/* first failed queued write, reported once */
-};
-
-struct wb_job {
-	struct wb_job *next;
-	struct sfile *h;
-	unsigned slot;
-	uint64_t off;
-	size_t len;
-	char data[];
+	struct wb_file wb;	/* its queued writes */
 };
 
 struct sdir {
 	struct sfuse_handle h;	/* first */
 	pthread_mutex_t lock;
-	struct strata_dir *d;
-	uint64_t ino;
+	struct strata_handle dir;
+	struct strata_cookie cookie;	/* after the last entry handed out */
 	off_t pos;		/* index of the next entry: 0 ".", 1 "..", then the listing */
-	bool pending;		/* ent was read but did not fit in the last reply */
-	struct strata_dirent ent;
-	char path[NT_PATH_MAX];
 };
-
-static int wb_drain(struct sfile *h, bool take_err);
 
 static struct sfuse *SF(fuse_req_t req)
 {
@@ -91,14 +74,15 @@ static void handle_del(struct sfuse *sf, struct sfuse_handle *h)
 	pthread_mutex_unlock(&sf->hlock);
 }
 
-int sfuse_errno(int rc, const char *op, const char *path)
+int sfuse_errno(int rc, const char *op, uint64_t ino, const char *name)
 {
 	int e = -rc;
 
 	if (rc >= 0)
 		return 0;
 	if (e > STRATA_ERR_BASE) {
-		log_warn(COMP, "%s '%s': %s; returning EIO", op, path ? path : "", strata_strerror(rc));
+		log_warn(COMP, "%s '%s' in inode %llu: %s; returning EIO", op, name ? name : "",
+			 (unsigned long long)ino, strata_strerror(rc));
 		return EIO;
 	}
 	switch (e) {
@@ -111,17 +95,17 @@ int sfuse_errno(int rc, const char *op, const char *path)
 	case ENOTCONN:
 	case EPIPE:
 	case ESHUTDOWN:
-		log_warn(COMP, "%s '%s': cluster unreachable (%s); returning EIO", op,
-			 path ? path : "", strerror(e));
+		log_warn(COMP, "%s '%s' in inode %llu: cluster unreachable (%s); returning EIO", op,
+			 name ? name : "", (unsigned long long)ino, strerror(e));
 		return EIO;
 	default:
 		return e;
 	}
 }
 
-static void reply_rc(fuse_req_t req, int rc, const char *op, const char *path)
+static void reply_rc(fuse_req_t req, int rc, const char *op, uint64_t ino, const char *name)
 {
-	fuse_reply_err(req, sfuse_errno(rc, op, path));
+	fuse_reply_err(req, sfuse_errno(rc, op, ino, name));
 }
 
 /* ---- per-thread read buffer ---- */
@@ -162,7 +146,7 @@ static void to_stat(struct sfuse *sf, const struct strata_stat *st, struct stat 
 	out->st_gid = st->gid;
 	out->st_size = (off_t)st->size;
 	if (S_ISREG(st->mode))
-		out->st_size = (off_t)nt_merge_size(&sf->nt, st->ino, st->size);
+		out->st_size = (off_t)nodes_merge_size(&sf->nodes, st->ino, st->size);
 	out->st_blksize = SFUSE_MAX_IO;
 	out->st_blocks = (out->st_size + 511) / 512;
 	out->st_atim.tv_sec = st->atime_ns / 1000000000;
@@ -173,52 +157,64 @@ static void to_stat(struct sfuse *sf, const struct strata_stat *st, struct stat 
 	out->st_ctim.tv_nsec = st->ctime_ns % 1000000000;
 }
 
-static void fill_entry(struct sfuse *sf, const struct strata_stat *st, struct fuse_entry_param *e)
+/* The kernel's entry for object h: node id ino, generation gen. */
+static void fill_entry(struct sfuse *sf, struct strata_handle h, const struct strata_stat *st,
+		       struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
-	e->ino = st->ino;
-	e->generation = 1;
+	e->ino = h.ino;
+	e->generation = h.gen;
 	to_stat(sf, st, &e->attr);
 	e->attr_timeout = sf->attr_timeout;
 	e->entry_timeout = sf->entry_timeout;
 }
 
-/* Replies with the entry at path (just created or looked up) and records
- * the lookup the reply hands to the kernel. */
-static void reply_entry_at(fuse_req_t req, const char *path, const char *op)
+/* Replies with the entry h (just created or looked up), recording the
+ * lookup the reply hands to the kernel. */
+static void reply_entry(fuse_req_t req, struct strata_handle h, const struct strata_stat *st,
+			const char *op, const char *name)
 {
 	struct sfuse *sf = SF(req);
-	struct strata_stat st;
 	struct fuse_entry_param e;
-	int rc = strata_lstat(sf->s, path, &st);
+	int rc = nodes_lookup(&sf->nodes, h);
 
-	if (!rc)
-		rc = nt_lookup(&sf->nt, st.ino, path);
 	if (rc) {
-		reply_rc(req, rc, op, path);
+		reply_rc(req, rc, op, h.ino, name);
 		return;
 	}
-	fill_entry(sf, &st, &e);
+	fill_entry(sf, h, st, &e);
 	if (fuse_reply_entry(req, &e))
-		nt_forget(&sf->nt, st.ino, 1);
+		nodes_forget(&sf->nodes, h.ino, 1);
 }
 
-/* Gives a new entry the caller's owner when the daemon runs as another. */
-static void chown_to_caller(fuse_req_t req, const char *path)
+/* Gives a new object the caller's owner when the daemon runs as another;
+ * st is updated to match. */
+static void chown_to_caller(fuse_req_t req, struct strata_handle h, struct strata_stat *st)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	struct strata_stat st;
+	struct strata_stat want;
 	int rc;
 
 	if (ctx->uid == getuid() && ctx->gid == getgid())
 		return;
-	memset(&st, 0, sizeof(st));
-	st.uid = ctx->uid;
-	st.gid = ctx->gid;
-	rc = strata_setattr(SF(req)->s, path, STRATA_SET_UID | STRATA_SET_GID, &st);
+	memset(&want, 0, sizeof(want));
+	want.uid = ctx->uid;
+	want.gid = ctx->gid;
+	rc = strata_setattrat(SF(req)->s, h, STRATA_SET_UID | STRATA_SET_GID, &want, st);
 	if (rc)
-		log_warn(COMP, "chown '%s' to %u:%u: %s", path, ctx->uid, ctx->gid,
-			 strata_strerror(rc));
+		log_warn(COMP, "chown of inode %llu to %u:%u: %s", (unsigned long long)h.ino,
+			 ctx->uid, ctx->gid, strata_strerror(rc));
+}
+
+/* The handle of node ino, or an error (replied) for a node the kernel
+ * should not name. */
+static int node(fuse_req_t req, fuse_ino_t ino, struct strata_handle *h, const char *op)
+{
+	int rc = nodes_get(&SF(req)->nodes, ino, h);
+
+	if (rc)
+		reply_rc(req, rc, op, ino, NULL);
+	return rc;
 }
 
 /* ---- operations ---- */
@@ -254,64 +250,57 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	char path[NT_PATH_MAX];
-	int rc = nt_child_path(&SF(req)->nt, parent, name, path, sizeof(path));
+	struct strata_handle dir, h;
+	struct strata_stat st;
+	int rc;
 
+	if (node(req, parent, &dir, "lookup"))
+		return;
+	rc = strata_lookupat(SF(req)->s, dir, name, &h, &st);
 	if (rc) {
-		reply_rc(req, rc, "lookup", name);
+		reply_rc(req, rc, "lookup", parent, name);
 		return;
 	}
-	reply_entry_at(req, path, "lookup");
+	reply_entry(req, h, &st, "lookup", name);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	nt_forget(&SF(req)->nt, ino, nlookup);
+	nodes_forget(&SF(req)->nodes, ino, nlookup);
 	fuse_reply_none(req);
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
 	for (size_t i = 0; i < count; i++)
-		nt_forget(&SF(req)->nt, forgets[i].ino, forgets[i].nlookup);
+		nodes_forget(&SF(req)->nodes, forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
-/* Attributes of ino, through its open handle when there is one. */
-static int get_stat(struct sfuse *sf, fuse_ino_t ino, struct fuse_file_info *fi,
-		    struct strata_stat *st, char *path, size_t plen)
+/* Attributes of h, through its open handle when there is one. */
+static int get_stat(struct sfuse *sf, struct strata_handle h, struct fuse_file_info *fi,
+		    struct strata_stat *st)
 {
-	int rc;
-
-	path[0] = '\0';
 	if (fi && fi->fh) {
-		struct sfile *h = (struct sfile *)(uintptr_t)fi->fh;
+		struct sfile *f = (struct sfile *)(uintptr_t)fi->fh;
 
-		if (h->writable)
-			(void)wb_drain(h, false);
-		rc = strata_fstat(h->f, st);
-		if (rc != -ENOENT)
-			return rc;
+		if (f->writable)
+			(void)wb_drain(&f->wb, false);
+		return strata_fstat(f->f, st);
 	}
-	rc = nt_path(&sf->nt, ino, path, plen);
-	if (!rc)
-		rc = strata_lstat(sf->s, path, st);
-	if (!rc && st->ino != ino)
-		rc = -ESTALE;	/* the path now names another file */
-	return rc;
+	return strata_statat(sf->s, h, st);
 }
 
-static void reply_attr_of(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+static void reply_attr_of(fuse_req_t req, struct strata_handle h, struct fuse_file_info *fi,
 			  const char *op)
 {
 	struct sfuse *sf = SF(req);
 	struct strata_stat st;
 	struct stat out;
-	char path[NT_PATH_MAX];
-	int rc = get_stat(sf, ino, fi, &st, path, sizeof(path));
+	int rc = get_stat(sf, h, fi, &st);
 
 	if (rc) {
-		reply_rc(req, rc, op, path);
+		reply_rc(req, rc, op, h.ino, NULL);
 		return;
 	}
 	to_stat(sf, &st, &out);
@@ -320,7 +309,10 @@ static void reply_attr_of(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	reply_attr_of(req, ino, fi, "getattr");
+	struct strata_handle h;
+
+	if (!node(req, ino, &h, "getattr"))
+		reply_attr_of(req, h, fi, "getattr");
 }
 
 static int64_t ts_ns(const struct timespec *ts)
@@ -340,27 +332,27 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		       struct fuse_file_info *fi)
 {
 	struct sfuse *sf = SF(req);
-	struct sfile *h = fi ? (struct sfile *)(uintptr_t)fi->fh : NULL;
+	struct sfile *f = fi ? (struct sfile *)(uintptr_t)fi->fh : NULL;
+	struct strata_handle h;
 	struct strata_stat st;
-	char path[NT_PATH_MAX];
 	unsigned mask = 0;
-	int rc = nt_path(&sf->nt, ino, path, sizeof(path));
+	int rc = 0;
 
-	if (rc && !(h && (to_set & FUSE_SET_ATTR_SIZE)))
-		goto out;
-	if (to_set & FUSE_SET_ATTR_SIZE) {
-		if (h && h->writable) {
-			rc = wb_drain(h, true);
-			if (!rc)
-				rc = strata_ftruncate(h->f, (uint64_t)attr->st_size);
-		} else {
-			rc = strata_truncate(sf->s, path, (uint64_t)attr->st_size);
-		}
-		if (rc)
-			goto out;
-		nt_truncated(&sf->nt, ino, (uint64_t)attr->st_size);
-	}
+	if (node(req, ino, &h, "setattr"))
+		return;
 	memset(&st, 0, sizeof(st));
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if (f && f->writable) {
+			/* After this handle's queued writes, and its length
+			 * published first, so the truncate is ordered after them. */
+			rc = wb_drain(&f->wb, true);
+			if (!rc)
+				rc = strata_ftruncate(f->f, (uint64_t)attr->st_size);
+		} else {
+			mask |= STRATA_SET_SIZE;
+			st.size = (uint64_t)attr->st_size;
+		}
+	}
 	if (to_set & FUSE_SET_ATTR_MODE) {
 		mask |= STRATA_SET_MODE;
 		st.mode = attr->st_mode & 07777;
@@ -381,33 +373,28 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		mask |= STRATA_SET_MTIME;
 		st.mtime_ns = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? now_ns() : ts_ns(&attr->st_mtim);
 	}
-	if (mask) {
-		if (!path[0])
-			rc = nt_path(&sf->nt, ino, path, sizeof(path));
-		if (!rc)
-			rc = strata_setattr(sf->s, path, mask, &st);
-	}
-out:
+	if (!rc && mask)
+		rc = strata_setattrat(sf->s, h, mask, &st, NULL);
+	if (!rc && (to_set & FUSE_SET_ATTR_SIZE))
+		nodes_truncated(&sf->nodes, ino, (uint64_t)attr->st_size);
 	if (rc) {
-		reply_rc(req, rc, "setattr", path);
+		reply_rc(req, rc, "setattr", ino, NULL);
 		return;
 	}
-	reply_attr_of(req, ino, fi, "setattr");
+	reply_attr_of(req, h, fi, "setattr");
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
-	char path[NT_PATH_MAX], target[NT_PATH_MAX + 1];
+	char target[4097];
+	struct strata_handle h;
 	ssize_t n;
-	int rc = nt_path(&SF(req)->nt, ino, path, sizeof(path));
 
-	if (rc) {
-		reply_rc(req, rc, "readlink", path);
+	if (node(req, ino, &h, "readlink"))
 		return;
-	}
-	n = strata_readlink(SF(req)->s, path, target, sizeof(target));
+	n = strata_readlinkat(SF(req)->s, h, target, sizeof(target));
 	if (n < 0) {
-		reply_rc(req, (int)n, "readlink", path);
+		reply_rc(req, (int)n, "readlink", ino, NULL);
 		return;
 	}
 	fuse_reply_readlink(req, target);
@@ -415,44 +402,46 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-	char path[NT_PATH_MAX];
-	int rc = nt_child_path(&SF(req)->nt, parent, name, path, sizeof(path));
+	struct strata_handle dir, h;
+	struct strata_stat st;
+	int rc;
 
-	if (!rc)
-		rc = strata_mkdir(SF(req)->s, path, mode & 07777);
+	if (node(req, parent, &dir, "mkdir"))
+		return;
+	rc = strata_mkdirat(SF(req)->s, dir, name, mode & 07777, &h, &st);
 	if (rc) {
-		reply_rc(req, rc, "mkdir", path);
+		reply_rc(req, rc, "mkdir", parent, name);
 		return;
 	}
-	chown_to_caller(req, path);
-	reply_entry_at(req, path, "mkdir");
+	chown_to_caller(req, h, &st);
+	reply_entry(req, h, &st, "mkdir", name);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
-	char path[NT_PATH_MAX];
-	int rc = nt_child_path(&SF(req)->nt, parent, name, path, sizeof(path));
+	struct strata_handle dir, h;
+	struct strata_stat st;
+	int rc;
 
-	if (!rc)
-		rc = strata_symlink(SF(req)->s, link, path);
+	if (node(req, parent, &dir, "symlink"))
+		return;
+	rc = strata_symlinkat(SF(req)->s, link, dir, name, &h, &st);
 	if (rc) {
-		reply_rc(req, rc, "symlink", path);
+		reply_rc(req, rc, "symlink", parent, name);
 		return;
 	}
-	reply_entry_at(req, path, "symlink");
+	reply_entry(req, h, &st, "symlink", name);
 }
 
 static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bool dir)
 {
-	struct sfuse *sf = SF(req);
-	char path[NT_PATH_MAX];
-	int rc = nt_child_path(&sf->nt, parent, name, path, sizeof(path));
+	const char *op = dir ? "rmdir" : "unlink";
+	struct strata_handle d;
 
-	if (!rc)
-		rc = dir ? strata_rmdir(sf->s, path) : strata_unlink(sf->s, path);
-	if (!rc)
-		nt_removed(&sf->nt, path);
-	reply_rc(req, rc, dir ? "rmdir" : "unlink", path);
+	if (node(req, parent, &d, op))
+		return;
+	reply_rc(req, strata_unlinkat(SF(req)->s, d, name, dir ? STRATA_AT_REMOVEDIR : 0), op,
+		 parent, name);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -468,10 +457,8 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		      const char *newname, unsigned int flags)
 {
-	struct sfuse *sf = SF(req);
-	char from[NT_PATH_MAX], to[NT_PATH_MAX];
+	struct strata_handle from, to;
 	unsigned sflags = 0;
-	int rc;
 
 	/* RENAME_NOREPLACE (1) and RENAME_EXCHANGE (2); no whiteouts. */
 	if (flags & ~3u) {
@@ -482,14 +469,11 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		sflags |= STRATA_RENAME_NOREPLACE;
 	if (flags & 2)
 		sflags |= STRATA_RENAME_EXCHANGE;
-	rc = nt_child_path(&sf->nt, parent, name, from, sizeof(from));
-	if (!rc)
-		rc = nt_child_path(&sf->nt, newparent, newname, to, sizeof(to));
-	if (!rc)
-		rc = strata_rename(sf->s, from, to, sflags);
-	if (!rc)
-		nt_rename(&sf->nt, from, to, (flags & 2) != 0);
-	reply_rc(req, rc, "rename", from);
+	if (node(req, parent, &from, "rename") || node(req, newparent, &to, "rename"))
+		return;
+	/* Node ids name objects, not paths: nothing to fix up after it. */
+	reply_rc(req, strata_renameat(SF(req)->s, from, name, to, newname, sflags), "rename",
+		 parent, name);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -524,10 +508,9 @@ static struct sfile *new_sfile(struct sfuse *sf, struct strata_file *f, uint64_t
 	h->f = f;
 	h->ino = ino;
 	h->writable = (sflags & 3) != STRATA_O_RDONLY;
-	pthread_mutex_init(&h->lock, NULL);
-	pthread_cond_init(&h->cond, NULL);
+	wb_file_init(&h->wb, f, ino);
 	if (h->writable)
-		nt_writer(&sf->nt, ino, 1);
+		nodes_writer(&sf->nodes, ino, 1);
 	handle_add(sf, &h->h, false);
 	return h;
 }
@@ -536,9 +519,8 @@ static void free_sfile(struct sfuse *sf, struct sfile *h)
 {
 	handle_del(sf, &h->h);
 	if (h->writable)
-		nt_writer(&sf->nt, h->ino, -1);
-	pthread_mutex_destroy(&h->lock);
-	pthread_cond_destroy(&h->cond);
+		nodes_writer(&sf->nodes, h->ino, -1);
+	wb_file_release(&h->wb);
 	free(h);
 }
 
@@ -547,72 +529,75 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 {
 	struct sfuse *sf = SF(req);
 	struct strata_file *f = NULL;
+	struct strata_handle dir, h;
 	struct strata_stat st;
 	struct fuse_entry_param e;
-	struct sfile *h = NULL;
-	char path[NT_PATH_MAX];
+	struct sfile *sh = NULL;
 	int flags = strata_flags(sf, fi->flags) | STRATA_O_CREAT;
 	int rc;
 
 	if (fi->flags & O_EXCL)
 		flags |= STRATA_O_EXCL;
-	rc = nt_child_path(&sf->nt, parent, name, path, sizeof(path));
+	if (node(req, parent, &dir, "create"))
+		return;
+	rc = strata_openat(sf->s, dir, name, flags, mode & 07777, &f);
 	if (!rc)
-		rc = strata_open(sf->s, path, flags, mode & 07777, &f);
+		rc = strata_fhandle(f, &h);
+	if (!rc)
+		rc = strata_fstat(f, &st);
 	if (rc)
 		goto fail;
-	chown_to_caller(req, path);
-	rc = strata_lstat(sf->s, path, &st);
-	if (!rc)
-		rc = nt_lookup(&sf->nt, st.ino, path);
+	chown_to_caller(req, h, &st);
+	rc = nodes_lookup(&sf->nodes, h);
 	if (rc)
 		goto fail;
-	h = new_sfile(sf, f, st.ino, flags);
-	if (!h) {
-		nt_forget(&sf->nt, st.ino, 1);
+	sh = new_sfile(sf, f, h.ino, flags);
+	if (!sh) {
+		nodes_forget(&sf->nodes, h.ino, 1);
 		rc = -ENOMEM;
 		goto fail;
 	}
-	fill_entry(sf, &st, &e);
-	fi->fh = (uint64_t)(uintptr_t)h;
+	fill_entry(sf, h, &st, &e);
+	fi->fh = (uint64_t)(uintptr_t)sh;
 	fi->keep_cache = 0;
 	if (fuse_reply_create(req, &e, fi)) {
 		/* Interrupted: the kernel holds neither the entry nor the handle. */
 		strata_close(f);
-		free_sfile(sf, h);
-		nt_forget(&sf->nt, st.ino, 1);
+		free_sfile(sf, sh);
+		nodes_forget(&sf->nodes, h.ino, 1);
 	}
 	return;
 fail:
 	if (f)
 		strata_close(f);
-	reply_rc(req, rc, "create", path);
+	reply_rc(req, rc, "create", parent, name);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct sfuse *sf = SF(req);
 	struct strata_file *f = NULL;
-	struct sfile *h;
-	char path[NT_PATH_MAX];
+	struct strata_handle h;
+	struct sfile *sh;
 	int flags = strata_flags(sf, fi->flags);
-	int rc = nt_path(&sf->nt, ino, path, sizeof(path));
+	int rc;
 
-	if (!rc)
-		rc = strata_open(sf->s, path, flags, 0, &f);
+	if (node(req, ino, &h, "open"))
+		return;
+	rc = strata_openat(sf->s, h, NULL, flags, 0, &f);
 	if (rc) {
-		reply_rc(req, rc, "open", path);
+		reply_rc(req, rc, "open", ino, NULL);
 		return;
 	}
-	h = new_sfile(sf, f, ino, flags);
-	if (!h) {
+	sh = new_sfile(sf, f, ino, flags);
+	if (!sh) {
 		strata_close(f);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	if (flags & STRATA_O_TRUNC)
-		nt_truncated(&sf->nt, ino, 0);
-	fi->fh = (uint64_t)(uintptr_t)h;
+		nodes_truncated(&sf->nodes, ino, 0);
+	fi->fh = (uint64_t)(uintptr_t)sh;
 	fi->keep_cache = 0;	/* close-to-open: drop what another client may have changed */
 	/* The cached size may be older than the one this open saw: mark the
 	 * attributes stale so a read past it asks again. */
@@ -620,7 +605,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		(void)fuse_lowlevel_notify_inval_inode(sf->se, ino, -1, 0);
 	if (fuse_reply_open(req, fi)) {
 		strata_close(f);
-		free_sfile(sf, h);
+		free_sfile(sf, sh);
 	}
 }
 
@@ -631,7 +616,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	char *buf = thread_buf();
 	ssize_t n;
 
-	(void)ino;
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -639,132 +623,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (size > SFUSE_MAX_IO)
 		size = SFUSE_MAX_IO;
 	if (h->writable)
-		(void)wb_drain(h, false);	/* read our own queued writes */
+		(void)wb_drain(&h->wb, false);	/* read our own queued writes */
 	n = strata_pread(h->f, buf, size, (uint64_t)off);
 	if (n < 0) {
-		reply_rc(req, (int)n, "read", NULL);
+		reply_rc(req, (int)n, "read", ino, NULL);
 		return;
 	}
 	fuse_reply_buf(req, buf, (size_t)n);
-}
-
-/* Waits for h's queued writes. take_err: returns (and clears) the first
- * error they met. */
-static int wb_drain(struct sfile *h, bool take_err)
-{
-	int err = 0;
-
-	pthread_mutex_lock(&h->lock);
-	while (h->inflight_bytes)
-		pthread_cond_wait(&h->cond, &h->lock);
-	if (take_err) {
-		err = h->err;
-		h->err = 0;
-	}
-	pthread_mutex_unlock(&h->lock);
-	return err;
-}
-
-static bool wb_overlaps(const struct sfile *h, uint64_t off, uint64_t len)
-{
-	for (unsigned i = 0; i < WB_SLOTS; i++)
-		if (h->inflight[i].len && off < h->inflight[i].off + h->inflight[i].len &&
-		    h->inflight[i].off < off + len)
-			return true;
-	return false;
-}
-
-static int wb_free_slot(const struct sfile *h)
-{
-	for (unsigned i = 0; i < WB_SLOTS; i++)
-		if (!h->inflight[i].len)
-			return (int)i;
-	return -1;
-}
-
-static void wb_done(struct sfile *h, unsigned slot, int err)
-{
-	pthread_mutex_lock(&h->lock);
-	if (err && !h->err)
-		h->err = err;
-	h->inflight_bytes -= h->inflight[slot].len;
-	h->inflight[slot].len = 0;
-	pthread_cond_broadcast(&h->cond);
-	pthread_mutex_unlock(&h->lock);
-}
-
-static void *wb_worker(void *arg)
-{
-	struct sfuse *sf = arg;
-
-	for (;;) {
-		struct wb_job *j;
-		ssize_t n;
-
-		pthread_mutex_lock(&sf->qlock);
-		while (!sf->qhead && !sf->qstop)
-			pthread_cond_wait(&sf->qcond, &sf->qlock);
-		j = sf->qhead;
-		if (j) {
-			sf->qhead = j->next;
-			if (!sf->qhead)
-				sf->qtail = NULL;
-		}
-		pthread_mutex_unlock(&sf->qlock);
-		if (!j)
-			return NULL;	/* stopping, queue empty */
-		n = strata_pwrite(j->h->f, j->data, j->len, j->off);
-		if (n < 0)
-			log_warn(COMP, "queued write of %zu bytes at %llu to inode %llu: %s", j->len,
-				 (unsigned long long)j->off, (unsigned long long)j->h->ino,
-				 strata_strerror((int)n));
-		wb_done(j->h, j->slot, n < 0 ? (int)n : 0);
-		free(j);
-	}
-}
-
-/* Queues a write (copying buf). Returns 0, 1 when the caller should write
- * synchronously instead, or a negative error an earlier queued write met. */
-static int wb_queue(struct sfuse *sf, struct sfile *h, const char *buf, size_t size, off_t off)
-{
-	struct wb_job *j;
-	int slot, err;
-
-	pthread_mutex_lock(&h->lock);
-	while (!h->err && ((h->inflight_bytes && h->inflight_bytes + size > sf->wb_max) ||
-			   wb_free_slot(h) < 0 || wb_overlaps(h, (uint64_t)off, size)))
-		pthread_cond_wait(&h->cond, &h->lock);
-	err = h->err;
-	h->err = 0;
-	if (err) {
-		pthread_mutex_unlock(&h->lock);
-		return err;
-	}
-	slot = wb_free_slot(h);
-	h->inflight[slot].off = (uint64_t)off;
-	h->inflight[slot].len = size;
-	h->inflight_bytes += size;
-	pthread_mutex_unlock(&h->lock);
-	j = malloc(sizeof(*j) + size);
-	if (!j) {
-		wb_done(h, (unsigned)slot, 0);
-		return 1;
-	}
-	j->next = NULL;
-	j->h = h;
-	j->slot = (unsigned)slot;
-	j->off = (uint64_t)off;
-	j->len = size;
-	memcpy(j->data, buf, size);
-	pthread_mutex_lock(&sf->qlock);
-	if (sf->qtail)
-		sf->qtail->next = j;
-	else
-		sf->qhead = j;
-	sf->qtail = j;
-	pthread_cond_signal(&sf->qcond);
-	pthread_mutex_unlock(&sf->qlock);
-	return 0;
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -772,19 +637,13 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 {
 	struct sfuse *sf = SF(req);
 	struct sfile *h = (struct sfile *)(uintptr_t)fi->fh;
-	ssize_t n = 1;
+	ssize_t n = wb_write(&sf->wb, &h->wb, buf, size, off);
 
-	if (sf->wb_max && sf->nworkers && size)
-		n = wb_queue(sf, h, buf, size, off);
-	if (n == 1)
-		n = strata_pwrite(h->f, buf, size, (uint64_t)off);
-	else if (n == 0)
-		n = (ssize_t)size;
 	if (n < 0) {
-		reply_rc(req, (int)n, "write", NULL);
+		reply_rc(req, (int)n, "write", ino, NULL);
 		return;
 	}
-	nt_wrote(&sf->nt, ino, (uint64_t)off + (uint64_t)n);
+	nodes_wrote(&sf->nodes, ino, (uint64_t)off + (uint64_t)n);
 	fuse_reply_write(req, (size_t)n);
 }
 
@@ -795,29 +654,27 @@ static int sync_file(struct sfile *h)
 
 	if (!h->writable)
 		return 0;
-	err = wb_drain(h, true);
+	err = wb_drain(&h->wb, true);
 	rc = strata_fsync(h->f);
 	return err ? err : rc;
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
 	/* Every close(2) publishes the length: close-to-open. */
-	reply_rc(req, sync_file((struct sfile *)(uintptr_t)fi->fh), "flush", NULL);
+	reply_rc(req, sync_file((struct sfile *)(uintptr_t)fi->fh), "flush", ino, NULL);
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	(void)ino;
 	(void)datasync;
-	reply_rc(req, sync_file((struct sfile *)(uintptr_t)fi->fh), "fsync", NULL);
+	reply_rc(req, sync_file((struct sfile *)(uintptr_t)fi->fh), "fsync", ino, NULL);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct sfile *h = (struct sfile *)(uintptr_t)fi->fh;
-	int err = h->writable ? wb_drain(h, true) : 0;
+	int err = h->writable ? wb_drain(&h->wb, true) : 0;
 	int rc = strata_close(h->f);
 
 	if (!rc)
@@ -826,7 +683,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		log_warn(COMP, "close of inode %llu: %s (its length may not be published)",
 			 (unsigned long long)ino, strata_strerror(rc));
 	free_sfile(SF(req), h);
-	reply_rc(req, rc, "release", NULL);
+	reply_rc(req, rc, "release", ino, NULL);
 }
 
 /* ---- directories ---- */
@@ -834,135 +691,152 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct sfuse *sf = SF(req);
-	struct sdir *d = calloc(1, sizeof(*d));
+	struct strata_stat st;
+	struct strata_handle h;
+	struct sdir *d;
 	int rc;
 
+	if (node(req, ino, &h, "opendir"))
+		return;
+	rc = strata_statat(sf->s, h, &st);
+	if (!rc && !S_ISDIR(st.mode))
+		rc = -ENOTDIR;
+	if (rc) {
+		reply_rc(req, rc, "opendir", ino, NULL);
+		return;
+	}
+	d = calloc(1, sizeof(*d));
 	if (!d) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	rc = nt_path(&sf->nt, ino, d->path, sizeof(d->path));
-	if (!rc)
-		rc = strata_opendir(sf->s, d->path, &d->d);
-	if (rc) {
-		reply_rc(req, rc, "opendir", d->path);
-		free(d);
-		return;
-	}
 	pthread_mutex_init(&d->lock, NULL);
-	d->ino = ino;
+	d->dir = h;
 	handle_add(sf, &d->h, true);
 	fi->fh = (uint64_t)(uintptr_t)d;
 	if (fuse_reply_open(req, fi)) {
 		handle_del(sf, &d->h);
-		strata_closedir(d->d);
 		pthread_mutex_destroy(&d->lock);
 		free(d);
 	}
 }
 
-/* Moves the stream to entry index off (a seekdir or a restart). */
-static int dir_seek(struct sfuse *sf, struct sdir *d, off_t off)
+/* A reply being filled from the listing. */
+struct dir_fill {
+	fuse_req_t req;
+	struct sfuse *sf;
+	struct sdir *d;
+	bool plus;
+	char *buf;
+	size_t size, used;
+	bool seeking;		/* dir_seek: pass over skip entries, then stop */
+	off_t skip;
+	bool full;		/* an entry did not fit */
+	int err;
+};
+
+/* Takes one listed entry into the reply; non-zero when it does not fit
+ * (the cookie then stays before it, and the next reply starts with it). */
+static int fill_cb(void *arg, const struct strata_direntplus *e)
 {
-	struct strata_dir *nd;
-	int rc;
+	struct dir_fill *df = arg;
+	struct fuse_entry_param fe;
+	size_t n, rem = df->size - df->used;
+
+	if (df->seeking) {
+		if (!df->skip)
+			return 1;
+		df->skip--;
+		df->d->pos++;
+		return 0;
+	}
+	fill_entry(df->sf, e->h, &e->st, &fe);
+	if (df->plus)
+		n = fuse_add_direntry_plus(df->req, df->buf + df->used, rem, e->name, &fe,
+					   df->d->pos + 1);
+	else
+		n = fuse_add_direntry(df->req, df->buf + df->used, rem, e->name, &fe.attr,
+				      df->d->pos + 1);
+	if (n > rem) {
+		df->full = true;
+		return 1;
+	}
+	/* A readdirplus entry hands the kernel a lookup of it. */
+	if (df->plus && nodes_lookup(&df->sf->nodes, e->h)) {
+		df->err = -ENOMEM;
+		return 1;
+	}
+	df->used += n;
+	df->d->pos++;
+	return 0;
+}
+
+/* Moves the listing to entry index off (a seekdir, or a restart): from the
+ * start, passing over off - 2 entries. */
+static int dir_seek(struct dir_fill *df, off_t off)
+{
+	struct sdir *d = df->d;
+	int rc = 1;
 
 	if (off == d->pos)
 		return 0;
-	rc = strata_opendir(sf->s, d->path, &nd);
-	if (rc)
-		return rc;
-	strata_closedir(d->d);
-	d->d = nd;
-	d->pos = 0;
-	d->pending = false;
-	while (d->pos < off) {
-		if (d->pos >= 2) {
-			rc = strata_readdir(d->d, &d->ent);
-			if (rc <= 0)
-				return rc;
-		}
-		d->pos++;
-	}
-	return 0;
+	memset(&d->cookie, 0, sizeof(d->cookie));
+	d->pos = off < 2 ? off : 2;
+	df->skip = off - d->pos;
+	df->seeking = true;
+	while (df->skip && rc == 1)
+		rc = strata_readdirplus(df->sf->s, d->dir, &d->cookie, 0, fill_cb, df);
+	df->seeking = false;
+	return rc < 0 ? rc : 0;
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi, bool plus)
 {
-	struct sfuse *sf = SF(req);
 	struct sdir *d = (struct sdir *)(uintptr_t)fi->fh;
-	char *buf = calloc(1, size), path[NT_PATH_MAX];
-	size_t rem = size, used = 0;
-	int rc = 0;
+	struct dir_fill df = { .req = req, .sf = SF(req), .d = d, .plus = plus, .size = size };
+	int rc;
 
-	if (!buf) {
+	df.buf = calloc(1, size);
+	if (!df.buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	pthread_mutex_lock(&d->lock);
-	rc = dir_seek(sf, d, off);
-	while (!rc) {
-		struct fuse_entry_param e;
-		const char *name;
-		size_t n;
-		bool dot = d->pos < 2;
+	rc = dir_seek(&df, off);
+	/* "." and ".." are the kernel's to resolve: no lookup is handed out. */
+	while (!rc && d->pos < 2) {
+		struct stat st = { .st_ino = d->pos == 0 ? ino : FUSE_ROOT_ID, .st_mode = S_IFDIR };
+		struct fuse_entry_param fe = { .attr = st };
+		const char *name = d->pos == 0 ? "." : "..";
+		size_t n = plus ? fuse_add_direntry_plus(req, df.buf + df.used, size - df.used, name,
+							 &fe, d->pos + 1) :
+			   fuse_add_direntry(req, df.buf + df.used, size - df.used, name, &st,
+					     d->pos + 1);
 
-		memset(&e, 0, sizeof(e));
-		if (dot) {
-			name = d->pos == 0 ? "." : "..";
-			e.attr.st_ino = d->pos == 0 ? ino : 1;
-			e.attr.st_mode = S_IFDIR;
-		} else {
-			if (!d->pending) {
-				rc = strata_readdir(d->d, &d->ent);
-				if (rc <= 0)
-					break;
-				rc = 0;
-				d->pending = true;
-			}
-			name = d->ent.name;
-			e.attr.st_ino = d->ent.ino;
-			e.attr.st_mode = d->ent.mode & S_IFMT;
-		}
-		if (plus && !dot) {
-			struct strata_stat st;
-
-			rc = nt_child_path(&sf->nt, ino, name, path, sizeof(path));
-			if (!rc)
-				rc = strata_lstat(sf->s, path, &st);
-			if (rc == -ENOENT) {	/* removed since it was listed */
-				d->pending = false;
-				d->pos++;
-				rc = 0;
-				continue;
-			}
-			if (rc)
-				break;
-			fill_entry(sf, &st, &e);
-			n = fuse_add_direntry_plus(req, buf + used, rem, name, &e, d->pos + 1);
-		} else if (plus) {
-			n = fuse_add_direntry_plus(req, buf + used, rem, name, &e, d->pos + 1);
-		} else {
-			n = fuse_add_direntry(req, buf + used, rem, name, &e.attr, d->pos + 1);
-		}
-		if (n > rem)
-			break;	/* full: the entry stays pending */
-		if (plus && !dot && nt_lookup(&sf->nt, e.ino, path)) {
-			rc = -ENOMEM;
+		if (n > size - df.used)
 			break;
-		}
-		used += n;
-		rem -= n;
-		d->pending = false;
+		df.used += n;
 		d->pos++;
 	}
+	/* Pages as large as the reply can take (an entry is about 150 bytes
+	 * with attributes, 40 without), until an entry does not fit. */
+	while (!rc && d->pos >= 2 && !df.full && !df.err) {
+		rc = strata_readdirplus(df.sf->s, d->dir, &d->cookie,
+					(uint32_t)((size - df.used) / (plus ? 150 : 40) + 1), fill_cb,
+					&df);
+		if (rc == 0)
+			break;		/* the end of the directory */
+		rc = rc < 0 ? rc : 0;
+	}
 	pthread_mutex_unlock(&d->lock);
-	if (rc && !used)
-		reply_rc(req, rc, "readdir", d->path);
+	if (!rc)
+		rc = df.err;
+	if (rc && !df.used)
+		reply_rc(req, rc, "readdir", ino, NULL);
 	else
-		fuse_reply_buf(req, buf, used);
-	free(buf);
+		fuse_reply_buf(req, df.buf, df.used);
+	free(df.buf);
 }
 
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -983,7 +857,6 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 	(void)ino;
 	handle_del(SF(req), &d->h);
-	strata_closedir(d->d);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
 	fuse_reply_err(req, 0);
@@ -1006,7 +879,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 
 	(void)ino;
 	if (rc) {
-		reply_rc(req, rc, "statfs", "/");
+		reply_rc(req, rc, "statfs", FUSE_ROOT_ID, NULL);
 		return;
 	}
 	/* Usable space: raw capacity over the replication factor. */
@@ -1062,35 +935,19 @@ int sfuse_init(struct sfuse *sf, struct strata *s)
 	sf->attr_timeout = 1.0;
 	sf->entry_timeout = 1.0;
 	pthread_mutex_init(&sf->hlock, NULL);
-	pthread_mutex_init(&sf->qlock, NULL);
-	pthread_cond_init(&sf->qcond, NULL);
-	sf->wb_max = 8u << 20;
-	return nt_init(&sf->nt);
+	wb_init(&sf->wb, 8u << 20);
+	return nodes_init(&sf->nodes);
 }
 
 int sfuse_start(struct sfuse *sf)
 {
-	unsigned want = sf->wb_max ? 4 : 0;
-
-	for (; sf->nworkers < want; sf->nworkers++) {
-		int rc = pthread_create(&sf->workers[sf->nworkers], NULL, wb_worker, sf);
-
-		if (rc)
-			return -rc;
-	}
-	return 0;
+	return wb_start(&sf->wb, 4);
 }
 
 void sfuse_release(struct sfuse *sf)
 {
-	/* The workers finish the queue, then exit. */
-	pthread_mutex_lock(&sf->qlock);
-	sf->qstop = true;
-	pthread_cond_broadcast(&sf->qcond);
-	pthread_mutex_unlock(&sf->qlock);
-	for (unsigned i = 0; i < sf->nworkers; i++)
-		pthread_join(sf->workers[i], NULL);
-	sf->nworkers = 0;
+	/* The queue is sent first: its jobs use the handles closed below. */
+	wb_release(&sf->wb);
 	while (sf->handles) {
 		struct sfuse_handle *h = sf->handles;
 
@@ -1098,20 +955,16 @@ void sfuse_release(struct sfuse *sf)
 		if (h->dir) {
 			struct sdir *d = (struct sdir *)h;
 
-			strata_closedir(d->d);
 			pthread_mutex_destroy(&d->lock);
 			free(d);
 		} else {
 			struct sfile *f = (struct sfile *)h;
 
 			(void)strata_close(f->f);
-			pthread_mutex_destroy(&f->lock);
-			pthread_cond_destroy(&f->cond);
+			wb_file_release(&f->wb);
 			free(f);
 		}
 	}
-	nt_release(&sf->nt);
+	nodes_release(&sf->nodes);
 	pthread_mutex_destroy(&sf->hlock);
-	pthread_mutex_destroy(&sf->qlock);
-	pthread_cond_destroy(&sf->qcond);
 }

@@ -1,10 +1,11 @@
 /*
  * strata-fuse: the FUSE low-level operations on top of libstrata.
  *
- * One struct sfuse per mount: the cluster connection, the node table
- * (node_table.h) and the caching knobs. Every operation maps a node id to
- * a path through the table and calls the public libstrata API; errors
- * come back as errno values (Strata's own codes become EIO, logged).
+ * One struct sfuse per mount: the cluster connection, the nodes
+ * (nodes.h), the write-behind (write_behind.h) and the caching knobs.
+ * Every operation maps a node id to a Strata handle (inode number and
+ * generation) and calls libstrata's handle API; errors come back as errno
+ * values (Strata's own codes become EIO, logged).
  */
 #ifndef STRATA_FUSE_SFUSE_H
 #define STRATA_FUSE_SFUSE_H
@@ -14,7 +15,8 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#include "fuse/node_table.h"
+#include "fuse/nodes.h"
+#include "fuse/write_behind.h"
 #include "strata/strata.h"
 
 /* Largest read/write request (also the read buffer of each thread). */
@@ -22,24 +24,16 @@
 
 struct sfuse {
 	struct strata *s;		/* borrowed: connected by main */
-	struct node_table nt;
+	struct nodes nodes;
 	double attr_timeout;		/* seconds the kernel caches attributes */
 	double entry_timeout;		/* seconds it caches names */
 	bool writeback;			/* kernel writeback caching */
 	struct fuse_session *se;	/* set once the session exists */
 	pthread_mutex_t hlock;
 	struct sfuse_handle *handles;	/* open files and directories */
-	/* Write-behind: a write is acknowledged once queued; a pool of
-	 * workers sends it; flush/fsync/release wait for a file's writes and
-	 * report their first error. wb_max bytes in flight per file; 0 turns
-	 * it off (every write waits for all replicas). */
-	size_t wb_max;
-	pthread_mutex_t qlock;
-	pthread_cond_t qcond;
-	struct wb_job *qhead, *qtail;
-	bool qstop;
-	unsigned nworkers;
-	pthread_t workers[8];
+	/* Write-behind (write_behind.h): set wb.max before sfuse_start; 0
+	 * makes every write wait for all replicas. */
+	struct wb wb;
 };
 
 /* Links every open file and directory handle, so that those the kernel
@@ -54,7 +48,7 @@ extern const struct fuse_lowlevel_ops sfuse_ops;
 
 /* Sets up sf around the connection s (borrowed). Returns 0 or -ENOMEM. */
 int sfuse_init(struct sfuse *sf, struct strata *s);
-/* Starts the write-behind workers (call after setting wb_max, before the
+/* Starts the write-behind workers (call after setting wb.max, before the
  * loop). Returns 0 or a negative errno. */
 int sfuse_start(struct sfuse *sf);
 /* Closes the handles still open and frees what sf holds (not the
@@ -63,7 +57,8 @@ void sfuse_release(struct sfuse *sf);
 
 /* Maps a libstrata error (negative) to a positive errno for the kernel:
  * errno values pass through, connection errors and Strata's own codes
- * become EIO. op and path name the call in the log line. */
-int sfuse_errno(int rc, const char *op, const char *path);
+ * become EIO. op, the node id ino and name (may be NULL) name the call in
+ * the log line. */
+int sfuse_errno(int rc, const char *op, uint64_t ino, const char *name);
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * The meta service: namespace RPCs (meta_proto.h) over ns.h, and the GC
- * worker that deletes queued chunks through the storage client.
+ * The meta service: the operations of src/proto/meta.h over ns.h, and the
+ * GC worker that deletes queued chunks through the storage client.
  *
  * Everything below runs on reactor 0's thread (m->r): the handlers, the
  * timers and the storage client's completions. Only status() and
@@ -16,10 +16,11 @@
  *    items of any file;
  *  - a drain batch takes the items of one file, for a request that must
  *    not be answered before they are gone (a truncate, an open for
- *    writing: see meta_proto.h). The request is answered when the
+ *    writing: see proto/meta.h). The request is answered when the
  *    file has no queued item left, or with the first removal error.
  * Both may pick the same item; removing a chunk twice is harmless.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -30,28 +31,50 @@
 #include "client/storage_client.h"
 #include "common/layout.h"
 #include "common/log.h"
-#include "meta/meta_proto.h"
 #include "meta/meta_service.h"
 #include "meta/ns.h"
-#include "net/codec.h"
 #include "net/reactor.h"
-#include "net/server.h"
+#include "proto/meta.h"
+#include "proto/server.h"
 #include "strata/errors.h"
+
+PROTO_SERVER(meta, META_OPS)
 
 #define COMP "meta"
 #define GC_BATCH 16u
 #define GC_INFLIGHT 64u
 #define TABLE_POLL_MS 500u
 #define GC_QUEUE_SCAN 256u	/* the gc_queue gauge counts up to this */
-#define NOPS (OP_META_END - OP_META_FIRST)
+/* Per-op counters, indexed by opcode - OP_META_FIRST. */
+#define NOPS (OP_META_LAST - OP_META_FIRST + 1)
+/* Limits and flags pass between the wire and ns.h unchanged. */
+_Static_assert(MD_ROOT_INO == NS_ROOT_INO && MD_ROOT_GEN == NS_ROOT_GEN,
+	       "the wire names another root than the namespace");
+_Static_assert(MD_NAME_MAX == NS_NAME_MAX && MD_PATH_MAX == NS_PATH_MAX &&
+	       MD_TARGET_MAX == NS_PATH_MAX && MD_READDIR_MAX == NS_READDIR_MAX,
+	       "meta wire limits differ from the namespace's");
+_Static_assert(MD_RENAME_NOREPLACE == NS_RENAME_NOREPLACE &&
+	       MD_RENAME_EXCHANGE == NS_RENAME_EXCHANGE && MD_RESOLVE_FOLLOW == NS_RESOLVE_FOLLOW,
+	       "meta wire flags differ from the namespace's");
+_Static_assert(MD_ATTR_MODE == NS_ATTR_MODE && MD_ATTR_UID == NS_ATTR_UID &&
+	       MD_ATTR_GID == NS_ATTR_GID && MD_ATTR_ATIME == NS_ATTR_ATIME &&
+	       MD_ATTR_MTIME == NS_ATTR_MTIME && MD_ATTR_SIZE == NS_ATTR_SIZE &&
+	       MD_ATTR_ATIME_NOW == NS_ATTR_ATIME_NOW && MD_ATTR_MTIME_NOW == NS_ATTR_MTIME_NOW,
+	       "meta wire attribute bits differ from the namespace's");
 
 struct meta;
+
+/* The reply stub of an operation that answers an mt_attr_rep (CREATE,
+ * OPEN, SETATTR, TRUNCATE): a drain batch answers through it. */
+typedef void (*attr_reply_fn)(struct svc_req *req, int status, const struct mt_attr_rep *rep);
 
 struct gc_batch {
 	struct meta *m;
 	struct gc_batch *next;		/* in m->active */
 	uint64_t ino;			/* drain: that file; 0: background */
-	struct svc_req *req;		/* drain: answered when done */
+	struct svc_req *req;		/* drain: answered when done, */
+	attr_reply_fn reply;		/* with this stub */
+	struct mt_attr_rep rep;		/* and this reply on success */
 	int err;			/* first removal error of the batch */
 	uint32_t n;			/* items loaded */
 	uint32_t cur;			/* submission cursor: items[cur], chunk at */
@@ -109,24 +132,30 @@ struct meta {
 #define STAT_SET(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define STAT_GET(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
-static const char *const op_names[NOPS] = {
-	"lookup", "getattr", "create", "open", "mkdir", "symlink", "readlink", "unlink",
-	"rmdir", "rename", "setattr", "set_size", "truncate", "readdir", "set_layout",
-	"get_layout", "statfs", "resolve",
-};
-
-/* Answers req: a failed operation carries an empty body. */
-static void finish_req(struct meta *m, struct svc_req *req, int status)
+/* Counts a request of req's operation: every handler starts with it. */
+static struct meta *count_op(void *svc, const struct svc_req *req)
 {
+	struct meta *m = svc;
 	uint16_t op = req->hdr.opcode;
 
-	if (op >= OP_META_FIRST && op < OP_META_END)
+	if (op >= OP_META_FIRST && op <= OP_META_LAST)
 		STAT_ADD(&m->ops[op - OP_META_FIRST], 1);
-	if (status) {
+	return m;
+}
+
+/* Returns status, counted when it fails the request. */
+static int counted(struct meta *m, int status)
+{
+	if (status)
 		STAT_ADD(&m->op_errors, 1);
-		req->reply.len = 0;
-	}
-	svc_reply(req, status);
+	return status;
+}
+
+/* Answers the request of drain batch b (success: b->rep). */
+static void batch_answer(struct meta *m, struct gc_batch *b, int status)
+{
+	b->reply(b->req, counted(m, status), status ? NULL : &b->rep);
+	b->req = NULL;
 }
 
 /* ---- GC ---- */
@@ -255,7 +284,7 @@ static void batch_finish(struct meta *m, struct gc_batch *b)
 			b->err = -ESHUTDOWN;
 		/* The reason is logged; the caller learns that storage could
 		 * not be reached and that repeating the call is safe. */
-		finish_req(m, b->req, b->err ? STRATA_EUNAVAIL : 0);
+		batch_answer(m, b, b->err ? STRATA_EUNAVAIL : 0);
 		free(b);
 		return;
 	}
@@ -319,21 +348,22 @@ static void on_gc_timer(void *arg)
 }
 
 /*
- * Answers req with status once file ino has no queued GC item left (see
- * meta_proto.h). A failed operation is answered at once.
+ * Answers req with rep through reply once file ino has no queued GC item
+ * left (see proto/meta.h), or with the first error of its removals.
  */
-static void reply_after_drain(struct meta *m, struct svc_req *req, uint64_t ino, int status)
+static void reply_after_drain(struct meta *m, struct svc_req *req, uint64_t ino,
+			      attr_reply_fn reply, const struct mt_attr_rep *rep)
 {
 	struct gc_batch *b;
 	int n;
 
-	if (status || m->stopping) {
-		finish_req(m, req, status ? status : -ESHUTDOWN);
+	if (m->stopping) {
+		reply(req, counted(m, -ESHUTDOWN), NULL);
 		return;
 	}
 	b = calloc(1, sizeof(*b));
 	if (!b) {
-		finish_req(m, req, -ENOMEM);
+		reply(req, counted(m, -ENOMEM), NULL);
 		return;
 	}
 	b->m = m;
@@ -341,10 +371,12 @@ static void reply_after_drain(struct meta *m, struct svc_req *req, uint64_t ino,
 	n = batch_load(m, b);
 	if (n <= 0) {
 		free(b);
-		finish_req(m, req, n);
+		reply(req, counted(m, n), n ? NULL : rep);
 		return;
 	}
 	b->req = req;
+	b->reply = reply;
+	b->rep = *rep;
 	batch_push(m, b);
 	gc_pump(m);
 }
@@ -411,347 +443,503 @@ static void on_poll_timer(void *arg)
 
 /* ---- handlers ---- */
 
-static void reply_inode(struct meta *m, struct svc_req *req, int rc, const struct meta_inode *in)
-{
-	struct wbuf w;
+/*
+ * Each handler decodes its request with md_<op>_req() (a malformed one is
+ * answered STRATA_EBADMSG there, with the reason logged), calls ns.h and
+ * answers with md_<op>_reply(). Names and paths arrive as views into the
+ * request body; ns.h takes C strings, so they are copied out first (the
+ * decoder bounded their length already).
+ */
 
-	if (!rc) {
-		wbuf_init(&w, &req->reply);
-		mp_inode_encode(&w, in);
-		rc = w.err;
-	}
-	finish_req(m, req, rc);
+static struct ns_ref ref_of(const struct mt_handle *h)
+{
+	struct ns_ref r = { h->ino, h->gen };
+
+	return r;
 }
 
-static int encode_attr_rep(struct svc_req *req, struct mp_attr_rep *rep)
+static void inode_to_wire(const struct meta_inode *in, struct mt_inode *w)
 {
-	struct wbuf w;
+	w->ino = in->ino;
+	w->gen = in->gen;
+	w->mode = in->mode;
+	w->uid = in->uid;
+	w->gid = in->gid;
+	w->nlink = in->nlink;
+	w->size = in->size;
+	w->atime_ns = in->atime_ns;
+	w->mtime_ns = in->mtime_ns;
+	w->ctime_ns = in->ctime_ns;
+	w->parent = in->parent;
+	mt_layout_set(&w->layout, &in->layout);
+}
 
-	if (!rep->trunc.layout.chunk_size)
-		rep->trunc.layout = rep->inode.layout;
-	wbuf_init(&w, &req->reply);
-	mp_attr_rep_encode(&w, rep);
-	return w.err;
+/* The reply stub of an operation that answers an mt_inode. */
+typedef void (*inode_reply_fn)(struct svc_req *req, int status, const struct mt_inode *rep);
+
+static void reply_inode(struct meta *m, struct svc_req *req, inode_reply_fn reply, int rc,
+			const struct meta_inode *in)
+{
+	struct mt_inode w;
+
+	if (!rc)
+		inode_to_wire(in, &w);
+	reply(req, counted(m, rc), rc ? NULL : &w);
+}
+
+/*
+ * Answers an operation that may have truncated (CREATE, OPEN, SETATTR,
+ * TRUNCATE): at once, or with drain once the file's queued chunk removals
+ * are done. tr's layout defaults to the file's.
+ */
+static void reply_attr(struct meta *m, struct svc_req *req, attr_reply_fn reply, int rc,
+		       bool created, const struct meta_inode *in, const struct ns_trunc *tr,
+		       bool drain)
+{
+	struct mt_attr_rep rep;
+
+	if (rc) {
+		reply(req, counted(m, rc), NULL);
+		return;
+	}
+	memset(&rep, 0, sizeof(rep));
+	rep.created = created;
+	inode_to_wire(in, &rep.inode);
+	rep.trunc.partial = tr->partial;
+	rep.trunc.chunk = tr->chunk;
+	rep.trunc.len = tr->len;
+	rep.trunc.gc_from = tr->gc_from;
+	rep.trunc.gc_to = tr->gc_to;
+	mt_layout_set(&rep.trunc.layout, &tr->layout);
+	if (!rep.trunc.layout.chunk_size)
+		rep.trunc.layout = rep.inode.layout;
+	if (drain)
+		reply_after_drain(m, req, in->ino, reply, &rep);
+	else
+		reply(req, 0, &rep);
 }
 
 static void op_lookup(void *svc, struct svc_req *req)
 {
-	struct meta *m = svc;
-	struct mp_name_req rq;
+	struct meta *m = count_op(svc, req);
+	char name[MD_NAME_MAX + 1];
 	struct meta_inode in;
-	int rc = mp_name_req_decode(req->body, req->hdr.body_len, &rq);
+	struct mt_name rq;
+	int rc;
 
+	if (counted(m, md_lookup_req(req, &rq)))
+		return;
+	rc = pstr_copy(rq.name, name, sizeof(name));
 	if (!rc)
-		rc = ns_lookup(&m->ns, rq.parent, rq.name, &in);
-	reply_inode(m, req, rc, &in);
+		rc = ns_lookup(&m->ns, ref_of(&rq.dir), name, &in);
+	reply_inode(m, req, md_lookup_reply, rc, &in);
 }
 
 static void op_getattr(void *svc, struct svc_req *req)
 {
-	struct meta *m = svc;
-	struct mp_ino_req rq;
+	struct meta *m = count_op(svc, req);
 	struct meta_inode in;
-	int rc = mp_ino_req_decode(req->body, req->hdr.body_len, &rq);
+	struct mt_ino rq;
 
-	if (!rc)
-		rc = ns_getattr(&m->ns, rq.ino, &in);
-	reply_inode(m, req, rc, &in);
+	if (counted(m, md_getattr_req(req, &rq)))
+		return;
+	reply_inode(m, req, md_getattr_reply, ns_getattr(&m->ns, ref_of(&rq.h), &in), &in);
 }
 
 static void op_create(void *svc, struct svc_req *req)
 {
-	struct meta *m = svc;
-	struct mp_create_req rq;
-	struct mp_attr_rep rep;
-	int rc = mp_create_req_decode(req->body, req->hdr.body_len, &rq);
+	struct meta *m = count_op(svc, req);
+	char name[MD_NAME_MAX + 1];
+	struct meta_inode in;
+	struct ns_trunc tr;
+	struct mt_create rq;
+	bool created;
+	int rc;
 
-	memset(&rep, 0, sizeof(rep));
+	if (counted(m, md_create_req(req, &rq)))
+		return;
+	memset(&tr, 0, sizeof(tr));
+	rc = pstr_copy(rq.name, name, sizeof(name));
 	if (!rc)
-		rc = ns_create(&m->ns, rq.parent, rq.name, rq.mode, rq.uid, rq.gid,
-			       rq.flags & MP_CREATE_EXCL, &rep.inode);
+		rc = ns_create(&m->ns, ref_of(&rq.dir), name, rq.mode, rq.uid, rq.gid,
+			       rq.flags & MD_CREATE_EXCL, &in);
 	if (rc < 0) {
-		finish_req(m, req, rc);
+		md_create_reply(req, counted(m, rc), NULL);
 		return;
 	}
-	rep.created = rc == 1;
+	created = rc == 1;
 	rc = 0;
-	/* Not atomic with the lookup above: a file replaced in between is
-	 * truncated under its new identity, as O_TRUNC on a path would. */
-	if (!rep.created && (rq.flags & MP_CREATE_TRUNC))
-		rc = ns_open(&m->ns, rep.inode.ino, O_WRONLY | O_TRUNC, &rep.inode, &rep.trunc);
-	if (!rc)
-		rc = encode_attr_rep(req, &rep);
-	if (rep.created)
-		finish_req(m, req, rc);
-	else
-		reply_after_drain(m, req, rep.inode.ino, rc);
+	/* Not atomic with the create above: a file removed in between fails
+	 * the call with -ENOENT, as if the create had come later. */
+	if (!created && (rq.flags & MD_CREATE_TRUNC))
+		rc = ns_open(&m->ns, ns_any(in.ino), O_WRONLY | O_TRUNC, &in, &tr);
+	reply_attr(m, req, md_create_reply, rc, created, &in, &tr, !created);
 }
 
 static void op_open(void *svc, struct svc_req *req)
 {
-	struct meta *m = svc;
-	struct mp_open_req rq;
-	struct mp_attr_rep rep;
-	int rc = mp_open_req_decode(req->body, req->hdr.body_len, &rq);
+	struct meta *m = count_op(svc, req);
+	struct meta_inode in;
+	struct ns_trunc tr;
+	struct mt_open rq;
+	int rc;
 
-	memset(&rep, 0, sizeof(rep));
-	if (!rc)
-		rc = ns_open(&m->ns, rq.ino, mp_open_flags_from_wire(rq.flags), &rep.inode,
-			     &rep.trunc);
-	if (!rc)
-		rc = encode_attr_rep(req, &rep);
-	if (!rc && (rq.flags & MP_O_ACCMODE) != MP_O_RDONLY && S_ISREG(rep.inode.mode))
-		reply_after_drain(m, req, rep.inode.ino, rc);
-	else
-		finish_req(m, req, rc);
+	if (counted(m, md_open_req(req, &rq)))
+		return;
+	memset(&tr, 0, sizeof(tr));
+	rc = ns_open(&m->ns, ref_of(&rq.h), md_open_flags_from_wire(rq.flags), &in, &tr);
+	reply_attr(m, req, md_open_reply, rc, false, &in, &tr,
+		   !rc && (rq.flags & MD_O_ACCMODE) != MD_O_RDONLY && S_ISREG(in.mode));
 }
 
 static void op_mkdir(void *svc, struct svc_req *req)
 {
-	struct meta *m = svc;
-	struct mp_create_req rq;
+	struct meta *m = count_op(svc, req);
+	char name[MD_NAME_MAX + 1];
 	struct meta_inode in;
-	int rc = mp_create_req_decode(req->body, req->hdr.body_len, &rq);
+	struct mt_create rq;
+	int rc;
 
-	if (!rc && rq.flags)
-		rc = -EINVAL;
+	if (counted(m, md_mkdir_req(req, &rq)))
+		return;
+	rc = rq.flags ? -EINVAL : pstr_copy(rq.name, name, sizeof(name));
 	if (!rc)
-		rc = ns_mkdir(&m->ns, rq.parent, rq.name, rq.mode, rq.uid, rq.gid, &in);
-	reply_inode(m, req, rc, &in);
+		rc = ns_mkdir(&m->ns, ref_of(&rq.dir), name, rq.mode, rq.uid, rq.gid, &in);
+	reply_inode(m, req, md_mkdir_reply, rc, &in);
 }
 
 static void op_symlink(void *svc, struct svc_req *req)
 {
-	struct meta *m = svc;
-	struct mp_symlink_req rq;
+	struct meta *m = count_op(svc, req);
+	char name[MD_NAME_MAX + 1], target[MD_TARGET_MAX + 1];
 	struct meta_inode in;
-	int rc = mp_symlink_req_decode(req->body, req->hdr.body_len, &rq);
+	struct mt_symlink rq;
+	int rc;
 
+	if (counted(m, md_symlink_req(req, &rq)))
+		return;
+	rc = pstr_copy(rq.name, name, sizeof(name));
 	if (!rc)
-		rc = ns_symlink(&m->ns, rq.parent, rq.name, rq.target, rq.uid, rq.gid, &in);
-	reply_inode(m, req, rc, &in);
+		rc = pstr_copy(rq.target, target, sizeof(target));
+	if (!rc)
+		rc = ns_symlink(&m->ns, ref_of(&rq.dir), name, target, rq.uid, rq.gid, &in);
+	reply_inode(m, req, md_symlink_reply, rc, &in);
 }
 
 static void op_readlink(void *svc, struct svc_req *req)
 {
-	struct meta *m = svc;
-	struct mp_ino_req rq;
-	char target[MP_TARGET_MAX + 1];
-	struct wbuf w;
-	int rc = mp_ino_req_decode(req->body, req->hdr.body_len, &rq);
+	struct meta *m = count_op(svc, req);
+	char target[MD_TARGET_MAX + 1];
+	struct mt_target rep;
+	struct mt_ino rq;
+	int rc;
 
-	if (!rc)
-		rc = ns_readlink(&m->ns, rq.ino, target, sizeof(target));
+	if (counted(m, md_readlink_req(req, &rq)))
+		return;
+	rc = ns_readlink(&m->ns, ref_of(&rq.h), target, sizeof(target));
 	if (rc >= (int)sizeof(target))
 		rc = -ENAMETOOLONG;	/* ns keeps targets below NS_PATH_MAX */
 	if (rc >= 0) {
-		wbuf_init(&w, &req->reply);
-		mp_readlink_rep_encode(&w, target, (uint32_t)rc);
-		rc = w.err;
+		rep.target.p = target;
+		rep.target.len = (uint32_t)rc;
+		rc = 0;
 	}
-	finish_req(m, req, rc);
+	md_readlink_reply(req, counted(m, rc), rc ? NULL : &rep);
 }
 
 /* UNLINK and RMDIR. */
-static void op_remove(void *svc, struct svc_req *req)
+static void remove_entry(struct meta *m, struct svc_req *req, bool dir)
 {
-	struct meta *m = svc;
-	struct mp_name_req rq;
-	int rc = mp_name_req_decode(req->body, req->hdr.body_len, &rq);
+	char name[MD_NAME_MAX + 1];
+	struct mt_name rq;
+	int rc;
 
-	if (!rc && req->hdr.opcode == OP_META_RMDIR)
-		rc = ns_rmdir(&m->ns, rq.parent, rq.name);
-	else if (!rc)
-		rc = ns_unlink(&m->ns, rq.parent, rq.name);
-	finish_req(m, req, rc);
+	if (counted(m, (dir ? md_rmdir_req : md_unlink_req)(req, &rq)))
+		return;
+	rc = pstr_copy(rq.name, name, sizeof(name));
+	if (!rc)
+		rc = dir ? ns_rmdir(&m->ns, ref_of(&rq.dir), name) :
+			   ns_unlink(&m->ns, ref_of(&rq.dir), name);
+	(dir ? md_rmdir_reply : md_unlink_reply)(req, counted(m, rc), NULL);
+}
+
+static void op_unlink(void *svc, struct svc_req *req)
+{
+	remove_entry(count_op(svc, req), req, false);
+}
+
+static void op_rmdir(void *svc, struct svc_req *req)
+{
+	remove_entry(count_op(svc, req), req, true);
 }
 
 static void op_rename(void *svc, struct svc_req *req)
 {
-	struct meta *m = svc;
-	struct mp_rename_req rq;
-	int rc = mp_rename_req_decode(req->body, req->hdr.body_len, &rq);
+	struct meta *m = count_op(svc, req);
+	char from[MD_NAME_MAX + 1], to[MD_NAME_MAX + 1];
+	struct mt_rename rq;
+	int rc;
 
+	if (counted(m, md_rename_req(req, &rq)))
+		return;
+	rc = pstr_copy(rq.src_name, from, sizeof(from));
 	if (!rc)
-		rc = ns_rename(&m->ns, rq.src_parent, rq.src_name, rq.dst_parent, rq.dst_name,
+		rc = pstr_copy(rq.dst_name, to, sizeof(to));
+	if (!rc)
+		rc = ns_rename(&m->ns, ref_of(&rq.src_dir), from, ref_of(&rq.dst_dir), to,
 			       rq.flags);
-	finish_req(m, req, rc);
+	md_rename_reply(req, counted(m, rc), NULL);
 }
 
 static void op_setattr(void *svc, struct svc_req *req)
 {
-	struct meta *m = svc;
-	struct mp_setattr_req rq;
-	struct mp_attr_rep rep;
-	int rc = mp_setattr_req_decode(req->body, req->hdr.body_len, &rq);
+	struct meta *m = count_op(svc, req);
+	struct meta_inode at, in;
+	struct ns_trunc tr;
+	struct mt_setattr rq;
+	int rc = 0;
 
-	memset(&rep, 0, sizeof(rep));
-	if (!rc && (rq.mask & NS_ATTR_SIZE) && rq.attrs.size > INT64_MAX)
+	if (counted(m, md_setattr_req(req, &rq)))
+		return;
+	memset(&tr, 0, sizeof(tr));
+	memset(&at, 0, sizeof(at));
+	at.ino = rq.h.ino;
+	at.mode = rq.mode;
+	at.uid = rq.uid;
+	at.gid = rq.gid;
+	at.atime_ns = rq.atime_ns;
+	at.mtime_ns = rq.mtime_ns;
+	at.size = rq.size;
+	if ((rq.mask & MD_ATTR_SIZE) && rq.size > INT64_MAX)
 		rc = -EFBIG;
 	if (!rc)
-		rc = ns_setattr(&m->ns, rq.ino, rq.mask, &rq.attrs, &rep.inode, &rep.trunc);
-	if (!rc)
-		rc = encode_attr_rep(req, &rep);
-	if (!rc && (rq.mask & NS_ATTR_SIZE))
-		reply_after_drain(m, req, rq.ino, rc);
-	else
-		finish_req(m, req, rc);
+		rc = ns_setattr(&m->ns, ref_of(&rq.h), rq.mask, &at, &in, &tr);
+	reply_attr(m, req, md_setattr_reply, rc, false, &in, &tr,
+		   !rc && (rq.mask & MD_ATTR_SIZE));
 }
 
 static void op_set_size(void *svc, struct svc_req *req)
 {
-	struct meta *m = svc;
-	struct mp_set_size_req rq;
+	struct meta *m = count_op(svc, req);
+	struct mt_set_size rq;
 	struct meta_inode in;
-	int rc = mp_set_size_req_decode(req->body, req->hdr.body_len, &rq);
+	int rc;
 
-	if (!rc && rq.size > INT64_MAX)
-		rc = -EFBIG;
-	if (!rc)
-		rc = ns_set_size(&m->ns, rq.ino, rq.size, rq.mtime_ns, &in);
-	reply_inode(m, req, rc, &in);
+	if (counted(m, md_set_size_req(req, &rq)))
+		return;
+	rc = rq.size > INT64_MAX ? -EFBIG :
+	     ns_set_size(&m->ns, ref_of(&rq.h), rq.size, rq.mtime_ns, &in);
+	reply_inode(m, req, md_set_size_reply, rc, &in);
 }
 
 static void op_truncate(void *svc, struct svc_req *req)
 {
-	struct meta *m = svc;
-	struct mp_truncate_req rq;
-	struct mp_attr_rep rep;
-	struct meta_inode at;
-	int rc = mp_truncate_req_decode(req->body, req->hdr.body_len, &rq);
+	struct meta *m = count_op(svc, req);
+	struct meta_inode at, in;
+	struct mt_truncate rq;
+	struct ns_trunc tr;
+	int rc = 0;
 
-	memset(&rep, 0, sizeof(rep));
+	if (counted(m, md_truncate_req(req, &rq)))
+		return;
+	memset(&tr, 0, sizeof(tr));
 	memset(&at, 0, sizeof(at));
-	if (!rc && rq.size > INT64_MAX)
+	if (rq.size > INT64_MAX)
 		rc = -EFBIG;
 	at.size = rq.size;
 	/* setattr(SIZE) is ns_truncate that also returns the inode. */
 	if (!rc)
-		rc = ns_setattr(&m->ns, rq.ino, NS_ATTR_SIZE, &at, &rep.inode, &rep.trunc);
-	if (!rc)
-		rc = encode_attr_rep(req, &rep);
-	if (!rc)
-		reply_after_drain(m, req, rq.ino, rc);
-	else
-		finish_req(m, req, rc);
+		rc = ns_setattr(&m->ns, ref_of(&rq.h), NS_ATTR_SIZE, &at, &in, &tr);
+	reply_attr(m, req, md_truncate_reply, rc, false, &in, &tr, !rc);
 }
 
-struct readdir_ctx {
-	struct wbuf w;
+/* A READDIR(PLUS) page being collected: entries (ents or pents) whose
+ * names point into names. */
+struct dir_page {
+	struct mt_dirent *ents;
+	struct mt_direntplus *pents;
+	char (*names)[MD_NAME_MAX + 1];
+	struct pstr last;		/* the name of the last entry taken */
 	uint32_t n;
-	char last[MP_NAME_MAX + 1];
 };
+
+/* Copies name into pg as its next entry's; false when it cannot be one. */
+static bool page_name(struct dir_page *pg, const char *name)
+{
+	size_t len = strlen(name);
+
+	if (len > MD_NAME_MAX)
+		return false;
+	memcpy(pg->names[pg->n], name, len);
+	pg->last.p = pg->names[pg->n];
+	pg->last.len = (uint32_t)len;
+	return true;
+}
 
 static int readdir_cb(void *arg, const char *name, uint64_t ino, uint32_t type)
 {
-	struct readdir_ctx *c = arg;
-	size_t len = strlen(name);
+	struct dir_page *pg = arg;
+	struct mt_dirent *e = &pg->ents[pg->n];
 
-	if (len > MP_NAME_MAX)
+	if (!page_name(pg, name))
 		return 1;
-	mp_dirent_encode(&c->w, name, ino, type);
-	if (c->w.err)
-		return 1;
-	memcpy(c->last, name, len + 1);
-	c->n++;
+	e->name = pg->last;
+	e->ino = ino;
+	e->type = type;
+	pg->n++;
 	return 0;
+}
+
+static int readdirplus_cb(void *arg, const char *name, const struct meta_inode *in)
+{
+	struct dir_page *pg = arg;
+	struct mt_direntplus *e = &pg->pents[pg->n];
+
+	if (!page_name(pg, name))
+		return 1;
+	e->name = pg->last;
+	inode_to_wire(in, &e->inode);
+	pg->n++;
+	return 0;
+}
+
+/* READDIR and READDIRPLUS. */
+static void list_dir(struct meta *m, struct svc_req *req, bool plus)
+{
+	char cookie[MD_NAME_MAX + 1];
+	struct dir_page pg = { 0 };
+	struct mt_readdir rq;
+	int rc;
+
+	if (counted(m, (plus ? md_readdirplus_req : md_readdir_req)(req, &rq)))
+		return;
+	pg.names = malloc(rq.max * sizeof(*pg.names));
+	if (plus)
+		pg.pents = calloc(rq.max, sizeof(*pg.pents));
+	else
+		pg.ents = calloc(rq.max, sizeof(*pg.ents));
+	rc = pg.names && (pg.ents || pg.pents) ? pstr_copy(rq.cookie, cookie, sizeof(cookie)) :
+	     -ENOMEM;
+	if (!rc && plus)
+		rc = ns_readdirplus(&m->ns, ref_of(&rq.dir), cookie, rq.max, readdirplus_cb, &pg);
+	else if (!rc)
+		rc = ns_readdir(&m->ns, ref_of(&rq.dir), cookie, rq.max, readdir_cb, &pg);
+	if (rc < 0 && plus) {
+		md_readdirplus_reply(req, counted(m, rc), NULL);
+	} else if (rc < 0) {
+		md_readdir_reply(req, counted(m, rc), NULL);
+	} else if (plus) {
+		struct mt_readdirplus_rep rep = {
+			.ents = pg.pents, .ents_n = pg.n, .next_cookie = pg.n ? pg.last : rq.cookie,
+			.eof = (uint32_t)rc < rq.max,
+		};
+
+		md_readdirplus_reply(req, 0, &rep);
+	} else {
+		struct mt_readdir_rep rep = {
+			.ents = pg.ents, .ents_n = pg.n, .next_cookie = pg.n ? pg.last : rq.cookie,
+			.eof = (uint32_t)rc < rq.max,
+		};
+
+		md_readdir_reply(req, 0, &rep);
+	}
+	free(pg.ents);
+	free(pg.pents);
+	free(pg.names);
 }
 
 static void op_readdir(void *svc, struct svc_req *req)
 {
-	struct meta *m = svc;
-	struct mp_readdir_req rq;
-	struct readdir_ctx c;
-	struct bbuf ents;
-	struct wbuf w;
-	int rc = mp_readdir_req_decode(req->body, req->hdr.body_len, &rq);
+	list_dir(count_op(svc, req), req, false);
+}
 
-	bbuf_init(&ents);
-	memset(&c, 0, sizeof(c));
-	wbuf_init(&c.w, &ents);
-	if (!rc)
-		rc = ns_readdir(&m->ns, rq.dir, rq.cookie, rq.max, readdir_cb, &c);
-	if (rc >= 0 && c.w.err)
-		rc = c.w.err;
-	if (rc >= 0) {
-		wbuf_init(&w, &req->reply);
-		mp_readdir_rep_encode(&w, c.n, ents.buf, ents.len, c.n ? c.last : rq.cookie,
-				      (uint32_t)rc < rq.max);
-		rc = w.err;
-	}
-	bbuf_release(&ents);
-	finish_req(m, req, rc);
+static void op_readdirplus(void *svc, struct svc_req *req)
+{
+	list_dir(count_op(svc, req), req, true);
 }
 
 static void op_set_layout(void *svc, struct svc_req *req)
 {
-	struct meta *m = svc;
-	struct mp_set_layout_req rq;
-	int rc = mp_set_layout_req_decode(req->body, req->hdr.body_len, &rq);
+	struct meta *m = count_op(svc, req);
+	struct mt_set_layout rq;
+	struct file_layout l;
 
-	if (!rc)
-		rc = ns_set_layout(&m->ns, rq.dir, &rq.layout);
-	finish_req(m, req, rc);
+	if (counted(m, md_set_layout_req(req, &rq)))
+		return;
+	mt_layout_get(&rq.layout, &l);
+	md_set_layout_reply(req, counted(m, ns_set_layout(&m->ns, ref_of(&rq.dir), &l)), NULL);
 }
 
 static void op_get_layout(void *svc, struct svc_req *req)
 {
-	struct meta *m = svc;
-	struct mp_ino_req rq;
+	struct meta *m = count_op(svc, req);
 	struct meta_inode in;
-	struct wbuf w;
-	int rc = mp_ino_req_decode(req->body, req->hdr.body_len, &rq);
+	struct mt_layout rep;
+	struct mt_ino rq;
+	int rc;
 
+	if (counted(m, md_get_layout_req(req, &rq)))
+		return;
+	rc = ns_getattr(&m->ns, ref_of(&rq.h), &in);
 	if (!rc)
-		rc = ns_getattr(&m->ns, rq.ino, &in);
-	if (!rc) {
-		wbuf_init(&w, &req->reply);
-		mp_layout_encode(&w, &in.layout);
-		rc = w.err;
-	}
-	finish_req(m, req, rc);
+		mt_layout_set(&rep, &in.layout);
+	md_get_layout_reply(req, counted(m, rc), rc ? NULL : &rep);
 }
 
 static void op_statfs(void *svc, struct svc_req *req)
 {
-	struct meta *m = svc;
+	struct meta *m = count_op(svc, req);
+	struct proto_void rq;
 	struct ns_statfs st;
-	struct mp_statfs_rep rep;
-	struct wbuf w;
-	int rc = mp_empty_decode(req->body, req->hdr.body_len);
+	struct mt_statfs rep;
+	int rc;
 
-	if (!rc)
-		rc = ns_statfs(&m->ns, &st);
-	if (!rc) {
-		rep.inodes = st.inodes;
-		rep.bytes = st.bytes;
-		rep.table_len = st.table_len;
-		wbuf_init(&w, &req->reply);
-		mp_statfs_rep_encode(&w, &rep);
-		rc = w.err;
-	}
-	finish_req(m, req, rc);
+	if (counted(m, md_statfs_req(req, &rq)))
+		return;
+	rc = ns_statfs(&m->ns, &st);
+	rep.inodes = st.inodes;
+	rep.bytes = st.bytes;
+	rep.table_len = st.table_len;
+	md_statfs_reply(req, counted(m, rc), rc ? NULL : &rep);
 }
 
 static void op_resolve(void *svc, struct svc_req *req)
 {
-	struct meta *m = svc;
-	struct mp_resolve_req rq;
+	struct meta *m = count_op(svc, req);
+	char path[MD_PATH_MAX + 1];
+	struct mt_resolve rq;
 	struct meta_inode in;
-	int rc = mp_resolve_req_decode(req->body, req->hdr.body_len, &rq);
+	int rc;
 
+	if (counted(m, md_resolve_req(req, &rq)))
+		return;
+	rc = pstr_copy(rq.path, path, sizeof(path));
 	if (!rc)
-		rc = ns_resolve(&m->ns, rq.path, rq.flags, &in);
-	reply_inode(m, req, rc, &in);
+		rc = ns_resolve(&m->ns, path, rq.flags, &in);
+	reply_inode(m, req, md_resolve_reply, rc, &in);
 }
 
-/* In enum meta_op order. */
-static const svc_handler_fn handlers[NOPS] = {
-	op_lookup, op_getattr, op_create, op_open, op_mkdir, op_symlink, op_readlink,
-	op_remove, op_remove, op_rename, op_setattr, op_set_size, op_truncate, op_readdir,
-	op_set_layout, op_get_layout, op_statfs, op_resolve,
+static const struct meta_handlers handlers = {
+	.md_lookup = op_lookup,
+	.md_getattr = op_getattr,
+	.md_create = op_create,
+	.md_open = op_open,
+	.md_mkdir = op_mkdir,
+	.md_symlink = op_symlink,
+	.md_readlink = op_readlink,
+	.md_unlink = op_unlink,
+	.md_rmdir = op_rmdir,
+	.md_rename = op_rename,
+	.md_setattr = op_setattr,
+	.md_set_size = op_set_size,
+	.md_truncate = op_truncate,
+	.md_readdir = op_readdir,
+	.md_set_layout = op_set_layout,
+	.md_get_layout = op_get_layout,
+	.md_statfs = op_statfs,
+	.md_resolve = op_resolve,
+	.md_readdirplus = op_readdirplus,
 };
-_Static_assert(NOPS == 18, "a meta op without a handler");
 
 /* ---- life cycle ---- */
 
@@ -770,7 +958,7 @@ static void root_layout(struct meta *m)
 		l.stripe = (uint32_t)m->cfg->stripe;
 	if (st.table_len && l.stripe > st.table_len)
 		l.stripe = st.table_len;
-	rc = ns_set_layout(&m->ns, NS_ROOT_INO, &l);
+	rc = ns_set_layout(&m->ns, ns_any(NS_ROOT_INO), &l);
 	if (rc)
 		log_warn(COMP, "cannot set the root layout (chunk size %u, stripe %u): %s",
 			 l.chunk_size, l.stripe, strata_strerror(rc));
@@ -805,7 +993,7 @@ static void release_on_owner(void *arg)
 		if (b->inflight)
 			log_error(COMP, "gc batch freed with %u remove(s) in flight", b->inflight);
 		if (b->req)
-			finish_req(m, b->req, -ESHUTDOWN);
+			batch_answer(m, b, -ESHUTDOWN);
 		free(b);
 	}
 	m->bg = NULL;
@@ -870,8 +1058,7 @@ static int meta_start(const struct service_env *env, void **out)
 	rc = reactor_post(m->r, start_on_owner, m);
 	if (rc)
 		goto fail;
-	for (uint32_t i = 0; i < NOPS; i++)
-		rpc_server_route(env->srv, (uint16_t)(OP_META_FIRST + i), m->r, handlers[i], m);
+	meta_route(env->srv, m->r, &handlers, m);
 	log_info(COMP, "namespace '%s' open; chunk deletion every %llu ms", path,
 		 (unsigned long long)m->gc_interval_ms);
 	*out = m;
@@ -911,10 +1098,18 @@ static void meta_metrics(void *svc, struct bbuf *out)
 	struct meta *m = svc;
 	char name[64];
 
-	for (uint32_t i = 0; i < NOPS; i++) {
-		snprintf(name, sizeof(name), "strata_meta_%s_total", op_names[i]);
+	for (uint32_t i = 0; i < meta_NOPS; i++) {
+		/* META_SET_SIZE -> strata_meta_set_size_total */
+		const char *op = meta_ops[i].name + strlen("META_");
+		char lower[32];
+		size_t k;
+
+		for (k = 0; op[k] && k < sizeof(lower) - 1; k++)
+			lower[k] = (char)tolower((unsigned char)op[k]);
+		lower[k] = '\0';
+		snprintf(name, sizeof(name), "strata_meta_%s_total", lower);
 		metrics_put(out, name, "counter", "meta requests of this kind",
-			    (double)STAT_GET(&m->ops[i]));
+			    (double)STAT_GET(&m->ops[meta_ops[i].op - OP_META_FIRST]));
 	}
 	metrics_put(out, "strata_meta_errors_total", "counter", "meta requests that failed",
 		    (double)STAT_GET(&m->op_errors));

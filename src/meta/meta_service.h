@@ -1,6 +1,6 @@
 /*
  * The meta service of stratad: the namespace (ns.h) over an SQLite store
- * at DATA/meta.db, served over RPC (meta_proto.h), and the GC worker that
+ * at DATA/meta.db, served over RPC (proto/meta.h), and the GC worker that
  * removes the chunks of unlinked and truncated files.
  *
  * All namespace state is owned by reactor 0's thread: every request is

@@ -26,6 +26,12 @@
 /* One inode. mode holds the type bits (S_IFREG, S_IFDIR, S_IFLNK) too. */
 struct meta_inode {
 	uint64_t ino;
+	/* Generation: a number no other inode ever created in this namespace
+	 * had (a counter taken at create; 1 for the root and for inodes made
+	 * before generations existed). (ino, gen) names one file forever, so
+	 * a handle to a removed inode can never reach a later one that got
+	 * the same number. */
+	uint64_t gen;
 	uint32_t mode;
 	uint32_t uid, gid, nlink;
 	uint64_t size;
@@ -62,7 +68,8 @@ struct meta_store_ops {
 
 	/* -ENOENT if absent. */
 	int (*get_inode)(void *impl, uint64_t ino, struct meta_inode *out);
-	/* Inserts or updates every field of the inode (not the link target). */
+	/* Inserts or updates every field of the inode, its generation too
+	 * (not the link target). */
 	int (*put_inode)(void *impl, const struct meta_inode *inode);
 	/* Deletes the inode and its link target. -ENOENT if absent. */
 	int (*del_inode)(void *impl, uint64_t ino);
@@ -87,8 +94,9 @@ struct meta_store_ops {
 	int (*list_dentries)(void *impl, uint64_t dir, const char *after_name,
 			     uint32_t max, meta_dentry_cb cb, void *arg);
 
-	/* Hands out a fresh inode number (never reused). */
-	int (*alloc_ino)(void *impl, uint64_t *out);
+	/* Hands out a fresh inode number (never reused) and a fresh
+	 * generation (never handed out before, to any inode). */
+	int (*alloc_ino)(void *impl, uint64_t *ino, uint64_t *gen);
 	/* Named 64-bit counters (statfs totals, settings). A missing counter
 	 * reads as 0. */
 	int (*counter_get)(void *impl, const char *name, int64_t *out);
@@ -129,7 +137,9 @@ void meta_store_sqlite_opts_init(struct meta_store_sqlite_opts *opts, size_t siz
 
 /*
  * Opens (creating if needed) the SQLite database at path in WAL mode with
- * synchronous=NORMAL, creates the schema if absent and fills *out.
+ * synchronous=NORMAL, creates the schema if absent, brings a database of
+ * an older schema up to this build's (inodes get generation 1) and fills
+ * *out. A database of a newer schema is refused (-EIO, logged).
  * opts may be NULL (defaults). Returns 0, -EIO (cannot open; logged) or
  * -ENOMEM. On success the caller owns the handle and frees it with
  * meta_store_close().

@@ -152,10 +152,27 @@ static int inode_out(struct ns *ns, const struct meta_inode *in, struct meta_ino
 	return err;
 }
 
-/* Loads directory ino: -ENOENT, -ENOTDIR. */
-static int get_dir(struct ns *ns, uint64_t ino, struct meta_inode *out)
+/* Whether in is the inode r names (gen 0: any generation). */
+static bool gen_ok(struct ns_ref r, const struct meta_inode *in)
 {
-	int err = CALL(ns, get_inode, ino, out);
+	return !r.gen || r.gen == in->gen;
+}
+
+/* Loads the inode r names: -ENOENT when its number is free and r takes
+ * any generation, -ESTALE when r names a generation that is not there. */
+static int load(struct ns *ns, struct ns_ref r, struct meta_inode *out)
+{
+	int err = CALL(ns, get_inode, r.ino, out);
+
+	if ((err == -ENOENT && r.gen) || (!err && !gen_ok(r, out)))
+		return -ESTALE;
+	return err;
+}
+
+/* Loads directory r: as load(), or -ENOTDIR. */
+static int get_dir(struct ns *ns, struct ns_ref r, struct meta_inode *out)
+{
+	int err = load(ns, r, out);
 
 	if (!err && !is_dir(out))
 		err = -ENOTDIR;
@@ -224,6 +241,7 @@ static int do_init(struct ns *ns, void *a)
 	now = now_ns();
 	memset(&root, 0, sizeof(root));
 	root.ino = NS_ROOT_INO;
+	root.gen = NS_ROOT_GEN;
 	root.mode = S_IFDIR | 0755;
 	root.nlink = 2;
 	root.parent = NS_ROOT_INO;
@@ -265,7 +283,7 @@ int ns_set_table_len(struct ns *ns, uint32_t table_len)
 /* ---- lookup, getattr ---- */
 
 struct lookup_args {
-	uint64_t parent, ino;
+	struct ns_ref parent, ino;
 	const char *name;
 	struct meta_inode *out;
 };
@@ -296,7 +314,7 @@ static int do_lookup(struct ns *ns, void *a)
 	return err;
 }
 
-int ns_lookup(struct ns *ns, uint64_t parent, const char *name, struct meta_inode *out)
+int ns_lookup(struct ns *ns, struct ns_ref parent, const char *name, struct meta_inode *out)
 {
 	struct lookup_args a = { .parent = parent, .name = name, .out = out };
 	size_t len;
@@ -315,14 +333,14 @@ static int do_getattr(struct ns *ns, void *a)
 {
 	struct lookup_args *args = a;
 	struct meta_inode in;
-	int err = CALL(ns, get_inode, args->ino, &in);
+	int err = load(ns, args->ino, &in);
 
 	if (!err)
 		err = inode_out(ns, &in, args->out);
 	return err;
 }
 
-int ns_getattr(struct ns *ns, uint64_t ino, struct meta_inode *out)
+int ns_getattr(struct ns *ns, struct ns_ref ino, struct meta_inode *out)
 {
 	struct lookup_args a = { .ino = ino, .out = out };
 
@@ -332,7 +350,7 @@ int ns_getattr(struct ns *ns, uint64_t ino, struct meta_inode *out)
 /* ---- create, mkdir, symlink ---- */
 
 struct create_args {
-	uint64_t parent;
+	struct ns_ref parent;
 	const char *name;
 	uint32_t mode, uid, gid;
 	bool exclusive;
@@ -394,7 +412,7 @@ static int do_create(struct ns *ns, void *a)
 		in.nlink = 1;
 		in.size = strlen(args->target);
 	}
-	err = CALL(ns, alloc_ino, &in.ino);
+	err = CALL(ns, alloc_ino, &in.ino, &in.gen);
 	if (err)
 		return err;
 	if (type == S_IFREG)
@@ -417,7 +435,7 @@ static int do_create(struct ns *ns, void *a)
 	return err ? err : 1;
 }
 
-int ns_create(struct ns *ns, uint64_t parent, const char *name, uint32_t mode,
+int ns_create(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mode,
 	      uint32_t uid, uint32_t gid, bool exclusive, struct meta_inode *out)
 {
 	struct create_args a = { parent, name, S_IFREG | (mode & 07777), uid, gid,
@@ -427,7 +445,7 @@ int ns_create(struct ns *ns, uint64_t parent, const char *name, uint32_t mode,
 	return err ? err : run_txn(ns, true, do_create, &a);
 }
 
-int ns_mkdir(struct ns *ns, uint64_t parent, const char *name, uint32_t mode,
+int ns_mkdir(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mode,
 	     uint32_t uid, uint32_t gid, struct meta_inode *out)
 {
 	struct create_args a = { parent, name, S_IFDIR | (mode & 07777), uid, gid,
@@ -439,7 +457,7 @@ int ns_mkdir(struct ns *ns, uint64_t parent, const char *name, uint32_t mode,
 	return err < 0 ? err : 0;
 }
 
-int ns_symlink(struct ns *ns, uint64_t parent, const char *name, const char *target,
+int ns_symlink(struct ns *ns, struct ns_ref parent, const char *name, const char *target,
 	       uint32_t uid, uint32_t gid, struct meta_inode *out)
 {
 	struct create_args a = { parent, name, S_IFLNK | 0777, uid, gid, true, target, out };
@@ -460,7 +478,7 @@ int ns_symlink(struct ns *ns, uint64_t parent, const char *name, const char *tar
 }
 
 struct readlink_args {
-	uint64_t ino;
+	struct ns_ref ino;
 	char *buf;
 	size_t cap;
 };
@@ -469,7 +487,7 @@ static int do_readlink(struct ns *ns, void *a)
 {
 	struct readlink_args *args = a;
 	struct meta_inode in;
-	int err = CALL(ns, get_inode, args->ino, &in);
+	int err = load(ns, args->ino, &in);
 
 	if (err)
 		return err;
@@ -478,7 +496,7 @@ static int do_readlink(struct ns *ns, void *a)
 	return CALL(ns, get_link, in.ino, args->buf, args->cap);
 }
 
-int ns_readlink(struct ns *ns, uint64_t ino, char *buf, size_t cap)
+int ns_readlink(struct ns *ns, struct ns_ref ino, char *buf, size_t cap)
 {
 	struct readlink_args a = { ino, buf, cap };
 
@@ -488,7 +506,7 @@ int ns_readlink(struct ns *ns, uint64_t ino, char *buf, size_t cap)
 /* ---- unlink, rmdir ---- */
 
 struct remove_args {
-	uint64_t parent;
+	struct ns_ref parent;
 	const char *name;
 	bool dir;
 };
@@ -527,7 +545,7 @@ static int do_remove(struct ns *ns, void *a)
 	return CALL(ns, put_inode, &dir);
 }
 
-int ns_unlink(struct ns *ns, uint64_t parent, const char *name)
+int ns_unlink(struct ns *ns, struct ns_ref parent, const char *name)
 {
 	struct remove_args a = { parent, name, false };
 	int err = name_check(name);
@@ -535,7 +553,7 @@ int ns_unlink(struct ns *ns, uint64_t parent, const char *name)
 	return err ? err : run_txn(ns, true, do_remove, &a);
 }
 
-int ns_rmdir(struct ns *ns, uint64_t parent, const char *name)
+int ns_rmdir(struct ns *ns, struct ns_ref parent, const char *name)
 {
 	struct remove_args a = { parent, name, true };
 	int err = name_check(name);
@@ -546,7 +564,7 @@ int ns_rmdir(struct ns *ns, uint64_t parent, const char *name)
 /* ---- rename ---- */
 
 struct rename_args {
-	uint64_t sp, dp;
+	struct ns_ref sp, dp;
 	const char *sn, *dn;
 	unsigned flags;
 };
@@ -588,7 +606,7 @@ static int do_rename(struct ns *ns, void *a)
 {
 	struct rename_args *args = a;
 	struct meta_inode spd, dpd_own, *dpd, src, dst;
-	bool have_dst, same = args->sp == args->dp;
+	bool have_dst, same = args->sp.ino == args->dp.ino;
 	uint64_t sino, dino;
 	int64_t now;
 	int err;
@@ -596,6 +614,8 @@ static int do_rename(struct ns *ns, void *a)
 	err = get_dir(ns, args->sp, &spd);
 	if (!err && !same)
 		err = get_dir(ns, args->dp, &dpd_own);
+	if (!err && same && !gen_ok(args->dp, &spd))
+		err = -ESTALE;
 	if (err)
 		return err;
 	dpd = same ? &spd : &dpd_own;
@@ -690,8 +710,8 @@ finish:
 	return err;
 }
 
-int ns_rename(struct ns *ns, uint64_t src_parent, const char *src_name,
-	      uint64_t dst_parent, const char *dst_name, unsigned flags)
+int ns_rename(struct ns *ns, struct ns_ref src_parent, const char *src_name,
+	      struct ns_ref dst_parent, const char *dst_name, unsigned flags)
 {
 	struct rename_args a = { src_parent, dst_parent, src_name, dst_name, flags };
 	int err;
@@ -750,7 +770,7 @@ static int truncate_inode(struct ns *ns, struct meta_inode *in, uint64_t size,
 }
 
 struct attr_args {
-	uint64_t ino;
+	struct ns_ref ino;
 	uint32_t mask;
 	const struct meta_inode *attrs;
 	uint64_t size;
@@ -766,7 +786,7 @@ static int do_setattr(struct ns *ns, void *a)
 	const struct meta_inode *at = args->attrs;
 	struct meta_inode in;
 	int64_t now = now_ns();
-	int err = CALL(ns, get_inode, args->ino, &in);
+	int err = load(ns, args->ino, &in);
 
 	if (err)
 		return err;
@@ -796,7 +816,7 @@ static int do_setattr(struct ns *ns, void *a)
 	return err;
 }
 
-int ns_setattr(struct ns *ns, uint64_t ino, uint32_t mask, const struct meta_inode *attrs,
+int ns_setattr(struct ns *ns, struct ns_ref ino, uint32_t mask, const struct meta_inode *attrs,
 	       struct meta_inode *out, struct ns_trunc *tr)
 {
 	struct attr_args a = { .ino = ino, .mask = mask, .attrs = attrs, .out = out, .tr = tr };
@@ -810,7 +830,7 @@ static int do_set_size(struct ns *ns, void *a)
 {
 	struct attr_args *args = a;
 	struct meta_inode in;
-	int err = CALL(ns, get_inode, args->ino, &in);
+	int err = load(ns, args->ino, &in);
 
 	if (err)
 		return err;
@@ -833,7 +853,7 @@ static int do_set_size(struct ns *ns, void *a)
 	return err;
 }
 
-int ns_set_size(struct ns *ns, uint64_t ino, uint64_t size, int64_t mtime_ns,
+int ns_set_size(struct ns *ns, struct ns_ref ino, uint64_t size, int64_t mtime_ns,
 		struct meta_inode *out)
 {
 	struct attr_args a = { .ino = ino, .size = size, .mtime = mtime_ns, .out = out };
@@ -847,7 +867,7 @@ static int do_truncate(struct ns *ns, void *a)
 {
 	struct attr_args *args = a;
 	struct meta_inode in;
-	int err = CALL(ns, get_inode, args->ino, &in);
+	int err = load(ns, args->ino, &in);
 
 	if (!err)
 		err = truncate_inode(ns, &in, args->size, args->tr);
@@ -858,7 +878,7 @@ static int do_truncate(struct ns *ns, void *a)
 	return err;
 }
 
-int ns_truncate(struct ns *ns, uint64_t ino, uint64_t size, struct ns_trunc *tr)
+int ns_truncate(struct ns *ns, struct ns_ref ino, uint64_t size, struct ns_trunc *tr)
 {
 	struct attr_args a = { .ino = ino, .size = size, .tr = tr };
 
@@ -872,7 +892,7 @@ static int do_open(struct ns *ns, void *a)
 	struct attr_args *args = a;
 	bool wr = (args->flags & O_ACCMODE) != O_RDONLY;
 	struct meta_inode in;
-	int err = CALL(ns, get_inode, args->ino, &in);
+	int err = load(ns, args->ino, &in);
 
 	if (err)
 		return err;
@@ -892,7 +912,7 @@ static int do_open(struct ns *ns, void *a)
 	return inode_out(ns, &in, args->out);
 }
 
-int ns_open(struct ns *ns, uint64_t ino, int flags, struct meta_inode *out,
+int ns_open(struct ns *ns, struct ns_ref ino, int flags, struct meta_inode *out,
 	    struct ns_trunc *tr)
 {
 	struct attr_args a = { .ino = ino, .flags = flags, .out = out, .tr = tr };
@@ -907,12 +927,14 @@ struct rd_entry {
 	uint64_t ino;
 	uint32_t type;
 	char name[NS_NAME_MAX + 1];
+	struct meta_inode in;	/* readdirplus only */
 };
 
 struct readdir_args {
-	uint64_t dir;
+	struct ns_ref dir;
 	const char *cookie;
 	uint32_t max;
+	bool plus;
 	struct rd_entry *ents;
 	uint32_t n;
 };
@@ -931,53 +953,86 @@ static int rd_collect(void *arg, const char *name, uint64_t ino, uint32_t type)
 static int do_readdir(struct ns *ns, void *a)
 {
 	struct readdir_args *args = a;
-	struct meta_inode dir;
+	struct meta_inode dir, in;
 	int err = get_dir(ns, args->dir, &dir);
 
 	args->n = 0;
 	if (err)
 		return err;
 	err = CALL(ns, list_dentries, dir.ino, args->cookie, args->max, rd_collect, args);
+	for (uint32_t i = 0; err >= 0 && args->plus && i < args->n; i++) {
+		struct rd_entry *e = &args->ents[i];
+
+		err = CALL(ns, get_inode, e->ino, &in);
+		if (err == -ENOENT) {
+			log_error(COMP, "entry '%s' in directory %llu names missing inode %llu",
+				  e->name, (unsigned long long)dir.ino, (unsigned long long)e->ino);
+			err = -EIO;
+		}
+		if (!err)
+			err = inode_out(ns, &in, &e->in);
+	}
 	return err < 0 ? err : 0;
 }
 
-int ns_readdir(struct ns *ns, uint64_t dir, const char *cookie, uint32_t max,
-	       ns_readdir_cb cb, void *arg)
+/* ns_readdir and ns_readdirplus: one of cb and pcb is set. */
+static int readdir_any(struct ns *ns, struct readdir_args *a, ns_readdir_cb cb,
+		       ns_readdirplus_cb pcb, void *arg)
 {
-	struct readdir_args a = { .dir = dir, .cookie = cookie, .max = max };
 	int err;
 	uint32_t i;
 
-	if (!cb)
-		return -EINVAL;
-	if (cookie && strnlen(cookie, NS_NAME_MAX + 1) > NS_NAME_MAX)
+	if (a->cookie && strnlen(a->cookie, NS_NAME_MAX + 1) > NS_NAME_MAX)
 		return -ENAMETOOLONG;
-	if (max > NS_READDIR_MAX)
-		a.max = max = NS_READDIR_MAX;
-	if (!max)
+	if (a->max > NS_READDIR_MAX)
+		a->max = NS_READDIR_MAX;
+	if (!a->max)
 		return 0;
 	/* Entries are copied out and the transaction closed before the
 	 * callback runs: a retried transaction never calls it twice, and the
 	 * callback may block without holding a snapshot open. */
-	a.ents = malloc(sizeof(*a.ents) * max);
-	if (!a.ents)
+	a->ents = malloc(sizeof(*a->ents) * a->max);
+	if (!a->ents)
 		return -ENOMEM;
-	err = run_txn(ns, false, do_readdir, &a);
+	err = run_txn(ns, false, do_readdir, a);
 	if (err)
 		goto out;
-	for (i = 0; i < a.n; i++)
-		if (cb(arg, a.ents[i].name, a.ents[i].ino, a.ents[i].type))
+	for (i = 0; i < a->n; i++) {
+		const struct rd_entry *e = &a->ents[i];
+
+		if (pcb ? pcb(arg, e->name, &e->in) : cb(arg, e->name, e->ino, e->type))
 			break;
+	}
 	err = (int)i;
 out:
-	free(a.ents);
+	free(a->ents);
 	return err;
+}
+
+int ns_readdir(struct ns *ns, struct ns_ref dir, const char *cookie, uint32_t max,
+	       ns_readdir_cb cb, void *arg)
+{
+	struct readdir_args a = { .dir = dir, .cookie = cookie, .max = max };
+
+	if (!cb)
+		return -EINVAL;
+	return readdir_any(ns, &a, cb, NULL, arg);
+}
+
+int ns_readdirplus(struct ns *ns, struct ns_ref dir, const char *cookie, uint32_t max,
+		   ns_readdirplus_cb cb, void *arg)
+{
+	struct readdir_args a = { .dir = dir, .cookie = cookie, .max = max, .plus = true };
+
+	if (!cb)
+		return -EINVAL;
+	return readdir_any(ns, &a, NULL, cb, arg);
 }
 
 /* ---- layout, statfs ---- */
 
 struct layout_args {
-	uint64_t dir;
+	struct ns_ref dir;
 	const struct file_layout *l;
 };
 
@@ -1006,7 +1061,7 @@ static int do_set_layout(struct ns *ns, void *a)
 	return CALL(ns, put_inode, &dir);
 }
 
-int ns_set_layout(struct ns *ns, uint64_t dir, const struct file_layout *layout)
+int ns_set_layout(struct ns *ns, struct ns_ref dir, const struct file_layout *layout)
 {
 	struct layout_args a = { dir, layout };
 	uint32_t cs;

@@ -10,12 +10,18 @@
  * A struct ns is used by one thread at a time; give each thread its own ns
  * and its own store handle on the same database. See docs/namespace.md.
  *
+ * Inodes are named by struct ns_ref: a number and a generation. A ref
+ * with gen 0 names whatever inode has that number (tests, and callers
+ * inside the daemon); one with a generation names that inode only, and
+ * fails with -ESTALE once it is gone, even if its number were ever reused.
+ *
  * Return values: 0 (or a count) on success, a negative errno on failure.
  * Errors a caller can hit: -ENOENT, -EEXIST, -ENOTDIR, -ENOTEMPTY, -EISDIR,
  * -ENAMETOOLONG (name > 255 bytes, path > 4095), -EINVAL (bad name, rename
  * of a directory into its own subtree, bad layout), -ELOOP (more than 40
- * symlinks in a path), -EBUSY (the database stayed locked through every
- * retry), -EIO/-ENOMEM/-ENOSPC from the store.
+ * symlinks in a path), -ESTALE (a ref whose inode is gone or has another
+ * generation), -EBUSY (the database stayed locked through every retry),
+ * -EIO/-ENOMEM/-ENOSPC from the store.
  */
 #ifndef STRATA_META_NS_H
 #define STRATA_META_NS_H
@@ -27,6 +33,7 @@
 #include "meta/meta_store.h"
 
 #define NS_ROOT_INO 1
+#define NS_ROOT_GEN 1
 #define NS_NAME_MAX 255
 #define NS_PATH_MAX 4096
 #define NS_SYMLOOP_MAX 40
@@ -37,6 +44,20 @@
 #define NS_STRIPE_DEFAULT_MAX 16
 /* Most entries one ns_readdir call returns. */
 #define NS_READDIR_MAX 1024
+
+/* An inode as a caller names it (see the top of this file). */
+struct ns_ref {
+	uint64_t ino;
+	uint64_t gen;		/* 0: any generation */
+};
+
+/* A ref to inode number ino, whatever its generation. */
+static inline struct ns_ref ns_any(uint64_t ino)
+{
+	struct ns_ref r = { ino, 0 };
+
+	return r;
+}
 
 /* Caller-owned; ns_init() sets it up, ns_release() clears it. */
 struct ns {
@@ -89,9 +110,14 @@ struct ns_statfs {
  */
 typedef int (*ns_readdir_cb)(void *arg, const char *name, uint64_t ino, uint32_t type);
 
+/* As ns_readdir_cb, with the entry's inode (valid during the call only;
+ * a directory's layout resolved as ns_getattr reports it). */
+typedef int (*ns_readdirplus_cb)(void *arg, const char *name, const struct meta_inode *in);
+
 /*
  * Sets up ns on store (borrowed: it must outlive ns) and creates the root
- * directory (ino 1, mode 0755, owner 0:0) if the database has none. Its
+ * directory (ino 1, generation 1, mode 0755, owner 0:0) if the database
+ * has none. Its
  * layout has chunk size 4 MiB and follows the chain table: stripe is
  * min(table_len, 16). table_len is the current chain table length; 0
  * keeps the value stored in the database. Returns 0 or an error.
@@ -121,10 +147,10 @@ int ns_name_check(const char *name, size_t len);
  * layouts are reported resolved against the current chain table.
  * -ENOENT, -ENOTDIR (parent is not a directory), -ENAMETOOLONG.
  */
-int ns_lookup(struct ns *ns, uint64_t parent, const char *name, struct meta_inode *out);
+int ns_lookup(struct ns *ns, struct ns_ref parent, const char *name, struct meta_inode *out);
 
 /* Fills *out with inode ino. -ENOENT. */
-int ns_getattr(struct ns *ns, uint64_t ino, struct meta_inode *out);
+int ns_getattr(struct ns *ns, struct ns_ref ino, struct meta_inode *out);
 
 /*
  * Creates regular file name in parent with permission bits mode & 07777.
@@ -135,7 +161,7 @@ int ns_getattr(struct ns *ns, uint64_t ino, struct meta_inode *out);
  * existing file was returned; fills *out (may be NULL). STRATA_EUNAVAIL if
  * no chain table length is known yet.
  */
-int ns_create(struct ns *ns, uint64_t parent, const char *name, uint32_t mode,
+int ns_create(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mode,
 	      uint32_t uid, uint32_t gid, bool exclusive, struct meta_inode *out);
 
 /*
@@ -144,16 +170,16 @@ int ns_create(struct ns *ns, uint64_t parent, const char *name, uint32_t mode,
  * for a symlink. O_TRUNC on a file opened for writing truncates it to 0;
  * tr (may be NULL) then says what was queued for GC.
  */
-int ns_open(struct ns *ns, uint64_t ino, int flags, struct meta_inode *out,
+int ns_open(struct ns *ns, struct ns_ref ino, int flags, struct meta_inode *out,
 	    struct ns_trunc *tr);
 
 /* Creates directory name in parent; it inherits the parent's layout. */
-int ns_mkdir(struct ns *ns, uint64_t parent, const char *name, uint32_t mode,
+int ns_mkdir(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mode,
 	     uint32_t uid, uint32_t gid, struct meta_inode *out);
 
 /* Creates symlink name -> target (1..4095 bytes; -ENOENT if empty,
  * -ENAMETOOLONG if longer). */
-int ns_symlink(struct ns *ns, uint64_t parent, const char *name, const char *target,
+int ns_symlink(struct ns *ns, struct ns_ref parent, const char *name, const char *target,
 	       uint32_t uid, uint32_t gid, struct meta_inode *out);
 
 /*
@@ -161,17 +187,17 @@ int ns_symlink(struct ns *ns, uint64_t parent, const char *name, const char *tar
  * cut short if it does not fit) and returns its full length. -EINVAL if
  * ino is not a symlink.
  */
-int ns_readlink(struct ns *ns, uint64_t ino, char *buf, size_t cap);
+int ns_readlink(struct ns *ns, struct ns_ref ino, char *buf, size_t cap);
 
 /*
  * Removes the entry of a file or symlink. The inode goes with it; a file's
  * chunks [0, ceil(size / chunk_size)) are queued for GC. -EISDIR for a
  * directory.
  */
-int ns_unlink(struct ns *ns, uint64_t parent, const char *name);
+int ns_unlink(struct ns *ns, struct ns_ref parent, const char *name);
 
 /* Removes an empty directory. -ENOTDIR, -ENOTEMPTY. */
-int ns_rmdir(struct ns *ns, uint64_t parent, const char *name);
+int ns_rmdir(struct ns *ns, struct ns_ref parent, const char *name);
 
 /*
  * Atomically renames src_parent/src_name to dst_parent/dst_name, replacing
@@ -182,15 +208,15 @@ int ns_rmdir(struct ns *ns, uint64_t parent, const char *name);
  * exists. NS_RENAME_EXCHANGE: swaps two existing entries. Renaming an entry
  * to itself does nothing and returns 0.
  */
-int ns_rename(struct ns *ns, uint64_t src_parent, const char *src_name,
-	      uint64_t dst_parent, const char *dst_name, unsigned flags);
+int ns_rename(struct ns *ns, struct ns_ref src_parent, const char *src_name,
+	      struct ns_ref dst_parent, const char *dst_name, unsigned flags);
 
 /*
  * Changes the attributes named by mask (NS_ATTR_*) to those in attrs.
  * NS_ATTR_SIZE is a truncate (see ns_truncate; tr may be NULL). ctime is
  * set to now. Fills *out (may be NULL) with the result.
  */
-int ns_setattr(struct ns *ns, uint64_t ino, uint32_t mask, const struct meta_inode *attrs,
+int ns_setattr(struct ns *ns, struct ns_ref ino, uint32_t mask, const struct meta_inode *attrs,
 	       struct meta_inode *out, struct ns_trunc *tr);
 
 /*
@@ -198,7 +224,7 @@ int ns_setattr(struct ns *ns, uint64_t ino, uint32_t mask, const struct meta_ino
  * max(old, size), so racing writers never shrink a file. mtime_ns > 0 sets
  * mtime. -EISDIR, -EINVAL (symlink).
  */
-int ns_set_size(struct ns *ns, uint64_t ino, uint64_t size, int64_t mtime_ns,
+int ns_set_size(struct ns *ns, struct ns_ref ino, uint64_t size, int64_t mtime_ns,
 		struct meta_inode *out);
 
 /*
@@ -206,7 +232,7 @@ int ns_set_size(struct ns *ns, uint64_t ino, uint64_t size, int64_t mtime_ns,
  * size are queued for GC; the chunk that straddles it is reported in *tr
  * (may be NULL) for the caller to cut. -EISDIR, -EINVAL (symlink).
  */
-int ns_truncate(struct ns *ns, uint64_t ino, uint64_t size, struct ns_trunc *tr);
+int ns_truncate(struct ns *ns, struct ns_ref ino, uint64_t size, struct ns_trunc *tr);
 
 /*
  * Lists directory dir: up to max (<= NS_READDIR_MAX) entries whose names
@@ -217,8 +243,16 @@ int ns_truncate(struct ns *ns, uint64_t ino, uint64_t size, struct ns_trunc *tr)
  * returns every entry that exists throughout, whatever is inserted or
  * deleted between pages. -ENOTDIR, -ENAMETOOLONG (cookie).
  */
-int ns_readdir(struct ns *ns, uint64_t dir, const char *cookie, uint32_t max,
+int ns_readdir(struct ns *ns, struct ns_ref dir, const char *cookie, uint32_t max,
 	       ns_readdir_cb cb, void *arg);
+
+/*
+ * As ns_readdir, with each entry's inode, read in the same transaction as
+ * the listing (an entry whose inode is missing fails it with -EIO, as a
+ * lookup of it would).
+ */
+int ns_readdirplus(struct ns *ns, struct ns_ref dir, const char *cookie, uint32_t max,
+		   ns_readdirplus_cb cb, void *arg);
 
 /*
  * Sets the layout of directory dir, used by files and directories created
@@ -228,7 +262,7 @@ int ns_readdir(struct ns *ns, uint64_t dir, const char *cookie, uint32_t max,
  * 1..min(table_len, LAYOUT_MAX_STRIPE); seed is ignored (every file gets
  * its own). -ENOTDIR, -EINVAL.
  */
-int ns_set_layout(struct ns *ns, uint64_t dir, const struct file_layout *layout);
+int ns_set_layout(struct ns *ns, struct ns_ref dir, const struct file_layout *layout);
 
 /* Fills *out with the namespace totals. */
 int ns_statfs(struct ns *ns, struct ns_statfs *out);

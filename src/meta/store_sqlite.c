@@ -50,13 +50,13 @@ static const char *const stmt_sql[ST_COUNT] = {
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
 	[ST_GET_INODE] = "SELECT mode, uid, gid, nlink, size, atime, mtime, ctime, parent,"
-		" chunk_size, stripe, table_len, seed FROM inodes WHERE ino = ?1",
+		" chunk_size, stripe, table_len, seed, gen FROM inodes WHERE ino = ?1",
 	[ST_PUT_INODE] = "INSERT INTO inodes (ino, mode, uid, gid, nlink, size, atime, mtime,"
-		" ctime, parent, chunk_size, stripe, table_len, seed)"
-		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+		" ctime, parent, chunk_size, stripe, table_len, seed, gen)"
+		" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
 		" ON CONFLICT (ino) DO UPDATE SET mode = ?2, uid = ?3, gid = ?4, nlink = ?5,"
 		" size = ?6, atime = ?7, mtime = ?8, ctime = ?9, parent = ?10,"
-		" chunk_size = ?11, stripe = ?12, table_len = ?13, seed = ?14",
+		" chunk_size = ?11, stripe = ?12, table_len = ?13, seed = ?14, gen = ?15",
 	[ST_DEL_INODE] = "DELETE FROM inodes WHERE ino = ?1",
 	[ST_PUT_LINK] = "UPDATE inodes SET target = ?2 WHERE ino = ?1",
 	[ST_GET_LINK] = "SELECT target FROM inodes WHERE ino = ?1",
@@ -81,15 +81,25 @@ static const char *const stmt_sql[ST_COUNT] = {
 	[ST_GC_ACK] = "DELETE FROM gc_queue WHERE id = ?1",
 };
 
-/* Names are stored as BLOBs: any byte but '/' and NUL is legal, UTF-8 or
- * not, and BLOBs compare with memcmp(), which defines the readdir order. */
+/*
+ * Names are stored as BLOBs: any byte but '/' and NUL is legal, UTF-8 or
+ * not, and BLOBs compare with memcmp(), which defines the readdir order.
+ *
+ * Schema versions (the schema_version counter): 1, the first; 2 adds
+ * inodes.gen (generations, meta_store.h) and the next_gen counter. A new
+ * database is created at the current version; an older one is brought up
+ * to it by migrate() when it is opened.
+ */
+#define SCHEMA_VERSION 2
+
 static const char schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS inodes ("
 	" ino INTEGER PRIMARY KEY, mode INTEGER NOT NULL, uid INTEGER NOT NULL,"
 	" gid INTEGER NOT NULL, nlink INTEGER NOT NULL, size INTEGER NOT NULL,"
 	" atime INTEGER NOT NULL, mtime INTEGER NOT NULL, ctime INTEGER NOT NULL,"
 	" parent INTEGER NOT NULL, chunk_size INTEGER NOT NULL, stripe INTEGER NOT NULL,"
-	" table_len INTEGER NOT NULL, seed INTEGER NOT NULL, target BLOB);"
+	" table_len INTEGER NOT NULL, seed INTEGER NOT NULL, target BLOB,"
+	" gen INTEGER NOT NULL DEFAULT 1);"
 	"CREATE TABLE IF NOT EXISTS dentries ("
 	" parent INTEGER NOT NULL, name BLOB NOT NULL, ino INTEGER NOT NULL,"
 	" type INTEGER NOT NULL, PRIMARY KEY (parent, name)) WITHOUT ROWID;"
@@ -101,9 +111,19 @@ static const char schema_sql[] =
 	"CREATE INDEX IF NOT EXISTS gc_queue_ino ON gc_queue (ino);"
 	"CREATE TABLE IF NOT EXISTS counters ("
 	" name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
-	"INSERT OR IGNORE INTO counters (name, value) VALUES ('schema_version', 1);"
+	/* A database this creates is at the current version; an existing
+	 * one keeps its row, and migrate() takes it from there. */
+	"INSERT OR IGNORE INTO counters (name, value) VALUES ('schema_version', 2);"
 	/* Inode numbers start at 2: 1 is the root, created by the namespace. */
-	"INSERT OR IGNORE INTO counters (name, value) VALUES ('next_ino', 1);";
+	"INSERT OR IGNORE INTO counters (name, value) VALUES ('next_ino', 1);"
+	/* Generations start at 2 too: 1 is the root's, and every inode's that
+	 * a version 1 database held. */
+	"INSERT OR IGNORE INTO counters (name, value) VALUES ('next_gen', 1);";
+
+/* Version 1 -> 2: inodes that existed before generations get 1. */
+static const char migrate_v2_sql[] =
+	"ALTER TABLE inodes ADD COLUMN gen INTEGER NOT NULL DEFAULT 1;"
+	"UPDATE counters SET value = 2 WHERE name = 'schema_version';";
 
 struct sqlite_store {
 	sqlite3 *db;
@@ -243,6 +263,7 @@ static int sq_get_inode(void *impl, uint64_t ino, struct meta_inode *out)
 		out->layout.stripe = (uint32_t)sqlite3_column_int64(st, 10);
 		out->layout.table_len = (uint32_t)sqlite3_column_int64(st, 11);
 		out->layout.seed = (uint64_t)sqlite3_column_int64(st, 12);
+		out->gen = (uint64_t)sqlite3_column_int64(st, 13);
 	} else if (rc == SQLITE_DONE) {
 		err = -ENOENT;
 	} else {
@@ -273,6 +294,7 @@ static int sq_put_inode(void *impl, const struct meta_inode *in)
 	sqlite3_bind_int64(st, 12, in->layout.stripe);
 	sqlite3_bind_int64(st, 13, in->layout.table_len);
 	sqlite3_bind_int64(st, 14, (int64_t)in->layout.seed);
+	sqlite3_bind_int64(st, 15, (int64_t)in->gen);
 	return stmt_exec(s, st, "put inode");
 }
 
@@ -476,16 +498,24 @@ static int sq_counter_set(void *impl, const char *name, int64_t value)
 	return counter_write(impl, ST_COUNTER_SET, name, value);
 }
 
-static int sq_alloc_ino(void *impl, uint64_t *out)
+/* Takes the next value of counter name. */
+static int counter_next(void *impl, const char *name, uint64_t *out)
 {
 	int64_t v;
-	int err = sq_counter_add(impl, "next_ino", 1);
+	int err = sq_counter_add(impl, name, 1);
 
 	if (!err)
-		err = sq_counter_get(impl, "next_ino", &v);
+		err = sq_counter_get(impl, name, &v);
 	if (!err)
 		*out = (uint64_t)v;
 	return err;
+}
+
+static int sq_alloc_ino(void *impl, uint64_t *ino, uint64_t *gen)
+{
+	int err = counter_next(impl, "next_ino", ino);
+
+	return err ? err : counter_next(impl, "next_gen", gen);
 }
 
 static int sq_gc_push(void *impl, uint64_t ino, uint64_t from, uint64_t to,
@@ -627,6 +657,43 @@ static int exec_retry(struct sqlite_store *s, const char *sql, const char *what)
 	}
 }
 
+/*
+ * Brings the schema of an open database (inside the transaction that
+ * created what was missing) to SCHEMA_VERSION. A database of a later
+ * version is refused: this build would not know what it holds.
+ */
+static int migrate(struct sqlite_store *s)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t v = 0;
+	int rc = sqlite3_prepare_v2(s->db, "SELECT value FROM counters WHERE name ="
+				    " 'schema_version'", -1, &st, NULL);
+
+	if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW) {
+		log_error(COMP, "database '%s': cannot read the schema version: %s", s->path,
+			  sqlite3_errmsg(s->db));
+		return -EIO;
+	}
+	if (v > SCHEMA_VERSION) {
+		log_error(COMP, "database '%s' has schema version %lld, newer than this build's"
+			  " (%d); run a newer stratad", s->path, (long long)v, SCHEMA_VERSION);
+		return -EIO;
+	}
+	if (v < 2) {
+		rc = sqlite3_exec(s->db, migrate_v2_sql, NULL, NULL, NULL);
+		if (rc != SQLITE_OK) {
+			log_error(COMP, "database '%s': migrating schema 1 to 2 failed: %s",
+				  s->path, sqlite3_errmsg(s->db));
+			return -EIO;
+		}
+		log_info(COMP, "database '%s': schema 1 -> 2 (inode generations)", s->path);
+	}
+	return 0;
+}
+
 int meta_store_sqlite_open(const char *path, const struct meta_store_sqlite_opts *opts,
 			   struct meta_store *out)
 {
@@ -667,18 +734,27 @@ int meta_store_sqlite_open(const char *path, const struct meta_store_sqlite_opts
 	if (err)
 		goto fail;
 	rc = sqlite3_exec(s->db, schema_sql, NULL, NULL, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
 	if (rc != SQLITE_OK) {
 		log_error(COMP, "database '%s': creating the schema failed: %s", path,
 			  sqlite3_errmsg(s->db));
-		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 		err = -EIO;
-		goto fail;
+		goto fail_txn;
+	}
+	err = migrate(s);
+	if (err)
+		goto fail_txn;
+	rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		log_error(COMP, "database '%s': committing the schema failed: %s", path,
+			  sqlite3_errmsg(s->db));
+		err = -EIO;
+		goto fail_txn;
 	}
 	out->ops = &sqlite_ops;
 	out->impl = s;
 	return 0;
+fail_txn:
+	sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 fail:
 	sq_close(s);
 	return err;

@@ -17,6 +17,8 @@
  *     sp_ref_encode(bb, m)    a whole body into a bbuf
  *     sp_ref_release(m)       frees what a decode allocated (arrays)
  *     sp_ref_MIN              the fewest bytes it encodes to
+ *     sp_ref_VIEWS            1 if a decode leaves views into the body
+ *                             (a STR or BYTES field, at any depth)
  *
  * Field kinds (little-endian, field by field, docs/protocol.md):
  *     U8 U16 U32 U64 I32 I64 (name)
@@ -90,7 +92,7 @@ bool pstr_eq(struct pstr v, const char *s);
 struct proto_void {
 	char unused;		/* C has no empty struct; not on the wire */
 };
-enum { proto_void_MIN = 0 };
+enum { proto_void_MIN = 0, proto_void_VIEWS = 0 };
 static inline void proto_void_enc(struct wbuf *w, const struct proto_void *m) { (void)w; (void)m; }
 static inline void proto_void_dec(struct rbuf *r, struct proto_void *m) { (void)r; (void)m; }
 static inline void proto_void_release(struct proto_void *m) { (void)m; }
@@ -122,6 +124,23 @@ int proto_dec_finish(struct rbuf *r);
 #define PF_ENC(kind, name, ...) PK_##kind##_ENC(name, ##__VA_ARGS__)
 #define PF_DEC(kind, name, ...) PK_##kind##_DEC(name, ##__VA_ARGS__)
 #define PF_REL(kind, name, ...) PK_##kind##_REL(name, ##__VA_ARGS__)
+#define PF_VIEWS(kind, name, ...) | PK_##kind##_VIEWS(name, ##__VA_ARGS__)
+
+/* Whether a kind leaves views into the body: only strings and bytes do
+ * (and messages holding them). */
+#define PK_U8_VIEWS(n) 0
+#define PK_U16_VIEWS(n) 0
+#define PK_U32_VIEWS(n) 0
+#define PK_U64_VIEWS(n) 0
+#define PK_I32_VIEWS(n) 0
+#define PK_I64_VIEWS(n) 0
+#define PK_U8R_VIEWS(n, max) 0
+#define PK_U32R_VIEWS(n, max) 0
+#define PK_FLAGS_VIEWS(n, known) 0
+#define PK_STR_VIEWS(n, max) 1
+#define PK_BYTES_VIEWS(n, max) 1
+#define PK_OBJ_VIEWS(n, type) type##_VIEWS
+#define PK_ARR_VIEWS(n, type, max) type##_VIEWS
 
 #define PK_U8_DECL(n) uint8_t n;
 #define PK_U8_MIN(n) 1
@@ -215,7 +234,7 @@ int proto_dec_finish(struct rbuf *r);
 
 #define PROTO_MSG(type, FIELDS) \
 	struct type { FIELDS(PF_DECL) }; \
-	enum { type##_MIN = 0 FIELDS(PF_MIN) }; \
+	enum { type##_MIN = 0 FIELDS(PF_MIN), type##_VIEWS = 0 FIELDS(PF_VIEWS) }; \
 	void type##_enc(struct wbuf *w, const struct type *m); \
 	void type##_dec(struct rbuf *r, struct type *m); \
 	void type##_release(struct type *m); \
@@ -287,8 +306,10 @@ struct proto_op {
 	size_t req_size, rep_size;
 	int (*req_decode)(const void *body, uint32_t len, void *out);
 	void (*req_release)(void *m);
+	void (*req_enc)(struct wbuf *w, const void *m);
 	int (*rep_decode)(const void *body, uint32_t len, void *out);
 	void (*rep_release)(void *m);
+	void (*rep_enc)(struct wbuf *w, const void *m);
 };
 
 /* How to call: the body comes from the request message; the rest is as
@@ -314,20 +335,25 @@ struct proto_sync {
 	uint64_t bulk_cap;
 	uint32_t timeout_ms;
 	uint64_t *bulk_got;	/* may be NULL: bytes placed in bulk_dst */
-	struct bbuf body;	/* out: the reply's body */
+	/* Where the reply body is kept, for a reply whose views point into
+	 * it (rep_VIEWS): an initialized bbuf, emptied first, that the
+	 * caller releases once it is done with the reply. May be NULL for
+	 * replies without views; a call whose reply has views fails with
+	 * -EINVAL without it (the views would dangle). */
+	struct bbuf *body;
 };
 
 int proto_call(struct rpc_pool *p, const char *addr, uint16_t op,
 	       void (*enc)(struct wbuf *, const void *), const void *req,
 	       const struct proto_call *c);
 /* Returns the transport error or the reply's status; on 0 the reply body
- * (kept in s->body) is decoded into rep with dec (release rep with the
- * message's release, then s->body); a body that does not decode gives
- * STRATA_EBADMSG. */
+ * is decoded into rep with dec (release it with the message's release);
+ * a body that does not decode gives STRATA_EBADMSG. views: the reply
+ * message has views, so s->body must keep the body. */
 int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 		    void (*enc)(struct wbuf *, const void *), const void *req,
-		    struct proto_sync *s,
-		    int (*dec)(const void *, uint32_t, void *), void *rep);
+		    const struct proto_sync *s,
+		    int (*dec)(const void *, uint32_t, void *), void *rep, bool views);
 
 #define PO_ENUM(NAME, num, fn, req, rep) OP_##NAME = (num),
 #define PO_STUBS(NAME, num, fn, req, rep) \
@@ -337,11 +363,11 @@ int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 		return proto_call(p, addr, OP_##NAME, req##_enc_any, rq, c); \
 	} \
 	static inline int fn##_call_sync(struct rpc_client *cl, const char *addr, \
-					 const struct req *rq, struct proto_sync *s, \
+					 const struct req *rq, const struct proto_sync *s, \
 					 struct rep *out) \
 	{ \
 		return proto_call_sync(cl, addr, OP_##NAME, req##_enc_any, rq, s, \
-				       rep##_decode_any, out); \
+				       rep##_decode_any, out, rep##_VIEWS); \
 	} \
 	static inline int fn##_rep(const struct rpc_msg *msg, struct rep *out) \
 	{ \
@@ -349,7 +375,8 @@ int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 	}
 #define PO_DESC(NAME, num, fn, req, rep) \
 	{ OP_##NAME, #NAME, sizeof(struct req), sizeof(struct rep), req##_decode_any, \
-	  req##_release_any, rep##_decode_any, rep##_release_any },
+	  req##_release_any, req##_enc_any, rep##_decode_any, rep##_release_any, \
+	  rep##_enc_any },
 #define PO_COUNT(NAME, num, fn, req, rep) + 1
 
 /* In a header: the opcodes, stubs and descriptor table of service svc. */

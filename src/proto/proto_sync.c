@@ -8,15 +8,16 @@
 
 int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 		    void (*enc)(struct wbuf *, const void *), const void *req,
-		    struct proto_sync *s,
-		    int (*dec)(const void *, uint32_t, void *), void *rep)
+		    const struct proto_sync *s,
+		    int (*dec)(const void *, uint32_t, void *), void *rep, bool views)
 {
 	struct rpc_result res = { 0 };
 	struct bbuf b;
 	struct wbuf w;
 	int rc;
 
-	bbuf_init(&s->body);
+	if (views && !s->body)
+		return -EINVAL;
 	bbuf_init(&b);
 	wbuf_init(&w, &b);
 	enc(&w, req);
@@ -33,13 +34,13 @@ int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 			*s->bulk_got = rc ? 0 : res.bulk_len;
 	}
 	bbuf_release(&b);
-	if (!rc) {
-		/* The reply's views point into its body: the caller keeps it. */
-		s->body = res.body;
+	if (!rc)
+		rc = dec(res.body.buf, (uint32_t)res.body.len, rep);
+	if (!rc && s->body) {
+		/* The views of rep point into this body: it goes to the caller. */
+		bbuf_release(s->body);
+		*s->body = res.body;
 		bbuf_init(&res.body);
-		rc = dec(s->body.buf, (uint32_t)s->body.len, rep);
-		if (rc)
-			bbuf_release(&s->body);
 	}
 	rpc_result_release(&res);
 	return rc;
@@ -49,16 +50,18 @@ int cmap_fetch_sync(struct rpc_client *cl, const char *addr, uint32_t timeout_ms
 		    struct cluster_map *out)
 {
 	struct mg_since rq = { 0 };	/* since 0: always the whole map */
-	struct proto_sync s = { .timeout_ms = timeout_ms };
+	struct bbuf body;
+	struct proto_sync s = { .timeout_ms = timeout_ms, .body = &body };
 	struct mg_map rep;
 	int rc;
 
 	cm_init(out);
+	bbuf_init(&body);
 	rc = mg_get_map_call_sync(cl, addr, &rq, &s, &rep);
-	if (rc)
-		return rc;
-	rc = rep.maps_n ? cmap_from_wire(&rep.maps[0], out) : STRATA_EBADMSG;
-	mg_map_release(&rep);
-	bbuf_release(&s.body);
+	if (!rc) {
+		rc = rep.maps_n ? cmap_from_wire(&rep.maps[0], out) : STRATA_EBADMSG;
+		mg_map_release(&rep);
+	}
+	bbuf_release(&body);
 	return rc;
 }

@@ -2,8 +2,10 @@
  * api_test: libstrata's public API against a live cluster, as a C program
  * would use it. Run by tests/integration/test_api.py.
  *
- *   api_test MGMT_ADDR all        every check below except ENOSPC
+ *   api_test MGMT_ADDR all        every check below except ENOSPC and handles
  *   api_test MGMT_ADDR enospc     fill a capacity-limited cluster
+ *   api_test MGMT_ADDR handles    the handle calls (strata_*at, readdirplus),
+ *                                 with a second client changing paths
  *
  * Prints one line per check; exits 1 at the first failure with the check,
  * the call and the error.
@@ -407,6 +409,177 @@ static void enospc(void)
 	free(b);
 }
 
+static int same(struct strata_handle a, struct strata_handle b)
+{
+	return a.ino == b.ino && a.gen == b.gen;
+}
+
+struct plus_list {
+	int n, stop_after;	/* stop_after < 0: take everything */
+	char names[700][16];
+	struct strata_handle h[700];
+	uint64_t size[700];
+};
+
+static int plus_cb(void *arg, const struct strata_direntplus *e)
+{
+	struct plus_list *l = arg;
+
+	if (l->stop_after >= 0 && l->n >= l->stop_after)
+		return 1;
+	CHECK(l->n < 700, "too many entries");
+	snprintf(l->names[l->n], sizeof(l->names[0]), "%s", e->name);
+	l->h[l->n] = e->h;
+	l->size[l->n] = e->st.size;
+	l->n++;
+	return 0;
+}
+
+/*
+ * The handle calls. A second connection (T, "another client") renames and
+ * removes by path under the first one's handles: a handle follows its
+ * object through renames and turns stale (-ESTALE) when the object goes,
+ * a new object with the old name never answers to the old handle.
+ */
+static void handles(const char *mgmt)
+{
+	struct strata_handle root = strata_root(), top, a, b, f, g, got, forged;
+	struct strata_stat st, st2;
+	struct strata_cookie ck;
+	struct plus_list *l = calloc(1, sizeof(*l));
+	struct strata_file *fh = NULL;
+	struct strata *T = NULL;
+	char buf[64], name[16];
+	int rc, calls;
+
+	begin("handles: root, mkdirat, openat, lookupat, statat agree with paths");
+	OK(strata_connect(mgmt, NULL, &T));
+	OK(strata_statat(S, root, &st));
+	CHECK(S_ISDIR(st.mode) && st.ino == root.ino, "root: mode %o ino %" PRIu64, st.mode,
+	      st.ino);
+	OK(strata_mkdirat(S, root, "hnd", 0755, &top, &st));
+	CHECK(S_ISDIR(st.mode) && st.ino == top.ino && top.gen != 0, "mkdirat stat");
+	OK(strata_mkdirat(S, top, "a", 0755, &a, NULL));
+	OK(strata_mkdirat(S, a, "b", 0700, &b, NULL));
+	OK(strata_openat(S, b, "f", STRATA_O_CREAT | STRATA_O_EXCL | STRATA_O_RDWR, 0640, &fh));
+	OK(strata_fhandle(fh, &f));
+	OK(strata_pwrite(fh, "hello", 5, 0));
+	OK(strata_close(fh));
+	OK(strata_lookupat(S, b, "f", &got, &st));
+	CHECK(same(got, f) && st.size == 5 && (st.mode & 07777) == 0640, "lookupat f");
+	OK(strata_lookupat(S, b, "..", &got, NULL));
+	CHECK(same(got, a), "lookupat ..");
+	OK(strata_stat(S, "/hnd/a/b/f", &st2));
+	CHECK(st2.ino == f.ino, "path and handle name other files");
+	OK(strata_statat(S, f, &st));
+	CHECK(st.size == 5 && S_ISREG(st.mode), "statat f");
+	ERR(strata_lookupat(S, b, "nope", &got, NULL), -ENOENT);
+	ERR(strata_lookupat(S, f, "x", &got, NULL), -ENOTDIR);
+	ERR(strata_lookupat(S, b, "a/b", &got, NULL), -EINVAL);
+	ERR(strata_mkdirat(S, a, "b", 0755, NULL, NULL), -EEXIST);
+	ERR(strata_openat(S, b, NULL, STRATA_O_RDONLY, 0, &fh), -EISDIR);
+	ERR(strata_openat(S, f, NULL, STRATA_O_CREAT | STRATA_O_RDWR, 0644, &fh), -EINVAL);
+	ERR(strata_openat(S, (struct strata_handle){ f.ino, 0 }, NULL, 0, 0, &fh), -EINVAL);
+
+	begin("handles: another client renames a directory above them");
+	OK(strata_rename(T, "/hnd/a", "/hnd/z", 0));
+	ERR(strata_stat(S, "/hnd/a/b/f", &st2), -ENOENT);
+	OK(strata_statat(S, b, &st));
+	CHECK(S_ISDIR(st.mode), "b after the rename");
+	OK(strata_openat(S, b, "f", STRATA_O_RDWR, 0, &fh));
+	memset(buf, 0, sizeof(buf));
+	CHECK(strata_pread(fh, buf, sizeof(buf), 0) == 5 && !memcmp(buf, "hello", 5), "read f");
+	/* Written through a handle opened before the next rename, published
+	 * after it. */
+	OK(strata_rename(T, "/hnd/z", "/hnd/y", 0));
+	OK(strata_pwrite(fh, " world", 6, 5));
+	OK(strata_close(fh));
+	OK(strata_stat(T, "/hnd/y/b/f", &st2));
+	CHECK(st2.size == 11 && st2.ino == f.ino, "size by the new path %" PRIu64, st2.size);
+	OK(strata_symlinkat(S, "f", b, "ln", &g, &st));
+	CHECK(S_ISLNK(st.mode), "symlinkat mode");
+	CHECK(strata_readlinkat(S, g, buf, sizeof(buf)) == 1 && !strcmp(buf, "f"), "readlinkat");
+	ERR(strata_readlinkat(S, f, buf, sizeof(buf)), -EINVAL);
+	ERR(strata_openat(S, b, "ln", STRATA_O_RDONLY, 0, &fh), -ELOOP);
+	st.mode = 0600;
+	st.size = 2;
+	OK(strata_setattrat(S, f, STRATA_SET_MODE | STRATA_SET_SIZE, &st, &st2));
+	CHECK((st2.mode & 07777) == 0600 && st2.size == 2, "setattrat");
+	OK(strata_renameat(S, b, "f", top, "moved", 0));
+	OK(strata_lookupat(S, top, "moved", &got, &st));
+	CHECK(same(got, f) && st.size == 2, "renameat keeps the handle");
+	OK(strata_renameat(S, top, "moved", b, "f", STRATA_RENAME_NOREPLACE));
+	ERR(strata_unlinkat(S, a, "b", 0), -EISDIR);
+	ERR(strata_unlinkat(S, a, "b", STRATA_AT_REMOVEDIR), -ENOTEMPTY);
+
+	begin("handles: readdirplus pages, with handles and attributes");
+	memset(&ck, 0, sizeof(ck));
+	l->stop_after = -1;
+	calls = 0;
+	while ((rc = strata_readdirplus(S, b, &ck, 1, plus_cb, l)) == 1)
+		calls++;
+	OK(rc);
+	CHECK(l->n == 2 && !strcmp(l->names[0], "f") && !strcmp(l->names[1], "ln"),
+	      "listing of b: %d entries", l->n);
+	CHECK(same(l->h[0], f) && same(l->h[1], g) && l->size[0] == 2, "entries' handles");
+	CHECK(calls >= 2, "one entry a call took %d calls", calls);
+	/* 600 entries, pages of 100, the callback stopping every 37 entries:
+	 * each name exactly once, in order. */
+	OK(strata_mkdirat(S, top, "many", 0755, &got, NULL));
+	for (int i = 0; i < 600; i++) {
+		snprintf(name, sizeof(name), "e%04d", i);
+		OK(strata_openat(S, got, name, STRATA_O_CREAT | STRATA_O_WRONLY, 0644, &fh));
+		OK(strata_close(fh));
+	}
+	memset(&ck, 0, sizeof(ck));
+	memset(l, 0, sizeof(*l));
+	for (;;) {
+		l->stop_after = l->n + 37;
+		rc = strata_readdirplus(S, got, &ck, 100, plus_cb, l);
+		if (rc <= 0)
+			break;
+	}
+	OK(rc);
+	CHECK(l->n == 600, "readdirplus gave %d entries", l->n);
+	for (int i = 0; i < 600; i++) {
+		snprintf(name, sizeof(name), "e%04d", i);
+		CHECK(!strcmp(l->names[i], name), "entry %d is '%s'", i, l->names[i]);
+	}
+	OK(strata_lookupat(S, got, "e0123", &g, NULL));
+	CHECK(same(g, l->h[123]), "a listed handle is the looked-up one");
+	ERR(strata_readdirplus(S, f, &ck, 0, plus_cb, l), -ENOTDIR);
+
+	begin("handles: removed objects are stale, new ones at the old names are others");
+	OK(strata_openat(S, b, "f", STRATA_O_RDWR, 0, &fh));
+	OK(strata_unlink(T, "/hnd/y/b/f"));
+	ERR(strata_statat(S, f, &st), -ESTALE);
+	ERR(strata_openat(S, f, NULL, STRATA_O_RDONLY, 0, &fh), -ESTALE);
+	ERR(strata_setattrat(S, f, STRATA_SET_MODE, &st, NULL), -ESTALE);
+	/* An open file whose object went: its length cannot be published. */
+	OK(strata_pwrite(fh, "x", 1, 0));
+	ERR(strata_fsync(fh), -ESTALE);
+	ERR(strata_close(fh), -ESTALE);
+	OK(strata_openat(S, b, "f", STRATA_O_CREAT | STRATA_O_EXCL | STRATA_O_WRONLY, 0644, &fh));
+	OK(strata_fhandle(fh, &got));
+	OK(strata_close(fh));
+	CHECK(!same(got, f) && got.gen != f.gen, "a new file got the old handle");
+	ERR(strata_statat(S, f, &st), -ESTALE);
+	forged = got;
+	forged.gen++;
+	ERR(strata_statat(S, forged, &st), -ESTALE);
+	OK(strata_unlink(T, "/hnd/y/b/f"));
+	OK(strata_unlink(T, "/hnd/y/b/ln"));
+	OK(strata_rmdir(T, "/hnd/y/b"));
+	ERR(strata_lookupat(S, b, "f", &got, NULL), -ESTALE);
+	ERR(strata_mkdirat(S, b, "c", 0755, NULL, NULL), -ESTALE);
+	ERR(strata_readdirplus(S, b, &ck, 0, plus_cb, l), -ESTALE);
+	ERR(strata_renameat(S, a, "b", b, "x", 0), -ESTALE);
+	OK(strata_statat(S, a, &st));
+	ERR(strata_unlinkat(S, a, "b", STRATA_AT_REMOVEDIR), -ENOENT);
+	strata_disconnect(T);
+	free(l);
+}
+
 /* Writes 4 MiB blocks until the cluster stops answering (the test kills
  * its daemons), then reports how it ended. The process keeps SIGPIPE's
  * default action, as a program that links libstrata would: a socket write
@@ -438,7 +611,7 @@ int main(int argc, char **argv)
 	struct strata_opts o;
 
 	if (argc != 3) {
-		fprintf(stderr, "usage: api_test MGMT_ADDR all|enospc|writer\n");
+		fprintf(stderr, "usage: api_test MGMT_ADDR all|enospc|handles|writer\n");
 		return 2;
 	}
 	strata_opts_init(&o, sizeof(o));
@@ -456,6 +629,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[2], "enospc") == 0) {
 		enospc();
+	} else if (strcmp(argv[2], "handles") == 0) {
+		handles(argv[1]);
 	} else {
 		read_after_write();
 		holes();

@@ -699,7 +699,6 @@ static void direct_read(const char *mgmt, uint32_t table, uint32_t chunk_size, u
 		struct proto_sync ps = { .bulk_dst = buf, .bulk_cap = len, .timeout_ms = 5000 };
 
 		rc = st_read_call_sync(cl, nd->addr, &rd, &ps, &rep);
-		bbuf_release(&ps.body);
 	}
 	if (rc) {
 		printf("R err %s\n", strata_strerror(rc));

@@ -2,8 +2,9 @@
 read-after-write and close-to-open, holes, truncate (shrink into a chunk,
 grow, O_TRUNC then write at once), a file spanning every chain, concurrent
 readers and writers on one file and on many, the batch ring, the errors a
-user can hit with the namespace left unchanged, readdir paging, and ENOSPC
-when the targets are full."""
+user can hit with the namespace left unchanged, readdir paging, ENOSPC
+when the targets are full, and the handle calls (strata_*at,
+strata_readdirplus) while another client renames and removes by path."""
 import json
 import subprocess
 import time
@@ -27,6 +28,13 @@ def run_api(cluster_dir, mode, timeout=180):
 def test_api_all(cluster):
     c = cluster(3)
     run_api(c.dir, "all")
+
+
+@pytest.mark.timeout(240)
+def test_api_handles(cluster):
+    c = cluster(3)
+    out = run_api(c.dir, "handles")
+    assert "handles: removed objects are stale" in out
 
 
 @pytest.mark.timeout(240)

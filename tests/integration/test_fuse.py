@@ -517,3 +517,46 @@ def test_unreachable_cluster_returns_eio(tmp_path, mounts):
     # The mount still unmounts cleanly.
     assert _unmount(m.path)
     assert m.wait_exit(20) == 0
+
+
+@pytest.mark.timeout(120)
+def test_rename_by_another_client_keeps_held_directories(fuse_cluster, mounts):
+    """A directory the kernel holds (an open directory, a shell's working
+    directory) stays usable when another client (the CLI here) renames a
+    directory above it: the mount reaches it by its handle, not by the
+    path it was first seen at. Attribute and entry caching are off, so
+    every step below reaches the daemon."""
+    mgmt = _mgmt(fuse_cluster)
+    m = mounts(mgmt, "ren", extra=["--attr-timeout", "0", "--entry-timeout", "0"])
+    top = m.path / "ren_elsewhere"
+    (top / "a" / "b").mkdir(parents=True)
+    (top / "a" / "b" / "f").write_bytes(b"before")
+    fd = os.open(top / "a" / "b", os.O_RDONLY | os.O_DIRECTORY)
+    sh = subprocess.Popen(["sh", "-c", "read go && cat f && echo && echo shell > g && ls"],
+                          cwd=top / "a" / "b", stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        r = _strata_fn("mv", "--mgmt", mgmt, "/ren_elsewhere/a", "/ren_elsewhere/z")
+        assert r.returncode == 0, r.stdout + r.stderr
+        # Relative to the open directory.
+        assert os.stat("f", dir_fd=fd).st_size == len(b"before")
+        nfd = os.open("new", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd)
+        os.write(nfd, b"made after the rename")
+        os.close(nfd)
+        assert os.fstat(fd).st_nlink == 2
+        # In the working directory of a process.
+        out, err = sh.communicate("go\n", timeout=60)
+        assert sh.returncode == 0, err
+        assert out.split() == ["before", "f", "g", "new"]
+        assert sorted(os.listdir(fd)) == ["f", "g", "new"]
+    finally:
+        if sh.poll() is None:
+            sh.kill()
+            sh.wait()
+        os.close(fd)
+    # The new path shows the same directory; the old one is gone.
+    assert not (top / "a").exists()
+    assert (top / "z" / "b" / "new").read_bytes() == b"made after the rename"
+    assert (top / "z" / "b" / "g").read_text() == "shell\n"
+    r = _strata_fn("cat", "--mgmt", mgmt, "/ren_elsewhere/z/b/new")
+    assert r.stdout == "made after the rename"

@@ -1,11 +1,15 @@
 """Malformed input on the wire: the daemon closes that one connection with a
 logged reason, counts it in strata_net_bad_frames_total, and keeps serving
-every other connection, old and new."""
+every other connection, old and new. A well-framed request whose body does
+not decode is answered STRATA_EBADMSG instead, on a connection that stays
+open."""
 
+import errno
 import random
 import re
 import select
 import socket
+import struct
 import time
 
 import pytest
@@ -31,7 +35,7 @@ CASES = [
      + hello_body(), False, "bad magic"),
     ("bad-magic-after-hello", True, encode_header(sw.OP_PING, 2, magic=0x41525454), False,
      "bad magic"),
-    ("wrong-version", False, encode_header(sw.OP_HELLO, 1, body_len=12, version=2)
+    ("wrong-version", False, encode_header(sw.OP_HELLO, 1, body_len=12, version=sw.VERSION + 1)
      + hello_body(), False, "unsupported protocol version"),
     ("wrong-version-after-hello", True, encode_header(sw.OP_PING, 2, version=0), False,
      "unsupported protocol version"),
@@ -236,3 +240,40 @@ def test_flood_of_garbage_connections(shared_daemon):
     wait_ok = d.metric(BAD_FRAMES)
     assert wait_ok == before + n
     assert d.log.count("malformed frame from") >= n
+
+
+# The meta service's table (src/proto/meta.h).
+OP_META_LOOKUP, OP_META_STATFS = 64, 80
+STRATA_EBADMSG = -4103
+
+
+def _lookup_body(ino, gen, name):
+    return struct.pack("<QQI", ino, gen, len(name)) + name
+
+
+def test_malformed_meta_request_is_answered(daemon_factory):
+    """Bodies the meta table's decoders refuse (a name over 255 bytes, a
+    body where none belongs) get STRATA_EBADMSG with the operation and the
+    peer logged, and count as errors; the connection goes on, and a handle
+    of another generation is -ESTALE."""
+    d = daemon_factory(extra_flags=["--node.services=meta"])
+    errors = d.metric("strata_meta_errors_total")
+    lookups = d.metric("strata_meta_lookup_total")
+    with d.client() as c:
+        mark = d.log_size()
+        f = c.call(OP_META_LOOKUP, _lookup_body(1, 1, b"n" * 256))
+        assert (f.status, f.body) == (STRATA_EBADMSG, b"")
+        d.wait_log(r"WARN.*malformed META_LOOKUP request from '%s' \(276 bytes\)"
+                   % re.escape(c.local_addr), timeout=5, since=mark)
+        f = c.call(OP_META_STATFS, b"x")
+        assert (f.status, f.body) == (STRATA_EBADMSG, b"")
+        d.wait_log(r"WARN.*malformed META_STATFS request", timeout=5, since=mark)
+        # The same connection still serves: the root, by its handle.
+        f = c.call(OP_META_LOOKUP, _lookup_body(1, 1, b"."))
+        assert f.status == 0 and len(f.body) == 92
+        assert struct.unpack_from("<QQ", f.body) == (1, 1)
+        f = c.call(OP_META_LOOKUP, _lookup_body(1, 2, b"."))
+        assert (f.status, f.body) == (-errno.ESTALE, b"")
+        c.ping(b"after")
+    assert d.metric("strata_meta_errors_total") == errors + 3
+    assert d.metric("strata_meta_lookup_total") == lookups + 3

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "meta/ns.h"
 #include "strata/errors.h"
@@ -136,7 +137,7 @@ static void list_all(struct ns *ns, uint64_t dir, uint32_t page, struct name_lis
 	do {
 		size_t before = l->n;
 
-		n = ns_readdir(ns, dir, cookie, page, collect_cb, l);
+		n = ns_readdir(ns, ns_any(dir), cookie, page, collect_cb, l);
 		assert_true(n >= 0);
 		assert_int_equal(l->n - before, (size_t)n);
 		if (n)
@@ -153,11 +154,11 @@ static void dump_tree(struct ns *ns, uint64_t dir, const char *path, struct dump
 		struct meta_inode in;
 		char sub[1024];
 
-		assert_int_equal(ns_lookup(ns, dir, l.names[i], &in), 0);
+		assert_int_equal(ns_lookup(ns, ns_any(dir), l.names[i], &in), 0);
 		assert_int_equal(in.ino, l.inos[i]);
-		dump_add(d, "%s/%s ino=%llu mode=%o nlink=%u size=%llu uid=%u gid=%u parent=%llu"
-			 " layout=%u/%u/%u/%llx mtime=%lld\n", path, l.names[i],
-			 (unsigned long long)in.ino, in.mode, in.nlink,
+		dump_add(d, "%s/%s ino=%llu gen=%llu mode=%o nlink=%u size=%llu uid=%u gid=%u"
+			 " parent=%llu layout=%u/%u/%u/%llx mtime=%lld\n", path, l.names[i],
+			 (unsigned long long)in.ino, (unsigned long long)in.gen, in.mode, in.nlink,
 			 (unsigned long long)in.size, in.uid, in.gid,
 			 (unsigned long long)in.parent, in.layout.chunk_size, in.layout.stripe,
 			 in.layout.table_len, (unsigned long long)in.layout.seed,
@@ -168,7 +169,7 @@ static void dump_tree(struct ns *ns, uint64_t dir, const char *path, struct dump
 		} else if (S_ISLNK(in.mode)) {
 			char t[NS_PATH_MAX];
 
-			assert_true(ns_readlink(ns, in.ino, t, sizeof(t)) >= 0);
+			assert_true(ns_readlink(ns, ns_any(in.ino), t, sizeof(t)) >= 0);
 			dump_add(d, "  -> %s\n", t);
 		}
 	}
@@ -188,7 +189,7 @@ static char *dump_ns(struct ns *ns)
 	d.buf = malloc(d.cap);
 	assert_non_null(d.buf);
 	d.buf[0] = '\0';
-	assert_int_equal(ns_getattr(ns, NS_ROOT_INO, &root), 0);
+	assert_int_equal(ns_getattr(ns, ns_any(NS_ROOT_INO), &root), 0);
 	dump_add(&d, "root nlink=%u mtime=%lld\n", root.nlink, (long long)root.mtime_ns);
 	dump_tree(ns, NS_ROOT_INO, "", &d);
 	assert_int_equal(ns_statfs(ns, &sf), 0);
@@ -206,9 +207,9 @@ static uint64_t mkfile(struct ns *ns, uint64_t dir, const char *name, uint64_t s
 {
 	struct meta_inode in;
 
-	assert_int_equal(ns_create(ns, dir, name, 0644, 1000, 1000, true, &in), 1);
+	assert_int_equal(ns_create(ns, ns_any(dir), name, 0644, 1000, 1000, true, &in), 1);
 	if (size)
-		assert_int_equal(ns_set_size(ns, in.ino, size, 0, NULL), 0);
+		assert_int_equal(ns_set_size(ns, ns_any(in.ino), size, 0, NULL), 0);
 	return in.ino;
 }
 
@@ -216,7 +217,7 @@ static uint64_t mkdir_(struct ns *ns, uint64_t dir, const char *name)
 {
 	struct meta_inode in;
 
-	assert_int_equal(ns_mkdir(ns, dir, name, 0755, 1000, 1000, &in), 0);
+	assert_int_equal(ns_mkdir(ns, ns_any(dir), name, 0755, 1000, 1000, &in), 0);
 	return in.ino;
 }
 
@@ -246,7 +247,7 @@ static void test_root_and_table_len(void **state)
 	struct meta_inode root;
 	struct ns_statfs sf;
 
-	assert_int_equal(ns_getattr(&f->ns, NS_ROOT_INO, &root), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(NS_ROOT_INO), &root), 0);
 	assert_true(S_ISDIR(root.mode));
 	assert_int_equal(root.nlink, 2);
 	assert_int_equal(root.parent, NS_ROOT_INO);
@@ -255,7 +256,7 @@ static void test_root_and_table_len(void **state)
 	assert_int_equal(root.layout.stripe, TABLE_LEN);
 
 	assert_int_equal(ns_set_table_len(&f->ns, 32), 0);
-	assert_int_equal(ns_getattr(&f->ns, NS_ROOT_INO, &root), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(NS_ROOT_INO), &root), 0);
 	assert_int_equal(root.layout.table_len, 32);
 	assert_int_equal(root.layout.stripe, 16);
 	assert_int_equal(ns_set_table_len(&f->ns, 0), -EINVAL);
@@ -265,7 +266,7 @@ static void test_root_and_table_len(void **state)
 	assert_int_equal(ns_statfs(&f->ns, &sf), 0);
 	assert_int_equal(sf.table_len, 32);
 	assert_int_equal(sf.inodes, 1);
-	assert_int_equal(ns_getattr(&f->ns, 999, &root), -ENOENT);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(999), &root), -ENOENT);
 }
 
 static void test_create_lookup_open(void **state)
@@ -274,7 +275,7 @@ static void test_create_lookup_open(void **state)
 	struct meta_inode a, b, c, dir;
 	struct ns_trunc tr;
 
-	assert_int_equal(ns_create(&f->ns, NS_ROOT_INO, "a", 0640, 7, 8, true, &a), 1);
+	assert_int_equal(ns_create(&f->ns, ns_any(NS_ROOT_INO), "a", 0640, 7, 8, true, &a), 1);
 	assert_int_equal(a.mode, S_IFREG | 0640);
 	assert_int_equal(a.uid, 7);
 	assert_int_equal(a.gid, 8);
@@ -286,43 +287,43 @@ static void test_create_lookup_open(void **state)
 	assert_int_equal(a.layout.stripe, TABLE_LEN);
 	assert_int_not_equal(a.layout.seed, 0);
 
-	assert_int_equal(ns_lookup(&f->ns, NS_ROOT_INO, "a", &b), 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "a", &b), 0);
 	assert_memory_equal(&a, &b, sizeof(a));
-	assert_int_equal(ns_getattr(&f->ns, a.ino, &b), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(a.ino), &b), 0);
 	assert_memory_equal(&a, &b, sizeof(a));
-	assert_int_equal(ns_lookup(&f->ns, NS_ROOT_INO, ".", &b), 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), ".", &b), 0);
 	assert_int_equal(b.ino, NS_ROOT_INO);
-	assert_int_equal(ns_lookup(&f->ns, NS_ROOT_INO, "..", &b), 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "..", &b), 0);
 	assert_int_equal(b.ino, NS_ROOT_INO);
 
 	/* Exclusive create of an existing name fails; plain create opens. */
-	assert_int_equal(ns_create(&f->ns, NS_ROOT_INO, "a", 0600, 0, 0, true, NULL), -EEXIST);
-	assert_int_equal(ns_create(&f->ns, NS_ROOT_INO, "a", 0600, 0, 0, false, &b), 0);
+	assert_int_equal(ns_create(&f->ns, ns_any(NS_ROOT_INO), "a", 0600, 0, 0, true, NULL), -EEXIST);
+	assert_int_equal(ns_create(&f->ns, ns_any(NS_ROOT_INO), "a", 0600, 0, 0, false, &b), 0);
 	assert_int_equal(b.ino, a.ino);
 	assert_int_equal(b.mode, S_IFREG | 0640);
 
 	/* A second file gets its own seed, the same layout otherwise. */
-	assert_int_equal(ns_create(&f->ns, NS_ROOT_INO, "b", 0600, 0, 0, true, &c), 1);
+	assert_int_equal(ns_create(&f->ns, ns_any(NS_ROOT_INO), "b", 0600, 0, 0, true, &c), 1);
 	assert_int_not_equal(c.ino, a.ino);
 	assert_int_not_equal(c.layout.seed, a.layout.seed);
 	assert_int_equal(c.layout.chunk_size, a.layout.chunk_size);
 
 	/* Creating over a directory / a symlink. */
-	assert_int_equal(ns_mkdir(&f->ns, NS_ROOT_INO, "d", 0755, 0, 0, &dir), 0);
-	assert_int_equal(ns_create(&f->ns, NS_ROOT_INO, "d", 0600, 0, 0, false, NULL), -EISDIR);
-	assert_int_equal(ns_create(&f->ns, NS_ROOT_INO, "d", 0600, 0, 0, true, NULL), -EEXIST);
-	assert_int_equal(ns_symlink(&f->ns, NS_ROOT_INO, "l", "a", 0, 0, &c), 0);
-	assert_int_equal(ns_create(&f->ns, NS_ROOT_INO, "l", 0600, 0, 0, false, NULL), -EEXIST);
+	assert_int_equal(ns_mkdir(&f->ns, ns_any(NS_ROOT_INO), "d", 0755, 0, 0, &dir), 0);
+	assert_int_equal(ns_create(&f->ns, ns_any(NS_ROOT_INO), "d", 0600, 0, 0, false, NULL), -EISDIR);
+	assert_int_equal(ns_create(&f->ns, ns_any(NS_ROOT_INO), "d", 0600, 0, 0, true, NULL), -EEXIST);
+	assert_int_equal(ns_symlink(&f->ns, ns_any(NS_ROOT_INO), "l", "a", 0, 0, &c), 0);
+	assert_int_equal(ns_create(&f->ns, ns_any(NS_ROOT_INO), "l", 0600, 0, 0, false, NULL), -EEXIST);
 
 	/* open */
-	assert_int_equal(ns_open(&f->ns, a.ino, O_RDONLY, &b, NULL), 0);
+	assert_int_equal(ns_open(&f->ns, ns_any(a.ino), O_RDONLY, &b, NULL), 0);
 	assert_int_equal(b.ino, a.ino);
-	assert_int_equal(ns_open(&f->ns, dir.ino, O_RDONLY, &b, NULL), 0);
-	assert_int_equal(ns_open(&f->ns, dir.ino, O_WRONLY, &b, NULL), -EISDIR);
-	assert_int_equal(ns_open(&f->ns, c.ino, O_RDONLY, &b, NULL), -ELOOP);
-	assert_int_equal(ns_open(&f->ns, 12345, O_RDONLY, &b, NULL), -ENOENT);
-	assert_int_equal(ns_set_size(&f->ns, a.ino, (4u << 20) * 2 + 1, 0, NULL), 0);
-	assert_int_equal(ns_open(&f->ns, a.ino, O_RDWR | O_TRUNC, &b, &tr), 0);
+	assert_int_equal(ns_open(&f->ns, ns_any(dir.ino), O_RDONLY, &b, NULL), 0);
+	assert_int_equal(ns_open(&f->ns, ns_any(dir.ino), O_WRONLY, &b, NULL), -EISDIR);
+	assert_int_equal(ns_open(&f->ns, ns_any(c.ino), O_RDONLY, &b, NULL), -ELOOP);
+	assert_int_equal(ns_open(&f->ns, ns_any(12345), O_RDONLY, &b, NULL), -ENOENT);
+	assert_int_equal(ns_set_size(&f->ns, ns_any(a.ino), (4u << 20) * 2 + 1, 0, NULL), 0);
+	assert_int_equal(ns_open(&f->ns, ns_any(a.ino), O_RDWR | O_TRUNC, &b, &tr), 0);
 	assert_int_equal(b.size, 0);
 	assert_int_equal(tr.gc_from, 0);
 	assert_int_equal(tr.gc_to, 3);
@@ -340,10 +341,10 @@ static void test_no_chain_table(void **state)
 	snprintf(db, sizeof(db), "%s/empty.db", f->dir);
 	assert_int_equal(meta_store_sqlite_open(db, NULL, &st), 0);
 	assert_int_equal(ns_init(&ns, &st, 0), 0);
-	assert_int_equal(ns_create(&ns, NS_ROOT_INO, "x", 0644, 0, 0, true, NULL), STRATA_EUNAVAIL);
-	assert_int_equal(ns_mkdir(&ns, NS_ROOT_INO, "d", 0755, 0, 0, NULL), 0);
+	assert_int_equal(ns_create(&ns, ns_any(NS_ROOT_INO), "x", 0644, 0, 0, true, NULL), STRATA_EUNAVAIL);
+	assert_int_equal(ns_mkdir(&ns, ns_any(NS_ROOT_INO), "d", 0755, 0, 0, NULL), 0);
 	assert_int_equal(ns_set_table_len(&ns, 3), 0);
-	assert_int_equal(ns_create(&ns, NS_ROOT_INO, "x", 0644, 0, 0, true, NULL), 1);
+	assert_int_equal(ns_create(&ns, ns_any(NS_ROOT_INO), "x", 0644, 0, 0, true, NULL), 1);
 	ns_release(&ns);
 	meta_store_close(&st);
 	unlink(db);
@@ -359,32 +360,32 @@ static void test_mkdir_rmdir_unlink(void **state)
 	struct meta_inode root, d, e;
 	uint64_t file;
 
-	assert_int_equal(ns_mkdir(&f->ns, NS_ROOT_INO, "d", 0750, 1, 2, &d), 0);
+	assert_int_equal(ns_mkdir(&f->ns, ns_any(NS_ROOT_INO), "d", 0750, 1, 2, &d), 0);
 	assert_int_equal(d.mode, S_IFDIR | 0750);
 	assert_int_equal(d.nlink, 2);
-	assert_int_equal(ns_getattr(&f->ns, NS_ROOT_INO, &root), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(NS_ROOT_INO), &root), 0);
 	assert_int_equal(root.nlink, 3);
-	assert_int_equal(ns_mkdir(&f->ns, NS_ROOT_INO, "d", 0750, 1, 2, NULL), -EEXIST);
-	assert_int_equal(ns_mkdir(&f->ns, d.ino, "e", 0755, 0, 0, &e), 0);
-	assert_int_equal(ns_lookup(&f->ns, e.ino, "..", &root), 0);
+	assert_int_equal(ns_mkdir(&f->ns, ns_any(NS_ROOT_INO), "d", 0750, 1, 2, NULL), -EEXIST);
+	assert_int_equal(ns_mkdir(&f->ns, ns_any(d.ino), "e", 0755, 0, 0, &e), 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(e.ino), "..", &root), 0);
 	assert_int_equal(root.ino, d.ino);
 	file = mkfile(&f->ns, d.ino, "f", 0);
 
-	assert_int_equal(ns_rmdir(&f->ns, NS_ROOT_INO, "d"), -ENOTEMPTY);
-	assert_int_equal(ns_rmdir(&f->ns, d.ino, "f"), -ENOTDIR);
-	assert_int_equal(ns_unlink(&f->ns, d.ino, "e"), -EISDIR);
-	assert_int_equal(ns_unlink(&f->ns, d.ino, "nope"), -ENOENT);
-	assert_int_equal(ns_rmdir(&f->ns, d.ino, "nope"), -ENOENT);
+	assert_int_equal(ns_rmdir(&f->ns, ns_any(NS_ROOT_INO), "d"), -ENOTEMPTY);
+	assert_int_equal(ns_rmdir(&f->ns, ns_any(d.ino), "f"), -ENOTDIR);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(d.ino), "e"), -EISDIR);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(d.ino), "nope"), -ENOENT);
+	assert_int_equal(ns_rmdir(&f->ns, ns_any(d.ino), "nope"), -ENOENT);
 
-	assert_int_equal(ns_unlink(&f->ns, d.ino, "f"), 0);
-	assert_int_equal(ns_getattr(&f->ns, file, NULL), -ENOENT);
-	assert_int_equal(ns_rmdir(&f->ns, d.ino, "e"), 0);
-	assert_int_equal(ns_getattr(&f->ns, d.ino, &d), 0);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(d.ino), "f"), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(file), NULL), -ENOENT);
+	assert_int_equal(ns_rmdir(&f->ns, ns_any(d.ino), "e"), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(d.ino), &d), 0);
 	assert_int_equal(d.nlink, 2);
-	assert_int_equal(ns_rmdir(&f->ns, NS_ROOT_INO, "d"), 0);
-	assert_int_equal(ns_getattr(&f->ns, NS_ROOT_INO, &root), 0);
+	assert_int_equal(ns_rmdir(&f->ns, ns_any(NS_ROOT_INO), "d"), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(NS_ROOT_INO), &root), 0);
 	assert_int_equal(root.nlink, 2);
-	assert_int_equal(ns_lookup(&f->ns, NS_ROOT_INO, "d", NULL), -ENOENT);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "d", NULL), -ENOENT);
 }
 
 static void test_symlink_resolve(void **state)
@@ -398,23 +399,23 @@ static void test_symlink_resolve(void **state)
 	a = mkdir_(&f->ns, NS_ROOT_INO, "a");
 	b = mkdir_(&f->ns, a, "b");
 	file = mkfile(&f->ns, b, "f", 0);
-	assert_int_equal(ns_symlink(&f->ns, NS_ROOT_INO, "abs", "/a/b", 0, 0, &l), 0);
+	assert_int_equal(ns_symlink(&f->ns, ns_any(NS_ROOT_INO), "abs", "/a/b", 0, 0, &l), 0);
 	assert_true(S_ISLNK(l.mode));
 	assert_int_equal(l.size, 4);
-	assert_int_equal(ns_symlink(&f->ns, a, "rel", "b/f", 0, 0, NULL), 0);
-	assert_int_equal(ns_symlink(&f->ns, a, "up", "../a/./b", 0, 0, NULL), 0);
-	assert_int_equal(ns_symlink(&f->ns, NS_ROOT_INO, "loop", "loop", 0, 0, NULL), 0);
-	assert_int_equal(ns_symlink(&f->ns, NS_ROOT_INO, "x", "", 0, 0, NULL), -ENOENT);
+	assert_int_equal(ns_symlink(&f->ns, ns_any(a), "rel", "b/f", 0, 0, NULL), 0);
+	assert_int_equal(ns_symlink(&f->ns, ns_any(a), "up", "../a/./b", 0, 0, NULL), 0);
+	assert_int_equal(ns_symlink(&f->ns, ns_any(NS_ROOT_INO), "loop", "loop", 0, 0, NULL), 0);
+	assert_int_equal(ns_symlink(&f->ns, ns_any(NS_ROOT_INO), "x", "", 0, 0, NULL), -ENOENT);
 	memset(big, 'x', NS_PATH_MAX);
 	big[NS_PATH_MAX] = '\0';
-	assert_int_equal(ns_symlink(&f->ns, NS_ROOT_INO, "x", big, 0, 0, NULL), -ENAMETOOLONG);
-	assert_int_equal(ns_symlink(&f->ns, NS_ROOT_INO, "abs", "y", 0, 0, NULL), -EEXIST);
+	assert_int_equal(ns_symlink(&f->ns, ns_any(NS_ROOT_INO), "x", big, 0, 0, NULL), -ENAMETOOLONG);
+	assert_int_equal(ns_symlink(&f->ns, ns_any(NS_ROOT_INO), "abs", "y", 0, 0, NULL), -EEXIST);
 
-	assert_int_equal(ns_readlink(&f->ns, l.ino, buf, sizeof(buf)), 4);
+	assert_int_equal(ns_readlink(&f->ns, ns_any(l.ino), buf, sizeof(buf)), 4);
 	assert_string_equal(buf, "/a/b");
-	assert_int_equal(ns_readlink(&f->ns, l.ino, buf, 3), 4);
+	assert_int_equal(ns_readlink(&f->ns, ns_any(l.ino), buf, 3), 4);
 	assert_string_equal(buf, "/a");
-	assert_int_equal(ns_readlink(&f->ns, file, buf, sizeof(buf)), -EINVAL);
+	assert_int_equal(ns_readlink(&f->ns, ns_any(file), buf, sizeof(buf)), -EINVAL);
 
 	assert_int_equal(ns_resolve(&f->ns, "/", 0, &in), 0);
 	assert_int_equal(in.ino, NS_ROOT_INO);
@@ -452,7 +453,7 @@ static void test_symlink_resolve(void **state)
 
 		snprintf(name, sizeof(name), "c%d", i);
 		snprintf(target, sizeof(target), i ? "c%d" : "a", i - 1);
-		assert_int_equal(ns_symlink(&f->ns, NS_ROOT_INO, name, target, 0, 0, NULL), 0);
+		assert_int_equal(ns_symlink(&f->ns, ns_any(NS_ROOT_INO), name, target, 0, 0, NULL), 0);
 	}
 	assert_int_equal(ns_resolve(&f->ns, "/c39/b", 0, &in), 0);
 	assert_int_equal(in.ino, b);
@@ -478,7 +479,7 @@ static void test_errors_leave_namespace_unchanged(void **state)
 	e = mkdir_(&f->ns, d, "e");
 	file = mkfile(&f->ns, d, "f", 5u << 20);
 	mkfile(&f->ns, e, "g", 1);
-	assert_int_equal(ns_symlink(&f->ns, d, "l", "f", 0, 0, NULL), 0);
+	assert_int_equal(ns_symlink(&f->ns, ns_any(d), "l", "f", 0, 0, NULL), 0);
 	mkfile(&f->ns, NS_ROOT_INO, max_name, 0); /* 255 bytes is fine */
 	before = dump_ns(&f->ns);
 
@@ -486,61 +487,61 @@ static void test_errors_leave_namespace_unchanged(void **state)
 		const char *n = bad[i];
 		int want = bad_err[i];
 
-		assert_int_equal(ns_create(&f->ns, d, n, 0644, 0, 0, true, NULL), want);
-		assert_int_equal(ns_create(&f->ns, d, n, 0644, 0, 0, false, NULL), want);
-		assert_int_equal(ns_mkdir(&f->ns, d, n, 0755, 0, 0, NULL), want);
-		assert_int_equal(ns_symlink(&f->ns, d, n, "t", 0, 0, NULL), want);
-		assert_int_equal(ns_unlink(&f->ns, d, n), want);
-		assert_int_equal(ns_rmdir(&f->ns, d, n), want);
-		assert_int_equal(ns_rename(&f->ns, d, "f", d, n, 0), want);
-		assert_int_equal(ns_rename(&f->ns, d, n, d, "zz", 0), want);
+		assert_int_equal(ns_create(&f->ns, ns_any(d), n, 0644, 0, 0, true, NULL), want);
+		assert_int_equal(ns_create(&f->ns, ns_any(d), n, 0644, 0, 0, false, NULL), want);
+		assert_int_equal(ns_mkdir(&f->ns, ns_any(d), n, 0755, 0, 0, NULL), want);
+		assert_int_equal(ns_symlink(&f->ns, ns_any(d), n, "t", 0, 0, NULL), want);
+		assert_int_equal(ns_unlink(&f->ns, ns_any(d), n), want);
+		assert_int_equal(ns_rmdir(&f->ns, ns_any(d), n), want);
+		assert_int_equal(ns_rename(&f->ns, ns_any(d), "f", ns_any(d), n, 0), want);
+		assert_int_equal(ns_rename(&f->ns, ns_any(d), n, ns_any(d), "zz", 0), want);
 	}
-	assert_int_equal(ns_lookup(&f->ns, d, long_name, NULL), -ENAMETOOLONG);
-	assert_int_equal(ns_lookup(&f->ns, d, "", NULL), -EINVAL);
-	assert_int_equal(ns_lookup(&f->ns, d, "a/b", NULL), -EINVAL);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(d), long_name, NULL), -ENAMETOOLONG);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(d), "", NULL), -EINVAL);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(d), "a/b", NULL), -EINVAL);
 	assert_int_equal(ns_name_check("a\0b", 3), -EINVAL);
 	assert_int_equal(ns_name_check("ab", 2), 0);
 	assert_int_equal(ns_name_check(long_name, NS_NAME_MAX + 1), -ENAMETOOLONG);
 
 	/* ENOENT */
-	assert_int_equal(ns_lookup(&f->ns, d, "nope", NULL), -ENOENT);
-	assert_int_equal(ns_create(&f->ns, 9999, "x", 0644, 0, 0, true, NULL), -ENOENT);
-	assert_int_equal(ns_mkdir(&f->ns, 9999, "x", 0755, 0, 0, NULL), -ENOENT);
-	assert_int_equal(ns_unlink(&f->ns, d, "nope"), -ENOENT);
-	assert_int_equal(ns_rename(&f->ns, d, "nope", d, "x", 0), -ENOENT);
-	assert_int_equal(ns_rename(&f->ns, d, "f", 9999, "x", 0), -ENOENT);
-	assert_int_equal(ns_setattr(&f->ns, 9999, NS_ATTR_UID, &(struct meta_inode){ 0 },
+	assert_int_equal(ns_lookup(&f->ns, ns_any(d), "nope", NULL), -ENOENT);
+	assert_int_equal(ns_create(&f->ns, ns_any(9999), "x", 0644, 0, 0, true, NULL), -ENOENT);
+	assert_int_equal(ns_mkdir(&f->ns, ns_any(9999), "x", 0755, 0, 0, NULL), -ENOENT);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(d), "nope"), -ENOENT);
+	assert_int_equal(ns_rename(&f->ns, ns_any(d), "nope", ns_any(d), "x", 0), -ENOENT);
+	assert_int_equal(ns_rename(&f->ns, ns_any(d), "f", ns_any(9999), "x", 0), -ENOENT);
+	assert_int_equal(ns_setattr(&f->ns, ns_any(9999), NS_ATTR_UID, &(struct meta_inode){ 0 },
 				    NULL, NULL), -ENOENT);
-	assert_int_equal(ns_truncate(&f->ns, 9999, 0, NULL), -ENOENT);
-	assert_int_equal(ns_set_size(&f->ns, 9999, 1, 0, NULL), -ENOENT);
+	assert_int_equal(ns_truncate(&f->ns, ns_any(9999), 0, NULL), -ENOENT);
+	assert_int_equal(ns_set_size(&f->ns, ns_any(9999), 1, 0, NULL), -ENOENT);
 	assert_int_equal(ns_resolve(&f->ns, "/d/nope/x", 0, NULL), -ENOENT);
 	/* EEXIST */
-	assert_int_equal(ns_mkdir(&f->ns, d, "f", 0755, 0, 0, NULL), -EEXIST);
-	assert_int_equal(ns_symlink(&f->ns, d, "e", "t", 0, 0, NULL), -EEXIST);
-	assert_int_equal(ns_create(&f->ns, d, "f", 0644, 0, 0, true, NULL), -EEXIST);
-	assert_int_equal(ns_rename(&f->ns, d, "f", d, "l", NS_RENAME_NOREPLACE), -EEXIST);
+	assert_int_equal(ns_mkdir(&f->ns, ns_any(d), "f", 0755, 0, 0, NULL), -EEXIST);
+	assert_int_equal(ns_symlink(&f->ns, ns_any(d), "e", "t", 0, 0, NULL), -EEXIST);
+	assert_int_equal(ns_create(&f->ns, ns_any(d), "f", 0644, 0, 0, true, NULL), -EEXIST);
+	assert_int_equal(ns_rename(&f->ns, ns_any(d), "f", ns_any(d), "l", NS_RENAME_NOREPLACE), -EEXIST);
 	/* ENOTDIR */
-	assert_int_equal(ns_create(&f->ns, file, "x", 0644, 0, 0, true, NULL), -ENOTDIR);
-	assert_int_equal(ns_mkdir(&f->ns, file, "x", 0755, 0, 0, NULL), -ENOTDIR);
-	assert_int_equal(ns_lookup(&f->ns, file, "x", NULL), -ENOTDIR);
-	assert_int_equal(ns_readdir(&f->ns, file, NULL, 10, collect_cb, NULL), -ENOTDIR);
-	assert_int_equal(ns_rmdir(&f->ns, d, "f"), -ENOTDIR);
-	assert_int_equal(ns_rename(&f->ns, d, "e", d, "f", 0), -ENOTDIR);
-	assert_int_equal(ns_set_layout(&f->ns, file, &(struct file_layout){ 1u << 20, 1, 1, 0 }),
+	assert_int_equal(ns_create(&f->ns, ns_any(file), "x", 0644, 0, 0, true, NULL), -ENOTDIR);
+	assert_int_equal(ns_mkdir(&f->ns, ns_any(file), "x", 0755, 0, 0, NULL), -ENOTDIR);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(file), "x", NULL), -ENOTDIR);
+	assert_int_equal(ns_readdir(&f->ns, ns_any(file), NULL, 10, collect_cb, NULL), -ENOTDIR);
+	assert_int_equal(ns_rmdir(&f->ns, ns_any(d), "f"), -ENOTDIR);
+	assert_int_equal(ns_rename(&f->ns, ns_any(d), "e", ns_any(d), "f", 0), -ENOTDIR);
+	assert_int_equal(ns_set_layout(&f->ns, ns_any(file), &(struct file_layout){ 1u << 20, 1, 1, 0 }),
 			 -ENOTDIR);
 	/* ENOTEMPTY */
-	assert_int_equal(ns_rmdir(&f->ns, NS_ROOT_INO, "d"), -ENOTEMPTY);
+	assert_int_equal(ns_rmdir(&f->ns, ns_any(NS_ROOT_INO), "d"), -ENOTEMPTY);
 	/* EISDIR */
-	assert_int_equal(ns_unlink(&f->ns, d, "e"), -EISDIR);
-	assert_int_equal(ns_rename(&f->ns, d, "f", d, "e", 0), -EISDIR);
-	assert_int_equal(ns_truncate(&f->ns, e, 0, NULL), -EISDIR);
-	assert_int_equal(ns_set_size(&f->ns, e, 10, 0, NULL), -EISDIR);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(d), "e"), -EISDIR);
+	assert_int_equal(ns_rename(&f->ns, ns_any(d), "f", ns_any(d), "e", 0), -EISDIR);
+	assert_int_equal(ns_truncate(&f->ns, ns_any(e), 0, NULL), -EISDIR);
+	assert_int_equal(ns_set_size(&f->ns, ns_any(e), 10, 0, NULL), -EISDIR);
 	/* EINVAL */
-	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d", e, "x", 0), -EINVAL);
-	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d", d, "x", 0), -EINVAL);
-	assert_int_equal(ns_rename(&f->ns, d, "f", d, "x",
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "d", ns_any(e), "x", 0), -EINVAL);
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "d", ns_any(d), "x", 0), -EINVAL);
+	assert_int_equal(ns_rename(&f->ns, ns_any(d), "f", ns_any(d), "x",
 				   NS_RENAME_NOREPLACE | NS_RENAME_EXCHANGE), -EINVAL);
-	assert_int_equal(ns_rename(&f->ns, d, "f", d, "x", 0x80), -EINVAL);
+	assert_int_equal(ns_rename(&f->ns, ns_any(d), "f", ns_any(d), "x", 0x80), -EINVAL);
 
 	after = dump_ns(&f->ns);
 	assert_string_equal(before, after);
@@ -552,7 +553,7 @@ static void expect_name(struct ns *ns, uint64_t dir, const char *name, uint64_t 
 {
 	struct meta_inode in;
 
-	assert_int_equal(ns_lookup(ns, dir, name, &in), 0);
+	assert_int_equal(ns_lookup(ns, ns_any(dir), name, &in), 0);
 	assert_int_equal(in.ino, ino);
 }
 
@@ -572,16 +573,16 @@ static void test_rename(void **state)
 	x = mkfile(&f->ns, sub, "x", 0);
 
 	/* Same directory, new name. */
-	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "a", NS_ROOT_INO, "a2", 0), 0);
-	assert_int_equal(ns_lookup(&f->ns, NS_ROOT_INO, "a", NULL), -ENOENT);
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "a", ns_any(NS_ROOT_INO), "a2", 0), 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "a", NULL), -ENOENT);
 	expect_name(&f->ns, NS_ROOT_INO, "a2", a);
 
 	/* Rename to itself: a no-op, whatever the flags. */
 	before = dump_ns(&f->ns);
-	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "a2", NS_ROOT_INO, "a2", 0), 0);
-	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "a2", NS_ROOT_INO, "a2",
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "a2", ns_any(NS_ROOT_INO), "a2", 0), 0);
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "a2", ns_any(NS_ROOT_INO), "a2",
 				   NS_RENAME_NOREPLACE), 0);
-	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d1", NS_ROOT_INO, "d1",
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "d1", ns_any(NS_ROOT_INO), "d1",
 				   NS_RENAME_EXCHANGE), 0);
 	after = dump_ns(&f->ns);
 	assert_string_equal(before, after);
@@ -589,64 +590,64 @@ static void test_rename(void **state)
 	free(after);
 
 	/* File over file: the target's inode goes and its chunks are queued. */
-	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "a2", NS_ROOT_INO, "b", 0), 0);
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "a2", ns_any(NS_ROOT_INO), "b", 0), 0);
 	expect_name(&f->ns, NS_ROOT_INO, "b", a);
-	assert_int_equal(ns_lookup(&f->ns, NS_ROOT_INO, "a2", NULL), -ENOENT);
-	assert_int_equal(ns_getattr(&f->ns, b, NULL), -ENOENT);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "a2", NULL), -ENOENT);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(b), NULL), -ENOENT);
 	assert_int_equal(gc_all(&f->ns, b, gc, 4), 1);
 	assert_int_equal(gc[0].from, 0);
 	assert_int_equal(gc[0].to, 2);
 
 	/* NOREPLACE onto a free name works; EXCHANGE needs both. */
-	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "b", d1, "b", NS_RENAME_NOREPLACE), 0);
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "b", ns_any(d1), "b", NS_RENAME_NOREPLACE), 0);
 	expect_name(&f->ns, d1, "b", a);
-	assert_int_equal(ns_getattr(&f->ns, a, &in), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(a), &in), 0);
 	assert_int_equal(in.parent, d1);
-	assert_int_equal(ns_rename(&f->ns, d1, "b", d2, "nope", NS_RENAME_EXCHANGE), -ENOENT);
+	assert_int_equal(ns_rename(&f->ns, ns_any(d1), "b", ns_any(d2), "nope", NS_RENAME_EXCHANGE), -ENOENT);
 
 	/* EXCHANGE a file and a directory across directories. */
-	assert_int_equal(ns_rename(&f->ns, d1, "b", d2, "sub", NS_RENAME_EXCHANGE), 0);
+	assert_int_equal(ns_rename(&f->ns, ns_any(d1), "b", ns_any(d2), "sub", NS_RENAME_EXCHANGE), 0);
 	expect_name(&f->ns, d1, "b", sub);
 	expect_name(&f->ns, d2, "sub", a);
-	assert_int_equal(ns_getattr(&f->ns, d1, &in), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(d1), &in), 0);
 	assert_int_equal(in.nlink, 3);
-	assert_int_equal(ns_getattr(&f->ns, d2, &in), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(d2), &in), 0);
 	assert_int_equal(in.nlink, 2);
-	assert_int_equal(ns_lookup(&f->ns, sub, "..", &in), 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(sub), "..", &in), 0);
 	assert_int_equal(in.ino, d1);
 	/* ... and back. */
-	assert_int_equal(ns_rename(&f->ns, d2, "sub", d1, "b", NS_RENAME_EXCHANGE), 0);
+	assert_int_equal(ns_rename(&f->ns, ns_any(d2), "sub", ns_any(d1), "b", NS_RENAME_EXCHANGE), 0);
 	expect_name(&f->ns, d2, "sub", sub);
 	expect_name(&f->ns, d1, "b", a);
 	/* EXCHANGE a directory with an entry inside it. */
-	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d2", sub, "x", NS_RENAME_EXCHANGE),
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "d2", ns_any(sub), "x", NS_RENAME_EXCHANGE),
 			 -EINVAL);
-	assert_int_equal(ns_rename(&f->ns, sub, "x", NS_ROOT_INO, "d2", NS_RENAME_EXCHANGE),
+	assert_int_equal(ns_rename(&f->ns, ns_any(sub), "x", ns_any(NS_ROOT_INO), "d2", NS_RENAME_EXCHANGE),
 			 -EINVAL);
 
 	/* File over directory, directory over file, over non-empty dir. */
-	assert_int_equal(ns_rename(&f->ns, d1, "b", NS_ROOT_INO, "d2", 0), -EISDIR);
-	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d2", d1, "b", 0), -ENOTDIR);
+	assert_int_equal(ns_rename(&f->ns, ns_any(d1), "b", ns_any(NS_ROOT_INO), "d2", 0), -EISDIR);
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "d2", ns_any(d1), "b", 0), -ENOTDIR);
 	d3 = mkdir_(&f->ns, NS_ROOT_INO, "d3");
-	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d3", NS_ROOT_INO, "d2", 0), -ENOTEMPTY);
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "d3", ns_any(NS_ROOT_INO), "d2", 0), -ENOTEMPTY);
 	/* Into its own subtree. */
-	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d2", sub, "d2", 0), -EINVAL);
-	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d2", d2, "again", 0), -EINVAL);
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "d2", ns_any(sub), "d2", 0), -EINVAL);
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "d2", ns_any(d2), "again", 0), -EINVAL);
 	/* An ancestor onto a descendant's name is fine as long as it is not
 	 * its own subtree: d2/sub over d3 (empty) replaces d3. */
-	assert_int_equal(ns_rename(&f->ns, d2, "sub", NS_ROOT_INO, "d3", 0), 0);
+	assert_int_equal(ns_rename(&f->ns, ns_any(d2), "sub", ns_any(NS_ROOT_INO), "d3", 0), 0);
 	expect_name(&f->ns, NS_ROOT_INO, "d3", sub);
 	expect_name(&f->ns, sub, "x", x);
-	assert_int_equal(ns_getattr(&f->ns, d3, NULL), -ENOENT);
-	assert_int_equal(ns_getattr(&f->ns, NS_ROOT_INO, &root), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(d3), NULL), -ENOENT);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(NS_ROOT_INO), &root), 0);
 	assert_int_equal(root.nlink, 2 + 3); /* d1, d2, d3(=sub) */
-	assert_int_equal(ns_getattr(&f->ns, d2, &in), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(d2), &in), 0);
 	assert_int_equal(in.nlink, 2);
 	/* Directory over an empty directory across parents. */
-	assert_int_equal(ns_rename(&f->ns, NS_ROOT_INO, "d2", d1, "dd", 0), 0);
-	assert_int_equal(ns_getattr(&f->ns, d1, &in), 0);
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "d2", ns_any(d1), "dd", 0), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(d1), &in), 0);
 	assert_int_equal(in.nlink, 3);
-	assert_int_equal(ns_getattr(&f->ns, NS_ROOT_INO, &root), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(NS_ROOT_INO), &root), 0);
 	assert_int_equal(root.nlink, 4);
 	assert_int_equal(ns_resolve(&f->ns, "/d1/dd/../b", 0, &in), 0);
 	assert_int_equal(in.ino, a);
@@ -681,7 +682,7 @@ static void test_readdir_paging(void **state)
 	do {
 		size_t before = l.n;
 
-		n = ns_readdir(&f->ns, d, cookie, 7, collect_cb, &l);
+		n = ns_readdir(&f->ns, ns_any(d), cookie, 7, collect_cb, &l);
 		assert_true(n >= 0);
 		assert_int_equal(l.n - before, (size_t)n);
 		if (n)
@@ -692,14 +693,14 @@ static void test_readdir_paging(void **state)
 
 			snprintf(name, sizeof(name), "e%03d", i);
 			if (i % 2) {
-				int err = ns_create(&f->ns, d, name, 0644, 0, 0, true, NULL);
+				int err = ns_create(&f->ns, ns_any(d), name, 0644, 0, 0, true, NULL);
 
 				if (err == -EEXIST)
-					assert_int_equal(ns_unlink(&f->ns, d, name), 0);
+					assert_int_equal(ns_unlink(&f->ns, ns_any(d), name), 0);
 				else
 					assert_int_equal(err, 1);
 			} else if (k == 2 && stable[i]) {
-				assert_int_equal(ns_unlink(&f->ns, d, name), 0);
+				assert_int_equal(ns_unlink(&f->ns, ns_any(d), name), 0);
 				stable[i] = false;
 			}
 		}
@@ -720,15 +721,15 @@ static void test_readdir_paging(void **state)
 	list_free(&l);
 
 	/* max 0, past the end, and a callback that stops early. */
-	assert_int_equal(ns_readdir(&f->ns, d, NULL, 0, collect_cb, &l), 0);
-	assert_int_equal(ns_readdir(&f->ns, d, "zzz", 10, collect_cb, &l), 0);
-	assert_int_equal(ns_readdir(&f->ns, d, NULL, 10, stop_after_three, &l), 3);
+	assert_int_equal(ns_readdir(&f->ns, ns_any(d), NULL, 0, collect_cb, &l), 0);
+	assert_int_equal(ns_readdir(&f->ns, ns_any(d), "zzz", 10, collect_cb, &l), 0);
+	assert_int_equal(ns_readdir(&f->ns, ns_any(d), NULL, 10, stop_after_three, &l), 3);
 	assert_int_equal(l.n, 3);
 	list_free(&l);
 	/* A cookie of the longest name is accepted. */
 	memset(cookie, 'z', NS_NAME_MAX);
 	cookie[NS_NAME_MAX] = '\0';
-	assert_int_equal(ns_readdir(&f->ns, d, cookie, 10, collect_cb, &l), 0);
+	assert_int_equal(ns_readdir(&f->ns, ns_any(d), cookie, 10, collect_cb, &l), 0);
 }
 
 struct worker {
@@ -755,7 +756,7 @@ static void *create_worker(void *arg)
 		char name[32];
 
 		snprintf(name, sizeof(name), "w%d-f%03d", w->id, i);
-		if (ns_create(&ns, w->dir, name, 0644, 0, 0, true, NULL) != 1)
+		if (ns_create(&ns, ns_any(w->dir), name, 0644, 0, 0, true, NULL) != 1)
 			w->errors++;
 	}
 	ns_release(&ns);
@@ -793,7 +794,7 @@ static void test_concurrent_creates(void **state)
 			char name[32];
 
 			snprintf(name, sizeof(name), "w%d-f%03d", i, k);
-			assert_int_equal(ns_lookup(&f->ns, d, name, &in), 0);
+			assert_int_equal(ns_lookup(&f->ns, ns_any(d), name, &in), 0);
 		}
 	assert_int_equal(ns_statfs(&f->ns, &sf), 0);
 	assert_int_equal(sf.inodes, 2 + WORKERS * PER_WORKER);
@@ -812,26 +813,26 @@ static void test_truncate_unlink_gc(void **state)
 	uint64_t d, ino, other;
 
 	d = mkdir_(&f->ns, NS_ROOT_INO, "d");
-	assert_int_equal(ns_set_layout(&f->ns, d, &(struct file_layout){ CS, 2, 0, 0 }), 0);
+	assert_int_equal(ns_set_layout(&f->ns, ns_any(d), &(struct file_layout){ CS, 2, 0, 0 }), 0);
 	ino = mkfile(&f->ns, d, "f", 0);
 	other = mkfile(&f->ns, d, "g", 3 * CS);
-	assert_int_equal(ns_getattr(&f->ns, ino, &in), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(ino), &in), 0);
 	assert_int_equal(in.layout.chunk_size, CS);
 	assert_int_equal(in.layout.stripe, 2);
 	assert_int_equal(in.layout.table_len, TABLE_LEN);
 
 	/* Close/fsync lengths only grow. */
-	assert_int_equal(ns_set_size(&f->ns, ino, 10 * CS + 100, 1234, &in), 0);
+	assert_int_equal(ns_set_size(&f->ns, ns_any(ino), 10 * CS + 100, 1234, &in), 0);
 	assert_int_equal(in.size, 10 * CS + 100);
 	assert_int_equal(in.mtime_ns, 1234);
-	assert_int_equal(ns_set_size(&f->ns, ino, 5, 0, &in), 0);
+	assert_int_equal(ns_set_size(&f->ns, ns_any(ino), 5, 0, &in), 0);
 	assert_int_equal(in.size, 10 * CS + 100);
 	assert_int_equal(ns_statfs(&f->ns, &sf), 0);
 	assert_int_equal(sf.bytes, 13 * CS + 100);
 	assert_int_equal(gc_all(&f->ns, 0, gc, 8), 0);
 
 	/* Shrink to the middle of chunk 3: chunks 4..10 go, 3 is cut. */
-	assert_int_equal(ns_truncate(&f->ns, ino, 3 * CS + 5, &tr), 0);
+	assert_int_equal(ns_truncate(&f->ns, ns_any(ino), 3 * CS + 5, &tr), 0);
 	assert_true(tr.partial);
 	assert_int_equal(tr.chunk, 3);
 	assert_int_equal(tr.len, 5);
@@ -848,25 +849,25 @@ static void test_truncate_unlink_gc(void **state)
 	assert_int_equal(gc_all(&f->ns, 0, gc, 8), 0);
 
 	/* Shrink to a chunk boundary: nothing partial. */
-	assert_int_equal(ns_truncate(&f->ns, ino, 2 * CS, &tr), 0);
+	assert_int_equal(ns_truncate(&f->ns, ns_any(ino), 2 * CS, &tr), 0);
 	assert_false(tr.partial);
 	assert_int_equal(tr.gc_from, 2);
 	assert_int_equal(tr.gc_to, 4);
 	/* Grow: nothing queued. */
-	assert_int_equal(ns_truncate(&f->ns, ino, 7 * CS, &tr), 0);
+	assert_int_equal(ns_truncate(&f->ns, ns_any(ino), 7 * CS, &tr), 0);
 	assert_false(tr.partial);
 	assert_int_equal(tr.gc_from, tr.gc_to);
-	assert_int_equal(ns_getattr(&f->ns, ino, &in), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(ino), &in), 0);
 	assert_int_equal(in.size, 7 * CS);
 	/* Truncate within the last chunk of the same count: cut, no GC. */
-	assert_int_equal(ns_truncate(&f->ns, ino, 7 * CS - 1, &tr), 0);
+	assert_int_equal(ns_truncate(&f->ns, ns_any(ino), 7 * CS - 1, &tr), 0);
 	assert_true(tr.partial);
 	assert_int_equal(tr.chunk, 6);
 	assert_int_equal(tr.len, CS - 1);
 	assert_int_equal(tr.gc_from, tr.gc_to);
 	/* setattr size is a truncate too. */
 	attrs.size = CS + 1;
-	assert_int_equal(ns_setattr(&f->ns, ino, NS_ATTR_SIZE, &attrs, &in, &tr), 0);
+	assert_int_equal(ns_setattr(&f->ns, ns_any(ino), NS_ATTR_SIZE, &attrs, &in, &tr), 0);
 	assert_int_equal(in.size, CS + 1);
 	assert_int_equal(tr.gc_from, 2);
 	assert_int_equal(tr.gc_to, 7);
@@ -879,8 +880,8 @@ static void test_truncate_unlink_gc(void **state)
 	gc_drain(&f->ns);
 
 	/* Unlink queues [0, ceil(size / chunk)). */
-	assert_int_equal(ns_unlink(&f->ns, d, "f"), 0);
-	assert_int_equal(ns_unlink(&f->ns, d, "g"), 0);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(d), "f"), 0);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(d), "g"), 0);
 	assert_int_equal(gc_all(&f->ns, 0, gc, 8), 2);
 	assert_int_equal(gc[0].ino, ino);
 	assert_int_equal(gc[0].from, 0);
@@ -892,7 +893,7 @@ static void test_truncate_unlink_gc(void **state)
 	assert_int_equal(gc[0].ino, other);
 	/* An empty file has no chunks to queue. */
 	mkfile(&f->ns, d, "empty", 0);
-	assert_int_equal(ns_unlink(&f->ns, d, "empty"), 0);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(d), "empty"), 0);
 	assert_int_equal(gc_all(&f->ns, 0, gc, 8), 2);
 	gc_drain(&f->ns);
 	assert_int_equal(ns_statfs(&f->ns, &sf), 0);
@@ -910,53 +911,53 @@ static void test_layout(void **state)
 
 	d = mkdir_(&f->ns, NS_ROOT_INO, "d");
 	mkfile(&f->ns, d, "old", 0);
-	assert_int_equal(ns_lookup(&f->ns, d, "old", &old), 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(d), "old", &old), 0);
 
 	/* Validation. */
-	assert_int_equal(ns_set_layout(&f->ns, d, &(struct file_layout){ 3 * CS, 1, 1, 0 }),
+	assert_int_equal(ns_set_layout(&f->ns, ns_any(d), &(struct file_layout){ 3 * CS, 1, 1, 0 }),
 			 -EINVAL);
-	assert_int_equal(ns_set_layout(&f->ns, d, &(struct file_layout){ 4096, 1, 1, 0 }),
+	assert_int_equal(ns_set_layout(&f->ns, ns_any(d), &(struct file_layout){ 4096, 1, 1, 0 }),
 			 -EINVAL);
-	assert_int_equal(ns_set_layout(&f->ns, d, &(struct file_layout){ 128u << 20, 1, 1, 0 }),
+	assert_int_equal(ns_set_layout(&f->ns, ns_any(d), &(struct file_layout){ 128u << 20, 1, 1, 0 }),
 			 -EINVAL);
-	assert_int_equal(ns_set_layout(&f->ns, d, &(struct file_layout){ CS, 5, 4, 0 }),
+	assert_int_equal(ns_set_layout(&f->ns, ns_any(d), &(struct file_layout){ CS, 5, 4, 0 }),
 			 -EINVAL);
-	assert_int_equal(ns_set_layout(&f->ns, d,
+	assert_int_equal(ns_set_layout(&f->ns, ns_any(d),
 				       &(struct file_layout){ CS, 1, TABLE_LEN + 1, 0 }), -EINVAL);
-	assert_int_equal(ns_set_layout(&f->ns, d,
+	assert_int_equal(ns_set_layout(&f->ns, ns_any(d),
 				       &(struct file_layout){ CS, TABLE_LEN + 1, 0, 0 }), -EINVAL);
-	assert_int_equal(ns_set_layout(&f->ns, 9999, &(struct file_layout){ CS, 1, 1, 0 }),
+	assert_int_equal(ns_set_layout(&f->ns, ns_any(9999), &(struct file_layout){ CS, 1, 1, 0 }),
 			 -ENOENT);
-	assert_int_equal(ns_set_layout(&f->ns, d, NULL), -EINVAL);
+	assert_int_equal(ns_set_layout(&f->ns, ns_any(d), NULL), -EINVAL);
 
 	/* Pinned values; files and subdirectories created later inherit. */
-	assert_int_equal(ns_set_layout(&f->ns, d, &(struct file_layout){ 2 * CS, 3, 4, 77 }), 0);
-	assert_int_equal(ns_getattr(&f->ns, d, &in), 0);
+	assert_int_equal(ns_set_layout(&f->ns, ns_any(d), &(struct file_layout){ 2 * CS, 3, 4, 77 }), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(d), &in), 0);
 	assert_int_equal(in.layout.chunk_size, 2 * CS);
 	assert_int_equal(in.layout.stripe, 3);
 	assert_int_equal(in.layout.table_len, 4);
 	assert_int_equal(in.layout.seed, 0);
 	sub = mkdir_(&f->ns, d, "sub");
 	mkfile(&f->ns, sub, "new", 0);
-	assert_int_equal(ns_lookup(&f->ns, sub, "new", &in), 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(sub), "new", &in), 0);
 	assert_int_equal(in.layout.chunk_size, 2 * CS);
 	assert_int_equal(in.layout.stripe, 3);
 	assert_int_equal(in.layout.table_len, 4);
 	assert_int_not_equal(in.layout.seed, 0);
 	/* The existing file keeps its layout. */
-	assert_int_equal(ns_lookup(&f->ns, d, "old", &in), 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(d), "old", &in), 0);
 	assert_memory_equal(&in.layout, &old.layout, sizeof(in.layout));
 
 	/* Following the table: a later, larger table applies to new files,
 	 * with the default stripe capped at 16. */
-	assert_int_equal(ns_set_layout(&f->ns, sub, &(struct file_layout){ CS, 0, 0, 0 }), 0);
+	assert_int_equal(ns_set_layout(&f->ns, ns_any(sub), &(struct file_layout){ CS, 0, 0, 0 }), 0);
 	assert_int_equal(ns_set_table_len(&f->ns, 40), 0);
 	mkfile(&f->ns, sub, "newer", 0);
-	assert_int_equal(ns_lookup(&f->ns, sub, "newer", &in), 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(sub), "newer", &in), 0);
 	assert_int_equal(in.layout.table_len, 40);
 	assert_int_equal(in.layout.stripe, 16);
 	assert_int_equal(in.layout.chunk_size, CS);
-	assert_int_equal(ns_getattr(&f->ns, sub, &in), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(sub), &in), 0);
 	assert_int_equal(in.layout.table_len, 40);
 	assert_int_equal(in.layout.stripe, 16);
 }
@@ -975,7 +976,7 @@ static void test_setattr_statfs(void **state)
 	at.gid = 43;
 	at.atime_ns = 111;
 	at.mtime_ns = 222;
-	assert_int_equal(ns_setattr(&f->ns, ino, NS_ATTR_MODE | NS_ATTR_UID | NS_ATTR_GID |
+	assert_int_equal(ns_setattr(&f->ns, ns_any(ino), NS_ATTR_MODE | NS_ATTR_UID | NS_ATTR_GID |
 				    NS_ATTR_ATIME | NS_ATTR_MTIME, &at, &in, NULL), 0);
 	assert_int_equal(in.mode, S_IFREG | 04711);
 	assert_int_equal(in.uid, 42);
@@ -984,33 +985,33 @@ static void test_setattr_statfs(void **state)
 	assert_int_equal(in.mtime_ns, 222);
 	assert_true(in.ctime_ns > 222);
 	assert_int_equal(in.size, 100);
-	assert_int_equal(ns_getattr(&f->ns, ino, &in), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(ino), &in), 0);
 	assert_int_equal(in.uid, 42);
-	assert_int_equal(ns_setattr(&f->ns, ino, NS_ATTR_ATIME_NOW | NS_ATTR_MTIME_NOW, &at,
+	assert_int_equal(ns_setattr(&f->ns, ns_any(ino), NS_ATTR_ATIME_NOW | NS_ATTR_MTIME_NOW, &at,
 				    &in, NULL), 0);
 	assert_true(in.atime_ns > 111);
 	assert_true(in.mtime_ns > 222);
-	assert_int_equal(ns_setattr(&f->ns, d, NS_ATTR_UID, &at, &in, NULL), 0);
+	assert_int_equal(ns_setattr(&f->ns, ns_any(d), NS_ATTR_UID, &at, &in, NULL), 0);
 	assert_int_equal(in.uid, 42);
 	assert_true(S_ISDIR(in.mode));
 	at.size = 0;
-	assert_int_equal(ns_setattr(&f->ns, d, NS_ATTR_SIZE | NS_ATTR_UID, &at, NULL, NULL),
+	assert_int_equal(ns_setattr(&f->ns, ns_any(d), NS_ATTR_SIZE | NS_ATTR_UID, &at, NULL, NULL),
 			 -EISDIR);
-	assert_int_equal(ns_setattr(&f->ns, d, 1u << 20, &at, NULL, NULL), -EINVAL);
+	assert_int_equal(ns_setattr(&f->ns, ns_any(d), 1u << 20, &at, NULL, NULL), -EINVAL);
 
 	assert_int_equal(ns_statfs(&f->ns, &sf), 0);
 	assert_int_equal(sf.inodes, 3);
 	assert_int_equal(sf.bytes, 100);
 	assert_int_equal(sf.table_len, TABLE_LEN);
-	assert_int_equal(ns_symlink(&f->ns, d, "l", "/f", 0, 0, NULL), 0);
+	assert_int_equal(ns_symlink(&f->ns, ns_any(d), "l", "/f", 0, 0, NULL), 0);
 	assert_int_equal(ns_statfs(&f->ns, &sf), 0);
 	assert_int_equal(sf.inodes, 4);
 	assert_int_equal(sf.bytes, 100);
 	assert_int_equal(ns_resolve(&f->ns, "/d/l", NS_RESOLVE_FOLLOW, &in), 0);
-	assert_int_equal(ns_set_size(&f->ns, in.ino, 1, 0, NULL), 0);
+	assert_int_equal(ns_set_size(&f->ns, ns_any(in.ino), 1, 0, NULL), 0);
 	assert_int_equal(ns_resolve(&f->ns, "/d/l", 0, &in), 0);
-	assert_int_equal(ns_truncate(&f->ns, in.ino, 0, NULL), -EINVAL);
-	assert_int_equal(ns_set_size(&f->ns, in.ino, 1, 0, NULL), -EINVAL);
+	assert_int_equal(ns_truncate(&f->ns, ns_any(in.ino), 0, NULL), -EINVAL);
+	assert_int_equal(ns_set_size(&f->ns, ns_any(in.ino), 1, 0, NULL), -EINVAL);
 }
 
 static void test_reopen(void **state)
@@ -1023,10 +1024,10 @@ static void test_reopen(void **state)
 	e = mkdir_(&f->ns, d, "e");
 	mkfile(&f->ns, d, "f", 12345);
 	mkfile(&f->ns, e, "g", 5u << 20);
-	assert_int_equal(ns_symlink(&f->ns, e, "l", "../f", 0, 0, NULL), 0);
-	assert_int_equal(ns_set_layout(&f->ns, e, &(struct file_layout){ CS, 2, 0, 0 }), 0);
+	assert_int_equal(ns_symlink(&f->ns, ns_any(e), "l", "../f", 0, 0, NULL), 0);
+	assert_int_equal(ns_set_layout(&f->ns, ns_any(e), &(struct file_layout){ CS, 2, 0, 0 }), 0);
 	mkfile(&f->ns, e, "h", 1);
-	assert_int_equal(ns_unlink(&f->ns, e, "g"), 0);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(e), "g"), 0);
 	before = dump_ns(&f->ns);
 
 	ns_release(&f->ns);
@@ -1038,6 +1039,195 @@ static void test_reopen(void **state)
 	assert_true(mkfile(&f->ns, NS_ROOT_INO, "new", 0) > e + 4);
 	free(before);
 	free(after);
+}
+
+/* Every inode gets a generation no other had; it stays with the inode
+ * through renames and attribute changes, and a ref that names a
+ * generation reaches that inode only. */
+static void test_generations(void **state)
+{
+	struct fx *f = *state;
+	struct meta_inode root, d, a, b, in;
+	struct ns_ref rd, ra, stale;
+
+	assert_int_equal(ns_getattr(&f->ns, ns_any(NS_ROOT_INO), &root), 0);
+	assert_int_equal(root.gen, NS_ROOT_GEN);
+	assert_int_equal(ns_mkdir(&f->ns, ns_any(NS_ROOT_INO), "d", 0755, 0, 0, &d), 0);
+	assert_int_equal(ns_create(&f->ns, ns_any(d.ino), "a", 0644, 0, 0, true, &a), 1);
+	assert_int_equal(ns_create(&f->ns, ns_any(d.ino), "b", 0644, 0, 0, true, &b), 1);
+	assert_true(d.gen > NS_ROOT_GEN && a.gen > d.gen && b.gen > a.gen);
+	rd = (struct ns_ref){ d.ino, d.gen };
+	ra = (struct ns_ref){ a.ino, a.gen };
+
+	/* The right generation reaches the inode, through every kind of call. */
+	assert_int_equal(ns_lookup(&f->ns, rd, "a", &in), 0);
+	assert_int_equal(in.ino, a.ino);
+	assert_int_equal(in.gen, a.gen);
+	assert_int_equal(ns_set_size(&f->ns, ra, 10, 0, NULL), 0);
+	assert_int_equal(ns_rename(&f->ns, rd, "a", rd, "a2", 0), 0);
+	assert_int_equal(ns_setattr(&f->ns, ra, NS_ATTR_MODE, &(struct meta_inode){ .mode = 0600 },
+				    &in, NULL), 0);
+	assert_int_equal(in.gen, a.gen);
+	assert_int_equal(ns_resolve(&f->ns, "/d/a2", 0, &in), 0);
+	assert_int_equal(in.gen, a.gen);
+
+	/* Another generation of the same number is stale, whatever the call;
+	 * nothing changes. */
+	stale = (struct ns_ref){ a.ino, a.gen + 1 };
+	assert_int_equal(ns_getattr(&f->ns, stale, &in), -ESTALE);
+	assert_int_equal(ns_open(&f->ns, stale, O_RDWR | O_TRUNC, &in, NULL), -ESTALE);
+	assert_int_equal(ns_set_size(&f->ns, stale, 99, 0, NULL), -ESTALE);
+	assert_int_equal(ns_truncate(&f->ns, stale, 0, NULL), -ESTALE);
+	stale = (struct ns_ref){ d.ino, d.gen + 1 };
+	assert_int_equal(ns_lookup(&f->ns, stale, "a2", &in), -ESTALE);
+	assert_int_equal(ns_create(&f->ns, stale, "c", 0644, 0, 0, true, &in), -ESTALE);
+	assert_int_equal(ns_mkdir(&f->ns, stale, "e", 0755, 0, 0, &in), -ESTALE);
+	assert_int_equal(ns_symlink(&f->ns, stale, "l", "a2", 0, 0, &in), -ESTALE);
+	assert_int_equal(ns_unlink(&f->ns, stale, "a2"), -ESTALE);
+	assert_int_equal(ns_rename(&f->ns, rd, "a2", stale, "x", 0), -ESTALE);
+	assert_int_equal(ns_rename(&f->ns, stale, "a2", rd, "x", 0), -ESTALE);
+	assert_int_equal(ns_readdir(&f->ns, stale, NULL, 10, collect_cb, NULL), -ESTALE);
+	assert_int_equal(ns_set_layout(&f->ns, stale, &(struct file_layout){ CS, 0, 0, 0 }),
+			 -ESTALE);
+	assert_int_equal(ns_getattr(&f->ns, ra, &in), 0);
+	assert_int_equal(in.size, 10);
+	assert_int_equal(in.mode & 07777, 0600);
+
+	/* A removed inode: stale by its generation, missing by number alone. */
+	assert_int_equal(ns_unlink(&f->ns, rd, "a2"), 0);
+	assert_int_equal(ns_getattr(&f->ns, ra, &in), -ESTALE);
+	assert_int_equal(ns_readlink(&f->ns, ra, (char[8]){ 0 }, 8), -ESTALE);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(a.ino), &in), -ENOENT);
+	/* A new file never gets an old generation back. */
+	assert_int_equal(ns_create(&f->ns, rd, "a2", 0644, 0, 0, true, &in), 1);
+	assert_true(in.ino != a.ino && in.gen > b.gen);
+}
+
+struct plus_list {
+	uint32_t n, stop_at;
+	char names[8][NS_NAME_MAX + 1];
+	struct meta_inode in[8];
+};
+
+static int plus_cb(void *arg, const char *name, const struct meta_inode *in)
+{
+	struct plus_list *l = arg;
+
+	if (l->n == l->stop_at)
+		return 1;
+	assert_true(l->n < 8);
+	snprintf(l->names[l->n], sizeof(l->names[0]), "%s", name);
+	l->in[l->n++] = *in;
+	return 0;
+}
+
+/* ns_readdirplus gives each entry with its inode, as a lookup would. */
+static void test_readdirplus(void **state)
+{
+	struct fx *f = *state;
+	struct plus_list l = { .stop_at = UINT32_MAX };
+	struct meta_inode in;
+	uint64_t d = mkdir_(&f->ns, NS_ROOT_INO, "d");
+
+	mkfile(&f->ns, d, "f", 777);
+	mkdir_(&f->ns, d, "sub");
+	assert_int_equal(ns_symlink(&f->ns, ns_any(d), "l", "f", 0, 0, NULL), 0);
+	assert_int_equal(ns_readdirplus(&f->ns, ns_any(d), NULL, 10, plus_cb, &l), 3);
+	assert_int_equal(l.n, 3);
+	assert_string_equal(l.names[0], "f");
+	assert_string_equal(l.names[1], "l");
+	assert_string_equal(l.names[2], "sub");
+	for (uint32_t i = 0; i < 3; i++) {
+		assert_int_equal(ns_lookup(&f->ns, ns_any(d), l.names[i], &in), 0);
+		assert_int_equal(l.in[i].ino, in.ino);
+		assert_int_equal(l.in[i].gen, in.gen);
+		assert_int_equal(l.in[i].mode, in.mode);
+		assert_int_equal(l.in[i].size, in.size);
+		/* A directory's layout is resolved, as lookup reports it. */
+		assert_int_equal(l.in[i].layout.table_len, in.layout.table_len);
+		assert_int_equal(l.in[i].layout.stripe, in.layout.stripe);
+	}
+	assert_int_equal(l.in[0].size, 777);
+	assert_true(S_ISLNK(l.in[1].mode));
+	assert_true(S_ISDIR(l.in[2].mode));
+
+	/* Paged by cookie; a callback that stops takes nothing more. */
+	memset(&l, 0, sizeof(l));
+	l.stop_at = 1;
+	assert_int_equal(ns_readdirplus(&f->ns, ns_any(d), "f", 10, plus_cb, &l), 1);
+	assert_string_equal(l.names[0], "l");
+	assert_int_equal(ns_readdirplus(&f->ns, ns_any(d), "sub", 10, plus_cb, &l), 0);
+	assert_int_equal(ns_readdirplus(&f->ns, ns_any(d), NULL, 10, NULL, NULL), -EINVAL);
+}
+
+/* A database made before generations (schema 1) opens: its inodes get
+ * generation 1 and keep everything else; new ones get fresh generations. */
+static void test_schema_v1_migration(void **state)
+{
+	static const char v1[] =
+		"CREATE TABLE inodes (ino INTEGER PRIMARY KEY, mode INTEGER NOT NULL,"
+		" uid INTEGER NOT NULL, gid INTEGER NOT NULL, nlink INTEGER NOT NULL,"
+		" size INTEGER NOT NULL, atime INTEGER NOT NULL, mtime INTEGER NOT NULL,"
+		" ctime INTEGER NOT NULL, parent INTEGER NOT NULL, chunk_size INTEGER NOT NULL,"
+		" stripe INTEGER NOT NULL, table_len INTEGER NOT NULL, seed INTEGER NOT NULL,"
+		" target BLOB);"
+		"CREATE TABLE dentries (parent INTEGER NOT NULL, name BLOB NOT NULL,"
+		" ino INTEGER NOT NULL, type INTEGER NOT NULL, PRIMARY KEY (parent, name))"
+		" WITHOUT ROWID;"
+		"CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)"
+		" WITHOUT ROWID;"
+		"INSERT INTO counters VALUES ('schema_version', 1), ('next_ino', 2),"
+		" ('inodes', 2), ('bytes', 5), ('table_len', 8);"
+		"INSERT INTO inodes VALUES (1, 16877, 0, 0, 2, 0, 1, 1, 1, 1, 4194304, 0, 0, 0,"
+		" NULL), (2, 33188, 7, 8, 1, 5, 1, 1, 1, 1, 4194304, 8, 8, 42, NULL);"
+		"INSERT INTO dentries VALUES (1, CAST('old' AS BLOB), 2, 32768);";
+	struct fx *f = *state;
+	struct meta_inode in, fresh;
+	sqlite3 *db;
+	int64_t v;
+
+	ns_release(&f->ns);
+	meta_store_close(&f->st);
+	unlink(f->db);
+	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, v1, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+
+	assert_int_equal(fx_open(f), 0);
+	assert_int_equal(ns_resolve(&f->ns, "/old", 0, &in), 0);
+	assert_int_equal(in.ino, 2);
+	assert_int_equal(in.gen, 1);
+	assert_int_equal(in.size, 5);
+	assert_int_equal(in.uid, 7);
+	assert_int_equal(in.layout.seed, 42);
+	assert_int_equal(ns_getattr(&f->ns, (struct ns_ref){ 2, 1 }, &in), 0);
+	assert_int_equal(ns_getattr(&f->ns, (struct ns_ref){ NS_ROOT_INO, NS_ROOT_GEN }, &in), 0);
+	assert_int_equal(ns_create(&f->ns, ns_any(NS_ROOT_INO), "new", 0644, 0, 0, true, &fresh),
+			 1);
+	assert_int_equal(fresh.ino, 3);
+	assert_true(fresh.gen > 1);
+	assert_int_equal(f->st.ops->begin(f->st.impl, false), 0);
+	assert_int_equal(f->st.ops->counter_get(f->st.impl, "schema_version", &v), 0);
+	f->st.ops->rollback(f->st.impl);
+	assert_int_equal(v, 2);
+
+	/* Opening it again does not migrate twice. */
+	ns_release(&f->ns);
+	meta_store_close(&f->st);
+	assert_int_equal(fx_open(f), 0);
+	assert_int_equal(ns_getattr(&f->ns, (struct ns_ref){ fresh.ino, fresh.gen }, &in), 0);
+
+	/* A database from a newer build is refused. */
+	ns_release(&f->ns);
+	meta_store_close(&f->st);
+	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "UPDATE counters SET value = 99 WHERE name ="
+				      " 'schema_version'", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(meta_store_sqlite_open(f->db, NULL, &f->st), -EIO);
+	assert_int_equal(fx_open(f), -EIO);
+	/* teardown closes what it finds: nothing is open now. */
+	memset(&f->st, 0, sizeof(f->st));
 }
 
 int main(void)
@@ -1057,6 +1247,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_layout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_setattr_statfs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_generations, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_readdirplus, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_schema_v1_migration, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,8 +1,11 @@
 /*
- * Unit tests for src/meta/meta_proto: every request and reply body round
- * trips, and every decoder rejects a truncated body, trailing bytes,
- * over-long strings, NUL bytes in strings and out-of-range flags/counts.
+ * Unit tests for the meta service's table (src/proto/meta.h): every
+ * request and reply round trips through the generated codecs, and the
+ * decoders reject a truncated body, trailing bytes, over-long strings,
+ * NUL bytes in strings, out-of-range flags and counts, and the cross-field
+ * rules written in src/proto/meta.c.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,61 +19,18 @@
 #include <cmocka.h>
 
 #include "common/buf.h"
-#include "meta/meta_proto.h"
 #include "net/codec.h"
+#include "net/frame.h"
+#include "proto/meta.h"
 #include "strata/errors.h"
 
-typedef int (*decode_fn)(const void *body, uint32_t len);
-
-/* Decoders with a uniform signature over static scratch space. */
-static union {
-	struct mp_name_req name;
-	struct mp_ino_req ino;
-	struct mp_create_req create;
-	struct mp_open_req open;
-	struct mp_symlink_req symlink;
-	struct mp_rename_req rename;
-	struct mp_setattr_req setattr;
-	struct mp_set_size_req set_size;
-	struct mp_truncate_req truncate;
-	struct mp_readdir_req readdir;
-	struct mp_set_layout_req set_layout;
-	struct mp_resolve_req resolve;
-	struct meta_inode inode;
-	struct mp_attr_rep attr;
-	struct file_layout layout;
-	struct mp_statfs_rep statfs;
-	char target[MP_TARGET_MAX + 1];
-} scratch;
-
-static int d_name(const void *b, uint32_t l) { return mp_name_req_decode(b, l, &scratch.name); }
-static int d_ino(const void *b, uint32_t l) { return mp_ino_req_decode(b, l, &scratch.ino); }
-static int d_create(const void *b, uint32_t l) { return mp_create_req_decode(b, l, &scratch.create); }
-static int d_open(const void *b, uint32_t l) { return mp_open_req_decode(b, l, &scratch.open); }
-static int d_symlink(const void *b, uint32_t l) { return mp_symlink_req_decode(b, l, &scratch.symlink); }
-static int d_rename(const void *b, uint32_t l) { return mp_rename_req_decode(b, l, &scratch.rename); }
-static int d_setattr(const void *b, uint32_t l) { return mp_setattr_req_decode(b, l, &scratch.setattr); }
-static int d_set_size(const void *b, uint32_t l) { return mp_set_size_req_decode(b, l, &scratch.set_size); }
-static int d_truncate(const void *b, uint32_t l) { return mp_truncate_req_decode(b, l, &scratch.truncate); }
-static int d_readdir(const void *b, uint32_t l) { return mp_readdir_req_decode(b, l, &scratch.readdir); }
-static int d_set_layout(const void *b, uint32_t l) { return mp_set_layout_req_decode(b, l, &scratch.set_layout); }
-static int d_resolve(const void *b, uint32_t l) { return mp_resolve_req_decode(b, l, &scratch.resolve); }
-static int d_inode(const void *b, uint32_t l) { return mp_inode_rep_decode(b, l, &scratch.inode); }
-static int d_attr(const void *b, uint32_t l) { return mp_attr_rep_decode(b, l, &scratch.attr); }
-static int d_layout(const void *b, uint32_t l) { return mp_layout_rep_decode(b, l, &scratch.layout); }
-static int d_statfs(const void *b, uint32_t l) { return mp_statfs_rep_decode(b, l, &scratch.statfs); }
-static int d_readlink(const void *b, uint32_t l)
-{
-	return mp_readlink_rep_decode(b, l, scratch.target, sizeof(scratch.target));
-}
-static int d_readdir_rep(const void *b, uint32_t l)
-{
-	return mp_readdir_rep_decode(b, l, NULL, NULL, NULL, 0, NULL, NULL);
-}
+typedef void (*enc_fn)(struct wbuf *w, const void *m);
+typedef int (*dec_fn)(const void *body, uint32_t len, void *out);
 
 struct fix {
 	struct bbuf b;
 	struct wbuf w;
+	uint8_t *copy;		/* what the kept decode's views point into */
 };
 
 static int setup(void **state)
@@ -79,15 +39,8 @@ static int setup(void **state)
 
 	bbuf_init(&f.b);
 	wbuf_init(&f.w, &f.b);
+	f.copy = NULL;
 	*state = &f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fix *f = *state;
-
-	bbuf_release(&f->b);
 	return 0;
 }
 
@@ -95,48 +48,131 @@ static void reset(struct fix *f)
 {
 	f->b.len = 0;
 	f->w.err = 0;
+	free(f->copy);
+	f->copy = NULL;
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+
+	reset(f);
+	bbuf_release(&f->b);
+	return 0;
+}
+
+/* A heap copy of exactly n bytes of p, so ASan sees a read past the end. */
+static uint8_t *exact(const void *p, size_t n)
+{
+	uint8_t *c = malloc(n ? n : 1);
+
+	assert_non_null(c);
+	if (n)
+		memcpy(c, p, n);
+	return c;
+}
+
+/* The decode of the body in f, from an exact copy. */
+static int dec_body(struct fix *f, dec_fn dec, void *out)
+{
+	free(f->copy);
+	f->copy = exact(f->b.buf, f->b.len);
+	return dec(f->copy, (uint32_t)f->b.len, out);
 }
 
 /*
- * The body in f decodes; every strict prefix of it and the body with one
- * more byte do not. Each is decoded from its own heap copy of exactly its
- * length, so ASan sees any read past the end.
+ * The body in f decodes into out (size bytes; views into f->copy, arrays
+ * to be released by the caller) and re-encodes to the same bytes; every
+ * strict prefix of it and the body with one more byte do not decode.
  */
-static void check_strict(struct fix *f, decode_fn fn)
+static void check_strict(struct fix *f, enc_fn enc, dec_fn dec, void *out, size_t size)
 {
 	size_t len = f->b.len;
-	uint8_t *copy;
+	void *tmp = malloc(size);
+	struct bbuf again;
+	struct wbuf w;
+	uint8_t *p;
 
+	assert_non_null(tmp);
 	assert_int_equal(f->w.err, 0);
-	copy = malloc(len + 1);
-	assert_non_null(copy);
-	memcpy(copy, f->b.buf, len);
-	assert_int_equal(fn(copy, (uint32_t)len), 0);
 	for (size_t cut = 0; cut < len; cut++) {
-		uint8_t *p = malloc(cut ? cut : 1);
-
-		assert_non_null(p);
-		memcpy(p, copy, cut);
-		assert_int_equal(fn(p, (uint32_t)cut), STRATA_EBADMSG);
+		p = exact(f->b.buf, cut);
+		assert_int_equal(dec(p, (uint32_t)cut, tmp), STRATA_EBADMSG);
 		free(p);
 	}
-	copy[len] = 0;
-	assert_int_equal(fn(copy, (uint32_t)len + 1), STRATA_EBADMSG);
-	free(copy);
+	p = malloc(len + 1);
+	assert_non_null(p);
+	memcpy(p, f->b.buf, len);
+	p[len] = 0;
+	assert_int_equal(dec(p, (uint32_t)len + 1, tmp), STRATA_EBADMSG);
+	free(p);
+	free(tmp);
+
+	assert_int_equal(dec_body(f, dec, out), 0);
+	bbuf_init(&again);
+	wbuf_init(&w, &again);
+	enc(&w, out);
+	assert_int_equal(w.err, 0);
+	assert_int_equal(again.len, len);
+	assert_memory_equal(again.buf, f->b.buf, len);
+	bbuf_release(&again);
 }
 
-static void fill_layout(struct file_layout *l)
+/* Encodes m with enc into f (emptied first). */
+static void put(struct fix *f, enc_fn enc, const void *m)
 {
+	reset(f);
+	enc(&f->w, m);
+	assert_int_equal(f->w.err, 0);
+}
+
+/* The body in f does not decode. */
+static void refused(struct fix *f, dec_fn dec, size_t size)
+{
+	void *tmp = malloc(size);
+
+	assert_non_null(tmp);
+	assert_int_equal(dec_body(f, dec, tmp), STRATA_EBADMSG);
+	free(tmp);
+}
+
+#define STRICT(f, type, out) \
+	check_strict((f), type##_enc_any, type##_decode_any, (out), sizeof(struct type))
+#define REFUSED(f, type) refused((f), type##_decode_any, sizeof(struct type))
+
+/* A string of n copies of c, in a static buffer. */
+static struct pstr rep_str(char c, size_t n)
+{
+	static char s[MD_PATH_MAX + 16];
+
+	assert_true(n < sizeof(s));
+	memset(s, c, n);
+	s[n] = '\0';
+	return (struct pstr){ s, (uint32_t)n };
+}
+
+static const struct mt_handle H = { UINT64_MAX - 1, 0x0123456789abcdefull };
+
+static void assert_handle(struct mt_handle h)
+{
+	assert_true(h.ino == H.ino);
+	assert_true(h.gen == H.gen);
+}
+
+static void fill_layout(struct mt_layout *l)
+{
+	memset(l, 0, sizeof(*l));	/* padding too: compared whole below */
 	l->chunk_size = 1u << 22;
 	l->stripe = 7;
 	l->table_len = 31;
 	l->seed = 0xfedcba9876543210ull;
 }
 
-static void fill_inode(struct meta_inode *in)
+static void fill_inode(struct mt_inode *in)
 {
 	memset(in, 0, sizeof(*in));
 	in->ino = UINT64_MAX - 3;
+	in->gen = 77;
 	in->mode = S_IFREG | 0640;
 	in->uid = 1000;
 	in->gid = UINT32_MAX;
@@ -149,274 +185,221 @@ static void fill_inode(struct meta_inode *in)
 	fill_layout(&in->layout);
 }
 
-static void assert_layout_eq(const struct file_layout *a, const struct file_layout *b)
-{
-	assert_int_equal(a->chunk_size, b->chunk_size);
-	assert_int_equal(a->stripe, b->stripe);
-	assert_int_equal(a->table_len, b->table_len);
-	assert_true(a->seed == b->seed);
-}
-
-static void assert_inode_eq(const struct meta_inode *a, const struct meta_inode *b)
-{
-	assert_true(a->ino == b->ino);
-	assert_int_equal(a->mode, b->mode);
-	assert_int_equal(a->uid, b->uid);
-	assert_int_equal(a->gid, b->gid);
-	assert_int_equal(a->nlink, b->nlink);
-	assert_true(a->size == b->size);
-	assert_true(a->atime_ns == b->atime_ns);
-	assert_true(a->mtime_ns == b->mtime_ns);
-	assert_true(a->ctime_ns == b->ctime_ns);
-	assert_true(a->parent == b->parent);
-	assert_layout_eq(&a->layout, &b->layout);
-}
-
-/* A string of n copies of c, in a static buffer. */
-static const char *rep_str(char c, size_t n)
-{
-	static char s[MP_PATH_MAX + 16];
-
-	assert_true(n < sizeof(s));
-	memset(s, c, n);
-	s[n] = '\0';
-	return s;
-}
-
 /* ---- requests ---- */
 
 static void test_name_and_ino(void **state)
 {
 	struct fix *f = *state;
+	struct mt_name n = { .dir = H, .name = pstr_c("hello") }, got;
+	struct mt_ino i = { .h = H }, goti;
 
-	mp_name_req_encode(&f->w, 7, "hello");
-	check_strict(f, d_name);
-	assert_true(scratch.name.parent == 7);
-	assert_string_equal(scratch.name.name, "hello");
+	put(f, mt_name_enc_any, &n);
+	STRICT(f, mt_name, &got);
+	assert_handle(got.dir);
+	assert_true(pstr_eq(got.name, "hello"));
 
 	/* 255 bytes is the longest name, 256 is refused. */
+	n.name = rep_str('n', MD_NAME_MAX);
+	put(f, mt_name_enc_any, &n);
+	assert_int_equal(dec_body(f, mt_name_decode_any, &got), 0);
+	assert_int_equal(got.name.len, MD_NAME_MAX);
 	reset(f);
-	mp_name_req_encode(&f->w, 1, rep_str('n', MP_NAME_MAX));
-	assert_int_equal(d_name(f->b.buf, (uint32_t)f->b.len), 0);
-	assert_int_equal(strlen(scratch.name.name), MP_NAME_MAX);
+	mt_handle_enc(&f->w, &H);
+	wb_bytes(&f->w, rep_str('n', MD_NAME_MAX + 1).p, MD_NAME_MAX + 1);
+	REFUSED(f, mt_name);
+	/* ... and the encoder will not send it. */
 	reset(f);
-	mp_name_req_encode(&f->w, 1, rep_str('n', MP_NAME_MAX + 1));
-	assert_int_equal(d_name(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
+	n.name = rep_str('n', MD_NAME_MAX + 1);
+	mt_name_enc(&f->w, &n);
+	assert_int_equal(f->w.err, -ENAMETOOLONG);
 
 	/* A NUL inside a name. */
 	reset(f);
-	wb_u64(&f->w, 1);
+	mt_handle_enc(&f->w, &H);
 	wb_bytes(&f->w, "a\0b", 3);
-	assert_int_equal(d_name(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
+	REFUSED(f, mt_name);
 
 	/* A length beyond the body. */
 	reset(f);
-	wb_u64(&f->w, 1);
+	mt_handle_enc(&f->w, &H);
 	wb_u32(&f->w, 100);
 	wb_raw(&f->w, "abc", 3);
-	assert_int_equal(d_name(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
+	REFUSED(f, mt_name);
 
-	reset(f);
-	mp_ino_req_encode(&f->w, UINT64_MAX);
-	check_strict(f, d_ino);
-	assert_true(scratch.ino.ino == UINT64_MAX);
+	put(f, mt_ino_enc_any, &i);
+	assert_int_equal(f->b.len, 16);
+	STRICT(f, mt_ino, &goti);
+	assert_handle(goti.h);
 }
 
 static void test_create_open(void **state)
 {
 	struct fix *f = *state;
-	struct mp_create_req c = { .parent = 9, .mode = 0644, .uid = 5, .gid = 6,
-				   .flags = MP_CREATE_EXCL | MP_CREATE_TRUNC };
-	struct mp_open_req o = { .ino = 77, .flags = MP_O_RDWR | MP_O_TRUNC };
+	struct mt_create c = { .dir = H, .name = pstr_c("file.bin"), .mode = 0644, .uid = 5,
+			       .gid = 6, .flags = MD_CREATE_EXCL | MD_CREATE_TRUNC }, gotc;
+	struct mt_open o = { .h = H, .flags = MD_O_RDWR | MD_O_TRUNC }, goto_;
 
-	snprintf(c.name, sizeof(c.name), "file.bin");
-	mp_create_req_encode(&f->w, &c);
-	check_strict(f, d_create);
-	assert_true(scratch.create.parent == 9);
-	assert_string_equal(scratch.create.name, "file.bin");
-	assert_int_equal(scratch.create.mode, 0644);
-	assert_int_equal(scratch.create.uid, 5);
-	assert_int_equal(scratch.create.gid, 6);
-	assert_int_equal(scratch.create.flags, MP_CREATE_EXCL | MP_CREATE_TRUNC);
+	put(f, mt_create_enc_any, &c);
+	STRICT(f, mt_create, &gotc);
+	assert_handle(gotc.dir);
+	assert_true(pstr_eq(gotc.name, "file.bin"));
+	assert_int_equal(gotc.mode, 0644);
+	assert_int_equal(gotc.uid, 5);
+	assert_int_equal(gotc.gid, 6);
+	assert_int_equal(gotc.flags, MD_CREATE_EXCL | MD_CREATE_TRUNC);
 
-	reset(f);
 	c.flags = 1u << 5;
-	mp_create_req_encode(&f->w, &c);
-	assert_int_equal(d_create(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
+	put(f, mt_create_enc_any, &c);
+	REFUSED(f, mt_create);
 
-	reset(f);
-	mp_open_req_encode(&f->w, &o);
-	check_strict(f, d_open);
-	assert_true(scratch.open.ino == 77);
-	assert_int_equal(scratch.open.flags, MP_O_RDWR | MP_O_TRUNC);
+	put(f, mt_open_enc_any, &o);
+	STRICT(f, mt_open, &goto_);
+	assert_handle(goto_.h);
+	assert_int_equal(goto_.flags, MD_O_RDWR | MD_O_TRUNC);
 
-	/* Access mode 3 and unknown bits are refused. */
-	reset(f);
-	o.flags = MP_O_ACCMODE;
-	mp_open_req_encode(&f->w, &o);
-	assert_int_equal(d_open(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
-	reset(f);
+	/* Access mode 3 (mt_open_check) and unknown bits are refused. */
+	o.flags = MD_O_ACCMODE;
+	put(f, mt_open_enc_any, &o);
+	REFUSED(f, mt_open);
 	o.flags = 1u << 8;
-	mp_open_req_encode(&f->w, &o);
-	assert_int_equal(d_open(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
+	put(f, mt_open_enc_any, &o);
+	REFUSED(f, mt_open);
 }
 
 static void test_open_flags(void **state)
 {
 	(void)state;
-	assert_int_equal(mp_open_flags_to_wire(O_RDONLY), MP_O_RDONLY);
-	assert_int_equal(mp_open_flags_to_wire(O_WRONLY | O_CREAT), MP_O_WRONLY);
-	assert_int_equal(mp_open_flags_to_wire(O_RDWR | O_TRUNC), MP_O_RDWR | MP_O_TRUNC);
-	assert_int_equal(mp_open_flags_from_wire(MP_O_WRONLY | MP_O_TRUNC), O_WRONLY | O_TRUNC);
-	assert_int_equal(mp_open_flags_from_wire(MP_O_RDWR), O_RDWR);
-	assert_int_equal(mp_open_flags_from_wire(MP_O_RDONLY), O_RDONLY);
+	assert_int_equal(md_open_flags_to_wire(O_RDONLY), MD_O_RDONLY);
+	assert_int_equal(md_open_flags_to_wire(O_WRONLY | O_CREAT), MD_O_WRONLY);
+	assert_int_equal(md_open_flags_to_wire(O_RDWR | O_TRUNC), MD_O_RDWR | MD_O_TRUNC);
+	assert_int_equal(md_open_flags_from_wire(MD_O_WRONLY | MD_O_TRUNC), O_WRONLY | O_TRUNC);
+	assert_int_equal(md_open_flags_from_wire(MD_O_RDWR), O_RDWR);
+	assert_int_equal(md_open_flags_from_wire(MD_O_RDONLY), O_RDONLY);
 }
 
 static void test_symlink_rename(void **state)
 {
 	struct fix *f = *state;
-	static struct mp_symlink_req s;
-	struct mp_rename_req r = { .src_parent = 3, .dst_parent = 4,
-				   .flags = NS_RENAME_NOREPLACE };
+	struct mt_symlink s = { .dir = H, .name = pstr_c("ln"), .uid = 11, .gid = 12 }, gots;
+	struct mt_rename r = { .src_dir = H, .src_name = pstr_c("a"), .dst_dir = { 4, 5 },
+			       .dst_name = pstr_c("b"), .flags = MD_RENAME_NOREPLACE }, gotr;
 
-	memset(&s, 0, sizeof(s));
-	s.parent = 2;
-	snprintf(s.name, sizeof(s.name), "ln");
-	snprintf(s.target, sizeof(s.target), "%s", rep_str('t', MP_TARGET_MAX));
-	s.uid = 11;
-	s.gid = 12;
-	mp_symlink_req_encode(&f->w, &s);
-	check_strict(f, d_symlink);
-	assert_true(scratch.symlink.parent == 2);
-	assert_string_equal(scratch.symlink.name, "ln");
-	assert_int_equal(strlen(scratch.symlink.target), MP_TARGET_MAX);
-	assert_int_equal(scratch.symlink.uid, 11);
-	assert_int_equal(scratch.symlink.gid, 12);
+	s.target = rep_str('t', MD_TARGET_MAX);
+	put(f, mt_symlink_enc_any, &s);
+	STRICT(f, mt_symlink, &gots);
+	assert_handle(gots.dir);
+	assert_true(pstr_eq(gots.name, "ln"));
+	assert_int_equal(gots.target.len, MD_TARGET_MAX);
+	assert_int_equal(gots.uid, 11);
+	assert_int_equal(gots.gid, 12);
 
 	/* A target of 4097 bytes. */
 	reset(f);
-	wb_u64(&f->w, 2);
+	mt_handle_enc(&f->w, &H);
 	wb_str(&f->w, "ln");
-	wb_str(&f->w, rep_str('t', MP_TARGET_MAX + 1));
+	wb_bytes(&f->w, rep_str('t', MD_TARGET_MAX + 1).p, MD_TARGET_MAX + 1);
 	wb_u32(&f->w, 0);
 	wb_u32(&f->w, 0);
-	assert_int_equal(d_symlink(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
+	REFUSED(f, mt_symlink);
 
-	reset(f);
-	snprintf(r.src_name, sizeof(r.src_name), "a");
-	snprintf(r.dst_name, sizeof(r.dst_name), "b");
-	mp_rename_req_encode(&f->w, &r);
-	check_strict(f, d_rename);
-	assert_true(scratch.rename.src_parent == 3);
-	assert_true(scratch.rename.dst_parent == 4);
-	assert_string_equal(scratch.rename.src_name, "a");
-	assert_string_equal(scratch.rename.dst_name, "b");
-	assert_int_equal(scratch.rename.flags, NS_RENAME_NOREPLACE);
+	put(f, mt_rename_enc_any, &r);
+	STRICT(f, mt_rename, &gotr);
+	assert_handle(gotr.src_dir);
+	assert_true(gotr.dst_dir.ino == 4 && gotr.dst_dir.gen == 5);
+	assert_true(pstr_eq(gotr.src_name, "a"));
+	assert_true(pstr_eq(gotr.dst_name, "b"));
+	assert_int_equal(gotr.flags, MD_RENAME_NOREPLACE);
 
-	reset(f);
 	r.flags = 4;
-	mp_rename_req_encode(&f->w, &r);
-	assert_int_equal(d_rename(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
+	put(f, mt_rename_enc_any, &r);
+	REFUSED(f, mt_rename);
 }
 
 static void test_attrs_sizes(void **state)
 {
 	struct fix *f = *state;
-	struct mp_setattr_req sa;
-	struct mp_set_size_req ss = { .ino = 5, .size = 1ull << 50, .mtime_ns = -7 };
-	struct mp_truncate_req tr = { .ino = 6, .size = 4097 };
+	struct mt_setattr sa = { .h = H, .mask = MD_ATTR_MODE | MD_ATTR_SIZE | MD_ATTR_MTIME_NOW,
+				 .mode = 0600, .uid = 1, .gid = 2, .atime_ns = 3, .mtime_ns = -4,
+				 .size = 123456789 }, got;
+	struct mt_set_size ss = { .h = H, .size = 1ull << 50, .mtime_ns = -7 }, gotss;
+	struct mt_truncate tr = { .h = H, .size = 4097 }, gottr;
 
-	memset(&sa, 0, sizeof(sa));
-	sa.ino = 8;
-	sa.mask = NS_ATTR_MODE | NS_ATTR_SIZE | NS_ATTR_MTIME_NOW;
-	sa.attrs.mode = 0600;
-	sa.attrs.uid = 1;
-	sa.attrs.gid = 2;
-	sa.attrs.atime_ns = 3;
-	sa.attrs.mtime_ns = -4;
-	sa.attrs.size = 123456789;
-	mp_setattr_req_encode(&f->w, &sa);
-	check_strict(f, d_setattr);
-	assert_true(scratch.setattr.ino == 8);
-	assert_int_equal(scratch.setattr.mask, sa.mask);
-	assert_int_equal(scratch.setattr.attrs.mode, 0600);
-	assert_int_equal(scratch.setattr.attrs.uid, 1);
-	assert_int_equal(scratch.setattr.attrs.gid, 2);
-	assert_true(scratch.setattr.attrs.atime_ns == 3);
-	assert_true(scratch.setattr.attrs.mtime_ns == -4);
-	assert_true(scratch.setattr.attrs.size == 123456789);
+	put(f, mt_setattr_enc_any, &sa);
+	STRICT(f, mt_setattr, &got);
+	assert_handle(got.h);
+	assert_int_equal(got.mask, sa.mask);
+	assert_int_equal(got.mode, 0600);
+	assert_int_equal(got.uid, 1);
+	assert_int_equal(got.gid, 2);
+	assert_true(got.atime_ns == 3);
+	assert_true(got.mtime_ns == -4);
+	assert_true(got.size == 123456789);
 
-	reset(f);
 	sa.mask = 0x100;
-	mp_setattr_req_encode(&f->w, &sa);
-	assert_int_equal(d_setattr(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
+	put(f, mt_setattr_enc_any, &sa);
+	REFUSED(f, mt_setattr);
 
-	reset(f);
-	mp_set_size_req_encode(&f->w, &ss);
-	check_strict(f, d_set_size);
-	assert_true(scratch.set_size.ino == 5);
-	assert_true(scratch.set_size.size == 1ull << 50);
-	assert_true(scratch.set_size.mtime_ns == -7);
+	put(f, mt_set_size_enc_any, &ss);
+	STRICT(f, mt_set_size, &gotss);
+	assert_handle(gotss.h);
+	assert_true(gotss.size == 1ull << 50);
+	assert_true(gotss.mtime_ns == -7);
 
-	reset(f);
-	mp_truncate_req_encode(&f->w, &tr);
-	check_strict(f, d_truncate);
-	assert_true(scratch.truncate.ino == 6);
-	assert_true(scratch.truncate.size == 4097);
+	put(f, mt_truncate_enc_any, &tr);
+	STRICT(f, mt_truncate, &gottr);
+	assert_handle(gottr.h);
+	assert_true(gottr.size == 4097);
 }
 
 static void test_readdir_layout_resolve(void **state)
 {
 	struct fix *f = *state;
-	struct mp_readdir_req rd = { .dir = 1, .max = MP_READDIR_MAX };
-	struct mp_set_layout_req sl = { .dir = 12 };
-	static struct mp_resolve_req rs;
+	struct mt_readdir rd = { .dir = H, .max = MD_READDIR_MAX }, gotrd;
+	struct mt_set_layout sl = { .dir = H }, gotsl;
+	struct mt_resolve rs = { .flags = MD_RESOLVE_FOLLOW }, gotrs;
+	struct proto_void v;
+	char path[MD_PATH_MAX + 1];
 
-	snprintf(rd.cookie, sizeof(rd.cookie), "%s", rep_str('c', MP_NAME_MAX));
-	mp_readdir_req_encode(&f->w, &rd);
-	check_strict(f, d_readdir);
-	assert_true(scratch.readdir.dir == 1);
-	assert_int_equal(strlen(scratch.readdir.cookie), MP_NAME_MAX);
-	assert_int_equal(scratch.readdir.max, MP_READDIR_MAX);
+	rd.cookie = rep_str('c', MD_NAME_MAX);
+	put(f, mt_readdir_enc_any, &rd);
+	STRICT(f, mt_readdir, &gotrd);
+	assert_handle(gotrd.dir);
+	assert_int_equal(gotrd.cookie.len, MD_NAME_MAX);
+	assert_int_equal(gotrd.max, MD_READDIR_MAX);
 
-	/* max out of 1..1024. */
-	reset(f);
+	/* max out of 1..1024 (0: mt_readdir_check; 1025: its range). */
 	rd.max = 0;
-	mp_readdir_req_encode(&f->w, &rd);
-	assert_int_equal(d_readdir(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
-	reset(f);
-	rd.max = MP_READDIR_MAX + 1;
-	mp_readdir_req_encode(&f->w, &rd);
-	assert_int_equal(d_readdir(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
+	put(f, mt_readdir_enc_any, &rd);
+	REFUSED(f, mt_readdir);
+	rd.max = MD_READDIR_MAX + 1;
+	put(f, mt_readdir_enc_any, &rd);
+	REFUSED(f, mt_readdir);
 
-	reset(f);
 	fill_layout(&sl.layout);
-	mp_set_layout_req_encode(&f->w, &sl);
-	check_strict(f, d_set_layout);
-	assert_true(scratch.set_layout.dir == 12);
-	assert_layout_eq(&scratch.set_layout.layout, &sl.layout);
+	put(f, mt_set_layout_enc_any, &sl);
+	STRICT(f, mt_set_layout, &gotsl);
+	assert_handle(gotsl.dir);
+	assert_memory_equal(&gotsl.layout, &sl.layout, sizeof(sl.layout));
+
+	snprintf(path, sizeof(path), "/%s", rep_str('p', MD_PATH_MAX - 1).p);
+	rs.path = pstr_c(path);
+	put(f, mt_resolve_enc_any, &rs);
+	STRICT(f, mt_resolve, &gotrs);
+	assert_int_equal(gotrs.path.len, MD_PATH_MAX);
+	assert_int_equal(gotrs.flags, MD_RESOLVE_FOLLOW);
 
 	reset(f);
-	memset(&rs, 0, sizeof(rs));
-	snprintf(rs.path, sizeof(rs.path), "/%s", rep_str('p', MP_PATH_MAX - 1));
-	rs.flags = NS_RESOLVE_FOLLOW;
-	mp_resolve_req_encode(&f->w, &rs);
-	check_strict(f, d_resolve);
-	assert_int_equal(strlen(scratch.resolve.path), MP_PATH_MAX);
-	assert_int_equal(scratch.resolve.flags, NS_RESOLVE_FOLLOW);
-
-	reset(f);
-	wb_str(&f->w, rep_str('p', MP_PATH_MAX + 1));
+	wb_bytes(&f->w, rep_str('p', MD_PATH_MAX + 1).p, MD_PATH_MAX + 1);
 	wb_u32(&f->w, 0);
-	assert_int_equal(d_resolve(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
+	REFUSED(f, mt_resolve);
 	reset(f);
 	wb_str(&f->w, "/x");
 	wb_u32(&f->w, 2);
-	assert_int_equal(d_resolve(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
+	REFUSED(f, mt_resolve);
 
 	/* STATFS takes an empty body. */
-	assert_int_equal(mp_empty_decode(NULL, 0), 0);
-	assert_int_equal(mp_empty_decode("x", 1), STRATA_EBADMSG);
+	assert_int_equal(proto_void_decode(NULL, 0, &v), 0);
+	assert_int_equal(proto_void_decode("x", 1, &v), STRATA_EBADMSG);
 }
 
 /* ---- replies ---- */
@@ -424,236 +407,267 @@ static void test_readdir_layout_resolve(void **state)
 static void test_inode_attr_reps(void **state)
 {
 	struct fix *f = *state;
-	struct meta_inode in;
-	struct mp_attr_rep rep;
+	struct mt_inode in, got;
+	struct mt_attr_rep rep, gotr;
+	size_t at;
 
 	fill_inode(&in);
-	mp_inode_encode(&f->w, &in);
-	assert_int_equal(f->b.len, 84);	/* the wire size of an inode */
-	check_strict(f, d_inode);
-	assert_inode_eq(&scratch.inode, &in);
+	put(f, mt_inode_enc_any, &in);
+	assert_int_equal(f->b.len, 92);	/* the wire size of an inode */
+	assert_int_equal(mt_inode_MIN, 92);
+	STRICT(f, mt_inode, &got);
+	assert_memory_equal(&got, &in, sizeof(in));
 
-	reset(f);
 	memset(&rep, 0, sizeof(rep));
-	rep.created = true;
+	rep.created = 1;
 	rep.inode = in;
-	rep.trunc.partial = true;
+	rep.trunc.partial = 1;
 	rep.trunc.chunk = 3;
 	rep.trunc.len = 100;
 	rep.trunc.gc_from = 4;
 	rep.trunc.gc_to = 9;
 	rep.trunc.layout = in.layout;
-	mp_attr_rep_encode(&f->w, &rep);
-	check_strict(f, d_attr);
-	assert_true(scratch.attr.created);
-	assert_inode_eq(&scratch.attr.inode, &in);
-	assert_true(scratch.attr.trunc.partial);
-	assert_true(scratch.attr.trunc.chunk == 3);
-	assert_int_equal(scratch.attr.trunc.len, 100);
-	assert_true(scratch.attr.trunc.gc_from == 4);
-	assert_true(scratch.attr.trunc.gc_to == 9);
-	assert_layout_eq(&scratch.attr.trunc.layout, &in.layout);
+	put(f, mt_attr_rep_enc_any, &rep);
+	STRICT(f, mt_attr_rep, &gotr);
+	assert_int_equal(gotr.created, 1);
+	assert_memory_equal(&gotr.inode, &in, sizeof(in));
+	assert_int_equal(gotr.trunc.partial, 1);
+	assert_true(gotr.trunc.chunk == 3);
+	assert_int_equal(gotr.trunc.len, 100);
+	assert_true(gotr.trunc.gc_from == 4);
+	assert_true(gotr.trunc.gc_to == 9);
 
-	/* created and partial are 0 or 1; gc_from <= gc_to. */
+	/* created and partial are 0 or 1; gc_from <= gc_to (mt_trunc_check). */
+	at = 1 + mt_inode_MIN;
 	f->b.buf[0] = 2;
-	assert_int_equal(d_attr(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
+	REFUSED(f, mt_attr_rep);
 	f->b.buf[0] = 0;
-	f->b.buf[1 + 84] = 2;
-	assert_int_equal(d_attr(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
-	f->b.buf[1 + 84] = 0;
-	assert_int_equal(d_attr(f->b.buf, (uint32_t)f->b.len), 0);
-	assert_false(scratch.attr.created);
-	reset(f);
+	f->b.buf[at] = 2;
+	REFUSED(f, mt_attr_rep);
+	f->b.buf[at] = 0;
+	assert_int_equal(dec_body(f, mt_attr_rep_decode_any, &gotr), 0);
+	assert_int_equal(gotr.created, 0);
 	rep.trunc.gc_from = 10;
-	mp_attr_rep_encode(&f->w, &rep);
-	assert_int_equal(d_attr(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
+	put(f, mt_attr_rep_enc_any, &rep);
+	REFUSED(f, mt_attr_rep);
 }
 
 static void test_small_reps(void **state)
 {
 	struct fix *f = *state;
-	struct file_layout l;
-	struct mp_statfs_rep st = { .inodes = 1000, .bytes = 1ull << 45, .table_len = 64 };
-	const char *t = rep_str('x', MP_TARGET_MAX);
-	char small[8];
+	struct mt_layout l, gotl;
+	struct mt_statfs st = { .inodes = 1000, .bytes = 1ull << 45, .table_len = 64 }, gotst;
+	struct mt_target t = { .target = pstr_c("../target") }, gott;
+	struct file_layout fl;
 
 	fill_layout(&l);
-	mp_layout_encode(&f->w, &l);
-	check_strict(f, d_layout);
-	assert_layout_eq(&scratch.layout, &l);
+	put(f, mt_layout_enc_any, &l);
+	STRICT(f, mt_layout, &gotl);
+	assert_memory_equal(&gotl, &l, sizeof(l));
+	mt_layout_get(&l, &fl);
+	memset(&gotl, 0, sizeof(gotl));
+	mt_layout_set(&gotl, &fl);
+	assert_memory_equal(&gotl, &l, sizeof(l));
 
+	put(f, mt_statfs_enc_any, &st);
+	STRICT(f, mt_statfs, &gotst);
+	assert_true(gotst.inodes == 1000);
+	assert_true(gotst.bytes == 1ull << 45);
+	assert_int_equal(gotst.table_len, 64);
+
+	put(f, mt_target_enc_any, &t);
+	STRICT(f, mt_target, &gott);
+	assert_true(pstr_eq(gott.target, "../target"));
+	/* The target is a view into the body, not a copy. */
+	assert_ptr_equal(gott.target.p, (const char *)f->copy + 4);
+
+	t.target = rep_str('x', MD_TARGET_MAX);
+	put(f, mt_target_enc_any, &t);
+	assert_int_equal(dec_body(f, mt_target_decode_any, &gott), 0);
 	reset(f);
-	mp_statfs_rep_encode(&f->w, &st);
-	check_strict(f, d_statfs);
-	assert_true(scratch.statfs.inodes == 1000);
-	assert_true(scratch.statfs.bytes == 1ull << 45);
-	assert_int_equal(scratch.statfs.table_len, 64);
-
-	reset(f);
-	mp_readlink_rep_encode(&f->w, "../target", 9);
-	check_strict(f, d_readlink);
-	assert_string_equal(scratch.target, "../target");
-	/* A buffer that cannot hold it. */
-	assert_int_equal(mp_readlink_rep_decode(f->b.buf, (uint32_t)f->b.len, small, 4),
-			 STRATA_EBADMSG);
-	assert_int_equal(mp_readlink_rep_decode(f->b.buf, (uint32_t)f->b.len, small, 0),
-			 STRATA_EBADMSG);
-
-	reset(f);
-	mp_readlink_rep_encode(&f->w, t, MP_TARGET_MAX);
-	assert_int_equal(d_readlink(f->b.buf, (uint32_t)f->b.len), 0);
-	reset(f);
-	mp_readlink_rep_encode(&f->w, rep_str('x', MP_TARGET_MAX + 1), MP_TARGET_MAX + 1);
-	assert_int_equal(d_readlink(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
-}
-
-struct collect {
-	uint32_t n, stop_at;
-	char names[8][MP_NAME_MAX + 1];
-	uint64_t inos[8];
-	uint32_t types[8];
-};
-
-static int collect_cb(void *arg, const char *name, uint64_t ino, uint32_t type)
-{
-	struct collect *c = arg;
-
-	if (c->n == c->stop_at)
-		return 7;
-	assert_true(c->n < 8);
-	snprintf(c->names[c->n], sizeof(c->names[0]), "%s", name);
-	c->inos[c->n] = ino;
-	c->types[c->n] = type;
-	c->n++;
-	return 0;
+	wb_bytes(&f->w, rep_str('x', MD_TARGET_MAX + 1).p, MD_TARGET_MAX + 1);
+	REFUSED(f, mt_target);
 }
 
 /* Encodes a READDIR reply of the given names into f. */
-static void encode_listing(struct fix *f, const char *const *names, uint32_t n,
-			   const char *cookie, bool eof)
+static void put_listing(struct fix *f, const char *const *names, uint32_t n, const char *cookie,
+			bool eof)
 {
-	struct bbuf ents;
-	struct wbuf w;
+	struct mt_dirent ents[8];
+	struct mt_readdir_rep rep = { .ents = ents, .ents_n = n, .next_cookie = pstr_c(cookie),
+				      .eof = eof };
 
-	bbuf_init(&ents);
-	wbuf_init(&w, &ents);
+	assert_true(n <= 8);
 	for (uint32_t i = 0; i < n; i++)
-		mp_dirent_encode(&w, names[i], 100 + i, i % 2 ? S_IFDIR : S_IFREG);
-	assert_int_equal(w.err, 0);
-	mp_readdir_rep_encode(&f->w, n, ents.buf, ents.len, cookie, eof);
-	bbuf_release(&ents);
+		ents[i] = (struct mt_dirent){ pstr_c(names[i]), 100 + i,
+					      i % 2 ? S_IFDIR : S_IFREG };
+	put(f, mt_readdir_rep_enc_any, &rep);
 }
 
 static void test_readdir_rep(void **state)
 {
 	struct fix *f = *state;
 	static const char *const names[] = { "a", "bb", "ccc" };
-	struct collect c = { .stop_at = UINT32_MAX };
-	char next[MP_NAME_MAX + 1];
-	bool eof = false;
-	uint32_t taken;
+	struct mt_readdir_rep got;
+	struct mt_dirent d = { .name = pstr_c("a"), .ino = 1, .type = S_IFREG };
 
-	encode_listing(f, names, 3, "ccc", true);
-	check_strict(f, d_readdir_rep);
-	assert_int_equal(mp_readdir_rep_decode(f->b.buf, (uint32_t)f->b.len, collect_cb, &c,
-					       next, sizeof(next), &eof, &taken), 0);
-	assert_int_equal(taken, 3);
-	assert_int_equal(c.n, 3);
-	assert_string_equal(c.names[0], "a");
-	assert_string_equal(c.names[2], "ccc");
-	assert_true(c.inos[1] == 101);
-	assert_int_equal(c.types[1], S_IFDIR);
-	assert_string_equal(next, "ccc");
-	assert_true(eof);
-
-	/* The callback stops the listing at the second entry. */
-	memset(&c, 0, sizeof(c));
-	c.stop_at = 1;
-	assert_int_equal(mp_readdir_rep_decode(f->b.buf, (uint32_t)f->b.len, collect_cb, &c,
-					       NULL, 0, NULL, &taken), 7);
-	assert_int_equal(taken, 1);
+	put_listing(f, names, 3, "ccc", true);
+	STRICT(f, mt_readdir_rep, &got);
+	assert_int_equal(got.ents_n, 3);
+	assert_true(pstr_eq(got.ents[0].name, "a"));
+	assert_true(pstr_eq(got.ents[2].name, "ccc"));
+	assert_true(got.ents[1].ino == 101);
+	assert_int_equal(got.ents[1].type, S_IFDIR);
+	assert_true(pstr_eq(got.next_cookie, "ccc"));
+	assert_int_equal(got.eof, 1);
+	mt_readdir_rep_release(&got);
+	assert_null(got.ents);
 
 	/* An empty listing. */
-	reset(f);
-	encode_listing(f, names, 0, "", false);
-	check_strict(f, d_readdir_rep);
-	assert_int_equal(mp_readdir_rep_decode(f->b.buf, (uint32_t)f->b.len, collect_cb, &c,
-					       next, sizeof(next), &eof, &taken), 0);
-	assert_int_equal(taken, 0);
-	assert_false(eof);
-	assert_string_equal(next, "");
+	put_listing(f, names, 0, "", false);
+	STRICT(f, mt_readdir_rep, &got);
+	assert_int_equal(got.ents_n, 0);
+	assert_null(got.ents);
+	assert_int_equal(got.next_cookie.len, 0);
 
-	/* A malformed third entry: no callback runs at all. */
+	/* A malformed third entry: the whole reply is refused. */
 	reset(f);
 	wb_u32(&f->w, 3);
-	mp_dirent_encode(&f->w, "a", 1, S_IFREG);
-	mp_dirent_encode(&f->w, "b", 2, S_IFREG);
-	wb_u32(&f->w, MP_NAME_MAX + 1);
-	memset(&c, 0, sizeof(c));
-	c.stop_at = UINT32_MAX;
-	assert_int_equal(mp_readdir_rep_decode(f->b.buf, (uint32_t)f->b.len, collect_cb, &c,
-					       NULL, 0, NULL, &taken), STRATA_EBADMSG);
-	assert_int_equal(c.n, 0);
+	mt_dirent_enc(&f->w, &d);
+	mt_dirent_enc(&f->w, &d);
+	wb_u32(&f->w, MD_NAME_MAX + 1);
+	REFUSED(f, mt_readdir_rep);
 
-	/* More entries than MP_READDIR_MAX claimed. */
+	/* More entries than MD_READDIR_MAX claimed; more than the body holds. */
 	reset(f);
-	wb_u32(&f->w, MP_READDIR_MAX + 1);
-	assert_int_equal(d_readdir_rep(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
+	wb_u32(&f->w, MD_READDIR_MAX + 1);
+	REFUSED(f, mt_readdir_rep);
+	reset(f);
+	wb_u32(&f->w, 1000);
+	mt_dirent_enc(&f->w, &d);
+	REFUSED(f, mt_readdir_rep);
 
-	/* An empty name, an eof byte of 2, an over-long cookie. */
+	/* An empty name (mt_dirent_check), an eof byte of 2, an over-long
+	 * cookie. */
 	reset(f);
 	wb_u32(&f->w, 1);
-	mp_dirent_encode(&f->w, "", 1, S_IFREG);
+	wb_str(&f->w, "");
+	wb_u64(&f->w, 1);
+	wb_u32(&f->w, S_IFREG);
 	wb_str(&f->w, "");
 	wb_u8(&f->w, 1);
-	assert_int_equal(d_readdir_rep(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
-	reset(f);
-	encode_listing(f, names, 1, "a", true);
+	REFUSED(f, mt_readdir_rep);
+	put_listing(f, names, 1, "a", true);
 	f->b.buf[f->b.len - 1] = 2;
-	assert_int_equal(d_readdir_rep(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
+	REFUSED(f, mt_readdir_rep);
 	reset(f);
 	wb_u32(&f->w, 0);
-	wb_str(&f->w, rep_str('k', MP_NAME_MAX + 1));
+	wb_bytes(&f->w, rep_str('k', MD_NAME_MAX + 1).p, MD_NAME_MAX + 1);
 	wb_u8(&f->w, 0);
-	assert_int_equal(d_readdir_rep(f->b.buf, (uint32_t)f->b.len), STRATA_EBADMSG);
+	REFUSED(f, mt_readdir_rep);
+
+	/* The encoder will not send more entries than a reply may hold. */
+	reset(f);
+	{
+		struct mt_readdir_rep big = { .ents = &d, .ents_n = MD_READDIR_MAX + 1 };
+
+		mt_readdir_rep_enc(&f->w, &big);
+		assert_int_equal(f->w.err, -E2BIG);
+	}
+}
+
+/* READDIRPLUS: entries with whole inodes, as strict as READDIR's. */
+static void test_readdirplus_rep(void **state)
+{
+	struct fix *f = *state;
+	struct mt_direntplus ents[2];
+	struct mt_readdirplus_rep rep = { .ents = ents, .ents_n = 2, .next_cookie = pstr_c("b"),
+					  .eof = 1 }, got;
+
+	fill_inode(&ents[0].inode);
+	fill_inode(&ents[1].inode);
+	ents[0].name = pstr_c("a");
+	ents[1].name = pstr_c("b");
+	ents[1].inode.gen = 78;
+	put(f, mt_readdirplus_rep_enc_any, &rep);
+	assert_int_equal(f->b.len, 4 + 2 * (4 + 1 + mt_inode_MIN) + 4 + 1 + 1);
+	STRICT(f, mt_readdirplus_rep, &got);
+	assert_int_equal(got.ents_n, 2);
+	assert_true(pstr_eq(got.ents[1].name, "b"));
+	assert_memory_equal(&got.ents[1].inode, &ents[1].inode, sizeof(ents[1].inode));
+	mt_readdirplus_rep_release(&got);
+
+	/* An empty name (mt_direntplus_check), an entry cut short. */
+	ents[0].name = pstr_c("");
+	put(f, mt_readdirplus_rep_enc_any, &rep);
+	REFUSED(f, mt_readdirplus_rep);
+	reset(f);
+	wb_u32(&f->w, 1);
+	wb_str(&f->w, "a");
+	wb_raw(&f->w, "short", 5);
+	REFUSED(f, mt_readdirplus_rep);
 }
 
 /* A full page of the longest names fits a frame body. */
 static void test_readdir_full_page(void **state)
 {
 	struct fix *f = *state;
-	struct bbuf ents;
-	struct wbuf w;
-	char name[MP_NAME_MAX + 1];
-	uint32_t taken = 0;
+	struct mt_dirent *ents = calloc(MD_READDIR_MAX, sizeof(*ents));
+	char (*names)[MD_NAME_MAX + 1] = calloc(MD_READDIR_MAX, sizeof(*names));
+	struct mt_readdir_rep rep = { .ents = ents, .ents_n = MD_READDIR_MAX }, got;
 
-	bbuf_init(&ents);
-	wbuf_init(&w, &ents);
-	for (uint32_t i = 0; i < MP_READDIR_MAX; i++) {
-		memset(name, 'z', MP_NAME_MAX);
-		snprintf(name + MP_NAME_MAX - 8, 9, "%08u", i);
-		mp_dirent_encode(&w, name, i + 2, S_IFREG);
+	assert_non_null(ents);
+	assert_non_null(names);
+	for (uint32_t i = 0; i < MD_READDIR_MAX; i++) {
+		memset(names[i], 'z', MD_NAME_MAX);
+		snprintf(names[i] + MD_NAME_MAX - 8, 9, "%08u", i);
+		ents[i] = (struct mt_dirent){ pstr_c(names[i]), i + 2, S_IFREG };
 	}
-	mp_readdir_rep_encode(&f->w, MP_READDIR_MAX, ents.buf, ents.len, name, false);
-	bbuf_release(&ents);
-	assert_int_equal(f->w.err, 0);
-	assert_true(f->b.len < (4u << 20));
-	assert_int_equal(mp_readdir_rep_decode(f->b.buf, (uint32_t)f->b.len, NULL, NULL, NULL, 0,
-					       NULL, &taken), 0);
+	rep.next_cookie = ents[MD_READDIR_MAX - 1].name;
+	put(f, mt_readdir_rep_enc_any, &rep);
+	assert_true(f->b.len < FRAME_MAX_BODY);
+	assert_int_equal(dec_body(f, mt_readdir_rep_decode_any, &got), 0);
+	assert_int_equal(got.ents_n, MD_READDIR_MAX);
+	mt_readdir_rep_release(&got);
+	free(ents);
+	free(names);
 }
 
-/* Every decoder survives arbitrary bytes: no crash, 0 or EBADMSG. */
+/* The table: opcodes from 64 in order, named, with decoders both ways. */
+static void test_table(void **state)
+{
+	(void)state;
+	assert_int_equal(meta_NOPS, 19);
+	for (uint32_t i = 0; i < meta_NOPS; i++) {
+		assert_int_equal(meta_ops[i].op, OP_META_LOOKUP + i);
+		assert_true(strncmp(meta_ops[i].name, "META_", 5) == 0);
+		assert_non_null(meta_ops[i].req_decode);
+		assert_non_null(meta_ops[i].rep_decode);
+	}
+	assert_int_equal(OP_META_LOOKUP, 64);
+	assert_string_equal(meta_ops[OP_META_SET_SIZE - OP_META_LOOKUP].name, "META_SET_SIZE");
+	/* Which replies keep views into their bodies (a blocking call then
+	 * needs somewhere to keep the body). */
+	assert_int_equal(mt_inode_VIEWS, 0);
+	assert_int_equal(mt_attr_rep_VIEWS, 0);
+	assert_int_equal(mt_target_VIEWS, 1);
+	assert_int_equal(mt_readdir_rep_VIEWS, 1);
+	assert_int_equal(mt_readdirplus_rep_VIEWS, 1);
+	assert_string_equal(meta_ops[OP_META_READDIRPLUS - OP_META_LOOKUP].name,
+			    "META_READDIRPLUS");
+	assert_int_equal(mt_name_VIEWS, 1);
+}
+
+/* Every decoder of the table survives arbitrary bytes: no crash, 0 or
+ * EBADMSG, and what decoded releases cleanly. */
 static void test_garbage(void **state)
 {
-	static const decode_fn fns[] = {
-		d_name, d_ino, d_create, d_open, d_symlink, d_rename, d_setattr, d_set_size,
-		d_truncate, d_readdir, d_set_layout, d_resolve, d_inode, d_attr, d_layout,
-		d_statfs, d_readlink, d_readdir_rep,
-	};
 	uint8_t buf[512];
 	uint32_t seed = 12345;
+	void *m = malloc(4096);
 
 	(void)state;
+	assert_non_null(m);
 	for (int round = 0; round < 2000; round++) {
 		uint32_t len = (uint32_t)(round % sizeof(buf));
 
@@ -662,12 +676,22 @@ static void test_garbage(void **state)
 			/* Small values make plausible lengths and counts. */
 			buf[i] = (uint8_t)(seed >> 16) & (round % 3 ? 0xff : 0x07);
 		}
-		for (size_t k = 0; k < sizeof(fns) / sizeof(fns[0]); k++) {
-			int rc = fns[k](buf, len);
+		for (uint32_t k = 0; k < meta_NOPS; k++) {
+			const struct proto_op *op = &meta_ops[k];
+			int rc;
 
+			assert_true(op->req_size <= 4096 && op->rep_size <= 4096);
+			rc = op->req_decode(buf, len, m);
 			assert_true(rc == 0 || rc == STRATA_EBADMSG);
+			if (!rc)
+				op->req_release(m);
+			rc = op->rep_decode(buf, len, m);
+			assert_true(rc == 0 || rc == STRATA_EBADMSG);
+			if (!rc)
+				op->rep_release(m);
 		}
 	}
+	free(m);
 }
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -684,7 +708,9 @@ int main(void)
 		T(test_inode_attr_reps),
 		T(test_small_reps),
 		T(test_readdir_rep),
+		T(test_readdirplus_rep),
 		T(test_readdir_full_page),
+		T(test_table),
 		T(test_garbage),
 	};
 

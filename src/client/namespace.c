@@ -1,0 +1,361 @@
+/*
+ * libstrata's namespace by handle: the *at calls of strata.h, and the at_*
+ * calls (client_int.h) that the path calls of strata.c resolve onto, so
+ * each operation is written once.
+ *
+ * A public handle always carries its generation, and the meta service
+ * refuses one whose inode is gone with -ESTALE. The path calls pass the
+ * handles they just resolved by number alone (gen 0): a path is looked up
+ * afresh by each call, and its errors stay those of a path (-ENOENT).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client_int.h"
+
+/* The page a readdirplus call asks for when the caller names no size. */
+#define DIRPLUS_PAGE 256
+
+void at_fill_stat(const struct mt_inode *in, struct strata_stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->ino = in->ino;
+	st->mode = in->mode;
+	st->nlink = in->nlink;
+	st->uid = in->uid;
+	st->gid = in->gid;
+	st->size = in->size;
+	st->atime_ns = in->atime_ns;
+	st->mtime_ns = in->mtime_ns;
+	st->ctime_ns = in->ctime_ns;
+	st->chunk_size = in->layout.chunk_size;
+	st->stripe = in->layout.stripe;
+}
+
+int at_lookup(struct strata *s, struct mt_handle dir, const char *name, struct mt_inode *out)
+{
+	struct mt_name rq = { .dir = dir, .name = pstr_c(name) };
+
+	return name ? MC_CALL(&s->mc, md_lookup, &rq, out) : -EINVAL;
+}
+
+int at_mkdir(struct strata *s, struct mt_handle dir, const char *name, uint32_t mode,
+	     struct mt_inode *out)
+{
+	struct mt_create rq = {
+		.dir = dir, .name = pstr_c(name), .mode = (mode & 07777) | S_IFDIR,
+		.uid = getuid(), .gid = getgid(),
+	};
+
+	return name ? MC_CALL(&s->mc, md_mkdir, &rq, out) : -EINVAL;
+}
+
+int at_symlink(struct strata *s, struct mt_handle dir, const char *name, const char *target,
+	       struct mt_inode *out)
+{
+	struct mt_symlink rq = {
+		.dir = dir, .name = pstr_c(name), .target = pstr_c(target), .uid = getuid(),
+		.gid = getgid(),
+	};
+
+	return name && target ? MC_CALL(&s->mc, md_symlink, &rq, out) : -EINVAL;
+}
+
+int at_remove(struct strata *s, struct mt_handle dir, const char *name, bool rmdir)
+{
+	struct mt_name rq = { .dir = dir, .name = pstr_c(name) };
+	struct proto_void none;
+
+	if (!name)
+		return -EINVAL;
+	return rmdir ? MC_CALL(&s->mc, md_rmdir, &rq, &none) :
+		       MC_CALL(&s->mc, md_unlink, &rq, &none);
+}
+
+int at_rename(struct strata *s, struct mt_handle from_dir, const char *from,
+	      struct mt_handle to_dir, const char *to, unsigned flags)
+{
+	struct mt_rename rq = {
+		.src_dir = from_dir, .src_name = pstr_c(from), .dst_dir = to_dir,
+		.dst_name = pstr_c(to),
+		.flags = ((flags & STRATA_RENAME_NOREPLACE) ? MD_RENAME_NOREPLACE : 0) |
+			 ((flags & STRATA_RENAME_EXCHANGE) ? MD_RENAME_EXCHANGE : 0),
+	};
+	struct proto_void none;
+
+	if (!from || !to || (flags & ~(STRATA_RENAME_NOREPLACE | STRATA_RENAME_EXCHANGE)))
+		return -EINVAL;
+	return MC_CALL(&s->mc, md_rename, &rq, &none);
+}
+
+int at_setattr(struct strata *s, struct mt_handle h, unsigned mask, const struct strata_stat *st,
+	       struct mt_inode *out)
+{
+	struct mt_setattr rq = {
+		.h = h, .mode = st->mode, .uid = st->uid, .gid = st->gid,
+		.atime_ns = st->atime_ns, .mtime_ns = st->mtime_ns, .size = st->size,
+	};
+	struct mt_attr_rep rep;
+	int rc;
+
+	if (mask & ~(STRATA_SET_MODE | STRATA_SET_UID | STRATA_SET_GID | STRATA_SET_ATIME |
+		     STRATA_SET_MTIME | STRATA_SET_SIZE))
+		return -EINVAL;
+	rq.mask |= mask & STRATA_SET_MODE ? MD_ATTR_MODE : 0;
+	rq.mask |= mask & STRATA_SET_UID ? MD_ATTR_UID : 0;
+	rq.mask |= mask & STRATA_SET_GID ? MD_ATTR_GID : 0;
+	rq.mask |= mask & STRATA_SET_ATIME ? MD_ATTR_ATIME : 0;
+	rq.mask |= mask & STRATA_SET_MTIME ? MD_ATTR_MTIME : 0;
+	rq.mask |= mask & STRATA_SET_SIZE ? MD_ATTR_SIZE : 0;
+	rc = MC_CALL(&s->mc, md_setattr, &rq, &rep);
+	/* The service removed the whole chunks past a new size; the one
+	 * that straddles it is ours to cut. */
+	if (!rc)
+		rc = strata_cut(s, h.ino, &rep.trunc);
+	if (!rc && out)
+		*out = rep.inode;
+	return rc;
+}
+
+/* ---- the public calls ---- */
+
+struct strata_handle strata_root(void)
+{
+	struct strata_handle h = { MD_ROOT_INO, MD_ROOT_GEN };
+
+	return h;
+}
+
+/* The wire form of a handle the caller gave; false for one the library
+ * never hands out. */
+static bool wire(struct strata_handle h, struct mt_handle *out)
+{
+	out->ino = h.ino;
+	out->gen = h.gen;
+	return h.gen != 0;
+}
+
+static void give(const struct mt_inode *in, struct strata_handle *h, struct strata_stat *st)
+{
+	if (h) {
+		h->ino = in->ino;
+		h->gen = in->gen;
+	}
+	if (st)
+		at_fill_stat(in, st);
+}
+
+/* Returns rc, having given the caller what in holds when it is 0. */
+static int gave(int rc, const struct mt_inode *in, struct strata_handle *h,
+		struct strata_stat *st)
+{
+	if (!rc)
+		give(in, h, st);
+	return rc;
+}
+
+int strata_lookupat(struct strata *s, struct strata_handle dir, const char *name,
+		    struct strata_handle *out, struct strata_stat *st)
+{
+	struct mt_handle d;
+	struct mt_inode in;
+
+	if (!s || !wire(dir, &d))
+		return -EINVAL;
+	return gave(at_lookup(s, d, name, &in), &in, out, st);
+}
+
+int strata_statat(struct strata *s, struct strata_handle h, struct strata_stat *st)
+{
+	struct mt_ino rq;
+	struct mt_inode in;
+
+	if (!s || !st || !wire(h, &rq.h))
+		return -EINVAL;
+	return gave(MC_CALL(&s->mc, md_getattr, &rq, &in), &in, NULL, st);
+}
+
+/* Opens file h itself (flags: STRATA_O_*, no CREAT). OPEN checks the
+ * generation, truncates with O_TRUNC, and for a writer first waits for
+ * the file's leftover chunk removals; it refuses a symlink (-ELOOP). */
+static int open_handle(struct strata *s, struct mt_handle h, int flags, struct strata_file **out)
+{
+	int acc = flags & 3;
+	struct mt_open rq = {
+		.h = h,
+		.flags = (acc == STRATA_O_WRONLY ? MD_O_WRONLY : acc == STRATA_O_RDWR ? MD_O_RDWR :
+			  MD_O_RDONLY) |
+			 ((flags & STRATA_O_TRUNC) && acc != STRATA_O_RDONLY ? MD_O_TRUNC : 0),
+	};
+	struct mt_attr_rep rep;
+	int rc = MC_CALL(&s->mc, md_open, &rq, &rep);
+
+	if (!rc && S_ISDIR(rep.inode.mode))
+		rc = -EISDIR;	/* files only, as strata_open */
+	return rc ? rc : strata_file_new(s, &rep.inode, flags, &rep.trunc, out);
+}
+
+/* Opens name in dir, creating it with STRATA_O_CREAT. The name is not
+ * followed: an existing symlink is -ELOOP, a directory -EISDIR. */
+static int open_name(struct strata *s, struct mt_handle dir, const char *name, int flags,
+		     uint32_t mode, struct strata_file **out)
+{
+	struct mt_create rq = {
+		.dir = dir, .name = pstr_c(name), .mode = (mode & 07777) | S_IFREG,
+		.uid = getuid(), .gid = getgid(),
+		.flags = ((flags & STRATA_O_EXCL) ? MD_CREATE_EXCL : 0) |
+			 ((flags & STRATA_O_TRUNC) ? MD_CREATE_TRUNC : 0),
+	};
+	struct mt_attr_rep rep;
+	struct mt_handle h;
+	struct mt_inode in;
+	int rc;
+
+	if (flags & STRATA_O_CREAT) {
+		rc = MC_CALL(&s->mc, md_create, &rq, &rep);
+		if (!rc)
+			return strata_file_new(s, &rep.inode, flags, &rep.trunc, out);
+		if (rc != -EEXIST || (flags & STRATA_O_EXCL))
+			return rc;
+	}
+	/* Not a plain file, or no CREAT: what is there? */
+	rc = at_lookup(s, dir, name, &in);
+	if (!rc && S_ISLNK(in.mode))
+		rc = -ELOOP;
+	if (!rc && S_ISDIR(in.mode))
+		rc = -EISDIR;
+	if (rc)
+		return rc;
+	h.ino = in.ino;
+	h.gen = in.gen;
+	return open_handle(s, h, flags & ~(STRATA_O_CREAT | STRATA_O_EXCL), out);
+}
+
+int strata_openat(struct strata *s, struct strata_handle dir, const char *name, int flags,
+		  uint32_t mode, struct strata_file **out)
+{
+	struct mt_handle d;
+
+	if (!s || !out || (flags & 3) == 3 || !wire(dir, &d))
+		return -EINVAL;
+	if (!name)
+		return (flags & STRATA_O_CREAT) ? -EINVAL : open_handle(s, d, flags, out);
+	return open_name(s, d, name, flags, mode, out);
+}
+
+int strata_fhandle(struct strata_file *f, struct strata_handle *out)
+{
+	if (!f || !out)
+		return -EINVAL;
+	out->ino = f->ino;
+	out->gen = f->gen;
+	return 0;
+}
+
+int strata_mkdirat(struct strata *s, struct strata_handle dir, const char *name, uint32_t mode,
+		   struct strata_handle *out, struct strata_stat *st)
+{
+	struct mt_handle d;
+	struct mt_inode in;
+
+	if (!s || !wire(dir, &d))
+		return -EINVAL;
+	return gave(at_mkdir(s, d, name, mode, &in), &in, out, st);
+}
+
+int strata_symlinkat(struct strata *s, const char *target, struct strata_handle dir,
+		     const char *name, struct strata_handle *out, struct strata_stat *st)
+{
+	struct mt_handle d;
+	struct mt_inode in;
+
+	if (!s || !wire(dir, &d))
+		return -EINVAL;
+	return gave(at_symlink(s, d, name, target, &in), &in, out, st);
+}
+
+ssize_t strata_readlinkat(struct strata *s, struct strata_handle h, char *buf, size_t len)
+{
+	struct mt_handle w;
+
+	if (!s || !buf || !len || !wire(h, &w))
+		return -EINVAL;
+	return mc_readlink(&s->mc, w, buf, len);
+}
+
+int strata_unlinkat(struct strata *s, struct strata_handle dir, const char *name, int flags)
+{
+	struct mt_handle d;
+
+	if (!s || (flags & ~STRATA_AT_REMOVEDIR) || !wire(dir, &d))
+		return -EINVAL;
+	return at_remove(s, d, name, flags & STRATA_AT_REMOVEDIR);
+}
+
+int strata_renameat(struct strata *s, struct strata_handle from_dir, const char *from,
+		    struct strata_handle to_dir, const char *to, unsigned flags)
+{
+	struct mt_handle fd, td;
+
+	if (!s || !wire(from_dir, &fd) || !wire(to_dir, &td))
+		return -EINVAL;
+	return at_rename(s, fd, from, td, to, flags);
+}
+
+int strata_setattrat(struct strata *s, struct strata_handle h, unsigned mask,
+		     const struct strata_stat *attrs, struct strata_stat *out)
+{
+	struct mt_handle w;
+	struct mt_inode in;
+
+	if (!s || !attrs || !wire(h, &w))
+		return -EINVAL;
+	return gave(at_setattr(s, w, mask, attrs, &in), &in, NULL, out);
+}
+
+/* ---- readdirplus ---- */
+
+struct dirplus {
+	strata_direntplus_fn cb;
+	void *arg;
+};
+
+static int dirplus_cb(void *arg, const char *name, const struct mt_inode *in)
+{
+	struct dirplus *dp = arg;
+	struct strata_direntplus e;
+
+	e.name = name;
+	give(in, &e.h, &e.st);
+	return dp->cb(dp->arg, &e) != 0;
+}
+
+int strata_readdirplus(struct strata *s, struct strata_handle dir, struct strata_cookie *cookie,
+		       uint32_t max, strata_direntplus_fn cb, void *arg)
+{
+	struct dirplus dp = { cb, arg };
+	char next[MD_NAME_MAX + 1];
+	struct mt_handle d;
+	bool eof = false;
+	int rc;
+
+	if (!s || !cookie || !cb || !wire(dir, &d) ||
+	    strnlen(cookie->pos, sizeof(cookie->pos)) == sizeof(cookie->pos))
+		return -EINVAL;
+	if (!max)
+		max = DIRPLUS_PAGE;
+	if (max > MD_READDIR_MAX)
+		max = MD_READDIR_MAX;
+	rc = mc_readdirplus(&s->mc, d, cookie->pos, max, dirplus_cb, &dp, next, sizeof(next),
+			    &eof);
+	if (rc < 0)
+		return rc;
+	/* The cookie names the last entry taken: the next call starts after
+	 * it, whatever was created or removed in between. */
+	memcpy(cookie->pos, next, strlen(next) + 1);
+	return eof ? 0 : 1;
+}

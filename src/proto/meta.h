@@ -1,0 +1,313 @@
+/*
+ * The meta service's operations (src/proto/proto.h explains the tables;
+ * docs/namespace.md what each operation does to the namespace).
+ *
+ * Every request names inodes by handle (struct mt_handle: number and
+ * generation). A handle whose generation is not the inode's, or whose
+ * inode is gone, fails with -ESTALE; generation 0 takes whatever inode has
+ * the number (-ENOENT when none). The reply's status is 0 or the negative
+ * error of the namespace call (meta/ns.h: -ENOENT, -EEXIST, ...), or
+ * STRATA_EBADMSG for a request that does not decode; a reply with a
+ * non-zero status has an empty body.
+ *
+ *   LOOKUP     dir, name ("." and ".." too)     -> the entry's inode
+ *   GETATTR    inode                            -> inode
+ *   CREATE     dir, name, mode, uid, gid, MD_CREATE_* -> attr_rep: created
+ *              1, or 0 when it returns an existing file
+ *   OPEN       inode, MD_O_*                    -> attr_rep (created 0)
+ *   MKDIR      as CREATE, flags 0 (else -EINVAL) -> inode
+ *   SYMLINK    dir, name, target, uid, gid      -> inode
+ *   READLINK   inode                            -> target
+ *   UNLINK, RMDIR   dir, name                   -> (empty)
+ *   RENAME     src dir and name, dst dir and name, MD_RENAME_* -> (empty)
+ *   SETATTR    inode, MD_ATTR_* mask, the values -> attr_rep (created 0)
+ *   SET_SIZE   inode, size, mtime_ns (0 keeps it) -> inode: the length a
+ *              writer publishes at close/fsync; it only grows
+ *   TRUNCATE   inode, size                      -> attr_rep (created 0)
+ *   READDIR    dir, cookie, max (1..MD_READDIR_MAX) -> entries after the
+ *              cookie (name, ino, type), the next cookie, eof
+ *   READDIRPLUS  as READDIR                     -> the entries with their
+ *              inodes (so their handles), read with the listing
+ *   SET_LAYOUT dir, layout                      -> (empty)
+ *   GET_LAYOUT inode                            -> layout (a directory's
+ *              resolved against the current chain table)
+ *   STATFS     (empty)                          -> inodes, bytes, table_len
+ *   RESOLVE    absolute path, MD_RESOLVE_*      -> inode
+ *
+ * Truncation. A reply carrying a trunc (CREATE with MD_CREATE_TRUNC of an
+ * existing file, OPEN with MD_O_TRUNC, SETATTR with MD_ATTR_SIZE,
+ * TRUNCATE) tells the CLIENT what is left for it to do: when
+ * trunc.partial is set, chunk trunc.chunk straddles the new size and the
+ * client must cut it to trunc.len bytes (an SC_TRUNCATE to chain
+ * layout_chain_index(layout, trunc.chunk)) before it reports success to
+ * its caller. Whole chunks beyond the new size [gc_from, gc_to) are
+ * removed by the service: it replies only after every queued removal of
+ * that file is done, so the file can grow again at once. If a removal
+ * fails, the reply is STRATA_EUNAVAIL although the new size is recorded;
+ * repeating the call (same size) is safe and retries the removals. OPEN
+ * for writing and CREATE of an existing file also wait for leftover
+ * removals of the file (docs/namespace.md, "Known hazard").
+ */
+#ifndef STRATA_PROTO_META_H
+#define STRATA_PROTO_META_H
+
+#include "common/layout.h"
+#include "net/proto.h"
+#include "proto/proto.h"
+
+#define MD_ROOT_INO 1		/* the root directory's handle */
+#define MD_ROOT_GEN 1
+#define MD_NAME_MAX 255		/* a name or a readdir cookie */
+#define MD_PATH_MAX 4096	/* a path to RESOLVE */
+#define MD_TARGET_MAX 4096	/* a symlink's target */
+#define MD_READDIR_MAX 1024	/* entries in one READDIR(PLUS) reply */
+
+/* CREATE flags. */
+#define MD_CREATE_EXCL (1u << 0)	/* -EEXIST if the name exists */
+#define MD_CREATE_TRUNC (1u << 1)	/* truncate an existing file to 0 */
+#define MD_CREATE_KNOWN (MD_CREATE_EXCL | MD_CREATE_TRUNC)
+
+/* OPEN flags: wire values, independent of the platform's O_* values.
+ * Access mode 3 is refused. */
+#define MD_O_RDONLY 0u
+#define MD_O_WRONLY 1u
+#define MD_O_RDWR 2u
+#define MD_O_ACCMODE 3u
+#define MD_O_TRUNC (1u << 4)
+#define MD_O_KNOWN (MD_O_ACCMODE | MD_O_TRUNC)
+
+/* RENAME flags (Linux renameat2's meaning; not both). */
+#define MD_RENAME_NOREPLACE (1u << 0)
+#define MD_RENAME_EXCHANGE (1u << 1)
+#define MD_RENAME_KNOWN (MD_RENAME_NOREPLACE | MD_RENAME_EXCHANGE)
+
+/* SETATTR mask: which values of the request apply. */
+#define MD_ATTR_MODE (1u << 0)		/* permission bits (07777) */
+#define MD_ATTR_UID (1u << 1)
+#define MD_ATTR_GID (1u << 2)
+#define MD_ATTR_ATIME (1u << 3)
+#define MD_ATTR_MTIME (1u << 4)
+#define MD_ATTR_SIZE (1u << 5)		/* a truncate */
+#define MD_ATTR_ATIME_NOW (1u << 6)
+#define MD_ATTR_MTIME_NOW (1u << 7)
+#define MD_ATTR_KNOWN 0xffu
+
+/* RESOLVE flags. */
+#define MD_RESOLVE_FOLLOW (1u << 0)	/* follow a symlink in the last component */
+#define MD_RESOLVE_KNOWN MD_RESOLVE_FOLLOW
+
+/* Converts open(2) flags (O_ACCMODE, O_TRUNC; others ignored) to MD_O_*
+ * and back. */
+uint32_t md_open_flags_to_wire(int flags);
+int md_open_flags_from_wire(uint32_t flags);
+
+/* ---- pieces ---- */
+
+/* An inode by identity; gen 0: any generation. */
+#define MT_HANDLE_FIELDS(X) \
+	X(U64, ino) \
+	X(U64, gen)
+PROTO_MSG(mt_handle, MT_HANDLE_FIELDS)
+
+#define MT_LAYOUT_FIELDS(X) \
+	X(U32, chunk_size) \
+	X(U32, stripe) \
+	X(U32, table_len) \
+	X(U64, seed)
+PROTO_MSG(mt_layout, MT_LAYOUT_FIELDS)
+
+/* The layout to and from its wire form. */
+void mt_layout_set(struct mt_layout *w, const struct file_layout *l);
+void mt_layout_get(const struct mt_layout *w, struct file_layout *l);
+
+/* An inode: mode holds the type bits; parent is the directory holding
+ * its entry (the root's is itself). */
+#define MT_INODE_FIELDS(X) \
+	X(U64, ino) \
+	X(U64, gen) \
+	X(U32, mode) \
+	X(U32, uid) \
+	X(U32, gid) \
+	X(U32, nlink) \
+	X(U64, size) \
+	X(I64, atime_ns) \
+	X(I64, mtime_ns) \
+	X(I64, ctime_ns) \
+	X(U64, parent) \
+	X(OBJ, layout, mt_layout)
+PROTO_MSG(mt_inode, MT_INODE_FIELDS)
+
+/* What a truncation left to the client (see the top of this file): all
+ * zeros but the file's layout when nothing was cut. */
+#define MT_TRUNC_FIELDS(X) \
+	X(U8R, partial, 1) \
+	X(U64, chunk) \
+	X(U32, len) \
+	X(U64, gc_from) \
+	X(U64, gc_to) \
+	X(OBJ, layout, mt_layout)
+PROTO_MSG_CHECKED(mt_trunc, MT_TRUNC_FIELDS)
+
+/* ---- requests ---- */
+
+/* LOOKUP, UNLINK, RMDIR. */
+#define MT_NAME_FIELDS(X) \
+	X(OBJ, dir, mt_handle) \
+	X(STR, name, MD_NAME_MAX)
+PROTO_MSG(mt_name, MT_NAME_FIELDS)
+
+/* GETATTR, READLINK, GET_LAYOUT. */
+#define MT_INO_FIELDS(X) \
+	X(OBJ, h, mt_handle)
+PROTO_MSG(mt_ino, MT_INO_FIELDS)
+
+/* CREATE, MKDIR. */
+#define MT_CREATE_FIELDS(X) \
+	X(OBJ, dir, mt_handle) \
+	X(STR, name, MD_NAME_MAX) \
+	X(U32, mode) \
+	X(U32, uid) \
+	X(U32, gid) \
+	X(FLAGS, flags, MD_CREATE_KNOWN)
+PROTO_MSG(mt_create, MT_CREATE_FIELDS)
+
+#define MT_OPEN_FIELDS(X) \
+	X(OBJ, h, mt_handle) \
+	X(FLAGS, flags, MD_O_KNOWN)
+PROTO_MSG_CHECKED(mt_open, MT_OPEN_FIELDS)
+
+#define MT_SYMLINK_FIELDS(X) \
+	X(OBJ, dir, mt_handle) \
+	X(STR, name, MD_NAME_MAX) \
+	X(STR, target, MD_TARGET_MAX) \
+	X(U32, uid) \
+	X(U32, gid)
+PROTO_MSG(mt_symlink, MT_SYMLINK_FIELDS)
+
+#define MT_RENAME_FIELDS(X) \
+	X(OBJ, src_dir, mt_handle) \
+	X(STR, src_name, MD_NAME_MAX) \
+	X(OBJ, dst_dir, mt_handle) \
+	X(STR, dst_name, MD_NAME_MAX) \
+	X(FLAGS, flags, MD_RENAME_KNOWN)
+PROTO_MSG(mt_rename, MT_RENAME_FIELDS)
+
+/* Only the values mask names are applied. */
+#define MT_SETATTR_FIELDS(X) \
+	X(OBJ, h, mt_handle) \
+	X(FLAGS, mask, MD_ATTR_KNOWN) \
+	X(U32, mode) \
+	X(U32, uid) \
+	X(U32, gid) \
+	X(I64, atime_ns) \
+	X(I64, mtime_ns) \
+	X(U64, size)
+PROTO_MSG(mt_setattr, MT_SETATTR_FIELDS)
+
+#define MT_SET_SIZE_FIELDS(X) \
+	X(OBJ, h, mt_handle) \
+	X(U64, size) \
+	X(I64, mtime_ns)
+PROTO_MSG(mt_set_size, MT_SET_SIZE_FIELDS)
+
+#define MT_TRUNCATE_FIELDS(X) \
+	X(OBJ, h, mt_handle) \
+	X(U64, size)
+PROTO_MSG(mt_truncate, MT_TRUNCATE_FIELDS)
+
+/* READDIR, READDIRPLUS: entries whose names sort after cookie ("": from
+ * the start), at most max (1..MD_READDIR_MAX). */
+#define MT_READDIR_FIELDS(X) \
+	X(OBJ, dir, mt_handle) \
+	X(STR, cookie, MD_NAME_MAX) \
+	X(U32R, max, MD_READDIR_MAX)
+PROTO_MSG_CHECKED(mt_readdir, MT_READDIR_FIELDS)
+
+#define MT_SET_LAYOUT_FIELDS(X) \
+	X(OBJ, dir, mt_handle) \
+	X(OBJ, layout, mt_layout)
+PROTO_MSG(mt_set_layout, MT_SET_LAYOUT_FIELDS)
+
+#define MT_RESOLVE_FIELDS(X) \
+	X(STR, path, MD_PATH_MAX) \
+	X(FLAGS, flags, MD_RESOLVE_KNOWN)
+PROTO_MSG(mt_resolve, MT_RESOLVE_FIELDS)
+
+/* ---- replies ---- */
+
+/* CREATE, OPEN, SETATTR, TRUNCATE. */
+#define MT_ATTR_REP_FIELDS(X) \
+	X(U8R, created, 1) \
+	X(OBJ, inode, mt_inode) \
+	X(OBJ, trunc, mt_trunc)
+PROTO_MSG(mt_attr_rep, MT_ATTR_REP_FIELDS)
+
+/* READLINK. */
+#define MT_TARGET_FIELDS(X) \
+	X(STR, target, MD_TARGET_MAX)
+PROTO_MSG(mt_target, MT_TARGET_FIELDS)
+
+#define MT_STATFS_FIELDS(X) \
+	X(U64, inodes) \
+	X(U64, bytes) \
+	X(U32, table_len)
+PROTO_MSG(mt_statfs, MT_STATFS_FIELDS)
+
+/* type: the S_IFMT bits of the entry's inode. Names are never empty. */
+#define MT_DIRENT_FIELDS(X) \
+	X(STR, name, MD_NAME_MAX) \
+	X(U64, ino) \
+	X(U32, type)
+PROTO_MSG_CHECKED(mt_dirent, MT_DIRENT_FIELDS)
+
+/* next_cookie: the name of the last entry (the request's cookie when
+ * there is none); eof: the directory has nothing after it. */
+#define MT_READDIR_REP_FIELDS(X) \
+	X(ARR, ents, mt_dirent, MD_READDIR_MAX) \
+	X(STR, next_cookie, MD_NAME_MAX) \
+	X(U8R, eof, 1)
+PROTO_MSG(mt_readdir_rep, MT_READDIR_REP_FIELDS)
+
+/* An entry with its inode: a page of 1024 with the longest names is
+ * about 360 KiB. */
+#define MT_DIRENTPLUS_FIELDS(X) \
+	X(STR, name, MD_NAME_MAX) \
+	X(OBJ, inode, mt_inode)
+PROTO_MSG_CHECKED(mt_direntplus, MT_DIRENTPLUS_FIELDS)
+
+#define MT_READDIRPLUS_REP_FIELDS(X) \
+	X(ARR, ents, mt_direntplus, MD_READDIR_MAX) \
+	X(STR, next_cookie, MD_NAME_MAX) \
+	X(U8R, eof, 1)
+PROTO_MSG(mt_readdirplus_rep, MT_READDIRPLUS_REP_FIELDS)
+
+/* Stubs are named md_<op>: md_lookup_call_sync(), md_create_req(), ... */
+#define META_OPS(OP) \
+	OP(META_LOOKUP,      64, md_lookup,      mt_name,       mt_inode) \
+	OP(META_GETATTR,     65, md_getattr,     mt_ino,        mt_inode) \
+	OP(META_CREATE,      66, md_create,      mt_create,     mt_attr_rep) \
+	OP(META_OPEN,        67, md_open,        mt_open,       mt_attr_rep) \
+	OP(META_MKDIR,       68, md_mkdir,       mt_create,     mt_inode) \
+	OP(META_SYMLINK,     69, md_symlink,     mt_symlink,    mt_inode) \
+	OP(META_READLINK,    70, md_readlink,    mt_ino,        mt_target) \
+	OP(META_UNLINK,      71, md_unlink,      mt_name,       proto_void) \
+	OP(META_RMDIR,       72, md_rmdir,       mt_name,       proto_void) \
+	OP(META_RENAME,      73, md_rename,      mt_rename,     proto_void) \
+	OP(META_SETATTR,     74, md_setattr,     mt_setattr,    mt_attr_rep) \
+	OP(META_SET_SIZE,    75, md_set_size,    mt_set_size,   mt_inode) \
+	OP(META_TRUNCATE,    76, md_truncate,    mt_truncate,   mt_attr_rep) \
+	OP(META_READDIR,     77, md_readdir,     mt_readdir,    mt_readdir_rep) \
+	OP(META_SET_LAYOUT,  78, md_set_layout,  mt_set_layout, proto_void) \
+	OP(META_GET_LAYOUT,  79, md_get_layout,  mt_ino,        mt_layout) \
+	OP(META_STATFS,      80, md_statfs,      proto_void,    mt_statfs) \
+	OP(META_RESOLVE,     81, md_resolve,     mt_resolve,    mt_inode) \
+	OP(META_READDIRPLUS, 82, md_readdirplus, mt_readdir,    mt_readdirplus_rep)
+PROTO_OPS(meta, META_OPS)
+
+/* Every op's number lies in the range net/proto.h gives meta. */
+#define MD_IN_RANGE(NAME, num, fn, req, rep) \
+	_Static_assert((num) >= OP_META_FIRST && (num) <= OP_META_LAST, \
+		       #NAME " is outside the meta op range");
+META_OPS(MD_IN_RANGE)
+
+#endif
