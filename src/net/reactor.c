@@ -7,9 +7,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "reactor.h"
 
@@ -43,10 +43,7 @@ struct reactor {
 
 uint64_t reactor_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return mono_ms();
 }
 
 static void drain_eventfd(void *arg, uint32_t events)

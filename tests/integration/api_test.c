@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/rand.h"
 #include "strata/strata.h"
 
 const char *__asan_default_options(void);
@@ -44,19 +45,6 @@ static void begin(const char *name)
 	fflush(stdout);
 }
 
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return x ^ (x >> 31);
-}
-
-static void pattern(uint8_t *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)(mix(seed + i / 8) >> (8 * (i % 8)));
-}
 
 static struct strata_file *openf(const char *path, int flags)
 {
@@ -76,7 +64,7 @@ static void read_after_write(void)
 
 	begin("read-after-write");
 	OK(strata_mkdir(S, "/raw", 0755));
-	pattern(a, n, 1);
+	pattern_fill(a, n, 1);
 	f = openf("/raw/f", STRATA_O_CREAT | STRATA_O_RDWR);
 	OK(strata_pwrite(f, a, n, 0));
 	/* Same handle sees its writes before close. */
@@ -95,7 +83,7 @@ static void read_after_write(void)
 	OK(strata_close(g));
 	/* Overwrite in the middle, unaligned. */
 	f = openf("/raw/f", STRATA_O_RDWR);
-	pattern(a + 1000003, 77777, 9);
+	pattern_fill(a + 1000003, 77777, 9);
 	OK(strata_pwrite(f, a + 1000003, 77777, 1000003));
 	OK(strata_close(f));
 	f = openf("/raw/f", STRATA_O_RDONLY);
@@ -134,7 +122,7 @@ static void truncate_checks(void)
 	begin("truncate");
 	OK(strata_mkdir(S, "/tr", 0755));
 	OK(strata_set_layout(S, "/tr", &l));
-	pattern(a, n, 3);
+	pattern_fill(a, n, 3);
 	f = openf("/tr/f", STRATA_O_CREAT | STRATA_O_RDWR);
 	OK(strata_pwrite(f, a, n, 0));
 	OK(strata_close(f));
@@ -180,7 +168,7 @@ static void many_chains(void)
 	begin("file spanning many chains");
 	OK(strata_mkdir(S, "/wide", 0755));
 	OK(strata_set_layout(S, "/wide", &l));
-	pattern(a, n, 4);
+	pattern_fill(a, n, 4);
 	f = openf("/wide/f", STRATA_O_CREAT | STRATA_O_RDWR);
 	OK(strata_get_layout(S, "/wide/f", &got));
 	CHECK(got.chunk_size == (64u << 10), "chunk size %u", got.chunk_size);
@@ -220,7 +208,7 @@ static void *worker_main(void *arg)
 		snprintf(path, sizeof(path), "/conc/own-%d", w->id);
 	rc = strata_open(S, path, STRATA_O_CREAT | STRATA_O_RDWR, 0644, &f);
 	for (int r = 0; !rc && r < W_ROUNDS; r++) {
-		pattern(a, W_SLICE, (uint64_t)w->id * 100 + r);
+		pattern_fill(a, W_SLICE, (uint64_t)w->id * 100 + r);
 		rc = (int)strata_pwrite(f, a, W_SLICE, off);
 		if (rc >= 0)
 			rc = strata_pread(f, b, W_SLICE, off) == W_SLICE ? 0 : -EIO;
@@ -264,7 +252,7 @@ static void concurrency(void)
 	f = openf("/conc/shared", STRATA_O_RDONLY);
 	CHECK(strata_pread(f, b, 8 * W_SLICE, 0) == 4 * W_SLICE, "shared size");
 	for (int i = 0; i < 4; i++) {
-		pattern(a, W_SLICE, (uint64_t)i * 100 + W_ROUNDS - 1);
+		pattern_fill(a, W_SLICE, (uint64_t)i * 100 + W_ROUNDS - 1);
 		CHECK(memcmp(b + (size_t)i * W_SLICE, a, W_SLICE) == 0, "slice %d differs", i);
 	}
 	OK(strata_close(f));
@@ -282,7 +270,7 @@ static void ring_checks(void)
 	int got = 0, i;
 
 	begin("batch ring: mixed writes then reads, out of order completion");
-	pattern(a, n, 5);
+	pattern_fill(a, n, 5);
 	f = openf("/raw/ring", STRATA_O_CREAT | STRATA_O_RDWR);
 	OK(strata_ring_new(S, 64, &r));
 	OK(strata_ring_register_buffer(r, a, n));
@@ -386,7 +374,7 @@ static void enospc(void)
 	uint64_t off = 0;
 
 	begin("ENOSPC when the targets are full; what was written stays");
-	pattern(a, n, 6);
+	pattern_fill(a, n, 6);
 	f = openf("/fill", STRATA_O_CREAT | STRATA_O_RDWR);
 	while (off < (1ull << 30) && (rc = strata_pwrite(f, a, n, off)) == (ssize_t)n)
 		off += n;
@@ -421,7 +409,7 @@ static int writer(void)
 
 	if (!a)
 		return 1;
-	pattern(a, n, 8);
+	pattern_fill(a, n, 8);
 	f = openf("/writer", STRATA_O_CREAT | STRATA_O_RDWR);
 	printf("writer: started\n");
 	fflush(stdout);
