@@ -24,7 +24,7 @@ import stat as _stat
 import sys
 import threading
 
-from ._lib import Closable, check, lib, strerror
+from ._lib import Closable, check, declare, strerror
 
 c_int, c_uint, c_u32, c_u64, c_i64 = (ctypes.c_int, ctypes.c_uint, ctypes.c_uint32,
                                        ctypes.c_uint64, ctypes.c_int64)
@@ -100,20 +100,11 @@ _PROTOS = {
     "strata_ring_wait": (c_int, [_P, ctypes.POINTER(_Cqe), c_uint, c_uint, c_int]),
     "strata_find_mgmt": (c_int, [c_char_p, c_char_p, c_char_p, c_size]),
 }
-_L = None
 
 
 def _lib():
-    """libstrata with this module's prototypes declared (once)."""
-    global _L
-    if _L is None:
-        L = lib()
-        for name, (res, args) in _PROTOS.items():
-            fn = getattr(L, name)
-            fn.restype = res
-            fn.argtypes = args
-        _L = L
-    return _L
+    """libstrata with this module's prototypes declared."""
+    return declare(_PROTOS)
 
 
 def _b(path):
