@@ -778,14 +778,14 @@ def shared_daemon(tmp_path_factory, request):
     return make()
 
 
-@pytest.fixture
-def cluster(tmp_path, strata, request):
-    """cluster(n, daemon_flags=None) -> Cluster started by 'strata local up'.
-    Teardown runs 'strata local down' and SIGKILLs whatever survives."""
+def _make_cluster_factory(base_dir, request):
     made = []
 
+    def strata_fn(*args, timeout=30, env=None):
+        return run([STRATA, *[str(a) for a in args]], timeout=timeout, env=env)
+
     def make(n=3, daemon_flags=None, name=None):
-        c = Cluster(tmp_path / (name or "cluster%d" % (len(made) + 1)), strata)
+        c = Cluster(Path(base_dir) / (name or "cluster%d" % (len(made) + 1)), strata_fn)
         made.append(c)
         c.up(n, daemon_flags)
         return c
@@ -803,5 +803,23 @@ def cluster(tmp_path, strata, request):
         if problems:
             pytest.fail("\n".join(problems), pytrace=False)
 
+    return make, finish
+
+
+@pytest.fixture
+def cluster(tmp_path, request):
+    """cluster(n, daemon_flags=None) -> Cluster started by 'strata local up'.
+    Teardown runs 'strata local down' and SIGKILLs whatever survives."""
+    make, finish = _make_cluster_factory(tmp_path, request)
     request.addfinalizer(finish)
     return make
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory, request):
+    """One 3-storage-node cluster for a whole module: for tests that each
+    work in a directory of their own and stop nothing. Stopped, and its
+    logs checked for sanitizer reports, after the module's last test."""
+    make, finish = _make_cluster_factory(tmp_path_factory.mktemp("shared-cluster"), request)
+    request.addfinalizer(finish)
+    return make(3)
