@@ -64,6 +64,12 @@ char *fs_join(const char *dir, const char *name);
  * have no trailing '/' unless it is "/". */
 const char *fs_base(const char *path);
 
+/* mkdir -p in the cluster: every missing component of path (normalized);
+ * existing directories are fine. Returns 0, or -ENOTDIR when a component
+ * is not a directory, -EEXIST when path is something else, or another
+ * error of strata_mkdir. */
+int fs_mkdir_p(struct strata *s, const char *path);
+
 /* Reads every entry of the cluster directory path, sorted by name.
  * Returns the count (>= 0) and *ents (the caller frees it; NULL when
  * empty) or a negative error. */

@@ -124,24 +124,7 @@ static int ep_mkdir(struct xfer *x, bool remote, const char *path)
 /* mkdir -p of path (already normalized when remote). */
 static int ep_mkdir_p(struct xfer *x, bool remote, const char *path)
 {
-	char *p = strdup(path);
-	int rc = 0;
-
-	if (!p)
-		return -ENOMEM;
-	for (char *q = p + 1;; q++) {
-		char save = *q;
-
-		if (save != '/' && save != '\0')
-			continue;
-		*q = '\0';
-		rc = ep_mkdir(x, remote, p);
-		*q = save;
-		if (rc || !save)
-			break;
-	}
-	free(p);
-	return rc;
+	return remote ? fs_mkdir_p(x->s, path) : mkdir_p(path, 0755);
 }
 
 static int name_cmp(const void *a, const void *b)

@@ -503,8 +503,7 @@ static int cmd_stat(int argc, char **argv)
 
 /* ---- mkdir ---- */
 
-/* mkdir -p: every missing component, existing directories are fine. */
-static int mkdir_parents(struct strata *s, const char *path)
+int fs_mkdir_p(struct strata *s, const char *path)
 {
 	char *p = strdup(path);
 	int rc = 0;
@@ -540,7 +539,7 @@ static int mkdir_one(struct strata *s, const struct fs_args *a, const char *path
 	if (strcmp(path, "/") == 0)
 		rc = a->flag['p'] ? 0 : -EEXIST;
 	else if (a->flag['p'])
-		rc = mkdir_parents(s, path);
+		rc = fs_mkdir_p(s, path);
 	else
 		rc = strata_mkdir(s, path, 0755);
 	if (rc) {
