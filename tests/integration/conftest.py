@@ -297,7 +297,21 @@ class DaemonError(Exception):
     pass
 
 
-class Daemon:
+class LogFile:
+    """The log of a process the harness started, at self.log_path."""
+
+    @property
+    def log(self):
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, n=40):
+        return "\n".join(self.log.splitlines()[-n:])
+
+
+class Daemon(LogFile):
     """A stratad on loopback, ports picked by the kernel (port 0)."""
 
     def __init__(self, data_dir, node_id=1):
@@ -409,16 +423,6 @@ class Daemon:
 
     # -- the log --
 
-    @property
-    def log(self):
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def log_tail(self, n=40):
-        return "\n".join(self.log.splitlines()[-n:])
-
     def log_size(self):
         """A mark for wait_log(since=...)."""
         try:
@@ -469,7 +473,7 @@ class Daemon:
 # ---------------------------------------------------------------------------
 # A cluster from 'strata local up'.
 
-class ClusterNode:
+class ClusterNode(LogFile):
     def __init__(self, rec):
         self.id = rec["id"]
         self.addr = rec["addr"]
@@ -483,13 +487,6 @@ class ClusterNode:
     @property
     def alive(self):
         return pid_alive(self.pid)
-
-    @property
-    def log(self):
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
 
     def client(self, hello=True, timeout=10):
         return strata_wire.Client(self.addr, timeout=timeout, hello=hello)
