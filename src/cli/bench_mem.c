@@ -35,6 +35,7 @@
 #include "cli.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/rand.h"
 #include "common/config.h"
 #include "strata/mem.h"
 
@@ -216,14 +217,14 @@ static ssize_t redis_get(struct wk *w, const char *key, void *dst, size_t cap)
 static void *worker(void *arg)
 {
 	struct wk *w = arg;
-	unsigned seed = 0x9e3779b9u * (unsigned)(w->idx + 1);
+	uint64_t rng = (uint64_t)w->idx + 1;	/* each worker its own sequence */
 	char key[64];
 	int i = 0;
 
 	while (mono_sec() < w->deadline && !w->err) {
 		double t0 = mono_sec();
 		int k = w->op == OPK_PUT ? (w->idx + i * w->b->threads) % w->nkeys :
-					   (int)(rand_r(&seed) % (unsigned)w->nkeys);
+					   (int)rng_below(&rng, (uint64_t)w->nkeys);
 		uint64_t nk = 1;
 		ssize_t rc;
 
@@ -235,7 +236,7 @@ static void *worker(void *arg)
 			nk = (uint64_t)w->b->batch;
 			for (int j = 0; j < w->b->batch; j++) {
 				key_name(keys[j], sizeof(keys[j]), w->size,
-					 (int)(rand_r(&seed) % (unsigned)w->nkeys));
+					 (int)rng_below(&rng, (uint64_t)w->nkeys));
 				items[j] = (struct strata_mem_item){ .key = keys[j],
 					.buf = w->buf + (size_t)j * w->size, .len = w->size };
 			}
