@@ -5,8 +5,8 @@
 #
 # SECONDS (default 20) is the time each target runs. TARGET names pick some
 # targets (default: every tests/fuzz/fuzz_*.c). Each target is built with
-# clang -fsanitize=fuzzer,address,undefined straight from the sources it
-# needs, into build-fuzz/ (FUZZ_BUILD overrides). It runs on a temporary
+# clang -fsanitize=fuzzer,address,undefined in a meson build in
+# build-fuzz/ (FUZZ_BUILD overrides). It runs on a temporary
 # copy of its seed corpus tests/fuzz/corpus/<target>/, so the checked-in
 # seeds never grow. A crash, sanitizer report or leak fails the run; the
 # input that did it is kept as build-fuzz/crashes/<target>-crash-<sha1>,
@@ -30,23 +30,15 @@ if ! command -v "$CC" >/dev/null; then
 	exit 2
 fi
 
-# The decoders and parsers under test, and what they pull in.
-srcs=(
-	src/common/errors.c src/common/log.c src/common/buf.c src/common/config.c
-	src/common/crc32c.c src/common/layout.c src/net/codec.c src/net/frame.c
-	src/storage/storage_proto.c src/mem/mem_proto.c src/mgmt/cluster_map.c
-	src/mgmt/chain_table.c
-	# The operation tables, and the RPC runtime their stubs call.
-	src/proto/proto.c src/proto/meta.c src/net/rpc.c src/net/conn.c src/net/reactor.c
-)
-libs=(-lisal -linih -lpthread)
-# shellcheck disable=SC2054 # -fsanitize=a,b,c is one argument
-cflags=(
-	-std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer
-	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-	-Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wvla
-	-Wno-sign-compare -Iinclude -Isrc
-)
+# One meson build with clang, every object instrumented for coverage
+# (-fsanitize=fuzzer-no-link) and ASan/UBSan; each target links what it
+# calls from libstrata_internal.a (tests/fuzz/meson.build).
+if [ ! -f "$out/build.ninja" ]; then
+	CC="$CC" meson setup "$out" -Dfuzz=true -Db_sanitize=address,undefined \
+		-Db_lundef=false -Dbuildtype=debugoptimized \
+		-Dc_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+		>/dev/null
+fi
 
 if [ $# -gt 0 ]; then
 	targets=("$@")
@@ -69,7 +61,7 @@ for t in "${targets[@]}"; do
 		exit 2
 	fi
 	echo "== $t: build"
-	"$CC" "${cflags[@]}" "tests/fuzz/$t.c" "${srcs[@]}" -o "$out/$t" "${libs[@]}"
+	ninja -C "$out" "tests/fuzz/$t" >/dev/null
 
 	corpus="$work/$t"
 	mkdir -p "$corpus"
@@ -81,7 +73,7 @@ for t in "${targets[@]}"; do
 	set +e
 	ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
 	UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1} \
-		"$out/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+		"$out/tests/fuzz/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
 		-print_final_stats=1 -artifact_prefix="$out/crashes/$t-" \
 		"$corpus" >"$work/$t.log" 2>&1
 	rc=$?
@@ -94,7 +86,7 @@ for t in "${targets[@]}"; do
 		for f in "$out/crashes/$t-"*; do
 			if [ -e "$f" ]; then echo "   $f" >&2; fi
 		done
-		echo "   replay: $out/$t $out/crashes/<file>" >&2
+		echo "   replay: $out/tests/fuzz/$t $out/crashes/<file>" >&2
 		failed+=("$t")
 	else
 		echo "== $t: ok"

@@ -48,6 +48,23 @@ def lib():
     return _LIB
 
 
+_declared = set()
+
+
+def declare(protos):
+    """lib() with the prototypes in protos ({name: (restype, argtypes)})
+    declared. Each module of the binding keeps its own table and calls this
+    before every use; the table is applied once."""
+    L = lib()
+    if id(protos) not in _declared:
+        for name, (res, args) in protos.items():
+            fn = getattr(L, name)
+            fn.restype = res
+            fn.argtypes = args
+        _declared.add(id(protos))
+    return L
+
+
 def strerror(code):
     return lib().strata_strerror(code).decode()
 

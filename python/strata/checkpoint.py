@@ -27,7 +27,7 @@ import pickle
 import sys
 import threading
 
-from ._lib import Closable, check, lib
+from ._lib import Closable, check, declare
 from .client import Client, buffer_info
 
 _P = ctypes.c_void_p
@@ -59,38 +59,29 @@ class _Dst(ctypes.Structure):
     _fields_ = [("index", ctypes.c_size_t), ("data", _P), ("len", ctypes.c_uint64)]
 
 
-_L = None
+_PROTOS = {
+    "strata_ckpt_save_opts_init": (None, [ctypes.POINTER(_SaveOpts), ctypes.c_size_t]),
+    "strata_ckpt_save": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(_Tensor),
+                                        ctypes.c_size_t, ctypes.POINTER(_SaveOpts)]),
+    "strata_ckpt_open": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(_P)]),
+    "strata_ckpt_close": (None, [_P]),
+    "strata_ckpt_count": (ctypes.c_size_t, [_P]),
+    "strata_ckpt_world_size": (ctypes.c_uint32, [_P]),
+    "strata_ckpt_info": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.POINTER(_Info)]),
+    "strata_ckpt_find": (ctypes.c_ssize_t, [_P, ctypes.c_char_p, ctypes.c_int]),
+    "strata_ckpt_meta": (ctypes.c_char_p, [_P, ctypes.c_uint32]),
+    "strata_ckpt_read": (ctypes.c_int, [_P, ctypes.POINTER(_Dst), ctypes.c_size_t,
+                                        ctypes.c_uint32]),
+    "strata_ckpt_prune": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_uint32]),
+    "strata_ckpt_clean_partial": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_uint32]),
+    "strata_ckpt_latest": (ctypes.c_ssize_t, [_P, ctypes.c_char_p, ctypes.c_char_p,
+                                              ctypes.c_size_t]),
+    "strata_crc32c": (ctypes.c_uint32, [ctypes.c_uint32, _P, ctypes.c_size_t]),
+}
 
 
 def _lib():
-    global _L
-    if _L is None:
-        L = lib()
-        protos = {
-            "strata_ckpt_save_opts_init": (None, [ctypes.POINTER(_SaveOpts), ctypes.c_size_t]),
-            "strata_ckpt_save": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(_Tensor),
-                                                ctypes.c_size_t, ctypes.POINTER(_SaveOpts)]),
-            "strata_ckpt_open": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(_P)]),
-            "strata_ckpt_close": (None, [_P]),
-            "strata_ckpt_count": (ctypes.c_size_t, [_P]),
-            "strata_ckpt_world_size": (ctypes.c_uint32, [_P]),
-            "strata_ckpt_info": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.POINTER(_Info)]),
-            "strata_ckpt_find": (ctypes.c_ssize_t, [_P, ctypes.c_char_p, ctypes.c_int]),
-            "strata_ckpt_meta": (ctypes.c_char_p, [_P, ctypes.c_uint32]),
-            "strata_ckpt_read": (ctypes.c_int, [_P, ctypes.POINTER(_Dst), ctypes.c_size_t,
-                                                ctypes.c_uint32]),
-            "strata_ckpt_prune": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_uint32]),
-            "strata_ckpt_clean_partial": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_uint32]),
-            "strata_ckpt_latest": (ctypes.c_ssize_t, [_P, ctypes.c_char_p, ctypes.c_char_p,
-                                                      ctypes.c_size_t]),
-            "strata_crc32c": (ctypes.c_uint32, [ctypes.c_uint32, _P, ctypes.c_size_t]),
-        }
-        for name, (res, args) in protos.items():
-            fn = getattr(L, name)
-            fn.restype = res
-            fn.argtypes = args
-        _L = L
-    return _L
+    return declare(_PROTOS)
 
 
 def crc32c(data, crc=0):

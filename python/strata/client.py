@@ -19,13 +19,12 @@ PermissionError, or OSError with .errno (ENOTEMPTY, ENOSPC, ...).
 import ctypes
 import errno
 import io
-import json
 import os
 import stat as _stat
 import sys
 import threading
 
-from ._lib import Closable, check, lib, strerror
+from ._lib import Closable, check, declare, strerror
 
 c_int, c_uint, c_u32, c_u64, c_i64 = (ctypes.c_int, ctypes.c_uint, ctypes.c_uint32,
                                        ctypes.c_uint64, ctypes.c_int64)
@@ -99,21 +98,13 @@ _PROTOS = {
     "strata_ring_prep_write": (c_int, [_P, _P, _P, c_size, c_u64, c_u64]),
     "strata_ring_submit": (c_int, [_P]),
     "strata_ring_wait": (c_int, [_P, ctypes.POINTER(_Cqe), c_uint, c_uint, c_int]),
+    "strata_find_mgmt": (c_int, [c_char_p, c_char_p, c_char_p, c_size]),
 }
-_L = None
 
 
 def _lib():
-    """libstrata with this module's prototypes declared (once)."""
-    global _L
-    if _L is None:
-        L = lib()
-        for name, (res, args) in _PROTOS.items():
-            fn = getattr(L, name)
-            fn.restype = res
-            fn.argtypes = args
-        _L = L
-    return _L
+    """libstrata with this module's prototypes declared."""
+    return declare(_PROTOS)
 
 
 def _b(path):
@@ -231,17 +222,17 @@ class DirEntry:
 
 def _resolve_mgmt(mgmt):
     """mgmt: "host:port", a directory of 'strata local up' (its
-    cluster.json), or None for $STRATA_MGMT."""
-    if mgmt is None:
-        mgmt = os.environ.get("STRATA_MGMT")
-        if not mgmt:
-            raise ValueError("strata: no cluster named: pass Client('host:port') or a "
-                             "'strata local up' directory, or set STRATA_MGMT")
-    mgmt = os.fspath(mgmt)
-    if os.path.isdir(mgmt):
-        with open(os.path.join(mgmt, "cluster.json")) as f:
-            return json.load(f)["mgmt"]
-    return mgmt
+    cluster.json), or None for $STRATA_MGMT -- the rule of every Strata
+    program, applied by libstrata's strata_find_mgmt (strata/locate.h)."""
+    spec = os.fsencode(mgmt) if mgmt is not None else None
+    out = ctypes.create_string_buffer(4096)
+    rc = _lib().strata_find_mgmt(spec, None, out, len(out))
+    if rc == -errno.EDESTADDRREQ:
+        raise ValueError("strata: no cluster named: pass Client('host:port') or a "
+                         "'strata local up' directory, or set STRATA_MGMT")
+    check(rc, os.path.join(os.fsdecode(spec or os.environ.get("STRATA_MGMT", "")),
+                           "cluster.json"))
+    return out.value.decode()
 
 
 class Client:

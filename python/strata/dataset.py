@@ -1,27 +1,60 @@
 """Sample sources on Strata, independent of PyTorch: a directory of sample
-files, or packed shards (format: docs/python.md), and a reader that keeps
-many sample reads in flight through the batch ring.
+files, or packed shards, and a reader that keeps many sample reads in
+flight through the batch ring.
 
-Packed dataset DIR (written by ShardWriter or `strata pack`):
-    DIR/shard-NNNNN.data   samples appended back to back
-    DIR/shard-NNNNN.idx    b"STRPIDX1", u64 count, count x (u64 offset,
-                           u64 length), little-endian
-    DIR/dataset.json       {"format": "strata-packed", "version": 1,
-                            "samples": N, "shards": [{"data": ..., "index":
-                            ..., "samples": n, "bytes": b}, ...]}
-                           written last: the dataset is complete when it
-                           exists.
+Packed datasets (format: include/strata/dataset.h, docs/python.md) are
+written and indexed by libstrata itself (strata_pack_*, through ctypes):
+the same code as `strata pack`, so there is one implementation of the
+format.
 """
-import json
+import ctypes
 import os
-import struct
 
 import numpy as np
 
-from .client import Client, Ring
+from ._lib import check, declare
+from .client import Client, Ring, buffer_info
 
-IDX_MAGIC = b"STRPIDX1"
-FORMAT = "strata-packed"
+_P = ctypes.c_void_p
+_PROTOS = {
+    "strata_pack_opts_init": (None, [_P, ctypes.c_size_t]),
+    "strata_pack_new": (ctypes.c_int, [_P, ctypes.c_char_p, _P, ctypes.POINTER(_P)]),
+    "strata_pack_add": (ctypes.c_int, [_P, _P, ctypes.c_size_t,
+                                       ctypes.POINTER(ctypes.c_uint64)]),
+    "strata_pack_close": (ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_uint64),
+                                         ctypes.POINTER(ctypes.c_uint32)]),
+    "strata_pack_abort": (None, [_P]),
+    "strata_pack_index_open": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.POINTER(_P)]),
+    "strata_pack_index_free": (None, [_P]),
+    "strata_pack_index_count": (ctypes.c_uint64, [_P]),
+    "strata_pack_index_shards": (ctypes.c_uint32, [_P]),
+    "strata_pack_index_shard_path": (ctypes.c_char_p, [_P, ctypes.c_uint32]),
+    "strata_pack_index_export": (None, [_P, _P, _P, _P]),
+}
+
+
+class _PackOpts(ctypes.Structure):
+    _fields_ = [("opts_size", ctypes.c_size_t), ("samples_per_shard", ctypes.c_uint64),
+                ("shard_bytes", ctypes.c_uint64)]
+
+
+def _plib():
+    """libstrata with the packed-dataset prototypes declared."""
+    return declare(_PROTOS)
+
+
+_EBADMSG = -(4096 + 7)          # STRATA_EBADMSG (strata/errors.h)
+
+
+def _check_pack(rc, path):
+    """check(), with a malformed dataset reported as ValueError."""
+    if rc == _EBADMSG:
+        try:
+            check(rc, path)
+        except OSError as e:
+            raise ValueError("strata: %r is not a valid packed dataset (%s)"
+                             % (path, e.strerror)) from None
+    return check(rc, path)
 
 
 def epoch_order(n, seed, epoch, shuffle=True):
@@ -40,55 +73,53 @@ class ShardWriter:
     """Writes a packed dataset: add() appends a sample (bytes-like, numpy
     array, CPU tensor) to the current shard; a shard is closed once it
     holds samples_per_shard samples or shard_bytes bytes; close() writes
-    the last index and dataset.json."""
+    the last index and dataset.json. Leaving a with block by an exception
+    abandons the dataset (no dataset.json: readers never see it)."""
 
     def __init__(self, client, directory, samples_per_shard=1024, shard_bytes=1 << 30):
         self.client = client
         self.dir = os.fspath(directory)
-        self.samples_per_shard = samples_per_shard
-        self.shard_bytes = shard_bytes
-        client.makedirs(self.dir, exist_ok=True)
-        self.shards = []
+        parent = os.path.dirname(self.dir.rstrip("/"))
+        if parent and parent != "/":
+            client.makedirs(parent, exist_ok=True)
+        L = _plib()
+        o = _PackOpts()
+        L.strata_pack_opts_init(ctypes.byref(o), ctypes.sizeof(o))
+        o.samples_per_shard = samples_per_shard
+        o.shard_bytes = shard_bytes
+        h = _P()
+        check(L.strata_pack_new(client.handle, self.dir.encode(), ctypes.byref(o),
+                                ctypes.byref(h)), self.dir)
+        self._h = h
         self.count = 0
-        self._f = None
-        self._idx = []
-        self._off = 0
-
-    def _open(self):
-        name = "shard-%05d" % len(self.shards)
-        self._name = name
-        self._f = self.client.open(_join(self.dir, name + ".data"), "wb")
-        self._idx = []
-        self._off = 0
-
-    def _finish(self):
-        if self._f is None:
-            return
-        self._f.close()
-        body = IDX_MAGIC + struct.pack("<Q", len(self._idx))
-        body += np.asarray(self._idx, dtype="<u8").reshape(-1).tobytes() if self._idx else b""
-        self.client.write_bytes(_join(self.dir, self._name + ".idx"), body)
-        self.shards.append({"data": self._name + ".data", "index": self._name + ".idx",
-                            "samples": len(self._idx), "bytes": self._off})
-        self._f = None
+        self.shards = 0
 
     def add(self, sample):
         """Appends one sample; returns its global index."""
-        if self._f is None:
-            self._open()
-        n = self._f.pwrite(sample, self._off)
-        self._idx.append((self._off, n))
-        self._off += n
-        i = self.count
-        self.count += 1
-        if len(self._idx) >= self.samples_per_shard or self._off >= self.shard_bytes:
-            self._finish()
-        return i
+        if self._h is None:
+            raise ValueError("strata: ShardWriter is closed")
+        addr, n, keep = buffer_info(sample, False)
+        i = ctypes.c_uint64()
+        _check_pack(_plib().strata_pack_add(self._h, addr, n, ctypes.byref(i)), self.dir)
+        del keep
+        self.count = i.value + 1
+        return i.value
 
     def close(self):
-        self._finish()
-        meta = {"format": FORMAT, "version": 1, "samples": self.count, "shards": self.shards}
-        self.client.write_bytes(_join(self.dir, "dataset.json"), json.dumps(meta).encode())
+        """Closes the last shard and writes dataset.json."""
+        if self._h is None:
+            return
+        h, self._h = self._h, None
+        n, k = ctypes.c_uint64(), ctypes.c_uint32()
+        rc = _plib().strata_pack_close(h, ctypes.byref(n), ctypes.byref(k))
+        self.count, self.shards = n.value, k.value
+        _check_pack(rc, self.dir)
+
+    def abort(self):
+        """Stops without writing dataset.json."""
+        if self._h is not None:
+            h, self._h = self._h, None
+            _plib().strata_pack_abort(h)
 
     def __enter__(self):
         return self
@@ -96,8 +127,14 @@ class ShardWriter:
     def __exit__(self, exc, *rest):
         if exc is None:
             self.close()
-        elif self._f is not None:
-            self._f.close()
+        else:
+            self.abort()
+
+    def __del__(self):
+        try:
+            self.abort()
+        except Exception:
+            pass
 
 
 class SampleIndex:
@@ -125,25 +162,22 @@ class SampleIndex:
 
     @classmethod
     def _packed(cls, client, path):
-        meta = json.loads(client.read_bytes(_join(path, "dataset.json")))
-        if meta.get("format") != FORMAT:
-            raise ValueError("strata: %r is not a packed dataset" % path)
-        paths, shard_of, offs, lens = [], [], [], []
-        for k, sh in enumerate(meta["shards"]):
-            body = client.read_bytes(_join(path, sh["index"]))
-            if body[:8] != IDX_MAGIC:
-                raise ValueError("strata: bad index %r" % _join(path, sh["index"]))
-            n = struct.unpack_from("<Q", body, 8)[0]
-            a = np.frombuffer(body, dtype="<u8", count=2 * n, offset=16).reshape(n, 2)
-            paths.append(_join(path, sh["data"]))
-            shard_of.append(np.full(n, k, dtype=np.int32))
-            offs.append(a[:, 0].astype(np.int64))
-            lens.append(a[:, 1].astype(np.int64))
-        if not paths:
-            e = np.zeros(0, np.int64)
-            return cls([], np.zeros(0, np.int32), e, e, True)
-        return cls(paths, np.concatenate(shard_of), np.concatenate(offs), np.concatenate(lens),
-                   True)
+        L = _plib()
+        h = _P()
+        _check_pack(L.strata_pack_index_open(client.handle, path.encode(), ctypes.byref(h)),
+                    path)
+        try:
+            n = L.strata_pack_index_count(h)
+            paths = [L.strata_pack_index_shard_path(h, k).decode()
+                     for k in range(L.strata_pack_index_shards(h))]
+            shard_of = np.empty(n, np.int32)
+            offs = np.empty(n, np.int64)
+            lens = np.empty(n, np.int64)
+            L.strata_pack_index_export(h, shard_of.ctypes.data, offs.ctypes.data,
+                                       lens.ctypes.data)
+        finally:
+            L.strata_pack_index_free(h)
+        return cls(paths, shard_of, offs, lens, True)
 
     @classmethod
     def _files(cls, client, path):

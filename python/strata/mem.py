@@ -18,7 +18,7 @@ import json
 import os
 from ctypes import POINTER, c_char_p, c_int, c_size_t, c_ssize_t, c_uint, c_uint32, c_uint64, c_void_p
 
-from ._lib import Closable, check, lib
+from ._lib import Closable, check, declare
 from .client import buffer_info
 
 PIN = 0x1
@@ -44,41 +44,31 @@ class _Stats(ctypes.Structure):
 
 
 _LIST_CB = ctypes.CFUNCTYPE(c_int, c_void_p, c_char_p, c_uint64)
-_declared = False
+_PROTOS = {
+    "strata_mem_opts_init": (None, [POINTER(_Opts), c_size_t]),
+    "strata_mem_open": (c_int, [c_char_p, POINTER(_Opts), POINTER(c_void_p)]),
+    "strata_mem_close": (None, [c_void_p]),
+    "strata_mem_put": (c_int, [c_void_p, c_char_p, c_void_p, c_size_t, c_uint]),
+    "strata_mem_get": (c_ssize_t, [c_void_p, c_char_p, c_void_p, c_size_t]),
+    "strata_mem_exists": (c_ssize_t, [c_void_p, c_char_p]),
+    "strata_mem_remove": (c_int, [c_void_p, c_char_p]),
+    "strata_mem_pin": (c_int, [c_void_p, c_char_p, c_int]),
+    "strata_mem_list": (c_ssize_t, [c_void_p, c_char_p, _LIST_CB, c_void_p]),
+    "strata_mem_mput": (c_int, [c_void_p, POINTER(_Item), c_size_t]),
+    "strata_mem_mget": (c_int, [c_void_p, POINTER(_Item), c_size_t]),
+    "strata_mem_mremove": (c_int, [c_void_p, POINTER(_Item), c_size_t]),
+    "strata_mem_mexists": (c_int, [c_void_p, POINTER(_Item), c_size_t]),
+    "strata_mem_get_async": (c_int, [c_void_p, c_char_p, c_void_p, c_size_t, POINTER(c_void_p)]),
+    "strata_mem_op_poll": (c_int, [c_void_p]),
+    "strata_mem_op_wait": (c_ssize_t, [c_void_p, c_int]),
+    "strata_mem_op_free": (None, [c_void_p]),
+    "strata_mem_prefetch": (c_int, [c_void_p, c_char_p]),
+    "strata_mem_stats": (c_int, [c_void_p, POINTER(_Stats)]),
+}
 
 
 def _lib():
-    global _declared
-    L = lib()
-    if _declared:
-        return L
-    P = c_void_p
-    for name, res, args in [
-        ("strata_mem_opts_init", None, [POINTER(_Opts), c_size_t]),
-        ("strata_mem_open", c_int, [c_char_p, POINTER(_Opts), POINTER(P)]),
-        ("strata_mem_close", None, [P]),
-        ("strata_mem_put", c_int, [P, c_char_p, c_void_p, c_size_t, c_uint]),
-        ("strata_mem_get", c_ssize_t, [P, c_char_p, c_void_p, c_size_t]),
-        ("strata_mem_exists", c_ssize_t, [P, c_char_p]),
-        ("strata_mem_remove", c_int, [P, c_char_p]),
-        ("strata_mem_pin", c_int, [P, c_char_p, c_int]),
-        ("strata_mem_list", c_ssize_t, [P, c_char_p, _LIST_CB, c_void_p]),
-        ("strata_mem_mput", c_int, [P, POINTER(_Item), c_size_t]),
-        ("strata_mem_mget", c_int, [P, POINTER(_Item), c_size_t]),
-        ("strata_mem_mremove", c_int, [P, POINTER(_Item), c_size_t]),
-        ("strata_mem_mexists", c_int, [P, POINTER(_Item), c_size_t]),
-        ("strata_mem_get_async", c_int, [P, c_char_p, c_void_p, c_size_t, POINTER(P)]),
-        ("strata_mem_op_poll", c_int, [P]),
-        ("strata_mem_op_wait", c_ssize_t, [P, c_int]),
-        ("strata_mem_op_free", None, [P]),
-        ("strata_mem_prefetch", c_int, [P, c_char_p]),
-        ("strata_mem_stats", c_int, [P, POINTER(_Stats)]),
-    ]:
-        f = getattr(L, name)
-        f.restype = res
-        f.argtypes = args
-    _declared = True
-    return L
+    return declare(_PROTOS)
 
 
 def _name(k):

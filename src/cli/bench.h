@@ -3,11 +3,20 @@
 #define STRATA_CLI_BENCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
-double bench_now(void);
+/* Helpers of the benchmarks and the demo (bench_util.c). Time is
+ * mono_sec() (common/clock.h), random numbers rng_next()
+ * (common/rand.h). */
+
 /* Sorts n doubles ascending (latencies, rounds: percentiles and medians). */
 void bench_sort(double *v, size_t n);
-/* Removes a directory tree (benchmark scratch space). */
+/* The p-quantile (0 <= p <= 1) of n values sorted ascending; 0 when n is
+ * 0. */
+double bench_pct(const double *sorted, size_t n, double p);
+/* Shuffles n elements of size bytes (at most 64) in place with rng. */
+void bench_shuffle(void *base, size_t n, size_t size, uint64_t *rng);
+/* Removes a directory tree (benchmark scratch space), best effort. */
 void bench_rmtree(const char *path);
 
 int bench_rpc(int argc, char **argv);

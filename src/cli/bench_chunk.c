@@ -21,8 +21,10 @@
 #include "cli.h"
 #include "client/storage_client.h"
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/layout.h"
+#include "common/rand.h"
 #include "net/reactor.h"
 #include "strata/errors.h"
 
@@ -56,8 +58,7 @@ static uint64_t gen_next(struct gen *g)
 	uint64_t off;
 
 	if (g->p->random) {
-		g->rng += 0x9E3779B97F4A7C15ull;
-		off = layout_mix64(g->rng) % (g->region / g->p->io) * g->p->io;
+		off = rng_below(&g->rng, g->region / g->p->io) * g->p->io;
 	} else {
 		off = g->next;
 		g->next += g->p->io;
@@ -87,7 +88,7 @@ static double local_run(const char *path, const struct pattern *p, uint64_t regi
 		bufs[i] = abuf_alloc(p->io);
 		memset(bufs[i], 0x5a, p->io);
 	}
-	t0 = bench_now();
+	t0 = mono_sec();
 	deadline = t0 + seconds;
 	for (int i = 0; i < qd; i++) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
@@ -116,7 +117,7 @@ static double local_run(const char *path, const struct pattern *p, uint64_t regi
 		io_uring_cqe_seen(&ring, cqe);
 		inflight--;
 		done++;
-		if (bench_now() < deadline) {
+		if (mono_sec() < deadline) {
 			struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
 			uint64_t off = gen_next(&g);
 
@@ -129,7 +130,7 @@ static double local_run(const char *path, const struct pattern *p, uint64_t regi
 			inflight++;
 		}
 	}
-	t0 = bench_now() - t0;
+	t0 = mono_sec() - t0;
 	if (written && p->write && !p->random)
 		*written = g.next ? g.next : region;
 	io_uring_queue_exit(&ring);
@@ -183,7 +184,7 @@ static void cl_done(struct sc_io *io)
 	run->done++;
 	if (io->status && !run->err)
 		run->err = io->status;
-	if (!run->err && bench_now() < run->deadline) {
+	if (!run->err && mono_sec() < run->deadline) {
 		cl_issue(run, s);
 		return;
 	}
@@ -229,14 +230,14 @@ static double cluster_run(struct sclient *sc, struct reactor *r, const struct pa
 		slots[i].io.cb = cl_done;
 		memset(slots[i].io.buf, 0x5a, p->io);
 	}
-	t0 = bench_now();
+	t0 = mono_sec();
 	run.deadline = t0 + seconds;
 	pthread_mutex_lock(&run.lock);
 	reactor_post(r, cl_start_on, &st);
 	while (run.done == 0 || run.inflight)
 		pthread_cond_wait(&run.cond, &run.lock);
 	pthread_mutex_unlock(&run.lock);
-	t0 = bench_now() - t0;
+	t0 = mono_sec() - t0;
 	*err = run.err;
 	for (int i = 0; i < qd; i++)
 		abuf_free(slots[i].io.buf);

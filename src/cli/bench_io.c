@@ -42,7 +42,10 @@
 #include "bench.h"
 #include "cli.h"
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/config.h"
+#include "common/fileio.h"
+#include "common/rand.h"
 #include "strata/strata.h"
 
 #define BIO_SEQ_IO (1u << 20)
@@ -73,15 +76,6 @@ static void bio_on_signal(int sig)
 {
 	(void)sig;
 	bio_stop = 1;
-}
-
-static uint64_t bio_rand(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
 }
 
 static void seq_path(const struct bio *b, bool cluster, int i, char *out, size_t len)
@@ -143,7 +137,7 @@ static int seq_loop(struct seq_arg *a, uint8_t *buf, seq_io_fn io, void *h)
 		size_t n = BIO_SEQ_IO;
 		ssize_t got;
 
-		if ((a->write || a->loop) && bench_now() >= a->deadline)
+		if ((a->write || a->loop) && mono_sec() >= a->deadline)
 			break;
 		if (!a->write) {
 			if (off >= *region && a->loop && *region)
@@ -221,7 +215,7 @@ static double seq_run_n(struct bio *b, int n, bool cluster, bool write, bool loo
 {
 	struct seq_arg a[BIO_MAX_THREADS];
 	uint64_t bytes = 0;
-	double t0 = bench_now();
+	double t0 = mono_sec();
 	int started = 0;
 
 	*err = 0;
@@ -246,7 +240,7 @@ static double seq_run_n(struct bio *b, int n, bool cluster, bool write, bool loo
 		if (a[i].err && !*err)
 			*err = a[i].err;
 	}
-	t0 = bench_now() - t0;
+	t0 = mono_sec() - t0;
 	return *err ? 0 : (double)bytes / t0;
 }
 
@@ -289,7 +283,7 @@ static double rand_cluster(struct bio *b, size_t io, uint32_t qd, int *err)
 		rc = strata_ring_new(b->s, qd, &r);
 	if (rc)
 		goto out;
-	t0 = bench_now();
+	t0 = mono_sec();
 	deadline = t0 + b->seconds;
 	for (uint32_t i = 0; i < qd || inflight; i = qd) {
 		int got;
@@ -297,8 +291,8 @@ static double rand_cluster(struct bio *b, size_t io, uint32_t qd, int *err)
 		/* The first pass fills the ring; later ones refill each slot
 		 * as its read completes. */
 		for (; i < qd; i++) {
-			int k = (int)(bio_rand(&rng) % (uint64_t)b->threads);
-			uint64_t off = bio_rand(&rng) % (b->region[0][k] / io) * io;
+			int k = (int)(rng_next(&rng) % (uint64_t)b->threads);
+			uint64_t off = rng_next(&rng) % (b->region[0][k] / io) * io;
 
 			rc = strata_ring_prep_read(r, fh[k], bufs[i], io, off, i);
 			if (rc)
@@ -323,9 +317,9 @@ static double rand_cluster(struct bio *b, size_t io, uint32_t qd, int *err)
 				goto out;
 			}
 			done++;
-			if (bench_now() < deadline && !bio_stop) {
-				int k = (int)(bio_rand(&rng) % (uint64_t)b->threads);
-				uint64_t off = bio_rand(&rng) % (b->region[0][k] / io) * io;
+			if (mono_sec() < deadline && !bio_stop) {
+				int k = (int)(rng_next(&rng) % (uint64_t)b->threads);
+				uint64_t off = rng_next(&rng) % (b->region[0][k] / io) * io;
 
 				rc = strata_ring_prep_read(r, fh[k], bufs[si], io, off, si);
 				if (rc)
@@ -334,7 +328,7 @@ static double rand_cluster(struct bio *b, size_t io, uint32_t qd, int *err)
 			}
 		}
 	}
-	t0 = bench_now() - t0;
+	t0 = mono_sec() - t0;
 out:
 	strata_ring_free(r);
 	for (int i = 0; i < b->threads; i++)
@@ -354,8 +348,8 @@ static int local_prep(struct io_uring *ring, const struct bio *b, const int *fds
 		      void *buf, size_t io, uint64_t si)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-	int k = (int)(bio_rand(rng) % (uint64_t)b->threads);
-	uint64_t off = bio_rand(rng) % (b->region[1][k] / io) * io;
+	int k = (int)(rng_next(rng) % (uint64_t)b->threads);
+	uint64_t off = rng_next(rng) % (b->region[1][k] / io) * io;
 
 	if (!sqe)
 		return -EBUSY;
@@ -401,7 +395,7 @@ static double rand_local(struct bio *b, size_t io, uint32_t qd, int *err)
 	}
 	if (rc)
 		goto out;
-	t0 = bench_now();
+	t0 = mono_sec();
 	deadline = t0 + b->seconds;
 	for (uint32_t i = 0; i < qd && !rc; i++) {
 		rc = local_prep(&ring, b, fds, &rng, bufs[i], io, i);
@@ -433,7 +427,7 @@ static double rand_local(struct bio *b, size_t io, uint32_t qd, int *err)
 			goto out;
 		}
 		done++;
-		if (bench_now() < deadline && !bio_stop) {
+		if (mono_sec() < deadline && !bio_stop) {
 			rc = local_prep(&ring, b, fds, &rng, bufs[si], io, si);
 			if (rc)
 				continue;	/* reaps the rest, then fails */
@@ -441,7 +435,7 @@ static double rand_local(struct bio *b, size_t io, uint32_t qd, int *err)
 			inflight++;
 		}
 	}
-	t0 = bench_now() - t0;
+	t0 = mono_sec() - t0;
 out:
 	if (ring_ok)
 		io_uring_queue_exit(&ring);
@@ -535,7 +529,7 @@ static void *meta_main(void *arg)
 
 	memset(data, 0x33, sizeof(data));
 	for (uint64_t i = 0; i < n && !bio_stop; i++) {
-		if (a->op == META_CREATE && bench_now() >= a->deadline)
+		if (a->op == META_CREATE && mono_sec() >= a->deadline)
 			break;
 		meta_path(b, a->cluster, a->idx, i, path, sizeof(path));
 		a->err = a->cluster ? meta_one_cluster(b, a->op, path, data) :
@@ -554,7 +548,7 @@ static double meta_run(struct bio *b, bool cluster, enum meta_op op, int *err)
 {
 	struct meta_arg a[BIO_MAX_THREADS];
 	uint64_t ops = 0;
-	double t0 = bench_now();
+	double t0 = mono_sec();
 	int started = 0;
 
 	*err = 0;
@@ -575,7 +569,7 @@ static double meta_run(struct bio *b, bool cluster, enum meta_op op, int *err)
 		if (a[i].err && !*err)
 			*err = a[i].err;
 	}
-	t0 = bench_now() - t0;
+	t0 = mono_sec() - t0;
 	return *err ? 0 : (double)ops / t0;
 }
 
@@ -598,23 +592,6 @@ struct raw_arg {
 	pthread_t thr;
 };
 
-static int raw_full(int fd, void *p, size_t n, bool rd)
-{
-	uint8_t *q = p;
-
-	while (n > 0) {
-		ssize_t k = rd ? read(fd, q, n) : write(fd, q, n);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		q += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 static void *raw_main(void *arg)
 {
 	struct raw_arg *a = arg;
@@ -622,17 +599,17 @@ static void *raw_main(void *arg)
 	uint64_t req = 0;
 
 	while (buf) {
-		if (a->active && (bench_now() >= a->deadline || bio_stop))
+		if (a->active && (mono_sec() >= a->deadline || bio_stop))
 			break;
 		if (a->rr && a->active) {
 			req += BIO_SEQ_IO;
-			if (raw_full(a->fd, &req, sizeof(req), false) ||
-			    raw_full(a->fd, buf, BIO_SEQ_IO, true))
+			if (write_full(a->fd, &req, sizeof(req)) ||
+			    read_full(a->fd, buf, BIO_SEQ_IO))
 				break;
 			a->bytes += BIO_SEQ_IO;
 		} else if (a->rr) {
-			if (raw_full(a->fd, &req, sizeof(req), true) ||
-			    raw_full(a->fd, buf, BIO_SEQ_IO, false))
+			if (read_full(a->fd, &req, sizeof(req)) ||
+			    write_full(a->fd, buf, BIO_SEQ_IO))
 				break;
 		} else {
 			ssize_t n = a->active ? write(a->fd, buf, BIO_SEQ_IO) :
@@ -648,7 +625,7 @@ static void *raw_main(void *arg)
 	}
 	if (a->active)
 		shutdown(a->fd, SHUT_WR);
-	a->t_end = bench_now();
+	a->t_end = mono_sec();
 	abuf_free(buf);
 	return NULL;
 }
@@ -683,7 +660,7 @@ static double raw_run(int nconn, double seconds, bool rr)
 	}
 	if (n < nconn)
 		goto out;
-	t0 = bench_now();
+	t0 = mono_sec();
 	for (int i = 0; i < 2 * n; i++) {
 		a[i].deadline = t0 + seconds;
 		if (pthread_create(&a[i].thr, NULL, raw_main, &a[i]))
@@ -909,7 +886,8 @@ static int parse_args(int argc, char **argv, struct bio *b)
 {
 	int64_t v;
 
-	for (int i = 1; i < argc; i++) {
+	/* Every option takes a value: two arguments a step. */
+	for (int i = 1; i < argc; i += 2) {
 		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -948,7 +926,6 @@ static int parse_args(int argc, char **argv, struct bio *b)
 				argv[i]);
 			return 2;
 		}
-		i++;
 	}
 	return 0;
 }

@@ -34,6 +34,8 @@
 #include "bench.h"
 #include "cli.h"
 #include "common/buf.h"
+#include "common/clock.h"
+#include "common/rand.h"
 #include "common/config.h"
 #include "strata/mem.h"
 
@@ -215,14 +217,14 @@ static ssize_t redis_get(struct wk *w, const char *key, void *dst, size_t cap)
 static void *worker(void *arg)
 {
 	struct wk *w = arg;
-	unsigned seed = 0x9e3779b9u * (unsigned)(w->idx + 1);
+	uint64_t rng = (uint64_t)w->idx + 1;	/* each worker its own sequence */
 	char key[64];
 	int i = 0;
 
-	while (bench_now() < w->deadline && !w->err) {
-		double t0 = bench_now();
+	while (mono_sec() < w->deadline && !w->err) {
+		double t0 = mono_sec();
 		int k = w->op == OPK_PUT ? (w->idx + i * w->b->threads) % w->nkeys :
-					   (int)(rand_r(&seed) % (unsigned)w->nkeys);
+					   (int)rng_below(&rng, (uint64_t)w->nkeys);
 		uint64_t nk = 1;
 		ssize_t rc;
 
@@ -234,7 +236,7 @@ static void *worker(void *arg)
 			nk = (uint64_t)w->b->batch;
 			for (int j = 0; j < w->b->batch; j++) {
 				key_name(keys[j], sizeof(keys[j]), w->size,
-					 (int)(rand_r(&seed) % (unsigned)w->nkeys));
+					 (int)rng_below(&rng, (uint64_t)w->nkeys));
 				items[j] = (struct strata_mem_item){ .key = keys[j],
 					.buf = w->buf + (size_t)j * w->size, .len = w->size };
 			}
@@ -251,7 +253,7 @@ static void *worker(void *arg)
 			break;
 		}
 		if (w->nlat < BM_LAT_MAX)
-			w->lat[w->nlat++] = (bench_now() - t0) * 1e6;
+			w->lat[w->nlat++] = (mono_sec() - t0) * 1e6;
 		w->keys_done += nk;
 		i++;
 	}
@@ -270,7 +272,7 @@ static int run_phase(struct bm *b, enum bm_sys sys, enum bm_op op, size_t size, 
 
 	if (!w)
 		return -ENOMEM;
-	t0 = bench_now();
+	t0 = mono_sec();
 	for (int i = 0; i < b->threads; i++) {
 		w[i] = (struct wk){ .b = b, .idx = i, .sys = sys, .op = op, .size = size,
 				    .nkeys = nkeys, .fd = -1, .deadline = t0 + b->secs };
@@ -286,14 +288,14 @@ static int run_phase(struct bm *b, enum bm_sys sys, enum bm_op op, size_t size, 
 			goto out;
 		}
 	}
-	t0 = bench_now();
+	t0 = mono_sec();
 	for (int i = 0; i < b->threads; i++) {
 		w[i].deadline = t0 + b->secs;
 		pthread_create(&th[i], NULL, worker, &w[i]);
 	}
 	for (int i = 0; i < b->threads; i++)
 		pthread_join(th[i], NULL);
-	el = bench_now() - t0;
+	el = mono_sec() - t0;
 	all = malloc((size_t)b->threads * BM_LAT_MAX * sizeof(double));
 	for (int i = 0; i < b->threads && all; i++) {
 		if (w[i].err && !rc)
@@ -401,12 +403,10 @@ static int start_mem(struct bm *b)
 static void run_layers(struct bm *b)
 {
 	char exe[PATH_MAX], cmd[PATH_MAX * 2 + 512], clus[PATH_MAX + 16], mgmt[64] = "";
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	char *p;
 	int rc;
 
-	if (n > 0) {
-		exe[n] = '\0';
+	if (cli_self_path(exe, sizeof(exe)) == 0) {
 		/* BUILD/src/cli/strata -> BUILD, where libstrata.so is. */
 		p = strstr(exe, "/src/cli/strata");
 		if (p) {

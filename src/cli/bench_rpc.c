@@ -18,67 +18,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <arpa/inet.h>
-#include <time.h>
 
 #include "bench.h"
 #include "cli.h"
 #include "common/buf.h"
+#include "common/clock.h"
+#include "common/fileio.h"
 #include "net/frame.h"
 #include "net/proto.h"
 #include "net/reactor.h"
 #include "strata/errors.h"
 
-double bench_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-void bench_sort(double *v, size_t n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-}
-
 /* ---- raw TCP baseline ---- */
-
-static int read_full(int fd, void *buf, size_t len)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = read(fd, p, len);
-
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int write_full(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
 
 struct raw_server {
 	int lfd;
@@ -177,14 +128,14 @@ static double raw_run(size_t msg, int qd, double seconds)
 	if (fd < 0 || !sbuf || !rbuf)
 		return 0;
 	/* Calibrate a count that lasts about `seconds`. */
-	t0 = bench_now();
-	for (n = 0; bench_now() - t0 < 0.2; n++) {
+	t0 = mono_sec();
+	for (n = 0; mono_sec() - t0 < 0.2; n++) {
 		write_full(fd, sbuf, msg);
 		read_full(fd, rbuf, msg);
 	}
-	n = (uint64_t)((double)n / (bench_now() - t0) * seconds * (qd > 1 ? 2 : 1)) + 1;
+	n = (uint64_t)((double)n / (mono_sec() - t0) * seconds * (qd > 1 ? 2 : 1)) + 1;
 	w = (struct raw_writer){ fd, msg, qd, n, sbuf, &acked, &lock, &cond };
-	t0 = bench_now();
+	t0 = mono_sec();
 	pthread_create(&wt, NULL, raw_writer_main, &w);
 	for (done = 0; done < n; done++) {
 		if (read_full(fd, rbuf, msg))
@@ -194,7 +145,7 @@ static double raw_run(size_t msg, int qd, double seconds)
 		pthread_cond_signal(&cond);
 		pthread_mutex_unlock(&lock);
 	}
-	t = bench_now() - t0;
+	t = mono_sec() - t0;
 	pthread_join(wt, NULL);
 	raw_close(&s, fd);
 	abuf_free(sbuf);
@@ -229,7 +180,7 @@ static void drv_issue(struct rpc_driver *d, struct drv_slot *slot);
 
 static void drv_finish(struct rpc_driver *d)
 {
-	d->t_end = bench_now();
+	d->t_end = mono_sec();
 	pthread_mutex_lock(&d->lock);
 	d->finished = true;
 	pthread_cond_signal(&d->cond);
@@ -245,7 +196,7 @@ static void drv_done(void *arg, int status, struct rpc_msg *resp)
 	d->done++;
 	if (status && !d->err)
 		d->err = status;
-	if (!d->err && bench_now() < d->deadline)
+	if (!d->err && mono_sec() < d->deadline)
 		drv_issue(d, slot);
 	else if (d->done == d->issued)
 		drv_finish(d);
@@ -306,7 +257,7 @@ static double rpc_run(struct rpc_client *cl, const char *addr, size_t bulk, int 
 		slots[i].idx = i;
 		d.dst[i] = bulk ? abuf_alloc(bulk) : NULL;
 	}
-	t0 = bench_now();
+	t0 = mono_sec();
 	d.deadline = t0 + seconds;
 	reactor_post(rpc_client_reactor(cl), drv_start, &st);
 	pthread_mutex_lock(&d.lock);

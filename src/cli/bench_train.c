@@ -29,6 +29,8 @@
 
 #include "bench.h"
 #include "cli.h"
+#include "common/clock.h"
+#include "common/rand.h"
 #include "strata/strata.h"
 
 #define BT_MAX_THREADS 64
@@ -79,24 +81,16 @@ struct bt_run {
 	int err;
 };
 
-static uint64_t bt_rand(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 static double bt_normal(uint64_t *x)
 {
-	double u1 = ((double)(bt_rand(x) >> 11) + 1.0) / 9007199254740993.0;
-	double u2 = (double)(bt_rand(x) >> 11) / 9007199254740992.0;
+	/* Box-Muller; u1 in (0, 1] so the log is finite. */
+	double u1 = 1.0 - rng_unit(x);
+	double u2 = rng_unit(x);
 
 	return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }
 
-/* Sleeps until the monotonic time t (bench_now's clock). */
+/* Sleeps until the monotonic time t (mono_sec's clock). */
 static void bt_sleep_until(double t)
 {
 	struct timespec ts;
@@ -148,11 +142,7 @@ static int bt_generate(struct bt_run *r, const char *root, bool cluster)
 	buf = malloc(cap);
 	if (!buf)
 		return -ENOMEM;
-	for (size_t i = 0; i + 8 <= cap; i += 8) {
-		uint64_t v = bt_rand(&fill);
-
-		memcpy(buf + i, &v, 8);
-	}
+	rng_fill(&fill, buf, cap);
 	for (uint32_t f = 0; f < r->nfiles && !rc; f++) {
 		const struct bt_sample *last = &r->samples[(f + 1) * r->w->per_file - 1];
 		uint64_t size = last->off + last->len, off = 0;
@@ -276,13 +266,13 @@ static void *bt_reader(void *arg)
 static void *bt_accel(void *arg)
 {
 	struct bt_run *r = arg;
-	double c = r->w->compute_s * r->scale, end = bench_now() + r->seconds, busy = 0;
+	double c = r->w->compute_s * r->scale, end = mono_sec() + r->seconds, busy = 0;
 
 	for (;;) {
 		pthread_mutex_lock(&r->mu);
 		while (!r->stop && r->ready == 0)
 			pthread_cond_wait(&r->cv, &r->mu);
-		if (r->stop || bench_now() >= end) {
+		if (r->stop || mono_sec() >= end) {
 			pthread_mutex_unlock(&r->mu);
 			break;
 		}
@@ -294,7 +284,7 @@ static void *bt_accel(void *arg)
 		/* Compute ends c after it began: at the batch's arrival, or when
 		 * the previous batch's compute ended if it was already there (so
 		 * timer overshoot is not charged as I/O stall). */
-		busy = fmax(bench_now(), busy) + c;
+		busy = fmax(mono_sec(), busy) + c;
 		bt_sleep_until(busy);
 	}
 	return NULL;
@@ -310,12 +300,7 @@ static double bt_trial(struct bt_run *r, uint32_t accel, double *sps, double *mb
 
 	for (uint32_t i = 0; i < r->nsamples; i++)
 		r->order[i] = i;
-	for (uint32_t i = r->nsamples - 1; i > 0; i--) {
-		uint32_t j = (uint32_t)(bt_rand(&x) % (i + 1)), t = r->order[i];
-
-		r->order[i] = r->order[j];
-		r->order[j] = t;
-	}
+	bench_shuffle(r->order, r->nsamples, sizeof(r->order[0]), &x);
 	r->accel = accel;
 	r->next_batch = 0;
 	r->ready = 0;
@@ -324,7 +309,7 @@ static double bt_trial(struct bt_run *r, uint32_t accel, double *sps, double *mb
 	r->bytes = r->batches_done = 0;
 	r->compute_total = 0;
 	r->err = 0;
-	t0 = bench_now();
+	t0 = mono_sec();
 	for (; nr < r->threads; nr++)
 		if (pthread_create(&rd[nr], NULL, bt_reader, r))
 			break;
@@ -333,7 +318,7 @@ static double bt_trial(struct bt_run *r, uint32_t accel, double *sps, double *mb
 			break;
 	for (uint32_t i = 0; i < na; i++)
 		pthread_join(ac[i], NULL);
-	wall = bench_now() - t0;
+	wall = mono_sec() - t0;
 	pthread_mutex_lock(&r->mu);
 	r->stop = true;
 	pthread_cond_broadcast(&r->cv);
@@ -620,14 +605,12 @@ int bench_ckpt(int argc, char **argv)
 {
 	char self[PATH_MAX], build[PATH_MAX], py[PATH_MAX], lib[PATH_MAX];
 	const char *args[64];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	int k = 0;
+	int k = 0, rc = cli_self_path(self, sizeof(self));
 
-	if (n <= 0) {
-		cli_err("bench ckpt: cannot find this program: %s", strerror(errno));
+	if (rc) {
+		cli_err("bench ckpt: cannot find this program: %s", strerror(-rc));
 		return 1;
 	}
-	self[n] = '\0';
 	snprintf(build, sizeof(build), "%s", self);
 	for (int i = 0; i < 3; i++) {		/* strata, cli, src */
 		char *p = strrchr(build, '/');

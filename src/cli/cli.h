@@ -2,6 +2,7 @@
 #ifndef STRATA_CLI_CLI_H
 #define STRATA_CLI_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "net/rpc.h"
@@ -31,6 +32,10 @@ int local_cluster_down(const char *dir);
 
 /* Prints "strata: " + message to stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The path of this program (/proc/self/exe) into out. Returns 0 or a
+ * negative errno. */
+int cli_self_path(char *out, size_t len);
 
 /* Path of the stratad binary: $STRATA_STRATAD, else next to this program in
  * the build tree, else "stratad" on PATH. */

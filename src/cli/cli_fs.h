@@ -1,6 +1,7 @@
 /*
  * The file commands of the strata CLI (ls, stat, mkdir, rm, mv, cat, du,
- * setlayout, getlayout, status in cmd_fs.c; put, get, cp in cmd_copy.c):
+ * setlayout, getlayout in cmd_fs.c; put, get, cp in cmd_copy.c; status in
+ * cmd_status.c):
  * helpers they share. Private to src/cli.
  */
 #ifndef STRATA_CLI_CLI_FS_H
@@ -40,11 +41,14 @@ struct fs_args {
  * Returns 0, or 2 after printing a usage error. */
 int fs_parse(int argc, char **argv, const char *letters, bool layout, struct fs_args *a);
 
-/* Finds the cluster (--mgmt, else --dir's cluster.json "mgmt", else
+/* Finds the cluster by the rule of strata_find_mgmt (strata/locate.h:
+ * --mgmt, an address or a 'strata local up' directory, else --dir, else
  * $STRATA_MGMT) and connects. Returns 0 and *out (the caller disconnects
- * it), 1 when the connection failed or 2 when no cluster was named (both
- * reported on stderr). */
+ * it), 1 when the cluster cannot be found or reached, or 2 when none was
+ * named (each reported on stderr). */
 int fs_connect(const struct fs_args *a, struct strata **out);
+/* fs_connect that also leaves the mgmt address it used in addr. */
+int fs_connect_at(const struct fs_args *a, struct strata **out, char *addr, size_t len);
 /* The mgmt address fs_connect would use, into addr. Returns 0, 1 or 2 as
  * fs_connect (reported). */
 int fs_mgmt_addr(const struct fs_args *a, char *addr, size_t len);
@@ -60,6 +64,12 @@ char *fs_join(const char *dir, const char *name);
  * have no trailing '/' unless it is "/". */
 const char *fs_base(const char *path);
 
+/* mkdir -p in the cluster: every missing component of path (normalized);
+ * existing directories are fine. Returns 0, or -ENOTDIR when a component
+ * is not a directory, -EEXIST when path is something else, or another
+ * error of strata_mkdir. */
+int fs_mkdir_p(struct strata *s, const char *path);
+
 /* Reads every entry of the cluster directory path, sorted by name.
  * Returns the count (>= 0) and *ents (the caller frees it; NULL when
  * empty) or a negative error. */
@@ -72,10 +82,12 @@ void fs_fail(const char *verb, const char *path, int err);
 /* Formats bytes as "1.5 GiB" (or "512 B") into buf. Returns buf. */
 const char *fs_human(uint64_t bytes, char *buf, size_t len);
 
-/* put, get and cp (cmd_copy.c). argv[0] is the command. Return the exit
- * status: 0 ok, 1 some operation failed, 2 usage. */
+/* put, get and cp (cmd_copy.c), status (cmd_status.c). argv[0] is the
+ * command. Return the exit status: 0 ok, 1 some operation failed, 2
+ * usage. */
 int fs_cmd_put(int argc, char **argv);
 int fs_cmd_get(int argc, char **argv);
 int fs_cmd_cp(int argc, char **argv);
+int fs_cmd_status(int argc, char **argv);
 
 #endif

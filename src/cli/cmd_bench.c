@@ -1,24 +1,9 @@
 /* strata bench WHAT: dispatch to the benchmark drivers. */
-#include <ftw.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "bench.h"
 #include "cli.h"
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path) < 0 ? 0 : 0;
-}
-
-void bench_rmtree(const char *path)
-{
-	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 int cmd_bench(int argc, char **argv)
 {

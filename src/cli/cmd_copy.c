@@ -25,7 +25,9 @@
 
 #include "cli.h"
 #include "cli_fs.h"
+#include "common/clock.h"
 #include "common/config.h"
+#include "common/fileio.h"
 #include "strata/strata.h"
 
 #define FS_PIECE (4u << 20)
@@ -122,24 +124,7 @@ static int ep_mkdir(struct xfer *x, bool remote, const char *path)
 /* mkdir -p of path (already normalized when remote). */
 static int ep_mkdir_p(struct xfer *x, bool remote, const char *path)
 {
-	char *p = strdup(path);
-	int rc = 0;
-
-	if (!p)
-		return -ENOMEM;
-	for (char *q = p + 1;; q++) {
-		char save = *q;
-
-		if (save != '/' && save != '\0')
-			continue;
-		*q = '\0';
-		rc = ep_mkdir(x, remote, p);
-		*q = save;
-		if (rc || !save)
-			break;
-	}
-	free(p);
-	return rc;
+	return remote ? fs_mkdir_p(x->s, path) : mkdir_p(path, 0755);
 }
 
 static int name_cmp(const void *a, const void *b)
@@ -358,42 +343,6 @@ static void walk(struct xfer *x, const char *src, const char *dst, bool recursiv
 
 /* ---- one file ---- */
 
-static int read_full(int fd, void *buf, size_t len, uint64_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO;	/* the file shrank under us */
-		done += (size_t)n;
-	}
-	return 0;
-}
-
-static int write_full(int fd, const void *buf, size_t len, uint64_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pwrite(fd, (const char *)buf + done, len - done, (off_t)(off + done));
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		done += (size_t)n;
-	}
-	return 0;
-}
-
 struct xfile {
 	int sfd, dfd;
 	struct strata_file *sf, *df;
@@ -418,7 +367,7 @@ static int start_write(struct xworker *w, struct xfile *f, int i)
 		if (rc == 0)
 			return 1;
 	} else {
-		rc = write_full(f->dfd, sl->buf, sl->len, sl->off);
+		rc = pwrite_full(f->dfd, sl->buf, sl->len, sl->off);
 	}
 	sl->busy = false;
 	return rc;
@@ -477,7 +426,7 @@ static int pump(struct xworker *w, struct xfile *f, enum side *side)
 				*side = SIDE_SRC;
 				break;
 			}
-			rc = read_full(f->sfd, sl->buf, sl->len, sl->off);
+			rc = pread_full(f->sfd, sl->buf, sl->len, sl->off);
 			if (rc) {
 				sl->busy = false;
 				err = rc;
@@ -681,14 +630,6 @@ static void run_jobs(struct xfer *x, int nworkers)
 
 /* ---- the commands ---- */
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* A local source's name in the destination: its last component, or that of
  * its real path for ".", ".." and "/" forms. Returns a malloc'd string; ""
  * means "the contents go into the destination itself". */
@@ -765,7 +706,7 @@ static int xfer_main(int argc, char **argv, bool src_remote, bool dst_remote)
 	rc = fs_connect(&a, &x.s);
 	if (rc)
 		goto out;
-	t0 = now_s();
+	t0 = mono_sec();
 
 	/* The destination: a directory to copy into, or the new name. */
 	{
@@ -817,7 +758,7 @@ static int xfer_main(int argc, char **argv, bool src_remote, bool dst_remote)
 	}
 	run_jobs(&x, (int)jobs);
 done:
-	dt = now_s() - t0;
+	dt = mono_sec() - t0;
 	if (!a.flag['q'] && !(src_remote && dst_remote)) {
 		char human[32];
 

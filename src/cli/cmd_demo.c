@@ -7,8 +7,7 @@
  *    from a seed, sizes varying a little; the CRC32C of every file (and of
  *    every 4 MiB piece of a shard) is taken as it is written;
  * 3. copies it into the cluster with the real 'strata put' command (this
- *    program run as a child), or through libstrata when this build has no
- *    'put';
+ *    program run as a child);
  * 4. reads everything back through the batch ring, a few epochs, each in
  *    a new shuffled order (samples whole, QD 64; shards in 4 MiB pieces,
  *    QD 16), checks every read's CRC32C against the local copy's and
@@ -36,8 +35,11 @@
 
 #include "bench.h"
 #include "cli.h"
-#include "common/crc32c.h"
+#include "common/clock.h"
 #include "common/config.h"
+#include "common/crc32c.h"
+#include "common/fileio.h"
+#include "common/rand.h"
 #include "strata/strata.h"
 
 #define DEMO_PIECE (4u << 20)		/* shards are read in pieces of this size */
@@ -111,15 +113,6 @@ static void on_signal(int sig)
 
 /* ---- deterministic random bytes ---- */
 
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	return z ^ (z >> 31);
-}
-
 /* A size within +-spread_pct % of mean. */
 static uint64_t rng_size(uint64_t *s, uint64_t mean, unsigned spread_pct)
 {
@@ -127,45 +120,7 @@ static uint64_t rng_size(uint64_t *s, uint64_t mean, unsigned spread_pct)
 
 	if (span == 0)
 		return mean;
-	return mean - span + rng_next(s) % (2 * span + 1);
-}
-
-static void rng_fill(uint64_t *s, uint8_t *buf, size_t len)
-{
-	size_t i = 0;
-
-	for (; i + 8 <= len; i += 8) {
-		uint64_t v = rng_next(s);
-
-		memcpy(buf + i, &v, 8);
-	}
-	if (i < len) {
-		uint64_t v = rng_next(s);
-
-		memcpy(buf + i, &v, len - i);
-	}
-}
-
-/* CRC32C of a||b from crc(a), crc(b) and len(b): the CRC is affine in its
- * input, so crc(a||b) = crc(a||0^lb) ^ crc(b) ^ crc(0^lb). */
-static uint32_t crc_combine(uint32_t ca, uint32_t cb, uint64_t lb)
-{
-	return crc32c_zeros(ca, lb) ^ cb ^ crc32c_zeros(0, lb);
-}
-
-static int write_full(int fd, const uint8_t *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return mean - span + rng_below(s, 2 * span + 1);
 }
 
 static char *dup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -180,24 +135,6 @@ static char *dup_printf(const char *fmt, ...)
 	n = vasprintf(&s, fmt, ap);
 	va_end(ap);
 	return n < 0 ? NULL : s;
-}
-
-static int mkdir_p(const char *path)
-{
-	char tmp[PATH_MAX];
-
-	snprintf(tmp, sizeof(tmp), "%s", path);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
 }
 
 /* ---- step 2: the local dataset ---- */
@@ -272,7 +209,7 @@ static int gen_dataset(struct demo *d)
 	uint64_t rng = c->seed;
 	uint8_t *buf = malloc(DEMO_GEN_BUF);
 	char rel[128], dir[PATH_MAX];
-	double t0 = bench_now();
+	double t0 = mono_sec();
 	int rc = -ENOMEM;
 
 	d->files = calloc((size_t)(c->nsamples + c->nshards), sizeof(*d->files));
@@ -280,12 +217,12 @@ static int gen_dataset(struct demo *d)
 		goto out;
 	for (int i = 0; i < c->ndirs; i++) {
 		snprintf(dir, sizeof(dir), "%s/train/part-%02d", d->ddir, i);
-		rc = mkdir_p(dir);
+		rc = mkdir_p(dir, 0755);
 		if (rc)
 			goto out_dir;
 	}
 	snprintf(dir, sizeof(dir), "%s/shards", d->ddir);
-	rc = mkdir_p(dir);
+	rc = mkdir_p(dir, 0755);
 	if (rc)
 		goto out_dir;
 	for (int i = 0; i < c->nsamples; i++) {
@@ -310,7 +247,7 @@ static int gen_dataset(struct demo *d)
 		goto out;
 	}
 	printf("  %d files, %.1f MB in %.2f s\n", d->nfiles, (double)d->bytes / 1e6,
-	       bench_now() - t0);
+	       mono_sec() - t0);
 	rc = 0;
 	goto out;
 out_dir:
@@ -355,99 +292,6 @@ static int run_child(char *const *argv)
 	return -1;
 }
 
-static int self_path(char *out, size_t len)
-{
-	ssize_t n = readlink("/proc/self/exe", out, len - 1);
-
-	if (n <= 0)
-		return -errno;
-	out[n] = '\0';
-	return 0;
-}
-
-/* Copies one local file in through libstrata: the fallback for a build
- * without 'strata put'. */
-static int lib_put_one(struct strata *s, const struct demo_file *f, uint8_t *buf)
-{
-	struct strata_file *fh = NULL;
-	uint64_t off = 0;
-	int fd, rc;
-
-	fd = open(f->local, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		cli_err("demo: cannot open '%s': %s", f->local, strerror(-rc));
-		return rc;
-	}
-	rc = strata_open(s, f->remote, STRATA_O_WRONLY | STRATA_O_CREAT | STRATA_O_TRUNC, 0644, &fh);
-	if (rc) {
-		cli_err("demo: cannot create '%s' in the cluster: %s", f->remote, strata_strerror(rc));
-		goto out;
-	}
-	while (off < f->size) {
-		ssize_t n = pread(fd, buf, DEMO_PIECE, (off_t)off);
-		ssize_t w;
-
-		if (n <= 0) {
-			rc = n < 0 ? -errno : -EIO;
-			cli_err("demo: cannot read '%s': %s", f->local, strerror(-rc));
-			goto out;
-		}
-		w = strata_pwrite(fh, buf, (size_t)n, off);
-		if (w != n) {
-			rc = w < 0 ? (int)w : -EIO;
-			cli_err("demo: cannot write '%s' in the cluster: %s", f->remote,
-				strata_strerror(rc));
-			goto out;
-		}
-		off += (uint64_t)n;
-	}
-out:
-	if (fh) {
-		int crc = strata_close(fh);
-
-		if (crc && !rc) {
-			rc = crc;
-			cli_err("demo: cannot close '%s' in the cluster: %s", f->remote,
-				strata_strerror(rc));
-		}
-	}
-	close(fd);
-	return rc;
-}
-
-static int lib_put(struct demo *d, struct strata *s)
-{
-	uint8_t *buf = malloc(DEMO_PIECE);
-	char path[PATH_MAX];
-	int rc = 0;
-
-	if (!buf) {
-		cli_err("demo: out of memory");
-		return -ENOMEM;
-	}
-	for (int i = 0; i < d->cfg.ndirs + 2 && !rc; i++) {
-		if (i == 0)
-			snprintf(path, sizeof(path), "%s/train", DEMO_ROOT);
-		else if (i == 1)
-			snprintf(path, sizeof(path), "%s/shards", DEMO_ROOT);
-		else
-			snprintf(path, sizeof(path), "%s/train/part-%02d", DEMO_ROOT, i - 2);
-		rc = strata_mkdir(s, path, 0755);
-		if (rc == -EEXIST)
-			rc = 0;
-		if (rc)
-			cli_err("demo: cannot create '%s' in the cluster: %s", path,
-				strata_strerror(rc));
-	}
-	for (int i = 0; i < d->nfiles && !rc && !demo_stop; i++)
-		rc = lib_put_one(s, &d->files[i], buf);
-	if (!rc && demo_stop)
-		rc = -EINTR;
-	free(buf);
-	return rc;
-}
-
 static int put_dataset(struct demo *d, struct strata *s)
 {
 	char self[PATH_MAX], train[PATH_MAX], shards[PATH_MAX];
@@ -462,7 +306,7 @@ static int put_dataset(struct demo *d, struct strata *s)
 			strata_strerror(rc));
 		return rc;
 	}
-	rc = self_path(self, sizeof(self));
+	rc = cli_self_path(self, sizeof(self));
 	if (rc) {
 		cli_err("demo: cannot find this program (/proc/self/exe): %s", strerror(-rc));
 		return rc;
@@ -473,22 +317,14 @@ static int put_dataset(struct demo *d, struct strata *s)
 	for (int i = 0; argv[i]; i++)
 		printf(" %s", argv[i]);
 	printf("\n");
-	t0 = bench_now();
+	t0 = mono_sec();
 	rc = run_child(argv);
-	if (rc == 2) {
-		/* A usage error or no such command: this build has no usable
-		 * 'put' yet. Show the same job done through the library. */
-		printf("  'strata put' is not available in this build (exit 2); copying through libstrata instead\n");
-		t0 = bench_now();
-		rc = lib_put(d, s);
-	} else if (rc != 0) {
+	if (rc != 0) {
 		if (rc > 0)
 			cli_err("demo: 'strata put' failed (exit %d)", rc);
 		return -EIO;
 	}
-	if (rc)
-		return rc;
-	t0 = bench_now() - t0;
+	t0 = mono_sec() - t0;
 	printf("  wrote %d files, %.1f MB in %.1f s: %.1f MB/s (R=3: every byte on 3 targets)\n",
 	       d->nfiles, (double)d->bytes / 1e6, t0, (double)d->bytes / 1e6 / t0);
 	return 0;
@@ -498,7 +334,7 @@ static int put_dataset(struct demo *d, struct strata *s)
 
 static int open_all(struct demo *d, struct strata *s)
 {
-	double t0 = bench_now();
+	double t0 = mono_sec();
 	int rc = 0;
 
 	for (int i = 0; i < d->nfiles && !demo_stop; i++) {
@@ -525,7 +361,7 @@ static int open_all(struct demo *d, struct strata *s)
 	}
 	if (demo_stop)
 		return -EINTR;
-	t0 = bench_now() - t0;
+	t0 = mono_sec() - t0;
 	printf("  opened %d files in %.2f s (%.0f opens/s); every size matches\n", d->nfiles, t0,
 	       d->nfiles / t0);
 	return 0;
@@ -598,7 +434,7 @@ static int read_phase(struct demo *d, struct strata *s, const struct demo_task *
 	struct strata_cqe *cqes = calloc(qd, sizeof(*cqes));
 	uint32_t *freel = calloc(qd, sizeof(uint32_t));
 	uint32_t nfree = 0, next = 0, inflight = 0;
-	double t0, last = bench_now();
+	double t0, last = mono_sec();
 	int rc;
 
 	if (!slots || !cqes || !freel) {
@@ -618,7 +454,7 @@ static int read_phase(struct demo *d, struct strata *s, const struct demo_task *
 		cli_err("demo: cannot create a ring of depth %u: %s", qd, strata_strerror(rc));
 		goto out;
 	}
-	t0 = bench_now();
+	t0 = mono_sec();
 	while ((next < n || inflight) && !demo_stop) {
 		int got;
 
@@ -629,7 +465,7 @@ static int read_phase(struct demo *d, struct strata *s, const struct demo_task *
 			struct demo_slot *sl = &slots[si];
 
 			sl->task = next;
-			sl->t0 = bench_now();
+			sl->t0 = mono_sec();
 			rc = strata_ring_prep_read(r, f->fh, sl->buf, cap,
 						   (uint64_t)t->piece * DEMO_PIECE, si);
 			if (rc) {
@@ -651,7 +487,7 @@ static int read_phase(struct demo *d, struct strata *s, const struct demo_task *
 			cli_err("demo: waiting for reads: %s", strata_strerror(rc));
 			goto out;
 		}
-		if (got == 0 && bench_now() - last > DEMO_STALL_S) {
+		if (got == 0 && mono_sec() - last > DEMO_STALL_S) {
 			rc = -ETIMEDOUT;
 			cli_err("demo: no read completed for %.0f s (%u in flight); is the cluster up?",
 				DEMO_STALL_S, inflight);
@@ -660,7 +496,7 @@ static int read_phase(struct demo *d, struct strata *s, const struct demo_task *
 		for (int i = 0; i < got; i++) {
 			uint32_t si = (uint32_t)cqes[i].user_data;
 			struct demo_slot *sl = &slots[si];
-			double now = bench_now();
+			double now = mono_sec();
 
 			last = now;
 			res->lat[res->reads++] = now - sl->t0;
@@ -672,7 +508,7 @@ static int read_phase(struct demo *d, struct strata *s, const struct demo_task *
 			inflight--;
 		}
 	}
-	res->secs += bench_now() - t0;
+	res->secs += mono_sec() - t0;
 	rc = demo_stop ? -EINTR : 0;
 out:
 	strata_ring_free(r);
@@ -688,14 +524,7 @@ out:
 
 static double pct(const struct phase_result *r, double p)
 {
-	size_t i;
-
-	if (!r->reads)
-		return 0;
-	i = (size_t)(p * (double)r->reads);
-	if (i >= r->reads)
-		i = r->reads - 1;
-	return r->lat[i];
+	return bench_pct(r->lat, r->reads, p);
 }
 
 static void print_latency(const char *what, const struct phase_result *r)
@@ -703,17 +532,6 @@ static void print_latency(const char *what, const struct phase_result *r)
 	printf("    latency per %s: p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  p99.9 %.2f ms  max %.2f ms\n",
 	       what, pct(r, 0.50) * 1e3, pct(r, 0.90) * 1e3, pct(r, 0.99) * 1e3,
 	       pct(r, 0.999) * 1e3, r->reads ? r->lat[r->reads - 1] * 1e3 : 0);
-}
-
-static void shuffle(struct demo_task *t, uint32_t n, uint64_t *rng)
-{
-	for (uint32_t i = n; i > 1; i--) {
-		uint32_t j = (uint32_t)(rng_next(rng) % i);
-		struct demo_task tmp = t[i - 1];
-
-		t[i - 1] = t[j];
-		t[j] = tmp;
-	}
 }
 
 /* One phase over all epochs: a fresh shuffle each epoch. */
@@ -729,7 +547,7 @@ static int read_epochs(struct demo *d, struct strata *s, struct demo_task *tasks
 		return -ENOMEM;
 	}
 	for (int e = 0; e < d->cfg.epochs && !rc; e++) {
-		shuffle(tasks, n, rng);
+		bench_shuffle(tasks, n, sizeof(*tasks), rng);
 		rc = read_phase(d, s, tasks, n, qd, cap, res);
 	}
 	bench_sort(res->lat, res->reads);
@@ -804,7 +622,7 @@ static int verify_files(struct demo *d)
 			uint64_t off = (uint64_t)p * DEMO_PIECE;
 			uint64_t len = f->size - off < DEMO_PIECE ? f->size - off : DEMO_PIECE;
 
-			crc = p ? crc_combine(crc, f->got_crc[p], len) : f->got_crc[p];
+			crc = p ? crc32c_combine(crc, f->got_crc[p], len) : f->got_crc[p];
 		}
 		if (crc != f->crc) {
 			report_bad(d, f, "whole-file CRC32C 0x%08x, local copy 0x%08x", crc, f->crc);
@@ -892,7 +710,7 @@ int cmd_demo(int argc, char **argv)
 	const char *dir;
 	int rc, ok = 0, exit_code = 1;
 	bool read_done = false;
-	double t_all = bench_now();
+	double t_all = mono_sec();
 
 	/* Progress lines show up as they happen, also through a pipe. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -901,8 +719,9 @@ int cmd_demo(int argc, char **argv)
 		return rc == 1 ? 0 : rc;	/* 1: --help was printed */
 	if (dir) {
 		snprintf(d.root, sizeof(d.root), "%s", dir);
-		if (mkdir_p(d.root)) {
-			cli_err("demo: cannot create '%s': %s", d.root, strerror(errno));
+		rc = mkdir_p(d.root, 0755);
+		if (rc) {
+			cli_err("demo: cannot create '%s': %s", d.root, strerror(-rc));
 			return 1;
 		}
 	} else {
@@ -976,6 +795,6 @@ out:
 	}
 	free(sam.lat);
 	free(sha.lat);
-	printf("demo: %s (%.1f s)\n", exit_code ? "FAILED" : "ok", bench_now() - t_all);
+	printf("demo: %s (%.1f s)\n", exit_code ? "FAILED" : "ok", mono_sec() - t_all);
 	return exit_code;
 }

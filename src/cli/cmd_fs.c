@@ -1,7 +1,7 @@
 /*
  * The file commands of the strata CLI over libstrata: ls, stat, mkdir, rm,
- * mv, cat, du, setlayout, getlayout and status (put, get and cp are in
- * cmd_copy.c). Each names the cluster with --mgmt ADDR, --dir DIR (of
+ * mv, cat, du, setlayout and getlayout (put, get and cp are in
+ * cmd_copy.c, status in cmd_status.c). Each names the cluster with --mgmt ADDR, --dir DIR (of
  * 'strata local up') or $STRATA_MGMT. Every failure names the path and the
  * cause; a command goes on with its other arguments and exits 1 if any
  * failed, 2 on a usage error.
@@ -16,16 +16,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include <jansson.h>
-
 #include "cli.h"
 #include "cli_fs.h"
 #include "common/config.h"
-#include "common/cluster_map.h"
-#include "proto/mgmt.h"
-#include "net/codec.h"
-#include "net/proto.h"
-#include "net/rpc.h"
+#include "strata/locate.h"
 #include "strata/strata.h"
 
 #define FS_READ_PIECE (4u << 20)
@@ -102,57 +96,35 @@ unknown:
 	return 2;
 }
 
-static int mgmt_from_dir(const char *dir, char *out, size_t len)
-{
-	char path[PATH_MAX];
-	json_error_t jerr;
-	const char *m;
-	json_t *j;
-
-	snprintf(path, sizeof(path), "%s/cluster.json", dir);
-	j = json_load_file(path, 0, &jerr);
-	if (!j) {
-		cli_err("no local cluster recorded in '%s' (%s); start one with 'strata local up --dir %s'",
-			dir, jerr.text, dir);
-		return 1;
-	}
-	m = json_string_value(json_object_get(j, "mgmt"));
-	if (!m || !*m) {
-		cli_err("'%s' names no mgmt address", path);
-		json_decref(j);
-		return 1;
-	}
-	snprintf(out, len, "%s", m);
-	json_decref(j);
-	return 0;
-}
-
 int fs_mgmt_addr(const struct fs_args *a, char *addr, size_t len)
 {
-	const char *env = getenv("STRATA_MGMT");
+	int rc = strata_find_mgmt(a->mgmt, a->dir, addr, len);
+	const char *named = a->mgmt && *a->mgmt ? a->mgmt : a->dir && *a->dir ? a->dir :
+			    getenv("STRATA_MGMT");
 
-	if (a->mgmt) {
-		snprintf(addr, len, "%s", a->mgmt);
-	} else if (a->dir) {
-		if (mgmt_from_dir(a->dir, addr, len))
-			return 1;
-	} else if (env && *env) {
-		snprintf(addr, len, "%s", env);
-	} else {
+	if (rc == 0)
+		return 0;
+	if (rc == -EDESTADDRREQ) {
 		cli_err("%s: no cluster named: pass --mgmt HOST:PORT or --dir DIR (of 'strata local up'), or set STRATA_MGMT",
 			a->cmd);
 		return 2;
 	}
-	return 0;
+	if (rc == -ENAMETOOLONG)
+		cli_err("%s: the mgmt address '%s' is too long", a->cmd, named);
+	else if (rc == STRATA_EBADMSG)
+		cli_err("'%s/cluster.json' names no mgmt address", named);
+	else
+		cli_err("no local cluster recorded in '%s' (%s); start one with 'strata local up --dir %s'",
+			named, strata_strerror(rc), named);
+	return 1;
 }
 
-int fs_connect(const struct fs_args *a, struct strata **out)
+int fs_connect_at(const struct fs_args *a, struct strata **out, char *addr, size_t len)
 {
-	char addr[256];
 	int rc;
 
 	*out = NULL;
-	rc = fs_mgmt_addr(a, addr, sizeof(addr));
+	rc = fs_mgmt_addr(a, addr, len);
 	if (rc)
 		return rc;
 	rc = strata_connect(addr, NULL, out);
@@ -162,6 +134,13 @@ int fs_connect(const struct fs_args *a, struct strata **out)
 		return 1;
 	}
 	return 0;
+}
+
+int fs_connect(const struct fs_args *a, struct strata **out)
+{
+	char addr[256];
+
+	return fs_connect_at(a, out, addr, sizeof(addr));
 }
 
 char *fs_norm(const char *path)
@@ -524,8 +503,7 @@ static int cmd_stat(int argc, char **argv)
 
 /* ---- mkdir ---- */
 
-/* mkdir -p: every missing component, existing directories are fine. */
-static int mkdir_parents(struct strata *s, const char *path)
+int fs_mkdir_p(struct strata *s, const char *path)
 {
 	char *p = strdup(path);
 	int rc = 0;
@@ -561,7 +539,7 @@ static int mkdir_one(struct strata *s, const struct fs_args *a, const char *path
 	if (strcmp(path, "/") == 0)
 		rc = a->flag['p'] ? 0 : -EEXIST;
 	else if (a->flag['p'])
-		rc = mkdir_parents(s, path);
+		rc = fs_mkdir_p(s, path);
 	else
 		rc = strata_mkdir(s, path, 0755);
 	if (rc) {
@@ -972,187 +950,6 @@ static int cmd_getlayout(int argc, char **argv)
 	return fs_run_each(&a, getlayout_one);
 }
 
-/* ---- status ---- */
-
-static const char *node_state(uint32_t st)
-{
-	switch (st) {
-	case NODE_UP: return "up";
-	case NODE_OFFLINE: return "offline";
-	case NODE_DRAINING: return "draining";
-	default: return "?";
-	}
-}
-
-static const char *target_state(uint32_t st)
-{
-	switch (st) {
-	case TARGET_SERVING: return "serving";
-	case TARGET_SYNCING: return "syncing";
-	case TARGET_OFFLINE: return "offline";
-	case TARGET_LOST: return "lost";
-	default: return "?";
-	}
-}
-
-/* The cluster map from mgmt. Returns 0 and m (the caller releases it) or a
- * negative error. */
-static int fetch_map(const char *addr, struct cluster_map *m)
-{
-	struct rpc_client *cl;
-	int rc;
-
-	cm_init(m);
-	rc = rpc_client_new("strata-cli", 5000, &cl);
-	if (rc)
-		return rc;
-	rc = cmap_fetch_sync(cl, addr, 5000, m);
-	rpc_client_free(cl);
-	return rc;
-}
-
-static bool chain_healthy(const struct cluster_map *m, const struct cm_chain *c)
-{
-	bool ok = c->len >= m->replication;
-
-	for (uint8_t k = 0; k < c->len && k < CM_CHAIN_SLOTS; k++)
-		ok = ok && c->states[k] == TARGET_SERVING;
-	return ok;
-}
-
-/* The summary lines from the map; returns how many nodes, targets and
- * chains are not healthy. */
-static int print_map_summary(const struct cluster_map *m)
-{
-	uint32_t up = 0, serving = 0, healthy = 0;
-
-	for (uint32_t i = 0; i < m->nnodes; i++)
-		up += m->nodes[i].state == NODE_UP;
-	for (uint32_t i = 0; i < m->ntargets; i++)
-		serving += m->targets[i].state == TARGET_SERVING;
-	for (uint32_t i = 0; i < m->nchains; i++)
-		healthy += chain_healthy(m, &m->chains[i]);
-	printf("nodes      %u up of %u\n", up, m->nnodes);
-	printf("targets    %u serving of %u\n", serving, m->ntargets);
-	printf("chains     %u healthy of %u (replication %u)\n", healthy, m->nchains,
-	       m->replication);
-	return (int)(m->nnodes - up) + (int)(m->ntargets - serving) + (int)(m->nchains - healthy);
-}
-
-/* How many chains have no replica serving: their data cannot be read or
- * written until a member that holds it returns. */
-static uint32_t chains_unavailable(const struct cluster_map *m)
-{
-	uint32_t n = 0;
-
-	for (uint32_t i = 0; i < m->nchains; i++) {
-		const struct cm_chain *c = &m->chains[i];
-		bool any = false;
-
-		for (uint8_t k = 0; k < c->len && k < CM_CHAIN_SLOTS; k++)
-			any |= c->states[k] == TARGET_SERVING;
-		n += !any;
-	}
-	return n;
-}
-
-static void print_map_tables(const struct cluster_map *m)
-{
-	char cap[32], used[32];
-
-	printf("\n%-6s %-22s %s\n", "NODE", "ADDRESS", "STATE");
-	for (uint32_t i = 0; i < m->nnodes; i++)
-		printf("%-6u %-22s %s\n", m->nodes[i].id, m->nodes[i].addr, node_state(m->nodes[i].state));
-	printf("\n%-6s %-6s %-8s %12s %12s\n", "TARGET", "NODE", "STATE", "CAPACITY", "USED");
-	for (uint32_t i = 0; i < m->ntargets; i++) {
-		const struct cm_target *t = &m->targets[i];
-
-		printf("%-6u %-6u %-8s %12s %12s\n", t->id, t->node_id, target_state(t->state),
-		       fs_human(t->capacity, cap, sizeof(cap)), fs_human(t->used, used, sizeof(used)));
-	}
-	for (uint32_t i = 0; i < m->nchains; i++) {
-		const struct cm_chain *c = &m->chains[i];
-
-		unsigned ok = 0;
-
-		if (chain_healthy(m, c))
-			continue;
-		for (uint8_t k = 0; k < c->len && k < CM_CHAIN_SLOTS; k++)
-			ok += c->states[k] == TARGET_SERVING;
-		if (ok == 0)
-			printf("chain %u unavailable: no replica serving\n", c->id);
-		else
-			printf("chain %u degraded: %u of %u replicas serving\n", c->id, ok,
-			       m->replication);
-	}
-}
-
-/* strata status: capacity and namespace counts from strata_statfs; nodes,
- * targets and chains with their states from mgmt's cluster map. */
-static int cmd_status(int argc, char **argv)
-{
-	struct strata_statfs sf;
-	struct cluster_map m;
-	struct fs_args a;
-	struct strata *s;
-	char addr[256], cap[32], used[32];
-	const char *env = getenv("STRATA_MGMT");
-	int rc, maprc, problems = 0;
-
-	rc = fs_parse(argc, argv, "", false, &a);
-	if (rc)
-		return rc;
-	if (a.npos) {
-		cli_err("status: unexpected argument '%s'", a.pos[0]);
-		return 2;
-	}
-	rc = fs_connect(&a, &s);
-	if (rc)
-		return rc;
-	rc = strata_statfs(s, &sf);
-	strata_disconnect(s);
-	if (rc) {
-		cli_err("cannot get the cluster's status: %s", strata_strerror(rc));
-		return 1;
-	}
-	/* The address fs_connect used (it succeeded, so one of these is set). */
-	if (a.mgmt)
-		snprintf(addr, sizeof(addr), "%s", a.mgmt);
-	else if (a.dir)
-		mgmt_from_dir(a.dir, addr, sizeof(addr));
-	else
-		snprintf(addr, sizeof(addr), "%s", env ? env : "");
-	maprc = fetch_map(addr, &m);
-	if (maprc == 0) {
-		printf("cluster    %s (map version %llu)\n", addr, (unsigned long long)m.version);
-		problems = print_map_summary(&m);
-	} else {
-		printf("cluster    %s\n", addr);
-		printf("nodes      %u\n", sf.nodes);
-		printf("targets    %u\n", sf.targets);
-		printf("chains     %u (replication %u)\n", sf.chains, sf.replication);
-	}
-	printf("capacity   %s, %s used (%.1f%%)\n", fs_human(sf.capacity, cap, sizeof(cap)),
-	       fs_human(sf.used, used, sizeof(used)),
-	       sf.capacity ? 100.0 * (double)sf.used / (double)sf.capacity : 0.0);
-	printf("namespace  %llu files, %llu directories\n", (unsigned long long)sf.files,
-	       (unsigned long long)sf.dirs);
-	if (maprc == 0) {
-		uint32_t dark = chains_unavailable(&m);
-
-		if (dark)
-			printf("health     unavailable (%u chain%s without a serving replica)\n",
-			       dark, dark == 1 ? "" : "s");
-		else
-			printf("health     %s\n", problems ? "degraded" : "ok");
-		print_map_tables(&m);
-		cm_release(&m);
-	} else {
-		printf("health     unknown (cannot read the cluster map: %s)\n", strata_strerror(maprc));
-	}
-	return 0;
-}
-
 /* ---- dispatch ---- */
 
 static const struct {
@@ -1171,7 +968,7 @@ static const struct {
 	{ "du", cmd_du },
 	{ "setlayout", cmd_setlayout },
 	{ "getlayout", cmd_getlayout },
-	{ "status", cmd_status },
+	{ "status", fs_cmd_status },
 };
 
 int cmd_fs_is(const char *name)

@@ -19,6 +19,7 @@
 #include "net/proto.h"
 #include "net/reactor.h"
 #include "strata/errors.h"
+#include "strata/locate.h"
 
 #define LOCAL_CONTROL_SERVICES "mgmt,meta"
 
@@ -39,7 +40,8 @@ static int parse_local_args(int argc, char **argv, struct local_opts *o)
 	o->replication = 0;
 	o->extra = NULL;
 	o->mem = 0;
-	for (int i = 1; i < argc; i++) {
+	/* Every option takes a value: two arguments a step. */
+	for (int i = 1; i < argc; i += 2) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -72,7 +74,6 @@ static int parse_local_args(int argc, char **argv, struct local_opts *o)
 			cli_err("local: unexpected argument '%s'%s", a, v ? "" : " (missing value?)");
 			return 2;
 		}
-		i++;
 	}
 	if (!o->dir) {
 		cli_err("local: --dir DIR is required");
@@ -366,17 +367,15 @@ int local_cluster_up(const char *dir, int nstorage, int replication, const char 
 		     char *mgmt, size_t mgmtlen)
 {
 	struct local_opts o = { dir, nstorage, nstorage, replication, extra, 0 };
-	json_t *j;
 	int rc = local_up(&o);
 
 	if (rc)
 		return rc;
-	j = load_cluster(dir);
-	if (!j)
-		return 1;
-	snprintf(mgmt, mgmtlen, "%s", json_string_value(json_object_get(j, "mgmt")));
-	json_decref(j);
-	return 0;
+	/* Read back by the rule every client uses to find this cluster. */
+	rc = strata_find_mgmt(NULL, dir, mgmt, mgmtlen);
+	if (rc)
+		cli_err("no local cluster recorded in '%s' (%s)", dir, strata_strerror(rc));
+	return rc ? 1 : 0;
 }
 
 int local_cluster_down(const char *dir)

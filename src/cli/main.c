@@ -28,20 +28,29 @@ void cli_err(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+int cli_self_path(char *out, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", out, len - 1);
+
+	if (n < 0)
+		return -errno;
+	if (n == 0 || (size_t)n >= len - 1)
+		return -ENAMETOOLONG;
+	out[n] = '\0';
+	return 0;
+}
+
 const char *cli_stratad_path(void)
 {
 	static char path[PATH_MAX];
 	char self[PATH_MAX];
 	const char *env = getenv("STRATA_STRATAD");
-	ssize_t n;
 
 	if (env && *env)
 		return env;
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n > 0) {
+	if (cli_self_path(self, sizeof(self)) == 0) {
 		char *slash;
 
-		self[n] = '\0';
 		slash = strrchr(self, '/');
 		if (slash) {
 			*slash = '\0';

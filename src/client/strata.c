@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "client_int.h"
 #include "common/log.h"
 #include "common/cluster_map.h"
@@ -209,14 +210,6 @@ static struct mt_handle file_handle(const struct strata_file *f)
 	struct mt_handle h = { f->ino, f->gen };
 
 	return h;
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* ---- chunk I/O ---- */

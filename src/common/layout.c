@@ -6,16 +6,9 @@
 #include <errno.h>
 
 #include "common/layout.h"
+#include "common/rand.h"
 
 #define LAYOUT_STEP_SALT 0x9e3779b97f4a7c15ull
-
-uint64_t layout_mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
 
 static uint32_t gcd32(uint32_t a, uint32_t b)
 {
@@ -47,7 +40,7 @@ static uint32_t layout_step(uint64_t seed, uint32_t t)
 
 	if (t <= 2)
 		return 1;
-	step = 1 + (uint32_t)(layout_mix64(seed ^ LAYOUT_STEP_SALT) % (t - 1));
+	step = 1 + (uint32_t)(splitmix64(seed ^ LAYOUT_STEP_SALT) % (t - 1));
 	/* Ends: 1 is coprime with everything. */
 	while (gcd32(step, t) != 1)
 		step = step == t - 1 ? 1 : step + 1;
@@ -61,7 +54,7 @@ uint32_t layout_chain_index(const struct file_layout *l, uint64_t chunk_index)
 
 	if (!t || !l->stripe)
 		return 0;
-	start = (uint32_t)(layout_mix64(l->seed) % t);
+	start = (uint32_t)(splitmix64(l->seed) % t);
 	step = layout_step(l->seed, t);
 	k = chunk_index % l->stripe;
 	/* k < 2^32 and step < 2^32: reduce k first so the product fits. */

@@ -5,8 +5,8 @@
  * mapping below is part of the on-disk/wire contract: change it only with a
  * new layout version.
  *
- * Mapping. Let T = table_len, S = stripe, h(x) = splitmix64(x) (the
- * finalizer of Steele, Lea and Flood's SplitMix64, 64-bit integer ops only):
+ * Mapping. Let T = table_len, S = stripe, h(x) = splitmix64(x) (common/rand.h:
+ * the finalizer of Steele, Lea and Flood's SplitMix64, 64-bit integer ops only):
  *   start = h(seed) % T
  *   step  = 1 + h(seed ^ 0x9e3779b97f4a7c15) % (T - 1), then incremented
  *           (wrapping within 1..T-1) until gcd(step, T) == 1; step = 1
@@ -31,9 +31,6 @@ struct file_layout {
 	uint32_t table_len;	/* chains in the chain table the layout was made for */
 	uint64_t seed;		/* per-file placement seed */
 };
-
-/* The SplitMix64 finalizer: a fixed bijective mix of a 64-bit integer. */
-uint64_t layout_mix64(uint64_t x);
 
 /*
  * Validates l. Returns 0, or -EINVAL when chunk_size is not a power of two

@@ -28,7 +28,8 @@ int log_level_parse(const char *s, enum log_level *out);
 
 void log_msg(enum log_level level, const char *comp, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-void log_vmsg(enum log_level level, const char *comp, const char *fmt, va_list ap);
+void log_vmsg(enum log_level level, const char *comp, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
 
 #define log_debug(comp, ...) do { if (log_get_level() <= LOG_DEBUG) log_msg(LOG_DEBUG, comp, __VA_ARGS__); } while (0)
 #define log_info(comp, ...) log_msg(LOG_INFO, comp, __VA_ARGS__)

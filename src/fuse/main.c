@@ -21,12 +21,14 @@
 
 #include "common/log.h"
 #include "fuse/sfuse.h"
+#include "strata/locate.h"
 
 #define COMP "fuse"
 
 struct options {
 	const char *mountpoint;
 	const char *mgmt;
+	char mgmt_addr[256];	/* mgmt resolved (strata/locate.h) */
 	const char *mount_opts;		/* extra -o options */
 	const char *log_file;
 	double timeout_s;
@@ -45,7 +47,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: strata-fuse MOUNTPOINT --mgmt HOST:PORT [options]\n"
-		"  --mgmt ADDR          the cluster's mgmt address (or STRATA_MGMT)\n"
+		"  --mgmt ADDR          the cluster's mgmt address, or the directory of\n"
+		"                       'strata local up' (default: $STRATA_MGMT)\n"
 		"  --timeout SEC        give up on an unreachable cluster after SEC seconds\n"
 		"                       and return EIO (default 30)\n"
 		"  --attr-timeout SEC   kernel attribute cache (default 1)\n"
@@ -92,8 +95,9 @@ static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
+	int rc_find;
+
 	memset(o, 0, sizeof(*o));
-	o->mgmt = getenv("STRATA_MGMT");
 	o->timeout_s = 30;
 	o->attr_timeout = 1;
 	o->entry_timeout = 1;
@@ -159,10 +163,22 @@ static int parse_args(int argc, char **argv, struct options *o)
 			return rc;
 		}
 	}
-	if (!o->mountpoint || !o->mgmt) {
+	if (!o->mountpoint) {
 		usage(stderr);
 		return -EINVAL;
 	}
+	/* --mgmt, else $STRATA_MGMT: the rule every Strata program uses. */
+	rc_find = strata_find_mgmt(o->mgmt, NULL, o->mgmt_addr, sizeof(o->mgmt_addr));
+	if (rc_find) {
+		if (rc_find == -EDESTADDRREQ)
+			fprintf(stderr, "strata-fuse: no cluster named: give --mgmt HOST:PORT or "
+				"set STRATA_MGMT\n");
+		else
+			fprintf(stderr, "strata-fuse: cannot find the cluster '%s': %s\n",
+				o->mgmt ? o->mgmt : getenv("STRATA_MGMT"), strata_strerror(rc_find));
+		return -EINVAL;
+	}
+	o->mgmt = o->mgmt_addr;
 	return 0;
 }
 

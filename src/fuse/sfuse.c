@@ -13,6 +13,7 @@
  * attributes stale, so a read past the cached size asks for the published
  * one.
  */
+#include "common/clock.h"
 #include "fuse/sfuse.h"
 
 #include <errno.h>
@@ -318,14 +319,6 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static int64_t ts_ns(const struct timespec *ts)
 {
 	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts_ns(&ts);
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,

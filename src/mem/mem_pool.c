@@ -15,7 +15,7 @@ struct mem_pool {
 	uint64_t high, low;
 	struct mem_obj **buckets;
 	uint32_t nbuckets;
-	struct mem_obj lru;	/* sentinel: lru.lnext is the most recent */
+	struct mem_obj *lru;	/* sentinel: lru->lnext is the most recent */
 	struct mem_pool_stats st;
 };
 
@@ -56,11 +56,14 @@ int mem_pool_new(const struct mem_pool_opts *o, struct mem_pool **out)
 	p->low = p->o.capacity / 100 * p->o.low_pct;
 	p->nbuckets = 1024;
 	p->buckets = calloc(p->nbuckets, sizeof(*p->buckets));
-	if (!p->buckets) {
+	p->lru = calloc(1, sizeof(*p->lru));
+	if (!p->buckets || !p->lru) {
+		free(p->buckets);
+		free(p->lru);
 		free(p);
 		return -ENOMEM;
 	}
-	p->lru.lnext = p->lru.lprev = &p->lru;
+	p->lru->lnext = p->lru->lprev = p->lru;
 	p->st.capacity = p->o.capacity;
 	pthread_mutex_init(&p->lock, NULL);
 	*out = p;
@@ -86,6 +89,7 @@ void mem_pool_free(struct mem_pool *p)
 		}
 	}
 	free(p->buckets);
+	free(p->lru);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }
@@ -123,10 +127,10 @@ static void lru_del(struct mem_obj *o)
 
 static void lru_add_head(struct mem_pool *p, struct mem_obj *o)
 {
-	o->lnext = p->lru.lnext;
-	o->lprev = &p->lru;
-	p->lru.lnext->lprev = o;
-	p->lru.lnext = o;
+	o->lnext = p->lru->lnext;
+	o->lprev = p->lru;
+	p->lru->lnext->lprev = o;
+	p->lru->lnext = o;
 }
 
 static void grow(struct mem_pool *p)
@@ -186,10 +190,10 @@ static bool evictable(const struct mem_obj *o, const struct mem_obj *skip)
 static uint32_t evict_until(struct mem_pool *p, uint64_t extra, uint64_t target,
 			    const struct mem_obj *skip, struct mem_obj **list)
 {
-	struct mem_obj *o = p->lru.lprev, *prev;
+	struct mem_obj *o = p->lru->lprev, *prev;
 	uint32_t n = 0;
 
-	for (; o != &p->lru && p->st.used + extra > target; o = prev) {
+	for (; o != p->lru && p->st.used + extra > target; o = prev) {
 		prev = o->lprev;
 		if (!evictable(o, skip))
 			continue;
@@ -212,7 +216,7 @@ static uint64_t evictable_bytes(struct mem_pool *p, uint64_t want, const struct 
 {
 	uint64_t sum = 0;
 
-	for (struct mem_obj *o = p->lru.lprev; o != &p->lru && sum < want; o = o->lprev) {
+	for (struct mem_obj *o = p->lru->lprev; o != p->lru && sum < want; o = o->lprev) {
 		if (evictable(o, skip))
 			sum += o->charge;
 	}

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/rand.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "meta/ns.h"
 #include "strata/errors.h"
@@ -20,22 +22,6 @@
 
 #define ST(ns) ((ns)->store)
 #define CALL(ns, op, ...) (ST(ns)->ops->op(ST(ns)->impl, __VA_ARGS__))
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static uint64_t splitmix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
 
 static void backoff(uint32_t attempt)
 {

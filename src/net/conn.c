@@ -1,8 +1,6 @@
 /* Framed, pipelined connections over TCP on a reactor. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -13,6 +11,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "codec.h"
 #include "common/buf.h"
 #include "common/log.h"
@@ -69,7 +68,7 @@ struct conn {
 	int fd;
 	int refs;
 	bool open;
-	bool connecting;
+	bool connecting;	/* no socket yet (name lookup), or connect in progress */
 	bool is_server;
 	bool hello_done;
 	int close_err;		/* what pending calls fail with */
@@ -209,16 +208,23 @@ static void req_timeout(void *arg)
 {
 	struct rpc_req *q = arg;
 	struct conn *c = q->conn;
+	struct out_frame *f = q->frame;
 
-	if (q->frame) {
-		/* Still queued: its bulk may be in use. Drop the frame if not
-		 * started; otherwise complete once it has been written. */
+	if (f && f->sent > 0) {
+		/* Being written: the socket still reads its bulk. Complete
+		 * once the frame is out (frame_finish). */
 		q->timed_out = true;
 		if (q->pending)
 			pending_remove(c, q);
-		if (q->frame->sent == 0)
-			q->frame->cancelled = true;
 		return;
+	}
+	if (f) {
+		/* Queued and not started (also while the peer's name is
+		 * resolved or the connect is in progress): it is never
+		 * written now, so the caller gets its buffer back at once. */
+		f->cancelled = true;
+		f->req = NULL;
+		q->frame = NULL;
 	}
 	req_complete(c, q, -ETIMEDOUT, NULL);
 }
@@ -273,6 +279,8 @@ static void update_interest(struct conn *c)
 {
 	uint32_t ev = EPOLLIN;
 
+	if (c->fd < 0)
+		return;	/* no socket yet: connect_start sets the interest */
 	if (c->out_head || c->connecting)
 		ev |= EPOLLOUT;
 	if (c->open && reactor_watch_mod(c->r, &c->watch, ev) < 0)
@@ -464,7 +472,8 @@ static void conn_teardown(struct conn *c)
 {
 	conn_get(c);
 	reactor_watch_del(c->r, &c->watch);
-	close(c->fd);
+	if (c->fd >= 0)
+		close(c->fd);
 	c->fd = -1;
 	if (c->bulk_owned)
 		abuf_free(c->bulk);
@@ -877,15 +886,11 @@ int conn_accept(struct reactor *r, int fd, const struct conn_handler *h, struct 
 		return rc;
 	}
 	c->is_server = true;
-	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_INET) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-		char ip[INET_ADDRSTRLEN];
-
-		inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
-		snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, ntohs(sin->sin_port));
-	} else {
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 &&
+	    (ss.ss_family == AF_INET || ss.ss_family == AF_INET6))
+		addr_format(&ss, c->peer, sizeof(c->peer));
+	else
 		snprintf(c->peer, sizeof(c->peer), "fd %d", fd);
-	}
 	rc = reactor_watch_add(r, &c->watch, fd, EPOLLIN, conn_on_event, c);
 	if (rc) {
 		close(fd);
@@ -899,105 +904,118 @@ int conn_accept(struct reactor *r, int fd, const struct conn_handler *h, struct 
 	return 0;
 }
 
-int parse_hostport(const char *addr, char *host, size_t hostlen, int *port)
+/* Opens the socket and starts a non-blocking connect to ss. */
+static int connect_start(struct conn *c, const struct sockaddr_storage *ss, socklen_t sl)
 {
-	const char *colon;
-	const char *h = addr;
-	size_t hl;
-	int64_t p;
-	char *end;
+	int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool in_progress = false;
+	int rc;
 
-	if (!addr || !*addr)
-		return -EINVAL;
-	if (addr[0] == '[') {
-		const char *rb = strchr(addr, ']');
-
-		if (!rb || rb[1] != ':')
-			return -EINVAL;
-		h = addr + 1;
-		hl = (size_t)(rb - h);
-		colon = rb + 1;
-	} else {
-		colon = strrchr(addr, ':');
-		if (!colon)
-			return -EINVAL;
-		hl = (size_t)(colon - addr);
-	}
-	if (hl == 0 || hl >= hostlen)
-		return -EINVAL;
-	errno = 0;
-	p = strtol(colon + 1, &end, 10);
-	if (errno || end == colon + 1 || *end || p < 0 || p > 65535)
-		return -EINVAL;
-	memcpy(host, h, hl);
-	host[hl] = '\0';
-	*port = (int)p;
-	return 0;
-}
-
-static int resolve(const char *addr, struct sockaddr_storage *ss, socklen_t *sl)
-{
-	char host[256], portstr[8];
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
-	int port, rc = parse_hostport(addr, host, sizeof(host), &port);
-
-	if (rc)
-		return rc;
-	snprintf(portstr, sizeof(portstr), "%d", port);
-	hints.ai_flags = AI_NUMERICSERV;
-	if (getaddrinfo(host, portstr, &hints, &res) != 0 || !res)
-		return -EHOSTUNREACH;
-	memcpy(ss, res->ai_addr, res->ai_addrlen);
-	*sl = res->ai_addrlen;
-	freeaddrinfo(res);
-	return 0;
-}
-
-int conn_connect(struct reactor *r, const char *addr, const struct conn_handler *h,
-		 uint32_t default_timeout_ms, struct conn **out)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	struct conn *c;
-	int fd, rc;
-	uint8_t hello[12];
-	struct rpc_call_args a = { 0 };
-
-	rc = resolve(addr, &ss, &sl);
-	if (rc)
-		return rc;
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	rc = set_sock_opts(fd);
-	if (rc) {
-		close(fd);
-		return rc;
-	}
-	rc = conn_alloc(r, fd, h, &c);
-	if (rc) {
-		close(fd);
-		return rc;
-	}
-	snprintf(c->peer, sizeof(c->peer), "%s", addr);
-	if (default_timeout_ms)
-		c->default_timeout_ms = default_timeout_ms;
-	if (connect(fd, (struct sockaddr *)&ss, sl) < 0) {
+	if (rc)
+		goto fail;
+	if (connect(fd, (const struct sockaddr *)ss, sl) < 0) {
 		if (errno != EINPROGRESS) {
 			rc = -errno;
-			close(fd);
-			conn_destroy(c);
-			return rc;
+			goto fail;
 		}
-		c->connecting = true;
+		in_progress = true;
 	}
-	rc = reactor_watch_add(r, &c->watch, fd, EPOLLIN | (c->connecting ? EPOLLOUT : 0),
+	c->fd = fd;
+	rc = reactor_watch_add(c->r, &c->watch, fd, EPOLLIN | (in_progress ? EPOLLOUT : 0),
 			       conn_on_event, c);
 	if (rc) {
-		close(fd);
-		conn_destroy(c);
-		return rc;
+		c->fd = -1;
+		goto fail;
 	}
+	c->connecting = in_progress;
+	return 0;
+fail:
+	close(fd);
+	return rc;
+}
+
+/* ---- resolving a peer's name off the loop ---- */
+
+struct resolve_job {
+	struct conn *c;		/* holds a reference until resolve_done */
+	char addr[ADDR_HOST_MAX + 8];
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int rc;			/* -ECANCELED until the lookup ran */
+};
+
+/* The lookup; a test replaces it to see that it runs off the loop. */
+static int (*conn_resolve_fn)(const char *addr, struct sockaddr_storage *ss,
+			      socklen_t *sl) = addr_resolve;
+
+/* On the reactor's helper thread: touches nothing but the job. */
+static void resolve_work(void *arg)
+{
+	struct resolve_job *j = arg;
+
+	j->rc = conn_resolve_fn(j->addr, &j->ss, &j->sl);
+}
+
+/* Back on the loop: connect, or fail the calls queued meanwhile. */
+static void resolve_done(void *arg)
+{
+	struct resolve_job *j = arg;
+	struct conn *c = j->c;
+	int rc = j->rc;
+
+	if (c->open) {
+		if (rc == 0)
+			rc = connect_start(c, &j->ss, j->sl);
+		if (rc) {
+			c->close_err = rc;
+			conn_fail(c, rc == -EHOSTUNREACH ? "the name does not resolve" :
+				  strata_strerror(rc));
+		} else if (!c->connecting) {
+			flush_out(c);
+		}
+	}
+	free(j);
+	conn_put(c);
+}
+
+static int resolve_start(struct conn *c, const char *addr)
+{
+	struct resolve_job *j = calloc(1, sizeof(*j));
+	int rc;
+
+	if (!j)
+		return -ENOMEM;
+	if (strlen(addr) >= sizeof(j->addr)) {
+		free(j);
+		return -EINVAL;
+	}
+	memcpy(j->addr, addr, strlen(addr) + 1);
+	j->c = c;
+	j->rc = -ECANCELED;
+	c->connecting = true;
+	conn_get(c);
+	rc = reactor_offload(c->r, resolve_work, resolve_done, j);
+	if (rc) {
+		c->refs--;	/* the job's reference, never used */
+		free(j);
+	}
+	return rc;
+}
+
+/* The client side of a new connection: the caller's reference, and HELLO
+ * queued ahead of every call. */
+static int conn_start_client(struct conn *c, const struct conn_handler *h,
+			     uint32_t default_timeout_ms, struct conn **out)
+{
+	uint8_t hello[12];
+	struct rpc_call_args a = { 0 };
+	int rc;
+
+	if (default_timeout_ms)
+		c->default_timeout_ms = default_timeout_ms;
 	conn_get(c);	/* the caller's reference */
 	put_le32(hello, FRAME_MAGIC);
 	put_le16(hello + 4, STRATA_PROTO_VERSION);
@@ -1021,118 +1039,27 @@ int conn_connect(struct reactor *r, const char *addr, const struct conn_handler 
 	return 0;
 }
 
-/* ---- listener ---- */
-
-struct listener {
-	struct reactor **reactors;
-	int nreactors;
-	int next;
-	int fd;
-	int port;
-	struct reactor_watch watch;
-	struct conn_handler h;
-};
-
-struct accept_msg {
-	struct listener *l;
-	struct reactor *r;
-	int fd;
-};
-
-static void accept_on_thread(void *arg)
-{
-	struct accept_msg *m = arg;
-	struct conn *c;
-	int rc = conn_accept(m->r, m->fd, &m->l->h, &c);
-
-	if (rc)
-		log_warn("net", "cannot set up accepted connection: %s", strata_strerror(rc));
-	free(m);
-}
-
-static void listener_on_event(void *arg, uint32_t events)
-{
-	struct listener *l = arg;
-
-	(void)events;
-	for (int i = 0; i < 64; i++) {
-		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		struct reactor *r;
-		struct accept_msg *m;
-
-		if (fd < 0) {
-			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-				log_warn("net", "accept: %s", strerror(errno));
-			return;
-		}
-		r = l->reactors[l->next++ % l->nreactors];
-		m = malloc(sizeof(*m));
-		if (!m) {
-			close(fd);
-			continue;
-		}
-		m->l = l;
-		m->r = r;
-		m->fd = fd;
-		if (reactor_post(r, accept_on_thread, m)) {
-			close(fd);
-			free(m);
-		}
-	}
-}
-
-int listener_new(struct reactor **reactors, int nreactors, const char *addr,
-		 const struct conn_handler *h, struct listener **out)
+int conn_connect(struct reactor *r, const char *addr, const struct conn_handler *h,
+		 uint32_t default_timeout_ms, struct conn **out)
 {
 	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	struct listener *l;
-	int one = 1, rc;
+	socklen_t sl;
+	struct conn *c;
+	int rc, numeric;
 
-	l = calloc(1, sizeof(*l));
-	if (!l)
-		return -ENOMEM;
-	l->fd = -1;
-	l->reactors = reactors;
-	l->nreactors = nreactors;
-	l->h = *h;
-	rc = resolve(addr, &ss, &sl);
+	numeric = addr_parse_numeric(addr, &ss, &sl);
+	if (numeric && numeric != -EAGAIN)
+		return numeric;
+	rc = conn_alloc(r, -1, h, &c);
 	if (rc)
-		goto fail;
-	l->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (l->fd < 0) {
-		rc = -errno;
-		goto fail;
+		return rc;
+	snprintf(c->peer, sizeof(c->peer), "%s", addr);
+	/* An IP literal connects now; a name is looked up off the loop and
+	 * calls queue meanwhile. */
+	rc = numeric == -EAGAIN ? resolve_start(c, addr) : connect_start(c, &ss, sl);
+	if (rc) {
+		conn_destroy(c);
+		return rc;
 	}
-	setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(l->fd, (struct sockaddr *)&ss, sl) < 0 || listen(l->fd, 1024) < 0) {
-		rc = -errno;
-		goto fail;
-	}
-	sl = sizeof(ss);
-	getsockname(l->fd, (struct sockaddr *)&ss, &sl);
-	l->port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
-						: ((struct sockaddr_in6 *)&ss)->sin6_port);
-	rc = reactor_watch_add(reactors[0], &l->watch, l->fd, EPOLLIN, listener_on_event, l);
-	if (rc)
-		goto fail;
-	*out = l;
-	return 0;
-fail:
-	if (l->fd >= 0)
-		close(l->fd);
-	free(l);
-	return rc;
-}
-
-int listener_port(const struct listener *l) { return l->port; }
-
-/* Must run on reactors[0]'s thread, or after it stopped. */
-void listener_free(struct listener *l)
-{
-	if (!l)
-		return;
-	reactor_watch_del(l->reactors[0], &l->watch);
-	close(l->fd);
-	free(l);
+	return conn_start_client(c, h, default_timeout_ms, out);
 }

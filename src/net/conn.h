@@ -8,6 +8,8 @@
  * buffer (abuf) that the handler may take over.
  *
  * Every function here must be called on the connection's reactor thread.
+ * Addresses are in addr.h, the listener that accepts connections in
+ * listener.h.
  */
 #ifndef STRATA_NET_CONN_H
 #define STRATA_NET_CONN_H
@@ -16,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "addr.h"
 #include "frame.h"
 #include "reactor.h"
 
@@ -66,9 +69,19 @@ struct conn_handler {
  * connection owns fd. The returned conn has no reference for the caller:
  * it lives until it closes. */
 int conn_accept(struct reactor *r, int fd, const struct conn_handler *h, struct conn **out);
-/* Connects to addr ("host:port") without blocking and sends HELLO; calls
- * made before the connection is up are queued. The caller holds one
- * reference (conn_put when done). h may be NULL (no incoming requests). */
+/*
+ * Connects to addr ("host:port") without blocking and sends HELLO; calls
+ * made before the connection is up are queued (and time out as usual).
+ * The caller holds one reference (conn_put when done). h may be NULL (no
+ * incoming requests).
+ *
+ * Name resolution never runs on the loop: an IP literal is parsed here
+ * (addr_parse_numeric); a name ("localhost", "storage-3") is looked up
+ * with getaddrinfo on r's helper thread (reactor_offload), and the
+ * connect starts when the answer is back on the loop. A name that does
+ * not resolve fails the queued calls with -EHOSTUNREACH. Returns 0, or
+ * -EINVAL for a malformed addr, or -ENOMEM.
+ */
 int conn_connect(struct reactor *r, const char *addr, const struct conn_handler *h,
 		 uint32_t default_timeout_ms, struct conn **out);
 
@@ -98,21 +111,5 @@ struct net_stats {
 	uint64_t frames_in, frames_out, bytes_in, bytes_out, bad_frames, conns_accepted;
 };
 void net_stats_get(struct net_stats *out);
-
-/* Writes raw bytes ahead of everything queued (tests of malformed input
- * use their own sockets; this is for HELLO only). */
-
-/* Listener: accepts on addr and hands each connection to one of the
- * reactors, round robin. */
-struct listener;
-int listener_new(struct reactor **reactors, int nreactors, const char *addr,
-		 const struct conn_handler *h, struct listener **out);
-/* The bound port (useful with port 0). */
-int listener_port(const struct listener *l);
-void listener_free(struct listener *l);
-
-/* Parses "host:port" (IPv4 dotted quad, "localhost", or "[v6]"); port
- * 0..65535. Returns 0 or -EINVAL. */
-int parse_hostport(const char *addr, char *host, size_t hostlen, int *port);
 
 #endif

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "reactor.h"
 
@@ -17,6 +17,17 @@ struct task {
 	struct task *next;
 	reactor_task_fn fn;
 	void *arg;
+	reactor_task_fn done;		/* offloaded jobs: runs on the loop after fn */
+};
+
+/* The helper thread of reactor_offload, started on first use. */
+struct helper {
+	pthread_t thread;
+	bool started;
+	bool stopping;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct task *head, **tail;
 };
 
 struct reactor {
@@ -39,14 +50,13 @@ struct reactor {
 
 	pthread_mutex_t post_lock;
 	struct task *post_head, **post_tail;
+
+	struct helper helper;
 };
 
 uint64_t reactor_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return mono_ms();
 }
 
 static void drain_eventfd(void *arg, uint32_t events)
@@ -71,6 +81,9 @@ int reactor_new(const char *name, struct reactor **out)
 	r->evfd = -1;
 	r->defer_tail = &r->defer_head;
 	r->post_tail = &r->post_head;
+	r->helper.tail = &r->helper.head;
+	pthread_mutex_init(&r->helper.lock, NULL);
+	pthread_cond_init(&r->helper.cond, NULL);
 	pthread_mutex_init(&r->post_lock, NULL);
 	pthread_cond_init(&r->started_cond, NULL);
 	r->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -125,10 +138,14 @@ static struct task *take_deferred(struct reactor *r)
 	return t;
 }
 
+static void helper_stop(struct reactor *r);
+
 void reactor_free(struct reactor *r)
 {
 	if (!r)
 		return;
+	/* The helper's jobs end in posted tasks: stop it first. */
+	helper_stop(r);
 	/* Let owners of queued work release it. */
 	for (int i = 0; i < 4 && (r->defer_head || r->post_head); i++) {
 		run_list(take_deferred(r));
@@ -139,6 +156,8 @@ void reactor_free(struct reactor *r)
 	if (r->evfd >= 0)
 		close(r->evfd);
 	free(r->heap);
+	pthread_cond_destroy(&r->helper.cond);
+	pthread_mutex_destroy(&r->helper.lock);
 	pthread_cond_destroy(&r->started_cond);
 	pthread_mutex_destroy(&r->post_lock);
 	free(r);
@@ -448,4 +467,90 @@ int reactor_call(struct reactor *r, reactor_task_fn fn, void *arg)
 	pthread_mutex_destroy(&c.lock);
 	pthread_cond_destroy(&c.cond);
 	return rc;
+}
+
+/* ---- the helper thread: blocking work off the loop ---- */
+
+/* Runs on the helper thread: each job's work, then its done posted back
+ * to the loop. When stopping, the jobs not started are skipped and only
+ * their done is posted. */
+static void *helper_main(void *arg)
+{
+	struct reactor *r = arg;
+	struct helper *h = &r->helper;
+	char name[16];
+
+	snprintf(name, sizeof(name), "%.11s-hlp", r->name);
+	pthread_setname_np(pthread_self(), name);
+	pthread_mutex_lock(&h->lock);
+	for (;;) {
+		struct task *t = h->head;
+
+		if (!t) {
+			if (h->stopping)
+				break;
+			pthread_cond_wait(&h->cond, &h->lock);
+			continue;
+		}
+		h->head = t->next;
+		if (!h->head)
+			h->tail = &h->head;
+		if (!h->stopping) {
+			pthread_mutex_unlock(&h->lock);
+			t->fn(t->arg);
+			pthread_mutex_lock(&h->lock);
+		}
+		/* The loop may be gone by now: reactor_free runs what is
+		 * posted after this thread is joined. */
+		if (reactor_post(r, t->done, t->arg))
+			log_error("reactor", "'%s': cannot post an offloaded job's completion", r->name);
+		free(t);
+	}
+	pthread_mutex_unlock(&h->lock);
+	return NULL;
+}
+
+int reactor_offload(struct reactor *r, reactor_task_fn work, reactor_task_fn done, void *arg)
+{
+	struct helper *h = &r->helper;
+	struct task *t = malloc(sizeof(*t));
+	int rc = 0;
+
+	if (!t)
+		return -ENOMEM;
+	t->next = NULL;
+	t->fn = work;
+	t->done = done;
+	t->arg = arg;
+	pthread_mutex_lock(&h->lock);
+	if (h->stopping) {
+		rc = -ESHUTDOWN;
+	} else if (!h->started) {
+		rc = -pthread_create(&h->thread, NULL, helper_main, r);
+		h->started = rc == 0;
+	}
+	if (rc == 0) {
+		*h->tail = t;
+		h->tail = &t->next;
+		pthread_cond_signal(&h->cond);
+	}
+	pthread_mutex_unlock(&h->lock);
+	if (rc)
+		free(t);
+	return rc;
+}
+
+static void helper_stop(struct reactor *r)
+{
+	struct helper *h = &r->helper;
+	bool started;
+
+	pthread_mutex_lock(&h->lock);
+	h->stopping = true;
+	started = h->started;
+	pthread_cond_broadcast(&h->cond);
+	pthread_mutex_unlock(&h->lock);
+	if (started)
+		pthread_join(h->thread, NULL);
+	h->started = false;
 }

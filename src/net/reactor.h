@@ -1,8 +1,9 @@
 /*
  * A reactor: one thread's event loop over epoll, with timers, deferred
- * tasks and a cross-thread message queue. Objects registered with a
- * reactor (connections, disk rings) are owned by its thread; other threads
- * reach them only through reactor_post().
+ * tasks, a cross-thread message queue, and a helper thread for the few
+ * calls that block. Objects registered with a reactor (connections, disk
+ * rings) are owned by its thread; other threads reach them only through
+ * reactor_post().
  */
 #ifndef STRATA_NET_REACTOR_H
 #define STRATA_NET_REACTOR_H
@@ -74,5 +75,20 @@ int reactor_call(struct reactor *r, reactor_task_fn fn, void *arg);
 /* Thread-safe: runs fn(arg) on r's loop thread soon. Returns 0 or -ENOMEM
  * (fn not run). */
 int reactor_post(struct reactor *r, reactor_task_fn fn, void *arg);
+
+/*
+ * Runs work(arg) on r's helper thread, then done(arg) on r's loop thread:
+ * for a call that blocks (a name lookup) and must not stall the loop. The
+ * helper thread starts on the first use and runs jobs one at a time, in
+ * order. work must not touch objects owned by the loop thread; done may.
+ * Thread-safe. Returns 0, or -ENOMEM, -ESHUTDOWN (r is being freed) or a
+ * thread-creation error, and then neither runs.
+ *
+ * done always runs exactly once. When r is freed with jobs queued, the
+ * job in progress finishes, the others are skipped (work does not run),
+ * and every done runs from reactor_free: a job records in arg whether its
+ * work ran.
+ */
+int reactor_offload(struct reactor *r, reactor_task_fn work, reactor_task_fn done, void *arg);
 
 #endif

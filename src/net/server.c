@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "listener.h"
 #include "server.h"
 #include "strata/errors.h"
 

@@ -27,18 +27,20 @@ void proto_reply_bulk(struct svc_req *req, int status, void (*enc)(struct wbuf *
 		      const void *rep, const void *bulk, uint64_t len, void (*done)(void *),
 		      void *arg);
 
+/* Generated in each service's .c file: a service need not use them all. */
+#define PS_FN static inline __attribute__((unused))
 #define PS_STUBS(NAME, num, fn, req, rep) \
-	static inline int fn##_req(struct svc_req *r_, struct req *out) \
+	PS_FN int fn##_req(struct svc_req *r_, struct req *out) \
 	{ \
 		return proto_req_decode(r_, req##_decode_any, out, #NAME); \
 	} \
-	static inline void fn##_reply(struct svc_req *r_, int status, const struct rep *m) \
+	PS_FN void fn##_reply(struct svc_req *r_, int status, const struct rep *m) \
 	{ \
 		proto_reply(r_, status, rep##_enc_any, m); \
 	} \
-	static inline void fn##_reply_bulk(struct svc_req *r_, int status, const struct rep *m, \
-					   const void *bulk, uint64_t len, \
-					   void (*done)(void *), void *arg) \
+	PS_FN void fn##_reply_bulk(struct svc_req *r_, int status, const struct rep *m, \
+				   const void *bulk, uint64_t len, void (*done)(void *), \
+				   void *arg) \
 	{ \
 		proto_reply_bulk(r_, status, rep##_enc_any, m, bulk, len, done, arg); \
 	}
@@ -50,8 +52,8 @@ void proto_reply_bulk(struct svc_req *req, int status, void (*enc)(struct wbuf *
 #define PROTO_SERVER(svc, OPS) \
 	OPS(PS_STUBS) \
 	struct svc##_handlers { OPS(PS_HANDLER) }; \
-	static inline void svc##_route(struct rpc_server *s_, struct reactor *owner_, \
-				       const struct svc##_handlers *h_, void *svc_) \
+	PS_FN void svc##_route(struct rpc_server *s_, struct reactor *owner_, \
+			       const struct svc##_handlers *h_, void *svc_) \
 	{ \
 		OPS(PS_ROUTE) \
 	}

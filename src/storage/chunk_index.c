@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fileio.h"
 #include "chunk_store_int.h"
 #include "common/crc32c.h"
 #include "common/log.h"
@@ -413,13 +414,6 @@ void chunk_store_opts_init(struct chunk_store_opts *o, size_t size)
 	memcpy(o, &d, size < sizeof(d) ? size : sizeof(d));
 }
 
-static int mkdir_p(const char *path)
-{
-	if (mkdir(path, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 static void quarantine(struct chunk_store *cs, int dfd, unsigned xx, const char *name,
 		       const char *why)
 {
@@ -521,7 +515,7 @@ static int scan_dir(struct chunk_store *cs, unsigned xx, uint8_t *hdr)
 
 	if (snprintf(path, sizeof(path), "%s/chunks/%02x", cs->dir, xx) >= (int)sizeof(path))
 		return -ENAMETOOLONG;
-	rc = mkdir_p(path);
+	rc = mkdir_p(path, 0755);
 	if (rc)
 		return rc;
 	d = opendir(path);
@@ -607,15 +601,15 @@ int chunk_store_open(const char *dir, const struct chunk_store_opts *o,
 		rc = -ENOMEM;
 		goto fail;
 	}
-	rc = mkdir_p(dir);
+	rc = mkdir_p(dir, 0755);
 	if (!rc && snprintf(path, sizeof(path), "%s/chunks", dir) >= (int)sizeof(path))
 		rc = -ENAMETOOLONG;
 	if (!rc)
-		rc = mkdir_p(path);
+		rc = mkdir_p(path, 0755);
 	if (!rc && snprintf(path, sizeof(path), "%s/quarantine", dir) >= (int)sizeof(path))
 		rc = -ENAMETOOLONG;
 	if (!rc)
-		rc = mkdir_p(path);
+		rc = mkdir_p(path, 0755);
 	if (!rc)
 		rc = probe_direct(cs);
 	for (unsigned xx = 0; !rc && xx < FANOUT; xx++)

@@ -16,6 +16,7 @@
 
 #include <liburing.h>
 
+#include "common/rand.h"
 #include "chunk_store.h"
 #include "common/buf.h"
 
@@ -155,20 +156,16 @@ struct chunk_store {
 
 /* ---- small helpers ---- */
 
+/* SplitMix64's finalizer alone (splitmix64 adds its gamma first). */
 static inline uint64_t mix64(uint64_t x)
 {
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
+	return splitmix64(x - SPLITMIX64_GAMMA);
 }
 
 /* Stable forever: it places chunk files in their fan-out directory. */
 static inline uint64_t id_hash(const struct chunk_id *id)
 {
-	return mix64(id->ino ^ mix64(id->idx + 0x9e3779b97f4a7c15ull));
+	return mix64(id->ino ^ splitmix64(id->idx));
 }
 
 static inline unsigned id_fanout(const struct chunk_id *id)

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/buf.h"
 #include "common/cluster_map.h"
 #include "common/log.h"
@@ -932,15 +933,11 @@ static int storage_start(const struct service_env *env, void **out)
 	st->env = *env;
 	st->cfg = env->cfg;
 	st->node_id = env->node_id;
-	{
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		st->incarnation = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
-				  ((uint64_t)getpid() << 48);
-		if (!st->incarnation)
-			st->incarnation = 1;
-	}
+	/* Unique across restarts of this node: the wall clock, and the pid
+	 * for two starts within one clock tick. */
+	st->incarnation = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 48);
+	if (!st->incarnation)
+		st->incarnation = 1;
 	st->hb_ms = env->heartbeat_ms;
 	st->timeout_ms = env->rpc_timeout_ms;
 	pthread_mutex_init(&st->map_lock, NULL);

@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "common/fileio.h"
 #include "common/log.h"
 #include "daemon.h"
 #include "metrics.h"
@@ -208,24 +209,6 @@ static void collect_metrics(void *ctx, struct bbuf *out)
 
 /* ---- start and stop ---- */
 
-static int mkdir_p(const char *path)
-{
-	char tmp[CFG_STR_MAX];
-
-	snprintf(tmp, sizeof(tmp), "%s", path);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p == '/') {
-			*p = '\0';
-			if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-				return -errno;
-			*p = '/';
-		}
-	}
-	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 static int start_services(struct daemon *d, const struct all_keys *a)
 {
 	char list[CFG_STR_MAX];
@@ -393,7 +376,7 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 		return 2;
 	}
 	log_set_level(lvl);
-	rc = mkdir_p(d.cfg.data);
+	rc = mkdir_p(d.cfg.data, 0755);
 	if (rc) {
 		log_error("stratad", "cannot create data directory '%s': %s", d.cfg.data, strata_strerror(rc));
 		return 1;

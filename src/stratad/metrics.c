@@ -1,4 +1,3 @@
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -9,7 +8,7 @@
 
 #include "metrics.h"
 #include "common/service.h"
-#include "net/conn.h"
+#include "net/addr.h"
 
 struct metrics_server {
 	struct MHD_Daemon *d;
@@ -56,27 +55,26 @@ int metrics_start(const char *addr, metrics_collect_fn collect, void *ctx,
 		  struct metrics_server **out)
 {
 	struct metrics_server *m;
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	char host[64];
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
 	int port, rc;
 	const union MHD_DaemonInfo *info;
 
-	rc = parse_hostport(addr, host, sizeof(host), &port);
+	/* At start-up, on the main thread: a blocking lookup is fine. */
+	rc = addr_resolve(addr, &ss, &sl);
 	if (rc)
 		return rc;
-	if (strcmp(host, "localhost") == 0)
-		snprintf(host, sizeof(host), "127.0.0.1");
-	if (inet_pton(AF_INET, host, &sin.sin_addr) != 1)
-		return -EINVAL;
-	sin.sin_port = htons((uint16_t)port);
+	if (ss.ss_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	port = addr_port(&ss);
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
 	m->collect = collect;
 	m->ctx = ctx;
-	m->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
-				(uint16_t)port, NULL, NULL, on_http, m,
-				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
+	m->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_http, m,
+				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
 	if (!m->d) {
 		free(m);

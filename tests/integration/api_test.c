@@ -1,24 +1,28 @@
 /*
  * api_test: libstrata's public API against a live cluster, as a C program
- * would use it. Run by tests/integration/test_api.py.
+ * would use it. Run by tests/integration/test_api.py, one scenario per
+ * pytest test.
  *
- *   api_test MGMT_ADDR all        every check below except ENOSPC and handles
- *   api_test MGMT_ADDR enospc     fill a capacity-limited cluster
- *   api_test MGMT_ADDR handles    the handle calls (strata_*at, readdirplus),
- *                                 with a second client changing paths
+ *   api_test MGMT_ADDR SCENARIO   one scenario (names: api_test --list)
+ *   api_test MGMT_ADDR all        every scenario except enospc
+ *   api_test MGMT_ADDR writer     write until the cluster dies (see writer)
  *
- * Prints one line per check; exits 1 at the first failure with the check,
- * the call and the error.
+ * Each scenario works under its own directory, /SCENARIO, and makes what
+ * it needs there, so scenarios run in any order on one cluster. Prints one
+ * line per scenario; exits 1 at the first failure with the scenario, the
+ * call and the error, 2 on a usage error.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/rand.h"
 #include "strata/strata.h"
 
 const char *__asan_default_options(void);
@@ -29,6 +33,19 @@ const char *__asan_default_options(void)
 
 static struct strata *S;
 static const char *current = "";
+static char root[64];		/* the running scenario's directory */
+static const char *mgmt_addr;	/* for a second client */
+
+/* root + path, in one of a few rotating buffers: a call may hold two. */
+static const char *P(const char *path)
+{
+	static char bufs[4][256];
+	static unsigned next;
+	char *b = bufs[next++ % 4];
+
+	snprintf(b, sizeof(bufs[0]), "%s%s", root, path);
+	return b;
+}
 
 #define CHECK(cond, ...) do { if (!(cond)) { \
 	fprintf(stderr, "FAIL %s: %s:%d: ", current, __FILE__, __LINE__); \
@@ -46,19 +63,6 @@ static void begin(const char *name)
 	fflush(stdout);
 }
 
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return x ^ (x >> 31);
-}
-
-static void pattern(uint8_t *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)(mix(seed + i / 8) >> (8 * (i % 8)));
-}
 
 static struct strata_file *openf(const char *path, int flags)
 {
@@ -77,18 +81,18 @@ static void read_after_write(void)
 	struct strata_stat st;
 
 	begin("read-after-write");
-	OK(strata_mkdir(S, "/raw", 0755));
-	pattern(a, n, 1);
-	f = openf("/raw/f", STRATA_O_CREAT | STRATA_O_RDWR);
+	OK(strata_mkdir(S, P("/raw"), 0755));
+	pattern_fill(a, n, 1);
+	f = openf(P("/raw/f"), STRATA_O_CREAT | STRATA_O_RDWR);
 	OK(strata_pwrite(f, a, n, 0));
 	/* Same handle sees its writes before close. */
 	CHECK(strata_pread(f, b, n, 0) == (ssize_t)n, "short read");
 	CHECK(memcmp(a, b, n) == 0, "content differs (same handle)");
 	OK(strata_close(f));
 	/* Close-to-open: a new open sees length and data. */
-	OK(strata_stat(S, "/raw/f", &st));
+	OK(strata_stat(S, P("/raw/f"), &st));
 	CHECK(st.size == n, "size %" PRIu64 " after close, want %zu", st.size, n);
-	g = openf("/raw/f", STRATA_O_RDONLY);
+	g = openf(P("/raw/f"), STRATA_O_RDONLY);
 	memset(b, 0, n);
 	CHECK(strata_pread(g, b, n + 100, 0) == (ssize_t)n, "read past end not clipped");
 	CHECK(memcmp(a, b, n) == 0, "content differs (new open)");
@@ -96,16 +100,34 @@ static void read_after_write(void)
 	ERR(strata_pwrite(g, a, 10, 0), -EBADF);
 	OK(strata_close(g));
 	/* Overwrite in the middle, unaligned. */
-	f = openf("/raw/f", STRATA_O_RDWR);
-	pattern(a + 1000003, 77777, 9);
+	f = openf(P("/raw/f"), STRATA_O_RDWR);
+	pattern_fill(a + 1000003, 77777, 9);
 	OK(strata_pwrite(f, a + 1000003, 77777, 1000003));
 	OK(strata_close(f));
-	f = openf("/raw/f", STRATA_O_RDONLY);
+	f = openf(P("/raw/f"), STRATA_O_RDONLY);
 	CHECK(strata_pread(f, b, n, 0) == (ssize_t)n, "short read");
 	CHECK(memcmp(a, b, n) == 0, "content differs after overwrite");
 	OK(strata_close(f));
 	free(a);
 	free(b);
+}
+
+/* root/raw with a regular file root/raw/f in it, for the scenarios that
+ * work on an existing file. */
+static void need_raw(void)
+{
+	struct strata_file *f;
+	struct strata_stat st;
+	uint8_t a[100];
+	int rc = strata_mkdir(S, P("/raw"), 0755);
+
+	CHECK(rc == 0 || rc == -EEXIST, "mkdir raw: %s", strata_strerror(rc));
+	if (strata_stat(S, P("/raw/f"), &st) == 0)
+		return;
+	pattern_fill(a, sizeof(a), 2);
+	f = openf(P("/raw/f"), STRATA_O_CREAT | STRATA_O_RDWR);
+	OK(strata_pwrite(f, a, sizeof(a), 0));
+	OK(strata_close(f));
 }
 
 static void holes(void)
@@ -115,7 +137,8 @@ static void holes(void)
 	uint64_t far = 37ull << 20;
 
 	begin("holes");
-	f = openf("/raw/sparse", STRATA_O_CREAT | STRATA_O_RDWR | STRATA_O_EXCL);
+	need_raw();
+	f = openf(P("/raw/sparse"), STRATA_O_CREAT | STRATA_O_RDWR | STRATA_O_EXCL);
 	memset(buf, 0xab, sizeof(buf));
 	OK(strata_pwrite(f, buf, 100, far));
 	CHECK(strata_pread(f, buf, sizeof(buf), 5 << 20) == sizeof(buf), "hole read short");
@@ -134,36 +157,36 @@ static void truncate_checks(void)
 	struct strata_layout l = { 1 << 20, 0 };
 
 	begin("truncate");
-	OK(strata_mkdir(S, "/tr", 0755));
-	OK(strata_set_layout(S, "/tr", &l));
-	pattern(a, n, 3);
-	f = openf("/tr/f", STRATA_O_CREAT | STRATA_O_RDWR);
+	OK(strata_mkdir(S, P("/tr"), 0755));
+	OK(strata_set_layout(S, P("/tr"), &l));
+	pattern_fill(a, n, 3);
+	f = openf(P("/tr/f"), STRATA_O_CREAT | STRATA_O_RDWR);
 	OK(strata_pwrite(f, a, n, 0));
 	OK(strata_close(f));
 	/* Shrink into the middle of a chunk, then grow: the cut-off bytes
 	 * must read as zeros, not the old data. */
-	OK(strata_truncate(S, "/tr/f", 2500000));
-	OK(strata_stat(S, "/tr/f", &st));
+	OK(strata_truncate(S, P("/tr/f"), 2500000));
+	OK(strata_stat(S, P("/tr/f"), &st));
 	CHECK(st.size == 2500000, "size after shrink %" PRIu64, st.size);
-	OK(strata_truncate(S, "/tr/f", n));
-	f = openf("/tr/f", STRATA_O_RDONLY);
+	OK(strata_truncate(S, P("/tr/f"), n));
+	f = openf(P("/tr/f"), STRATA_O_RDONLY);
 	CHECK(strata_pread(f, b, n, 0) == (ssize_t)n, "short read after grow");
 	CHECK(memcmp(a, b, 2500000) == 0, "kept part differs");
 	for (size_t i = 2500000; i < n; i++)
 		CHECK(b[i] == 0, "byte %zu not zero after shrink+grow", i);
 	OK(strata_close(f));
 	/* O_TRUNC then write again at once: the old chunks are gone first. */
-	f = openf("/tr/f", STRATA_O_RDWR | STRATA_O_TRUNC);
+	f = openf(P("/tr/f"), STRATA_O_RDWR | STRATA_O_TRUNC);
 	OK(strata_pwrite(f, a + 100, 4096, 3 << 20));
 	OK(strata_close(f));
-	f = openf("/tr/f", STRATA_O_RDONLY);
+	f = openf(P("/tr/f"), STRATA_O_RDONLY);
 	CHECK(strata_pread(f, b, n, 0) == (ssize_t)((3 << 20) + 4096), "size after O_TRUNC+write");
 	for (size_t i = 0; i < (3u << 20); i++)
 		CHECK(b[i] == 0, "byte %zu survived O_TRUNC", i);
 	CHECK(memcmp(b + (3 << 20), a + 100, 4096) == 0, "new data differs");
 	OK(strata_close(f));
 	/* ftruncate on a handle. */
-	f = openf("/tr/f", STRATA_O_RDWR);
+	f = openf(P("/tr/f"), STRATA_O_RDWR);
 	OK(strata_ftruncate(f, 10));
 	OK(strata_fstat(f, &st));
 	CHECK(st.size == 10, "fstat size %" PRIu64, st.size);
@@ -180,16 +203,16 @@ static void many_chains(void)
 	struct strata_file *f;
 
 	begin("file spanning many chains");
-	OK(strata_mkdir(S, "/wide", 0755));
-	OK(strata_set_layout(S, "/wide", &l));
-	pattern(a, n, 4);
-	f = openf("/wide/f", STRATA_O_CREAT | STRATA_O_RDWR);
-	OK(strata_get_layout(S, "/wide/f", &got));
+	OK(strata_mkdir(S, P("/wide"), 0755));
+	OK(strata_set_layout(S, P("/wide"), &l));
+	pattern_fill(a, n, 4);
+	f = openf(P("/wide/f"), STRATA_O_CREAT | STRATA_O_RDWR);
+	OK(strata_get_layout(S, P("/wide/f"), &got));
 	CHECK(got.chunk_size == (64u << 10), "chunk size %u", got.chunk_size);
 	/* 256 chunks: every chain of the table gets some. */
 	OK(strata_pwrite(f, a, n, 0));
 	OK(strata_close(f));
-	f = openf("/wide/f", STRATA_O_RDONLY);
+	f = openf(P("/wide/f"), STRATA_O_RDONLY);
 	CHECK(strata_pread(f, b, n, 0) == (ssize_t)n, "short read");
 	CHECK(memcmp(a, b, n) == 0, "content differs");
 	OK(strata_close(f));
@@ -219,10 +242,10 @@ static void *worker_main(void *arg)
 	if (w->path)
 		snprintf(path, sizeof(path), "%s", w->path);
 	else
-		snprintf(path, sizeof(path), "/conc/own-%d", w->id);
+		snprintf(path, sizeof(path), "%s/conc/own-%d", root, w->id);
 	rc = strata_open(S, path, STRATA_O_CREAT | STRATA_O_RDWR, 0644, &f);
 	for (int r = 0; !rc && r < W_ROUNDS; r++) {
-		pattern(a, W_SLICE, (uint64_t)w->id * 100 + r);
+		pattern_fill(a, W_SLICE, (uint64_t)w->id * 100 + r);
 		rc = (int)strata_pwrite(f, a, W_SLICE, off);
 		if (rc >= 0)
 			rc = strata_pread(f, b, W_SLICE, off) == W_SLICE ? 0 : -EIO;
@@ -248,13 +271,15 @@ static void concurrency(void)
 	struct worker w[8];
 	uint8_t *b = malloc(8 * W_SLICE), *a = malloc(W_SLICE);
 	struct strata_file *f;
+	char shared[160];
 
 	begin("concurrent writers and readers: one file, many files");
-	OK(strata_mkdir(S, "/conc", 0755));
-	f = openf("/conc/shared", STRATA_O_CREAT | STRATA_O_RDWR);
+	OK(strata_mkdir(S, P("/conc"), 0755));
+	f = openf(P("/conc/shared"), STRATA_O_CREAT | STRATA_O_RDWR);
 	OK(strata_close(f));
+	snprintf(shared, sizeof(shared), "%s/conc/shared", root);
 	for (int i = 0; i < 8; i++) {
-		w[i] = (struct worker){ .id = i, .path = i < 4 ? "/conc/shared" : NULL };
+		w[i] = (struct worker){ .id = i, .path = i < 4 ? shared : NULL };
 		pthread_create(&w[i].th, NULL, worker_main, &w[i]);
 	}
 	for (int i = 0; i < 8; i++) {
@@ -263,10 +288,10 @@ static void concurrency(void)
 	}
 	/* The shared file holds every writer's last round, and its length
 	 * is the furthest end any writer published (sizes only grow). */
-	f = openf("/conc/shared", STRATA_O_RDONLY);
+	f = openf(P("/conc/shared"), STRATA_O_RDONLY);
 	CHECK(strata_pread(f, b, 8 * W_SLICE, 0) == 4 * W_SLICE, "shared size");
 	for (int i = 0; i < 4; i++) {
-		pattern(a, W_SLICE, (uint64_t)i * 100 + W_ROUNDS - 1);
+		pattern_fill(a, W_SLICE, (uint64_t)i * 100 + W_ROUNDS - 1);
 		CHECK(memcmp(b + (size_t)i * W_SLICE, a, W_SLICE) == 0, "slice %d differs", i);
 	}
 	OK(strata_close(f));
@@ -284,8 +309,9 @@ static void ring_checks(void)
 	int got = 0, i;
 
 	begin("batch ring: mixed writes then reads, out of order completion");
-	pattern(a, n, 5);
-	f = openf("/raw/ring", STRATA_O_CREAT | STRATA_O_RDWR);
+	need_raw();
+	pattern_fill(a, n, 5);
+	f = openf(P("/raw/ring"), STRATA_O_CREAT | STRATA_O_RDWR);
 	OK(strata_ring_new(S, 64, &r));
 	OK(strata_ring_register_buffer(r, a, n));
 	for (i = 0; i < 64; i++)
@@ -325,28 +351,29 @@ static void errors(void)
 	struct strata_stat st;
 
 	begin("errors a user can hit, namespace unchanged");
-	ERR(strata_open(S, "/nope/x", STRATA_O_RDONLY, 0, &f), -ENOENT);
-	ERR(strata_open(S, "/raw/missing", STRATA_O_RDONLY, 0, &f), -ENOENT);
-	ERR(strata_mkdir(S, "/raw", 0755), -EEXIST);
-	ERR(strata_open(S, "/raw/f", STRATA_O_CREAT | STRATA_O_EXCL | STRATA_O_RDWR, 0644, &f), -EEXIST);
-	ERR(strata_mkdir(S, "/raw/f/sub", 0755), -ENOTDIR);
-	ERR(strata_open(S, "/raw/f/x", STRATA_O_RDONLY, 0, &f), -ENOTDIR);
-	ERR(strata_rmdir(S, "/raw"), -ENOTEMPTY);
-	ERR(strata_open(S, "/raw", STRATA_O_RDWR, 0, &f), -EISDIR);
-	ERR(strata_unlink(S, "/raw"), -EISDIR);
-	ERR(strata_rmdir(S, "/raw/f"), -ENOTDIR);
+	need_raw();
+	ERR(strata_open(S, P("/nope/x"), STRATA_O_RDONLY, 0, &f), -ENOENT);
+	ERR(strata_open(S, P("/raw/missing"), STRATA_O_RDONLY, 0, &f), -ENOENT);
+	ERR(strata_mkdir(S, P("/raw"), 0755), -EEXIST);
+	ERR(strata_open(S, P("/raw/f"), STRATA_O_CREAT | STRATA_O_EXCL | STRATA_O_RDWR, 0644, &f), -EEXIST);
+	ERR(strata_mkdir(S, P("/raw/f/sub"), 0755), -ENOTDIR);
+	ERR(strata_open(S, P("/raw/f/x"), STRATA_O_RDONLY, 0, &f), -ENOTDIR);
+	ERR(strata_rmdir(S, P("/raw")), -ENOTEMPTY);
+	ERR(strata_open(S, P("/raw"), STRATA_O_RDWR, 0, &f), -EISDIR);
+	ERR(strata_unlink(S, P("/raw")), -EISDIR);
+	ERR(strata_rmdir(S, P("/raw/f")), -ENOTDIR);
 	memset(name, 'n', 256);
 	name[256] = '\0';
-	snprintf(path, sizeof(path), "/raw/%s", name);
+	snprintf(path, sizeof(path), "%s/raw/%s", root, name);
 	ERR(strata_open(S, path, STRATA_O_CREAT | STRATA_O_RDWR, 0644, &f), -ENAMETOOLONG);
 	ERR(strata_mkdir(S, path, 0755), -ENAMETOOLONG);
-	ERR(strata_rename(S, "/raw", "/raw/sub", 0), -EINVAL);
+	ERR(strata_rename(S, P("/raw"), P("/raw/sub"), 0), -EINVAL);
 	ERR(strata_open(S, "relative", STRATA_O_RDONLY, 0, &f), -EINVAL);
 	/* Nothing of the above left a trace. */
-	OK(strata_stat(S, "/raw/f", &st));
+	OK(strata_stat(S, P("/raw/f"), &st));
 	CHECK(S_ISREG(st.mode), "/raw/f changed type");
 	ERR(strata_stat(S, path, &st), -ENAMETOOLONG);
-	ERR(strata_stat(S, "/raw/sub", &st), -ENOENT);
+	ERR(strata_stat(S, P("/raw/sub"), &st), -ENOENT);
 }
 
 static void rename_and_dirs(void)
@@ -357,17 +384,19 @@ static void rename_and_dirs(void)
 	char p[64];
 
 	begin("rename over a file, readdir paging");
-	OK(strata_rename(S, "/raw/sparse", "/raw/f", 0));
-	ERR(strata_stat(S, "/raw/sparse", &(struct strata_stat){ 0 }), -ENOENT);
-	OK(strata_mkdir(S, "/many", 0755));
+	need_raw();
+	OK(strata_close(openf(P("/raw/sparse"), STRATA_O_CREAT | STRATA_O_RDWR)));
+	OK(strata_rename(S, P("/raw/sparse"), P("/raw/f"), 0));
+	ERR(strata_stat(S, P("/raw/sparse"), &(struct strata_stat){ 0 }), -ENOENT);
+	OK(strata_mkdir(S, P("/many"), 0755));
 	for (int i = 0; i < 600; i++) {
 		struct strata_file *f;
 
-		snprintf(p, sizeof(p), "/many/e%04d", i);
+		snprintf(p, sizeof(p), "%s/many/e%04d", root, i);
 		OK(strata_open(S, p, STRATA_O_CREAT | STRATA_O_WRONLY, 0644, &f));
 		OK(strata_close(f));
 	}
-	OK(strata_opendir(S, "/many", &d));
+	OK(strata_opendir(S, P("/many"), &d));
 	while ((rc = strata_readdir(d, &e)) == 1) {
 		snprintf(p, sizeof(p), "e%04d", n);
 		CHECK(strcmp(e.name, p) == 0, "entry %d is '%s'", n, e.name);
@@ -376,7 +405,7 @@ static void rename_and_dirs(void)
 	OK(rc);
 	strata_closedir(d);
 	CHECK(n == 600, "readdir gave %d entries", n);
-	ERR(strata_opendir(S, "/raw/f", &d), -ENOTDIR);
+	ERR(strata_opendir(S, P("/raw/f"), &d), -ENOTDIR);
 }
 
 static void enospc(void)
@@ -388,22 +417,22 @@ static void enospc(void)
 	uint64_t off = 0;
 
 	begin("ENOSPC when the targets are full; what was written stays");
-	pattern(a, n, 6);
-	f = openf("/fill", STRATA_O_CREAT | STRATA_O_RDWR);
+	pattern_fill(a, n, 6);
+	f = openf(P("/fill"), STRATA_O_CREAT | STRATA_O_RDWR);
 	while (off < (1ull << 30) && (rc = strata_pwrite(f, a, n, off)) == (ssize_t)n)
 		off += n;
 	ERR(rc, -ENOSPC);
 	CHECK(off > 0, "nothing fit");
 	OK(strata_close(f));
 	/* Everything acknowledged before is intact. */
-	f = openf("/fill", STRATA_O_RDONLY);
+	f = openf(P("/fill"), STRATA_O_RDONLY);
 	for (uint64_t o = 0; o < off; o += n) {
 		CHECK(strata_pread(f, b, n, o) == (ssize_t)n, "short read at %" PRIu64, o);
 		CHECK(memcmp(a, b, n) == 0, "data at %" PRIu64 " differs", o);
 	}
 	OK(strata_close(f));
 	/* Freeing space makes room again. */
-	OK(strata_unlink(S, "/fill"));
+	OK(strata_unlink(S, P("/fill")));
 	printf("wrote %" PRIu64 " MiB before ENOSPC\n", off >> 20);
 	free(a);
 	free(b);
@@ -441,9 +470,9 @@ static int plus_cb(void *arg, const struct strata_direntplus *e)
  * object through renames and turns stale (-ESTALE) when the object goes,
  * a new object with the old name never answers to the old handle.
  */
-static void handles(const char *mgmt)
+static void handles(void)
 {
-	struct strata_handle root = strata_root(), top, a, b, f, g, got, forged;
+	struct strata_handle rt = strata_root(), base, top, a, b, f, g, got, forged;
 	struct strata_stat st, st2;
 	struct strata_cookie ck;
 	struct plus_list *l = calloc(1, sizeof(*l));
@@ -453,11 +482,12 @@ static void handles(const char *mgmt)
 	int rc, calls;
 
 	begin("handles: root, mkdirat, openat, lookupat, statat agree with paths");
-	OK(strata_connect(mgmt, NULL, &T));
-	OK(strata_statat(S, root, &st));
-	CHECK(S_ISDIR(st.mode) && st.ino == root.ino, "root: mode %o ino %" PRIu64, st.mode,
+	OK(strata_connect(mgmt_addr, NULL, &T));
+	OK(strata_statat(S, rt, &st));
+	CHECK(S_ISDIR(st.mode) && st.ino == rt.ino, "root: mode %o ino %" PRIu64, st.mode,
 	      st.ino);
-	OK(strata_mkdirat(S, root, "hnd", 0755, &top, &st));
+	OK(strata_lookupat(S, rt, root + 1, &base, NULL));	/* this scenario's directory */
+	OK(strata_mkdirat(S, base, "hnd", 0755, &top, &st));
 	CHECK(S_ISDIR(st.mode) && st.ino == top.ino && top.gen != 0, "mkdirat stat");
 	OK(strata_mkdirat(S, top, "a", 0755, &a, NULL));
 	OK(strata_mkdirat(S, a, "b", 0700, &b, NULL));
@@ -469,7 +499,7 @@ static void handles(const char *mgmt)
 	CHECK(same(got, f) && st.size == 5 && (st.mode & 07777) == 0640, "lookupat f");
 	OK(strata_lookupat(S, b, "..", &got, NULL));
 	CHECK(same(got, a), "lookupat ..");
-	OK(strata_stat(S, "/hnd/a/b/f", &st2));
+	OK(strata_stat(S, "/handles/hnd/a/b/f", &st2));
 	CHECK(st2.ino == f.ino, "path and handle name other files");
 	OK(strata_statat(S, f, &st));
 	CHECK(st.size == 5 && S_ISREG(st.mode), "statat f");
@@ -482,8 +512,8 @@ static void handles(const char *mgmt)
 	ERR(strata_openat(S, (struct strata_handle){ f.ino, 0 }, NULL, 0, 0, &fh), -EINVAL);
 
 	begin("handles: another client renames a directory above them");
-	OK(strata_rename(T, "/hnd/a", "/hnd/z", 0));
-	ERR(strata_stat(S, "/hnd/a/b/f", &st2), -ENOENT);
+	OK(strata_rename(T, "/handles/hnd/a", "/handles/hnd/z", 0));
+	ERR(strata_stat(S, "/handles/hnd/a/b/f", &st2), -ENOENT);
 	OK(strata_statat(S, b, &st));
 	CHECK(S_ISDIR(st.mode), "b after the rename");
 	OK(strata_openat(S, b, "f", STRATA_O_RDWR, 0, &fh));
@@ -491,10 +521,10 @@ static void handles(const char *mgmt)
 	CHECK(strata_pread(fh, buf, sizeof(buf), 0) == 5 && !memcmp(buf, "hello", 5), "read f");
 	/* Written through a handle opened before the next rename, published
 	 * after it. */
-	OK(strata_rename(T, "/hnd/z", "/hnd/y", 0));
+	OK(strata_rename(T, "/handles/hnd/z", "/handles/hnd/y", 0));
 	OK(strata_pwrite(fh, " world", 6, 5));
 	OK(strata_close(fh));
-	OK(strata_stat(T, "/hnd/y/b/f", &st2));
+	OK(strata_stat(T, "/handles/hnd/y/b/f", &st2));
 	CHECK(st2.size == 11 && st2.ino == f.ino, "size by the new path %" PRIu64, st2.size);
 	OK(strata_symlinkat(S, "f", b, "ln", &g, &st));
 	CHECK(S_ISLNK(st.mode), "symlinkat mode");
@@ -551,7 +581,7 @@ static void handles(const char *mgmt)
 
 	begin("handles: removed objects are stale, new ones at the old names are others");
 	OK(strata_openat(S, b, "f", STRATA_O_RDWR, 0, &fh));
-	OK(strata_unlink(T, "/hnd/y/b/f"));
+	OK(strata_unlink(T, "/handles/hnd/y/b/f"));
 	ERR(strata_statat(S, f, &st), -ESTALE);
 	ERR(strata_openat(S, f, NULL, STRATA_O_RDONLY, 0, &fh), -ESTALE);
 	ERR(strata_setattrat(S, f, STRATA_SET_MODE, &st, NULL), -ESTALE);
@@ -567,9 +597,9 @@ static void handles(const char *mgmt)
 	forged = got;
 	forged.gen++;
 	ERR(strata_statat(S, forged, &st), -ESTALE);
-	OK(strata_unlink(T, "/hnd/y/b/f"));
-	OK(strata_unlink(T, "/hnd/y/b/ln"));
-	OK(strata_rmdir(T, "/hnd/y/b"));
+	OK(strata_unlink(T, "/handles/hnd/y/b/f"));
+	OK(strata_unlink(T, "/handles/hnd/y/b/ln"));
+	OK(strata_rmdir(T, "/handles/hnd/y/b"));
 	ERR(strata_lookupat(S, b, "f", &got, NULL), -ESTALE);
 	ERR(strata_mkdirat(S, b, "c", 0755, NULL, NULL), -ESTALE);
 	ERR(strata_readdirplus(S, b, &ck, 0, plus_cb, l), -ESTALE);
@@ -594,7 +624,7 @@ static int writer(void)
 
 	if (!a)
 		return 1;
-	pattern(a, n, 8);
+	pattern_fill(a, n, 8);
 	f = openf("/writer", STRATA_O_CREAT | STRATA_O_RDWR);
 	printf("writer: started\n");
 	fflush(stdout);
@@ -606,41 +636,74 @@ static int writer(void)
 	return 0;
 }
 
+static const struct {
+	const char *name;
+	void (*fn)(void);
+	bool in_all;
+} scenarios[] = {
+	{ "read-after-write", read_after_write, true },
+	{ "holes", holes, true },
+	{ "truncate", truncate_checks, true },
+	{ "many-chains", many_chains, true },
+	{ "concurrency", concurrency, true },
+	{ "ring", ring_checks, true },
+	{ "errors", errors, true },
+	{ "rename-readdir", rename_and_dirs, true },
+	{ "handles", handles, true },
+	{ "enospc", enospc, false },	/* needs a capacity-limited cluster */
+};
+#define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
+
+static void run_scenario(size_t i)
+{
+	snprintf(root, sizeof(root), "/%s", scenarios[i].name);
+	OK(strata_mkdir(S, root, 0755));
+	scenarios[i].fn();
+	printf("api_test %s: ok\n", scenarios[i].name);
+	fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
 	struct strata_opts o;
+	size_t pick = NSCENARIOS;
+	bool all, writer_mode;
 
+	if (argc == 2 && strcmp(argv[1], "--list") == 0) {
+		for (size_t i = 0; i < NSCENARIOS; i++)
+			printf("%s\n", scenarios[i].name);
+		return 0;
+	}
 	if (argc != 3) {
-		fprintf(stderr, "usage: api_test MGMT_ADDR all|enospc|handles|writer\n");
+		fprintf(stderr, "usage: api_test MGMT_ADDR SCENARIO|all|writer, or api_test --list\n");
 		return 2;
 	}
+	all = strcmp(argv[2], "all") == 0;
+	writer_mode = strcmp(argv[2], "writer") == 0;
+	for (size_t i = 0; i < NSCENARIOS; i++)
+		if (strcmp(argv[2], scenarios[i].name) == 0)
+			pick = i;
+	if (!all && !writer_mode && pick == NSCENARIOS) {
+		fprintf(stderr, "api_test: unknown scenario '%s' (see api_test --list)\n", argv[2]);
+		return 2;
+	}
+	mgmt_addr = argv[1];
 	strata_opts_init(&o, sizeof(o));
-	o.retry_ms = strcmp(argv[2], "writer") == 0 ? 2000 : 20000;
+	o.retry_ms = writer_mode ? 2000 : 20000;
 	if (strata_connect(argv[1], &o, &S)) {
 		fprintf(stderr, "cannot connect to %s\n", argv[1]);
 		return 1;
 	}
 	signal(SIGPIPE, SIG_DFL);
-	if (strcmp(argv[2], "writer") == 0) {
+	if (writer_mode) {
 		int rc = writer();
 
 		strata_disconnect(S);
 		return rc;
 	}
-	if (strcmp(argv[2], "enospc") == 0) {
-		enospc();
-	} else if (strcmp(argv[2], "handles") == 0) {
-		handles(argv[1]);
-	} else {
-		read_after_write();
-		holes();
-		truncate_checks();
-		many_chains();
-		concurrency();
-		ring_checks();
-		errors();
-		rename_and_dirs();
-	}
+	for (size_t i = 0; i < NSCENARIOS; i++)
+		if (all ? scenarios[i].in_all : i == pick)
+			run_scenario(i);
 	strata_disconnect(S);
 	printf("api_test %s: ok\n", argv[2]);
 	return 0;

@@ -34,6 +34,7 @@
 #include "common/buf.h"
 #include "common/layout.h"
 #include "common/log.h"
+#include "common/rand.h"
 #include "net/reactor.h"
 #include "strata/errors.h"
 
@@ -50,19 +51,7 @@ static uint64_t rng_state;
 
 static uint64_t rnd(void)
 {
-	rng_state += 0x9E3779B97F4A7C15ull;
-	return layout_mix64(rng_state);
-}
-
-static void fill_pattern(uint8_t *p, size_t len, uint64_t seed)
-{
-	uint64_t x = seed;
-
-	for (size_t i = 0; i < len; i++) {
-		if (i % 8 == 0)
-			x = layout_mix64(seed + i / 8);
-		p[i] = (uint8_t)(x >> (8 * (i % 8)));
-	}
+	return rng_next(&rng_state);
 }
 
 struct ctx {
@@ -186,7 +175,7 @@ static int run_random(struct ctx *c, uint64_t seed, uint64_t ops, uint32_t nchun
 		} else {
 			j->io.kind = SC_WRITE;
 			j->expect = NULL;
-			fill_pattern(j->io.buf, n, rnd());
+			pattern_fill(j->io.buf, n, rnd());
 			memcpy(model[k] + off, j->io.buf, n);
 			if (off + n > len[k])
 				len[k] = off + n;
@@ -238,7 +227,7 @@ static int run_samechunk(struct ctx *c, uint64_t seed, uint32_t writers)
 		j->io.len = slice;
 		j->io.buf = abuf_alloc(slice);
 		j->io.cb = job_done;
-		fill_pattern(j->io.buf, slice, seed * 1000 + i);
+		pattern_fill(j->io.buf, slice, seed * 1000 + i);
 		memcpy(expect + i * slice, j->io.buf, slice);
 		pthread_mutex_lock(&c->lock);
 		c->inflight++;
@@ -268,7 +257,7 @@ static int one_io(struct ctx *c, enum sc_kind kind, char **argv, uint32_t times)
 	uint32_t len = (uint32_t)strtoul(argv[3], NULL, 0);
 	uint8_t *buf = abuf_alloc(len ? len : 1), *expect = malloc(len ? len : 1);
 
-	fill_pattern(kind == SC_WRITE ? buf : expect, len, strtoull(argv[4], NULL, 0));
+	pattern_fill(kind == SC_WRITE ? buf : expect, len, strtoull(argv[4], NULL, 0));
 	for (uint32_t i = 0; i < times; i++) {
 		memset(&io, 0, sizeof(io));
 		io.kind = kind;
@@ -300,7 +289,7 @@ static int run_fill(struct ctx *c, char **argv)
 	uint32_t len = (uint32_t)strtoul(argv[3], NULL, 0);
 	uint8_t *buf = abuf_alloc(len);
 
-	fill_pattern(buf, len, ino);
+	pattern_fill(buf, len, ino);
 	for (uint64_t i = 0; i < count; i++) {
 		struct sc_io io = { .kind = SC_WRITE, .ino = ino, .idx = from + i, .len = len, .buf = buf };
 

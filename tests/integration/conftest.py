@@ -297,7 +297,21 @@ class DaemonError(Exception):
     pass
 
 
-class Daemon:
+class LogFile:
+    """The log of a process the harness started, at self.log_path."""
+
+    @property
+    def log(self):
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, n=40):
+        return "\n".join(self.log.splitlines()[-n:])
+
+
+class Daemon(LogFile):
     """A stratad on loopback, ports picked by the kernel (port 0)."""
 
     def __init__(self, data_dir, node_id=1):
@@ -409,16 +423,6 @@ class Daemon:
 
     # -- the log --
 
-    @property
-    def log(self):
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def log_tail(self, n=40):
-        return "\n".join(self.log.splitlines()[-n:])
-
     def log_size(self):
         """A mark for wait_log(since=...)."""
         try:
@@ -469,7 +473,7 @@ class Daemon:
 # ---------------------------------------------------------------------------
 # A cluster from 'strata local up'.
 
-class ClusterNode:
+class ClusterNode(LogFile):
     def __init__(self, rec):
         self.id = rec["id"]
         self.addr = rec["addr"]
@@ -483,13 +487,6 @@ class ClusterNode:
     @property
     def alive(self):
         return pid_alive(self.pid)
-
-    @property
-    def log(self):
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
 
     def client(self, hello=True, timeout=10):
         return strata_wire.Client(self.addr, timeout=timeout, hello=hello)
@@ -778,14 +775,14 @@ def shared_daemon(tmp_path_factory, request):
     return make()
 
 
-@pytest.fixture
-def cluster(tmp_path, strata, request):
-    """cluster(n, daemon_flags=None) -> Cluster started by 'strata local up'.
-    Teardown runs 'strata local down' and SIGKILLs whatever survives."""
+def _make_cluster_factory(base_dir, request):
     made = []
 
+    def strata_fn(*args, timeout=30, env=None):
+        return run([STRATA, *[str(a) for a in args]], timeout=timeout, env=env)
+
     def make(n=3, daemon_flags=None, name=None):
-        c = Cluster(tmp_path / (name or "cluster%d" % (len(made) + 1)), strata)
+        c = Cluster(Path(base_dir) / (name or "cluster%d" % (len(made) + 1)), strata_fn)
         made.append(c)
         c.up(n, daemon_flags)
         return c
@@ -803,5 +800,23 @@ def cluster(tmp_path, strata, request):
         if problems:
             pytest.fail("\n".join(problems), pytrace=False)
 
+    return make, finish
+
+
+@pytest.fixture
+def cluster(tmp_path, request):
+    """cluster(n, daemon_flags=None) -> Cluster started by 'strata local up'.
+    Teardown runs 'strata local down' and SIGKILLs whatever survives."""
+    make, finish = _make_cluster_factory(tmp_path, request)
     request.addfinalizer(finish)
     return make
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory, request):
+    """One 3-storage-node cluster for a whole module: for tests that each
+    work in a directory of their own and stop nothing. Stopped, and its
+    logs checked for sanitizer reports, after the module's last test."""
+    make, finish = _make_cluster_factory(tmp_path_factory.mktemp("shared-cluster"), request)
+    request.addfinalizer(finish)
+    return make(3)

@@ -73,9 +73,11 @@
 
 #include "client/storage_client.h"
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/layout.h"
 #include "common/log.h"
 #include "common/cluster_map.h"
+#include "common/rand.h"
 #include "proto/mgmt.h"
 #include "proto/storage.h"
 #include "net/codec.h"
@@ -108,35 +110,13 @@ static uint64_t rng_state;
 
 static uint64_t rnd(void)
 {
-	rng_state += 0x9E3779B97F4A7C15ull;
-	return layout_mix64(rng_state);
+	return rng_next(&rng_state);
 }
 
-static void fill_pattern(uint8_t *p, size_t len, uint64_t seed)
-{
-	uint64_t x = seed;
-
-	for (size_t i = 0; i < len; i++) {
-		if (i % 8 == 0)
-			x = layout_mix64(seed + i / 8);
-		p[i] = (uint8_t)(x >> (8 * (i % 8)));
-	}
-}
-
+/* Wall-clock microseconds: log lines line up with the daemons' logs. */
 static uint64_t now_us(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return (uint64_t)now_ns() / 1000u;
 }
 
 /* What a chunk must hold: bytes, which of them are known, the length. */
@@ -160,7 +140,7 @@ static int model_init(struct model *m, uint32_t chunk_size)
 
 static void model_write(struct model *m, uint32_t off, uint32_t len, uint64_t dseed, uint64_t ver)
 {
-	fill_pattern(m->data + off, len, dseed);
+	pattern_fill(m->data + off, len, dseed);
 	memset(m->known + off, 1, len);
 	if (off + len > m->len)
 		m->len = off + len;
@@ -448,8 +428,8 @@ static int run_writer(struct sclient *sc, char **argv, int argc, bool fill)
 				off = 0;
 			else if (rnd() % 3 == 0 && m->len <= w.chunk_size - n)
 				off = m->len;	/* an append */
-			s->dseed = layout_mix64(seed * 1000003u + ++counter);
-			fill_pattern(s->io.buf, n, s->dseed);
+			s->dseed = splitmix64(seed * 1000003u + ++counter);
+			pattern_fill(s->io.buf, n, s->dseed);
 		}
 		s->io.offset = off;
 		s->io.len = n;

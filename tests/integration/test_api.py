@@ -1,10 +1,13 @@
-"""libstrata's public API against a live cluster (tests/integration/api_test.c):
+"""libstrata's public API against a live cluster (tests/integration/api_test.c),
+one pytest test per scenario, so a failure names its scenario:
 read-after-write and close-to-open, holes, truncate (shrink into a chunk,
 grow, O_TRUNC then write at once), a file spanning every chain, concurrent
 readers and writers on one file and on many, the batch ring, the errors a
-user can hit with the namespace left unchanged, readdir paging, ENOSPC
-when the targets are full, and the handle calls (strata_*at,
-strata_readdirplus) while another client renames and removes by path."""
+user can hit with the namespace left unchanged, rename over a file,
+readdir paging and the handle calls (strata_*at, strata_readdirplus) while
+another client renames and removes by path -- all on one cluster, each
+scenario in its own directory -- and ENOSPC when the targets are full, on
+a cluster of its own."""
 import json
 import subprocess
 import time
@@ -13,28 +16,27 @@ import pytest
 
 from conftest import BUILD
 
+API_TEST = BUILD / "tests/integration/api_test"
+
+
+def _scenarios():
+    r = subprocess.run([str(API_TEST), "--list"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return [s for s in r.stdout.split() if s != "enospc"]
+
+
+# The list comes from api_test itself: a scenario added there is run here.
+SCENARIOS = _scenarios() if API_TEST.exists() else []
+
 
 def run_api(cluster_dir, mode, timeout=180):
     mgmt = json.loads((cluster_dir / "cluster.json").read_text())["mgmt"]
-    r = subprocess.run([str(BUILD / "tests/integration/api_test"), mgmt, mode],
-                       capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run([str(API_TEST), mgmt, mode], capture_output=True, text=True,
+                       timeout=timeout)
     assert r.returncode == 0, "api_test %s failed (%d):\n%s%s" % (mode, r.returncode,
                                                                   r.stdout, r.stderr)
     assert "api_test %s: ok" % mode in r.stdout
     return r.stdout
-
-
-@pytest.mark.timeout(240)
-def test_api_all(cluster):
-    c = cluster(3)
-    run_api(c.dir, "all")
-
-
-@pytest.mark.timeout(240)
-def test_api_handles(cluster):
-    c = cluster(3)
-    out = run_api(c.dir, "handles")
-    assert "handles: removed objects are stale" in out
 
 
 @pytest.mark.timeout(240)
@@ -52,7 +54,7 @@ def test_daemons_killed_under_writes_do_not_kill_the_client(cluster):
     for _ in range(3):
         c = cluster(3)
         mgmt = json.loads((c.dir / "cluster.json").read_text())["mgmt"]
-        p = subprocess.Popen([str(BUILD / "tests/integration/api_test"), mgmt, "writer"],
+        p = subprocess.Popen([str(API_TEST), mgmt, "writer"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             assert p.stdout.readline().strip() == "writer: started"
@@ -66,3 +68,15 @@ def test_daemons_killed_under_writes_do_not_kill_the_client(cluster):
                 p.wait()
         assert p.returncode == 0, "the writer died (%d): %s%s" % (p.returncode, out, err[-2000:])
         assert "writer: stopped by" in out
+
+
+def test_every_scenario_is_listed():
+    assert len(SCENARIOS) >= 8, SCENARIOS
+
+
+# Last in the module: the shared cluster is up from the first of these to
+# the end of the module, and the tests above run with no other cluster.
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_api(shared_cluster, scenario):
+    run_api(shared_cluster.dir, scenario)

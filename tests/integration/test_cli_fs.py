@@ -127,6 +127,13 @@ def test_cluster_from_mgmt_dir_and_env(fs_cluster, mgmt, tmp_path):
     # --mgmt wins over the environment.
     r = _strata_fn("ls", "--mgmt", mgmt, "/", env={"STRATA_MGMT": "127.0.0.1:1"})
     assert r.returncode == 0, r.stderr
+    # A 'strata local up' directory stands for its address wherever an
+    # address goes (the rule of strata_find_mgmt, shared with Python).
+    r = _strata_fn("ls", "--mgmt", fs_cluster.dir, "/")
+    assert r.returncode == 0, r.stderr
+    r = _strata_fn("status", env={"STRATA_MGMT": str(fs_cluster.dir)})
+    assert r.returncode == 0, r.stderr
+    assert "cluster    %s" % mgmt in r.stdout
 
 
 def test_no_cluster_named_is_a_usage_error(tmp_path):

@@ -42,7 +42,7 @@ from pathlib import Path
 import pytest
 
 import netns
-from conftest import BUILD, REGISTRY, STRATAD, run, sanitizer_reports, spawn, wait_until
+from conftest import BUILD, REGISTRY, STRATAD, LogFile, run, sanitizer_reports, spawn, wait_until
 from test_storage import DATA_OFF, flip_byte, parse_chunk_file
 
 FAULT = BUILD / "tests" / "integration" / "fault_driver"
@@ -126,7 +126,7 @@ class Map:
 # ---------------------------------------------------------------------------
 # A cluster of stratad processes the test controls one by one.
 
-class FNode:
+class FNode(LogFile):
     def __init__(self, fc, node_id, services, argv, host, k=None):
         self.fc = fc
         self.id = node_id
@@ -146,16 +146,6 @@ class FNode:
     @property
     def running(self):
         return self.proc is not None and self.proc.poll() is None
-
-    @property
-    def log(self):
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def log_tail(self, n=30):
-        return "\n".join(self.log.splitlines()[-n:])
 
     def metrics(self):
         url = "http://%s:%d/metrics" % (self.host, self.metrics_port)

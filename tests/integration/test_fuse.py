@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD, REGISTRY, Cluster, run, sanitizer_reports, spawn, STRATA
+from conftest import BUILD, REGISTRY, Cluster, LogFile, run, sanitizer_reports, spawn, STRATA
 
 FUSE_BIN = BUILD / "src" / "fuse" / "strata-fuse"
 FUSERMOUNT = shutil.which("fusermount3")
@@ -70,7 +70,7 @@ def _unmount(path):
     return False
 
 
-class Mount:
+class Mount(LogFile):
     """One strata-fuse in the foreground, logging to LOG."""
 
     def __init__(self, mgmt, path, extra=()):
@@ -96,13 +96,6 @@ class Mount:
                                      % (timeout, self.log))
             time.sleep(0.05)
         return self
-
-    @property
-    def log(self):
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
 
     def wait_exit(self, timeout=20):
         try:

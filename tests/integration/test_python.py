@@ -233,6 +233,78 @@ def test_pack_cli(cluster, strata, tmp_path):
     assert r.returncode != 0 and "missing" in r.stderr
 
 
+@pytest.mark.timeout(90)
+def test_packed_format_one_implementation(cluster):
+    """The packed-dataset format has one implementation (libstrata's
+    strata_pack_*). What it writes is the documented byte format, a
+    dataset in that format written by hand reads back, and a malformed one
+    is refused with ValueError, never read past its end."""
+    c = cluster(3)
+    run_py(c, """
+        import json, struct
+        import numpy as np
+        import strata
+        from strata.dataset import ShardWriter, SampleIndex
+        c = strata.Client()
+        # Written by the library: the bytes are the documented format.
+        with ShardWriter(c, "/pf/a/b", samples_per_shard=3) as w:
+            for i in range(4):
+                w.add(np.full(i * 7, i, dtype=np.uint8))
+        assert w.count == 4 and w.shards == 2
+        meta = json.loads(c.read_bytes("/pf/a/b/dataset.json"))
+        assert meta["format"] == "strata-packed" and meta["version"] == 1
+        assert meta["samples"] == 4 and [s["samples"] for s in meta["shards"]] == [3, 1]
+        idx = c.read_bytes("/pf/a/b/" + meta["shards"][0]["index"])
+        assert idx[:8] == b"STRPIDX1" and struct.unpack_from("<Q", idx, 8)[0] == 3
+        assert struct.unpack_from("<6Q", idx, 16) == (0, 0, 0, 7, 7, 14)
+        # Written by hand in the format: read back.
+        c.makedirs("/pf/hand")
+        c.write_bytes("/pf/hand/d0", b"abcdefgh")
+        c.write_bytes("/pf/hand/i0", b"STRPIDX1" + struct.pack("<5Q", 2, 0, 3, 3, 5))
+        c.write_bytes("/pf/hand/dataset.json", json.dumps({
+            "format": "strata-packed", "version": 1, "samples": 2,
+            "shards": [{"data": "d0", "index": "i0", "samples": 2, "bytes": 8}]}).encode())
+        x = SampleIndex.open(c, "/pf/hand")
+        assert [bytes(x.read(c, i)) for i in range(2)] == [b"abc", b"defgh"]
+        # Malformed: each refused.
+        bad = [
+            (b"STRPIDX1" + struct.pack("<5Q", 3, 0, 3, 3, 5), "d0", 8),   # count past the end
+            (b"XTRPIDX1" + struct.pack("<5Q", 2, 0, 3, 3, 5), "d0", 8),   # magic
+            (b"STRPIDX1" + struct.pack("<5Q", 2, 0, 3, 3, 9), "d0", 8),   # past "bytes"
+            (b"STRPIDX1" + struct.pack("<5Q", 2, 0, 3, 3, 5), "../d0", 8),  # a path
+        ]
+        for k, (body, data, nbytes) in enumerate(bad):
+            d = "/pf/bad%d" % k
+            c.makedirs(d)
+            c.write_bytes(d + "/i0", body)
+            c.write_bytes(d + "/dataset.json", json.dumps({
+                "format": "strata-packed", "version": 1,
+                "shards": [{"data": data, "index": "i0", "bytes": nbytes}]}).encode())
+            try:
+                SampleIndex.open(c, d)
+            except ValueError as e:
+                assert "not a valid packed dataset" in str(e), e
+            else:
+                raise AssertionError("bad%d accepted" % k)
+        c.write_bytes("/pf/bad0/dataset.json", b'{"format": "other", "version": 1, "shards": []}')
+        try:
+            SampleIndex.open(c, "/pf/bad0")
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("a foreign format accepted")
+        # An exception inside the with block leaves no dataset behind.
+        try:
+            with ShardWriter(c, "/pf/abandoned") as w:
+                w.add(b"x")
+                raise KeyError("stop")
+        except KeyError:
+            pass
+        assert not c.exists("/pf/abandoned/dataset.json")
+        print("OK")
+    """)
+
+
 @pytest.mark.timeout(120)
 def test_bench_train_tiny(strata):
     r = strata("bench", "train", "--workload", "cosmoflow", "--files", "16", "--seconds", "0.4",

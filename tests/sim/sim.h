@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "common/layout.h"
+#include "common/rand.h"
 #include "net/reactor.h"
 #include "storage/chunk_store.h"
 
@@ -35,7 +36,7 @@ struct cluster_map;
 
 /* ---- random source ---- */
 
-/* SplitMix64 over common/layout.c's finalizer: small, fast, and every
+/* SplitMix64 (common/rand.h): small, fast, and every
  * stream is a pure function of its seed. */
 struct sim_rng {
 	uint64_t s;
@@ -43,13 +44,13 @@ struct sim_rng {
 
 static inline void sim_rng_init(struct sim_rng *r, uint64_t seed, uint64_t stream)
 {
-	r->s = layout_mix64(seed ^ layout_mix64(stream + 0x5151u));
+	r->s = splitmix64(seed ^ splitmix64(stream + 0x5151u));
 }
 
 static inline uint64_t sim_rng_next(struct sim_rng *r)
 {
 	r->s += 0x9E3779B97F4A7C15ull;
-	return layout_mix64(r->s);
+	return splitmix64(r->s);
 }
 
 /* Uniform in [0, n); 0 when n == 0. */

@@ -29,6 +29,7 @@
 
 #include "common/buf.h"
 #include "common/crc32c.h"
+#include "common/rand.h"
 #include "common/log.h"
 #include "storage/chunk_store.h"
 #include "strata/errors.h"
@@ -41,10 +42,7 @@ static uint64_t rng_state;
 
 static uint64_t rng(void)
 {
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 0x2545F4914F6CDD1Dull;
+	return rng_next(&rng_state);
 }
 
 static uint32_t rnd(uint32_t n) { return n ? (uint32_t)(rng() % n) : 0; }
@@ -687,15 +685,6 @@ struct shared_rec {
 	volatile uint64_t writing[CR_CHUNKS];
 };
 
-static uint64_t mix(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	return x ^ (x >> 33);
-}
-
 /* The update taking chunk ino from version v-1 (length cur) to v. */
 struct cr_op {
 	int kind; /* 0 write, 1 truncate */
@@ -704,7 +693,7 @@ struct cr_op {
 
 static struct cr_op cr_plan(uint64_t ino, uint64_t v, uint32_t cur)
 {
-	uint64_t h = mix(ino * 1000003 + v);
+	uint64_t h = splitmix64(ino * 1000003 + v);
 	uint32_t len = (uint32_t)(h >> 40) % 150000 + 1, k = (uint32_t)(h % 3);
 	struct cr_op o;
 
@@ -736,7 +725,7 @@ static struct cr_op cr_plan(uint64_t ino, uint64_t v, uint32_t cur)
 
 static void cr_fill(uint8_t *p, uint64_t ino, uint64_t v, uint32_t off, uint32_t len)
 {
-	uint64_t s = mix(ino ^ (v << 20));
+	uint64_t s = splitmix64(ino ^ (v << 20));
 
 	for (uint32_t i = 0; i < len; i++)
 		p[i] = (uint8_t)(s >> ((off + i) % 7 * 8)) ^ (uint8_t)(off + i);

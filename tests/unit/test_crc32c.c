@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "common/crc32c.h"
+#include "common/rand.h"
 
 /* Reflected CRC32C, polynomial 0x82F63B78, one bit at a time: slow and
  * obviously right, the oracle for the ISA-L path. */
@@ -29,15 +30,12 @@ static uint32_t ref_crc32c(uint32_t crc, const uint8_t *p, size_t len)
 	return ~c;
 }
 
-/* xorshift64*: deterministic, so a failure reproduces. */
+/* Seeded: a failure reproduces. */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
 static uint64_t rng(void)
 {
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 0x2545F4914F6CDD1Dull;
+	return rng_next(&rng_state);
 }
 
 static void fill_random(uint8_t *p, size_t len)

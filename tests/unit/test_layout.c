@@ -12,15 +12,24 @@
 #include <cmocka.h>
 
 #include "common/layout.h"
+#include "common/rand.h"
 
 static void test_mix64_known_answers(void **state)
 {
-	(void)state;
 	/* First outputs of SplitMix64 seeded with 0: the reference
 	 * generator's state after n steps is n * golden gamma. */
-	assert_true(layout_mix64(0) == 0xe220a8397b1dcdafull);
-	assert_true(layout_mix64(0x9e3779b97f4a7c15ull) == 0x6e789e6aa1b965f4ull);
-	assert_true(layout_mix64(2 * 0x9e3779b97f4a7c15ull) == 0x06c45d188009454full);
+	static const uint64_t want[3] = { 0xe220a8397b1dcdafull, 0x6e789e6aa1b965f4ull,
+					  0x06c45d188009454full };
+	uint64_t st = 0;
+
+	(void)state;
+	for (uint64_t i = 0; i < 3; i++)
+		assert_true(splitmix64(i * SPLITMIX64_GAMMA) == want[i]);
+	/* The generator is the same sequence (rng_next is the reference
+	 * SplitMix64 generator). */
+	for (int i = 0; i < 3; i++)
+		assert_true(rng_next(&st) == want[i]);
+	assert_true(st == 3 * SPLITMIX64_GAMMA);
 }
 
 static void test_pinned(void **state)

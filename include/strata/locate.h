@@ -1,0 +1,39 @@
+/*
+ * Finding a cluster: the one rule by which every Strata program (the
+ * strata CLI, python/strata, tools linked against libstrata) turns what its
+ * user named into the mgmt address to connect to.
+ *
+ *   1. mgmt, when given: "host:port", or the directory of a cluster
+ *      started by 'strata local up' (its cluster.json names mgmt);
+ *   2. else dir, when given: the directory of 'strata local up';
+ *   3. else $STRATA_MGMT, read as mgmt is.
+ */
+#ifndef STRATA_LOCATE_H
+#define STRATA_LOCATE_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Applies the rule above and writes the mgmt address, NUL-terminated, into
+ * out (len bytes). mgmt and dir may be NULL or "" (not given); nothing is
+ * kept after the call. Reads the environment and at most one
+ * DIR/cluster.json; connects to nothing.
+ *
+ * Returns 0, or:
+ *   -EDESTADDRREQ   nothing names a cluster (no mgmt, no dir, no
+ *                   $STRATA_MGMT);
+ *   -ENOENT (or another -errno)  DIR/cluster.json cannot be read;
+ *   STRATA_EBADMSG  cluster.json is not JSON or names no "mgmt";
+ *   -ENAMETOOLONG   the address does not fit in out;
+ *   -EINVAL         out is NULL or len is 0.
+ */
+int strata_find_mgmt(const char *mgmt, const char *dir, char *out, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,60 @@
+/* What the benchmarks and the demo share (bench.h). */
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "common/rand.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+void bench_sort(double *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+}
+
+double bench_pct(const double *sorted, size_t n, double p)
+{
+	size_t i;
+
+	if (!n)
+		return 0;
+	i = (size_t)(p * (double)n);
+	return sorted[i < n ? i : n - 1];
+}
+
+void bench_shuffle(void *base, size_t n, size_t size, uint64_t *rng)
+{
+	uint8_t *b = base, tmp[64];
+
+	/* Fisher-Yates; elements are small (indexes, task records). */
+	for (size_t i = n; i > 1 && size <= sizeof(tmp); i--) {
+		size_t j = (size_t)rng_below(rng, i);
+
+		memcpy(tmp, b + (i - 1) * size, size);
+		memcpy(b + (i - 1) * size, b + j * size, size);
+		memcpy(b + j * size, tmp, size);
+	}
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	/* Best effort: what cannot be removed is left, the walk goes on. */
+	remove(path);
+	return 0;
+}
+
+void bench_rmtree(const char *path)
+{
+	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}

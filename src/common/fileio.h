@@ -1,0 +1,29 @@
+/*
+ * Whole-buffer file I/O and directory creation on local files, for the
+ * daemon, the CLI and the tools. Each retries on EINTR and on short
+ * transfers; none allocates.
+ */
+#ifndef STRATA_COMMON_FILEIO_H
+#define STRATA_COMMON_FILEIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Writes all len bytes of buf to fd. Returns 0, or -errno (-EIO when
+ * write(2) made no progress). */
+int write_full(int fd, const void *buf, size_t len);
+/* Reads exactly len bytes into buf. Returns 0, or -errno, or -EIO at end
+ * of file before len bytes (the peer closed, the file shrank). */
+int read_full(int fd, void *buf, size_t len);
+/* The same at offset off, with pwrite(2)/pread(2). */
+int pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
+int pread_full(int fd, void *buf, size_t len, uint64_t off);
+
+/* Creates directory path and every missing parent, with mode (less the
+ * umask). An existing directory is not an error. Returns 0 or -errno:
+ * -ENOTDIR when a parent is not a directory, -EEXIST when path is
+ * something else than a directory, -ENAMETOOLONG past PATH_MAX. */
+int mkdir_p(const char *path, mode_t mode);
+
+#endif

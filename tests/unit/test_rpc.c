@@ -1,0 +1,339 @@
+/*
+ * Unit tests of connection pools and blocking calls (src/net/rpc.c)
+ * against a server on loopback, each on its own reactor thread:
+ * rpc_call_sync's body, bulk and status; the pool reconnecting after its
+ * connection failed and after rpc_pool_reset; timeouts; a refused port; a
+ * peer named by a host name; many threads calling at once over one pooled
+ * connection.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
+
+#include <cmocka.h>
+
+#include "common/buf.h"
+#include "net/codec.h"
+#include "net/listener.h"
+#include "net/rpc.h"
+#include "strata/errors.h"
+#include "net_test_util.h"
+
+enum {
+	T_ECHO = 120,	/* body and bulk back */
+	T_FAIL,		/* status -ENOENT */
+	T_DROP,		/* the server closes the connection instead of answering */
+	T_SILENT,	/* held until the test releases it */
+};
+
+struct srv {
+	struct conn_events ev;		/* first: the handler's ctx is the srv */
+	struct reactor *r;
+	struct listener *l;
+	struct conn_handler h;
+	int port;
+	struct conn *silent_c;
+	struct frame_hdr silent;
+	struct latch silent_got;
+};
+
+struct fix {
+	struct srv s;
+	struct rpc_client *cl;
+	char addr[64];
+};
+
+static void srv_on_request(void *ctx, struct conn *c, struct rpc_msg *m)
+{
+	struct srv *s = ctx;
+	void *bulk;
+
+	switch (m->hdr.opcode) {
+	case T_ECHO:
+		bulk = m->bulk;
+		m->bulk = NULL;
+		THREAD_CHECK(conn_reply(c, &m->hdr, 0, m->body, m->hdr.body_len, bulk,
+					m->hdr.bulk_len, bulk ? abuf_free : NULL, bulk) == 0);
+		break;
+	case T_FAIL:
+		THREAD_CHECK(conn_reply(c, &m->hdr, -ENOENT, NULL, 0, NULL, 0, NULL, NULL) == 0);
+		break;
+	case T_DROP:
+		conn_close(c, "told to drop");
+		break;
+	case T_SILENT:
+		conn_get(c);
+		s->silent_c = c;
+		s->silent = m->hdr;
+		latch_add(&s->silent_got, 1);
+		break;
+	default:
+		THREAD_CHECK(conn_reply(c, &m->hdr, STRATA_EBADOP, NULL, 0, NULL, 0, NULL, NULL) == 0);
+	}
+}
+
+struct listen_task {
+	struct srv *s;
+	int rc;
+};
+
+static void listen_task(void *arg)
+{
+	struct listen_task *t = arg;
+
+	t->rc = listener_new(&t->s->r, 1, "127.0.0.1:0", &t->s->h, &t->s->l);
+}
+
+static void unlisten_task(void *arg)
+{
+	struct srv *s = arg;
+
+	listener_free(s->l);
+	s->l = NULL;
+	if (s->silent_c) {
+		conn_put(s->silent_c);
+		s->silent_c = NULL;
+	}
+}
+
+static int setup(void **state)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+	struct listen_task t;
+
+	assert_non_null(f);
+	conn_events_init(&f->s.ev);
+	latch_init(&f->s.silent_got);
+	f->s.h = (struct conn_handler){ .on_request = srv_on_request, .on_accept = conn_events_on_accept,
+					.on_close = conn_events_on_close, .ctx = &f->s, .node_id = 1 };
+	assert_int_equal(reactor_new("srv", &f->s.r), 0);
+	assert_int_equal(reactor_start(f->s.r), 0);
+	t = (struct listen_task){ .s = &f->s };
+	assert_int_equal(reactor_call(f->s.r, listen_task, &t), 0);
+	assert_int_equal(t.rc, 0);
+	f->s.port = listener_port(f->s.l);
+	snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%d", f->s.port);
+	assert_int_equal(rpc_client_new("cli", 5000, &f->cl), 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+
+	/* The client's connections close first; the server sees each go. */
+	rpc_client_free(f->cl);
+	assert_int_equal(reactor_call(f->s.r, unlisten_task, &f->s), 0);
+	assert_true(conn_events_all_closed(&f->s.ev));
+	reactor_stop(f->s.r);
+	reactor_join(f->s.r);
+	reactor_free(f->s.r);
+	conn_events_destroy(&f->s.ev);
+	latch_destroy(&f->s.silent_got);
+	free(f);
+	assert_true(THREAD_CHECKS_PASSED());
+	return 0;
+}
+
+static int call_op(struct fix *f, const char *addr, uint16_t op, uint32_t timeout_ms)
+{
+	struct rpc_sync_args a = { .op = op, .timeout_ms = timeout_ms };
+	struct rpc_result res;
+	int rc = rpc_call_sync(f->cl, addr, &a, &res);
+
+	assert_int_equal(rc, res.status);
+	rpc_result_release(&res);
+	return rc;
+}
+
+static void test_call_sync_body_bulk_status(void **state)
+{
+	struct fix *f = *state;
+	static const char body[] = "the body of a request";
+	size_t n = 300000;
+	uint8_t *bulk = malloc(n), *dst = malloc(n);
+	struct rpc_sync_args a = { .op = T_ECHO, .body = body, .body_len = sizeof(body),
+				   .bulk = bulk, .bulk_len = n, .bulk_dst = dst, .bulk_cap = n };
+	struct rpc_result res;
+
+	assert_non_null(bulk);
+	assert_non_null(dst);
+	for (size_t i = 0; i < n; i++)
+		bulk[i] = (uint8_t)(i ^ (i >> 8));
+	assert_int_equal(rpc_call_sync(f->cl, f->addr, &a, &res), 0);
+	assert_int_equal(res.status, 0);
+	assert_int_equal(res.hdr.opcode, T_ECHO);
+	assert_int_equal(res.body.len, sizeof(body));
+	assert_memory_equal(res.body.buf, body, sizeof(body));
+	assert_int_equal(res.bulk_len, n);
+	assert_memory_equal(dst, bulk, n);
+	rpc_result_release(&res);
+	/* A status travels back as the call's result. */
+	assert_int_equal(call_op(f, f->addr, T_FAIL, 0), -ENOENT);
+	assert_int_equal(call_op(f, f->addr, 127, 0), STRATA_EBADOP);
+	free(bulk);
+	free(dst);
+}
+
+static void test_pool_reconnects_after_a_failure(void **state)
+{
+	struct fix *f = *state;
+
+	assert_int_equal(call_op(f, f->addr, T_ECHO, 0), 0);
+	assert_int_equal(latch_get(&f->s.ev.accepted), 1);
+	/* The server drops the connection: that call fails (its callback
+	 * runs once the client has seen the close) ... */
+	assert_int_equal(call_op(f, f->addr, T_DROP, 0), -ECONNRESET);
+	/* ... and the next one reconnects. */
+	assert_int_equal(call_op(f, f->addr, T_ECHO, 0), 0);
+	assert_int_equal(latch_get(&f->s.ev.accepted), 2);
+	assert_int_equal(call_op(f, f->addr, T_ECHO, 0), 0);
+	assert_int_equal(latch_get(&f->s.ev.accepted), 2);	/* pooled: no new one */
+}
+
+struct reset_task {
+	struct rpc_client *cl;
+	const char *addr;
+};
+
+static void reset_on_loop(void *arg)
+{
+	struct reset_task *t = arg;
+
+	rpc_pool_reset(rpc_client_pool(t->cl), t->addr);
+}
+
+static void test_pool_reset(void **state)
+{
+	struct fix *f = *state;
+	struct reset_task t = { f->cl, f->addr };
+
+	assert_int_equal(call_op(f, f->addr, T_ECHO, 0), 0);
+	assert_int_equal(reactor_call(rpc_client_reactor(f->cl), reset_on_loop, &t), 0);
+	/* The server sees the old one go and a new one come. */
+	assert_true(latch_wait(&f->s.ev.closed, 1));
+	assert_int_equal(call_op(f, f->addr, T_ECHO, 0), 0);
+	assert_int_equal(latch_get(&f->s.ev.accepted), 2);
+	/* Resetting an address never called is a no-op. */
+	t.addr = "127.0.0.1:1";
+	assert_int_equal(reactor_call(rpc_client_reactor(f->cl), reset_on_loop, &t), 0);
+}
+
+static void release_silent(void *arg)
+{
+	struct srv *s = arg;
+
+	THREAD_CHECK(conn_reply(s->silent_c, &s->silent, 0, NULL, 0, NULL, 0, NULL, NULL) == 0);
+	conn_put(s->silent_c);
+	s->silent_c = NULL;
+}
+
+static void test_timeout(void **state)
+{
+	struct fix *f = *state;
+
+	assert_int_equal(call_op(f, f->addr, T_SILENT, 50), -ETIMEDOUT);
+	assert_true(latch_wait(&f->s.silent_got, 1));
+	assert_int_equal(reactor_call(f->s.r, release_silent, &f->s), 0);
+	/* The late answer is dropped; the pooled connection goes on. */
+	assert_int_equal(call_op(f, f->addr, T_ECHO, 0), 0);
+	assert_int_equal(latch_get(&f->s.ev.accepted), 1);
+}
+
+static void test_refused_and_malformed_addresses(void **state)
+{
+	struct fix *f = *state;
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sin);
+	char addr[64];
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	/* A port that was just free and has no listener. */
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &sl), 0);
+	close(fd);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", ntohs(sin.sin_port));
+	assert_int_equal(call_op(f, addr, T_ECHO, 0), -ECONNREFUSED);
+	assert_int_equal(call_op(f, "no-port", T_ECHO, 0), -EINVAL);
+	assert_int_equal(call_op(f, "127.0.0.1:70000", T_ECHO, 0), -EINVAL);
+	assert_int_equal(call_op(f, f->addr, T_ECHO, 0), 0);
+}
+
+static void test_peer_named_by_a_host_name(void **state)
+{
+	struct fix *f = *state;
+	char addr[64];
+
+	snprintf(addr, sizeof(addr), "localhost:%d", f->s.port);
+	assert_int_equal(call_op(f, addr, T_ECHO, 0), 0);
+	assert_int_equal(call_op(f, addr, T_ECHO, 0), 0);
+	assert_int_equal(latch_get(&f->s.ev.accepted), 1);
+}
+
+#define CALLERS 4
+#define CALLS 200
+
+struct caller {
+	struct fix *f;
+	int id, failures;
+	pthread_t th;
+};
+
+static void *caller_main(void *arg)
+{
+	struct caller *c = arg;
+
+	for (int i = 0; i < CALLS; i++) {
+		uint8_t body[8];
+		struct rpc_sync_args a = { .op = T_ECHO, .body = body, .body_len = 8 };
+		struct rpc_result res;
+
+		put_le32(body, (uint32_t)c->id);
+		put_le32(body + 4, (uint32_t)i);
+		if (rpc_call_sync(c->f->cl, c->f->addr, &a, &res) != 0 || res.body.len != 8 ||
+		    memcmp(res.body.buf, body, 8) != 0)
+			c->failures++;
+		rpc_result_release(&res);
+	}
+	return NULL;
+}
+
+static void test_many_threads_one_connection(void **state)
+{
+	struct fix *f = *state;
+	struct caller c[CALLERS];
+
+	for (int i = 0; i < CALLERS; i++) {
+		c[i] = (struct caller){ .f = f, .id = i };
+		assert_int_equal(pthread_create(&c[i].th, NULL, caller_main, &c[i]), 0);
+	}
+	for (int i = 0; i < CALLERS; i++) {
+		pthread_join(c[i].th, NULL);
+		assert_int_equal(c[i].failures, 0);
+	}
+	/* Every call went over the one pooled connection. */
+	assert_int_equal(latch_get(&f->s.ev.accepted), 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_call_sync_body_bulk_status, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_reconnects_after_a_failure, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_reset, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refused_and_malformed_addresses, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_peer_named_by_a_host_name, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_many_threads_one_connection, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
