@@ -15,34 +15,24 @@ extern "C" {
 
 #define STRATA_ERR_BASE 4096
 
+/* The codes libstrata returns besides -errno ones. The numbers between
+ * them belong to statuses Strata's processes exchange among themselves;
+ * libstrata never returns those (it retries, then says STRATA_EUNAVAIL). */
 enum strata_err {
-	/* The request named a chain/map version older than the server's:
-	 * refresh the routing table and retry. */
-	STRATA_ESTALE_MAP = -(STRATA_ERR_BASE + 1),
-	/* Checksum mismatch: the data is corrupt on disk or in flight. */
+	/* Checksum mismatch: the data is corrupt on disk or in flight, and no
+	 * replica had a good copy. */
 	STRATA_EINTEGRITY = -(STRATA_ERR_BASE + 2),
-	/* The replica holds only a pending (uncommitted) version; read from
-	 * the chain tail instead. */
-	STRATA_EDIRTY = -(STRATA_ERR_BASE + 3),
-	/* The target is not in the position of the chain the request
-	 * assumed (e.g. a write sent to a non-head). */
-	STRATA_ENOTHEAD = -(STRATA_ERR_BASE + 4),
-	/* No replica of the chain can serve the request right now. */
+	/* No replica of the chain can serve the request right now (all down,
+	 * resyncing, or the retry time ran out). */
 	STRATA_EUNAVAIL = -(STRATA_ERR_BASE + 5),
-	/* Peer speaks another protocol version or bad magic. */
+	/* The peer speaks another protocol version, or is not Strata. */
 	STRATA_EPROTOVER = -(STRATA_ERR_BASE + 6),
-	/* Malformed frame or message body. */
+	/* A malformed reply, or a file of Strata's own format (a checkpoint
+	 * manifest, a dataset index) that does not parse. */
 	STRATA_EBADMSG = -(STRATA_ERR_BASE + 7),
-	/* Configuration error (unknown key, bad value). */
-	STRATA_ECONFIG = -(STRATA_ERR_BASE + 8),
-	/* The target is syncing from its chain and cannot serve yet. */
-	STRATA_ESYNCING = -(STRATA_ERR_BASE + 9),
-	/* Unknown operation code. */
+	/* The server does not know the operation: it is older than the
+	 * client. */
 	STRATA_EBADOP = -(STRATA_ERR_BASE + 10),
-	/* A replica lacks the base version of a chunk update: its
-	 * predecessor resends the whole chunk (between storage nodes). */
-	STRATA_ENEEDFULL = -(STRATA_ERR_BASE + 11),
-	STRATA_ERR_LAST = -(STRATA_ERR_BASE + 11),
 };
 
 /* Returns a static, human-readable description of err (negative code,

@@ -28,6 +28,22 @@
 extern "C" {
 #endif
 
+/* The version of these headers. The library's own is strata_version(): a
+ * program built against one release and run with a newer library sees
+ * both. Symbols carry the version node STRATA_1.0; a release adds nodes,
+ * and never changes what an existing symbol does. */
+#define STRATA_VERSION_MAJOR 0
+#define STRATA_VERSION_MINOR 1
+#define STRATA_VERSION_PATCH 0
+#define STRATA_VERSION_STRING "0.1.0"
+/* One number to compare: STRATA_VERSION >= STRATA_VERSION_OF(0, 2, 0). */
+#define STRATA_VERSION_OF(major, minor, patch) (((major) << 16) | ((minor) << 8) | (patch))
+#define STRATA_VERSION \
+	STRATA_VERSION_OF(STRATA_VERSION_MAJOR, STRATA_VERSION_MINOR, STRATA_VERSION_PATCH)
+
+/* The running library's version, as "MAJOR.MINOR.PATCH"; a static string. */
+const char *strata_version(void);
+
 struct strata;
 struct strata_file;
 struct strata_dir;
@@ -288,10 +304,6 @@ int strata_ring_submit(struct strata_ring *r);
  * into cqes. Returns the number moved. */
 int strata_ring_wait(struct strata_ring *r, struct strata_cqe *cqes, unsigned max,
 		     unsigned min_complete, int timeout_ms);
-/* Registers a buffer for reuse: later I/Os into or out of it skip per-I/O
- * setup. Returns 0; buffers need not be registered. */
-int strata_ring_register_buffer(struct strata_ring *r, void *buf, size_t len);
-
 const char *strata_strerror(int err);
 
 #ifdef __cplusplus

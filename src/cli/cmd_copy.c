@@ -381,7 +381,6 @@ static int free_slot(struct xworker *w)
 		if (!w->slot[i].buf) {
 			if (posix_memalign(&w->slot[i].buf, 4096, FS_PIECE))
 				return -ENOMEM;
-			strata_ring_register_buffer(w->ring, w->slot[i].buf, FS_PIECE);
 		}
 		return (int)i;
 	}

@@ -129,14 +129,44 @@ static void print_map_tables(const struct cluster_map *m)
 	}
 }
 
+/* Services of kind in the map, and how many are up. */
+static uint32_t count_services(const struct cluster_map *m, uint32_t kind, uint32_t *up)
+{
+	uint32_t n = 0;
+
+	*up = 0;
+	for (uint32_t i = 0; i < m->nservices; i++) {
+		if (m->services[i].kind != kind)
+			continue;
+		n++;
+		*up += m->services[i].state == NODE_UP;
+	}
+	return n;
+}
+
+static void print_services(const struct cluster_map *m)
+{
+	if (!m->nservices)
+		return;
+	printf("\n%-8s %-6s %-22s %s\n", "SERVICE", "NODE", "ADDRESS", "STATE");
+	for (uint32_t i = 0; i < m->nservices; i++) {
+		const struct cm_service *sv = &m->services[i];
+
+		printf("%-8s %-6u %-22s %s\n", sv->kind == CM_SVC_META ? "meta" : "mem", sv->node_id,
+		       sv->addr, node_state(sv->state));
+	}
+}
+
 int fs_cmd_status(int argc, char **argv)
 {
 	struct strata_statfs sf;
+	struct strata_opts o;
 	struct cluster_map m;
 	struct fs_args a;
-	struct strata *s;
+	struct strata *s = NULL;
 	char addr[256], cap[32], used[32];
-	int rc, maprc, problems = 0;
+	uint32_t meta_n = 0, meta_up = 0, mem_n = 0, mem_up = 0, dark = 0;
+	int rc, maprc, statrc = STRATA_EUNAVAIL, problems = 0;
 
 	rc = fs_parse(argc, argv, "", false, &a);
 	if (rc)
@@ -145,39 +175,66 @@ int fs_cmd_status(int argc, char **argv)
 		cli_err("status: unexpected argument '%s'", a.pos[0]);
 		return 2;
 	}
-	rc = fs_connect_at(&a, &s, addr, sizeof(addr));
+	rc = fs_mgmt_addr(&a, addr, sizeof(addr));
 	if (rc)
 		return rc;
-	rc = strata_statfs(s, &sf);
-	strata_disconnect(s);
-	if (rc) {
-		cli_err("cannot get the cluster's status: %s", strata_strerror(rc));
+	/* The map first: it answers while the namespace is away, and says
+	 * whether there is a meta service to ask at all. */
+	maprc = fetch_map(addr, &m);
+	if (maprc == 0) {
+		meta_n = count_services(&m, CM_SVC_META, &meta_up);
+		mem_n = count_services(&m, CM_SVC_MEM, &mem_up);
+		dark = chains_unavailable(&m);
+	}
+	if (maprc || meta_up) {
+		strata_opts_init(&o, sizeof(o));
+		o.retry_ms = 10000;
+		statrc = strata_connect(addr, &o, &s);
+		if (!statrc) {
+			statrc = strata_statfs(s, &sf);
+			strata_disconnect(s);
+		}
+	}
+	if (maprc && statrc) {
+		cli_err("cannot get the cluster's status from '%s': %s", addr, strata_strerror(statrc));
 		return 1;
 	}
-	maprc = fetch_map(addr, &m);
 	if (maprc == 0) {
 		printf("cluster    %s (map version %llu)\n", addr, (unsigned long long)m.version);
 		problems = print_map_summary(&m);
+		printf("services   meta %u up of %u, mem %u up of %u\n", meta_up, meta_n, mem_up,
+		       mem_n);
+		problems += (int)(meta_n - meta_up + mem_n - mem_up);
 	} else {
 		printf("cluster    %s\n", addr);
 		printf("nodes      %u\n", sf.nodes);
 		printf("targets    %u\n", sf.targets);
 		printf("chains     %u (replication %u)\n", sf.chains, sf.replication);
 	}
-	printf("capacity   %s, %s used (%.1f%%)\n", fs_human(sf.capacity, cap, sizeof(cap)),
-	       fs_human(sf.used, used, sizeof(used)),
-	       sf.capacity ? 100.0 * (double)sf.used / (double)sf.capacity : 0.0);
-	printf("namespace  %llu files, %llu directories\n", (unsigned long long)sf.files,
-	       (unsigned long long)sf.dirs);
+	if (statrc == 0) {
+		printf("capacity   %s, %s used (%.1f%%)\n", fs_human(sf.capacity, cap, sizeof(cap)),
+		       fs_human(sf.used, used, sizeof(used)),
+		       sf.capacity ? 100.0 * (double)sf.used / (double)sf.capacity : 0.0);
+		printf("namespace  %llu files, %llu directories\n", (unsigned long long)sf.files,
+		       (unsigned long long)sf.dirs);
+	} else {
+		printf("namespace  unavailable (%s)\n", meta_up ? strata_strerror(statrc) :
+		       "no meta service up in the cluster map");
+	}
 	if (maprc == 0) {
-		uint32_t dark = chains_unavailable(&m);
-
-		if (dark)
-			printf("health     unavailable (%u chain%s without a serving replica)\n",
-			       dark, dark == 1 ? "" : "s");
-		else
+		if (dark || !meta_up) {
+			printf("health     unavailable (");
+			if (dark)
+				printf("%u chain%s without a serving replica%s", dark,
+				       dark == 1 ? "" : "s", meta_up ? "" : ", ");
+			if (!meta_up)
+				printf("no meta service up");
+			printf(")\n");
+		} else {
 			printf("health     %s\n", problems ? "degraded" : "ok");
+		}
 		print_map_tables(&m);
+		print_services(&m);
 		cm_release(&m);
 	} else {
 		printf("health     unknown (cannot read the cluster map: %s)\n", strata_strerror(maprc));

@@ -35,7 +35,7 @@ struct strata_file {
 };
 
 /* Picks an I/O thread's storage client (round robin). */
-struct sclient *strata_pick_sc(struct strata *s);
+struct sclient *cl_pick_sc(struct strata *s);
 
 /* One chunk-sized piece of a file I/O. */
 struct io_piece {
@@ -45,20 +45,20 @@ struct io_piece {
 
 /* Splits [off, off+len) of f into pieces (at most max); fills kind,
  * chain_idx, ino, idx, offset, len and buf. Returns the count. */
-uint32_t strata_split(struct strata_file *f, enum sc_kind kind, uint8_t *buf, uint64_t len,
+uint32_t cl_split(struct strata_file *f, enum sc_kind kind, uint8_t *buf, uint64_t len,
 		      uint64_t off, struct io_piece *pieces, uint32_t max);
 /* Pieces an I/O of len bytes at off needs. */
-uint32_t strata_npieces(const struct strata_file *f, enum sc_kind kind, uint64_t len,
+uint32_t cl_npieces(const struct strata_file *f, enum sc_kind kind, uint64_t len,
 			uint64_t off);
 /* Records a completed write's end in f. */
-void strata_note_write(struct strata_file *f, uint64_t end);
+void cl_note_write(struct strata_file *f, uint64_t end);
 
 /* Cuts the chunk that straddles a new size of file ino, as a truncating
  * reply (tr) asks; nothing when tr has no partial chunk. */
-int strata_cut(struct strata *s, uint64_t ino, const struct mt_trunc *tr);
+int cl_cut(struct strata *s, uint64_t ino, const struct mt_trunc *tr);
 /* Makes the handle of an open of file in (flags: STRATA_O_*), after
  * cutting what tr asks. Returns 0 and *out, or an error. */
-int strata_file_new(struct strata *s, const struct mt_inode *in, int flags,
+int cl_file_new(struct strata *s, const struct mt_inode *in, int flags,
 		    const struct mt_trunc *tr, struct strata_file **out);
 
 /*

@@ -152,7 +152,7 @@ static void finish(struct ring_io *io, ssize_t res)
 	struct strata_ring *r = io->r;
 
 	if (io->write && res > 0)
-		strata_note_write(io->f, io->off + io->len);
+		cl_note_write(io->f, io->off + io->len);
 	pthread_mutex_lock(&r->lock);
 	r->done[(r->done_head + r->done_n) % r->depth] =
 		(struct strata_cqe){ .user_data = io->user_data, .res = res };
@@ -195,7 +195,7 @@ static void start(struct ring_io *io)
 		else if (io->len > size - io->off)
 			io->len = size - io->off;
 	}
-	n = strata_npieces(f, io->write ? SC_WRITE : SC_READ, io->len, io->off);
+	n = cl_npieces(f, io->write ? SC_WRITE : SC_READ, io->len, io->off);
 	if (n == 0) {
 		finish(io, 0);
 		return;
@@ -210,12 +210,12 @@ static void start(struct ring_io *io)
 		io->pieces = p;
 		io->cap = n;
 	}
-	n = strata_split(f, io->write ? SC_WRITE : SC_READ, io->buf, io->len, io->off, io->pieces, n);
+	n = cl_split(f, io->write ? SC_WRITE : SC_READ, io->buf, io->len, io->off, io->pieces, n);
 	io->left = n;
 	for (uint32_t i = 0; i < n; i++) {
 		io->pieces[i].owner = io;
 		io->pieces[i].io.cb = piece_done;
-		sc_submit(strata_pick_sc(f->s), &io->pieces[i].io);
+		sc_submit(cl_pick_sc(f->s), &io->pieces[i].io);
 	}
 }
 
@@ -280,11 +280,3 @@ int strata_ring_wait(struct strata_ring *r, struct strata_cqe *cqes, unsigned ma
 	return (int)n;
 }
 
-int strata_ring_register_buffer(struct strata_ring *r, void *buf, size_t len)
-{
-	/* Buffers are used in place (bulk lands straight in them); nothing
-	 * to pin on TCP. Kept for the RDMA transport. */
-	if (!r || !buf || !len)
-		return -EINVAL;
-	return 0;
-}

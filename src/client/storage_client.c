@@ -12,7 +12,7 @@
 #include "proto/mgmt.h"
 #include "proto/storage.h"
 #include "storage_client.h"
-#include "strata/errors.h"
+#include "common/errors_int.h"
 
 struct map_summary {
 	uint32_t nodes, targets, replication;
@@ -39,6 +39,7 @@ struct sclient {
 	uint64_t map_version;
 	uint32_t table_len;
 	int map_err;
+	struct cluster_map svcs;	/* the map's services alone */
 };
 
 static void io_start(struct sc_io *io);
@@ -87,6 +88,17 @@ uint64_t sclient_map_version(struct sclient *sc)
 
 static void io_complete(struct sc_io *io, int status)
 {
+	/* The chain's own answers (common/errors_int.h) stay inside: a caller
+	 * that runs out of retries on them learns that the chain could not
+	 * serve. */
+	switch (status) {
+	case STRATA_ESTALE_MAP: case STRATA_ENOTHEAD: case STRATA_EDIRTY:
+	case STRATA_ESYNCING: case STRATA_ENEEDFULL:
+		status = STRATA_EUNAVAIL;
+		break;
+	default:
+		break;
+	}
 	io->status = status;
 	if (status && io->kind == SC_READ) {
 		io->nread = 0;
@@ -195,6 +207,12 @@ static void publish_map(struct sclient *sc, int err)
 		sum.capacity += sc->map.targets[i].capacity;
 	}
 	pthread_mutex_lock(&sc->lock);
+	if (!cm_reserve_services(&sc->svcs, sc->map.nservices)) {
+		sc->svcs.nservices = sc->map.nservices;
+		if (sc->map.nservices)
+			memcpy(sc->svcs.services, sc->map.services,
+			       sc->map.nservices * sizeof(*sc->map.services));
+	}
 	sc->sum = sum;
 	sc->map_version = sc->map.version;
 	sc->table_len = sc->map.nchains;
@@ -556,6 +574,7 @@ int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_o
 			sc->o.retry_ms = o->retry_ms;
 	}
 	cm_init(&sc->map);
+	cm_init(&sc->svcs);
 	sc->wait_tail = &sc->wait_head;
 	pthread_mutex_init(&sc->lock, NULL);
 	pthread_cond_init(&sc->cond, NULL);
@@ -571,6 +590,24 @@ int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_o
 	return 0;
 }
 
+/* Called with sc->lock held: post a map request to the owner and wait up
+ * to 200 ms for an answer (or any other change to the map). */
+static void ask_again_and_wait(struct sclient *sc)
+{
+	struct timespec ts;
+
+	pthread_mutex_unlock(&sc->lock);
+	reactor_post(sc->r, start_on_owner, sc);
+	pthread_mutex_lock(&sc->lock);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 200 * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&sc->cond, &sc->lock, &ts);
+}
+
 int sclient_wait_map(struct sclient *sc, uint32_t timeout_ms)
 {
 	uint64_t deadline = reactor_now_ms() + timeout_ms;
@@ -578,24 +615,45 @@ int sclient_wait_map(struct sclient *sc, uint32_t timeout_ms)
 
 	pthread_mutex_lock(&sc->lock);
 	while (sc->table_len == 0) {
-		struct timespec ts;
 		uint64_t now = reactor_now_ms();
 
 		if (now >= deadline) {
 			rc = sc->map_err ? sc->map_err : -ETIMEDOUT;
 			break;
 		}
-		pthread_mutex_unlock(&sc->lock);
 		/* Ask again: the cluster may still be forming. */
-		reactor_post(sc->r, start_on_owner, sc);
-		pthread_mutex_lock(&sc->lock);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 200 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
+		ask_again_and_wait(sc);
+	}
+	pthread_mutex_unlock(&sc->lock);
+	return rc;
+}
+
+int sclient_find_service(struct sclient *sc, uint32_t kind, uint32_t after, uint32_t timeout_ms,
+			 char *addr, size_t cap, uint32_t *node_id)
+{
+	uint64_t deadline = reactor_now_ms() + timeout_ms;
+	int rc = 0;
+
+	pthread_mutex_lock(&sc->lock);
+	for (;;) {
+		const struct cm_service *s = cm_pick_service(&sc->svcs, kind, after);
+
+		if (s) {
+			if (strlen(s->addr) >= cap) {
+				rc = -ENAMETOOLONG;
+			} else {
+				memcpy(addr, s->addr, strlen(s->addr) + 1);
+				if (node_id)
+					*node_id = s->node_id;
+			}
+			break;
 		}
-		pthread_cond_timedwait(&sc->cond, &sc->lock, &ts);
+		if (reactor_now_ms() >= deadline) {
+			rc = sc->map_err ? sc->map_err : -ENOENT;
+			break;
+		}
+		/* Ask again: the service may not have announced itself yet. */
+		ask_again_and_wait(sc);
 	}
 	pthread_mutex_unlock(&sc->lock);
 	return rc;
@@ -633,6 +691,7 @@ void sclient_free(struct sclient *sc)
 		return;
 	reactor_call(sc->r, free_on_owner, sc);
 	cm_release(&sc->map);
+	cm_release(&sc->svcs);
 	pthread_mutex_destroy(&sc->lock);
 	pthread_cond_destroy(&sc->cond);
 	free(sc);

@@ -50,6 +50,13 @@ void sclient_map_summary(struct sclient *sc, uint32_t *nodes, uint32_t *targets,
 			 uint32_t *replication, uint64_t *capacity);
 /* Version of the cached map. */
 uint64_t sclient_map_version(struct sclient *sc);
+/* The address (into addr, cap bytes) and node id of an UP service of kind
+ * (CM_SVC_*) in the cached map, the one after node id `after` (0: the
+ * first; cm_pick_service), asking mgmt for newer maps for up to timeout_ms
+ * while there is none. Returns 0, -ENOENT (none listed in time), the map's
+ * last error or -ENAMETOOLONG. Any thread but the owner's. */
+int sclient_find_service(struct sclient *sc, uint32_t kind, uint32_t after, uint32_t timeout_ms,
+			 char *addr, size_t cap, uint32_t *node_id);
 
 enum sc_kind { SC_READ = 1, SC_WRITE, SC_TRUNCATE, SC_REMOVE, SC_STAT };
 

@@ -24,6 +24,11 @@
 
 #define PATH_MAX_LEN 4096
 
+const char *strata_version(void)
+{
+	return STRATA_VERSION_STRING;
+}
+
 void strata_opts_init(struct strata_opts *o, size_t size)
 {
 	memset(o, 0, size);
@@ -33,7 +38,7 @@ void strata_opts_init(struct strata_opts *o, size_t size)
 	o->io_threads = 2;
 }
 
-struct sclient *strata_pick_sc(struct strata *s)
+struct sclient *cl_pick_sc(struct strata *s)
 {
 	uint32_t i = __atomic_fetch_add(&s->rr, 1, __ATOMIC_RELAXED);
 
@@ -65,7 +70,8 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
 	struct sclient_opts so;
 	struct proto_void none = { 0 };
 	struct mt_statfs st;
-	uint64_t deadline;
+	char meta_addr[CM_ADDR_LEN];
+	uint64_t deadline, now;
 	int rc;
 
 	if (!mgmt_addr || !out)
@@ -92,7 +98,6 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
 	rc = rpc_client_new("strata-meta", s->o.timeout_ms, &s->rpc);
 	if (rc)
 		goto fail;
-	mc_ctx_init(&s->mc, s->rpc, mgmt_addr, s->o.timeout_ms);
 	s->nio = (int)s->o.io_threads;
 	s->io_r = calloc((size_t)s->nio, sizeof(*s->io_r));
 	s->sc = calloc((size_t)s->nio, sizeof(*s->sc));
@@ -112,11 +117,22 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
 		if (rc)
 			goto fail;
 	}
+	deadline = reactor_now_ms() + s->o.retry_ms;
 	rc = sclient_wait_map(s->sc[0], s->o.retry_ms);
 	if (rc)
 		goto fail;
-	/* The namespace answers once the control daemon is up. */
-	deadline = reactor_now_ms() + s->o.retry_ms;
+	/* The namespace is wherever the map lists a meta service. */
+	now = reactor_now_ms();
+	rc = sclient_find_service(s->sc[0], CM_SVC_META, 0,
+				  now < deadline ? (uint32_t)(deadline - now) : 0, meta_addr,
+				  sizeof(meta_addr), NULL);
+	if (rc == -ENOENT)
+		rc = STRATA_EUNAVAIL;	/* no meta service in the cluster map */
+	if (!rc)
+		rc = mc_ctx_init(&s->mc, s->rpc, meta_addr, s->o.timeout_ms);
+	if (rc)
+		goto fail;
+	/* It answers once its store is open. */
 	while ((rc = MC_CALL(&s->mc, md_statfs, &none, &st)) != 0 && reactor_now_ms() < deadline)
 		usleep(100 * 1000);
 	if (rc)
@@ -232,7 +248,7 @@ static uint64_t piece_size(const struct strata_file *f, enum sc_kind kind, uint6
 	return cs;
 }
 
-uint32_t strata_npieces(const struct strata_file *f, enum sc_kind kind, uint64_t len, uint64_t off)
+uint32_t cl_npieces(const struct strata_file *f, enum sc_kind kind, uint64_t len, uint64_t off)
 {
 	uint64_t ps = piece_size(f, kind, len);
 
@@ -241,7 +257,7 @@ uint32_t strata_npieces(const struct strata_file *f, enum sc_kind kind, uint64_t
 	return (uint32_t)((off + len - 1) / ps - off / ps + 1);
 }
 
-uint32_t strata_split(struct strata_file *f, enum sc_kind kind, uint8_t *buf, uint64_t len,
+uint32_t cl_split(struct strata_file *f, enum sc_kind kind, uint8_t *buf, uint64_t len,
 		      uint64_t off, struct io_piece *pieces, uint32_t max)
 {
 	uint64_t cs = f->layout.chunk_size, ps = piece_size(f, kind, len);
@@ -270,7 +286,7 @@ uint32_t strata_split(struct strata_file *f, enum sc_kind kind, uint8_t *buf, ui
 	return n;
 }
 
-void strata_note_write(struct strata_file *f, uint64_t end)
+void cl_note_write(struct strata_file *f, uint64_t end)
 {
 	pthread_mutex_lock(&f->lock);
 	if (end > f->size)
@@ -304,7 +320,7 @@ static int run_pieces(struct strata_file *f, enum sc_kind kind, uint8_t *buf, ui
 		      uint64_t off)
 {
 	struct io_piece local[8], *pieces = local;
-	uint32_t n = strata_npieces(f, kind, len, off);
+	uint32_t n = cl_npieces(f, kind, len, off);
 	struct sync_group g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
 
 	if (n == 0)
@@ -314,12 +330,12 @@ static int run_pieces(struct strata_file *f, enum sc_kind kind, uint8_t *buf, ui
 		if (!pieces)
 			return -ENOMEM;
 	}
-	n = strata_split(f, kind, buf, len, off, pieces, n);
+	n = cl_split(f, kind, buf, len, off, pieces, n);
 	g.left = n;
 	for (uint32_t i = 0; i < n; i++) {
 		pieces[i].owner = &g;
 		pieces[i].io.cb = piece_done;
-		sc_submit(strata_pick_sc(f->s), &pieces[i].io);
+		sc_submit(cl_pick_sc(f->s), &pieces[i].io);
 	}
 	pthread_mutex_lock(&g.lock);
 	while (g.left)
@@ -330,7 +346,7 @@ static int run_pieces(struct strata_file *f, enum sc_kind kind, uint8_t *buf, ui
 	return g.err;
 }
 
-int strata_cut(struct strata *s, uint64_t ino, const struct mt_trunc *tr)
+int cl_cut(struct strata *s, uint64_t ino, const struct mt_trunc *tr)
 {
 	struct file_layout l;
 	struct sc_io io = { 0 };
@@ -344,17 +360,17 @@ int strata_cut(struct strata *s, uint64_t ino, const struct mt_trunc *tr)
 	io.idx = tr->chunk;
 	io.chain_idx = layout_chain_index(&l, tr->chunk);
 	io.len = tr->len;
-	rc = sc_sync(strata_pick_sc(s), &io);
+	rc = sc_sync(cl_pick_sc(s), &io);
 	return rc == -ENOENT ? 0 : rc;
 }
 
 /* ---- files ---- */
 
-int strata_file_new(struct strata *s, const struct mt_inode *in, int flags,
+int cl_file_new(struct strata *s, const struct mt_inode *in, int flags,
 		    const struct mt_trunc *tr, struct strata_file **out)
 {
 	struct strata_file *f;
-	int rc = strata_cut(s, in->ino, tr);
+	int rc = cl_cut(s, in->ino, tr);
 
 	if (rc)
 		return rc;
@@ -429,7 +445,7 @@ int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 			in = rep.inode;
 		}
 	}
-	return strata_file_new(s, &in, flags, &rep.trunc, out);
+	return cl_file_new(s, &in, flags, &rep.trunc, out);
 }
 
 int strata_fsync(struct strata_file *f)
@@ -516,7 +532,7 @@ ssize_t strata_pwrite(struct strata_file *f, const void *buf, size_t len, uint64
 	if (rc)
 		return rc;
 	if (len)
-		strata_note_write(f, off + len);
+		cl_note_write(f, off + len);
 	return (ssize_t)len;
 }
 
@@ -527,7 +543,7 @@ static int do_truncate(struct strata *s, struct mt_handle h, uint64_t size)
 	struct mt_attr_rep rep;
 	int rc = MC_CALL(&s->mc, md_truncate, &rq, &rep);
 
-	return rc ? rc : strata_cut(s, h.ino, &rep.trunc);
+	return rc ? rc : cl_cut(s, h.ino, &rep.trunc);
 }
 
 int strata_ftruncate(struct strata_file *f, uint64_t size)

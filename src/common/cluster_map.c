@@ -20,6 +20,7 @@ void cm_release(struct cluster_map *m)
 	free(m->nodes);
 	free(m->targets);
 	free(m->chains);
+	free(m->services);
 	cm_init(m);
 }
 
@@ -50,10 +51,16 @@ int cm_reserve(struct cluster_map *m, uint32_t nnodes, uint32_t ntargets, uint32
 	return 0;
 }
 
+int cm_reserve_services(struct cluster_map *m, uint32_t nservices)
+{
+	return grow((void **)&m->services, &m->services_cap, nservices, sizeof(*m->services));
+}
+
 int cm_copy(struct cluster_map *dst, const struct cluster_map *src)
 {
 	cm_init(dst);
-	if (cm_reserve(dst, src->nnodes, src->ntargets, src->nchains)) {
+	if (cm_reserve(dst, src->nnodes, src->ntargets, src->nchains) ||
+	    cm_reserve_services(dst, src->nservices)) {
 		cm_release(dst);
 		return -ENOMEM;
 	}
@@ -69,6 +76,9 @@ int cm_copy(struct cluster_map *dst, const struct cluster_map *src)
 		memcpy(dst->targets, src->targets, sizeof(*src->targets) * src->ntargets);
 	if (src->nchains)
 		memcpy(dst->chains, src->chains, sizeof(*src->chains) * src->nchains);
+	dst->nservices = src->nservices;
+	if (src->nservices)
+		memcpy(dst->services, src->services, sizeof(*src->services) * src->nservices);
 	return 0;
 }
 
@@ -106,6 +116,34 @@ const struct cm_target *cm_find_target(const struct cluster_map *m, uint32_t id)
 const struct cm_chain *cm_find_chain(const struct cluster_map *m, uint32_t id)
 {
 	return bsearch_id(m->chains, m->nchains, sizeof(*m->chains), id);
+}
+
+const struct cm_service *cm_find_service(const struct cluster_map *m, uint32_t kind,
+					 uint32_t node_id)
+{
+	for (uint32_t i = 0; i < m->nservices; i++) {
+		if (m->services[i].kind == kind && m->services[i].node_id == node_id)
+			return &m->services[i];
+	}
+	return NULL;
+}
+
+const struct cm_service *cm_pick_service(const struct cluster_map *m, uint32_t kind,
+					 uint32_t after)
+{
+	const struct cm_service *first = NULL;
+
+	for (uint32_t i = 0; i < m->nservices; i++) {
+		const struct cm_service *s = &m->services[i];
+
+		if (s->kind != kind || s->state != NODE_UP)
+			continue;
+		if (s->node_id > after)
+			return s;
+		if (!first)
+			first = s;
+	}
+	return first;
 }
 
 uint32_t cm_node_of(const struct cluster_map *m, uint32_t target_id)
@@ -173,6 +211,17 @@ int cm_validate(const struct cluster_map *m)
 
 		if (!c->id || (i && c->id <= m->chains[i - 1].id) || c->version > m->version ||
 		    !cm_chain_ok(m, c))
+			return STRATA_EBADMSG;
+	}
+	if (m->nservices > CM_MAX_SERVICES)
+		return STRATA_EBADMSG;
+	for (uint32_t i = 0; i < m->nservices; i++) {
+		const struct cm_service *s = &m->services[i], *p = i ? s - 1 : NULL;
+
+		if (s->kind < CM_SVC_META || s->kind > CM_SVC_LAST || !s->node_id ||
+		    (p && (s->kind < p->kind || (s->kind == p->kind && s->node_id <= p->node_id))) ||
+		    (s->state != NODE_UP && s->state != NODE_OFFLINE) ||
+		    !memchr(s->addr, 0, sizeof(s->addr)) || !s->addr[0])
 			return STRATA_EBADMSG;
 	}
 	return 0;

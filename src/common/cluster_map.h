@@ -20,6 +20,12 @@
  *    they re-enter the same chains when they come back. The targets of a
  *    chain (members and out list) are on distinct nodes.
  *  - The chain table is the chains in id order (ids 1..chain_table_len).
+ *  - Services other than storage (meta, mem) are entries of their own:
+ *    a kind, the node id of the daemon that runs it, the address clients
+ *    call, and UP or OFFLINE. Each announces itself to mgmt and renews a
+ *    lease like a storage node (mgmt/announce.h); clients find them here,
+ *    never by assuming where they run. They are not persisted: after a
+ *    mgmt restart they reappear with their next announcement.
  *  - map->version is bumped once per changing call; every chain a call
  *    changes gets chain->version = the new map->version, so chain versions
  *    only grow, also across a rebuild.
@@ -52,6 +58,7 @@
 #define CM_MAX_NODES 4096u
 #define CM_MAX_TARGETS 65536u
 #define CM_MAX_CHAINS 65536u
+#define CM_MAX_SERVICES 4096u
 
 enum cm_node_state {
 	NODE_UP = 1,
@@ -64,6 +71,23 @@ enum cm_target_state {
 	TARGET_SYNCING = 2,
 	TARGET_OFFLINE = 3,
 	TARGET_LOST = 4,
+};
+
+/* The services the map lists besides storage. */
+enum cm_service_kind {
+	CM_SVC_META = 1,
+	CM_SVC_MEM = 2,
+};
+#define CM_SVC_LAST CM_SVC_MEM
+
+/* A meta or mem service: state NODE_UP or NODE_OFFLINE. */
+struct cm_service {
+	uint32_t kind;			/* enum cm_service_kind */
+	uint32_t node_id;		/* of the daemon that runs it; nonzero */
+	char addr[CM_ADDR_LEN];		/* "host:port" clients call */
+	uint32_t state;
+	uint64_t incarnation;		/* mgmt-local: the announcing process */
+	uint64_t lease_expires_ms;	/* mgmt-local */
 };
 
 struct cm_node {
@@ -102,6 +126,8 @@ struct cluster_map {
 	uint32_t ntargets, targets_cap;
 	struct cm_chain *chains;	/* sorted by id */
 	uint32_t nchains, chains_cap;
+	struct cm_service *services;	/* sorted by (kind, node_id) */
+	uint32_t nservices, services_cap;
 };
 
 /* Sets up an empty map (version 0, replication CM_DEFAULT_R). */
@@ -114,11 +140,19 @@ int cm_copy(struct cluster_map *dst, const struct cluster_map *src);
 /* Grows the arrays to hold at least the given counts (used by loaders).
  * Returns 0 or -ENOMEM (m unchanged). */
 int cm_reserve(struct cluster_map *m, uint32_t nnodes, uint32_t ntargets, uint32_t nchains);
+int cm_reserve_services(struct cluster_map *m, uint32_t nservices);
 
 /* Lookups by id (binary search); NULL when absent. */
 const struct cm_node *cm_find_node(const struct cluster_map *m, uint32_t id);
 const struct cm_target *cm_find_target(const struct cluster_map *m, uint32_t id);
 const struct cm_chain *cm_find_chain(const struct cluster_map *m, uint32_t id);
+const struct cm_service *cm_find_service(const struct cluster_map *m, uint32_t kind,
+					 uint32_t node_id);
+/* An UP service of kind: the one after the node id `after` (0: the first),
+ * wrapping around, so that a caller that failed with one tries the next.
+ * NULL when none is UP. */
+const struct cm_service *cm_pick_service(const struct cluster_map *m, uint32_t kind,
+					 uint32_t after);
 /* Returns true when every node of the chain's members is distinct, the
  * states are ordered (SERVING before SYNCING): a cheap self-check. */
 bool cm_chain_ok(const struct cluster_map *m, const struct cm_chain *c);

@@ -13,7 +13,7 @@
 #include <ini.h>
 
 #include "config.h"
-#include "strata/errors.h"
+#include "common/errors_int.h"
 
 int parse_i64(const char *s, int64_t *out)
 {

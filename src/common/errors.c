@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "strata/errors.h"
+#include "common/errors_int.h"
 
 static const char *const strata_msgs[] = {
 	[1] = "stale cluster map version: refresh the routing table and retry",
@@ -18,7 +18,7 @@ static const char *const strata_msgs[] = {
 	[11] = "replica lacks the chunk's base version: the whole chunk is resent",
 };
 
-/* A new code in errors.h needs its message here. */
+/* A new code in errors.h or errors_int.h needs its message here. */
 _Static_assert(sizeof(strata_msgs) / sizeof(strata_msgs[0]) ==
 	       (size_t)(-STRATA_ERR_LAST - STRATA_ERR_BASE + 1), "one message per strata error code");
 

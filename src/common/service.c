@@ -1,7 +1,18 @@
-/* The metrics sink of the service contract (service.h). */
+/* What the service contract (service.h) gives every service: the metrics
+ * sink and the process's incarnation. */
 #include <stdio.h>
+#include <unistd.h>
 
+#include "common/clock.h"
 #include "common/service.h"
+
+uint64_t service_incarnation(void)
+{
+	/* The pid tells apart two starts within one clock tick. */
+	uint64_t inc = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 48);
+
+	return inc ? inc : 1;
+}
 
 void metrics_put(struct bbuf *out, const char *name, const char *type, const char *help,
 		 double value)

@@ -61,6 +61,10 @@ struct service_def {
 	void (*metrics)(void *svc, struct bbuf *out);
 };
 
+/* A nonzero number new for every start of the process (its wall-clock
+ * start and pid): what a service tells mgmt so that a restart is seen. */
+uint64_t service_incarnation(void);
+
 /* The metrics sink: appends one metric in the Prometheus text format
  * ("# HELP", "# TYPE", the value). */
 void metrics_put(struct bbuf *out, const char *name, const char *type, const char *help,

@@ -37,7 +37,7 @@
 #include "net/frame.h"
 #include "net/reactor.h"
 #include "net/server.h"
-#include "strata/errors.h"
+#include "common/errors_int.h"
 #include "strata/strata.h"
 
 #define HUGE_MIN (2u << 20)

@@ -32,6 +32,8 @@
 #include "common/layout.h"
 #include "common/log.h"
 #include "meta/meta_service.h"
+#include "common/cluster_map.h"
+#include "mgmt/announce.h"
 #include "meta/ns.h"
 #include "net/reactor.h"
 #include "proto/meta.h"
@@ -113,6 +115,7 @@ struct meta {
 	bool stopping;
 	struct sc_io probe;		/* nudges the storage client to a map */
 	bool probing;
+	struct announcer *ann;		/* lists this service in the cluster map */
 
 	struct gc_io ios[GC_INFLIGHT];
 	struct gc_io *free_ios;
@@ -1059,6 +1062,13 @@ static int meta_start(const struct service_env *env, void **out)
 	if (rc)
 		goto fail;
 	meta_route(env->srv, m->r, &handlers, m);
+	/* Clients find the namespace through the map, once it is served. */
+	rc = announce_start(env, CM_SVC_META, &m->ann);
+	if (rc) {
+		log_error(COMP, "cannot announce the meta service to mgmt '%s': %s",
+			  env->mgmt_addr, strata_strerror(rc));
+		goto fail;
+	}
 	log_info(COMP, "namespace '%s' open; chunk deletion every %llu ms", path,
 		 (unsigned long long)m->gc_interval_ms);
 	*out = m;
@@ -1076,6 +1086,7 @@ static void meta_stop(void *svc)
 	/* Requests no longer arrive: the daemon closed its connections. The
 	 * storage client fails what it still holds; the completions run on
 	 * reactor 0 and start nothing new once stopping is set. */
+	announce_stop(m->ann);
 	reactor_call(m->r, stop_timers_on_owner, m);
 	meta_free(m);
 }

@@ -465,7 +465,61 @@ int cm_expire_leases(struct cluster_map *m, uint64_t now_ms)
 			 node->id, node->addr);
 		node_offline(&ch, node);
 	}
+	for (uint32_t i = 0; i < m->nservices; i++) {
+		struct cm_service *s = &m->services[i];
+
+		if (s->state != NODE_UP || s->lease_expires_ms > now_ms)
+			continue;
+		log_warn(COMP, "%s service of node %u (%s) missed its lease; marking it offline",
+			 s->kind == CM_SVC_META ? "meta" : "mem", s->node_id, s->addr);
+		s->state = NODE_OFFLINE;
+		change_map(&ch);
+	}
 	return ch.chains;
+}
+
+int cm_announce_service(struct cluster_map *m, uint32_t kind, uint32_t node_id, const char *addr,
+			uint64_t incarnation, uint64_t lease_expires_ms)
+{
+	struct cm_change ch = { .m = m };
+	struct cm_service *s = NULL;
+	size_t alen = addr ? strnlen(addr, CM_ADDR_LEN) : 0;
+	uint32_t at = 0;
+
+	if (kind < CM_SVC_META || kind > CM_SVC_LAST || !node_id || !incarnation || !alen ||
+	    alen >= CM_ADDR_LEN)
+		return -EINVAL;
+	/* Sorted by (kind, node_id): find it, or where it goes. */
+	for (; at < m->nservices; at++) {
+		struct cm_service *e = &m->services[at];
+
+		if (e->kind == kind && e->node_id == node_id)
+			s = e;
+		if (e->kind > kind || (e->kind == kind && e->node_id >= node_id))
+			break;
+	}
+	if (!s) {
+		if (m->nservices >= CM_MAX_SERVICES)
+			return -ENOSPC;
+		if (cm_reserve_services(m, m->nservices + 1))
+			return -ENOMEM;
+		memmove(&m->services[at + 1], &m->services[at],
+			(m->nservices - at) * sizeof(*m->services));
+		m->nservices++;
+		s = &m->services[at];
+		memset(s, 0, sizeof(*s));
+		s->kind = kind;
+		s->node_id = node_id;
+		change_map(&ch);
+	}
+	if (strcmp(s->addr, addr) != 0 || s->incarnation != incarnation || s->state != NODE_UP) {
+		memcpy(s->addr, addr, alen + 1);
+		s->incarnation = incarnation;
+		s->state = NODE_UP;
+		change_map(&ch);
+	}
+	s->lease_expires_ms = lease_expires_ms;
+	return ch.bumped ? 1 : 0;
 }
 
 static int member_synced(struct cm_change *ch, struct cm_chain *c, struct cm_target *t)

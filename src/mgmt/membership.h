@@ -52,8 +52,20 @@ int cm_register_node(struct cluster_map *m, uint32_t node_id, const char *addr,
 /* Renews node_id's lease. Returns 0, -ENOENT (unknown node) or -ENOTCONN
  * (the node is OFFLINE: it must register again). */
 int cm_heartbeat(struct cluster_map *m, uint32_t node_id, uint64_t lease_expires_ms);
-/* Marks offline every UP or DRAINING node whose lease_expires_ms <= now_ms.
- * Returns the number of chains changed. */
+/*
+ * A meta or mem service announces itself (mgmt/announce.h): it is added UP,
+ * or its entry updated (address, a new incarnation, back UP), bumping the
+ * version; an unchanged announcement only renews its lease.
+ *   kind: CM_SVC_META..CM_SVC_LAST; node_id nonzero; addr as for
+ *   cm_register_node; incarnation nonzero.
+ * Returns 1 (the map changed), 0 (lease renewed), -EINVAL, -ENOSPC
+ * (CM_MAX_SERVICES reached) or -ENOMEM; on error m is unchanged.
+ */
+int cm_announce_service(struct cluster_map *m, uint32_t kind, uint32_t node_id, const char *addr,
+			uint64_t incarnation, uint64_t lease_expires_ms);
+/* Marks offline every UP or DRAINING node, and every UP service, whose
+ * lease_expires_ms <= now_ms. Returns the number of chains changed (the
+ * version is bumped when anything changed). */
 int cm_expire_leases(struct cluster_map *m, uint64_t now_ms);
 /* Sets every node's lease to lease_expires_ms (after a restart). */
 void cm_reset_leases(struct cluster_map *m, uint64_t lease_expires_ms);

@@ -14,7 +14,7 @@
 #include "mgmt_store.h"
 #include "proto/mgmt.h"
 #include "proto/server.h"
-#include "strata/errors.h"
+#include "common/errors_int.h"
 
 PROTO_SERVER(mgmt, MGMT_OPS)
 
@@ -204,6 +204,33 @@ static void op_heartbeat(void *svc, struct svc_req *req)
 	reply_lease(m, req);
 }
 
+static void op_announce(void *svc, struct svc_req *req)
+{
+	struct mgmt *m = svc;
+	struct mg_announce rq;
+	char addr[CM_ADDR_LEN];
+	int rc;
+
+	if (mg_announce_req(req, &rq))
+		return;
+	rc = pstr_copy(rq.addr, addr, sizeof(addr)) ? STRATA_EBADMSG :
+	     cm_announce_service(&m->map, rq.kind, rq.node_id, addr, rq.incarnation,
+				 reactor_now_ms() + m->lease_ms);
+	if (rc < 0) {
+		log_warn("mgmt", "announcement of service kind %u of node %u refused: %s", rq.kind,
+			 rq.node_id, strata_strerror(rc));
+		svc_reply(req, rc == -EINVAL ? STRATA_EBADMSG : rc);
+		return;
+	}
+	if (rc > 0) {
+		log_info("mgmt", "%s service of node %u at '%s' (map version %llu)",
+			 rq.kind == CM_SVC_META ? "meta" : "mem", rq.node_id, addr,
+			 (unsigned long long)m->map.version);
+		persist(m);	/* the version only: services are not stored */
+	}
+	mg_announce_reply(req, 0, &(struct mg_lease){ m->map.version, (uint32_t)m->lease_ms });
+}
+
 static void op_get_map(void *svc, struct svc_req *req)
 {
 	struct mgmt *m = svc;
@@ -337,7 +364,7 @@ static int mgmt_start(const struct service_env *env, void **out)
 	reactor_post(m->r, arm_on_owner, m);
 	mgmt_route(env->srv, m->r, &(const struct mgmt_handlers){
 		.mg_register = op_register, .mg_heartbeat = op_heartbeat, .mg_get_map = op_get_map,
-		.mg_report = op_report, .mg_admin = op_admin,
+		.mg_report = op_report, .mg_admin = op_admin, .mg_announce = op_announce,
 	}, m);
 	*out = m;
 	return 0;

@@ -9,11 +9,13 @@ PROTO_MSG_DEFINE(mg_target_info, MG_TARGET_INFO_FIELDS)
 PROTO_MSG_DEFINE(mg_register, MG_REGISTER_FIELDS)
 PROTO_MSG_DEFINE(mg_heartbeat, MG_HEARTBEAT_FIELDS)
 PROTO_MSG_DEFINE(mg_lease, MG_LEASE_FIELDS)
+PROTO_MSG_DEFINE(mg_announce, MG_ANNOUNCE_FIELDS)
 PROTO_MSG_DEFINE(mg_since, MG_SINCE_FIELDS)
 PROTO_MSG_DEFINE(cm_node_w, CM_NODE_W_FIELDS)
 PROTO_MSG_DEFINE(cm_target_w, CM_TARGET_W_FIELDS)
 PROTO_MSG_DEFINE(cm_member_w, CM_MEMBER_W_FIELDS)
 PROTO_MSG_DEFINE(cm_chain_w, CM_CHAIN_W_FIELDS)
+PROTO_MSG_DEFINE(cm_service_w, CM_SERVICE_W_FIELDS)
 PROTO_MSG_DEFINE(cm_map_w, CM_MAP_W_FIELDS)
 PROTO_MSG_DEFINE(mg_map, MG_MAP_FIELDS)
 PROTO_MSG_DEFINE(mg_report, MG_REPORT_FIELDS)
@@ -30,13 +32,21 @@ int cmap_to_wire(const struct cluster_map *m, struct cm_map_w *w)
 	w->nodes = calloc(m->nnodes ? m->nnodes : 1, sizeof(*w->nodes));
 	w->targets = calloc(m->ntargets ? m->ntargets : 1, sizeof(*w->targets));
 	w->chains = calloc(m->nchains ? m->nchains : 1, sizeof(*w->chains));
-	if (!w->nodes || !w->targets || !w->chains) {
+	w->services = calloc(m->nservices ? m->nservices : 1, sizeof(*w->services));
+	if (!w->nodes || !w->targets || !w->chains || !w->services) {
 		cm_map_w_release(w);
 		return -ENOMEM;
 	}
 	w->nodes_n = m->nnodes;
 	w->targets_n = m->ntargets;
 	w->chains_n = m->nchains;
+	w->services_n = m->nservices;
+	for (uint32_t i = 0; i < m->nservices; i++) {
+		const struct cm_service *s = &m->services[i];
+
+		w->services[i] = (struct cm_service_w){ s->kind, s->node_id, pstr_c(s->addr),
+							s->state };
+	}
 	for (uint32_t i = 0; i < m->nnodes; i++) {
 		w->nodes[i].id = m->nodes[i].id;
 		w->nodes[i].addr = pstr_c(m->nodes[i].addr);
@@ -76,7 +86,8 @@ int cmap_from_wire(const struct cm_map_w *w, struct cluster_map *out)
 	int rc = -ENOMEM;
 
 	cm_init(&m);
-	if (cm_reserve(&m, w->nodes_n, w->targets_n, w->chains_n))
+	if (cm_reserve(&m, w->nodes_n, w->targets_n, w->chains_n) ||
+	    cm_reserve_services(&m, w->services_n))
 		goto fail;
 	m.version = w->version;
 	m.replication = w->replication;
@@ -116,6 +127,17 @@ int cmap_from_wire(const struct cm_map_w *w, struct cluster_map *out)
 			c->out[k] = cw->out[k].target;
 			c->out_states[k] = cw->out[k].state;
 		}
+	}
+	for (uint32_t i = 0; i < w->services_n; i++) {
+		const struct cm_service_w *sw = &w->services[i];
+		struct cm_service *s = &m.services[m.nservices++];
+
+		memset(s, 0, sizeof(*s));
+		s->kind = sw->kind;
+		s->node_id = sw->node_id;
+		s->state = sw->state;
+		if (pstr_copy(sw->addr, s->addr, sizeof(s->addr)))
+			goto fail;
 	}
 	rc = cm_validate(&m);
 	if (rc)

@@ -9,6 +9,8 @@
  *   GET_MAP    the cluster map, when newer than the caller's version
  *   REPORT     a replica found a chunk damaged
  *   ADMIN      drain, replace, build chains, "in sync" (MGMT_ADMIN_*)
+ *   ANNOUNCE   a meta or mem service is (still) at addr: adds or renews
+ *              its entry in the map -> mg_lease (mgmt/announce.h)
  *
  * A node serves clients for lease_ms, less a margin, from when it sent the
  * request that mgmt answered (docs/failures.md).
@@ -55,6 +57,13 @@ PROTO_MSG(mg_heartbeat, MG_HEARTBEAT_FIELDS)
 	X(U32, lease_ms)
 PROTO_MSG(mg_lease, MG_LEASE_FIELDS)
 
+#define MG_ANNOUNCE_FIELDS(X) \
+	X(U32R, kind, CM_SVC_LAST) \
+	X(U32, node_id) \
+	X(STR, addr, CM_ADDR_LEN - 1) \
+	X(U64, incarnation)
+PROTO_MSG(mg_announce, MG_ANNOUNCE_FIELDS)
+
 #define MG_SINCE_FIELDS(X) \
 	X(U64, since_version)
 PROTO_MSG(mg_since, MG_SINCE_FIELDS)
@@ -87,13 +96,21 @@ PROTO_MSG(cm_member_w, CM_MEMBER_W_FIELDS)
 	X(ARR, out, cm_member_w, CM_CHAIN_SLOTS)
 PROTO_MSG(cm_chain_w, CM_CHAIN_W_FIELDS)
 
+#define CM_SERVICE_W_FIELDS(X) \
+	X(U32R, kind, CM_SVC_LAST) \
+	X(U32, node_id) \
+	X(STR, addr, CM_ADDR_LEN - 1) \
+	X(U32R, state, NODE_OFFLINE)
+PROTO_MSG(cm_service_w, CM_SERVICE_W_FIELDS)
+
 #define CM_MAP_W_FIELDS(X) \
 	X(U64, version) \
 	X(U32R, replication, CM_MAX_R) \
 	X(U32, chain_table_len) \
 	X(ARR, nodes, cm_node_w, CM_MAX_NODES) \
 	X(ARR, targets, cm_target_w, CM_MAX_TARGETS) \
-	X(ARR, chains, cm_chain_w, CM_MAX_CHAINS)
+	X(ARR, chains, cm_chain_w, CM_MAX_CHAINS) \
+	X(ARR, services, cm_service_w, CM_MAX_SERVICES)
 PROTO_MSG(cm_map_w, CM_MAP_W_FIELDS)
 
 /* maps: none when the caller's version is current, else the whole map
@@ -127,7 +144,8 @@ PROTO_MSG(mg_result, MG_RESULT_FIELDS)
 	OP(MGMT_HEARTBEAT, 17, mg_heartbeat, mg_heartbeat, mg_lease) \
 	OP(MGMT_GET_MAP,   18, mg_get_map,   mg_since,     mg_map) \
 	OP(MGMT_REPORT,    19, mg_report,    mg_report,    proto_void) \
-	OP(MGMT_ADMIN,     20, mg_admin,     mg_admin,     mg_result)
+	OP(MGMT_ADMIN,     20, mg_admin,     mg_admin,     mg_result) \
+	OP(MGMT_ANNOUNCE,  21, mg_announce,  mg_announce,  mg_lease)
 PROTO_OPS(mgmt, MGMT_OPS)
 
 /*

@@ -34,7 +34,7 @@
 #include "common/log.h"
 #include "net/rpc.h"
 #include "storage_int.h"
-#include "strata/errors.h"
+#include "common/errors_int.h"
 
 struct update_op {
 	struct update_op *next;		/* the chunk's queue at the head */

@@ -30,7 +30,7 @@
 #include "common/log.h"
 #include "proto/mgmt.h"
 #include "storage_int.h"
-#include "strata/errors.h"
+#include "common/errors_int.h"
 
 #define LIST_PAGE SP_LIST_PAGE
 #define SYNC_TICK_MS 300u

@@ -33,7 +33,7 @@
 #include "chunk_store.h"
 #include "storage_int.h"
 #include "storage_service.h"
-#include "strata/errors.h"
+#include "common/errors_int.h"
 
 
 /* ---- the node's cluster map ---- */

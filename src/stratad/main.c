@@ -19,7 +19,7 @@
 #include "daemon.h"
 #include "metrics.h"
 #include "net/conn.h"
-#include "strata/errors.h"
+#include "common/errors_int.h"
 
 #define K(sec, name, type, field, def, min, max, help) \
 	CFG_KEY(struct daemon_cfg, sec, name, type, field, def, min, max, help)

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "common/config.h"
-#include "strata/errors.h"
+#include "common/errors_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -6,6 +6,7 @@
  *   api_test MGMT_ADDR SCENARIO   one scenario (names: api_test --list)
  *   api_test MGMT_ADDR all        every scenario except enospc
  *   api_test MGMT_ADDR writer     write until the cluster dies (see writer)
+ *   api_test --version            the headers' and the library's versions
  *
  * Each scenario works under its own directory, /SCENARIO, and makes what
  * it needs there, so scenarios run in any order on one cluster. Prints one
@@ -313,7 +314,6 @@ static void ring_checks(void)
 	pattern_fill(a, n, 5);
 	f = openf(P("/raw/ring"), STRATA_O_CREAT | STRATA_O_RDWR);
 	OK(strata_ring_new(S, 64, &r));
-	OK(strata_ring_register_buffer(r, a, n));
 	for (i = 0; i < 64; i++)
 		OK(strata_ring_prep_write(r, f, a + i * 4096, 4096, (uint64_t)i * 4096, i));
 	ERR(strata_ring_prep_write(r, f, a, 1, 0, 99), -EBUSY);
@@ -674,8 +674,15 @@ int main(int argc, char **argv)
 			printf("%s\n", scenarios[i].name);
 		return 0;
 	}
+	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+		/* The headers' version, then the running library's. */
+		printf("%s %s %d\n", STRATA_VERSION_STRING, strata_version(),
+		       STRATA_VERSION == STRATA_VERSION_OF(STRATA_VERSION_MAJOR, STRATA_VERSION_MINOR,
+							   STRATA_VERSION_PATCH));
+		return 0;
+	}
 	if (argc != 3) {
-		fprintf(stderr, "usage: api_test MGMT_ADDR SCENARIO|all|writer, or api_test --list\n");
+		fprintf(stderr, "usage: api_test MGMT_ADDR SCENARIO|all|writer, or api_test --list|--version\n");
 		return 2;
 	}
 	all = strcmp(argv[2], "all") == 0;

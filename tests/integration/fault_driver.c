@@ -625,6 +625,9 @@ static int run_map(const char *mgmt)
 			printf("%s%u", j ? "," : " out ", c->out[j]);
 		printf("\n");
 	}
+	for (uint32_t i = 0; i < m.nservices; i++)
+		printf("service %s %u %s %s\n", m.services[i].kind == CM_SVC_META ? "meta" : "mem",
+		       m.services[i].node_id, m.services[i].addr, node_state(m.services[i].state));
 	cm_release(&m);
 	return 0;
 }

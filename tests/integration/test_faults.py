@@ -87,6 +87,7 @@ def _log_time(line):
 class Map:
     def __init__(self, text):
         self.nodes, self.targets, self.chains = {}, {}, []
+        self.services = {}      # (kind, node id) -> (addr, state)
         for line in text.splitlines():
             f = line.split()
             if not f:
@@ -97,6 +98,8 @@ class Map:
                 self.nodes[int(f[1])] = (f[2], f[3])
             elif f[0] == "target":
                 self.targets[int(f[1])] = (int(f[2]), f[3])
+            elif f[0] == "service":
+                self.services[(f[1], int(f[2]))] = (f[3], f[4])
             elif f[0] == "chain":
                 members = [] if f[3] == "-" else [
                     (int(x.split(":")[0]), x.split(":")[1]) for x in f[3].split(",")]
@@ -167,9 +170,11 @@ class FNode(LogFile):
 
 class FaultCluster:
     """mgmt+meta on node 1 (fixed port), storage daemons on nodes 2..N+1,
-    on loopback or each in its own network namespace of a Fabric."""
+    on loopback or each in its own network namespace of a Fabric. With
+    meta_apart, node 1 runs mgmt alone and node N+2 the meta service."""
 
-    def __init__(self, directory, nstorage, replication, flags=(), fabric=None):
+    def __init__(self, directory, nstorage, replication, flags=(), fabric=None,
+                 meta_apart=False):
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.fabric = fabric
@@ -178,11 +183,12 @@ class FaultCluster:
         host = fabric.service_ip if fabric else "127.0.0.1"
         self.mgmt_addr = "%s:%d" % (host, _free_port(host))
         self.nodes = []
+        first = "mgmt" if meta_apart else "mgmt,meta"
         argv = [STRATAD, "--data", self.dir / "node1", "--node.id=1",
-                "--node.services=mgmt,meta", "--node.listen=%s" % self.mgmt_addr,
+                "--node.services=%s" % first, "--node.listen=%s" % self.mgmt_addr,
                 "--node.metrics_listen=127.0.0.1:0", "--mgmt.replication=%d" % replication,
                 "--mgmt.expect_nodes=%d" % nstorage] + self.flags
-        self.nodes.append(FNode(self, 1, "mgmt,meta", [str(a) for a in argv], "127.0.0.1"))
+        self.nodes.append(FNode(self, 1, first, [str(a) for a in argv], "127.0.0.1"))
         for i in range(2, nstorage + 2):
             k = None
             prefix = []
@@ -197,6 +203,15 @@ class FaultCluster:
                              "--node.metrics_listen=%s:0" % shost,
                              "--mgmt.address=%s" % self.mgmt_addr] + self.flags
             self.nodes.append(FNode(self, i, "storage", [str(a) for a in argv], shost, k))
+        self.meta_node = self.nodes[0]
+        if meta_apart:
+            i = nstorage + 2
+            argv = [STRATAD, "--data", self.dir / ("node%d" % i), "--node.id=%d" % i,
+                    "--node.services=meta", "--node.listen=127.0.0.1:0",
+                    "--node.metrics_listen=127.0.0.1:0",
+                    "--mgmt.address=%s" % self.mgmt_addr] + self.flags
+            self.meta_node = FNode(self, i, "meta", [str(a) for a in argv], "127.0.0.1")
+            self.nodes.append(self.meta_node)
 
     # -- processes --
 
@@ -206,7 +221,7 @@ class FaultCluster:
 
     @property
     def storage(self):
-        return self.nodes[1:]
+        return [n for n in self.nodes[1:] if n.services == "storage"]
 
     def node(self, node_id):
         return next(n for n in self.nodes if n.id == node_id)
@@ -343,7 +358,8 @@ def faults(tmp_path, request):
                     pytrace=False)
     made, fabrics = [], []
 
-    def make(nstorage=3, replication=3, flags=(), use_netns=False, before_start=None):
+    def make(nstorage=3, replication=3, flags=(), use_netns=False, before_start=None,
+             meta_apart=False):
         """before_start(fc): called once the cluster's directories are
         named, before any daemon starts (e.g. to mount a target)."""
         fabric = None
@@ -355,7 +371,8 @@ def faults(tmp_path, request):
             fabric = netns.Fabric()
             fabrics.append(fabric)
             fabric.create()
-        fc = FaultCluster(tmp_path / ("c%d" % len(made)), nstorage, replication, flags, fabric)
+        fc = FaultCluster(tmp_path / ("c%d" % len(made)), nstorage, replication, flags, fabric,
+                          meta_apart)
         made.append(fc)
         if before_start:
             before_start(fc)
@@ -690,6 +707,62 @@ def test_corrupt_chunk_repaired_by_scrubber(faults):
         assert n.metric("strata_storage_integrity_errors_total") >= 2
     check_copies(fc.storage, 3, min_chunks=6)
     audit(fc, log, 3)
+
+
+@pytest.mark.timeout(150)
+def test_meta_found_through_the_map(faults, tmp_path):
+    """The meta service on a node of its own, not at the mgmt address:
+    clients find it in the cluster map. Killed, it is marked offline; a
+    client that connects meanwhile waits for it and goes on once it is
+    back; after mgmt restarts, the service is listed again."""
+    fc = faults(nstorage=2, replication=2, meta_apart=True)
+    meta = fc.meta_node
+    m = wait_until(lambda: (lambda mm: mm if ("meta", meta.id) in mm.services else None)(
+        fc.map()), 20, 0.2, "the meta service in the map")
+    assert m.services[("meta", meta.id)] == (meta.addr, "up"), m
+    assert ("meta", 1) not in m.services, m
+    env = dict(os.environ, STRATA_MGMT=fc.mgmt_addr)
+    cli = [str(BUILD / "src/cli/strata")]
+    src = tmp_path / "in"
+    src.write_bytes(os.urandom(300000))
+    r = subprocess.run(cli + ["put", "-q", str(src), "/f"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(cli + ["get", "-q", "/f", str(tmp_path / "out")], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out").read_bytes() == src.read_bytes()
+
+    fc.kill9(meta)
+    wait_until(lambda: fc.map().services.get(("meta", meta.id), ("", ""))[1] == "offline",
+               LEASE_S * 3, 0.2, "mgmt to mark the meta service offline")
+    r = subprocess.run(cli + ["status"], env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^services\s+meta 0 up of 1", r.stdout, re.M), r.stdout
+    assert re.search(r"^namespace\s+unavailable \(no meta service up", r.stdout, re.M), r.stdout
+    assert re.search(r"^health\s+unavailable \(no meta service up\)", r.stdout, re.M), r.stdout
+    assert re.search(r"^meta\s+%d\s+\S+\s+offline" % meta.id, r.stdout, re.M), r.stdout
+    ls = subprocess.Popen(cli + ["ls", "/"], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1)
+        assert ls.poll() is None, "ls did not wait for the meta service: %s" % (
+            ls.communicate(),)
+        fc.restart(meta)
+        out, err = ls.communicate(timeout=40)
+    finally:
+        if ls.poll() is None:
+            ls.kill()
+            ls.wait()
+    assert ls.returncode == 0, err
+    assert "f" in out.split(), out
+    assert fc.map().services[("meta", meta.id)][1] == "up"
+
+    fc.kill9(fc.mgmt)
+    fc.restart(fc.mgmt)
+    wait_until(lambda: (lambda mm: mm is not None and
+                        mm.services.get(("meta", meta.id), ("", ""))[1] == "up")(
+        fc.map_or_none()), 30, 0.2, "the meta service listed again after mgmt restarted")
 
 
 @pytest.mark.timeout(150)

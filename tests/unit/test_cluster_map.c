@@ -64,6 +64,13 @@ static void assert_maps_equal(const struct cluster_map *a, const struct cluster_
 	assert_int_equal(a->nnodes, b->nnodes);
 	assert_int_equal(a->ntargets, b->ntargets);
 	assert_int_equal(a->nchains, b->nchains);
+	assert_int_equal(a->nservices, b->nservices);
+	for (uint32_t i = 0; i < a->nservices; i++) {
+		assert_int_equal(a->services[i].kind, b->services[i].kind);
+		assert_int_equal(a->services[i].node_id, b->services[i].node_id);
+		assert_string_equal(a->services[i].addr, b->services[i].addr);
+		assert_int_equal(a->services[i].state, b->services[i].state);
+	}
 	for (uint32_t i = 0; i < a->nnodes; i++) {
 		assert_int_equal(a->nodes[i].id, b->nodes[i].id);
 		assert_string_equal(a->nodes[i].addr, b->nodes[i].addr);
@@ -584,6 +591,80 @@ static void test_codec_malformed(void **state)
 	cm_release(&m);
 }
 
+/* Meta and mem services: announced, renewed, moved, expired, on the wire. */
+static void test_services(void **state)
+{
+	struct cluster_map m, d;
+	struct bbuf b;
+	struct rbuf r;
+	uint64_t v;
+
+	(void)state;
+	make_cluster(&m, 3, 1, 3);
+	cm_reset_leases(&m, 1000000);	/* the storage nodes outlive the test */
+	v = m.version;
+	assert_null(cm_pick_service(&m, CM_SVC_META, 0));
+	/* Added: the version moves; out of order, kept sorted. */
+	assert_int_equal(cm_announce_service(&m, CM_SVC_MEM, 9, "10.0.0.9:7", 5, 1000), 1);
+	assert_int_equal(cm_announce_service(&m, CM_SVC_META, 7, "10.0.0.7:7", 5, 1000), 1);
+	assert_int_equal(cm_announce_service(&m, CM_SVC_META, 3, "10.0.0.3:7", 5, 1000), 1);
+	assert_true(m.version == v + 3);
+	assert_int_equal(m.nservices, 3);
+	assert_int_equal(m.services[0].node_id, 3);
+	assert_int_equal(m.services[1].node_id, 7);
+	assert_int_equal(m.services[2].kind, CM_SVC_MEM);
+	assert_int_equal(cm_validate(&m), 0);
+	/* The same announcement renews the lease only. */
+	assert_int_equal(cm_announce_service(&m, CM_SVC_META, 3, "10.0.0.3:7", 5, 3000), 0);
+	assert_true(m.version == v + 3);
+	/* Picks: the first UP, the one after a node, wrapping around. */
+	assert_int_equal(cm_pick_service(&m, CM_SVC_META, 0)->node_id, 3);
+	assert_int_equal(cm_pick_service(&m, CM_SVC_META, 3)->node_id, 7);
+	assert_int_equal(cm_pick_service(&m, CM_SVC_META, 7)->node_id, 3);
+	assert_int_equal(cm_pick_service(&m, CM_SVC_MEM, 0)->node_id, 9);
+	/* Expiry: node 7's meta and node 9's mem lapse at 2000, node 3's not. */
+	assert_int_equal(cm_expire_leases(&m, 2000), 0);
+	assert_true(m.version == v + 4);
+	assert_int_equal(cm_find_service(&m, CM_SVC_META, 7)->state, NODE_OFFLINE);
+	assert_int_equal(cm_find_service(&m, CM_SVC_META, 3)->state, NODE_UP);
+	assert_int_equal(cm_pick_service(&m, CM_SVC_META, 3)->node_id, 3);
+	assert_null(cm_pick_service(&m, CM_SVC_MEM, 0));
+	/* A restart (new incarnation) at a new address: UP again, moved. */
+	assert_int_equal(cm_announce_service(&m, CM_SVC_META, 7, "10.0.0.8:7", 6, 9000), 1);
+	assert_string_equal(cm_find_service(&m, CM_SVC_META, 7)->addr, "10.0.0.8:7");
+	assert_int_equal(cm_find_service(&m, CM_SVC_META, 7)->state, NODE_UP);
+	/* Bad announcements change nothing. */
+	v = m.version;
+	assert_int_equal(cm_announce_service(&m, 0, 7, "a:1", 6, 1), -EINVAL);
+	assert_int_equal(cm_announce_service(&m, CM_SVC_LAST + 1, 7, "a:1", 6, 1), -EINVAL);
+	assert_int_equal(cm_announce_service(&m, CM_SVC_META, 0, "a:1", 6, 1), -EINVAL);
+	assert_int_equal(cm_announce_service(&m, CM_SVC_META, 7, "", 6, 1), -EINVAL);
+	assert_int_equal(cm_announce_service(&m, CM_SVC_META, 7, "a:1", 0, 1), -EINVAL);
+	assert_true(m.version == v);
+	/* On the wire and in a copy. */
+	encode(&m, &b);
+	rbuf_init(&r, b.buf, b.len);
+	assert_int_equal(cm_decode(&r, &d), 0);
+	assert_maps_equal(&m, &d);
+	cm_release(&d);
+	bbuf_release(&b);
+	assert_int_equal(cm_copy(&d, &m), 0);
+	assert_maps_equal(&m, &d);
+	cm_release(&d);
+	/* The validator: an unknown kind, out of order, a bad state. */
+	m.services[0].kind = CM_SVC_LAST + 1;
+	assert_int_equal(cm_validate(&m), STRATA_EBADMSG);
+	m.services[0].kind = CM_SVC_META;
+	m.services[0].node_id = 8;
+	assert_int_equal(cm_validate(&m), STRATA_EBADMSG);
+	m.services[0].node_id = 3;
+	m.services[0].state = NODE_DRAINING;
+	assert_int_equal(cm_validate(&m), STRATA_EBADMSG);
+	m.services[0].state = NODE_UP;
+	assert_int_equal(cm_validate(&m), 0);
+	cm_release(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -596,6 +677,7 @@ int main(void)
 		cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_codec_roundtrip),
 		cmocka_unit_test(test_codec_malformed),
+		cmocka_unit_test(test_services),
 	};
 
 	return cmocka_run_group_tests(tests, quiet, NULL);

@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "common/config.h"
-#include "strata/errors.h"
+#include "common/errors_int.h"
 
 struct conf {
 	char name[CFG_STR_MAX];

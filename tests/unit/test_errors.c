@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "strata/errors.h"
+#include "common/errors_int.h"
 
 static const int all_codes[] = {
 	STRATA_ESTALE_MAP, STRATA_EINTEGRITY, STRATA_EDIRTY, STRATA_ENOTHEAD,

@@ -1,0 +1,121 @@
+/* A service's announcements to mgmt (announce.h). */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "common/cluster_map.h"
+#include "common/log.h"
+#include "mgmt/announce.h"
+#include "net/reactor.h"
+#include "net/rpc.h"
+#include "proto/mgmt.h"
+#include "strata/errors.h"
+
+struct announcer {
+	struct service_env env;		/* borrowed strings: valid until stop */
+	uint32_t kind;
+	uint64_t incarnation;
+	struct reactor *r;
+	struct rpc_pool *pool;
+	struct reactor_timer timer;
+	int state;			/* 1: the last announcement was answered,
+					 * -1: it failed (logged once), 0: none yet */
+	bool closing;
+};
+
+static const char *kind_name(uint32_t kind)
+{
+	return kind == CM_SVC_META ? "meta" : "mem";
+}
+
+static void failed(struct announcer *a, int status)
+{
+	if (a->state != -1)
+		log_warn(kind_name(a->kind), "cannot announce to mgmt '%s': %s (retrying every %u ms)",
+			 a->env.mgmt_addr, strata_strerror(status), a->env.heartbeat_ms);
+	a->state = -1;
+}
+
+static void on_reply(void *arg, int status, struct rpc_msg *resp)
+{
+	struct announcer *a = arg;
+	struct mg_lease rep;
+
+	if (a->closing)
+		return;
+	if (!status)
+		status = mg_announce_rep(resp, &rep);
+	if (status) {
+		failed(a, status);
+		return;
+	}
+	if (a->state != 1)
+		log_info(kind_name(a->kind), "listed in the cluster map by mgmt '%s' as node %u at '%s'",
+			 a->env.mgmt_addr, a->env.node_id, a->env.addr);
+	a->state = 1;
+}
+
+static void on_timer(void *arg)
+{
+	struct announcer *a = arg;
+	struct mg_announce rq = { a->kind, a->env.node_id, pstr_c(a->env.addr), a->incarnation };
+	struct proto_call c = { .cb = on_reply, .arg = a, .timeout_ms = a->env.rpc_timeout_ms };
+	int rc = mg_announce_call(a->pool, a->env.mgmt_addr, &rq, &c);
+
+	if (rc)
+		failed(a, rc);
+	reactor_timer_arm(a->r, &a->timer, a->env.heartbeat_ms);
+}
+
+static void start_on_owner(void *arg)
+{
+	on_timer(arg);
+}
+
+static void stop_on_owner(void *arg)
+{
+	struct announcer *a = arg;
+
+	a->closing = true;
+	reactor_timer_cancel(a->r, &a->timer);
+	rpc_pool_free(a->pool);
+	a->pool = NULL;
+}
+
+int announce_start(const struct service_env *env, uint32_t kind, struct announcer **out)
+{
+	struct announcer *a;
+	int rc;
+
+	if (kind < CM_SVC_META || kind > CM_SVC_LAST || !env->node_id || !env->addr ||
+	    !env->addr[0] || !env->mgmt_addr || !env->mgmt_addr[0] || !env->nreactors)
+		return -EINVAL;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->env = *env;
+	a->kind = kind;
+	a->incarnation = service_incarnation();
+	a->r = env->reactors[0];
+	rc = rpc_pool_new(a->r, env->rpc_timeout_ms, &a->pool);
+	if (rc) {
+		free(a);
+		return rc;
+	}
+	reactor_timer_init(&a->timer, on_timer, a);
+	rc = reactor_post(a->r, start_on_owner, a);
+	if (rc) {
+		reactor_call(a->r, stop_on_owner, a);
+		free(a);
+		return rc;
+	}
+	*out = a;
+	return 0;
+}
+
+void announce_stop(struct announcer *a)
+{
+	if (!a)
+		return;
+	reactor_call(a->r, stop_on_owner, a);
+	free(a);
+}
