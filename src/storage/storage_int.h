@@ -137,6 +137,21 @@ void cstate_set_dirty(struct target *t, struct cstate *c, bool dirty);
 int chain_pos(const struct cm_chain *c, uint32_t target);
 void report_to_mgmt(struct storage *st, uint32_t target, const struct chunk_id *id, int err);
 
+/* chain_read.c: handlers of the read path. Each runs on the reactor that
+ * owns the request's target (storage_service.c hands it over there), or on
+ * the connection's reactor for a target this node lacks, which it answers
+ * STRATA_ESTALE_MAP (-ENOENT for a space query). Each answers req. */
+/* OP_CHUNK_READ and OP_CHUNK_VERIFY: a chunk's range, where the read rules
+ * (flags, the replica's state, the lease) let this replica serve it. */
+void op_read(void *svc, struct svc_req *req);
+/* OP_CHUNK_BATCH_READ: ranges of many chunks of one target, each under the
+ * read rules of a client's read, each with its own status. */
+void op_batch_read(void *svc, struct svc_req *req);
+/* OP_CHUNK_STAT: the stored version, length and CRC, whatever the state. */
+void op_stat(void *svc, struct svc_req *req);
+/* OP_TARGET_SPACE: the target's capacity and use. */
+void op_space(void *svc, struct svc_req *req);
+
 /* chain_update.c: OP_CHUNK_WRITE/TRUNCATE/REMOVE on the target's thread. */
 void op_update(void *svc, struct svc_req *req);
 /* Answers the updates queued on c with status (the target is closing). */
