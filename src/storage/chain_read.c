@@ -43,26 +43,38 @@ static void read_hold_free(void *arg)
 	chunk_hold_put(arg);
 }
 
+/*
+ * What a read of chunk id at t found, as the reader is told: a chunk t
+ * does not hold is a hole, version 0 (*info NULL, no bytes), the chunk's
+ * state before its first write and after a removal (tombstones live in
+ * memory only, so their version is not something a reader could rely
+ * on); a damaged copy is counted, reported to mgmt and marked for a
+ * repair from chain. Returns the status to answer with.
+ */
+static int read_outcome(struct target *t, const struct chunk_id *id, uint32_t chain, int status,
+			const struct chunk_info **info, uint32_t *nread, uint32_t *crc)
+{
+	if (status == -ENOENT) {
+		*info = NULL;
+		*nread = 0;
+		*crc = 0;
+		return 0;
+	}
+	if (status == STRATA_EINTEGRITY) {
+		CNT(t->st, n_integrity, 1);
+		report_to_mgmt(t->st, t->id, id, status);
+		resync_mark(t, id, chain);
+	}
+	return status;
+}
+
 static void on_read_done(void *arg, int status, const struct chunk_info *info,
 			 const uint8_t *data, uint32_t nread, uint32_t crc, struct chunk_hold *hold)
 {
 	struct read_op *op = arg;
 	struct sp_read_rep rep = { 0 };
 
-	if (status == -ENOENT) {
-		/* A hole: version 0, the chunk's state before its first write
-		 * and after a removal (tombstones live in memory only, so their
-		 * version is not something a reader could rely on). */
-		info = NULL;
-		status = 0;
-		nread = 0;
-		crc = 0;
-	}
-	if (status == STRATA_EINTEGRITY) {
-		CNT(op->t->st, n_integrity, 1);
-		report_to_mgmt(op->t->st, op->t->id, &op->id, status);
-		resync_mark(op->t, &op->id, op->chain);
-	}
+	status = read_outcome(op->t, &op->id, op->chain, status, &info, &nread, &crc);
 	if (status || op->verify) {
 		/* A verify answers with the status alone. */
 		abuf_free(op->buf);
@@ -232,17 +244,7 @@ static void on_batch_item(void *arg, int status, const struct chunk_info *info, 
 	struct sp_read_result *r = &b->rep.results[s->i];
 	struct chunk_id id = { it->ino, it->idx };
 
-	if (status == -ENOENT) {
-		info = NULL;
-		status = 0;
-		nread = 0;
-		crc = 0;
-	}
-	if (status == STRATA_EINTEGRITY) {
-		CNT(b->t->st, n_integrity, 1);
-		report_to_mgmt(b->t->st, b->t->id, &id, status);
-		resync_mark(b->t, &id, it->chain_id);
-	}
+	status = read_outcome(b->t, &id, it->chain_id, status, &info, &nread, &crc);
 	r->status = status;
 	r->version = info && !status ? info->version : 0;
 	r->nread = status ? 0 : nread;
