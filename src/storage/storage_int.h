@@ -131,7 +131,8 @@ struct storage {
 /* ---- storage_service.c: targets and their per-chunk state ---- */
 
 /* Any thread: the target with this id on this node, or NULL. The targets
- * are fixed from start to stop. Every request handler calls it first. */
+ * are fixed from start to stop. Every request handler looks its target up
+ * here, and so does the hand-over to the target's reactor. */
 struct target *find_target(struct storage *st, uint32_t id);
 /* t's thread: the state of chunk id, created (empty) when create is set;
  * NULL when there is none, or no memory. chain_update.c, chain_read.c and
