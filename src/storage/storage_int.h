@@ -1,5 +1,15 @@
-/* Internals of the storage service shared by its modules
- * (storage_service.c, chain_update.c, resync.c). */
+/*
+ * Internals of the storage service shared by its modules: the state of
+ * the service, its targets and their chunks, and what each module offers
+ * the others. storage_service.c (life cycle, targets, per-chunk state),
+ * storage_map.c (this node and mgmt), chain_update.c (updates),
+ * chain_read.c (reads) and resync.c (resync, repair, scrub).
+ *
+ * Threads: a target and everything under it (its chunk store, its cstates,
+ * its resync tasks) belong to the target's reactor, t->r; mgmt is spoken
+ * to from reactor 0 alone; the map is shared by counted snapshots; the
+ * counters are atomic (CNT).
+ */
 #ifndef STRATA_STORAGE_INT_H
 #define STRATA_STORAGE_INT_H
 
@@ -118,47 +128,113 @@ struct storage {
 
 #define CNT(st, f, v) __atomic_fetch_add(&(st)->f, (v), __ATOMIC_RELAXED)
 
-/* Any thread: whether this node's lease with mgmt still runs (it serves
- * clients only then; see storage_service.c). */
-bool storage_lease_valid(struct storage *st);
-struct map_snap *map_get(struct storage *st);
-void map_put(struct storage *st, struct map_snap *s);
+/* ---- storage_service.c: targets and their per-chunk state ---- */
+
+/* Any thread: the target with this id on this node, or NULL. The targets
+ * are fixed from start to stop. Every request handler looks its target up
+ * here, and so does the hand-over to the target's reactor. */
 struct target *find_target(struct storage *st, uint32_t id);
-/* Checks that ref names a chain of our map at the same version and that
- * this target is a member (else STRATA_ESTALE_MAP, and a newer map is
- * fetched when the sender's is newer). *chain is valid while snap is held. */
+/* t's thread: the state of chunk id, created (empty) when create is set;
+ * NULL when there is none, or no memory. chain_update.c, chain_read.c and
+ * resync.c call it; the target frees every cstate at its detach. */
+struct cstate *cstate_find(struct target *t, const struct chunk_id *id, bool create);
+/* t's thread: frees c when nothing holds it any more (no update in
+ * flight or queued, no mark, no repair, no version handed out and not
+ * held); else keeps it. Whoever drops a hold on c calls it. */
+void cstate_maybe_free(struct target *t, struct cstate *c);
+/* t's thread: sets or clears c's dirty mark (and its place in t's dirty
+ * list); a cleared cstate may be freed when nothing else holds it.
+ * chain_update.c and resync.c's surveys set and clear it. */
+void cstate_set_dirty(struct target *t, struct cstate *c, bool dirty);
+
+/* ---- storage_map.c: this node and mgmt ---- */
+
+/* Any thread: the current map with a reference held (NULL before the
+ * first map arrives); every map_get is paired with a map_put. */
+struct map_snap *map_get(struct storage *st);
+/* Any thread: drops a reference of map_get (s may be NULL); the last one
+ * frees the snapshot. storage_stop drops the service's own. */
+void map_put(struct storage *st, struct map_snap *s);
+/* Any thread: the version of the current map, 0 before the first. */
+uint64_t map_version(struct storage *st);
+/* Any thread: whether this node's lease with mgmt still runs. A replica
+ * serves clients (reads, updates at the head) only then. */
+bool storage_lease_valid(struct storage *st);
+/* Any thread, while snap is held: checks that ref names a chain of snap
+ * at the same version and that its target is a member (else
+ * STRATA_ESTALE_MAP, and a newer map is fetched on reactor 0 when the
+ * sender's is newer). Fills *chain (valid while snap is held) and the
+ * target's position *pos. The update, read and listing handlers call
+ * it. */
 int check_ref(struct storage *st, struct map_snap *snap, const struct sp_ref *ref,
 	      const struct cm_chain **chain, int *pos);
-struct cstate *cstate_find(struct target *t, const struct chunk_id *id, bool create);
-void cstate_maybe_free(struct target *t, struct cstate *c);
-/* Sets or clears c's dirty mark (and its place in t's dirty list); a
- * cleared cstate may be freed when nothing else holds it. */
-void cstate_set_dirty(struct target *t, struct cstate *c, bool dirty);
+/* Position of target in chain c, or -1. */
 int chain_pos(const struct cm_chain *c, uint32_t target);
+/* Any thread: logs a damaged or lost chunk of a target and reports it to
+ * mgmt from reactor 0 (nobody waits for the answer). Whoever finds a bad
+ * copy calls it: reads, updates, the scrubber. */
 void report_to_mgmt(struct storage *st, uint32_t target, const struct chunk_id *id, int err);
+/* storage_start, before it posts hb_start: sets up the heartbeat timer. */
+void hb_init(struct storage *st);
+/* Reactor 0, posted by storage_start (arg: the storage): registers with
+ * mgmt and starts the heartbeats, which renew the lease and fetch each
+ * new map. pool_free_on (storage_stop) cancels the timer. */
+void hb_start(void *arg);
 
-/* chain_update.c: OP_CHUNK_WRITE/TRUNCATE/REMOVE on the target's thread. */
+/* ---- chain_read.c: the read path ---- */
+
+/* Handlers, each on the reactor that owns the request's target (the
+ * service hands it over there), or on the connection's reactor for a
+ * target this node lacks, answered STRATA_ESTALE_MAP (-ENOENT for a space
+ * query). Each answers req. */
+/* OP_CHUNK_READ: a chunk's range, where the read rules (the flags, the
+ * replica's state, the lease) let this replica serve it. OP_CHUNK_VERIFY:
+ * the stored copy of the range checked whatever the state, a damaged one
+ * reported and marked for repair; the status alone. */
+void op_read(void *svc, struct svc_req *req);
+/* OP_CHUNK_BATCH_READ: ranges of many chunks of one target, each under the
+ * rules of a client's read, each with its own status. */
+void op_batch_read(void *svc, struct svc_req *req);
+/* OP_CHUNK_STAT: the stored version, length and CRC, whatever the state. */
+void op_stat(void *svc, struct svc_req *req);
+/* OP_TARGET_SPACE: the target's capacity and use. */
+void op_space(void *svc, struct svc_req *req);
+
+/* ---- chain_update.c: the update path ---- */
+
+/* Handler of OP_CHUNK_WRITE/TRUNCATE/REMOVE, from a client or a
+ * predecessor, on the target's thread (as the read handlers). */
 void op_update(void *svc, struct svc_req *req);
-/* Answers the updates queued on c with status (the target is closing). */
+/* t's thread: answers the updates queued on c with status; the target's
+ * detach calls it before it frees c (the target is closing). */
 void update_queue_drop(struct cstate *c, int status);
 
-/* resync.c: runs on each target's owner thread. */
+/* ---- resync.c: resync, repair, scrub; each on the target's thread ---- */
+
 /* Marks a chunk of t as lacking (refuses reads) and schedules its repair
- * from chain chain_id. */
+ * from chain chain_id. Whoever finds a bad copy calls it. */
 void resync_mark(struct target *t, const struct chunk_id *id, uint32_t chain_id);
 /* Marks a chunk of t whose own write of an update failed, while other
  * members may hold the update: its copy is intact but maybe behind. It
  * serves no client read and takes no update at the head until a survey of
- * the chain settles which copy is the newest (resync.c). */
+ * the chain settles which copy is the newest. chain_update.c calls it. */
 void resync_mark_behind(struct target *t, const struct chunk_id *id, uint32_t chain_id);
-/* Drops c's needsync mark (it was just made whole). */
+/* Drops c's needsync mark (it was just made whole): chain_update.c, when
+ * a predecessor sent the chunk whole, and resync.c's own repairs. */
 void resync_clear(struct target *t, struct cstate *c);
-/* Looks at the map: starts a resync of every chain where t is SYNCING. */
+/* Applies the map to t: starts a resync of every chain where t is
+ * SYNCING, ends those where it no longer is, runs the repairs. Every
+ * tick of t's sync timer calls it. */
 void resync_check(struct target *t);
+/* target_attach: starts t's sync timer. */
 void resync_start_target(struct target *t);
+/* target_quiesce: stops t's timers and its tasks (those with an RPC in
+ * flight end when the pools close). */
 void resync_stop_target(struct target *t);
+/* target_attach: the scrubber, at rate_mb MB/s (0: off). */
 void scrub_start(struct target *t, uint64_t rate_mb);
-/* OP_CHUNK_LIST handler (owner thread). */
+/* Handler of OP_CHUNK_LIST (a resyncing member lists a chain's chunks
+ * here), on the target's thread. */
 void op_chunk_list(void *svc, struct svc_req *req);
 
 #endif
