@@ -447,12 +447,11 @@ static void op_put(void *svc, struct svc_req *req)
 		rc = -ENOMEM;
 	if (!rc) {
 		rc = put_one(ms, &it, data, req->hdr.bulk_len);
+		/* Stored, data is the pool's: the request must not free it. */
 		if (rc == 0 && data == req->bulk)
 			req->bulk = NULL;
-		else if (data != req->bulk)
+		else if (rc && data != req->bulk)
 			abuf_free(data);
-		if (rc == 0)
-			data = NULL;
 	}
 	svc_reply(req, rc);
 }

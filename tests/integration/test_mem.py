@@ -223,3 +223,20 @@ def test_layer_streaming_identical(daemon_factory):
         with torch.no_grad():
             assert torch.equal(m2(x), ref)
     """)
+
+
+def test_empty_value_owned_once(daemon_factory):
+    """An empty value is stored in a buffer of its own: the PUT must not
+    also hand that buffer back to the allocator, or the next value of its
+    size class would land in it and a later remove would free it twice."""
+    d = mem_node(daemon_factory)
+    run_py(d.addr, """
+        pool["empty"] = b""
+        a, b = bytes([0xaa]) * 4096, bytes([0xbb]) * 4096
+        pool["a"] = a
+        assert pool["empty"] == b""
+        del pool["empty"]
+        pool["b"] = b
+        pool["c"] = bytes([0xcc]) * 4096
+        assert pool["a"] == a and pool["b"] == b
+    """)
