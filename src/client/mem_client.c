@@ -58,6 +58,7 @@ struct strata_mem_op {
 	bool done;
 	int status;
 	uint64_t len;
+	uint64_t got;			/* bytes of bulk received */
 	struct bbuf rbody;
 };
 
@@ -321,6 +322,8 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 	if (resp && resp->hdr.body_len >= 8 && (status == 0 || status == -ENOBUFS) &&
 	    op->opcode != OP_MEM_LIST && op->opcode < OP_MEM_MPUT)
 		op->len = get_le64(resp->body);
+	if (resp && status == 0)
+		op->got = resp->hdr.bulk_len;
 	if (resp && op->keep_body && status == 0 &&
 	    bbuf_append(&op->rbody, resp->body, resp->hdr.body_len))
 		status = -ENOMEM;
@@ -759,6 +762,21 @@ static int group_start(struct strata_mem *m, uint16_t opcode, struct strata_mem_
 	return op_submit(g->op);
 }
 
+/* The values an MGET answered (status 0) are its bulk, back to back:
+ * their lengths come from the server, so they are checked against the
+ * bytes received before any is copied. */
+static int mget_check(const struct mp_result *res, uint32_t n, uint64_t got)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (res[i].status)
+			continue;
+		if (res[i].len > got)
+			return STRATA_EBADMSG;
+		got -= res[i].len;
+	}
+	return got ? STRATA_EBADMSG : 0;
+}
+
 static int group_finish(uint16_t opcode, struct strata_mem_item *items, struct group *g)
 {
 	struct mp_result *res = NULL;
@@ -772,6 +790,8 @@ static int group_finish(uint16_t opcode, struct strata_mem_item *items, struct g
 		rc = res ? mp_results_decode(g->op->rbody.buf, (uint32_t)g->op->rbody.len, res, g->n)
 			 : -ENOMEM;
 	}
+	if (!rc && opcode == OP_MEM_MGET)
+		rc = mget_check(res, g->n, g->op->got);
 	for (uint32_t i = 0; i < g->n; i++) {
 		struct strata_mem_item *it = &items[g->idx[i]];
 
@@ -780,8 +800,13 @@ static int group_finish(uint16_t opcode, struct strata_mem_item *items, struct g
 			continue;
 		}
 		it->status = res[i].status;
+		/* The request's cap is the sum of the buffers: a value may fit
+		 * in it and not in its own buffer. */
 		if (opcode == OP_MEM_MGET && res[i].status == 0) {
-			memcpy(it->buf, g->tmp + off, res[i].len);
+			if (res[i].len <= it->len)
+				memcpy(it->buf, g->tmp + off, res[i].len);
+			else
+				it->status = -ENOBUFS;
 			off += res[i].len;
 		}
 		if (opcode != OP_MEM_MPUT && (res[i].status == 0 || opcode == OP_MEM_MGET))
