@@ -2,8 +2,10 @@
  * libstrata's memory API (include/strata/mem.h): a consistent-hash ring
  * over the pool's mem nodes, and requests driven by one reactor thread
  * (an rpc_client) with a pooled connection per node. Every call builds an
- * operation, posts it to that thread and, unless asynchronous, waits for
- * it; a value is received straight into the caller's buffer (bulk_dst).
+ * operation (a request of the mem table, src/proto/mem.h), posts it to
+ * that thread and, unless asynchronous, waits for it; a value is received
+ * straight into the caller's buffer (bulk_dst). LIST and STATS, one node
+ * after the other, are blocking calls.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -13,13 +15,17 @@
 #include <time.h>
 
 #include "common/buf.h"
-#include "mem/mem_proto.h"
 #include "net/frame.h"
 #include "net/rpc.h"
+#include "proto/mem.h"
 #include "strata/mem.h"
 
 #define MAX_REPLICAS 8u
 #define ADDR_LEN 64
+
+_Static_assert(STRATA_MEM_PIN == MP_PUT_PIN && STRATA_MEM_NX == MP_PUT_NX,
+	       "the API's put flags are the wire's");
+_Static_assert(MP_KEY_MAX == 1024, "include/strata/mem.h promises keys of 1..1024 bytes");
 
 struct vpoint {
 	uint64_t h;
@@ -39,26 +45,41 @@ struct strata_mem {
 	uint32_t inflight;
 };
 
+/* The request of an operation: the member its opcode names. Its keys are
+ * views, of the op's own copy (key[]) for a single key, of the caller's
+ * items for a batch (whose call waits for its requests). */
+union mem_req {
+	struct mp_put put;
+	struct mp_get get;
+	struct mp_key key;		/* REMOVE, EXISTS */
+	struct mp_pin pin;
+	struct mp_mput mput;		/* items allocated: released with the op */
+	struct mp_mget mget;		/* keys too */
+	struct mp_keys keys;		/* MREMOVE, MEXISTS; keys too */
+};
+
 struct strata_mem_op {
 	struct strata_mem *m;
 	struct rpc_client *rc;		/* the I/O thread that drives it */
-	struct bbuf body;
 	uint16_t opcode;
+	union mem_req rq;
 	const void *bulk;
 	uint64_t bulk_len;
 	void *dst;
 	uint64_t cap;
 	uint32_t targets[MAX_REPLICAS];
 	uint32_t ntargets, ti;
-	bool keep_body;
 	bool autofree;
 	/* completion */
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
 	bool done;
 	int status;
-	uint64_t len;
-	struct bbuf rbody;
+	uint64_t len;			/* GET, EXISTS: the value's length */
+	uint64_t got;			/* bytes of bulk received */
+	struct mp_results res;		/* a batch's results */
+	uint32_t klen;
+	char key[];			/* a single key's copy */
 };
 
 static uint64_t mix64(uint64_t h)
@@ -269,26 +290,56 @@ static struct rpc_client *pick_rc(struct strata_mem *m)
 	return m->rc[mine % m->nrc];
 }
 
-static struct strata_mem_op *op_new(struct strata_mem *m, uint16_t opcode)
+/* A new operation; key[klen] (may be NULL) is copied into it, so that a
+ * request sent again (failover) or after its caller returned (async get,
+ * prefetch) still has it. */
+static struct strata_mem_op *op_new(struct strata_mem *m, uint16_t opcode, const char *key,
+				    size_t klen)
 {
-	struct strata_mem_op *op = calloc(1, sizeof(*op));
+	struct strata_mem_op *op = calloc(1, sizeof(*op) + klen);
 
 	if (!op)
 		return NULL;
 	op->m = m;
 	op->rc = pick_rc(m);
 	op->opcode = opcode;
-	bbuf_init(&op->body);
-	bbuf_init(&op->rbody);
+	op->klen = (uint32_t)klen;
+	if (klen)
+		memcpy(op->key, key, klen);
 	pthread_mutex_init(&op->lock, NULL);
 	pthread_cond_init(&op->cv, NULL);
 	return op;
 }
 
+/* A key as the wire carries it: a view of key[klen]. */
+static struct pbytes key_view(const char *key, size_t klen)
+{
+	struct pbytes v = { (const uint8_t *)key, (uint32_t)klen };
+
+	return v;
+}
+
+/* A view of op's copy of its key. */
+static struct pbytes op_key(const struct strata_mem_op *op)
+{
+	return key_view(op->key, op->klen);
+}
+
 static void op_destroy(struct strata_mem_op *op)
 {
-	bbuf_release(&op->body);
-	bbuf_release(&op->rbody);
+	switch (op->opcode) {
+	case OP_MEM_MPUT:
+		mp_mput_release(&op->rq.mput);
+		break;
+	case OP_MEM_MGET:
+		mp_mget_release(&op->rq.mget);
+		break;
+	case OP_MEM_MREMOVE:
+	case OP_MEM_MEXISTS:
+		mp_keys_release(&op->rq.keys);
+		break;
+	}
+	mp_results_release(&op->res);
 	pthread_mutex_destroy(&op->lock);
 	pthread_cond_destroy(&op->cv);
 	free(op);
@@ -312,18 +363,82 @@ static void op_complete(struct strata_mem_op *op, int status)
 	pthread_mutex_unlock(&m->lock);
 }
 
+/* Sends op's request to addr with its operation's stub. */
+static int op_call(struct strata_mem_op *op, const char *addr, const struct proto_call *c)
+{
+	struct rpc_pool *p = rpc_client_pool(op->rc);
+
+	switch (op->opcode) {
+	case OP_MEM_PUT:
+		return mm_put_call(p, addr, &op->rq.put, c);
+	case OP_MEM_GET:
+		return mm_get_call(p, addr, &op->rq.get, c);
+	case OP_MEM_REMOVE:
+		return mm_remove_call(p, addr, &op->rq.key, c);
+	case OP_MEM_EXISTS:
+		return mm_exists_call(p, addr, &op->rq.key, c);
+	case OP_MEM_PIN:
+		return mm_pin_call(p, addr, &op->rq.pin, c);
+	case OP_MEM_MPUT:
+		return mm_mput_call(p, addr, &op->rq.mput, c);
+	case OP_MEM_MGET:
+		return mm_mget_call(p, addr, &op->rq.mget, c);
+	case OP_MEM_MREMOVE:
+		return mm_mremove_call(p, addr, &op->rq.keys, c);
+	case OP_MEM_MEXISTS:
+		return mm_mexists_call(p, addr, &op->rq.keys, c);
+	default:
+		return -EINVAL;
+	}
+}
+
+/* Decodes a successful reply into op: a value's length, a batch's
+ * results, or nothing (a body where none belongs is an error). */
+static int op_rep(struct strata_mem_op *op, const struct rpc_msg *resp)
+{
+	struct mp_len len = { 0 };
+	struct proto_void none;
+	int rc;
+
+	switch (op->opcode) {
+	case OP_MEM_GET:
+		rc = mm_get_rep(resp, &len);
+		/* the value is the bulk, whole */
+		if (!rc && len.len != resp->hdr.bulk_len)
+			rc = STRATA_EBADMSG;
+		op->len = len.len;
+		return rc;
+	case OP_MEM_EXISTS:
+		rc = mm_exists_rep(resp, &len);
+		op->len = len.len;
+		return rc;
+	case OP_MEM_MPUT:
+		return mm_mput_rep(resp, &op->res);
+	case OP_MEM_MGET:
+		return mm_mget_rep(resp, &op->res);
+	case OP_MEM_MREMOVE:
+		return mm_mremove_rep(resp, &op->res);
+	case OP_MEM_MEXISTS:
+		return mm_mexists_rep(resp, &op->res);
+	case OP_MEM_PUT:
+		return mm_put_rep(resp, &none);
+	case OP_MEM_REMOVE:
+		return mm_remove_rep(resp, &none);
+	default:
+		return mm_pin_rep(resp, &none);
+	}
+}
+
 static void op_send(struct strata_mem_op *op);
 
 static void on_reply(void *arg, int status, struct rpc_msg *resp)
 {
 	struct strata_mem_op *op = arg;
 
-	if (resp && resp->hdr.body_len >= 8 && (status == 0 || status == -ENOBUFS) &&
-	    op->opcode != OP_MEM_LIST && op->opcode < OP_MEM_MPUT)
-		op->len = get_le64(resp->body);
-	if (resp && op->keep_body && status == 0 &&
-	    bbuf_append(&op->rbody, resp->body, resp->hdr.body_len))
-		status = -ENOMEM;
+	if (resp && status == 0) {
+		op->got = resp->hdr.bulk_len;
+		status = op_rep(op, resp);
+	}
 	/* A replica that is down or lacks the key: try the next one. */
 	if ((status == -ENOENT || (!resp && status)) && op->ti + 1 < op->ntargets &&
 	    (op->opcode == OP_MEM_GET || op->opcode == OP_MEM_EXISTS)) {
@@ -337,11 +452,7 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 /* On the client's reactor. */
 static void op_send(struct strata_mem_op *op)
 {
-	struct strata_mem *m = op->m;
-	struct rpc_call_args a = {
-		.op = op->opcode,
-		.body = op->body.buf,
-		.body_len = (uint32_t)op->body.len,
+	struct proto_call c = {
 		.bulk = op->bulk,
 		.bulk_len = op->bulk_len,
 		.bulk_dst = op->dst,
@@ -349,7 +460,7 @@ static void op_send(struct strata_mem_op *op)
 		.cb = on_reply,
 		.arg = op,
 	};
-	int rc = rpc_pool_call(rpc_client_pool(op->rc), m->addrs[op->targets[op->ti]], &a);
+	int rc = op_call(op, op->m->addrs[op->targets[op->ti]], &c);
 
 	if (rc)
 		op_complete(op, rc);
@@ -407,40 +518,29 @@ static int check_key(const char *key, size_t *klen)
 	*klen = strlen(key);
 	if (*klen == 0)
 		return -EINVAL;
-	return *klen > 1024 ? -ENAMETOOLONG : 0;
+	return *klen > MP_KEY_MAX ? -ENAMETOOLONG : 0;
 }
 
-/* Builds a single-key operation for key's owners. */
-static int key_op(struct strata_mem *m, uint16_t opcode, const char *key, uint32_t flags,
-		  uint64_t arg, struct strata_mem_op **out)
+/* Builds a single-key operation for key's owners, holding a copy of key
+ * (op_key()); the caller fills in its request. */
+static int key_op(struct strata_mem *m, uint16_t opcode, const char *key,
+		  struct strata_mem_op **out)
 {
 	struct strata_mem_op *op;
-	struct mp_item it;
-	struct wbuf w;
 	size_t klen;
 	int rc = check_key(key, &klen);
 
 	if (rc)
 		return rc;
-	op = op_new(m, opcode);
+	op = op_new(m, opcode, key, klen);
 	if (!op)
 		return -ENOMEM;
-	it.flags = flags;
-	it.arg = arg;
-	it.key = (const uint8_t *)key;
-	it.klen = (uint32_t)klen;
-	wbuf_init(&w, &op->body);
-	mp_item_encode(&w, &it);
 	op->ntargets = owners(m, key, klen, op->targets, m->o.replicas);
-	if (w.err) {
-		op_destroy(op);
-		return w.err;
-	}
 	*out = op;
 	return 0;
 }
 
-/* Runs op to completion; returns its status and frees it unless keep. */
+/* Runs op to completion; returns its status (op is still the caller's). */
 static int run(struct strata_mem_op *op)
 {
 	int rc = op_submit(op);
@@ -462,14 +562,14 @@ static int run_all(struct strata_mem_op *op)
 
 	ops[0] = op;
 	for (uint32_t i = 1; i < n; i++) {
-		ops[i] = op_new(op->m, op->opcode);
-		if (!ops[i] || bbuf_append(&ops[i]->body, op->body.buf, op->body.len)) {
-			if (ops[i])
-				op_destroy(ops[i]);
+		ops[i] = op_new(op->m, op->opcode, NULL, 0);
+		if (!ops[i]) {
 			n = i;
 			rc = -ENOMEM;
 			break;
 		}
+		/* Its key is op's copy: op outlives the copies. */
+		ops[i]->rq = op->rq;
 		ops[i]->bulk = op->bulk;
 		ops[i]->bulk_len = op->bulk_len;
 		ops[i]->targets[0] = op->targets[i];
@@ -513,9 +613,11 @@ int strata_mem_put(struct strata_mem *m, const char *key, const void *buf, size_
 
 	if (len > FRAME_MAX_BULK)
 		return -E2BIG;
-	rc = key_op(m, OP_MEM_PUT, key, flags & (STRATA_MEM_PIN | STRATA_MEM_NX), 0, &op);
+	rc = key_op(m, OP_MEM_PUT, key, &op);
 	if (rc)
 		return rc;
+	op->rq.put.flags = flags & MP_PUT_KNOWN;
+	op->rq.put.key = op_key(op);
 	op->bulk = buf;
 	op->bulk_len = len;
 	return run_all(op);
@@ -525,10 +627,12 @@ int strata_mem_get_async(struct strata_mem *m, const char *key, void *buf, size_
 			 struct strata_mem_op **out)
 {
 	struct strata_mem_op *op;
-	int rc = key_op(m, OP_MEM_GET, key, 0, cap, &op);
+	int rc = key_op(m, OP_MEM_GET, key, &op);
 
 	if (rc)
 		return rc;
+	op->rq.get.cap = cap;
+	op->rq.get.key = op_key(op);
 	op->dst = buf;
 	op->cap = cap;
 	rc = op_submit(op);
@@ -606,10 +710,11 @@ int strata_mem_get_alloc(struct strata_mem *m, const char *key, void **buf, size
 ssize_t strata_mem_exists(struct strata_mem *m, const char *key)
 {
 	struct strata_mem_op *op;
-	ssize_t rc = key_op(m, OP_MEM_EXISTS, key, 0, 0, &op);
+	ssize_t rc = key_op(m, OP_MEM_EXISTS, key, &op);
 
 	if (rc)
 		return rc;
+	op->rq.key.key = op_key(op);
 	rc = run(op);	/* fails over to the next replica (on_reply) */
 	if (rc == 0)
 		rc = (ssize_t)op->len;
@@ -620,26 +725,35 @@ ssize_t strata_mem_exists(struct strata_mem *m, const char *key)
 int strata_mem_remove(struct strata_mem *m, const char *key)
 {
 	struct strata_mem_op *op;
-	int rc = key_op(m, OP_MEM_REMOVE, key, 0, 0, &op);
+	int rc = key_op(m, OP_MEM_REMOVE, key, &op);
 
-	return rc ? rc : run_all(op);
+	if (rc)
+		return rc;
+	op->rq.key.key = op_key(op);
+	return run_all(op);
 }
 
 int strata_mem_pin(struct strata_mem *m, const char *key, int pin)
 {
 	struct strata_mem_op *op;
-	int rc = key_op(m, OP_MEM_PIN, key, pin ? 1 : 0, 0, &op);
+	int rc = key_op(m, OP_MEM_PIN, key, &op);
 
-	return rc ? rc : run_all(op);
+	if (rc)
+		return rc;
+	op->rq.pin.pin = pin ? 1 : 0;
+	op->rq.pin.key = op_key(op);
+	return run_all(op);
 }
 
 int strata_mem_prefetch(struct strata_mem *m, const char *key)
 {
 	struct strata_mem_op *op;
-	int rc = key_op(m, OP_MEM_GET, key, 0, 0, &op);
+	int rc = key_op(m, OP_MEM_GET, key, &op);
 
 	if (rc)
 		return rc;
+	/* cap 0: the node brings the value in and answers -ENOBUFS */
+	op->rq.get.key = op_key(op);
 	op->autofree = true;
 	rc = op_submit(op);
 	if (rc)
@@ -650,53 +764,37 @@ int strata_mem_prefetch(struct strata_mem *m, const char *key)
 ssize_t strata_mem_list(struct strata_mem *m, const char *prefix,
 			int (*fn)(void *arg, const char *key, uint64_t len), void *arg)
 {
-	ssize_t total = 0;
 	size_t plen = prefix ? strlen(prefix) : 0;
+	struct mp_list rq = { .max = MP_LIST_MAX, .prefix = key_view(prefix, plen) };
+	ssize_t total = 0;
 
-	if (plen > 1024)
+	if (plen > MP_KEY_MAX)
 		return -ENAMETOOLONG;
 	for (uint32_t i = 0; i < m->n; i++) {
-		struct strata_mem_op *op = op_new(m, OP_MEM_LIST);
-		struct mp_item it = { .flags = MP_LIST_MAX, .key = (const uint8_t *)prefix,
-				      .klen = (uint32_t)plen };
-		struct wbuf w;
-		struct rbuf r;
-		uint32_t n;
+		struct bbuf body;
+		struct proto_sync s = { .body = &body };
+		struct mp_list_rep rep;
+		bool stop = false;
 		int rc;
 
-		if (!op)
-			return -ENOMEM;
-		wbuf_init(&w, &op->body);
-		mp_item_encode(&w, &it);
-		op->targets[0] = i;
-		op->ntargets = 1;
-		op->keep_body = true;
-		rc = w.err ? w.err : run(op);
-		if (rc) {
-			op_destroy(op);
-			return rc;
-		}
-		rbuf_init(&r, op->rbody.buf, op->rbody.len);
-		n = rb_u32(&r);
-		for (uint32_t k = 0; k < n && !r.err; k++) {
-			const uint8_t *kp;
-			uint32_t kl = rb_bytes(&r, &kp, 1024);
-			uint64_t len = rb_u64(&r);
-			char key[1025];
+		bbuf_init(&body);
+		rc = mm_list_call_sync(pick_rc(m), m->addrs[i], &rq, &s, &rep);
+		for (uint32_t k = 0; !rc && !stop && k < rep.ents_n; k++) {
+			const struct mp_list_ent *e = &rep.ents[k];
+			char key[MP_KEY_MAX + 1];
 
-			if (r.err)
-				break;
-			memcpy(key, kp, kl);
-			key[kl] = '\0';
+			memcpy(key, e->key.p, e->key.len);
+			key[e->key.len] = '\0';
 			total++;
-			if (fn && fn(arg, key, len)) {
-				op_destroy(op);
-				return total;
-			}
+			stop = fn && fn(arg, key, e->len);
 		}
-		op_destroy(op);
-		if (r.err)
-			return STRATA_EBADMSG;
+		if (!rc)
+			mp_list_rep_release(&rep);
+		bbuf_release(&body);
+		if (rc)
+			return rc;
+		if (stop)
+			break;
 	}
 	return total;
 }
@@ -710,31 +808,66 @@ struct group {
 	uint8_t *tmp;		/* MGET: where the values land */
 };
 
-/* Sends items [from, to) of one node's list as one request. */
+/* The keys of g's items as a batch request carries them: views of the
+ * caller's keys (the batch waits for its requests). NULL: no memory. */
+static struct mp_key *group_keys(const struct strata_mem_item *items, const struct group *g)
+{
+	struct mp_key *v = calloc(g->n, sizeof(*v));
+
+	for (uint32_t i = 0; v && i < g->n; i++) {
+		const char *key = items[g->idx[i]].key;
+
+		v[i].key = key_view(key, strlen(key));
+	}
+	return v;
+}
+
+/* Fills op's request with g's items; cap: MGET's room for the values. */
+static int group_request(struct strata_mem_op *op, const struct strata_mem_item *items,
+			 const struct group *g, uint64_t cap)
+{
+	struct mp_put_item *v;
+
+	switch (op->opcode) {
+	case OP_MEM_MPUT:
+		v = calloc(g->n, sizeof(*v));
+		for (uint32_t i = 0; v && i < g->n; i++) {
+			const struct strata_mem_item *it = &items[g->idx[i]];
+
+			v[i].flags = it->flags & MP_PUT_KNOWN;
+			v[i].len = it->len;
+			v[i].key = key_view(it->key, strlen(it->key));
+		}
+		op->rq.mput.items = v;
+		op->rq.mput.items_n = g->n;
+		return v ? 0 : -ENOMEM;
+	case OP_MEM_MGET:
+		op->rq.mget.cap = cap;
+		op->rq.mget.keys = group_keys(items, g);
+		op->rq.mget.keys_n = g->n;
+		return op->rq.mget.keys ? 0 : -ENOMEM;
+	default:
+		op->rq.keys.keys = group_keys(items, g);
+		op->rq.keys.keys_n = g->n;
+		return op->rq.keys.keys ? 0 : -ENOMEM;
+	}
+}
+
+/* Sends g's items to node as one request. */
 static int group_start(struct strata_mem *m, uint16_t opcode, struct strata_mem_item *items,
 		       struct group *g, uint32_t node)
 {
-	struct wbuf w;
 	uint64_t cap = 0;
+	int rc;
 
-	g->op = op_new(m, opcode);
+	g->op = op_new(m, opcode, NULL, 0);
 	if (!g->op)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < g->n; i++)
 		cap += items[g->idx[i]].len;
-	wbuf_init(&w, &g->op->body);
-	mp_batch_encode_hdr(&w, g->n, opcode == OP_MEM_MGET ? cap : 0);
-	for (uint32_t i = 0; i < g->n; i++) {
-		struct strata_mem_item *it = &items[g->idx[i]];
-		struct mp_item mi = { .flags = it->flags & (STRATA_MEM_PIN | STRATA_MEM_NX),
-				      .arg = opcode == OP_MEM_MPUT ? it->len : 0,
-				      .key = (const uint8_t *)it->key,
-				      .klen = (uint32_t)strlen(it->key) };
-
-		mp_item_encode(&w, &mi);
-	}
-	if (w.err)
-		return w.err;
+	rc = group_request(g->op, items, g, cap);
+	if (rc)
+		return rc;
 	if (opcode == OP_MEM_MPUT || opcode == OP_MEM_MGET) {
 		g->tmp = abuf_alloc(cap);
 		if (!g->tmp)
@@ -755,40 +888,58 @@ static int group_start(struct strata_mem *m, uint16_t opcode, struct strata_mem_
 	}
 	g->op->targets[0] = node;
 	g->op->ntargets = 1;
-	g->op->keep_body = true;
 	return op_submit(g->op);
 }
 
-static int group_finish(uint16_t opcode, struct strata_mem_item *items, struct group *g)
+/* The values an MGET answered (status 0) are its bulk, back to back:
+ * their lengths come from the server, so they are checked against the
+ * bytes received before any is copied. */
+static int mget_check(const struct mp_result *res, uint32_t n, uint64_t got)
 {
-	struct mp_result *res = NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		if (res[i].status)
+			continue;
+		if (res[i].len > got)
+			return STRATA_EBADMSG;
+		got -= res[i].len;
+	}
+	return got ? STRATA_EBADMSG : 0;
+}
+
+static void group_finish(uint16_t opcode, struct strata_mem_item *items, struct group *g)
+{
+	const struct mp_results *res = &g->op->res;
 	uint64_t off = 0;
 	int rc;
 
 	op_wait_done(g->op, -1);
 	rc = g->op->status;
-	if (!rc) {
-		res = calloc(g->n, sizeof(*res));
-		rc = res ? mp_results_decode(g->op->rbody.buf, (uint32_t)g->op->rbody.len, res, g->n)
-			 : -ENOMEM;
-	}
+	/* One result per item sent, in order. */
+	if (!rc && res->results_n != g->n)
+		rc = STRATA_EBADMSG;
+	if (!rc && opcode == OP_MEM_MGET)
+		rc = mget_check(res->results, g->n, g->op->got);
 	for (uint32_t i = 0; i < g->n; i++) {
 		struct strata_mem_item *it = &items[g->idx[i]];
+		const struct mp_result *r = rc ? NULL : &res->results[i];
 
 		if (rc) {
 			it->status = rc;
 			continue;
 		}
-		it->status = res[i].status;
-		if (opcode == OP_MEM_MGET && res[i].status == 0) {
-			memcpy(it->buf, g->tmp + off, res[i].len);
-			off += res[i].len;
+		it->status = r->status;
+		/* The request's cap is the sum of the buffers: a value may fit
+		 * in it and not in its own buffer. */
+		if (opcode == OP_MEM_MGET && r->status == 0) {
+			if (r->len <= it->len)
+				memcpy(it->buf, g->tmp + off, r->len);
+			else
+				it->status = -ENOBUFS;
+			off += r->len;
 		}
-		if (opcode != OP_MEM_MPUT && (res[i].status == 0 || opcode == OP_MEM_MGET))
-			it->len = res[i].len;
+		if (opcode != OP_MEM_MPUT && (r->status == 0 || opcode == OP_MEM_MGET))
+			it->len = r->len;
 	}
-	free(res);
-	return rc;
 }
 
 static int batch(struct strata_mem *m, uint16_t opcode, struct strata_mem_item *items, size_t n)
@@ -906,30 +1057,24 @@ int strata_mem_mexists(struct strata_mem *m, struct strata_mem_item *items, size
 
 int strata_mem_stats(struct strata_mem *m, struct strata_mem_stats *st)
 {
+	const struct proto_void none = { 0 };
+
 	memset(st, 0, sizeof(*st));
 	st->nodes = m->n;
 	for (uint32_t i = 0; i < m->n; i++) {
-		struct strata_mem_op *op = op_new(m, OP_MEM_STATS);
+		struct proto_sync sync = { 0 };
 		struct mp_stats s;
-		int rc;
 
-		if (!op)
-			return -ENOMEM;
-		op->targets[0] = i;
-		op->ntargets = 1;
-		op->keep_body = true;
-		rc = run(op);
-		if (!rc && !mp_stats_decode(op->rbody.buf, (uint32_t)op->rbody.len, &s)) {
-			st->nodes_up++;
-			st->capacity += s.capacity;
-			st->used += s.used;
-			st->objects += s.objects;
-			st->pinned += s.pinned;
-			st->evictions += s.evictions;
-			st->spilled += s.spilled;
-			st->reloaded += s.reloaded;
-		}
-		op_destroy(op);
+		if (mm_stats_call_sync(pick_rc(m), m->addrs[i], &none, &sync, &s))
+			continue;
+		st->nodes_up++;
+		st->capacity += s.capacity;
+		st->used += s.used;
+		st->objects += s.objects;
+		st->pinned += s.pinned;
+		st->evictions += s.evictions;
+		st->spilled += s.spilled;
+		st->reloaded += s.reloaded;
 	}
 	return st->nodes_up ? 0 : -ECONNREFUSED;
 }

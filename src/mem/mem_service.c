@@ -1,6 +1,6 @@
 /*
  * The mem service: a DRAM pool of keyed objects (mem_pool.h) served over
- * the mem protocol (mem_proto.h).
+ * the mem table's operations (src/proto/mem.h).
  *
  * Requests are served on the reactor that owns the connection (routes with
  * no owner): the pool is thread-safe and its critical sections are short,
@@ -30,18 +30,27 @@
 
 #include "common/buf.h"
 #include "common/config.h"
+#include "common/errors_int.h"
 #include "common/log.h"
 #include "mem_pool.h"
-#include "mem_proto.h"
 #include "mem_service.h"
+#include "mgmt/announce.h"
 #include "net/frame.h"
 #include "net/reactor.h"
 #include "net/server.h"
-#include "common/errors_int.h"
+#include "proto/mem.h"
+#include "proto/server.h"
+#include "strata/errors.h"
 #include "strata/strata.h"
 
 #define HUGE_MIN (2u << 20)
 #define SPILL_DIR "/.mem-spill"
+
+PROTO_SERVER(mem, MEM_OPS)
+
+/* The pool takes what the wire carries: the same keys, the same flags. */
+_Static_assert(MEM_KEY_MAX == MP_KEY_MAX, "mem key bounds differ");
+_Static_assert(MEM_PUT_PIN == MP_PUT_PIN && MEM_PUT_NX == MP_PUT_NX, "mem put flags differ");
 
 struct spill;
 
@@ -56,6 +65,7 @@ struct memsvc {
 	struct service_env env;
 	struct mem_pool *pool;
 	struct spill *sp;
+	struct announcer *ann;		/* lists this pool in the cluster map */
 	uint64_t capacity;
 	bool hugetlb_ok;
 };
@@ -76,7 +86,7 @@ struct job {
 	enum job_kind kind;
 	struct mem_obj *obj;		/* SPILL: leased */
 	struct svc_req *req;		/* RELOAD: the GET waiting */
-	struct mp_item it;
+	struct mp_get rq;		/* RELOAD: its request (views into req) */
 	struct memsvc *ms;
 	int status;
 };
@@ -212,7 +222,7 @@ static int do_spill(struct spill *sp, struct mem_obj *o)
 	return n < 0 ? (int)n : rc;
 }
 
-static int do_reload(struct spill *sp, const struct mp_item *it)
+static int do_reload(struct spill *sp, struct pbytes key)
 {
 	struct strata_file *f = NULL;
 	struct strata_stat st;
@@ -222,7 +232,7 @@ static int do_reload(struct spill *sp, const struct mp_item *it)
 	uint64_t len;
 	int rc;
 
-	spill_path(sp, it->key, it->klen, path, sizeof(path));
+	spill_path(sp, key.p, key.len, path, sizeof(path));
 	rc = strata_open(sp->s, path, STRATA_O_RDONLY, 0, &f);
 	if (rc)
 		return rc;
@@ -230,21 +240,21 @@ static int do_reload(struct spill *sp, const struct mp_item *it)
 	if (rc)
 		goto out;
 	rc = -EIO;
-	if (st.size < 4 + it->klen || strata_pread(f, hdr, 4, 0) != 4 || get_le32(hdr) != it->klen)
+	if (st.size < 4 + key.len || strata_pread(f, hdr, 4, 0) != 4 || get_le32(hdr) != key.len)
 		goto out;
-	kbuf = malloc(it->klen);
-	if (!kbuf || strata_pread(f, kbuf, it->klen, 4) != it->klen ||
-	    memcmp(kbuf, it->key, it->klen) != 0)
+	kbuf = malloc(key.len);
+	if (!kbuf || strata_pread(f, kbuf, key.len, 4) != key.len ||
+	    memcmp(kbuf, key.p, key.len) != 0)
 		goto out;
-	len = st.size - 4 - it->klen;
+	len = st.size - 4 - key.len;
 	data = abuf_alloc(len);
 	if (!data) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	if (len && strata_pread(f, data, len, 4 + it->klen) != (ssize_t)len)
+	if (len && strata_pread(f, data, len, 4 + key.len) != (ssize_t)len)
 		goto out;
-	rc = mem_pool_put(sp->ms->pool, it->key, it->klen, data, len, MEM_PUT_NX);
+	rc = mem_pool_put(sp->ms->pool, key.p, key.len, data, len, MEM_PUT_NX);
 	if (rc == 0 || rc == -EEXIST) {
 		data = NULL;
 		rc = 0;
@@ -256,7 +266,7 @@ out:
 	return rc;
 }
 
-static void get_reply(struct memsvc *ms, struct svc_req *req, const struct mp_item *it,
+static void get_reply(struct memsvc *ms, struct svc_req *req, const struct mp_get *rq,
 		      bool may_reload);
 
 static void reload_done(void *arg)
@@ -264,9 +274,9 @@ static void reload_done(void *arg)
 	struct job *j = arg;
 
 	if (j->status)
-		svc_reply(j->req, j->status == -ENOENT ? -ENOENT : j->status);
+		mm_get_reply(j->req, j->status, NULL);
 	else
-		get_reply(j->ms, j->req, &j->it, false);
+		get_reply(j->ms, j->req, &j->rq, false);
 	free(j);
 }
 
@@ -332,10 +342,10 @@ static void *spill_main(void *arg)
 			mem_obj_release(ob);
 			free(j);
 		} else {
-			j->status = sp->s && !sp->stop ? do_reload(sp, &j->it) : -ESHUTDOWN;
+			j->status = sp->s && !sp->stop ? do_reload(sp, j->rq.key) : -ESHUTDOWN;
 			pthread_mutex_lock(&sp->lock);
 			if (j->status == 0) {
-				skey_drop(sp, j->it.key, j->it.klen);
+				skey_drop(sp, j->rq.key.p, j->rq.key.len);
 				sp->reloaded++;
 			}
 			pthread_mutex_unlock(&sp->lock);
@@ -353,57 +363,66 @@ static void lease_end(void *arg)
 	mem_obj_release(arg);
 }
 
-/* Keys of the request live in req->body; a reload keeps req and so them. */
-static void get_reply(struct memsvc *ms, struct svc_req *req, const struct mp_item *it,
+/* Whether key was spilled (or is being spilled), and its length. */
+static bool spilled_len(struct memsvc *ms, struct pbytes key, uint64_t *len)
+{
+	struct skey *k;
+
+	if (!ms->sp)
+		return false;
+	pthread_mutex_lock(&ms->sp->lock);
+	k = *skey_slot(ms->sp, key.p, key.len);
+	if (k && len)
+		*len = k->len;
+	pthread_mutex_unlock(&ms->sp->lock);
+	return k != NULL;
+}
+
+/* rq's key lives in req->body; a reload keeps req and so the key. */
+static void get_reply(struct memsvc *ms, struct svc_req *req, const struct mp_get *rq,
 		      bool may_reload)
 {
+	struct mp_len rep;
 	struct mem_obj *o;
-	struct wbuf w;
-	int rc = mem_pool_get(ms->pool, it->key, it->klen, &o);
+	int rc = mem_pool_get(ms->pool, rq->key.p, rq->key.len, &o);
 
-	if (rc == -ENOENT && may_reload && ms->sp) {
-		struct job *j;
-		bool spilled;
+	if (rc == -ENOENT && may_reload && spilled_len(ms, rq->key, NULL)) {
+		struct job *j = calloc(1, sizeof(*j));
 
-		pthread_mutex_lock(&ms->sp->lock);
-		spilled = *skey_slot(ms->sp, it->key, it->klen) != NULL;
-		pthread_mutex_unlock(&ms->sp->lock);
-		j = spilled ? calloc(1, sizeof(*j)) : NULL;
 		if (j) {
 			j->kind = JOB_RELOAD;
 			j->req = req;
-			j->it = *it;
+			j->rq = *rq;
 			j->ms = ms;
 			enqueue(ms->sp, j);
 			return;
 		}
 	}
-	if (rc) {
-		svc_reply(req, rc);
-		return;
-	}
-	wbuf_init(&w, &req->reply);
-	wb_u64(&w, o->len);
-	if (o->len > it->arg || w.err) {
+	if (!rc && o->len > rq->cap) {
 		mem_obj_release(o);
-		svc_reply(req, w.err ? w.err : -ENOBUFS);
+		rc = -ENOBUFS;
+	}
+	if (rc) {
+		mm_get_reply(req, rc, NULL);
 		return;
 	}
-	svc_reply_bulk(req, 0, o->data, o->len, lease_end, o);
+	rep.len = o->len;
+	mm_get_reply_bulk(req, 0, &rep, o->data, o->len, lease_end, o);
 }
 
 static void op_get(void *svc, struct svc_req *req)
 {
-	struct mp_item it;
-	int rc = mp_item_decode(req->body, req->hdr.body_len, &it);
+	struct memsvc *ms = svc;
+	struct mp_get rq;
+	int rc;
 
-	if (!rc)
-		rc = mem_pool_check(((struct memsvc *)svc)->pool, it.klen, 0);
-	if (rc) {
-		svc_reply(req, rc);
+	if (mm_get_req(req, &rq))
 		return;
-	}
-	get_reply(svc, req, &it, true);
+	rc = mem_pool_check(ms->pool, rq.key.len, 0);
+	if (rc)
+		mm_get_reply(req, rc, NULL);
+	else
+		get_reply(ms, req, &rq, true);
 }
 
 static void forget_spilled(struct memsvc *ms, const void *key, size_t klen, bool *had)
@@ -419,242 +438,314 @@ static void forget_spilled(struct memsvc *ms, const void *key, size_t klen, bool
 		*had = h;
 }
 
-static int put_one(struct memsvc *ms, const struct mp_item *it, void *data, uint64_t len)
+static int put_one(struct memsvc *ms, struct pbytes key, uint32_t flags, void *data,
+		   uint64_t len)
 {
 	int rc;
 
 	if (len >= HUGE_MIN)
 		(void)madvise(data, align_up(len, STRATA_ALIGN), MADV_HUGEPAGE);
-	rc = mem_pool_put(ms->pool, it->key, it->klen, data, len,
-			  it->flags & (MEM_PUT_PIN | MEM_PUT_NX));
+	rc = mem_pool_put(ms->pool, key.p, key.len, data, len, flags);
 	if (rc == 0)
-		forget_spilled(ms, it->key, it->klen, NULL);
+		forget_spilled(ms, key.p, key.len, NULL);
 	return rc;
 }
 
 static void op_put(void *svc, struct svc_req *req)
 {
 	struct memsvc *ms = svc;
-	struct mp_item it;
 	void *data = req->bulk;
-	int rc = mp_item_decode(req->body, req->hdr.body_len, &it);
+	struct mp_put rq;
+	int rc;
 
-	if (!rc)
-		rc = mem_pool_check(ms->pool, it.klen, req->hdr.bulk_len);
+	if (mm_put_req(req, &rq))
+		return;
+	rc = mem_pool_check(ms->pool, rq.key.len, req->hdr.bulk_len);
 	if (!rc && !data)
 		data = abuf_alloc(0);
 	if (!rc && !data)
 		rc = -ENOMEM;
 	if (!rc) {
-		rc = put_one(ms, &it, data, req->hdr.bulk_len);
+		rc = put_one(ms, rq.key, rq.flags, data, req->hdr.bulk_len);
+		/* Stored, data is the pool's: the request must not free it. */
 		if (rc == 0 && data == req->bulk)
 			req->bulk = NULL;
-		else if (data != req->bulk)
+		else if (rc && data != req->bulk)
 			abuf_free(data);
-		if (rc == 0)
-			data = NULL;
 	}
-	svc_reply(req, rc);
+	mm_put_reply(req, rc, NULL);
 }
 
-static void op_key(void *svc, struct svc_req *req)
+/* A key counts as removed when the pool or the spill had it. */
+static int remove_one(struct memsvc *ms, struct pbytes key)
+{
+	int rc = mem_pool_remove(ms->pool, key.p, key.len);
+	bool had;
+
+	forget_spilled(ms, key.p, key.len, &had);
+	return had ? 0 : rc;
+}
+
+static void op_remove(void *svc, struct svc_req *req)
 {
 	struct memsvc *ms = svc;
-	struct mp_item it;
-	uint64_t len = 0;
-	struct wbuf w;
-	bool had = false;
-	int rc = mp_item_decode(req->body, req->hdr.body_len, &it);
+	struct mp_key rq;
+	int rc;
 
-	if (!rc)
-		rc = mem_pool_check(ms->pool, it.klen, 0);
-	if (rc) {
-		svc_reply(req, rc);
+	if (mm_remove_req(req, &rq))
 		return;
-	}
-	switch (req->hdr.opcode) {
-	case OP_MEM_REMOVE:
-		rc = mem_pool_remove(ms->pool, it.key, it.klen);
-		forget_spilled(ms, it.key, it.klen, &had);
-		if (had)
-			rc = 0;
-		break;
-	case OP_MEM_EXISTS:
-		rc = mem_pool_exists(ms->pool, it.key, it.klen, &len);
-		if (rc == -ENOENT && ms->sp) {
-			struct skey *k;
-
-			pthread_mutex_lock(&ms->sp->lock);
-			k = *skey_slot(ms->sp, it.key, it.klen);
-			if (k) {
-				len = k->len;
-				rc = 0;
-			}
-			pthread_mutex_unlock(&ms->sp->lock);
-		}
-		wbuf_init(&w, &req->reply);
-		if (!rc)
-			wb_u64(&w, len);
-		break;
-	default:
-		rc = mem_pool_pin(ms->pool, it.key, it.klen, it.flags != 0);
-		break;
-	}
-	svc_reply(req, rc);
+	rc = mem_pool_check(ms->pool, rq.key.len, 0);
+	mm_remove_reply(req, rc ? rc : remove_one(ms, rq.key), NULL);
 }
 
+static void op_exists(void *svc, struct svc_req *req)
+{
+	struct memsvc *ms = svc;
+	struct mp_len rep = { 0 };
+	struct mp_key rq;
+	int rc;
+
+	if (mm_exists_req(req, &rq))
+		return;
+	rc = mem_pool_check(ms->pool, rq.key.len, 0);
+	if (!rc)
+		rc = mem_pool_exists(ms->pool, rq.key.p, rq.key.len, &rep.len);
+	if (rc == -ENOENT && spilled_len(ms, rq.key, &rep.len))
+		rc = 0;
+	mm_exists_reply(req, rc, &rep);
+}
+
+static void op_pin(void *svc, struct svc_req *req)
+{
+	struct memsvc *ms = svc;
+	struct mp_pin rq;
+	int rc;
+
+	if (mm_pin_req(req, &rq))
+		return;
+	rc = mem_pool_check(ms->pool, rq.key.len, 0);
+	if (!rc)
+		rc = mem_pool_pin(ms->pool, rq.key.p, rq.key.len, rq.pin != 0);
+	mm_pin_reply(req, rc, NULL);
+}
+
+/* A listing copies each key while the pool lists them (under its lock)
+ * into one buffer; the entries point into it once the listing is done,
+ * since the buffer moves while it grows. */
 struct list_ctx {
-	struct wbuf w;
+	struct bbuf keys;		/* back to back, in entry order */
+	struct mp_list_ent *ents;
+	uint32_t n, cap;
+	uint64_t body;			/* the reply's size so far */
 	bool truncated;
+	int err;
 };
 
 static int list_one(void *arg, const char *key, size_t klen, uint64_t len)
 {
 	struct list_ctx *lc = arg;
+	uint64_t size = mp_list_ent_MIN + klen;
 
-	if (lc->w.b->len + klen + 16 > FRAME_MAX_BODY - 64) {
+	if (lc->body + size > FRAME_MAX_BODY) {
 		lc->truncated = true;
 		return 1;
 	}
-	wb_bytes(&lc->w, key, (uint32_t)klen);
-	wb_u64(&lc->w, len);
+	if (lc->n == lc->cap) {
+		uint32_t cap = lc->cap ? lc->cap * 2 : 64;
+		void *v = realloc(lc->ents, cap * sizeof(*lc->ents));
+
+		if (!v) {
+			lc->err = -ENOMEM;
+			return 1;
+		}
+		lc->ents = v;
+		lc->cap = cap;
+	}
+	if (bbuf_append(&lc->keys, key, klen)) {
+		lc->err = -ENOMEM;
+		return 1;
+	}
+	lc->ents[lc->n].key.len = (uint32_t)klen;
+	lc->ents[lc->n].len = len;
+	lc->n++;
+	lc->body += size;
 	return 0;
 }
 
 static void op_list(void *svc, struct svc_req *req)
 {
 	struct memsvc *ms = svc;
-	struct mp_item it;
-	struct list_ctx lc = { .truncated = false };
-	uint32_t n, max;
-	int rc = mp_item_decode(req->body, req->hdr.body_len, &it);
+	struct list_ctx lc = { .body = mp_list_rep_MIN };
+	struct mp_list_rep rep;
+	struct mp_list rq;
+	uint64_t off = 0;
 
-	if (rc || it.klen > MEM_KEY_MAX) {
-		svc_reply(req, rc ? rc : -ENAMETOOLONG);
+	if (mm_list_req(req, &rq))
 		return;
+	bbuf_init(&lc.keys);
+	mem_pool_list(ms->pool, rq.prefix.p, rq.prefix.len, rq.max, list_one, &lc);
+	for (uint32_t i = 0; i < lc.n; i++) {
+		lc.ents[i].key.p = lc.keys.buf + off;
+		off += lc.ents[i].key.len;
 	}
-	max = it.flags && it.flags < MP_LIST_MAX ? it.flags : MP_LIST_MAX;
-	wbuf_init(&lc.w, &req->reply);
-	wb_u32(&lc.w, 0);
-	n = mem_pool_list(ms->pool, it.key, it.klen, max, list_one, &lc);
-	if (lc.truncated)
-		n--;
-	if (n == max)
-		lc.truncated = true;
-	wb_u8(&lc.w, lc.truncated);
-	if (!lc.w.err)
-		put_le32(req->reply.buf, n);
-	svc_reply(req, lc.w.err);
+	rep.ents = lc.ents;
+	rep.ents_n = lc.n;
+	/* max keys listed: there may be more */
+	rep.truncated = lc.truncated || lc.n == rq.max;
+	mm_list_reply(req, lc.err, &rep);
+	free(lc.ents);
+	bbuf_release(&lc.keys);
 }
 
-static void op_batch(void *svc, struct svc_req *req)
+/* The reply of a batch of n items: every status 0 until set. */
+static int results_init(struct mp_results *rep, uint32_t n)
+{
+	rep->results_n = n;
+	rep->results = n ? calloc(n, sizeof(*rep->results)) : NULL;
+	return n && !rep->results ? -ENOMEM : 0;
+}
+
+static void op_mput(void *svc, struct svc_req *req)
 {
 	struct memsvc *ms = svc;
-	struct mp_item *items = NULL;
-	struct mem_obj **objs = NULL;
-	uint8_t *bulk = NULL, *in = req->bulk;
-	uint64_t cap, off = 0, total = 0;
-	uint32_t n = 0;
-	struct wbuf w;
-	int rc = mp_batch_decode(req->body, req->hdr.body_len, &items, &n, &cap);
+	struct mp_results rep = { 0 };
+	const uint8_t *in = req->bulk;
+	uint64_t off = 0;
+	struct mp_mput rq;
+	int rc;
 
-	if (rc)
-		goto out;
-	if (req->hdr.opcode == OP_MEM_MPUT) {
-		for (uint32_t i = 0; i < n; i++)
-			total += items[i].arg;
-		if (total != req->hdr.bulk_len) {
-			rc = STRATA_EBADMSG;
-			goto out;
-		}
-	}
-	if (req->hdr.opcode == OP_MEM_MGET) {
-		objs = calloc(n ? n : 1, sizeof(*objs));
-		if (!objs) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		if (cap > FRAME_MAX_BULK)
-			cap = FRAME_MAX_BULK;
-	}
-	wbuf_init(&w, &req->reply);
-	wb_u32(&w, n);
-	for (uint32_t i = 0; i < n; i++) {
-		struct mp_item *it = &items[i];
-		uint64_t len = 0;
-		int st = mem_pool_check(ms->pool, it->klen, 0);
-
-		if (st)
-			goto put_result;
-		switch (req->hdr.opcode) {
-		case OP_MEM_MPUT:
-			len = it->arg;
-			st = mem_pool_check(ms->pool, it->klen, len);
-			if (!st)
-				st = mem_pool_put_copy(ms->pool, it->key, it->klen, in + off, len,
-						       it->flags & (MEM_PUT_PIN | MEM_PUT_NX));
-			if (!st)
-				forget_spilled(ms, it->key, it->klen, NULL);
-			off += it->arg;
-			break;
-		case OP_MEM_MGET:
-			st = mem_pool_get(ms->pool, it->key, it->klen, &objs[i]);
-			if (!st) {
-				len = objs[i]->len;
-				if (total + len > cap) {
-					mem_obj_release(objs[i]);
-					objs[i] = NULL;
-					st = -ENOBUFS;
-				} else {
-					total += len;
-				}
-			}
-			break;
-		case OP_MEM_MREMOVE: {
-			bool had;
-
-			st = mem_pool_remove(ms->pool, it->key, it->klen);
-			forget_spilled(ms, it->key, it->klen, &had);
-			if (had)
-				st = 0;
-			break;
-		}
-		default:
-			st = mem_pool_exists(ms->pool, it->key, it->klen, &len);
-			break;
-		}
-put_result:
-		wb_i32(&w, st);
-		wb_u64(&w, len);
-	}
-	rc = w.err;
-	if (objs && !rc) {
-		bulk = abuf_alloc(total);
-		if (!bulk)
-			rc = -ENOMEM;
-		off = 0;
-		for (uint32_t i = 0; i < n && bulk; i++) {
-			if (objs[i]) {
-				memcpy(bulk + off, objs[i]->data, objs[i]->len);
-				off += objs[i]->len;
-			}
-		}
-	}
-	for (uint32_t i = 0; objs && i < n; i++) {
-		if (objs[i])
-			mem_obj_release(objs[i]);
-	}
-out:
-	free(items);
-	free(objs);
-	if (bulk && !rc) {
-		svc_reply_bulk(req, 0, bulk, total, abuf_free, bulk);
+	if (mm_mput_req(req, &rq))
 		return;
+	for (uint32_t i = 0; i < rq.items_n; i++)
+		off += rq.items[i].len;
+	/* The values are the bulk, no more and no less. */
+	if (off != req->hdr.bulk_len) {
+		log_warn("mem", "malformed MEM_MPUT request from '%s': its values take %llu bytes, "
+			 "its bulk %llu", req->conn ? conn_peer(req->conn) : "?",
+			 (unsigned long long)off, (unsigned long long)req->hdr.bulk_len);
+		rc = STRATA_EBADMSG;
+	} else {
+		rc = results_init(&rep, rq.items_n);
 	}
-	abuf_free(bulk);
-	if (rc)
-		req->reply.len = 0;
-	svc_reply(req, rc);
+	off = 0;
+	for (uint32_t i = 0; !rc && i < rq.items_n; i++) {
+		const struct mp_put_item *it = &rq.items[i];
+		struct mp_result *r = &rep.results[i];
+
+		r->len = it->len;
+		r->status = mem_pool_check(ms->pool, it->key.len, it->len);
+		if (!r->status)
+			r->status = mem_pool_put_copy(ms->pool, it->key.p, it->key.len,
+						      it->len ? in + off : NULL, it->len, it->flags);
+		if (!r->status)
+			forget_spilled(ms, it->key.p, it->key.len, NULL);
+		off += it->len;
+	}
+	mm_mput_reply(req, rc, &rep);
+	mp_results_release(&rep);
+	mp_mput_release(&rq);
+}
+
+/* The values go out copied into one bulk: a value that would pass the
+ * caller's cap gets -ENOBUFS (with its length) and the rest go on. */
+static void op_mget(void *svc, struct svc_req *req)
+{
+	struct memsvc *ms = svc;
+	struct mp_results rep = { 0 };
+	struct mem_obj **objs = NULL;
+	uint64_t cap, total = 0, off = 0;
+	uint8_t *bulk = NULL;
+	struct mp_mget rq;
+	int rc;
+
+	if (mm_mget_req(req, &rq))
+		return;
+	cap = rq.cap < FRAME_MAX_BULK ? rq.cap : FRAME_MAX_BULK;
+	rc = results_init(&rep, rq.keys_n);
+	if (!rc && rq.keys_n) {
+		objs = calloc(rq.keys_n, sizeof(*objs));
+		rc = objs ? 0 : -ENOMEM;
+	}
+	for (uint32_t i = 0; !rc && i < rq.keys_n; i++) {
+		struct pbytes k = rq.keys[i].key;
+		struct mp_result *r = &rep.results[i];
+
+		r->status = mem_pool_check(ms->pool, k.len, 0);
+		if (!r->status)
+			r->status = mem_pool_get(ms->pool, k.p, k.len, &objs[i]);
+		if (r->status)
+			continue;
+		r->len = objs[i]->len;
+		if (total + r->len > cap) {
+			mem_obj_release(objs[i]);
+			objs[i] = NULL;
+			r->status = -ENOBUFS;
+		} else {
+			total += r->len;
+		}
+	}
+	if (!rc) {
+		bulk = abuf_alloc(total);
+		rc = bulk ? 0 : -ENOMEM;
+	}
+	for (uint32_t i = 0; objs && i < rq.keys_n; i++) {
+		if (!objs[i])
+			continue;
+		if (bulk) {
+			memcpy(bulk + off, objs[i]->data, objs[i]->len);
+			off += objs[i]->len;
+		}
+		mem_obj_release(objs[i]);
+	}
+	/* (On an error the reply frees bulk at once.) */
+	mm_mget_reply_bulk(req, rc, &rep, bulk, total, abuf_free, bulk);
+	free(objs);
+	mp_results_release(&rep);
+	mp_mget_release(&rq);
+}
+
+/* MREMOVE, MEXISTS: one question per key. (A batch exists does not see
+ * spilled keys.) */
+static int keys_batch(struct memsvc *ms, const struct mp_keys *rq, bool remove,
+		      struct mp_results *rep)
+{
+	int rc = results_init(rep, rq->keys_n);
+
+	for (uint32_t i = 0; !rc && i < rq->keys_n; i++) {
+		struct pbytes k = rq->keys[i].key;
+		struct mp_result *r = &rep->results[i];
+
+		r->status = mem_pool_check(ms->pool, k.len, 0);
+		if (!r->status && remove)
+			r->status = remove_one(ms, k);
+		else if (!r->status)
+			r->status = mem_pool_exists(ms->pool, k.p, k.len, &r->len);
+	}
+	return rc;
+}
+
+static void op_mremove(void *svc, struct svc_req *req)
+{
+	struct mp_results rep = { 0 };
+	struct mp_keys rq;
+
+	if (mm_mremove_req(req, &rq))
+		return;
+	mm_mremove_reply(req, keys_batch(svc, &rq, true, &rep), &rep);
+	mp_results_release(&rep);
+	mp_keys_release(&rq);
+}
+
+static void op_mexists(void *svc, struct svc_req *req)
+{
+	struct mp_results rep = { 0 };
+	struct mp_keys rq;
+
+	if (mm_mexists_req(req, &rq))
+		return;
+	mm_mexists_reply(req, keys_batch(svc, &rq, false, &rep), &rep);
+	mp_results_release(&rep);
+	mp_keys_release(&rq);
 }
 
 static void fill_stats(struct memsvc *ms, struct mp_stats *s)
@@ -685,13 +776,13 @@ static void fill_stats(struct memsvc *ms, struct mp_stats *s)
 
 static void op_stats(void *svc, struct svc_req *req)
 {
+	struct proto_void none;
 	struct mp_stats s;
-	struct wbuf w;
 
+	if (mm_stats_req(req, &none))
+		return;
 	fill_stats(svc, &s);
-	wbuf_init(&w, &req->reply);
-	mp_stats_encode(&w, &s);
-	svc_reply(req, w.err);
+	mm_stats_reply(req, 0, &s);
 }
 
 /* ---- life cycle ---- */
@@ -729,6 +820,7 @@ static void mem_stop(void *svc)
 
 	/* The server is shut down: no request is in flight, and every
 	 * connection (with its leases) is gone. */
+	announce_stop(ms->ann);
 	spill_stop(ms->sp);
 	mem_pool_free(ms->pool);
 	free(ms);
@@ -791,17 +883,21 @@ static int mem_start(const struct service_env *env, void **out)
 			goto fail;
 		ms->sp->started = true;
 	}
-	rpc_server_route(env->srv, OP_MEM_PUT, NULL, op_put, ms);
-	rpc_server_route(env->srv, OP_MEM_GET, NULL, op_get, ms);
-	rpc_server_route(env->srv, OP_MEM_REMOVE, NULL, op_key, ms);
-	rpc_server_route(env->srv, OP_MEM_EXISTS, NULL, op_key, ms);
-	rpc_server_route(env->srv, OP_MEM_PIN, NULL, op_key, ms);
-	rpc_server_route(env->srv, OP_MEM_LIST, NULL, op_list, ms);
-	rpc_server_route(env->srv, OP_MEM_MPUT, NULL, op_batch, ms);
-	rpc_server_route(env->srv, OP_MEM_MGET, NULL, op_batch, ms);
-	rpc_server_route(env->srv, OP_MEM_MREMOVE, NULL, op_batch, ms);
-	rpc_server_route(env->srv, OP_MEM_MEXISTS, NULL, op_batch, ms);
-	rpc_server_route(env->srv, OP_MEM_STATS, NULL, op_stats, ms);
+	/* No owner: each request is served on its connection's reactor. */
+	mem_route(env->srv, NULL, &(const struct mem_handlers){
+		.mm_put = op_put, .mm_get = op_get, .mm_remove = op_remove,
+		.mm_exists = op_exists, .mm_pin = op_pin, .mm_list = op_list,
+		.mm_mput = op_mput, .mm_mget = op_mget, .mm_mremove = op_mremove,
+		.mm_mexists = op_mexists, .mm_stats = op_stats,
+	}, ms);
+	/* Clients and the composer find the pool through the map. A mgmt that
+	 * cannot be reached only delays the entry (logged once). */
+	rc = announce_start(env, CM_SVC_MEM, &ms->ann);
+	if (rc) {
+		log_error("mem", "cannot announce the mem service to mgmt '%s': %s",
+			  env->mgmt_addr, strata_strerror(rc));
+		goto fail;
+	}
 	log_info("mem", "pool of %llu MiB, LRU eviction %s (%u%% -> %u%%), spill %s",
 		 (unsigned long long)(o.capacity >> 20), o.evict ? "on" : "off", o.high_pct,
 		 o.low_pct, ms->sp ? "to the storage plane" : "off");

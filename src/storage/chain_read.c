@@ -20,6 +20,7 @@
 
 #include "common/buf.h"
 #include "storage_int.h"
+#include "common/errors_int.h"
 #include "strata/errors.h"
 
 /* ---- reads ---- */

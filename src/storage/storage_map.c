@@ -13,6 +13,7 @@
 #include "net/rpc.h"
 #include "proto/mgmt.h"
 #include "storage_int.h"
+#include "common/errors_int.h"
 #include "strata/errors.h"
 
 /* ---- the node's cluster map ---- */

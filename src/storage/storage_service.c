@@ -273,11 +273,8 @@ static int storage_start(const struct service_env *env, void **out)
 	st->env = *env;
 	st->cfg = env->cfg;
 	st->node_id = env->node_id;
-	/* Unique across restarts of this node: the wall clock, and the pid
-	 * for two starts within one clock tick. */
-	st->incarnation = (uint64_t)now_ns() ^ ((uint64_t)getpid() << 48);
-	if (!st->incarnation)
-		st->incarnation = 1;
+	/* Unique across restarts of this node (service.h). */
+	st->incarnation = service_incarnation();
 	st->hb_ms = env->heartbeat_ms;
 	st->timeout_ms = env->rpc_timeout_ms;
 	pthread_mutex_init(&st->map_lock, NULL);

@@ -74,3 +74,48 @@ def test_version():
     assert packed == "1"
     # The soname's version is the project's, too.
     assert (BUILD / ("libstrata.so." + project.group(1))).exists()
+
+
+def include_graph():
+    """module -> the other modules of src/ whose headers it includes."""
+    graph = {}
+    for f in sorted((ROOT / "src").rglob("*.[ch]")):
+        mod = f.relative_to(ROOT / "src").parts[0]
+        deps = graph.setdefault(mod, set())
+        for inc in re.findall(r'^#include "([a-z_]+)/', f.read_text(), re.M):
+            if inc != mod and inc != "strata":
+                deps.add(inc)
+    return graph
+
+
+def documented_graph():
+    text = (ROOT / "docs/architecture.md").read_text()
+    block = text.split("## Module graph", 1)[1].split("```", 2)[1]
+    graph = {}
+    for line in block.strip().splitlines():
+        mod, _, deps = line.partition("->")
+        graph[mod.strip()] = set() if "nothing" in deps else set(deps.split())
+    return graph
+
+
+def test_module_graph_is_documented_and_acyclic():
+    graph = include_graph()
+    assert graph == documented_graph(), "docs/architecture.md's module graph is stale: %s" % (
+        {m: sorted(d) for m, d in sorted(graph.items())},)
+    done, path = set(), []
+
+    def visit(m):
+        assert m not in path, "include cycle: %s" % " -> ".join(path + [m])
+        if m in done:
+            return
+        path.append(m)
+        for d in sorted(graph.get(m, ())):
+            visit(d)
+        path.pop()
+        done.add(m)
+
+    for m in graph:
+        visit(m)
+    # libstrata's modules include no server module.
+    for m in ("common", "net", "proto", "client"):
+        assert graph[m] <= {"common", "net", "proto"}, (m, graph[m])

@@ -174,3 +174,24 @@ def test_bad_arguments_exit_2(tmp_path, strata, args, word):
     assert "LeakSanitizer" not in r.stderr
     assert not (d / "cluster.json").exists()
     assert not d.exists()
+
+
+def test_mem_pool_listed_in_the_map(cluster, daemon_factory):
+    """A mem daemon pointed at mgmt announces itself: 'strata status' lists
+    it in the cluster map, up while it runs and offline once killed."""
+    c = cluster(1)
+    mem = daemon_factory(node_id=20, extra_flags=[
+        "--node.services=mem", "--node.threads=1", "--mem.capacity=16M",
+        "--mgmt.address=%s" % c.mgmt_node.addr, "--mgmt.heartbeat=200ms"])
+    row = re.compile(r"^mem\s+20\s+%s\s+(\w+)" % re.escape(mem.addr), re.M)
+
+    def state():
+        r = c.strata("status", "--dir", c.dir)
+        m = row.search(r.stdout)
+        return m.group(1) if m else None
+
+    wait_until(lambda: state() == "up", 20, 0.2, "the mem pool listed up in the map")
+    r = c.strata("status", "--dir", c.dir)
+    assert re.search(r"^services\s+meta 1 up of 1, mem 1 up of 1", r.stdout, re.M), r.stdout
+    mem.kill9()
+    wait_until(lambda: state() == "offline", 30, 0.3, "the mem pool marked offline")

@@ -277,3 +277,44 @@ def test_malformed_meta_request_is_answered(daemon_factory):
         c.ping(b"after")
     assert d.metric("strata_meta_errors_total") == errors + 3
     assert d.metric("strata_meta_lookup_total") == lookups + 3
+
+
+# The mem service's table (src/proto/mem.h).
+OP_MEM_PUT, OP_MEM_GET, OP_MEM_MPUT, OP_MEM_STATS = 96, 97, 102, 106
+
+
+def _mem_key(k):
+    return struct.pack("<I", len(k)) + k
+
+
+def test_malformed_mem_request_is_answered(daemon_factory):
+    """Bodies the mem table's decoders refuse (a key over 1024 bytes, an
+    unknown put flag, a body where none belongs) and an MPUT whose values
+    do not add up to its bulk get STRATA_EBADMSG with the operation and
+    the peer logged; the connection goes on, and serves a PUT and a GET
+    laid out as the table says."""
+    d = daemon_factory(extra_flags=["--node.services=mem", "--mem.capacity=16M"])
+    with d.client() as c:
+        mark = d.log_size()
+        f = c.call(OP_MEM_GET, struct.pack("<Q", 100) + _mem_key(b"k" * 1025))
+        assert (f.status, f.body) == (STRATA_EBADMSG, b"")
+        d.wait_log(r"WARN.*malformed MEM_GET request from '%s' \(1037 bytes\)"
+                   % re.escape(c.local_addr), timeout=5, since=mark)
+        f = c.call(OP_MEM_PUT, struct.pack("<I", 4) + _mem_key(b"k"), bulk=b"v")
+        assert (f.status, f.body) == (STRATA_EBADMSG, b"")
+        d.wait_log(r"WARN.*malformed MEM_PUT request", timeout=5, since=mark)
+        f = c.call(OP_MEM_STATS, b"x")
+        assert (f.status, f.body) == (STRATA_EBADMSG, b"")
+        d.wait_log(r"WARN.*malformed MEM_STATS request", timeout=5, since=mark)
+        f = c.call(OP_MEM_MPUT, struct.pack("<IIQ", 1, 0, 3) + _mem_key(b"m"), bulk=b"7 bytes")
+        assert (f.status, f.body) == (STRATA_EBADMSG, b"")
+        d.wait_log(r"WARN.*malformed MEM_MPUT request from '%s': its values take 3 bytes, "
+                   r"its bulk 7" % re.escape(c.local_addr), timeout=5, since=mark)
+        # The same connection still serves.
+        f = c.call(OP_MEM_PUT, struct.pack("<I", 0) + _mem_key(b"k"), bulk=b"value")
+        assert (f.status, f.body) == (0, b"")
+        f = c.call(OP_MEM_GET, struct.pack("<Q", 100) + _mem_key(b"k"))
+        assert (f.status, f.body, f.bulk) == (0, struct.pack("<Q", 5), b"value")
+        f = c.call(OP_MEM_GET, struct.pack("<Q", 4) + _mem_key(b"k"))
+        assert (f.status, f.body, f.bulk) == (-errno.ENOBUFS, b"", b"")
+        c.ping(b"after")

@@ -223,3 +223,42 @@ def test_layer_streaming_identical(daemon_factory):
         with torch.no_grad():
             assert torch.equal(m2(x), ref)
     """)
+
+
+def test_empty_value_owned_once(daemon_factory):
+    """An empty value is stored in a buffer of its own: the PUT must not
+    also hand that buffer back to the allocator, or the next value of its
+    size class would land in it and a later remove would free it twice."""
+    d = mem_node(daemon_factory)
+    run_py(d.addr, """
+        pool["empty"] = b""
+        a, b = bytes([0xaa]) * 4096, bytes([0xbb]) * 4096
+        pool["a"] = a
+        assert pool["empty"] == b""
+        del pool["empty"]
+        pool["b"] = b
+        pool["c"] = bytes([0xcc]) * 4096
+        assert pool["a"] == a and pool["b"] == b
+    """)
+
+
+def test_mget_value_larger_than_its_buffer(daemon_factory):
+    """A batch get sizes its request by the sum of the buffers: a value
+    larger than its own buffer but within that sum is -ENOBUFS (with its
+    length) for that item, and nothing lands past the buffer's end."""
+    d = mem_node(daemon_factory)
+    run_py(d.addr, """
+        import errno
+        pool["big"] = b"B" * 100
+        pool["small"] = b"s" * 5
+        whole = bytearray(b"\\x11" * 1000)
+        mv = memoryview(whole)
+        try:
+            pool.mget_into({"big": mv[0:10], "small": mv[200:1000]})
+            raise SystemExit("no error, expected ENOBUFS")
+        except OSError as e:
+            assert e.errno == errno.ENOBUFS, e
+        assert whole[10:200] == b"\\x11" * 190, "written past the buffer"
+        assert pool.mget_into({"big": mv[0:100], "small": mv[200:205]}) == {"big": 100, "small": 5}
+        assert whole[0:100] == b"B" * 100 and whole[200:205] == b"s" * 5
+    """)

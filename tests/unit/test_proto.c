@@ -1,6 +1,6 @@
 /*
  * Unit tests of the table-driven wire layer (src/proto/proto.h), on the
- * storage and mgmt tables: every message round-trips, and every decoder
+ * storage, mgmt and mem tables: every message round-trips, and every decoder
  * refuses a short body, a trailing byte, a scalar out of its range, an
  * unknown flag, an over-long string, a string with a NUL inside, an array
  * count above its maximum or above what the bytes left can hold, and a
@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "common/log.h"
+#include "proto/mem.h"
 #include "proto/mgmt.h"
 #include "proto/storage.h"
 
@@ -188,6 +189,185 @@ static void test_void_and_admin(void **state)
 	bbuf_release(&b);
 }
 
+/* A single-key request: its key is a view of the body, bounded by
+ * MP_KEY_MAX; flags and the pin bit have their ranges. */
+static void test_mem_keys(void **state)
+{
+	char key[MP_KEY_MAX + 1];
+	struct mp_put put = { MP_PUT_PIN | MP_PUT_NX, { (const uint8_t *)"layer/7", 7 } }, dput;
+	struct mp_get get = { 1ull << 40, { (const uint8_t *)"k", 1 } }, dget;
+	struct mp_pin pin = { 1, { (const uint8_t *)"k", 1 } }, dpin;
+	struct mp_list ls = { MP_LIST_MAX, { NULL, 0 } }, dls;
+	struct bbuf b;
+
+	(void)state;
+	bbuf_init(&b);
+	assert_int_equal(mp_put_encode(&b, &put), 0);
+	assert_int_equal(b.len, 4 + 4 + 7);
+	assert_int_equal(mp_put_decode(b.buf, (uint32_t)b.len, &dput), 0);
+	assert_int_equal(dput.flags, MP_PUT_PIN | MP_PUT_NX);
+	assert_int_equal(dput.key.len, 7);
+	/* a view into the body, not a copy */
+	assert_ptr_equal(dput.key.p, b.buf + 8);
+	check_prefixes(op_of(mem_ops, mem_NOPS, OP_MEM_PUT), true, &b);
+	put_le32(b.buf, MP_PUT_NX << 1);	/* an unknown flag */
+	assert_int_equal(mp_put_decode(b.buf, (uint32_t)b.len, &dput), STRATA_EBADMSG);
+	bbuf_release(&b);
+
+	bbuf_init(&b);
+	assert_int_equal(mp_get_encode(&b, &get), 0);
+	assert_int_equal(mp_get_decode(b.buf, (uint32_t)b.len, &dget), 0);
+	assert_true(dget.cap == 1ull << 40 && dget.key.len == 1 && dget.key.p[0] == 'k');
+	check_prefixes(op_of(mem_ops, mem_NOPS, OP_MEM_GET), true, &b);
+	bbuf_release(&b);
+
+	bbuf_init(&b);
+	assert_int_equal(mp_pin_encode(&b, &pin), 0);
+	check_prefixes(op_of(mem_ops, mem_NOPS, OP_MEM_PIN), true, &b);
+	b.buf[0] = 2;	/* pin is 0 or 1 */
+	assert_int_equal(mp_pin_decode(b.buf, (uint32_t)b.len, &dpin), STRATA_EBADMSG);
+	bbuf_release(&b);
+
+	/* An empty prefix lists everything; a listing asks for one key at
+	 * least and at most MP_LIST_MAX. */
+	bbuf_init(&b);
+	assert_int_equal(mp_list_encode(&b, &ls), 0);
+	assert_int_equal(mp_list_decode(b.buf, (uint32_t)b.len, &dls), 0);
+	assert_int_equal(dls.prefix.len, 0);
+	put_le32(b.buf, 0);
+	assert_int_equal(mp_list_decode(b.buf, (uint32_t)b.len, &dls), STRATA_EBADMSG);
+	put_le32(b.buf, MP_LIST_MAX + 1);
+	assert_int_equal(mp_list_decode(b.buf, (uint32_t)b.len, &dls), STRATA_EBADMSG);
+	bbuf_release(&b);
+
+	/* A key of MP_KEY_MAX bytes goes; one more neither encodes nor
+	 * decodes. */
+	memset(key, 'k', sizeof(key));
+	put.key.p = (const uint8_t *)key;
+	put.key.len = MP_KEY_MAX;
+	bbuf_init(&b);
+	assert_int_equal(mp_put_encode(&b, &put), 0);
+	assert_int_equal(mp_put_decode(b.buf, (uint32_t)b.len, &dput), 0);
+	assert_int_equal(dput.key.len, MP_KEY_MAX);
+	put_le32(b.buf + 4, MP_KEY_MAX + 1);
+	assert_int_equal(bbuf_append(&b, "k", 1), 0);
+	assert_int_equal(mp_put_decode(b.buf, (uint32_t)b.len, &dput), STRATA_EBADMSG);
+	bbuf_release(&b);
+	put.key.len = MP_KEY_MAX + 1;
+	bbuf_init(&b);
+	assert_int_equal(mp_put_encode(&b, &put), -E2BIG);
+	bbuf_release(&b);
+}
+
+/* Batches: arrays of items up to MP_BATCH_MAX, their values within one
+ * bulk; the results and a listing round-trip. */
+static void test_mem_batches(void **state)
+{
+	struct mp_put_item items[2] = { { 0, 10, { (const uint8_t *)"a", 1 } },
+					{ MP_PUT_PIN, 0, { (const uint8_t *)"bb", 2 } } };
+	struct mp_mput mput = { items, 2 }, dmput;
+	struct mp_key keys[2] = { { { (const uint8_t *)"a", 1 } }, { { (const uint8_t *)"bb", 2 } } };
+	struct mp_mget mget = { 8192, keys, 2 }, dmget;
+	struct mp_result res[2] = { { 0, 10 }, { -ENOBUFS, 7 } };
+	struct mp_results rr = { res, 2 }, drr;
+	struct mp_list_ent ents[2] = { { { (const uint8_t *)"x/1", 3 }, 5 },
+				       { { (const uint8_t *)"x/2", 3 }, 0 } };
+	struct mp_list_rep lr = { ents, 2, 1 }, dlr;
+	struct bbuf b;
+
+	(void)state;
+	bbuf_init(&b);
+	assert_int_equal(mp_mput_encode(&b, &mput), 0);
+	assert_int_equal(mp_mput_decode(b.buf, (uint32_t)b.len, &dmput), 0);
+	assert_int_equal(dmput.items_n, 2);
+	assert_true(dmput.items[0].len == 10 && dmput.items[0].key.len == 1);
+	assert_int_equal(dmput.items[1].flags, MP_PUT_PIN);
+	assert_true(memcmp(dmput.items[1].key.p, "bb", 2) == 0);
+	mp_mput_release(&dmput);
+	assert_null(dmput.items);
+	check_prefixes(op_of(mem_ops, mem_NOPS, OP_MEM_MPUT), true, &b);
+	/* A count above what the bytes left can hold, and one above the
+	 * maximum: refused before any allocation. */
+	put_le32(b.buf, 3);
+	assert_int_equal(mp_mput_decode(b.buf, (uint32_t)b.len, &dmput), STRATA_EBADMSG);
+	put_le32(b.buf, MP_BATCH_MAX + 1);
+	assert_int_equal(mp_mput_decode(b.buf, (uint32_t)b.len, &dmput), STRATA_EBADMSG);
+	bbuf_release(&b);
+	/* Values that do not fit one bulk (the cross-field rule), each or
+	 * together. */
+	items[0].len = FRAME_MAX_BULK + 1;
+	bbuf_init(&b);
+	assert_int_equal(mp_mput_encode(&b, &mput), 0);
+	assert_int_equal(mp_mput_decode(b.buf, (uint32_t)b.len, &dmput), STRATA_EBADMSG);
+	bbuf_release(&b);
+	items[0].len = FRAME_MAX_BULK;
+	items[1].len = 1;
+	bbuf_init(&b);
+	assert_int_equal(mp_mput_encode(&b, &mput), 0);
+	assert_int_equal(mp_mput_decode(b.buf, (uint32_t)b.len, &dmput), STRATA_EBADMSG);
+	bbuf_release(&b);
+	/* More than the maximum does not encode. */
+	mput.items_n = MP_BATCH_MAX + 1;
+	bbuf_init(&b);
+	assert_int_equal(mp_mput_encode(&b, &mput), -E2BIG);
+	bbuf_release(&b);
+
+	bbuf_init(&b);
+	assert_int_equal(mp_mget_encode(&b, &mget), 0);
+	assert_int_equal(mp_mget_decode(b.buf, (uint32_t)b.len, &dmget), 0);
+	assert_true(dmget.cap == 8192 && dmget.keys_n == 2 && dmget.keys[1].key.len == 2);
+	mp_mget_release(&dmget);
+	check_prefixes(op_of(mem_ops, mem_NOPS, OP_MEM_MGET), true, &b);
+	put_le32(b.buf + 8, MP_BATCH_MAX + 1);
+	assert_int_equal(mp_mget_decode(b.buf, (uint32_t)b.len, &dmget), STRATA_EBADMSG);
+	bbuf_release(&b);
+
+	bbuf_init(&b);
+	assert_int_equal(mp_results_encode(&b, &rr), 0);
+	assert_int_equal(b.len, 4 + 2 * mp_result_MIN);
+	assert_int_equal(mp_results_decode(b.buf, (uint32_t)b.len, &drr), 0);
+	assert_int_equal(drr.results_n, 2);
+	assert_int_equal(drr.results[1].status, -ENOBUFS);
+	assert_true(drr.results[1].len == 7);
+	mp_results_release(&drr);
+	check_prefixes(op_of(mem_ops, mem_NOPS, OP_MEM_MGET), false, &b);
+	bbuf_release(&b);
+
+	bbuf_init(&b);
+	assert_int_equal(mp_list_rep_encode(&b, &lr), 0);
+	assert_int_equal(mp_list_rep_decode(b.buf, (uint32_t)b.len, &dlr), 0);
+	assert_true(dlr.ents_n == 2 && dlr.truncated == 1 && dlr.ents[0].len == 5);
+	assert_true(memcmp(dlr.ents[1].key.p, "x/2", 3) == 0);
+	mp_list_rep_release(&dlr);
+	check_prefixes(op_of(mem_ops, mem_NOPS, OP_MEM_LIST), false, &b);
+	b.buf[b.len - 1] = 2;	/* truncated is 0 or 1 */
+	assert_int_equal(mp_list_rep_decode(b.buf, (uint32_t)b.len, &dlr), STRATA_EBADMSG);
+	bbuf_release(&b);
+}
+
+/* The replies without a body refuse one; STATS is 14 counters. */
+static void test_mem_void_and_stats(void **state)
+{
+	struct mp_stats s = { .capacity = 1ull << 30, .used = 4096, .reloaded = 3 }, d;
+	/* (in opcode order: test_tables) */
+	const struct proto_op *put = &mem_ops[OP_MEM_PUT - OP_MEM_FIRST];
+	const struct proto_op *stats = &mem_ops[OP_MEM_STATS - OP_MEM_FIRST];
+	uint8_t m[512], one = 0;
+	struct bbuf b;
+
+	(void)state;
+	assert_int_equal(put->rep_decode(NULL, 0, m), 0);
+	assert_int_equal(put->rep_decode(&one, 1, m), STRATA_EBADMSG);
+	assert_int_equal(stats->req_decode(&one, 1, m), STRATA_EBADMSG);
+	bbuf_init(&b);
+	assert_int_equal(mp_stats_encode(&b, &s), 0);
+	assert_int_equal(b.len, 14 * 8);
+	assert_int_equal(mp_stats_decode(b.buf, (uint32_t)b.len, &d), 0);
+	assert_true(d.capacity == 1ull << 30 && d.used == 4096 && d.reloaded == 3);
+	check_prefixes(op_of(mem_ops, mem_NOPS, OP_MEM_STATS), false, &b);
+	bbuf_release(&b);
+}
+
 /* Every operation has a distinct opcode in its service's range and a name. */
 static void test_tables(void **state)
 {
@@ -204,6 +384,13 @@ static void test_tables(void **state)
 		for (size_t k = 0; k < i; k++)
 			assert_int_not_equal(mgmt_ops[i].op, mgmt_ops[k].op);
 	}
+	/* mem keeps the numbers it had before its table, in order */
+	assert_int_equal(mem_NOPS, 11);
+	for (size_t i = 0; i < mem_NOPS; i++) {
+		assert_int_equal(mem_ops[i].op, OP_MEM_FIRST + i);
+		assert_true(strncmp(mem_ops[i].name, "MEM_", 4) == 0);
+	}
+	assert_string_equal(mem_ops[OP_MEM_STATS - OP_MEM_FIRST].name, "MEM_STATS");
 }
 
 int main(void)
@@ -214,6 +401,9 @@ int main(void)
 		cmocka_unit_test(test_arrays),
 		cmocka_unit_test(test_strings),
 		cmocka_unit_test(test_void_and_admin),
+		cmocka_unit_test(test_mem_keys),
+		cmocka_unit_test(test_mem_batches),
+		cmocka_unit_test(test_mem_void_and_stats),
 		cmocka_unit_test(test_tables),
 	};
 
