@@ -33,6 +33,10 @@ enum strata_err {
 	/* The server does not know the operation: it is older than the
 	 * client. */
 	STRATA_EBADOP = -(STRATA_ERR_BASE + 10),
+	/* The cluster requires a credential and none was given. A credential
+	 * that is refused is -EKEYREJECTED (not this cluster's), -EKEYEXPIRED
+	 * or -EKEYREVOKED; one that does not reach what was asked, -EACCES. */
+	STRATA_ENOCRED = -(STRATA_ERR_BASE + 12),
 };
 
 /* Returns a static, human-readable description of err (negative code,

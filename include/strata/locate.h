@@ -33,6 +33,26 @@ extern "C" {
  */
 int strata_find_mgmt(const char *mgmt, const char *dir, char *out, size_t len);
 
+/*
+ * Finding a credential, by the same kind of rule:
+ *
+ *   1. token, when given: the token's text ("st1....") or a file holding it;
+ *   2. else $STRATA_TOKEN, read as token is;
+ *   3. else $STRATA_TOKEN_FILE, a file holding it;
+ *   4. else the cluster directory that named the cluster (dir, or mgmt or
+ *      $STRATA_MGMT when it is a directory): DIR/admin.token, written by
+ *      'strata local up', when it exists.
+ *
+ * A token file must be a regular file that only its owner can read or
+ * write (mode 0600): anything else is -EPERM. Writes the token's text into
+ * out (len bytes: 16385 fit any token), or "" when no rule applies (the
+ * caller goes without a credential). Returns 0, -EPERM, -ENOENT (or
+ * another -errno) for a named file that cannot be read, -ENAMETOOLONG,
+ * or -EINVAL.
+ */
+int strata_find_token(const char *token, const char *mgmt, const char *dir, char *out,
+		      size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -56,6 +56,9 @@ struct strata_opts {
 	uint32_t timeout_ms;	/* one RPC; default 10000 */
 	uint32_t retry_ms;	/* an I/O's total retry budget; default 30000 */
 	uint32_t io_threads;	/* background I/O threads; default 2 */
+	/* The credential: a token's text. NULL: $STRATA_TOKEN or
+	 * $STRATA_TOKEN_FILE (strata_find_token, locate.h); "": none. */
+	const char *token;
 };
 
 /* Sets opts to the defaults; size = sizeof(*opts). */

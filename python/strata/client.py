@@ -38,7 +38,7 @@ RENAME_NOREPLACE, RENAME_EXCHANGE = 0x1, 0x2
 
 class _Opts(ctypes.Structure):
     _fields_ = [("opts_size", c_size), ("timeout_ms", c_u32), ("retry_ms", c_u32),
-                ("io_threads", c_u32)]
+                ("io_threads", c_u32), ("token", c_char_p)]
 
 
 class _Stat(ctypes.Structure):
@@ -99,6 +99,7 @@ _PROTOS = {
     "strata_ring_submit": (c_int, [_P]),
     "strata_ring_wait": (c_int, [_P, ctypes.POINTER(_Cqe), c_uint, c_uint, c_int]),
     "strata_find_mgmt": (c_int, [c_char_p, c_char_p, c_char_p, c_size]),
+    "strata_find_token": (c_int, [c_char_p, c_char_p, c_char_p, c_char_p, c_size]),
 }
 
 
@@ -235,15 +236,34 @@ def _resolve_mgmt(mgmt):
     return out.value.decode()
 
 
+def _resolve_token(token, mgmt):
+    """token: a token's text or a file holding it, or None for
+    $STRATA_TOKEN, $STRATA_TOKEN_FILE, or the admin.token of the 'strata
+    local up' directory mgmt names -- strata_find_token (strata/locate.h).
+    Returns the text, or "" for none."""
+    spec = os.fsencode(token) if token is not None else None
+    where = os.fsencode(mgmt) if mgmt is not None else None
+    out = ctypes.create_string_buffer(16385)
+    rc = _lib().strata_find_token(spec, where, None, out, len(out))
+    if rc == -errno.EPERM:
+        raise PermissionError(errno.EPERM, "strata: a token file must be a regular file only "
+                              "its owner can read (chmod 600)")
+    check(rc, "token")
+    return out.value.decode()
+
+
 class Client:
     """A connection to a Strata cluster.
 
-    Client(mgmt=None, timeout_ms=None, retry_ms=None, io_threads=None):
-    mgmt is "host:port" of the mgmt service, a 'strata local up' directory,
-    or None for $STRATA_MGMT. Connects on first use. Use as a context
-    manager or call close()."""
+    Client(mgmt=None, timeout_ms=None, retry_ms=None, io_threads=None,
+    token=None): mgmt is "host:port" of the mgmt service, a 'strata local
+    up' directory, or None for $STRATA_MGMT. token is the credential: its
+    text or a file holding it; None: $STRATA_TOKEN, $STRATA_TOKEN_FILE, or
+    the admin token of the local cluster directory. Connects on first use.
+    Use as a context manager or call close()."""
 
-    def __init__(self, mgmt=None, timeout_ms=None, retry_ms=None, io_threads=None):
+    def __init__(self, mgmt=None, timeout_ms=None, retry_ms=None, io_threads=None, token=None):
+        self._token = _resolve_token(token, mgmt).encode()
         self.mgmt = _resolve_mgmt(mgmt)
         self._opts = (timeout_ms, retry_ms, io_threads)
         self._s = None
@@ -276,6 +296,7 @@ class Client:
                 o.retry_ms = r
             if n:
                 o.io_threads = n
+            o.token = self._token
             out = _P()
             check(L.strata_connect(self.mgmt.encode(), ctypes.byref(o), ctypes.byref(out)),
                   self.mgmt)

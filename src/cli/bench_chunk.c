@@ -295,8 +295,20 @@ int bench_chunk(int argc, char **argv)
 		rc = reactor_new("bench-chunk", &r);
 		if (!rc)
 			rc = reactor_start(r);
-		if (!rc)
-			rc = sclient_new(r, mgmt, NULL, &sc);
+		if (!rc) {
+			struct sclient_opts so;
+			struct net_cred cred;
+			char tok[PATH_MAX + 16];
+
+			/* The cluster's own admin token. */
+			snprintf(tok, sizeof(tok), "%s/admin.token", cdir);
+			rc = cli_find_cred(tok, NULL, NULL, &cred) ? -EACCES : 0;
+			sclient_opts_init(&so, sizeof(so));
+			so.cred = &cred;
+			if (!rc)
+				rc = sclient_new(r, mgmt, &so, &sc);
+			net_cred_release(&cred);
+		}
 		if (!rc)
 			rc = sclient_wait_map(sc, 20000);
 		if (rc) {

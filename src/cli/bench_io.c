@@ -970,7 +970,7 @@ int bench_io(int argc, char **argv)
 			     sizeof(mgmt)))
 		goto out;
 	up = true;
-	rc = strata_connect(mgmt, NULL, &b->s);
+	rc = cli_connect(mgmt, b->cdir, &b->s);
 	if (!rc)
 		rc = strata_mkdir(b->s, "/bench", 0755);
 	if (!rc)

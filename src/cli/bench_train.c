@@ -544,7 +544,7 @@ int bench_train(int argc, char **argv)
 			goto out;
 		}
 		up = true;
-		rc = strata_connect(mgmt, NULL, &s);
+		rc = cli_connect(mgmt, cdir, &s);
 		if (rc) {
 			cli_err("bench train: cannot use the cluster at %s: %s", mgmt,
 				strata_strerror(rc));

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net/auth.h"
 #include "net/rpc.h"
 
 /* Each subcommand: argv[0] is the subcommand's name. Returns the exit
@@ -29,6 +30,37 @@ int cmd_fs(int argc, char **argv);
 int local_cluster_up(const char *dir, int nstorage, int replication, const char *extra,
 		     char *mgmt, size_t mgmtlen);
 int local_cluster_down(const char *dir);
+
+/* strata keygen and strata token create|list|revoke (cmd_token.c). */
+int cmd_keygen(int argc, char **argv);
+int cmd_token(int argc, char **argv);
+
+/* Writes text and a newline to path, created with mode 0600 (an existing
+ * file is -EEXIST). 0 or a negative error. */
+int cli_write_secret(const char *path, const char *text);
+struct token_claims;
+/* The claims of 'strata token create' from its options (argv[0]: "create"),
+ * with --key and --out. 0, or 2 after a usage error. */
+int cli_token_claims(int argc, char **argv, struct token_claims *c, const char **key,
+		     const char **out);
+
+/* The token's text by the rule of strata_find_token ("" when no rule
+ * applies): malloc'd, or NULL after reporting why it cannot be read. */
+char *cli_find_token(const char *token, const char *mgmt, const char *dir);
+/* The credential a command presents, by the rule of strata_find_token
+ * (strata/locate.h: --token, $STRATA_TOKEN, $STRATA_TOKEN_FILE, the
+ * cluster directory's admin.token) into out (NET_CRED_NONE when no rule
+ * applies). Returns 0, or 1 after reporting why the token is unusable. */
+int cli_find_cred(const char *token, const char *mgmt, const char *dir, struct net_cred *out);
+/* rpc_client_new with that credential set on its pool. 0 or 1 (reported). */
+int cli_rpc_client(const char *name, uint32_t timeout_ms, const char *token, const char *mgmt,
+		   const char *dir, struct rpc_client **out);
+
+struct strata;
+/* strata_connect to mgmt presenting DIR/admin.token when dir is given (a
+ * cluster the command started), else the token of the environment. 0 or
+ * a negative error (not reported). */
+int cli_connect(const char *mgmt, const char *dir, struct strata **out);
 
 /* Prints "strata: " + message to stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

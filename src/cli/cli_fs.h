@@ -19,6 +19,7 @@ enum {
 	FS_OPT_DIR,
 	FS_OPT_CHUNK,
 	FS_OPT_STRIPE,
+	FS_OPT_TOKEN,
 };
 
 /* The parsed command line of one file command. */
@@ -26,6 +27,7 @@ struct fs_args {
 	const char *cmd;	/* argv[0]: the subcommand's name */
 	const char *mgmt;	/* --mgmt ADDR */
 	const char *dir;	/* --dir DIR of 'strata local up' */
+	const char *token;	/* --token TOKEN or FILE */
 	bool flag[128];		/* single-letter flags seen, e.g. flag['r'] */
 	const char *val[128];	/* the values of letters that take one ('j') */
 	const char *chunk_size;	/* --chunk-size */
@@ -37,13 +39,15 @@ struct fs_args {
 /* Parses argv (argv[0] = the command) with getopt_long. letters: the short
  * options the command takes, getopt style ("lr", "j:q"); their long forms
  * (--recursive, --jobs, ...) are accepted as well. layout: accept
- * --chunk-size and --stripe. Every command takes --mgmt and --dir.
+ * --chunk-size and --stripe. Every command takes --mgmt, --dir and
+ * --token.
  * Returns 0, or 2 after printing a usage error. */
 int fs_parse(int argc, char **argv, const char *letters, bool layout, struct fs_args *a);
 
 /* Finds the cluster by the rule of strata_find_mgmt (strata/locate.h:
  * --mgmt, an address or a 'strata local up' directory, else --dir, else
- * $STRATA_MGMT) and connects. Returns 0 and *out (the caller disconnects
+ * $STRATA_MGMT) and the credential by strata_find_token's (--token,
+ * $STRATA_TOKEN, $STRATA_TOKEN_FILE, DIR/admin.token) and connects. Returns 0 and *out (the caller disconnects
  * it), 1 when the cluster cannot be found or reached, or 2 when none was
  * named (each reported on stderr). */
 int fs_connect(const struct fs_args *a, struct strata **out);

@@ -14,17 +14,17 @@
 #include "proto/mgmt.h"
 #include "strata/errors.h"
 
-static int admin_call(const char *addr, uint32_t action, uint32_t arg, uint32_t arg2,
-		      uint32_t *result)
+static int admin_call(const struct fs_args *a, const char *addr, uint32_t action, uint32_t arg,
+		      uint32_t arg2, uint32_t *result)
 {
 	struct rpc_client *cl;
 	struct mg_admin rq = { action, arg, arg2, 0 };
 	struct proto_sync s = { .timeout_ms = 10000 };
 	struct mg_result rep = { 0 };
-	int rc = rpc_client_new("strata-admin", 10000, &cl);
+	int rc;
 
-	if (rc)
-		return rc;
+	if (cli_rpc_client("strata-admin", 10000, a->token, a->mgmt, a->dir, &cl))
+		return -EINVAL;
 	rc = mg_admin_call_sync(cl, addr, &rq, &s, &rep);
 	*result = rep.result;
 	rpc_client_free(cl);
@@ -69,7 +69,7 @@ int cmd_admin(int argc, char **argv)
 			return rc;
 		if ((rc = fs_mgmt_addr(&a, addr, sizeof(addr))))
 			return rc;
-		rc = admin_call(addr, MGMT_ADMIN_DRAIN, x, 0, &result);
+		rc = admin_call(&a, addr, MGMT_ADMIN_DRAIN, x, 0, &result);
 		if (rc) {
 			cli_err("cannot drain node %u: %s", x, strata_strerror(rc));
 			return 1;
@@ -91,7 +91,7 @@ int cmd_admin(int argc, char **argv)
 			return rc;
 		if ((rc = fs_mgmt_addr(&a, addr, sizeof(addr))))
 			return rc;
-		rc = admin_call(addr, MGMT_ADMIN_REPLACE, x, y, &result);
+		rc = admin_call(&a, addr, MGMT_ADMIN_REPLACE, x, y, &result);
 		if (rc) {
 			cli_err("cannot replace target %u by %u: %s", x, y, strata_strerror(rc));
 			return 1;

@@ -294,12 +294,14 @@ static int run_child(char *const *argv)
 
 static int put_dataset(struct demo *d, struct strata *s)
 {
-	char self[PATH_MAX], train[PATH_MAX], shards[PATH_MAX];
-	char *argv[] = { self, "put", "-j", "8", "--mgmt", d->mgmt, train, shards,
+	char self[PATH_MAX], train[PATH_MAX], shards[PATH_MAX], tok[PATH_MAX + 16];
+	char *argv[] = { self, "put", "-j", "8", "--mgmt", d->mgmt, "--token", tok, train, shards,
 			 DEMO_ROOT, NULL };
 	double t0;
 	int rc;
 
+	/* The put presents the cluster's own admin token. */
+	snprintf(tok, sizeof(tok), "%s/admin.token", d->cdir);
 	rc = strata_mkdir(s, DEMO_ROOT, 0755);
 	if (rc) {
 		cli_err("demo: cannot create '%s' in the cluster: %s", DEMO_ROOT,
@@ -746,7 +748,7 @@ int cmd_demo(int argc, char **argv)
 	fflush(stdout);
 	if (local_cluster_up(d.cdir, 3, 3, "--node.log_level=warn", d.mgmt, sizeof(d.mgmt)))
 		goto out;
-	rc = strata_connect(d.mgmt, NULL, &s);
+	rc = cli_connect(d.mgmt, d.cdir, &s);
 	if (rc) {
 		cli_err("demo: cannot connect to the cluster at %s: %s", d.mgmt, strata_strerror(rc));
 		goto out;

@@ -29,6 +29,7 @@
 static const struct option fs_longopts[] = {
 	{ "mgmt", required_argument, NULL, FS_OPT_MGMT },
 	{ "dir", required_argument, NULL, FS_OPT_DIR },
+	{ "token", required_argument, NULL, FS_OPT_TOKEN },
 	{ "chunk-size", required_argument, NULL, FS_OPT_CHUNK },
 	{ "stripe", required_argument, NULL, FS_OPT_STRIPE },
 	{ "jobs", required_argument, NULL, 'j' },
@@ -60,6 +61,9 @@ int fs_parse(int argc, char **argv, const char *letters, bool layout, struct fs_
 			break;
 		case FS_OPT_DIR:
 			a->dir = optarg;
+			break;
+		case FS_OPT_TOKEN:
+			a->token = optarg;
 			break;
 		case FS_OPT_CHUNK:
 		case FS_OPT_STRIPE:
@@ -121,13 +125,21 @@ int fs_mgmt_addr(const struct fs_args *a, char *addr, size_t len)
 
 int fs_connect_at(const struct fs_args *a, struct strata **out, char *addr, size_t len)
 {
+	struct strata_opts o;
+	char *text;
 	int rc;
 
 	*out = NULL;
 	rc = fs_mgmt_addr(a, addr, len);
 	if (rc)
 		return rc;
-	rc = strata_connect(addr, NULL, out);
+	text = cli_find_token(a->token, a->mgmt, a->dir);
+	if (!text)
+		return 1;
+	strata_opts_init(&o, sizeof(o));
+	o.token = text;		/* "": none */
+	rc = strata_connect(addr, &o, out);
+	free(text);
 	if (rc) {
 		cli_err("cannot connect to the cluster at '%s': %s", addr, strata_strerror(rc));
 		*out = NULL;

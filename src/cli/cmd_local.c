@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "common/token.h"
 #include "common/config.h"
 #include "net/proto.h"
 #include "net/reactor.h"
@@ -197,14 +198,17 @@ static int64_t status_value(struct rpc_client *cl, const char *addr, const char 
  * (the storage daemons registered and mgmt built the chains) and every
  * storage daemon holds mgmt's current map (no first write is refused for
  * a stale one). */
-static int wait_ready(const char *mgmt, json_t *nodes, int timeout_ms)
+static int wait_ready(const char *dir, const char *mgmt, json_t *nodes, int timeout_ms)
 {
 	struct rpc_client *cl;
 	uint64_t deadline = reactor_now_ms() + (uint64_t)timeout_ms;
+	char tok[PATH_MAX + 16];
 	int ready = 0;
 
-	if (rpc_client_new("strata-cli", 3000, &cl))
-		return -ENOMEM;
+	/* This cluster's own admin token, whatever the environment names. */
+	snprintf(tok, sizeof(tok), "%s/admin.token", dir);
+	if (cli_rpc_client("strata-cli", 3000, tok, NULL, NULL, &cl))
+		return -EINVAL;
 	while (!ready && reactor_now_ms() < deadline) {
 		int64_t version = status_value(cl, mgmt, "mgmt", "map_version");
 
@@ -225,6 +229,55 @@ static int wait_ready(const char *mgmt, json_t *nodes, int timeout_ms)
 	return ready ? 0 : -ETIMEDOUT;
 }
 
+/*
+ * The cluster's credentials in DIR: the cluster key every daemon is given
+ * (cluster.key) and an admin token signed with it (admin.token), both
+ * mode 0600. Commands given --dir DIR present the admin token
+ * (strata_find_token). A key left by an earlier cluster in DIR is kept,
+ * with its token.
+ */
+static int make_credentials(const char *dir, char *keyfile, size_t len)
+{
+	struct token_claims c;
+	struct cluster_key k;
+	char tokfile[PATH_MAX + 32], err[512], *text = NULL;
+	int rc;
+
+	snprintf(keyfile, len, "%s/cluster.key", dir);
+	snprintf(tokfile, sizeof(tokfile), "%s/admin.token", dir);
+	if (access(keyfile, F_OK) == 0 && access(tokfile, F_OK) == 0)
+		return cluster_key_load(keyfile, &k, err, sizeof(err)) ? (cli_err("%s", err), 1) : 0;
+	unlink(keyfile);
+	unlink(tokfile);
+	rc = cluster_key_generate(&k);
+	if (!rc)
+		rc = cluster_key_save(keyfile, &k);
+	if (rc) {
+		cli_err("cannot write the cluster key '%s': %s", keyfile, strata_strerror(rc));
+		return 1;
+	}
+	token_claims_init(&c);
+	snprintf(c.tenant, sizeof(c.tenant), "admin");
+	c.uid = 0;
+	c.ngids = 1;
+	c.gids[0] = 0;
+	c.flags = TOKEN_F_ADMIN | TOKEN_F_ROOT;
+	c.npaths = 1;
+	snprintf(c.paths[0].prefix, sizeof(c.paths[0].prefix), "/");
+	c.paths[0].write = true;
+	c.exp = 0;
+	rc = token_sign(&k, &c, &text);
+	memset(&k, 0, sizeof(k));
+	if (!rc)
+		rc = cli_write_secret(tokfile, text);
+	free(text);
+	if (rc) {
+		cli_err("cannot write the admin token '%s': %s", tokfile, strata_strerror(rc));
+		return 1;
+	}
+	return 0;
+}
+
 static int local_up(const struct local_opts *o)
 {
 	char path[PATH_MAX];
@@ -232,7 +285,7 @@ static int local_up(const struct local_opts *o)
 	int nstorage = (int)(o->storage > 0 ? o->storage : o->nodes);
 	int total = nstorage + 1 + (int)o->mem;
 	int64_t repl = o->replication ? o->replication : (nstorage < 3 ? nstorage : 3);
-	char mgmt[64] = "";
+	char mgmt[64] = "", keyfile[PATH_MAX + 32], f_key[PATH_MAX + 48];
 	int rc = 0;
 
 	cluster_file(o->dir, path, sizeof(path));
@@ -248,6 +301,11 @@ static int local_up(const struct local_opts *o)
 		return 1;
 	}
 	json_object_set_new(j, "nodes", nodes);
+	rc = make_credentials(o->dir, keyfile, sizeof(keyfile));
+	if (rc) {
+		json_decref(j);
+		return 1;
+	}
 	for (int i = 1; i <= total; i++) {
 		char data[PATH_MAX], svc[128], f_id[32], f_svc[160], f_mgmt[96], f_repl[48];
 		char extra[1024], addr[64], f_expect[48], f_listen[64];
@@ -270,6 +328,8 @@ static int local_up(const struct local_opts *o)
 			snprintf(f_mgmt, sizeof(f_mgmt), "--mgmt.address=%s", mgmt);
 			flags[nf++] = f_mgmt;
 		}
+		snprintf(f_key, sizeof(f_key), "--node.key_file=%s", keyfile);
+		flags[nf++] = f_key;
 		if (i == 1) {
 			snprintf(f_repl, sizeof(f_repl), "--mgmt.replication=%lld", (long long)repl);
 			snprintf(f_expect, sizeof(f_expect), "--mgmt.expect_nodes=%d", nstorage);
@@ -301,7 +361,7 @@ static int local_up(const struct local_opts *o)
 		}
 	}
 	if (!rc) {
-		rc = wait_ready(mgmt, nodes, 30000);
+		rc = wait_ready(o->dir, mgmt, nodes, 30000);
 		if (rc)
 			cli_err("the cluster did not form within 30 s (storage daemons registered? see '%s/node*/stratad.log')",
 				o->dir);
@@ -320,11 +380,13 @@ static int local_status(const char *dir)
 {
 	json_t *j = load_cluster(dir), *nodes;
 	struct rpc_client *cl;
+	char tok[PATH_MAX + 16];
 	int down = 0;
 
 	if (!j)
 		return 1;
-	if (rpc_client_new("strata-cli", 3000, &cl)) {
+	snprintf(tok, sizeof(tok), "%s/admin.token", dir);
+	if (cli_rpc_client("strata-cli", 3000, tok, NULL, NULL, &cl)) {
 		json_decref(j);
 		return 1;
 	}

@@ -38,11 +38,9 @@ int cmd_ping(int argc, char **argv)
 		cli_err("ping: '%s' is not HOST:PORT", addr);
 		return 2;
 	}
-	rc = rpc_client_new("strata-ping", 3000, &cl);
-	if (rc) {
-		cli_err("cannot start client: %s", strata_strerror(rc));
+	/* The credential of $STRATA_TOKEN or $STRATA_TOKEN_FILE, if any. */
+	if (cli_rpc_client("strata-ping", 3000, NULL, NULL, NULL, &cl))
 		return 1;
-	}
 	for (int64_t i = 0; i < count; i++) {
 		struct rpc_sync_args a = { .op = OP_PING, .timeout_ms = 3000 };
 		struct rpc_result res;

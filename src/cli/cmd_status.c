@@ -5,6 +5,7 @@
  * public API does not expose. When the map cannot be read the counts of
  * strata_statfs stand in and health is "unknown".
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,15 +40,14 @@ static const char *target_state(uint32_t st)
 
 /* The cluster map from mgmt. Returns 0 and m (the caller releases it) or a
  * negative error. */
-static int fetch_map(const char *addr, struct cluster_map *m)
+static int fetch_map(const struct fs_args *a, const char *addr, struct cluster_map *m)
 {
 	struct rpc_client *cl;
 	int rc;
 
 	cm_init(m);
-	rc = rpc_client_new("strata-cli", 5000, &cl);
-	if (rc)
-		return rc;
+	if (cli_rpc_client("strata-cli", 5000, a->token, a->mgmt, a->dir, &cl))
+		return -EINVAL;
 	rc = cmap_fetch_sync(cl, addr, 5000, m);
 	rpc_client_free(cl);
 	return rc;
@@ -180,7 +180,7 @@ int fs_cmd_status(int argc, char **argv)
 		return rc;
 	/* The map first: it answers while the namespace is away, and says
 	 * whether there is a meta service to ask at all. */
-	maprc = fetch_map(addr, &m);
+	maprc = fetch_map(&a, addr, &m);
 	if (maprc == 0) {
 		meta_n = count_services(&m, CM_SVC_META, &meta_up);
 		mem_n = count_services(&m, CM_SVC_MEM, &mem_up);

@@ -189,7 +189,13 @@ static void usage(FILE *f)
 		"  ping ADDR [--count N]              round trip to a daemon\n"
 		"  node drain NODE_ID                 move a node's replicas to other nodes\n"
 		"  target replace OLD NEW             rebuild a lost target on a spare\n"
-		"files (the cluster: --mgmt ADDR, --dir DIR of 'local up', or $STRATA_MGMT):\n"
+		"security (docs/security.md):\n"
+		"  keygen FILE                        a new cluster key (mode 0600)\n"
+		"  token create --key FILE ...        a token: tenant, uid/gids, path and mem\n"
+		"                                     scopes, admin, expiry\n"
+		"files (the cluster: --mgmt ADDR, --dir DIR of 'local up', or $STRATA_MGMT;\n"
+		"       the credential: --token TOKEN|FILE, $STRATA_TOKEN, $STRATA_TOKEN_FILE,\n"
+		"       or DIR/admin.token):\n"
 		"  ls [-l] PATH...                    list directories\n"
 		"  stat PATH...                       every attribute, with the layout\n"
 		"  mkdir [-p] PATH...                 create directories\n"
@@ -229,6 +235,10 @@ int main(int argc, char **argv)
 		return cmd_admin(argc - 1, argv + 1);
 	if (strcmp(argv[1], "ping") == 0)
 		return cmd_ping(argc - 1, argv + 1);
+	if (strcmp(argv[1], "keygen") == 0)
+		return cmd_keygen(argc - 1, argv + 1);
+	if (strcmp(argv[1], "token") == 0)
+		return cmd_token(argc - 1, argv + 1);
 	if (strcmp(argv[1], "bench") == 0)
 		return cmd_bench(argc - 1, argv + 1);
 	if (strcmp(argv[1], "demo") == 0)

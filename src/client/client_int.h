@@ -14,6 +14,8 @@
 
 struct strata {
 	struct strata_opts o;
+	struct net_cred cred;		/* what every connection presents */
+	bool has_cred;
 	char mgmt[64];
 	struct rpc_client *rpc;		/* meta calls */
 	struct mc_ctx mc;

@@ -581,13 +581,24 @@ int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_o
 	reactor_timer_init(&sc->refetch, on_refetch, sc);
 	reactor_timer_init(&sc->periodic, on_periodic, sc);
 	rc = rpc_pool_new(r, sc->o.timeout_ms, &sc->pool);
+	if (!rc && o && o->cred)
+		rc = rpc_pool_set_cred(sc->pool, o->cred);
 	if (rc) {
+		rpc_pool_free(sc->pool);
 		free(sc);
 		return rc;
 	}
+	sc->o.cred = NULL;	/* the pool keeps its copy */
 	reactor_call(r, start_on_owner, sc);
 	*out = sc;
 	return 0;
+}
+
+/* A refused credential does not get better by waiting. */
+static bool cred_refused(int err)
+{
+	return err == STRATA_ENOCRED || err == -EKEYREJECTED || err == -EKEYEXPIRED ||
+	       err == -EKEYREVOKED || err == -EACCES;
 }
 
 /* Called with sc->lock held: post a map request to the owner and wait up
@@ -617,7 +628,7 @@ int sclient_wait_map(struct sclient *sc, uint32_t timeout_ms)
 	while (sc->table_len == 0) {
 		uint64_t now = reactor_now_ms();
 
-		if (now >= deadline) {
+		if (now >= deadline || cred_refused(sc->map_err)) {
 			rc = sc->map_err ? sc->map_err : -ETIMEDOUT;
 			break;
 		}
@@ -648,7 +659,7 @@ int sclient_find_service(struct sclient *sc, uint32_t kind, uint32_t after, uint
 			}
 			break;
 		}
-		if (reactor_now_ms() >= deadline) {
+		if (reactor_now_ms() >= deadline || cred_refused(sc->map_err)) {
 			rc = sc->map_err ? sc->map_err : -ENOENT;
 			break;
 		}

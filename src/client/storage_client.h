@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net/auth.h"
 #include "net/reactor.h"
 #include "proto/storage.h"
 
@@ -29,6 +30,7 @@ struct sclient_opts {
 	size_t opts_size;
 	uint32_t timeout_ms;	/* one RPC; default 10000 */
 	uint32_t retry_ms;	/* total budget of an I/O's retries; default 30000 */
+	const struct net_cred *cred;	/* copied; NULL: the process default */
 };
 
 void sclient_opts_init(struct sclient_opts *o, size_t size);

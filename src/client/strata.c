@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "client_int.h"
 #include "common/log.h"
 #include "common/cluster_map.h"
+#include "strata/locate.h"
 
 #define PATH_MAX_LEN 4096
 
@@ -59,9 +61,34 @@ void strata_disconnect(struct strata *s)
 		}
 	}
 	rpc_client_free(s->rpc);
+	net_cred_release(&s->cred);
 	free(s->sc);
 	free(s->io_r);
 	free(s);
+}
+
+/* The token the caller gave, or the environment's; none: the process
+ * default (a daemon's cluster key, or nothing). */
+static int take_token(struct strata *s, const char *given)
+{
+	char *text = malloc(TOKEN_TEXT_MAX + 2);
+	char err[256];
+	int rc;
+
+	if (!text)
+		return -ENOMEM;
+	if (given)
+		rc = snprintf(text, TOKEN_TEXT_MAX + 2, "%s", given) > TOKEN_TEXT_MAX ? -E2BIG : 0;
+	else
+		rc = strata_find_token(NULL, NULL, NULL, text, TOKEN_TEXT_MAX + 2);
+	if (!rc && text[0]) {
+		rc = net_cred_from_token(&s->cred, text, err, sizeof(err));
+		if (rc)
+			log_error("client", "%s", err);
+		s->has_cred = !rc;
+	}
+	free(text);
+	return rc;
 }
 
 int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct strata **out)
@@ -94,8 +121,14 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
 		if (!s->o.io_threads || s->o.io_threads > 64)
 			s->o.io_threads = 2;
 	}
+	s->o.token = NULL;	/* not kept: the caller's string */
 	snprintf(s->mgmt, sizeof(s->mgmt), "%s", mgmt_addr);
-	rc = rpc_client_new("strata-meta", s->o.timeout_ms, &s->rpc);
+	rc = take_token(s, opts && opts->opts_size > offsetof(struct strata_opts, token)
+				? opts->token : NULL);
+	if (!rc)
+		rc = rpc_client_new("strata-meta", s->o.timeout_ms, &s->rpc);
+	if (!rc && s->has_cred)
+		rc = rpc_pool_set_cred(rpc_client_pool(s->rpc), &s->cred);
 	if (rc)
 		goto fail;
 	s->nio = (int)s->o.io_threads;
@@ -108,6 +141,7 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
 	sclient_opts_init(&so, sizeof(so));
 	so.timeout_ms = s->o.timeout_ms;
 	so.retry_ms = s->o.retry_ms;
+	so.cred = s->has_cred ? &s->cred : NULL;
 	for (int i = 0; i < s->nio; i++) {
 		rc = reactor_new("strata-io", &s->io_r[i]);
 		if (!rc)

@@ -16,6 +16,8 @@ static const char *const strata_msgs[] = {
 	[9] = "target is resyncing and cannot serve yet",
 	[10] = "unknown operation",
 	[11] = "replica lacks the chunk's base version: the whole chunk is resent",
+	[12] = "permission denied: no credential (give --token, STRATA_TOKEN or "
+	       "STRATA_TOKEN_FILE)",
 };
 
 /* A new code in errors.h or errors_int.h needs its message here. */
@@ -39,6 +41,13 @@ const char *strata_strerror(int err)
 			return strata_msgs[idx];
 		return "unknown strata error";
 	}
+	/* The key errors are how a credential is refused: say so. */
+	if (code == EKEYREJECTED)
+		return "permission denied: credential rejected (not signed with this cluster's key)";
+	if (code == EKEYEXPIRED)
+		return "permission denied: the token has expired";
+	if (code == EKEYREVOKED)
+		return "permission denied: the token has been revoked";
 	/* Here 0 < code <= STRATA_ERR_BASE. strerror_r (GNU) may return a
 	 * static string or fill buf. */
 	return strerror_r((int)code, buf, sizeof(buf));

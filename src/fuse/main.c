@@ -29,6 +29,8 @@ struct options {
 	const char *mountpoint;
 	const char *mgmt;
 	char mgmt_addr[256];	/* mgmt resolved (strata/locate.h) */
+	const char *token;	/* --token TOKEN or FILE */
+	char *token_text;	/* the credential found (strata_find_token) */
 	const char *mount_opts;		/* extra -o options */
 	const char *log_file;
 	double timeout_s;
@@ -49,6 +51,8 @@ static void usage(FILE *f)
 		"usage: strata-fuse MOUNTPOINT --mgmt HOST:PORT [options]\n"
 		"  --mgmt ADDR          the cluster's mgmt address, or the directory of\n"
 		"                       'strata local up' (default: $STRATA_MGMT)\n"
+		"  --token TOKEN|FILE   the credential (default: $STRATA_TOKEN,\n"
+		"                       $STRATA_TOKEN_FILE, or the local cluster's admin.token)\n"
 		"  --timeout SEC        give up on an unreachable cluster after SEC seconds\n"
 		"                       and return EIO (default 30)\n"
 		"  --attr-timeout SEC   kernel attribute cache (default 1)\n"
@@ -136,6 +140,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		i++;
 		if (!strcmp(a, "--mgmt"))
 			o->mgmt = v;
+		else if (!strcmp(a, "--token"))
+			o->token = v;
 		else if (!strcmp(a, "-o"))
 			o->mount_opts = v;
 		else if (!strcmp(a, "--log"))
@@ -165,6 +171,16 @@ static int parse_args(int argc, char **argv, struct options *o)
 	}
 	if (!o->mountpoint) {
 		usage(stderr);
+		return -EINVAL;
+	}
+	/* The credential, by the rule every Strata program uses. */
+	o->token_text = malloc(16385);
+	if (!o->token_text)
+		return -ENOMEM;
+	rc_find = strata_find_token(o->token, o->mgmt, NULL, o->token_text, 16385);
+	if (rc_find) {
+		fprintf(stderr, "strata-fuse: cannot use the token: %s%s\n", strata_strerror(rc_find),
+			rc_find == -EPERM ? " (a token file must be mode 0600)" : "");
 		return -EINVAL;
 	}
 	/* --mgmt, else $STRATA_MGMT: the rule every Strata program uses. */
@@ -287,6 +303,7 @@ static int run(const struct options *o, int *status_fd)
 	so.retry_ms = (uint32_t)(o->timeout_s * 1000);
 	so.timeout_ms = so.retry_ms < 10000 ? so.retry_ms : 10000;
 	so.io_threads = o->io_threads;
+	so.token = o->token_text;
 	rc = strata_connect(o->mgmt, &so, &s);
 	if (rc) {
 		fprintf(stderr, "strata-fuse: cannot reach the cluster at '%s': %s\n", o->mgmt,

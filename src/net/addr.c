@@ -120,3 +120,22 @@ void addr_format(const struct sockaddr_storage *ss, char *out, size_t len)
 	else
 		snprintf(out, len, "?");
 }
+
+bool addr_is_loopback(const char *addr)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	char host[ADDR_HOST_MAX];
+	int port;
+
+	if (parse_hostport(addr, host, sizeof(host), &port))
+		return false;
+	if (!strcmp(host, "localhost"))
+		return true;
+	if (addr_parse_numeric(addr, &ss, &sl))
+		return false;
+	if (ss.ss_family == AF_INET)
+		return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+	return ss.ss_family == AF_INET6 &&
+	       IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr);
+}

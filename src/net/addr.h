@@ -18,6 +18,7 @@
 #ifndef STRATA_NET_ADDR_H
 #define STRATA_NET_ADDR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
 
@@ -35,6 +36,10 @@ int parse_hostport(const char *addr, char *host, size_t hostlen, int *port);
  * lookup. Returns 0, -EAGAIN when the host is a name (resolve it with
  * addr_resolve off the loop), or -EINVAL when addr is malformed. */
 int addr_parse_numeric(const char *addr, struct sockaddr_storage *ss, socklen_t *sl);
+
+/* Whether addr ("host:port") can only be reached from this machine: a
+ * 127.0.0.0/8 or ::1 literal, or "localhost". No lookup. */
+bool addr_is_loopback(const char *addr);
 
 /* addr as a socket address, looking names up with getaddrinfo (the first
  * answer, TCP). Blocks: never call it on a reactor thread. Returns 0,

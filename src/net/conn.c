@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "addr.h"
+#include "auth.h"
 #include "codec.h"
 #include "common/buf.h"
 #include "common/log.h"
@@ -55,7 +56,7 @@ struct rpc_req {
 	struct out_frame *frame;	/* while queued */
 	bool pending;			/* in the hash, awaiting a response */
 	bool timed_out;
-	bool internal;			/* HELLO */
+	bool internal;			/* HELLO or AUTH: passes the gate */
 };
 
 static struct {
@@ -72,6 +73,16 @@ struct conn {
 	bool is_server;
 	bool hello_done;
 	int close_err;		/* what pending calls fail with */
+	bool close_when_flushed;	/* a refusal: close once it is written */
+
+	/* authentication (auth.h) */
+	struct net_cred cred;		/* client: what we present */
+	struct net_ident *ident;	/* server: who the peer proved to be */
+	uint8_t nc[AUTH_NONCE_LEN];	/* client: our nonce */
+	uint8_t expect[32];		/* server: the client proof we expect */
+	bool await_auth;		/* server: the next frame must be AUTH */
+	bool gated;			/* client: requests wait for the exchange */
+	struct out_frame *held_head, **held_tail;
 	char peer[64];
 	struct conn_handler h;
 	bool has_handler;
@@ -138,6 +149,8 @@ static void conn_destroy(void *arg)
 		free(q);
 	}
 	bbuf_release(&c->body);
+	net_cred_release(&c->cred);
+	free(c->ident);
 	free(c->rbuf);
 	free(c);
 }
@@ -149,6 +162,13 @@ void conn_put(struct conn *c)
 }
 
 bool conn_is_open(const struct conn *c) { return c->open; }
+
+const struct net_ident *conn_ident(const struct conn *c)
+{
+	static const struct net_ident open_ident = { .role = NET_ROLE_OPEN };
+
+	return c->ident ? c->ident : &open_ident;
+}
 const char *conn_peer(const struct conn *c) { return c->peer; }
 struct reactor *conn_reactor(const struct conn *c) { return c->r; }
 void conn_set_user(struct conn *c, void *user) { c->user = user; }
@@ -355,6 +375,10 @@ static void flush_out(struct conn *c)
 			frame_finish(c, f);
 		}
 	}
+	if (c->open && c->close_when_flushed && !c->out_head) {
+		conn_close(c, "credential refused");
+		return;
+	}
 	if (c->open)
 		update_interest(c);
 }
@@ -362,6 +386,13 @@ static void flush_out(struct conn *c)
 static void enqueue(struct conn *c, struct out_frame *f)
 {
 	bool was_empty = c->out_head == NULL;
+
+	if (c->gated && !(f->req && f->req->internal)) {
+		/* Held until the server proved itself and saw our proof. */
+		*c->held_tail = f;
+		c->held_tail = &f->next;
+		return;
+	}
 
 	*c->out_tail = f;
 	c->out_tail = &f->next;
@@ -383,7 +414,7 @@ static void fill_hdr(struct out_frame *f, uint16_t op, uint32_t flags, int statu
 	frame_hdr_encode(&h, f->hdr);
 }
 
-int conn_call(struct conn *c, const struct rpc_call_args *a)
+static int queue_call(struct conn *c, const struct rpc_call_args *a, bool internal)
 {
 	struct out_frame *f;
 	struct rpc_req *q;
@@ -420,7 +451,7 @@ int conn_call(struct conn *c, const struct rpc_call_args *a)
 	q->conn = c;
 	q->frame = f;
 	q->timed_out = false;
-	q->internal = false;
+	q->internal = internal;
 	reactor_timer_init(&q->timer, req_timeout, q);
 	q->next = *bucket_of(c, q->id);
 	*bucket_of(c, q->id) = q;
@@ -434,6 +465,11 @@ int conn_call(struct conn *c, const struct rpc_call_args *a)
 	fill_hdr(f, a->op, 0, 0, q->id);
 	enqueue(c, f);
 	return 0;
+}
+
+int conn_call(struct conn *c, const struct rpc_call_args *a)
+{
+	return queue_call(c, a, false);
 }
 
 int conn_reply(struct conn *c, const struct frame_hdr *req, int status, const void *body,
@@ -487,6 +523,13 @@ static void conn_teardown(struct conn *c)
 		frame_finish(c, f);
 	}
 	c->out_tail = &c->out_head;
+	while (c->held_head) {
+		struct out_frame *f = c->held_head;
+
+		c->held_head = f->next;
+		frame_finish(c, f);
+	}
+	c->held_tail = &c->held_head;
 	for (uint32_t b = 0; b < PENDING_BUCKETS; b++) {
 		while (c->buckets[b])
 			req_complete(c, c->buckets[b], c->close_err ? c->close_err : -ECONNRESET, NULL);
@@ -532,43 +575,193 @@ static void conn_bad_frame(struct conn *c, const char *why)
 
 /* ---- read side ---- */
 
+/* A refusal: answer status, log why, close once the answer is out. */
+static void refuse(struct conn *c, const struct frame_hdr *req, int status, const char *why)
+{
+	log_warn("net", "refused '%s': %s", c->peer, why);
+	c->close_when_flushed = true;
+	c->await_auth = false;
+	conn_reply(c, req, status, NULL, 0, NULL, 0, NULL, NULL);
+}
+
+/*
+ * HELLO request: magic u32, version u16, role u16, node id u32, the
+ * client's nonce (16 bytes), credential kind u8, the token's signed part
+ * (bytes; empty unless kind is a token). Reply: magic, version, role, node
+ * id, the server's nonce, its proof (32 bytes), flags u8 (HELLO_F_AUTH:
+ * send AUTH next). docs/protocol.md has the table.
+ */
+#define HELLO_F_AUTH 1u
+
 static void handle_hello_request(struct conn *c, struct rpc_msg *m)
 {
+	const struct net_auth *auth = c->has_handler ? c->h.auth : NULL;
+	uint8_t nc[AUTH_NONCE_LEN], ns[AUTH_NONCE_LEN] = { 0 }, proof[32] = { 0 };
+	uint8_t secret[TOKEN_SECRET_LEN];
+	const uint8_t *sp = NULL;
+	struct net_ident id;
 	struct rbuf rb;
-	uint32_t magic;
-	uint16_t version, role;
-	uint8_t out[16];
+	struct bbuf out;
+	struct wbuf w;
+	uint32_t magic, sl;
+	uint16_t version;
+	uint8_t kind;
+	char err[256] = "";
+	int rc;
 
 	rbuf_init(&rb, m->body, m->hdr.body_len);
 	magic = rb_u32(&rb);
 	version = rb_u16(&rb);
-	role = rb_u16(&rb);
+	(void)rb_u16(&rb);	/* role: what the credential proves counts */
 	(void)rb_u32(&rb);	/* node id */
-	if (rb.err || magic != FRAME_MAGIC || version != STRATA_PROTO_VERSION) {
-		conn_bad_frame(c, "bad HELLO (magic or protocol version)");
+	rb_raw(&rb, nc, sizeof(nc));
+	kind = rb_u8(&rb);
+	sl = rb_bytes(&rb, &sp, TOKEN_TEXT_MAX);
+	if (rb_finish(&rb) || magic != FRAME_MAGIC || version != STRATA_PROTO_VERSION ||
+	    kind > NET_CRED_TOKEN || (kind != NET_CRED_TOKEN && sl)) {
+		conn_bad_frame(c, "bad HELLO (magic, protocol version or credential)");
 		return;
 	}
-	(void)role;
 	c->hello_done = true;
-	put_le32(out, FRAME_MAGIC);
-	put_le16(out + 4, STRATA_PROTO_VERSION);
-	put_le16(out + 6, ROLE_DAEMON);
-	put_le32(out + 8, c->h.node_id);
-	conn_reply(c, &m->hdr, 0, out, 12, NULL, 0, NULL, NULL);
+	rc = auth_accept(auth, (enum net_cred_kind)kind, (const char *)sp, sl, &id, secret, err,
+			 sizeof(err));
+	if (rc) {
+		refuse(c, &m->hdr, rc, err);
+		return;
+	}
+	c->ident = malloc(sizeof(*c->ident));
+	if (!c->ident) {
+		refuse(c, &m->hdr, -ENOMEM, "out of memory");
+		return;
+	}
+	*c->ident = id;
+	if (id.role != NET_ROLE_OPEN) {
+		auth_nonce(ns);
+		auth_proof(secret, "strata-server", nc, ns, proof);
+		auth_proof(secret, "strata-client", nc, ns, c->expect);
+		c->await_auth = true;
+	}
+	bbuf_init(&out);
+	wbuf_init(&w, &out);
+	wb_u32(&w, FRAME_MAGIC);
+	wb_u16(&w, STRATA_PROTO_VERSION);
+	wb_u16(&w, ROLE_DAEMON);
+	wb_u32(&w, c->h.node_id);
+	wb_raw(&w, ns, sizeof(ns));
+	wb_raw(&w, proof, sizeof(proof));
+	wb_u8(&w, c->await_auth ? HELLO_F_AUTH : 0);
+	if (w.err)
+		refuse(c, &m->hdr, -ENOMEM, "out of memory");
+	else
+		conn_reply(c, &m->hdr, 0, out.buf, (uint32_t)out.len, NULL, 0, NULL, NULL);
+	bbuf_release(&out);
+}
+
+/* AUTH request: the client's proof (32 bytes). */
+static void handle_auth_request(struct conn *c, struct rpc_msg *m)
+{
+	c->await_auth = false;
+	if (m->hdr.body_len != 32 || !mac_equal(m->body, c->expect, 32)) {
+		refuse(c, &m->hdr, -EKEYREJECTED,
+		       c->ident->role == NET_ROLE_DAEMON ? "wrong cluster key"
+							 : "token not signed with this cluster's key");
+		return;
+	}
+	if (c->ident->role == NET_ROLE_CLIENT)
+		log_debug("net", "'%s' authenticated: token %s of tenant '%s'", c->peer,
+			  c->ident->claims.id, c->ident->claims.tenant);
+	conn_reply(c, &m->hdr, 0, NULL, 0, NULL, 0, NULL, NULL);
+}
+
+/* Client: a refused or failed exchange fails every call with its status. */
+static void exchange_failed(struct conn *c, int status, const char *what)
+{
+	if (!c->open)
+		return;
+	/* A refused credential reaches the caller as its calls' status; the
+	 * server logs it. */
+	if (status == STRATA_ENOCRED || status == -EKEYEXPIRED || status == -EKEYREVOKED ||
+	    status == -ECONNRESET)
+		log_debug("net", "%s to '%s' failed: %s", what, c->peer, strata_strerror(status));
+	else
+		log_warn("net", "%s to '%s' failed: %s", what, c->peer, strata_strerror(status));
+	c->close_err = status;
+	conn_close(c, what);
+}
+
+/* Client: the exchange is done; release the held requests. */
+static void ungate(struct conn *c)
+{
+	struct out_frame *held = c->held_head;
+
+	c->gated = false;
+	c->held_head = NULL;
+	c->held_tail = &c->held_head;
+	if (!held)
+		return;
+	*c->out_tail = held;
+	while (held->next)
+		held = held->next;
+	c->out_tail = &held->next;
+	flush_out(c);
+}
+
+static void auth_done_cb(void *arg, int status, struct rpc_msg *resp)
+{
+	struct conn *c = arg;
+
+	(void)resp;
+	if (status)
+		exchange_failed(c, status, "AUTH");
 }
 
 static void hello_done_cb(void *arg, int status, struct rpc_msg *resp)
 {
 	struct conn *c = arg;
+	uint8_t ns[AUTH_NONCE_LEN], proof[32], want[32];
+	struct rbuf rb;
+	uint32_t magic;
+	uint16_t version;
+	uint8_t flags;
 
-	if (status == 0 && resp && resp->hdr.body_len >= 6) {
-		c->hello_done = true;
+	if (status || !resp) {
+		exchange_failed(c, status ? status : STRATA_EBADMSG, "HELLO");
 		return;
 	}
-	if (c->open && status != -ECONNRESET) {
-		log_warn("net", "HELLO to '%s' failed: %s", c->peer, strata_strerror(status));
-		conn_close(c, "HELLO failed");
+	rbuf_init(&rb, resp->body, resp->hdr.body_len);
+	magic = rb_u32(&rb);
+	version = rb_u16(&rb);
+	(void)rb_u16(&rb);
+	(void)rb_u32(&rb);
+	rb_raw(&rb, ns, sizeof(ns));
+	rb_raw(&rb, proof, sizeof(proof));
+	flags = rb_u8(&rb);
+	if (rb_finish(&rb) || magic != FRAME_MAGIC || version != STRATA_PROTO_VERSION ||
+	    (flags & ~HELLO_F_AUTH)) {
+		exchange_failed(c, STRATA_EBADMSG, "HELLO");
+		return;
 	}
+	c->hello_done = true;
+	if (c->cred.kind != NET_CRED_NONE) {
+		struct rpc_call_args a = { .op = OP_AUTH, .body = want, .body_len = sizeof(want),
+					   .cb = auth_done_cb, .arg = c };
+
+		/* We hold a credential: the server must prove it holds the
+		 * same secret, or it is not our cluster. */
+		auth_proof(c->cred.secret, "strata-server", c->nc, ns, want);
+		if (!(flags & HELLO_F_AUTH) || !mac_equal(proof, want, sizeof(want))) {
+			log_warn("net", "'%s' did not prove the cluster key: not our cluster, "
+				 "or it runs without one", c->peer);
+			exchange_failed(c, -EKEYREJECTED, "HELLO");
+			return;
+		}
+		auth_proof(c->cred.secret, "strata-client", c->nc, ns, want);
+		if (queue_call(c, &a, true)) {
+			exchange_failed(c, -ENOMEM, "AUTH");
+			return;
+		}
+	}
+	ungate(c);
 }
 
 static void dispatch(struct conn *c)
@@ -607,6 +800,18 @@ static void dispatch(struct conn *c)
 		abuf_free(m.bulk);
 		conn_bad_frame(c, "HELLO sent twice");
 		return;
+	}
+	if (c->await_auth || c->cur.opcode == OP_AUTH) {
+		abuf_free(m.bulk);
+		if (!c->await_auth || c->cur.opcode != OP_AUTH)
+			conn_bad_frame(c, c->await_auth ? "request before AUTH" : "AUTH out of place");
+		else
+			handle_auth_request(c, &m);
+		return;
+	}
+	if (c->close_when_flushed) {
+		abuf_free(m.bulk);
+		return;	/* refused: nothing more is served */
 	}
 	conn_get(c);
 	if (c->has_handler && c->h.on_request)
@@ -864,6 +1069,7 @@ static int conn_alloc(struct reactor *r, int fd, const struct conn_handler *h, s
 	c->refs = 1;	/* being open */
 	c->open = true;
 	c->out_tail = &c->out_head;
+	c->held_tail = &c->held_head;
 	c->default_timeout_ms = DEFAULT_TIMEOUT_MS;
 	bbuf_init(&c->body);
 	if (h) {
@@ -1006,30 +1212,44 @@ static int resolve_start(struct conn *c, const char *addr)
 }
 
 /* The client side of a new connection: the caller's reference, and HELLO
- * queued ahead of every call. */
+ * queued ahead of every call; with a credential, calls wait for the
+ * exchange (auth.h). */
 static int conn_start_client(struct conn *c, const struct conn_handler *h,
-			     uint32_t default_timeout_ms, struct conn **out)
+			     const struct net_cred *cred, uint32_t default_timeout_ms,
+			     struct conn **out)
 {
-	uint8_t hello[12];
 	struct rpc_call_args a = { 0 };
-	int rc;
+	struct bbuf hello;
+	struct wbuf w;
+	int rc = 0;
 
 	if (default_timeout_ms)
 		c->default_timeout_ms = default_timeout_ms;
 	conn_get(c);	/* the caller's reference */
-	put_le32(hello, FRAME_MAGIC);
-	put_le16(hello + 4, STRATA_PROTO_VERSION);
-	put_le16(hello + 6, h ? ROLE_DAEMON : ROLE_CLIENT);
-	put_le32(hello + 8, h ? h->node_id : 0);
+	if (cred)
+		rc = net_cred_copy(&c->cred, cred);
+	auth_nonce(c->nc);
+	bbuf_init(&hello);
+	wbuf_init(&w, &hello);
+	wb_u32(&w, FRAME_MAGIC);
+	wb_u16(&w, STRATA_PROTO_VERSION);
+	wb_u16(&w, c->cred.kind == NET_CRED_KEY ? ROLE_DAEMON : ROLE_CLIENT);
+	wb_u32(&w, h ? h->node_id : 0);
+	wb_raw(&w, c->nc, sizeof(c->nc));
+	wb_u8(&w, (uint8_t)c->cred.kind);
+	wb_bytes(&w, c->cred.signed_part, (uint32_t)c->cred.signed_len);
 	a.op = OP_HELLO;
-	a.body = hello;
-	a.body_len = sizeof(hello);
+	a.body = hello.buf;
+	a.body_len = (uint32_t)hello.len;
 	a.cb = hello_done_cb;
 	a.arg = c;
 	/* Peers answer a HELLO for either side, so the server also accepts
 	 * requests from us. */
 	c->hello_done = true;
-	rc = conn_call(c, &a);
+	c->gated = true;
+	if (!rc)
+		rc = w.err ? -ENOMEM : queue_call(c, &a, true);
+	bbuf_release(&hello);
 	if (rc) {
 		conn_close(c, "cannot queue HELLO");
 		conn_put(c);
@@ -1040,7 +1260,7 @@ static int conn_start_client(struct conn *c, const struct conn_handler *h,
 }
 
 int conn_connect(struct reactor *r, const char *addr, const struct conn_handler *h,
-		 uint32_t default_timeout_ms, struct conn **out)
+		 const struct net_cred *cred, uint32_t default_timeout_ms, struct conn **out)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl;
@@ -1061,5 +1281,5 @@ int conn_connect(struct reactor *r, const char *addr, const struct conn_handler 
 		conn_destroy(c);
 		return rc;
 	}
-	return conn_start_client(c, h, default_timeout_ms, out);
+	return conn_start_client(c, h, cred, default_timeout_ms, out);
 }

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "addr.h"
+#include "auth.h"
 #include "frame.h"
 #include "reactor.h"
 
@@ -63,6 +64,9 @@ struct conn_handler {
 	void (*on_accept)(void *ctx, struct conn *c);
 	void *ctx;
 	uint32_t node_id;	/* told to peers in HELLO */
+	/* Accepting side: the credential peers must prove (auth.h); NULL
+	 * or no key: every peer is trusted. Must outlive the connections. */
+	const struct net_auth *auth;
 };
 
 /* Wraps an accepted socket; the peer must send HELLO first. The
@@ -73,7 +77,11 @@ int conn_accept(struct reactor *r, int fd, const struct conn_handler *h, struct 
  * Connects to addr ("host:port") without blocking and sends HELLO; calls
  * made before the connection is up are queued (and time out as usual).
  * The caller holds one reference (conn_put when done). h may be NULL (no
- * incoming requests).
+ * incoming requests). cred (copied; NULL: none) is what the connection
+ * presents: with one, calls wait until the server has proved the same
+ * secret and accepted ours, and fail with the refusal's status
+ * (STRATA_ENOCRED, -EKEYREJECTED, -EKEYEXPIRED, -EKEYREVOKED) if it is
+ * refused.
  *
  * Name resolution never runs on the loop: an IP literal is parsed here
  * (addr_parse_numeric); a name ("localhost", "storage-3") is looked up
@@ -83,13 +91,17 @@ int conn_accept(struct reactor *r, int fd, const struct conn_handler *h, struct 
  * -EINVAL for a malformed addr, or -ENOMEM.
  */
 int conn_connect(struct reactor *r, const char *addr, const struct conn_handler *h,
-		 uint32_t default_timeout_ms, struct conn **out);
+		 const struct net_cred *cred, uint32_t default_timeout_ms, struct conn **out);
 
 void conn_get(struct conn *c);
 void conn_put(struct conn *c);
 /* Closes the connection; pending calls fail with -ECONNRESET. */
 void conn_close(struct conn *c, const char *why);
 bool conn_is_open(const struct conn *c);
+/* Who the peer of an accepted connection proved to be (after HELLO and
+ * AUTH; requests are only delivered after both). A connection we opened
+ * answers NET_ROLE_OPEN. */
+const struct net_ident *conn_ident(const struct conn *c);
 const char *conn_peer(const struct conn *c);
 struct reactor *conn_reactor(const struct conn *c);
 void conn_set_user(struct conn *c, void *user);

@@ -9,6 +9,7 @@ enum strata_op {
 	OP_HELLO = 1,		/* first frame of every connection */
 	OP_PING = 2,		/* empty body; echoes bulk */
 	OP_STATUS = 3,		/* -> JSON text of the daemon's status */
+	OP_AUTH = 4,		/* the client's proof, right after HELLO (auth.h) */
 
 	OP_MGMT_FIRST = 16,	/* src/proto/mgmt.h */
 	OP_MGMT_LAST = 31,

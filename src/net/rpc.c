@@ -19,6 +19,8 @@ struct rpc_pool {
 	struct reactor *r;
 	uint32_t timeout_ms;
 	struct pool_ent *ents;
+	bool has_cred;
+	struct net_cred cred;
 };
 
 int rpc_pool_new(struct reactor *r, uint32_t timeout_ms, struct rpc_pool **out)
@@ -47,7 +49,21 @@ void rpc_pool_free(struct rpc_pool *p)
 		}
 		free(e);
 	}
+	net_cred_release(&p->cred);
 	free(p);
+}
+
+int rpc_pool_set_cred(struct rpc_pool *p, const struct net_cred *cred)
+{
+	struct net_cred copy;
+	int rc = net_cred_copy(&copy, cred);
+
+	if (rc)
+		return rc;
+	net_cred_release(&p->cred);
+	p->cred = copy;
+	p->has_cred = true;
+	return 0;
 }
 
 static struct pool_ent *pool_find(struct rpc_pool *p, const char *addr)
@@ -90,7 +106,8 @@ int rpc_pool_call(struct rpc_pool *p, const char *addr, const struct rpc_call_ar
 		e->c = NULL;
 	}
 	if (!e->c) {
-		rc = conn_connect(p->r, addr, NULL, p->timeout_ms, &e->c);
+		rc = conn_connect(p->r, addr, NULL, p->has_cred ? &p->cred : net_cred_default(),
+				  p->timeout_ms, &e->c);
 		if (rc) {
 			e->c = NULL;
 			return rc;

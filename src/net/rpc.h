@@ -22,6 +22,10 @@ int rpc_pool_new(struct reactor *r, uint32_t timeout_ms, struct rpc_pool **out);
 /* Closes every connection (their calls fail) and frees the pool. Owner
  * thread only. */
 void rpc_pool_free(struct rpc_pool *p);
+/* What the pool's connections present from now on (copied); without it,
+ * the process default (net_cred_default, auth.h). Owner thread, or before
+ * the pool is used. */
+int rpc_pool_set_cred(struct rpc_pool *p, const struct net_cred *cred);
 /* Calls addr over the pooled connection, connecting first if needed.
  * Same contract as conn_call. Owner thread only. */
 int rpc_pool_call(struct rpc_pool *p, const char *addr, const struct rpc_call_args *a);

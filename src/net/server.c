@@ -12,6 +12,7 @@ struct route {
 	svc_handler_fn fn;
 	void *svc;
 	struct reactor *owner;
+	enum svc_access access;
 };
 
 struct conn_list {
@@ -26,6 +27,7 @@ struct rpc_server {
 	struct listener *listener;
 	struct route routes[OP_MAX];
 	struct conn_handler h;
+	struct net_auth auth;
 };
 
 static void req_free(struct svc_req *req)
@@ -99,8 +101,26 @@ static void on_request(void *ctx, struct conn *c, struct rpc_msg *m)
 	struct route *rt = m->hdr.opcode < OP_MAX ? &s->routes[m->hdr.opcode] : NULL;
 	struct svc_req *req;
 
+	const struct net_ident *id = conn_ident(c);
+	int rc;
+
 	if (!rt || !rt->fn) {
 		conn_reply(c, &m->hdr, STRATA_EBADOP, NULL, 0, NULL, 0, NULL, NULL);
+		return;
+	}
+	/* A token can expire or be revoked while its connection is open. */
+	rc = net_ident_check(id);
+	if (!rc && ((rt->access == SVC_DAEMON && id->role == NET_ROLE_CLIENT) ||
+		    (rt->access == SVC_ADMIN && !net_ident_admin(id))))
+		rc = -EACCES;
+	if (rc) {
+		log_warn("net", "refused op %u from '%s'%s%s: %s", m->hdr.opcode, conn_peer(c),
+			 id->role == NET_ROLE_CLIENT ? " token " : "",
+			 id->role == NET_ROLE_CLIENT ? id->claims.id : "",
+			 rc == -EACCES ? (rt->access == SVC_DAEMON ? "daemons only"
+								   : "admin only")
+				       : strata_strerror(rc));
+		conn_reply(c, &m->hdr, rc, NULL, 0, NULL, 0, NULL, NULL);
 		return;
 	}
 	req = calloc(1, sizeof(*req));
@@ -239,11 +259,23 @@ void rpc_server_free(struct rpc_server *s)
 }
 
 void rpc_server_route(struct rpc_server *s, uint16_t op, struct reactor *owner,
-		      svc_handler_fn fn, void *svc)
+		      svc_handler_fn fn, void *svc, enum svc_access access)
 {
 	if (op >= OP_MAX)
 		return;
 	s->routes[op].fn = fn;
 	s->routes[op].svc = svc;
 	s->routes[op].owner = owner;
+	s->routes[op].access = access;
+}
+
+void rpc_server_set_auth(struct rpc_server *s, const struct net_auth *auth)
+{
+	s->auth = *auth;
+	s->h.auth = &s->auth;
+}
+
+const struct net_ident *svc_req_ident(const struct svc_req *req)
+{
+	return conn_ident(req->conn);
 }

@@ -39,6 +39,16 @@ struct svc_req {
 
 typedef void (*svc_handler_fn)(void *svc, struct svc_req *req);
 
+/* Who may call an operation (the last column of each table in
+ * src/proto/): any authenticated peer (the service then checks what the
+ * peer's token reaches), daemons only, or daemons and admin tokens. A
+ * peer below the level is answered -EACCES before the handler runs. */
+enum svc_access {
+	SVC_ANY = 0,
+	SVC_DAEMON = 1,
+	SVC_ADMIN = 2,
+};
+
 int rpc_server_new(struct reactor **reactors, int nreactors, uint32_t node_id,
 		   struct rpc_server **out);
 /* Listens on addr ("host:port", port 0 = any). Returns the port (> 0) or a
@@ -49,9 +59,14 @@ int rpc_server_listen(struct rpc_server *s, const char *addr);
 void rpc_server_shutdown(struct rpc_server *s);
 /* Frees the server (after rpc_server_shutdown). */
 void rpc_server_free(struct rpc_server *s);
-/* Routes op to fn(svc, req), run on owner's thread. */
+/* Routes op to fn(svc, req), run on owner's thread, for peers allowed
+ * by access. */
 void rpc_server_route(struct rpc_server *s, uint16_t op, struct reactor *owner,
-		      svc_handler_fn fn, void *svc);
+		      svc_handler_fn fn, void *svc, enum svc_access access);
+/* The credential peers must prove (auth.h; copied). Before listening. */
+void rpc_server_set_auth(struct rpc_server *s, const struct net_auth *auth);
+/* Who sent req (valid until its reply). */
+const struct net_ident *svc_req_ident(const struct svc_req *req);
 
 /* Moves req to owner's thread and runs fn(svc, req) there; its reply then
  * leaves from that thread. Call on the thread req is on (its handler). */

@@ -131,21 +131,21 @@ PROTO_MSG(mp_stats, MP_STATS_FIELDS)
 
 /* Stubs are named mm_<op>: mm_get_call(), mm_get_req(), ... */
 #define MEM_OPS(OP) \
-	OP(MEM_PUT,      96, mm_put,     mp_put,     proto_void) \
-	OP(MEM_GET,      97, mm_get,     mp_get,     mp_len) \
-	OP(MEM_REMOVE,   98, mm_remove,  mp_key,     proto_void) \
-	OP(MEM_EXISTS,   99, mm_exists,  mp_key,     mp_len) \
-	OP(MEM_PIN,     100, mm_pin,     mp_pin,     proto_void) \
-	OP(MEM_LIST,    101, mm_list,    mp_list,    mp_list_rep) \
-	OP(MEM_MPUT,    102, mm_mput,    mp_mput,    mp_results) \
-	OP(MEM_MGET,    103, mm_mget,    mp_mget,    mp_results) \
-	OP(MEM_MREMOVE, 104, mm_mremove, mp_keys,    mp_results) \
-	OP(MEM_MEXISTS, 105, mm_mexists, mp_keys,    mp_results) \
-	OP(MEM_STATS,   106, mm_stats,   proto_void, mp_stats)
+	OP(MEM_PUT,      96, mm_put,     mp_put,     proto_void, ANY) \
+	OP(MEM_GET,      97, mm_get,     mp_get,     mp_len, ANY) \
+	OP(MEM_REMOVE,   98, mm_remove,  mp_key,     proto_void, ANY) \
+	OP(MEM_EXISTS,   99, mm_exists,  mp_key,     mp_len, ANY) \
+	OP(MEM_PIN,     100, mm_pin,     mp_pin,     proto_void, ANY) \
+	OP(MEM_LIST,    101, mm_list,    mp_list,    mp_list_rep, ANY) \
+	OP(MEM_MPUT,    102, mm_mput,    mp_mput,    mp_results, ANY) \
+	OP(MEM_MGET,    103, mm_mget,    mp_mget,    mp_results, ANY) \
+	OP(MEM_MREMOVE, 104, mm_mremove, mp_keys,    mp_results, ANY) \
+	OP(MEM_MEXISTS, 105, mm_mexists, mp_keys,    mp_results, ANY) \
+	OP(MEM_STATS,   106, mm_stats,   proto_void, mp_stats, ANY)
 PROTO_OPS(mem, MEM_OPS)
 
 /* Every op's number lies in the range net/proto.h gives mem. */
-#define MP_IN_RANGE(NAME, num, fn, req, rep) \
+#define MP_IN_RANGE(NAME, num, fn, req, rep, access) \
 	_Static_assert((num) >= OP_MEM_FIRST && (num) <= OP_MEM_LAST, \
 		       #NAME " is outside the mem op range");
 MEM_OPS(MP_IN_RANGE)

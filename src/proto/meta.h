@@ -283,29 +283,29 @@ PROTO_MSG(mt_readdirplus_rep, MT_READDIRPLUS_REP_FIELDS)
 
 /* Stubs are named md_<op>: md_lookup_call_sync(), md_create_req(), ... */
 #define META_OPS(OP) \
-	OP(META_LOOKUP,      64, md_lookup,      mt_name,       mt_inode) \
-	OP(META_GETATTR,     65, md_getattr,     mt_ino,        mt_inode) \
-	OP(META_CREATE,      66, md_create,      mt_create,     mt_attr_rep) \
-	OP(META_OPEN,        67, md_open,        mt_open,       mt_attr_rep) \
-	OP(META_MKDIR,       68, md_mkdir,       mt_create,     mt_inode) \
-	OP(META_SYMLINK,     69, md_symlink,     mt_symlink,    mt_inode) \
-	OP(META_READLINK,    70, md_readlink,    mt_ino,        mt_target) \
-	OP(META_UNLINK,      71, md_unlink,      mt_name,       proto_void) \
-	OP(META_RMDIR,       72, md_rmdir,       mt_name,       proto_void) \
-	OP(META_RENAME,      73, md_rename,      mt_rename,     proto_void) \
-	OP(META_SETATTR,     74, md_setattr,     mt_setattr,    mt_attr_rep) \
-	OP(META_SET_SIZE,    75, md_set_size,    mt_set_size,   mt_inode) \
-	OP(META_TRUNCATE,    76, md_truncate,    mt_truncate,   mt_attr_rep) \
-	OP(META_READDIR,     77, md_readdir,     mt_readdir,    mt_readdir_rep) \
-	OP(META_SET_LAYOUT,  78, md_set_layout,  mt_set_layout, proto_void) \
-	OP(META_GET_LAYOUT,  79, md_get_layout,  mt_ino,        mt_layout) \
-	OP(META_STATFS,      80, md_statfs,      proto_void,    mt_statfs) \
-	OP(META_RESOLVE,     81, md_resolve,     mt_resolve,    mt_inode) \
-	OP(META_READDIRPLUS, 82, md_readdirplus, mt_readdir,    mt_readdirplus_rep)
+	OP(META_LOOKUP,      64, md_lookup,      mt_name,       mt_inode, ANY) \
+	OP(META_GETATTR,     65, md_getattr,     mt_ino,        mt_inode, ANY) \
+	OP(META_CREATE,      66, md_create,      mt_create,     mt_attr_rep, ANY) \
+	OP(META_OPEN,        67, md_open,        mt_open,       mt_attr_rep, ANY) \
+	OP(META_MKDIR,       68, md_mkdir,       mt_create,     mt_inode, ANY) \
+	OP(META_SYMLINK,     69, md_symlink,     mt_symlink,    mt_inode, ANY) \
+	OP(META_READLINK,    70, md_readlink,    mt_ino,        mt_target, ANY) \
+	OP(META_UNLINK,      71, md_unlink,      mt_name,       proto_void, ANY) \
+	OP(META_RMDIR,       72, md_rmdir,       mt_name,       proto_void, ANY) \
+	OP(META_RENAME,      73, md_rename,      mt_rename,     proto_void, ANY) \
+	OP(META_SETATTR,     74, md_setattr,     mt_setattr,    mt_attr_rep, ANY) \
+	OP(META_SET_SIZE,    75, md_set_size,    mt_set_size,   mt_inode, ANY) \
+	OP(META_TRUNCATE,    76, md_truncate,    mt_truncate,   mt_attr_rep, ANY) \
+	OP(META_READDIR,     77, md_readdir,     mt_readdir,    mt_readdir_rep, ANY) \
+	OP(META_SET_LAYOUT,  78, md_set_layout,  mt_set_layout, proto_void, ANY) \
+	OP(META_GET_LAYOUT,  79, md_get_layout,  mt_ino,        mt_layout, ANY) \
+	OP(META_STATFS,      80, md_statfs,      proto_void,    mt_statfs, ANY) \
+	OP(META_RESOLVE,     81, md_resolve,     mt_resolve,    mt_inode, ANY) \
+	OP(META_READDIRPLUS, 82, md_readdirplus, mt_readdir,    mt_readdirplus_rep, ANY)
 PROTO_OPS(meta, META_OPS)
 
 /* Every op's number lies in the range net/proto.h gives meta. */
-#define MD_IN_RANGE(NAME, num, fn, req, rep) \
+#define MD_IN_RANGE(NAME, num, fn, req, rep, access) \
 	_Static_assert((num) >= OP_META_FIRST && (num) <= OP_META_LAST, \
 		       #NAME " is outside the meta op range");
 META_OPS(MD_IN_RANGE)

@@ -140,12 +140,12 @@ PROTO_MSG(mg_result, MG_RESULT_FIELDS)
 
 /* Stubs: mg_register_call(), mg_heartbeat_req(), mg_get_map_rep(), ... */
 #define MGMT_OPS(OP) \
-	OP(MGMT_REGISTER,  16, mg_register,  mg_register,  mg_lease) \
-	OP(MGMT_HEARTBEAT, 17, mg_heartbeat, mg_heartbeat, mg_lease) \
-	OP(MGMT_GET_MAP,   18, mg_get_map,   mg_since,     mg_map) \
-	OP(MGMT_REPORT,    19, mg_report,    mg_report,    proto_void) \
-	OP(MGMT_ADMIN,     20, mg_admin,     mg_admin,     mg_result) \
-	OP(MGMT_ANNOUNCE,  21, mg_announce,  mg_announce,  mg_lease)
+	OP(MGMT_REGISTER,  16, mg_register,  mg_register,  mg_lease, DAEMON) \
+	OP(MGMT_HEARTBEAT, 17, mg_heartbeat, mg_heartbeat, mg_lease, DAEMON) \
+	OP(MGMT_GET_MAP,   18, mg_get_map,   mg_since,     mg_map, ANY) \
+	OP(MGMT_REPORT,    19, mg_report,    mg_report,    proto_void, DAEMON) \
+	OP(MGMT_ADMIN,     20, mg_admin,     mg_admin,     mg_result, ADMIN) \
+	OP(MGMT_ANNOUNCE,  21, mg_announce,  mg_announce,  mg_lease, DAEMON)
 PROTO_OPS(mgmt, MGMT_OPS)
 
 /*

@@ -355,8 +355,8 @@ int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 		    const struct proto_sync *s,
 		    int (*dec)(const void *, uint32_t, void *), void *rep, bool views);
 
-#define PO_ENUM(NAME, num, fn, req, rep) OP_##NAME = (num),
-#define PO_STUBS(NAME, num, fn, req, rep) \
+#define PO_ENUM(NAME, num, fn, req, rep, access) OP_##NAME = (num),
+#define PO_STUBS(NAME, num, fn, req, rep, access) \
 	static inline int fn##_call(struct rpc_pool *p, const char *addr, const struct req *rq, \
 				    const struct proto_call *c) \
 	{ \
@@ -373,11 +373,11 @@ int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 	{ \
 		return rep##_decode(msg->body, msg->hdr.body_len, out); \
 	}
-#define PO_DESC(NAME, num, fn, req, rep) \
+#define PO_DESC(NAME, num, fn, req, rep, access) \
 	{ OP_##NAME, #NAME, sizeof(struct req), sizeof(struct rep), req##_decode_any, \
 	  req##_release_any, req##_enc_any, rep##_decode_any, rep##_release_any, \
 	  rep##_enc_any },
-#define PO_COUNT(NAME, num, fn, req, rep) + 1
+#define PO_COUNT(NAME, num, fn, req, rep, access) + 1
 
 /* In a header: the opcodes, stubs and descriptor table of service svc. */
 #define PROTO_OPS(svc, OPS) \

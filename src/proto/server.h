@@ -29,7 +29,7 @@ void proto_reply_bulk(struct svc_req *req, int status, void (*enc)(struct wbuf *
 
 /* Generated in each service's .c file: a service need not use them all. */
 #define PS_FN static inline __attribute__((unused))
-#define PS_STUBS(NAME, num, fn, req, rep) \
+#define PS_STUBS(NAME, num, fn, req, rep, access) \
 	PS_FN int fn##_req(struct svc_req *r_, struct req *out) \
 	{ \
 		return proto_req_decode(r_, req##_decode_any, out, #NAME); \
@@ -44,10 +44,10 @@ void proto_reply_bulk(struct svc_req *req, int status, void (*enc)(struct wbuf *
 	{ \
 		proto_reply_bulk(r_, status, rep##_enc_any, m, bulk, len, done, arg); \
 	}
-#define PS_HANDLER(NAME, num, fn, req, rep) svc_handler_fn fn;
-#define PS_ROUTE(NAME, num, fn, req, rep) \
+#define PS_HANDLER(NAME, num, fn, req, rep, access) svc_handler_fn fn;
+#define PS_ROUTE(NAME, num, fn, req, rep, access) \
 	if (h_->fn) \
-		rpc_server_route(s_, OP_##NAME, owner_, h_->fn, svc_);
+		rpc_server_route(s_, OP_##NAME, owner_, h_->fn, svc_, SVC_##access);
 
 #define PROTO_SERVER(svc, OPS) \
 	OPS(PS_STUBS) \

@@ -153,15 +153,15 @@ PROTO_MSG(sp_list_rep, SP_LIST_REP_FIELDS)
 
 /* Stubs are named st_<op>: st_write_call(), st_read_req(), ... */
 #define STORAGE_OPS(OP) \
-	OP(CHUNK_WRITE,      32, st_write,    sp_update, sp_update_rep) \
-	OP(CHUNK_READ,       33, st_read,     sp_read,   sp_read_rep) \
-	OP(CHUNK_BATCH_READ, 34, st_batch,    sp_batch,  sp_batch_rep) \
-	OP(CHUNK_REMOVE,     35, st_remove,   sp_update, sp_update_rep) \
-	OP(CHUNK_STAT,       36, st_stat,     sp_ref,    sp_stat_rep) \
-	OP(CHUNK_TRUNCATE,   37, st_truncate, sp_update, sp_update_rep) \
-	OP(TARGET_SPACE,     38, st_space,    sp_target, sp_space_rep) \
-	OP(CHUNK_LIST,       39, st_list,     sp_list,   sp_list_rep) \
-	OP(CHUNK_VERIFY,     41, st_verify,   sp_read,   sp_read_rep)
+	OP(CHUNK_WRITE,      32, st_write,    sp_update, sp_update_rep, ANY) \
+	OP(CHUNK_READ,       33, st_read,     sp_read,   sp_read_rep, ANY) \
+	OP(CHUNK_BATCH_READ, 34, st_batch,    sp_batch,  sp_batch_rep, ANY) \
+	OP(CHUNK_REMOVE,     35, st_remove,   sp_update, sp_update_rep, ANY) \
+	OP(CHUNK_STAT,       36, st_stat,     sp_ref,    sp_stat_rep, ANY) \
+	OP(CHUNK_TRUNCATE,   37, st_truncate, sp_update, sp_update_rep, ANY) \
+	OP(TARGET_SPACE,     38, st_space,    sp_target, sp_space_rep, ANY) \
+	OP(CHUNK_LIST,       39, st_list,     sp_list,   sp_list_rep, DAEMON) \
+	OP(CHUNK_VERIFY,     41, st_verify,   sp_read,   sp_read_rep, ANY)
 PROTO_OPS(storage, STORAGE_OPS)
 
 /*

@@ -28,6 +28,8 @@ struct daemon_cfg {
 	char log_level[CFG_STR_MAX];
 	char services[CFG_STR_MAX];
 	char metrics_listen[CFG_STR_MAX];
+	char key_file[CFG_STR_MAX];	/* the cluster key ("" = none) */
+	bool insecure;			/* no key beyond loopback, knowingly */
 	/* [mgmt]: where it is, how often to renew a lease with it */
 	char mgmt_addr[CFG_STR_MAX];
 	int64_t heartbeat_ms;

@@ -18,6 +18,8 @@
 #include "common/log.h"
 #include "daemon.h"
 #include "metrics.h"
+#include "net/addr.h"
+#include "net/auth.h"
 #include "net/conn.h"
 #include "common/errors_int.h"
 
@@ -36,6 +38,11 @@ static const struct cfg_key node_keys[] = {
 	  "comma-separated services to run (see the sections below)"),
 	K("node", "metrics_listen", CFG_STR, metrics_listen, "", 0, 0,
 	  "Prometheus endpoint address (empty = off)"),
+	K("node", "key_file", CFG_STR, key_file, "", 0, 0,
+	  "the cluster key (mode 0600; 'strata keygen' makes one): peers must prove it or a "
+	  "token signed with it; empty: every peer is trusted, loopback only"),
+	K("node", "insecure", CFG_BOOL, insecure, "false", 0, 0,
+	  "allow listening beyond loopback without a cluster key (every peer trusted)"),
 	K("mgmt", "address", CFG_STR, mgmt_addr, "", 0, 0, "mgmt address (default: this node)"),
 	K("mgmt", "heartbeat", CFG_MS, heartbeat_ms, "1s", 10, 600000,
 	  "how often this node renews its lease with mgmt"),
@@ -362,6 +369,42 @@ bad:
 	return rc;
 }
 
+/* The cluster key: what this daemon presents to its peers and requires
+ * of every connection (net/auth.h). Without one, only loopback. */
+static int setup_auth(struct daemon *d)
+{
+	struct net_auth auth = { 0 };
+	struct net_cred cred;
+	char err[512];
+	int rc;
+
+	if (!d->cfg.key_file[0]) {
+		if (!addr_is_loopback(d->cfg.listen) && !d->cfg.insecure) {
+			log_error("stratad", "refusing to listen on '%s' without a cluster key: set "
+				  "node.key_file ('strata keygen' makes one), or node.insecure=true "
+				  "to trust every peer that reaches the port", d->cfg.listen);
+			return -EPERM;
+		}
+		log_warn("stratad", "no cluster key (node.key_file): every peer that reaches '%s' "
+			 "is trusted", d->cfg.listen);
+		return 0;
+	}
+	rc = cluster_key_load(d->cfg.key_file, &auth.key, err, sizeof(err));
+	if (rc) {
+		log_error("stratad", "%s", err);
+		return rc;
+	}
+	auth.has_key = true;
+	rpc_server_set_auth(d->srv, &auth);
+	net_cred_from_key(&cred, &auth.key);
+	net_cred_set_default(&cred);
+	net_cred_release(&cred);
+	memset(&auth, 0, sizeof(auth));
+	log_info("stratad", "cluster key '%s': peers must prove it or a token signed with it",
+		 d->cfg.key_file);
+	return 0;
+}
+
 /* Runs the node once its config is read; returns main's exit status. */
 static int serve(struct daemon *d_, const struct all_keys *keys)
 {
@@ -409,6 +452,8 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 	rc = rpc_server_new(d.reactors, d.nreactors, (uint32_t)d.cfg.node_id, &d.srv);
 	if (rc)
 		return 1;
+	if (setup_auth(&d))
+		return 1;
 	rc = rpc_server_listen(d.srv, d.cfg.listen);
 	if (rc < 0) {
 		log_error("stratad", "cannot listen on '%s': %s", d.cfg.listen, strata_strerror(rc));
@@ -428,8 +473,8 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 	}
 	if (!d.cfg.mgmt_addr[0])
 		snprintf(d.cfg.mgmt_addr, sizeof(d.cfg.mgmt_addr), "%s", d.addr);
-	rpc_server_route(d.srv, OP_PING, NULL, op_ping, &d);
-	rpc_server_route(d.srv, OP_STATUS, NULL, op_status, &d);
+	rpc_server_route(d.srv, OP_PING, NULL, op_ping, &d, SVC_ANY);
+	rpc_server_route(d.srv, OP_STATUS, NULL, op_status, &d, SVC_ANY);
 	for (int i = 0; i < d.nreactors; i++) {
 		rc = reactor_start(d.reactors[i]);
 		if (rc)

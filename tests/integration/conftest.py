@@ -488,8 +488,12 @@ class ClusterNode(LogFile):
     def alive(self):
         return pid_alive(self.pid)
 
-    def client(self, hello=True, timeout=10):
-        return strata_wire.Client(self.addr, timeout=timeout, hello=hello)
+    key = None      # the cluster key: a wire client proves it
+
+    def client(self, hello=True, timeout=10, key=True, token=None):
+        """A wire client; by default it presents the cluster key."""
+        return strata_wire.Client(self.addr, timeout=timeout, hello=hello, token=token,
+                                  key=self.key if key is True else key)
 
     def kill9(self):
         try:
@@ -500,6 +504,19 @@ class ClusterNode(LogFile):
 
     def __repr__(self):
         return "<ClusterNode %d pid %d %s>" % (self.id, self.pid, self.addr)
+
+
+# Clusters from 'strata local up' that are up, oldest first: the newest
+# one's admin token is in $STRATA_TOKEN_FILE for every client a test
+# starts; with none up the variable is unset.
+_TOKEN_CLUSTERS = []
+
+
+def _name_token():
+    if _TOKEN_CLUSTERS:
+        os.environ["STRATA_TOKEN_FILE"] = str(_TOKEN_CLUSTERS[-1].token_file)
+    else:
+        os.environ.pop("STRATA_TOKEN_FILE", None)
 
 
 class Cluster:
@@ -517,7 +534,17 @@ class Cluster:
         if r.returncode != 0:
             raise AssertionError("strata local up failed (%d):\n%s%s"
                                  % (r.returncode, r.stdout, r.stderr))
+        # Every client the test starts presents the admin token of the
+        # newest cluster still up.
+        if self not in _TOKEN_CLUSTERS:
+            _TOKEN_CLUSTERS.append(self)
+        _name_token()
         return r
+
+    def _restore_token(self):
+        if self in _TOKEN_CLUSTERS:
+            _TOKEN_CLUSTERS.remove(self)
+        _name_token()
 
     def reload(self):
         """Reads DIR/cluster.json (if any) and records its pids."""
@@ -530,8 +557,22 @@ class Cluster:
             return self.nodes
         self.nodes = [ClusterNode(n) for n in j.get("nodes", [])]
         for n in self.nodes:
+            n.key = self.key
             REGISTRY.add(n.pid, "cluster node %d" % n.id, orphan=True)
         return self.nodes
+
+    @property
+    def key(self):
+        """The cluster key 'local up' made (bytes), or None."""
+        try:
+            return bytes.fromhex((self.dir / "cluster.key").read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    @property
+    def token_file(self):
+        """The admin token 'local up' wrote (mode 0600)."""
+        return self.dir / "admin.token"
 
     def node(self, node_id):
         return next(n for n in self.nodes if n.id == node_id)
@@ -554,6 +595,7 @@ class Cluster:
     def stop_all(self):
         """'strata local down' (when the cluster is up), then SIGKILL to any
         of its processes that survived it. Returns the problems seen."""
+        self._restore_token()
         problems = []
         pids = self.pids()
         if (self.dir / "cluster.json").exists():

@@ -2,8 +2,29 @@
 #include <stdlib.h>
 
 #include "driver_client.h"
+#include "net/auth.h"
 #include "net/reactor.h"
 #include "strata/errors.h"
+#include "strata/locate.h"
+
+int driver_use_env_token(void)
+{
+	static char text[TOKEN_TEXT_MAX + 2];
+	struct net_cred cred;
+	char err[256];
+	int rc = strata_find_token(NULL, NULL, NULL, text, sizeof(text));
+
+	if (rc || !text[0])
+		return rc;
+	rc = net_cred_from_token(&cred, text, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "unusable token: %s\n", err);
+		return rc;
+	}
+	net_cred_set_default(&cred);
+	net_cred_release(&cred);
+	return 0;
+}
 
 struct sclient *driver_connect(const char *name, const char *mgmt)
 {
@@ -14,6 +35,8 @@ struct sclient *driver_connect(const char *name, const char *mgmt)
 	const char *timeout = getenv("STRATA_TORTURE_TIMEOUT_MS");
 	int rc;
 
+	if (driver_use_env_token())
+		return NULL;
 	sclient_opts_init(&o, sizeof(o));
 	if (retry && *retry)
 		o.retry_ms = (uint32_t)strtoul(retry, NULL, 0);

@@ -788,6 +788,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: see the comment at the top of fault_driver.c\n");
 		return 2;
 	}
+	if (driver_use_env_token())
+		return 1;
 	if (strcmp(argv[2], "map") == 0 && argc == 3)
 		return run_map(argv[1]);
 	memset(&sa, 0, sizeof(sa));

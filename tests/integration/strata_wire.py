@@ -18,15 +18,19 @@ purpose with frames that break the rules.
 Every socket operation has a timeout; nothing here can block forever.
 """
 
+import base64
 import errno
+import hashlib
+import hmac
 import json
+import os
 import socket
 import struct
 import time
 from dataclasses import dataclass
 
 MAGIC = 0x41525453
-VERSION = 2
+VERSION = 3
 HDR_LEN = 40
 MAX_BODY = 4 << 20
 MAX_BULK = 64 << 20
@@ -35,6 +39,7 @@ F_RESPONSE = 0x1
 OP_HELLO = 1
 OP_PING = 2
 OP_STATUS = 3
+OP_AUTH = 4
 
 ROLE_CLIENT = 0
 ROLE_DAEMON = 1
@@ -45,7 +50,12 @@ _HELLO = struct.Struct("<IHHI")
 
 
 class WireError(Exception):
-    """The peer broke the protocol, closed, or did not answer in time."""
+    """The peer broke the protocol, closed, refused us (status), or did not
+    answer in time."""
+
+    def __init__(self, msg, status=None):
+        super().__init__(msg)
+        self.status = status
 
 
 @dataclass
@@ -90,8 +100,34 @@ def encode(frame):
                          frame.reserved) + frame.body + frame.bulk
 
 
-def hello_body(role=ROLE_CLIENT, node_id=0, magic=MAGIC, version=VERSION):
-    return _HELLO.pack(magic, version, role, node_id)
+CRED_NONE, CRED_KEY, CRED_TOKEN = 0, 1, 2
+
+
+def hello_body(role=ROLE_CLIENT, node_id=0, magic=MAGIC, version=VERSION, nonce=b"\0" * 16,
+               kind=CRED_NONE, signed=b""):
+    """A HELLO request: header fields, the client's nonce, the credential
+    kind and the token's signed part (net/auth.h)."""
+    return (_HELLO.pack(magic, version, role, node_id) + nonce + struct.pack("<BI", kind, len(signed))
+            + signed)
+
+
+def split_token(text):
+    """(signed part, secret) of a token's text, as token_split does."""
+    text = text.strip()
+    signed, _, sig = text.rpartition(".")
+    secret = base64.urlsafe_b64decode(sig + "=" * (-len(sig) % 4))
+    return signed.encode(), secret
+
+
+def token_claims(text):
+    """The claims of a token, as a dict (no signature check)."""
+    signed, _ = split_token(text)
+    b64 = signed.decode().split(".", 1)[1]
+    return json.loads(base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)))
+
+
+def proof(secret, label, nc, ns):
+    return hmac.new(secret, label + nc + ns, hashlib.sha256).digest()
 
 
 def decode_hello(body):
@@ -109,8 +145,12 @@ def parse_addr(addr):
 class Client:
     """A blocking connection to a daemon. Not thread-safe."""
 
-    def __init__(self, addr, timeout=10.0, hello=True, node_id=0):
+    def __init__(self, addr, timeout=10.0, hello=True, node_id=0, token=None, key=None):
+        """token: a token's text; key: the cluster key (bytes): the
+        credential HELLO presents (net/auth.h)."""
         self.addr = addr
+        self.token = token
+        self.key = key
         self.timeout = timeout
         self.sock = socket.create_connection(parse_addr(addr), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -194,10 +234,27 @@ class Client:
     # -- ops --
 
     def hello(self, role=ROLE_CLIENT, node_id=0):
-        f = self.call(OP_HELLO, hello_body(role, node_id))
+        """HELLO with our credential, then AUTH when the server asks for it
+        (after checking its proof). Raises WireError with the status."""
+        nc = os.urandom(16)
+        kind, signed, secret = CRED_NONE, b"", None
+        if self.token:
+            kind = CRED_TOKEN
+            signed, secret = split_token(self.token)
+        elif self.key:
+            kind, secret = CRED_KEY, self.key
+        f = self.call(OP_HELLO, hello_body(role, node_id, nonce=nc, kind=kind, signed=signed))
         if f.status != 0:
-            raise WireError("HELLO failed: status %d" % f.status)
-        return decode_hello(f.body)
+            raise WireError("HELLO failed: status %d" % f.status, status=f.status)
+        reply = decode_hello(f.body)
+        ns, sproof, flags = f.body[12:28], f.body[28:60], f.body[60]
+        if secret is not None:
+            if not flags & 1 or not hmac.compare_digest(sproof, proof(secret, b"strata-server", nc, ns)):
+                raise WireError("the server did not prove the cluster key")
+            a = self.call(OP_AUTH, proof(secret, b"strata-client", nc, ns))
+            if a.status != 0:
+                raise WireError("AUTH failed: status %d" % a.status, status=a.status)
+        return reply
 
     def ping(self, bulk=b"", timeout=None):
         f = self.call(OP_PING, bulk=bulk, timeout=timeout)

@@ -182,7 +182,8 @@ def test_mem_pool_listed_in_the_map(cluster, daemon_factory):
     c = cluster(1)
     mem = daemon_factory(node_id=20, extra_flags=[
         "--node.services=mem", "--node.threads=1", "--mem.capacity=16M",
-        "--mgmt.address=%s" % c.mgmt_node.addr, "--mgmt.heartbeat=200ms"])
+        "--mgmt.address=%s" % c.mgmt_node.addr, "--mgmt.heartbeat=200ms",
+        "--node.key_file=%s" % (c.dir / "cluster.key")])
     row = re.compile(r"^mem\s+20\s+%s\s+(\w+)" % re.escape(mem.addr), re.M)
 
     def state():

@@ -31,11 +31,11 @@ def _ping(rid=2, **kw):
 
 # Each case: (id, say HELLO first?, bytes to send, half-close after?, reason regex)
 CASES = [
-    ("bad-magic", False, encode_header(sw.OP_HELLO, 1, body_len=12, magic=0xDEADBEEF)
+    ("bad-magic", False, encode_header(sw.OP_HELLO, 1, body_len=len(hello_body()), magic=0xDEADBEEF)
      + hello_body(), False, "bad magic"),
     ("bad-magic-after-hello", True, encode_header(sw.OP_PING, 2, magic=0x41525454), False,
      "bad magic"),
-    ("wrong-version", False, encode_header(sw.OP_HELLO, 1, body_len=12, version=sw.VERSION + 1)
+    ("wrong-version", False, encode_header(sw.OP_HELLO, 1, body_len=len(hello_body()), version=sw.VERSION + 1)
      + hello_body(), False, "unsupported protocol version"),
     ("wrong-version-after-hello", True, encode_header(sw.OP_PING, 2, version=0), False,
      "unsupported protocol version"),
@@ -50,7 +50,7 @@ CASES = [
     ("nonzero-reserved", True, encode_header(sw.OP_PING, 2, reserved=1), False,
      "reserved field not zero"),
     ("nonzero-reserved-before-hello", False,
-     encode_header(sw.OP_HELLO, 1, body_len=12, reserved=0x80000000) + hello_body(), False,
+     encode_header(sw.OP_HELLO, 1, body_len=len(hello_body()), reserved=0x80000000) + hello_body(), False,
      "reserved field not zero"),
     ("unknown-flags", True, encode_header(sw.OP_PING, 2, flags=0x2), False, "unknown flags"),
     ("unknown-high-flag", True, encode_header(sw.OP_PING, 2, flags=0x80000001), False,

@@ -138,7 +138,7 @@ static int client_over_fd(struct reactor *r, int fd, uint32_t timeout_ms, struct
 		conn_destroy(c);
 		return rc;
 	}
-	return conn_start_client(c, NULL, timeout_ms, out);
+	return conn_start_client(c, NULL, NULL, timeout_ms, out);
 }
 
 struct pair_task {
@@ -392,17 +392,23 @@ static size_t make_frame(uint8_t *out, uint16_t op, uint64_t id, uint32_t v, con
 	return FRAME_HDR_LEN + 4 + bulk_len;
 }
 
+/* HELLO without a credential (net/auth.h): the header fields, a nonce,
+ * kind NONE, an empty signed part. */
+#define HELLO_BODY_LEN (12 + AUTH_NONCE_LEN + 1 + 4)
+
 static size_t make_hello(uint8_t *out, uint64_t id)
 {
 	struct frame_hdr h = { .magic = FRAME_MAGIC, .version = STRATA_PROTO_VERSION,
-			       .opcode = OP_HELLO, .req_id = id, .body_len = 12 };
+			       .opcode = OP_HELLO, .req_id = id, .body_len = HELLO_BODY_LEN };
+	uint8_t *b = out + FRAME_HDR_LEN;
 
 	frame_hdr_encode(&h, out);
-	put_le32(out + FRAME_HDR_LEN, FRAME_MAGIC);
-	put_le16(out + FRAME_HDR_LEN + 4, STRATA_PROTO_VERSION);
-	put_le16(out + FRAME_HDR_LEN + 6, ROLE_CLIENT);
-	put_le32(out + FRAME_HDR_LEN + 8, 0);
-	return FRAME_HDR_LEN + 12;
+	memset(b, 0, HELLO_BODY_LEN);
+	put_le32(b, FRAME_MAGIC);
+	put_le16(b + 4, STRATA_PROTO_VERSION);
+	put_le16(b + 6, ROLE_CLIENT);
+	put_le32(b + 8, 0);
+	return FRAME_HDR_LEN + HELLO_BODY_LEN;
 }
 
 /* Reads one response frame from a raw fd; returns its header, body into
@@ -554,7 +560,7 @@ static void test_malformed_frame_closes_only_its_connection(void **state)
 {
 	struct fix *f = *state;
 	struct conn *good = new_pair(f, NULL);
-	uint8_t frame[FRAME_HDR_LEN + 64], junk;
+	uint8_t frame[2 * FRAME_HDR_LEN + HELLO_BODY_LEN], junk;
 	struct net_stats before, after;
 	int seen = 0;
 
@@ -590,7 +596,7 @@ static void test_malformed_frame_closes_only_its_connection(void **state)
 		assert_int_equal(after.bad_frames, before.bad_frames + 1);
 		/* ... the peer sees it closed (HELLO answered first, if sent) ... */
 		if (k != 3) {
-			uint8_t body[16], bulk[1];
+			uint8_t body[64], bulk[1];
 
 			read_frame(raw, body, sizeof(body), bulk, 0);
 		}
@@ -663,7 +669,7 @@ static void connect_start_task(void *arg)
 	struct connect_task *t = arg;
 
 	t->loop = pthread_self();
-	t->rc = conn_connect(t->f->r, t->addr, NULL, 5000, &t->c);
+	t->rc = conn_connect(t->f->r, t->addr, NULL, NULL, 5000, &t->c);
 }
 
 static struct listener *listen_on(struct fix *f, const char *addr)
