@@ -30,7 +30,7 @@ struct options {
 	const char *mgmt;
 	char mgmt_addr[256];	/* mgmt resolved (strata/locate.h) */
 	const char *token;	/* --token TOKEN or FILE */
-	char *token_text;	/* the credential found (strata_find_token) */
+	char token_text[16385];	/* the credential found (strata_find_token) */
 	const char *mount_opts;		/* extra -o options */
 	const char *log_file;
 	double timeout_s;
@@ -174,10 +174,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		return -EINVAL;
 	}
 	/* The credential, by the rule every Strata program uses. */
-	o->token_text = malloc(16385);
-	if (!o->token_text)
-		return -ENOMEM;
-	rc_find = strata_find_token(o->token, o->mgmt, NULL, o->token_text, 16385);
+	rc_find = strata_find_token(o->token, o->mgmt, NULL, o->token_text, sizeof(o->token_text));
 	if (rc_find) {
 		fprintf(stderr, "strata-fuse: cannot use the token: %s%s\n", strata_strerror(rc_find),
 			rc_find == -EPERM ? " (a token file must be mode 0600)" : "");

@@ -369,15 +369,17 @@ bad:
 	return rc;
 }
 
-/* The cluster key: what this daemon presents to its peers and requires
- * of every connection (net/auth.h). Without one, only loopback. */
-static int setup_auth(struct daemon *d)
+/* The cluster key: what this daemon presents to its peers (the process
+ * default credential) and requires of every connection (auth, for the
+ * server). Without one, only loopback. Runs before anything is started. */
+static int setup_auth(struct daemon *d, struct net_auth *auth_out)
 {
 	struct net_auth auth = { 0 };
 	struct net_cred cred;
 	char err[512];
 	int rc;
 
+	memset(auth_out, 0, sizeof(*auth_out));
 	if (!d->cfg.key_file[0]) {
 		if (!addr_is_loopback(d->cfg.listen) && !d->cfg.insecure) {
 			log_error("stratad", "refusing to listen on '%s' without a cluster key: set "
@@ -395,7 +397,7 @@ static int setup_auth(struct daemon *d)
 		return rc;
 	}
 	auth.has_key = true;
-	rpc_server_set_auth(d->srv, &auth);
+	*auth_out = auth;
 	net_cred_from_key(&cred, &auth.key);
 	net_cred_set_default(&cred);
 	net_cred_release(&cred);
@@ -409,6 +411,7 @@ static int setup_auth(struct daemon *d)
 static int serve(struct daemon *d_, const struct all_keys *keys)
 {
 	struct daemon d = *d_;
+	struct net_auth auth;
 	sigset_t sigs;
 	enum log_level lvl;
 	int rc, sig = 0;
@@ -432,6 +435,8 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 	sigaddset(&sigs, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
+	if (setup_auth(&d, &auth))
+		return 1;
 	d.start_ms = reactor_now_ms();
 	d.nreactors = d.cfg.threads ? (int)d.cfg.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (d.nreactors < 1)
@@ -452,8 +457,9 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 	rc = rpc_server_new(d.reactors, d.nreactors, (uint32_t)d.cfg.node_id, &d.srv);
 	if (rc)
 		return 1;
-	if (setup_auth(&d))
-		return 1;
+	if (auth.has_key)
+		rpc_server_set_auth(d.srv, &auth);
+	memset(&auth, 0, sizeof(auth));
 	rc = rpc_server_listen(d.srv, d.cfg.listen);
 	if (rc < 0) {
 		log_error("stratad", "cannot listen on '%s': %s", d.cfg.listen, strata_strerror(rc));

@@ -42,7 +42,9 @@ from pathlib import Path
 import pytest
 
 import netns
-from conftest import BUILD, REGISTRY, STRATAD, LogFile, run, sanitizer_reports, spawn, wait_until
+import conftest
+from conftest import (BUILD, REGISTRY, STRATA, STRATAD, LogFile, run, sanitizer_reports, spawn,
+                      wait_until)
 from test_storage import DATA_OFF, flip_byte, parse_chunk_file
 
 FAULT = BUILD / "tests" / "integration" / "fault_driver"
@@ -179,7 +181,17 @@ class FaultCluster:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.fabric = fabric
         self.replication = replication
-        self.flags = list(FLAGS) + list(flags)
+        # A cluster key for the daemons (they listen beyond loopback in the
+        # namespaces) and an admin token for the drivers and the CLI.
+        self.token_file = self.dir / "admin.token"
+        key = self.dir / "cluster.key"
+        for argv in (["keygen", key],
+                     ["token", "create", "--key", key, "--out", self.token_file, "--admin",
+                      "--root", "--uid", "0", "--gid", "0", "--path", "rw:/",
+                      "--expires", "never"]):
+            r = run([STRATA, *[str(a) for a in argv]], timeout=30)
+            assert r.returncode == 0, r.stderr
+        self.flags = list(FLAGS) + ["--node.key_file=%s" % key] + list(flags)
         host = fabric.service_ip if fabric else "127.0.0.1"
         self.mgmt_addr = "%s:%d" % (host, _free_port(host))
         self.nodes = []
@@ -374,11 +386,18 @@ def faults(tmp_path, request):
         fc = FaultCluster(tmp_path / ("c%d" % len(made)), nstorage, replication, flags, fabric,
                           meta_apart)
         made.append(fc)
+        # The drivers and the CLI present its admin token.
+        conftest._TOKEN_CLUSTERS.append(fc)
+        conftest._name_token()
         if before_start:
             before_start(fc)
         return fc.start()
 
     def finish():
+        for fc in made:
+            if fc in conftest._TOKEN_CLUSTERS:
+                conftest._TOKEN_CLUSTERS.remove(fc)
+        conftest._name_token()
         problems = []
         try:
             for fc in made:
