@@ -39,10 +39,18 @@ int cmd_token(int argc, char **argv);
  * file is -EEXIST). 0 or a negative error. */
 int cli_write_secret(const char *path, const char *text);
 struct token_claims;
+/* The options of 'strata token create' besides the claims (NULL: not
+ * given). */
+struct cli_token_opts {
+	const char *key;	/* --key FILE: sign here, offline */
+	const char *out;	/* --out FILE */
+	const char *mgmt;	/* without --key: mgmt signs (--mgmt, --dir, --token) */
+	const char *dir;
+	const char *token;
+};
 /* The claims of 'strata token create' from its options (argv[0]: "create"),
- * with --key and --out. 0, or 2 after a usage error. */
-int cli_token_claims(int argc, char **argv, struct token_claims *c, const char **key,
-		     const char **out);
+ * and the other options into o. 0, or 2 after a usage error. */
+int cli_token_claims(int argc, char **argv, struct token_claims *c, struct cli_token_opts *o);
 
 /* The token's text by the rule of strata_find_token ("" when no rule
  * applies): malloc'd, or NULL after reporting why it cannot be read. */

@@ -1,6 +1,8 @@
 /*
  * strata keygen: a new cluster key in a 0600 file.
- * strata token create: a token signed with the cluster key (--key FILE).
+ * strata token create: a token signed with the cluster key (--key FILE),
+ *   or, without --key, by mgmt, which records it in its registry.
+ * strata token list / revoke ID: mgmt's registry (an admin token).
  *
  * docs/security.md says what a token carries and who checks what.
  */
@@ -14,9 +16,12 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_fs.h"
 #include "common/config.h"
 #include "common/fileio.h"
 #include "common/token.h"
+#include "net/rpc.h"
+#include "proto/mgmt.h"
 #include "strata/errors.h"
 
 int cmd_keygen(int argc, char **argv)
@@ -141,7 +146,7 @@ static int parse_gids(const char *s, struct token_claims *c)
 }
 
 enum { OPT_KEY = 256, OPT_TENANT, OPT_UID, OPT_GID, OPT_PATH, OPT_MEM, OPT_ADMIN, OPT_ROOT,
-       OPT_CALLER, OPT_SQUASH, OPT_EXPIRES, OPT_OUT };
+       OPT_CALLER, OPT_SQUASH, OPT_EXPIRES, OPT_OUT, OPT_MGMT, OPT_DIR, OPT_TOKEN };
 
 static const struct option create_opts[] = {
 	{ "key", required_argument, NULL, OPT_KEY },
@@ -156,24 +161,29 @@ static const struct option create_opts[] = {
 	{ "squash", no_argument, NULL, OPT_SQUASH },
 	{ "expires", required_argument, NULL, OPT_EXPIRES },
 	{ "out", required_argument, NULL, OPT_OUT },
+	{ "mgmt", required_argument, NULL, OPT_MGMT },
+	{ "dir", required_argument, NULL, OPT_DIR },
+	{ "token", required_argument, NULL, OPT_TOKEN },
 	{ NULL, 0, NULL, 0 },
 };
 
 #define CREATE_USAGE \
-	"usage: strata token create --key FILE [--tenant T] [--uid N] [--gid N[,N...]]\n" \
+	"usage: strata token create [--key FILE | --mgmt ADDR | --dir DIR] [--token T]\n" \
+	"         [--tenant T] [--uid N] [--gid N[,N...]]\n" \
 	"         [--path r:PREFIX | --path rw:PREFIX]... [--mem NS:SIZE]...\n" \
-	"         [--admin] [--root] [--caller] [--squash] [--expires 24h|7d|never] [--out FILE]"
+	"         [--admin] [--root] [--caller] [--squash] [--expires 24h|7d|never] [--out FILE]\n" \
+	"       --key: sign offline with the cluster key; else mgmt signs and records it\n" \
+	"       (the caller's token must be an admin one)"
 
 /* Parses the claims of 'token create' into c. Returns 0 or 2 (reported). */
-int cli_token_claims(int argc, char **argv, struct token_claims *c, const char **key,
-		     const char **out)
+int cli_token_claims(int argc, char **argv, struct token_claims *c, struct cli_token_opts *o)
 {
 	bool expiry = false;
 	char err[256];
 	int opt;
 
 	token_claims_init(c);
-	*key = *out = NULL;
+	memset(o, 0, sizeof(*o));
 	opterr = 0;
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, ":", create_opts, NULL)) != -1) {
@@ -181,10 +191,19 @@ int cli_token_claims(int argc, char **argv, struct token_claims *c, const char *
 
 		switch (opt) {
 		case OPT_KEY:
-			*key = optarg;
+			o->key = optarg;
 			break;
 		case OPT_OUT:
-			*out = optarg;
+			o->out = optarg;
+			break;
+		case OPT_MGMT:
+			o->mgmt = optarg;
+			break;
+		case OPT_DIR:
+			o->dir = optarg;
+			break;
+		case OPT_TOKEN:
+			o->token = optarg;
 			break;
 		case OPT_TENANT:
 			if (strlen(optarg) >= sizeof(c->tenant)) {
@@ -266,48 +285,263 @@ int cli_token_claims(int argc, char **argv, struct token_claims *c, const char *
 	return 0;
 }
 
-static int token_create(int argc, char **argv)
+/* Signs c with the key in keyfile: *text is malloc'd. 0 or 1 (reported). */
+static int sign_offline(const char *keyfile, const struct token_claims *c, char **text)
 {
-	struct token_claims c;
 	struct cluster_key k;
-	const char *keyfile, *out;
-	char err[512], *text = NULL;
-	int rc = cli_token_claims(argc, argv, &c, &keyfile, &out);
+	char err[512];
+	int rc = cluster_key_load(keyfile, &k, err, sizeof(err));
 
-	if (rc)
-		return rc;
-	if (!keyfile) {
-		cli_err("token create: --key FILE (the cluster key) is required\n%s", CREATE_USAGE);
-		return 2;
-	}
-	rc = cluster_key_load(keyfile, &k, err, sizeof(err));
 	if (rc) {
 		cli_err("token create: %s", err);
 		return 1;
 	}
-	rc = token_sign(&k, &c, &text);
+	rc = token_sign(&k, c, text);
 	memset(&k, 0, sizeof(k));
 	if (rc) {
 		cli_err("token create: %s", strata_strerror(rc));
 		return 1;
 	}
-	if (out) {
-		rc = cli_write_secret(out, text);
+	return 0;
+}
+
+/* What a registry call's failure means to the person who made it. */
+static void registry_err(const char *cmd, int rc)
+{
+	if (rc == -EACCES)
+		cli_err("%s: %s: managing tokens needs an admin token (--token, $STRATA_TOKEN, or the admin.token of --dir)",
+			cmd, strata_strerror(rc));
+	else if (rc == -ENOKEY)
+		cli_err("%s: mgmt has no cluster key (node.key_file), so it cannot sign tokens", cmd);
+	else
+		cli_err("%s: %s", cmd, strata_strerror(rc));
+}
+
+/* The mgmt address and an RPC client presenting the caller's token. 0, or
+ * the exit status after reporting why not. */
+static int registry_client(const char *cmd, const struct cli_token_opts *o, char *addr,
+			   size_t len, struct rpc_client **cl)
+{
+	struct fs_args a = { .cmd = cmd, .mgmt = o->mgmt, .dir = o->dir, .token = o->token };
+	int rc = fs_mgmt_addr(&a, addr, len);
+
+	if (rc)
+		return rc;
+	return cli_rpc_client("strata-token", 10000, o->token, o->mgmt, o->dir, cl) ? 1 : 0;
+}
+
+/* mgmt signs c and records it: *text is malloc'd. 0 or the exit status
+ * (reported). */
+static int sign_by_mgmt(const struct cli_token_opts *o, const struct token_claims *c,
+			char **text)
+{
+	struct rpc_client *cl;
+	struct bbuf body;
+	struct proto_sync s = { .timeout_ms = 10000, .body = &body };
+	struct mg_token rep;
+	char addr[256], *json = NULL;
+	int rc = registry_client("token create", o, addr, sizeof(addr), &cl);
+
+	if (rc)
+		return rc;
+	rc = token_claims_to_json(c, &json);
+	if (rc) {
+		rpc_client_free(cl);
+		cli_err("token create: %s", strata_strerror(rc));
+		return 1;
+	}
+	bbuf_init(&body);
+	rc = mg_token_create_call_sync(cl, addr, &(struct mg_token_create){ pstr_c(json) }, &s,
+				       &rep);
+	free(json);
+	rpc_client_free(cl);
+	if (!rc && !(*text = strndup(rep.token.p, rep.token.len)))
+		rc = -ENOMEM;
+	if (!rc)
+		mg_token_release(&rep);
+	if (body.buf)
+		memset(body.buf, 0, body.len);
+	bbuf_release(&body);
+	if (rc) {
+		registry_err("token create", rc);
+		return 1;
+	}
+	return 0;
+}
+
+static int token_create(int argc, char **argv)
+{
+	struct token_claims c;
+	struct cli_token_opts o;
+	char *text = NULL;
+	int rc = cli_token_claims(argc, argv, &c, &o);
+
+	if (rc)
+		return rc;
+	if (o.key && (o.mgmt || o.dir || o.token)) {
+		cli_err("token create: --key signs offline; --mgmt, --dir and --token ask mgmt to sign: give one or the other\n%s",
+			CREATE_USAGE);
+		return 2;
+	}
+	rc = o.key ? sign_offline(o.key, &c, &text) : sign_by_mgmt(&o, &c, &text);
+	if (rc)
+		return rc;
+	if (o.out) {
+		rc = cli_write_secret(o.out, text);
 		if (rc)
-			cli_err("token create: cannot write '%s': %s", out, strata_strerror(rc));
+			cli_err("token create: cannot write '%s': %s", o.out, strata_strerror(rc));
 		else
-			printf("token %s for tenant '%s' written to %s\n", c.id, c.tenant, out);
+			printf("token %s for tenant '%s' written to %s\n", c.id, c.tenant, o.out);
 	} else {
 		printf("%s\n", text);
 	}
+	memset(text, 0, strlen(text));
 	free(text);
 	return rc ? 1 : 0;
+}
+
+/* --mgmt, --dir and --token of 'token list' and 'token revoke'; the
+ * positional arguments are left in pos. 0 or 2 (reported). */
+static int registry_args(const char *cmd, int argc, char **argv, struct cli_token_opts *o,
+			 char ***pos, int *npos)
+{
+	static const struct option opts[] = {
+		{ "mgmt", required_argument, NULL, OPT_MGMT },
+		{ "dir", required_argument, NULL, OPT_DIR },
+		{ "token", required_argument, NULL, OPT_TOKEN },
+		{ NULL, 0, NULL, 0 },
+	};
+	int opt;
+
+	memset(o, 0, sizeof(*o));
+	opterr = 0;
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		switch (opt) {
+		case OPT_MGMT:
+			o->mgmt = optarg;
+			break;
+		case OPT_DIR:
+			o->dir = optarg;
+			break;
+		case OPT_TOKEN:
+			o->token = optarg;
+			break;
+		case ':':
+			cli_err("%s: option '%s' needs a value", cmd, argv[optind - 1]);
+			return 2;
+		default:
+			cli_err("%s: unknown option '%s'", cmd, argv[optind - 1]);
+			return 2;
+		}
+	}
+	*pos = argv + optind;
+	*npos = argc - optind;
+	return 0;
+}
+
+static void fmt_time(int64_t t, char *buf, size_t len)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (!t || !gmtime_r(&tt, &tm))
+		snprintf(buf, len, "never");
+	else
+		strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static int token_list(int argc, char **argv)
+{
+	struct cli_token_opts o;
+	struct rpc_client *cl;
+	struct bbuf body;
+	struct proto_sync s = { .timeout_ms = 10000, .body = &body };
+	struct mg_token_list rep;
+	char addr[256], **pos;
+	int64_t now = (int64_t)time(NULL);
+	int npos, rc = registry_args("token list", argc, argv, &o, &pos, &npos);
+
+	if (rc)
+		return rc;
+	if (npos) {
+		cli_err("usage: strata token list [--mgmt ADDR | --dir DIR] [--token T]");
+		return 2;
+	}
+	if ((rc = registry_client("token list", &o, addr, sizeof(addr), &cl)))
+		return rc;
+	bbuf_init(&body);
+	rc = mg_token_list_call_sync(cl, addr, &(struct proto_void){ 0 }, &s, &rep);
+	rpc_client_free(cl);
+	if (rc) {
+		bbuf_release(&body);
+		registry_err("token list", rc);
+		return 1;
+	}
+	printf("%-16s  %-20s  %-5s  %-20s  %-20s  %s\n", "ID", "TENANT", "ADMIN", "CREATED",
+	       "EXPIRES", "STATE");
+	for (uint32_t i = 0; i < rep.tokens_n; i++) {
+		const struct mg_token_info *t = &rep.tokens[i];
+		char created[32], exp[32];
+
+		fmt_time(t->created, created, sizeof(created));
+		fmt_time(t->exp, exp, sizeof(exp));
+		printf("%-16.*s  %-20.*s  %-5s  %-20s  %-20s  %s\n", (int)t->id.len, t->id.p,
+		       (int)t->tenant.len, t->tenant.p, t->admin ? "yes" : "no", created, exp,
+		       t->revoked ? "revoked" : t->exp && t->exp <= now ? "expired" : "active");
+	}
+	if (rep.total > rep.tokens_n)
+		printf("(%u more not shown)\n", rep.total - rep.tokens_n);
+	mg_token_list_release(&rep);
+	bbuf_release(&body);
+	return 0;
+}
+
+static int token_revoke(int argc, char **argv)
+{
+	struct cli_token_opts o;
+	struct rpc_client *cl;
+	struct proto_sync s = { .timeout_ms = 10000 };
+	char addr[256], **pos;
+	int npos, rc = registry_args("token revoke", argc, argv, &o, &pos, &npos);
+
+	if (rc)
+		return rc;
+	if (npos != 1) {
+		cli_err("usage: strata token revoke ID [--mgmt ADDR | --dir DIR] [--token T]");
+		return 2;
+	}
+	if (!token_id_ok(pos[0])) {
+		cli_err("token revoke: '%s' is not a token id (%d lowercase hex digits; 'strata token list' shows them)",
+			pos[0], TOKEN_ID_LEN);
+		return 2;
+	}
+	if ((rc = registry_client("token revoke", &o, addr, sizeof(addr), &cl)))
+		return rc;
+	rc = mg_token_revoke_call_sync(cl, addr, &(struct mg_token_id){ pstr_c(pos[0]) }, &s,
+				       &(struct proto_void){ 0 });
+	rpc_client_free(cl);
+	if (rc == -ENOENT) {
+		cli_err("token revoke: no token %s in mgmt's registry (only tokens mgmt created can be revoked)",
+			pos[0]);
+		return 1;
+	}
+	if (rc) {
+		registry_err("token revoke", rc);
+		return 1;
+	}
+	printf("token %s revoked: every daemon refuses it from its next cluster map\n", pos[0]);
+	return 0;
 }
 
 int cmd_token(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "create"))
 		return token_create(argc - 1, argv + 1);
-	cli_err("usage: strata token create ...   (see 'strata token create --help')");
+	if (argc >= 2 && !strcmp(argv[1], "list"))
+		return token_list(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "revoke"))
+		return token_revoke(argc - 1, argv + 1);
+	cli_err("usage: strata token create ... | token list | token revoke ID   (see 'strata token create --help')");
 	return 2;
 }

@@ -8,6 +8,7 @@
 #include "common/cluster_map.h"
 #include "common/crc32c.h"
 #include "common/log.h"
+#include "net/auth.h"
 #include "net/rpc.h"
 #include "proto/mgmt.h"
 #include "proto/storage.h"
@@ -258,6 +259,12 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 		cm_init(&m);
 		status = cmap_decode_since(resp->body, resp->hdr.body_len, &m, &changed);
 		if (!status && changed) {
+			/* A process that serves requests (meta) refuses revoked
+			 * tokens from the map it holds. */
+			if (net_revoked_update(m.version, (const char (*)[TOKEN_ID_LEN + 1])m.revoked,
+					       m.nrevoked))
+				log_warn("client", "cannot apply the revoked tokens of map version %llu",
+					 (unsigned long long)m.version);
 			cm_release(&sc->map);
 			sc->map = m;
 		} else if (status) {

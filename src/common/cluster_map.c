@@ -21,6 +21,7 @@ void cm_release(struct cluster_map *m)
 	free(m->targets);
 	free(m->chains);
 	free(m->services);
+	free(m->revoked);
 	cm_init(m);
 }
 
@@ -56,11 +57,34 @@ int cm_reserve_services(struct cluster_map *m, uint32_t nservices)
 	return grow((void **)&m->services, &m->services_cap, nservices, sizeof(*m->services));
 }
 
+int cm_reserve_revoked(struct cluster_map *m, uint32_t nrevoked)
+{
+	return grow((void **)&m->revoked, &m->revoked_cap, nrevoked, sizeof(*m->revoked));
+}
+
+bool cm_revoked(const struct cluster_map *m, const char *id)
+{
+	uint32_t lo = 0, hi = m->nrevoked;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(m->revoked[mid], id);
+
+		if (!c)
+			return true;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
 int cm_copy(struct cluster_map *dst, const struct cluster_map *src)
 {
 	cm_init(dst);
 	if (cm_reserve(dst, src->nnodes, src->ntargets, src->nchains) ||
-	    cm_reserve_services(dst, src->nservices)) {
+	    cm_reserve_services(dst, src->nservices) || cm_reserve_revoked(dst, src->nrevoked)) {
 		cm_release(dst);
 		return -ENOMEM;
 	}
@@ -79,6 +103,9 @@ int cm_copy(struct cluster_map *dst, const struct cluster_map *src)
 	dst->nservices = src->nservices;
 	if (src->nservices)
 		memcpy(dst->services, src->services, sizeof(*src->services) * src->nservices);
+	dst->nrevoked = src->nrevoked;
+	if (src->nrevoked)
+		memcpy(dst->revoked, src->revoked, sizeof(*src->revoked) * src->nrevoked);
 	return 0;
 }
 
@@ -222,6 +249,13 @@ int cm_validate(const struct cluster_map *m)
 		    (p && (s->kind < p->kind || (s->kind == p->kind && s->node_id <= p->node_id))) ||
 		    (s->state != NODE_UP && s->state != NODE_OFFLINE) ||
 		    !memchr(s->addr, 0, sizeof(s->addr)) || !s->addr[0])
+			return STRATA_EBADMSG;
+	}
+	if (m->nrevoked > CM_MAX_REVOKED)
+		return STRATA_EBADMSG;
+	for (uint32_t i = 0; i < m->nrevoked; i++) {
+		if (!token_id_ok(m->revoked[i]) ||
+		    (i && strcmp(m->revoked[i], m->revoked[i - 1]) <= 0))
 			return STRATA_EBADMSG;
 	}
 	return 0;

@@ -26,6 +26,12 @@
  *    lease like a storage node (mgmt/announce.h); clients find them here,
  *    never by assuming where they run. They are not persisted: after a
  *    mgmt restart they reappear with their next announcement.
+ *  - The revoked tokens: the ids (common/token.h) of the tokens mgmt's
+ *    registry revoked that have not expired, sorted and distinct. Every
+ *    process that receives the map hands them to net_revoked_update()
+ *    (net/auth.h), so a revocation reaches every daemon with the version
+ *    that carries it. mgmt rebuilds the list from its token registry at
+ *    start (mgmt_store.h); it is not stored with the map.
  *  - map->version is bumped once per changing call; every chain a call
  *    changes gets chain->version = the new map->version, so chain versions
  *    only grow, also across a rebuild.
@@ -49,6 +55,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/token.h"
 
 #define CM_MAX_R 8
 /* One slot beyond R: a drain adds the new replica before dropping the old. */
@@ -59,6 +66,7 @@
 #define CM_MAX_TARGETS 65536u
 #define CM_MAX_CHAINS 65536u
 #define CM_MAX_SERVICES 4096u
+#define CM_MAX_REVOKED 16384u	/* 20 bytes each on the wire */
 
 enum cm_node_state {
 	NODE_UP = 1,
@@ -128,6 +136,8 @@ struct cluster_map {
 	uint32_t nchains, chains_cap;
 	struct cm_service *services;	/* sorted by (kind, node_id) */
 	uint32_t nservices, services_cap;
+	char (*revoked)[TOKEN_ID_LEN + 1];	/* token ids, sorted, distinct */
+	uint32_t nrevoked, revoked_cap;
 };
 
 /* Sets up an empty map (version 0, replication CM_DEFAULT_R). */
@@ -141,6 +151,9 @@ int cm_copy(struct cluster_map *dst, const struct cluster_map *src);
  * Returns 0 or -ENOMEM (m unchanged). */
 int cm_reserve(struct cluster_map *m, uint32_t nnodes, uint32_t ntargets, uint32_t nchains);
 int cm_reserve_services(struct cluster_map *m, uint32_t nservices);
+int cm_reserve_revoked(struct cluster_map *m, uint32_t nrevoked);
+/* Whether token id is in m's revoked list (binary search). */
+bool cm_revoked(const struct cluster_map *m, const char *id);
 
 /* Lookups by id (binary search); NULL when absent. */
 const struct cm_node *cm_find_node(const struct cluster_map *m, uint32_t id);
@@ -164,7 +177,8 @@ int cm_serving_tail(const struct cm_chain *c);
 /*
  * Structural check of a map: ids nonzero and strictly increasing, states
  * valid, targets on known nodes, chain members known, on distinct nodes,
- * SERVING before SYNCING, bounds respected. Returns 0 or STRATA_EBADMSG.
+ * SERVING before SYNCING, revoked ids well-formed (token_id_ok), sorted
+ * and distinct, bounds respected. Returns 0 or STRATA_EBADMSG.
  */
 int cm_validate(const struct cluster_map *m);
 

@@ -22,6 +22,7 @@
 #include "common/buf.h"
 #include "common/config.h"
 
+struct cluster_key;
 struct reactor;
 struct rpc_server;
 
@@ -38,6 +39,9 @@ struct service_env {
 	int nreactors;
 	struct rpc_server *srv;		/* route the service's operations here */
 	const void *cfg;		/* the service's config: its schema's struct */
+	/* The cluster key (node.key_file), for a service that signs or checks
+	 * tokens itself (mgmt's registry); NULL when the node has none. */
+	const struct cluster_key *key;
 };
 
 struct service_def {

@@ -248,13 +248,21 @@ static bool path_normal(const char *p)
 	return false;
 }
 
+bool token_id_ok(const char *id)
+{
+	if (strnlen(id, TOKEN_ID_LEN + 1) != TOKEN_ID_LEN)
+		return false;
+	for (int i = 0; i < TOKEN_ID_LEN; i++)
+		if (hexval(id[i]) < 0 || (id[i] >= 'A' && id[i] <= 'F'))
+			return false;
+	return true;
+}
+
 int token_claims_check(const struct token_claims *c, char *err, size_t errlen)
 {
-	if (strlen(c->id) != TOKEN_ID_LEN)
-		return fail(err, errlen, -EINVAL, "token id must be %d hex digits", TOKEN_ID_LEN);
-	for (int i = 0; i < TOKEN_ID_LEN; i++)
-		if (hexval(c->id[i]) < 0 || (c->id[i] >= 'A' && c->id[i] <= 'F'))
-			return fail(err, errlen, -EINVAL, "token id must be lowercase hex digits");
+	if (!token_id_ok(c->id))
+		return fail(err, errlen, -EINVAL, "token id must be %d lowercase hex digits",
+			    TOKEN_ID_LEN);
 	if (!name_ok(c->tenant, TOKEN_TENANT_MAX))
 		return fail(err, errlen, -EINVAL,
 			    "tenant '%s' must be 1..%d of A-Z a-z 0-9 . _ -", c->tenant,
@@ -308,6 +316,19 @@ static json_t *claims_json(const struct token_claims *c)
 	json_object_set_new(o, "mem", mems);
 	json_object_set_new(o, "exp", json_integer(c->exp));
 	return o;
+}
+
+int token_claims_to_json(const struct token_claims *c, char **out)
+{
+	json_t *o;
+	int rc = token_claims_check(c, NULL, 0);
+
+	if (rc)
+		return rc;
+	o = claims_json(c);
+	*out = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(o);
+	return *out ? 0 : -ENOMEM;
 }
 
 int token_sign(const struct cluster_key *k, const struct token_claims *c, char **out)
@@ -522,6 +543,25 @@ int token_parse_claims(const char *signed_part, size_t len, struct token_claims 
 	}
 	o = json_loadb((const char *)js, (size_t)n, JSON_REJECT_DUPLICATES, &je);
 	free(js);
+	if (!o)
+		return fail(err, errlen, -EINVAL, "malformed token claims: %s", je.text);
+	rc = claims_from_json(o, c, err, errlen);
+	json_decref(o);
+	return rc;
+}
+
+int token_claims_from_json(const char *text, size_t len, struct token_claims *c, char *err,
+			   size_t errlen)
+{
+	json_error_t je;
+	json_t *o;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	if (len > TOKEN_TEXT_MAX)
+		return fail(err, errlen, -EINVAL, "token claims are longer than %d bytes",
+			    TOKEN_TEXT_MAX);
+	o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
 	if (!o)
 		return fail(err, errlen, -EINVAL, "malformed token claims: %s", je.text);
 	rc = claims_from_json(o, c, err, errlen);

@@ -96,6 +96,17 @@ void token_claims_init(struct token_claims *c);
 /* Checks c (id, tenant, paths normalized, counts). 0 or -EINVAL, with err. */
 int token_claims_check(const struct token_claims *c, char *err, size_t errlen);
 
+/* The claims as compact JSON text (the form tokens carry, and what mgmt's
+ * TOKEN_CREATE takes and its registry keeps): *out is malloc'd. 0,
+ * -EINVAL (c fails token_claims_check) or -ENOMEM. */
+int token_claims_to_json(const struct token_claims *c, char **out);
+/* Parses and checks claims from JSON text of len bytes (as a token's
+ * claims: unknown keys refused). 0 or -EINVAL with err. */
+int token_claims_from_json(const char *text, size_t len, struct token_claims *c, char *err,
+			   size_t errlen);
+/* Whether id is TOKEN_ID_LEN lowercase hex digits (and a NUL). */
+bool token_id_ok(const char *id);
+
 /* Signs c with k: *out is a malloc'd token text. 0 or a negative error. */
 int token_sign(const struct cluster_key *k, const struct token_claims *c, char **out);
 

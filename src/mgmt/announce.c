@@ -5,6 +5,7 @@
 #include "common/cluster_map.h"
 #include "common/log.h"
 #include "mgmt/announce.h"
+#include "net/auth.h"
 #include "net/reactor.h"
 #include "net/rpc.h"
 #include "proto/mgmt.h"
@@ -19,6 +20,8 @@ struct announcer {
 	struct reactor_timer timer;
 	int state;			/* 1: the last announcement was answered,
 					 * -1: it failed (logged once), 0: none yet */
+	uint64_t map_version;		/* of the last map fetched; 0: none */
+	bool fetching;
 	bool closing;
 };
 
@@ -33,6 +36,44 @@ static void failed(struct announcer *a, int status)
 		log_warn(kind_name(a->kind), "cannot announce to mgmt '%s': %s (retrying every %u ms)",
 			 a->env.mgmt_addr, strata_strerror(status), a->env.heartbeat_ms);
 	a->state = -1;
+}
+
+static void on_map(void *arg, int status, struct rpc_msg *resp)
+{
+	struct announcer *a = arg;
+	struct cluster_map m;
+	bool changed = false;
+
+	a->fetching = false;
+	if (a->closing)
+		return;
+	cm_init(&m);
+	if (!status)
+		status = cmap_decode_since(resp->body, resp->hdr.body_len, &m, &changed);
+	if (status) {
+		log_warn(kind_name(a->kind), "cannot fetch the cluster map from '%s': %s",
+			 a->env.mgmt_addr, strata_strerror(status));
+	} else if (changed) {
+		if (net_revoked_update(m.version, (const char (*)[TOKEN_ID_LEN + 1])m.revoked,
+				       m.nrevoked))
+			log_warn(kind_name(a->kind), "cannot apply the revoked tokens of map version %llu",
+				 (unsigned long long)m.version);
+		else
+			a->map_version = m.version;
+	}
+	cm_release(&m);
+}
+
+/* The lease names mgmt's map version: a newer one may carry revoked
+ * tokens, which this service must refuse like every other daemon. */
+static void fetch_map(struct announcer *a, uint64_t version)
+{
+	struct mg_since rq = { a->map_version };
+	struct proto_call c = { .cb = on_map, .arg = a, .timeout_ms = a->env.rpc_timeout_ms };
+
+	if (a->fetching || version == a->map_version)
+		return;
+	a->fetching = mg_get_map_call(a->pool, a->env.mgmt_addr, &rq, &c) == 0;
 }
 
 static void on_reply(void *arg, int status, struct rpc_msg *resp)
@@ -52,6 +93,7 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 		log_info(kind_name(a->kind), "listed in the cluster map by mgmt '%s' as node %u at '%s'",
 			 a->env.mgmt_addr, a->env.node_id, a->env.addr);
 	a->state = 1;
+	fetch_map(a, rep.map_version);
 }
 
 static void on_timer(void *arg)

@@ -6,6 +6,12 @@
  * the service there. An announcement that fails is retried at the next
  * interval; mgmt being away only delays the entry.
  *
+ * The lease mgmt answers with names its map version; when it differs from
+ * the last map fetched, the announcer fetches the map and applies its
+ * revoked tokens (net_revoked_update), so a service that holds no map of
+ * its own (mem) refuses a revoked token within one heartbeat of the
+ * revocation.
+ *
  * The announcer runs on env->reactors[0] with a connection of its own.
  */
 #ifndef STRATA_MGMT_ANNOUNCE_H

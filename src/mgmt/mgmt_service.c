@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/log.h"
 #include "mgmt_service.h"
@@ -15,6 +16,8 @@
 #include "proto/mgmt.h"
 #include "proto/server.h"
 #include "common/errors_int.h"
+#include "common/token.h"
+#include "net/auth.h"
 
 PROTO_SERVER(mgmt, MGMT_OPS)
 
@@ -34,6 +37,7 @@ struct mgmt {
 	uint32_t replication;
 	uint32_t expect_nodes;
 	struct reactor_timer expiry;
+	const struct cluster_key *key;	/* env->key: signs the registry's tokens */
 	/* For status/metrics from other threads. */
 	volatile uint64_t version_snapshot;
 	volatile uint32_t nodes_up, nodes_total, chains, chains_short;
@@ -299,6 +303,161 @@ static void op_admin(void *svc, struct svc_req *req)
 	mg_admin_reply(req, rc < 0 ? rc : 0, &rep);
 }
 
+/* ---- the token registry ---- */
+
+/* This process enforces the revocations of its own map, like every
+ * holder of a map. */
+static void apply_revoked(struct mgmt *m)
+{
+	if (net_revoked_update(m->map.version, (const char (*)[TOKEN_ID_LEN + 1])m->map.revoked,
+			       m->map.nrevoked))
+		log_error("mgmt", "cannot apply the revoked tokens of map version %llu: out of memory",
+			  (unsigned long long)m->map.version);
+}
+
+/* Rebuilds the map's revoked list from the registry (which also drops the
+ * tokens that expired since); a new list is a new map version, so every
+ * holder refetches it. */
+static int refresh_revoked(struct mgmt *m)
+{
+	struct cluster_map tmp;
+	bool same;
+	int rc;
+
+	cm_init(&tmp);
+	rc = mgmt_store_revoked(m->store, (int64_t)time(NULL), &tmp);
+	if (rc) {
+		cm_release(&tmp);
+		return rc;
+	}
+	same = tmp.nrevoked == m->map.nrevoked &&
+	       (!tmp.nrevoked || !memcmp(tmp.revoked, m->map.revoked,
+					 tmp.nrevoked * sizeof(*tmp.revoked)));
+	if (!same) {
+		free(m->map.revoked);
+		m->map.revoked = tmp.revoked;
+		m->map.nrevoked = tmp.nrevoked;
+		m->map.revoked_cap = tmp.revoked_cap;
+		tmp.revoked = NULL;
+		m->map.version++;
+		persist(m);
+		apply_revoked(m);
+	}
+	cm_release(&tmp);
+	return 0;
+}
+
+static void op_token_create(void *svc, struct svc_req *req)
+{
+	struct mgmt *m = svc;
+	struct mg_token_create rq;
+	struct token_claims c;
+	struct mgmt_token t;
+	char err[256], *json = NULL, *text = NULL;
+	int rc;
+
+	if (mg_token_create_req(req, &rq))
+		return;
+	if (!m->key) {
+		log_warn("mgmt", "token create refused: this node has no cluster key (node.key_file)");
+		mg_token_create_release(&rq);
+		svc_reply(req, -ENOKEY);
+		return;
+	}
+	rc = token_claims_from_json(rq.claims.p, rq.claims.len, &c, err, sizeof(err));
+	mg_token_create_release(&rq);
+	if (rc) {
+		log_warn("mgmt", "token create refused: %s", err);
+		svc_reply(req, STRATA_EBADMSG);
+		return;
+	}
+	/* The registry keeps the claims in the form the token carries. */
+	rc = token_claims_to_json(&c, &json);
+	if (!rc)
+		rc = token_sign(m->key, &c, &text);
+	if (!rc) {
+		memset(&t, 0, sizeof(t));
+		memcpy(t.id, c.id, sizeof(t.id));
+		memcpy(t.tenant, c.tenant, sizeof(t.tenant));
+		t.created = (int64_t)time(NULL);
+		t.exp = c.exp;
+		t.admin = c.flags & TOKEN_F_ADMIN;
+		rc = mgmt_store_token_add(m->store, &t, json);
+	}
+	if (rc) {
+		if (rc != -EEXIST)
+			log_error("mgmt", "cannot create token %s: %s", c.id, strata_strerror(rc));
+		svc_reply(req, rc);
+	} else {
+		log_info("mgmt", "token %s created for tenant '%s'%s", c.id, c.tenant,
+			 t.admin ? " (admin)" : "");
+		mg_token_create_reply(req, 0, &(struct mg_token){ pstr_c(c.id), pstr_c(text) });
+	}
+	free(json);
+	if (text) {
+		memset(text, 0, strlen(text));
+		free(text);
+	}
+}
+
+static void op_token_list(void *svc, struct svc_req *req)
+{
+	struct mgmt *m = svc;
+	struct proto_void rq;
+	struct mg_token_list rep = { 0 };
+	struct mgmt_token *ts = NULL;
+	uint32_t n = 0;
+	int rc;
+
+	if (mg_token_list_req(req, &rq))
+		return;
+	rc = mgmt_store_token_list(m->store, MGMT_MAX_TOKENS, &ts, &n, &rep.total);
+	if (!rc && n && !(rep.tokens = calloc(n, sizeof(*rep.tokens))))
+		rc = -ENOMEM;
+	if (rc) {
+		free(ts);
+		svc_reply(req, rc);
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		rep.tokens[i] = (struct mg_token_info){ pstr_c(ts[i].id), pstr_c(ts[i].tenant),
+							ts[i].created, ts[i].exp, ts[i].admin,
+							ts[i].revoked != 0 };
+	rep.tokens_n = n;
+	mg_token_list_reply(req, 0, &rep);
+	free(rep.tokens);
+	free(ts);
+}
+
+static void op_token_revoke(void *svc, struct svc_req *req)
+{
+	struct mgmt *m = svc;
+	struct mg_token_id rq;
+	char id[TOKEN_ID_LEN + 1];
+	int rc;
+
+	if (mg_token_revoke_req(req, &rq))
+		return;
+	rc = pstr_copy(rq.id, id, sizeof(id)) || !token_id_ok(id) ? STRATA_EBADMSG : 0;
+	mg_token_id_release(&rq);
+	/* Refused before it is recorded: a revocation the map cannot carry
+	 * would not be enforced. */
+	if (!rc && !cm_revoked(&m->map, id) && m->map.nrevoked >= CM_MAX_REVOKED)
+		rc = -ENOSPC;
+	if (!rc)
+		rc = mgmt_store_token_revoke(m->store, id, (int64_t)time(NULL));
+	if (!rc) {
+		rc = refresh_revoked(m);
+		if (rc)
+			log_error("mgmt", "token %s revoked in the registry, but the map does not carry it yet: %s",
+				  id, strata_strerror(rc));
+		else
+			log_info("mgmt", "token %s revoked (map version %llu)", id,
+				 (unsigned long long)m->map.version);
+	}
+	svc_reply(req, rc);
+}
+
 static void on_expiry(void *arg)
 {
 	struct mgmt *m = arg;
@@ -357,6 +516,23 @@ static int mgmt_start(const struct service_env *env, void **out)
 	/* Nodes get a fresh lease after a restart of mgmt: they keep serving
 	 * and renew it, or expire normally. */
 	cm_reset_leases(&m->map, reactor_now_ms() + m->lease_ms);
+	m->key = env->key;
+	rc = mgmt_store_revoked(m->store, (int64_t)time(NULL), &m->map);
+	if (rc) {
+		log_error("mgmt", "cannot load the revoked tokens from '%s': %s", path,
+			  strata_strerror(rc));
+		goto fail;
+	}
+	/* A revocation recorded just before a crash may not have reached the
+	 * stored version: a new version makes every holder refetch the list. */
+	if (m->map.nrevoked) {
+		m->map.version++;
+		if ((rc = mgmt_store_save(m->store, &m->map))) {
+			log_error("mgmt", "cannot persist the cluster map: %s", strata_strerror(rc));
+			goto fail;
+		}
+	}
+	apply_revoked(m);
 	snapshot(m);
 	log_info("mgmt", "cluster map version %llu loaded: %u nodes, %u targets, %u chains",
 		 (unsigned long long)m->map.version, m->map.nnodes, m->map.ntargets, m->map.nchains);
@@ -365,6 +541,8 @@ static int mgmt_start(const struct service_env *env, void **out)
 	mgmt_route(env->srv, m->r, &(const struct mgmt_handlers){
 		.mg_register = op_register, .mg_heartbeat = op_heartbeat, .mg_get_map = op_get_map,
 		.mg_report = op_report, .mg_admin = op_admin, .mg_announce = op_announce,
+		.mg_token_create = op_token_create, .mg_token_list = op_token_list,
+		.mg_token_revoke = op_token_revoke,
 	}, m);
 	*out = m;
 	return 0;

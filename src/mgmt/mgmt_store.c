@@ -33,7 +33,13 @@ static const char schema_sql[] =
 	" target_id INTEGER NOT NULL, state INTEGER NOT NULL,"
 	" PRIMARY KEY (chain_id, out, pos));"
 	"CREATE TABLE IF NOT EXISTS mgmt_incarnations ("
-	" node_id INTEGER PRIMARY KEY, inc INTEGER NOT NULL);";
+	" node_id INTEGER PRIMARY KEY, inc INTEGER NOT NULL);"
+	/* The token registry; revoked: when (0: not revoked). Added to schema
+	 * 1 as it stands: an older store simply gets the empty table. */
+	"CREATE TABLE IF NOT EXISTS mgmt_tokens ("
+	" id TEXT PRIMARY KEY, tenant TEXT NOT NULL, claims TEXT NOT NULL,"
+	" created INTEGER NOT NULL, exp INTEGER NOT NULL, admin INTEGER NOT NULL,"
+	" revoked INTEGER NOT NULL DEFAULT 0);";
 
 static int db_err(struct mgmt_store *s, const char *what)
 {
@@ -453,5 +459,159 @@ int mgmt_store_set_incarnation(struct mgmt_store *s, uint32_t node, uint64_t inc
 	sqlite3_bind_int64(st, 2, (int64_t)inc);
 	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, "write mgmt_incarnations");
 	sqlite3_finalize(st);
+	return rc;
+}
+
+/* ---- the token registry ---- */
+
+int mgmt_store_token_add(struct mgmt_store *s, const struct mgmt_token *t, const char *claims)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(s->db, "INSERT INTO mgmt_tokens (id, tenant, claims, created, exp,"
+			       " admin, revoked) VALUES (?, ?, ?, ?, ?, ?, 0)", -1, &st,
+			       NULL) != SQLITE_OK)
+		return db_err(s, "prepare");
+	sqlite3_bind_text(st, 1, t->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, t->tenant, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, claims, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, t->created);
+	sqlite3_bind_int64(st, 5, t->exp);
+	sqlite3_bind_int64(st, 6, t->admin);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE)
+		rc = 0;
+	else if (sqlite3_extended_errcode(s->db) == SQLITE_CONSTRAINT_PRIMARYKEY)
+		rc = -EEXIST;
+	else
+		rc = db_err(s, "write mgmt_tokens");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int mgmt_store_token_revoke(struct mgmt_store *s, const char *id, int64_t when)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	/* The first revocation's time stays; a second one only finds the row. */
+	if (sqlite3_prepare_v2(s->db, "UPDATE mgmt_tokens SET revoked = CASE WHEN revoked = 0"
+			       " THEN ? ELSE revoked END WHERE id = ?", -1, &st, NULL) != SQLITE_OK)
+		return db_err(s, "prepare");
+	sqlite3_bind_int64(st, 1, when > 0 ? when : 1);
+	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE)
+		rc = sqlite3_changes(s->db) ? 0 : -ENOENT;
+	else
+		rc = db_err(s, "write mgmt_tokens");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* Text column i of st into dst[cap]: a valid length, no NUL inside. */
+static int col_str(sqlite3_stmt *st, int i, char *dst, size_t cap)
+{
+	const unsigned char *v = sqlite3_column_text(st, i);
+	int len = sqlite3_column_bytes(st, i);
+
+	if (!v || len <= 0 || (size_t)len >= cap || memchr(v, 0, (size_t)len))
+		return STRATA_EBADMSG;
+	memcpy(dst, v, (size_t)len);
+	dst[len] = '\0';
+	return 0;
+}
+
+int mgmt_store_token_list(struct mgmt_store *s, uint32_t max, struct mgmt_token **out,
+			  uint32_t *n, uint32_t *total)
+{
+	sqlite3_stmt *st = NULL;
+	struct mgmt_token *ts = NULL;
+	uint32_t cnt = 0, count;
+	uint64_t a, b, c, d;
+	int rc;
+
+	*out = NULL;
+	*n = *total = 0;
+	if ((rc = count_rows(s, "SELECT COUNT(*) FROM mgmt_tokens", UINT32_MAX, &count)))
+		return rc;
+	if (count > max)
+		count = max;
+	if (count && !(ts = calloc(count, sizeof(*ts))))
+		return -ENOMEM;
+	if (sqlite3_prepare_v2(s->db, "SELECT id, tenant, created, exp, admin, revoked"
+			       " FROM mgmt_tokens ORDER BY created, id LIMIT ?", -1, &st,
+			       NULL) != SQLITE_OK) {
+		free(ts);
+		return db_err(s, "prepare");
+	}
+	sqlite3_bind_int64(st, 1, count);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct mgmt_token *t = &ts[cnt];
+
+		if (cnt >= count || col_str(st, 0, t->id, sizeof(t->id)) ||
+		    col_str(st, 1, t->tenant, sizeof(t->tenant)) ||
+		    col_u(st, 2, INT64_MAX, &a) || col_u(st, 3, INT64_MAX, &b) ||
+		    col_u(st, 4, 1, &c) || col_u(st, 5, INT64_MAX, &d)) {
+			rc = STRATA_EBADMSG;
+			log_error(COMP, "metadata store: corrupt token registry row");
+			goto out;
+		}
+		t->created = (int64_t)a;
+		t->exp = (int64_t)b;
+		t->admin = c != 0;
+		t->revoked = (int64_t)d;
+		cnt++;
+	}
+	rc = rc == SQLITE_DONE ? 0 : db_err(s, "read mgmt_tokens");
+out:
+	sqlite3_finalize(st);
+	if (rc) {
+		free(ts);
+		return rc;
+	}
+	if (!cnt) {
+		free(ts);
+		ts = NULL;
+	}
+	*out = ts;
+	*n = cnt;
+	return count_rows(s, "SELECT COUNT(*) FROM mgmt_tokens", UINT32_MAX, total);
+}
+
+int mgmt_store_revoked(struct mgmt_store *s, int64_t now, struct cluster_map *m)
+{
+	sqlite3_stmt *st = NULL;
+	uint32_t cnt = 0;
+	int rc;
+
+	if (sqlite3_prepare_v2(s->db, "SELECT id FROM mgmt_tokens WHERE revoked != 0 AND"
+			       " (exp = 0 OR exp > ?) ORDER BY id", -1, &st, NULL) != SQLITE_OK)
+		return db_err(s, "prepare");
+	sqlite3_bind_int64(st, 1, now);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		char id[TOKEN_ID_LEN + 1];
+
+		if (col_str(st, 0, id, sizeof(id)) || !token_id_ok(id) ||
+		    (cnt && strcmp(id, m->revoked[cnt - 1]) <= 0)) {
+			rc = STRATA_EBADMSG;
+			log_error(COMP, "metadata store: corrupt token registry row");
+			goto out;
+		}
+		if (cnt >= CM_MAX_REVOKED) {
+			rc = -ENOSPC;
+			goto out;
+		}
+		if (cm_reserve_revoked(m, cnt + 1)) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		memcpy(m->revoked[cnt++], id, sizeof(id));
+	}
+	rc = rc == SQLITE_DONE ? 0 : db_err(s, "read mgmt_tokens");
+out:
+	sqlite3_finalize(st);
+	m->nrevoked = rc ? 0 : cnt;
 	return rc;
 }

@@ -11,7 +11,11 @@
 #ifndef STRATA_MGMT_MGMT_STORE_H
 #define STRATA_MGMT_MGMT_STORE_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "common/cluster_map.h"
+#include "common/token.h"
 
 struct mgmt_store;
 
@@ -51,5 +55,38 @@ int mgmt_store_load(struct mgmt_store *s, struct cluster_map *out);
  */
 int mgmt_store_get_incarnation(struct mgmt_store *s, uint32_t node, uint64_t *inc);
 int mgmt_store_set_incarnation(struct mgmt_store *s, uint32_t node, uint64_t inc);
+
+/*
+ * The token registry: every token mgmt signed (TOKEN_CREATE), with its
+ * claims as JSON, and whether it was revoked. Never the token text: a
+ * token is rebuilt from its claims and the key, so the store holds no
+ * secret. Kept apart from the map (mgmt_store_save does not touch it).
+ * Each call is durable when it returns.
+ */
+struct mgmt_token {
+	char id[TOKEN_ID_LEN + 1];
+	char tenant[TOKEN_TENANT_MAX + 1];
+	int64_t created;		/* seconds since the epoch */
+	int64_t exp;			/* seconds since the epoch, 0: never */
+	bool admin;
+	int64_t revoked;		/* when it was revoked; 0: it is not */
+};
+
+/* Records t (revoked ignored: a new token is not) with its claims JSON.
+ * 0, -EEXIST (the id is taken) or -EIO. */
+int mgmt_store_token_add(struct mgmt_store *s, const struct mgmt_token *t, const char *claims);
+/* Marks token id revoked at time when (seconds since the epoch); revoking
+ * twice keeps the first time. 0, -ENOENT (not in the registry) or -EIO. */
+int mgmt_store_token_revoke(struct mgmt_store *s, const char *id, int64_t when);
+/* The registry, oldest first: at most max tokens into *out (malloc'd, the
+ * caller frees it; NULL when none), their count in *n, all of them in
+ * *total. 0, -ENOMEM, -EIO or STRATA_EBADMSG (a corrupt row). */
+int mgmt_store_token_list(struct mgmt_store *s, uint32_t max, struct mgmt_token **out,
+			  uint32_t *n, uint32_t *total);
+/* Fills m's revoked list (replacing it) with the ids of the revoked tokens
+ * that have not expired at now (seconds since the epoch), sorted. 0,
+ * -ENOMEM, -EIO, -ENOSPC (more than CM_MAX_REVOKED) or STRATA_EBADMSG, with
+ * the list left empty. */
+int mgmt_store_revoked(struct mgmt_store *s, int64_t now, struct cluster_map *m);
 
 #endif

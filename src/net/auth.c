@@ -103,6 +103,27 @@ int net_revoked_set(const char (*ids)[TOKEN_ID_LEN + 1], uint32_t n)
 	return 0;
 }
 
+int net_revoked_update(uint64_t map_version, const char (*ids)[TOKEN_ID_LEN + 1], uint32_t n)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static uint64_t applied;
+	static bool any;
+	int rc = 0;
+
+	/* Serialized, so that two maps applied at once cannot end with the
+	 * older one's list. */
+	pthread_mutex_lock(&lock);
+	if (!any || map_version >= applied) {
+		rc = net_revoked_set(ids, n);
+		if (!rc) {
+			applied = map_version;
+			any = true;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
 bool net_revoked(const char *id)
 {
 	bool found;

@@ -85,6 +85,12 @@ int net_ident_check(const struct net_ident *id);
  * TOKEN_ID_LEN hex digits). Process-wide; any thread. */
 int net_revoked_set(const char (*ids)[TOKEN_ID_LEN + 1], uint32_t n);
 bool net_revoked(const char *id);
+/* net_revoked_set with the ids of the cluster map of version map_version,
+ * unless a map newer than it was applied already: a process may hold maps
+ * in several places (mgmt, storage, its clients) that learn of new
+ * versions at different times, and an older one must not forget a
+ * revocation a newer one brought. 0 or -ENOMEM. */
+int net_revoked_update(uint64_t map_version, const char (*ids)[TOKEN_ID_LEN + 1], uint32_t n);
 
 /* ---- the exchange's pieces (used by conn.c) ---- */
 

@@ -16,11 +16,17 @@ PROTO_MSG_DEFINE(cm_target_w, CM_TARGET_W_FIELDS)
 PROTO_MSG_DEFINE(cm_member_w, CM_MEMBER_W_FIELDS)
 PROTO_MSG_DEFINE(cm_chain_w, CM_CHAIN_W_FIELDS)
 PROTO_MSG_DEFINE(cm_service_w, CM_SERVICE_W_FIELDS)
+PROTO_MSG_DEFINE(cm_revoked_w, CM_REVOKED_W_FIELDS)
 PROTO_MSG_DEFINE(cm_map_w, CM_MAP_W_FIELDS)
 PROTO_MSG_DEFINE(mg_map, MG_MAP_FIELDS)
 PROTO_MSG_DEFINE(mg_report, MG_REPORT_FIELDS)
 PROTO_MSG_DEFINE(mg_admin, MG_ADMIN_FIELDS)
 PROTO_MSG_DEFINE(mg_result, MG_RESULT_FIELDS)
+PROTO_MSG_DEFINE(mg_token_create, MG_TOKEN_CREATE_FIELDS)
+PROTO_MSG_DEFINE(mg_token, MG_TOKEN_FIELDS)
+PROTO_MSG_DEFINE(mg_token_info, MG_TOKEN_INFO_FIELDS)
+PROTO_MSG_DEFINE(mg_token_list, MG_TOKEN_LIST_FIELDS)
+PROTO_MSG_DEFINE(mg_token_id, MG_TOKEN_ID_FIELDS)
 PROTO_OPS_DEFINE(mgmt, MGMT_OPS)
 
 int cmap_to_wire(const struct cluster_map *m, struct cm_map_w *w)
@@ -33,7 +39,8 @@ int cmap_to_wire(const struct cluster_map *m, struct cm_map_w *w)
 	w->targets = calloc(m->ntargets ? m->ntargets : 1, sizeof(*w->targets));
 	w->chains = calloc(m->nchains ? m->nchains : 1, sizeof(*w->chains));
 	w->services = calloc(m->nservices ? m->nservices : 1, sizeof(*w->services));
-	if (!w->nodes || !w->targets || !w->chains || !w->services) {
+	w->revoked = calloc(m->nrevoked ? m->nrevoked : 1, sizeof(*w->revoked));
+	if (!w->nodes || !w->targets || !w->chains || !w->services || !w->revoked) {
 		cm_map_w_release(w);
 		return -ENOMEM;
 	}
@@ -41,6 +48,9 @@ int cmap_to_wire(const struct cluster_map *m, struct cm_map_w *w)
 	w->targets_n = m->ntargets;
 	w->chains_n = m->nchains;
 	w->services_n = m->nservices;
+	w->revoked_n = m->nrevoked;
+	for (uint32_t i = 0; i < m->nrevoked; i++)
+		w->revoked[i].id = pstr_c(m->revoked[i]);
 	for (uint32_t i = 0; i < m->nservices; i++) {
 		const struct cm_service *s = &m->services[i];
 
@@ -87,7 +97,7 @@ int cmap_from_wire(const struct cm_map_w *w, struct cluster_map *out)
 
 	cm_init(&m);
 	if (cm_reserve(&m, w->nodes_n, w->targets_n, w->chains_n) ||
-	    cm_reserve_services(&m, w->services_n))
+	    cm_reserve_services(&m, w->services_n) || cm_reserve_revoked(&m, w->revoked_n))
 		goto fail;
 	m.version = w->version;
 	m.replication = w->replication;
@@ -137,6 +147,10 @@ int cmap_from_wire(const struct cm_map_w *w, struct cluster_map *out)
 		s->node_id = sw->node_id;
 		s->state = sw->state;
 		if (pstr_copy(sw->addr, s->addr, sizeof(s->addr)))
+			goto fail;
+	}
+	for (uint32_t i = 0; i < w->revoked_n; i++) {
+		if (pstr_copy(w->revoked[i].id, m.revoked[m.nrevoked++], sizeof(*m.revoked)))
 			goto fail;
 	}
 	rc = cm_validate(&m);

@@ -11,6 +11,13 @@
  *   ADMIN      drain, replace, build chains, "in sync" (MGMT_ADMIN_*)
  *   ANNOUNCE   a meta or mem service is (still) at addr: adds or renews
  *              its entry in the map -> mg_lease (mgmt/announce.h)
+ *   TOKEN_CREATE  claims as JSON (common/token.h): mgmt signs them with
+ *              the cluster key and records the token in its registry
+ *              -> mg_token (its id and text). -ENOKEY: mgmt has no key;
+ *              -EEXIST: the id is taken; STRATA_EBADMSG: bad claims
+ *   TOKEN_LIST the registry: ids, tenants, expiry, revoked; no secrets
+ *   TOKEN_REVOKE  by id (-ENOENT: not in the registry): recorded, and the
+ *              id enters the map's revoked list (a new map version)
  *
  * A node serves clients for lease_ms, less a margin, from when it sent the
  * request that mgmt answered (docs/failures.md).
@@ -22,6 +29,7 @@
 #include "proto/proto.h"
 
 #define MGMT_MAX_TARGETS_PER_NODE 64u
+#define MGMT_MAX_TOKENS 8192u		/* in one TOKEN_LIST reply */
 
 enum mgmt_admin_action {
 	MGMT_ADMIN_DRAIN = 1,		/* arg: node id */
@@ -103,6 +111,10 @@ PROTO_MSG(cm_chain_w, CM_CHAIN_W_FIELDS)
 	X(U32R, state, NODE_OFFLINE)
 PROTO_MSG(cm_service_w, CM_SERVICE_W_FIELDS)
 
+#define CM_REVOKED_W_FIELDS(X) \
+	X(STR, id, TOKEN_ID_LEN)
+PROTO_MSG(cm_revoked_w, CM_REVOKED_W_FIELDS)
+
 #define CM_MAP_W_FIELDS(X) \
 	X(U64, version) \
 	X(U32R, replication, CM_MAX_R) \
@@ -110,7 +122,8 @@ PROTO_MSG(cm_service_w, CM_SERVICE_W_FIELDS)
 	X(ARR, nodes, cm_node_w, CM_MAX_NODES) \
 	X(ARR, targets, cm_target_w, CM_MAX_TARGETS) \
 	X(ARR, chains, cm_chain_w, CM_MAX_CHAINS) \
-	X(ARR, services, cm_service_w, CM_MAX_SERVICES)
+	X(ARR, services, cm_service_w, CM_MAX_SERVICES) \
+	X(ARR, revoked, cm_revoked_w, CM_MAX_REVOKED)
 PROTO_MSG(cm_map_w, CM_MAP_W_FIELDS)
 
 /* maps: none when the caller's version is current, else the whole map
@@ -138,6 +151,37 @@ PROTO_MSG(mg_admin, MG_ADMIN_FIELDS)
 	X(U32, result)
 PROTO_MSG(mg_result, MG_RESULT_FIELDS)
 
+/* The token registry (TOKEN_*). */
+#define MG_TOKEN_CREATE_FIELDS(X) \
+	X(STR, claims, TOKEN_TEXT_MAX)
+PROTO_MSG(mg_token_create, MG_TOKEN_CREATE_FIELDS)
+
+#define MG_TOKEN_FIELDS(X) \
+	X(STR, id, TOKEN_ID_LEN) \
+	X(STR, token, TOKEN_TEXT_MAX)
+PROTO_MSG(mg_token, MG_TOKEN_FIELDS)
+
+/* created, exp: seconds since the epoch (exp 0: never). */
+#define MG_TOKEN_INFO_FIELDS(X) \
+	X(STR, id, TOKEN_ID_LEN) \
+	X(STR, tenant, TOKEN_TENANT_MAX) \
+	X(I64, created) \
+	X(I64, exp) \
+	X(U8R, admin, 1) \
+	X(U8R, revoked, 1)
+PROTO_MSG(mg_token_info, MG_TOKEN_INFO_FIELDS)
+
+/* total: tokens in the registry; tokens: the first MGMT_MAX_TOKENS of
+ * them, oldest first. */
+#define MG_TOKEN_LIST_FIELDS(X) \
+	X(U32, total) \
+	X(ARR, tokens, mg_token_info, MGMT_MAX_TOKENS)
+PROTO_MSG(mg_token_list, MG_TOKEN_LIST_FIELDS)
+
+#define MG_TOKEN_ID_FIELDS(X) \
+	X(STR, id, TOKEN_ID_LEN)
+PROTO_MSG(mg_token_id, MG_TOKEN_ID_FIELDS)
+
 /* Stubs: mg_register_call(), mg_heartbeat_req(), mg_get_map_rep(), ... */
 #define MGMT_OPS(OP) \
 	OP(MGMT_REGISTER,  16, mg_register,  mg_register,  mg_lease, DAEMON) \
@@ -145,7 +189,10 @@ PROTO_MSG(mg_result, MG_RESULT_FIELDS)
 	OP(MGMT_GET_MAP,   18, mg_get_map,   mg_since,     mg_map, ANY) \
 	OP(MGMT_REPORT,    19, mg_report,    mg_report,    proto_void, DAEMON) \
 	OP(MGMT_ADMIN,     20, mg_admin,     mg_admin,     mg_result, ADMIN) \
-	OP(MGMT_ANNOUNCE,  21, mg_announce,  mg_announce,  mg_lease, DAEMON)
+	OP(MGMT_ANNOUNCE,  21, mg_announce,  mg_announce,  mg_lease, DAEMON) \
+	OP(MGMT_TOKEN_CREATE, 22, mg_token_create, mg_token_create, mg_token, ADMIN) \
+	OP(MGMT_TOKEN_LIST,   23, mg_token_list,   proto_void,      mg_token_list, ADMIN) \
+	OP(MGMT_TOKEN_REVOKE, 24, mg_token_revoke, mg_token_id,     proto_void, ADMIN)
 PROTO_OPS(mgmt, MGMT_OPS)
 
 /*

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "common/log.h"
+#include "net/auth.h"
 #include "net/rpc.h"
 #include "proto/mgmt.h"
 #include "storage_int.h"
@@ -95,6 +96,12 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 	}
 	log_info("storage", "cluster map version %llu: %u chains",
 		 (unsigned long long)s->map.version, s->map.nchains);
+	/* Revocations take effect with the map that carries them: the next
+	 * request of a revoked token's open connection is refused. */
+	if (net_revoked_update(s->map.version, (const char (*)[TOKEN_ID_LEN + 1])s->map.revoked,
+			       s->map.nrevoked))
+		log_error("storage", "cannot apply the revoked tokens of map version %llu",
+			  (unsigned long long)s->map.version);
 	map_install(st, s);
 }
 

@@ -13,6 +13,7 @@
 
 #include "common/config.h"
 #include "common/service.h"
+#include "common/token.h"
 #include "net/reactor.h"
 #include "net/server.h"
 
@@ -45,6 +46,8 @@ struct daemon {
 	struct reactor **reactors;
 	int nreactors;
 	struct rpc_server *srv;
+	bool has_key;
+	struct cluster_key key;	/* node.key_file; services see it (env->key) */
 	char addr[64];		/* host:port others reach us at */
 	int port;
 	uint64_t start_ms;

@@ -258,6 +258,7 @@ static int start_services(struct daemon *d, const struct all_keys *a)
 			.rpc_timeout_ms = (uint32_t)d->cfg.rpc_timeout_ms,
 			.reactors = d->reactors, .nreactors = d->nreactors, .srv = d->srv,
 			.cfg = (char *)d->cfg_blob + a->base[reg],
+			.key = d->has_key ? &d->key : NULL,
 		};
 		rc = def->start(env, &d->svcs[d->nservices]);
 		if (rc) {
@@ -398,6 +399,8 @@ static int setup_auth(struct daemon *d, struct net_auth *auth_out)
 	}
 	auth.has_key = true;
 	*auth_out = auth;
+	d->has_key = true;
+	d->key = auth.key;
 	net_cred_from_key(&cred, &auth.key);
 	net_cred_set_default(&cred);
 	net_cred_release(&cred);

@@ -65,6 +65,9 @@ static void assert_maps_equal(const struct cluster_map *a, const struct cluster_
 	assert_int_equal(a->ntargets, b->ntargets);
 	assert_int_equal(a->nchains, b->nchains);
 	assert_int_equal(a->nservices, b->nservices);
+	assert_int_equal(a->nrevoked, b->nrevoked);
+	for (uint32_t i = 0; i < a->nrevoked; i++)
+		assert_string_equal(a->revoked[i], b->revoked[i]);
 	for (uint32_t i = 0; i < a->nservices; i++) {
 		assert_int_equal(a->services[i].kind, b->services[i].kind);
 		assert_int_equal(a->services[i].node_id, b->services[i].node_id);
@@ -665,6 +668,62 @@ static void test_services(void **state)
 	cm_release(&m);
 }
 
+static void set_revoked(struct cluster_map *m, const char *const *ids, uint32_t n)
+{
+	assert_int_equal(cm_reserve_revoked(m, n), 0);
+	for (uint32_t i = 0; i < n; i++)
+		snprintf(m->revoked[i], sizeof(m->revoked[i]), "%s", ids[i]);
+	m->nrevoked = n;
+}
+
+/* The revoked token ids: carried on the wire and by cm_copy, found by
+ * cm_revoked, and checked strictly: well-formed, sorted, distinct. */
+static void test_revoked(void **state)
+{
+	static const char *const ok[] = { "0000000000000001", "00ff00ff00ff00ff",
+					  "fedcba9876543210" };
+	static const char *const bad[][2] = {
+		{ "00ff00ff00ff00ff", "0000000000000001" },	/* unsorted */
+		{ "00ff00ff00ff00ff", "00ff00ff00ff00ff" },	/* twice */
+		{ "0000000000000001", "00FF00FF00FF00FF" },	/* upper case */
+		{ "0000000000000001", "00ff00ff" },		/* short */
+		{ "0000000000000001", "00ff00ff00ff00fg" },	/* not hex */
+	};
+	struct cluster_map m, d, c;
+	struct bbuf b;
+	struct rbuf r;
+
+	(void)state;
+	make_cluster(&m, 3, 2, 3);
+	set_revoked(&m, ok, 3);
+	assert_int_equal(cm_validate(&m), 0);
+	assert_true(cm_revoked(&m, "00ff00ff00ff00ff"));
+	assert_true(cm_revoked(&m, "fedcba9876543210"));
+	assert_false(cm_revoked(&m, "00ff00ff00ff00fe"));
+	encode(&m, &b);
+	rbuf_init(&r, b.buf, b.len);
+	assert_int_equal(cm_decode(&r, &d), 0);
+	assert_maps_equal(&m, &d);
+	cm_release(&d);
+	bbuf_release(&b);
+	assert_int_equal(cm_copy(&c, &m), 0);
+	assert_maps_equal(&m, &c);
+	cm_release(&c);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		set_revoked(&m, bad[i], 2);
+		assert_int_equal(cm_validate(&m), STRATA_EBADMSG);
+		/* The wire form is refused the same way. */
+		encode(&m, &b);
+		rbuf_init(&r, b.buf, b.len);
+		assert_int_equal(cm_decode(&r, &d), STRATA_EBADMSG);
+		cm_release(&d);
+		bbuf_release(&b);
+	}
+	m.nrevoked = 0;
+	assert_int_equal(cm_validate(&m), 0);
+	cm_release(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -678,6 +737,7 @@ int main(void)
 		cmocka_unit_test(test_codec_roundtrip),
 		cmocka_unit_test(test_codec_malformed),
 		cmocka_unit_test(test_services),
+		cmocka_unit_test(test_revoked),
 	};
 
 	return cmocka_run_group_tests(tests, quiet, NULL);

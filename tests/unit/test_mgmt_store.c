@@ -166,6 +166,73 @@ static void test_incarnations(void **state)
 	cm_release(&m);
 }
 
+static struct mgmt_token tok(const char *id, const char *tenant, int64_t created, int64_t exp)
+{
+	struct mgmt_token t;
+
+	memset(&t, 0, sizeof(t));
+	snprintf(t.id, sizeof(t.id), "%s", id);
+	snprintf(t.tenant, sizeof(t.tenant), "%s", tenant);
+	t.created = created;
+	t.exp = exp;
+	return t;
+}
+
+/* The token registry: add, list (oldest first, bounded), revoke (durable,
+ * -ENOENT for an unknown id), and the revoked ids that have not expired,
+ * sorted; a map save leaves it alone. */
+static void test_tokens(void **state)
+{
+	struct mgmt_store *s;
+	struct cluster_map m;
+	struct mgmt_token t, *ts;
+	uint32_t n, total;
+
+	(void)state;
+	assert_int_equal(mgmt_store_open(path, &s), 0);
+	t = tok("00000000000000cc", "t1", 100, 0);
+	t.admin = true;
+	assert_int_equal(mgmt_store_token_add(s, &t, "{\"v\":1}"), 0);
+	assert_int_equal(mgmt_store_token_add(s, &t, "{}"), -EEXIST);
+	t = tok("00000000000000bb", "t2", 200, 1000);
+	assert_int_equal(mgmt_store_token_add(s, &t, "{}"), 0);
+	t = tok("00000000000000aa", "t3", 300, 5000);
+	assert_int_equal(mgmt_store_token_add(s, &t, "{}"), 0);
+
+	assert_int_equal(mgmt_store_token_list(s, 2, &ts, &n, &total), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(total, 3);
+	assert_string_equal(ts[0].id, "00000000000000cc");
+	assert_true(ts[0].admin && !ts[0].revoked && ts[0].created == 100 && ts[0].exp == 0);
+	assert_string_equal(ts[1].tenant, "t2");
+	free(ts);
+
+	assert_int_equal(mgmt_store_token_revoke(s, "0000000000000000", 400), -ENOENT);
+	assert_int_equal(mgmt_store_token_revoke(s, "00000000000000cc", 400), 0);
+	assert_int_equal(mgmt_store_token_revoke(s, "00000000000000bb", 400), 0);
+	assert_int_equal(mgmt_store_token_revoke(s, "00000000000000aa", 500), 0);
+	assert_int_equal(mgmt_store_token_revoke(s, "00000000000000aa", 600), 0);
+	build(&m);
+	assert_int_equal(mgmt_store_save(s, &m), 0);
+	mgmt_store_close(s);
+
+	assert_int_equal(mgmt_store_open(path, &s), 0);
+	assert_int_equal(mgmt_store_token_list(s, 10, &ts, &n, &total), 0);
+	assert_int_equal(n, 3);
+	assert_true(ts[0].revoked == 400 && ts[2].revoked == 500);
+	free(ts);
+	/* At 2000 token bb has expired: it no longer needs to be refused. */
+	assert_int_equal(mgmt_store_revoked(s, 2000, &m), 0);
+	assert_int_equal(m.nrevoked, 2);
+	assert_string_equal(m.revoked[0], "00000000000000aa");
+	assert_string_equal(m.revoked[1], "00000000000000cc");
+	assert_int_equal(cm_validate(&m), 0);
+	assert_int_equal(mgmt_store_revoked(s, 999, &m), 0);
+	assert_int_equal(m.nrevoked, 3);
+	mgmt_store_close(s);
+	cm_release(&m);
+}
+
 static void test_corrupt(void **state)
 {
 	struct mgmt_store *s;
@@ -222,6 +289,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_incarnations, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
