@@ -496,7 +496,13 @@ static int check_ino(struct meta *m, struct acc_ctx *ac, const struct mt_handle 
 	if (ac->trusted)
 		return 0;
 	rc = ns_getattr(&m->ns, ref_of(h), in);
-	return rc ? rc : acc_need(ac, in, need, want);
+	if (rc)
+		return rc;
+	/* Searching a file is ns's -ENOTDIR, as POSIX has it, not a missing
+	 * x; the scopes still apply. */
+	if ((want & ACC_X) && !S_ISDIR(in->mode))
+		want = 0;
+	return acc_need(ac, in, need, want);
 }
 
 /* The owner of an inode a client creates in dir: the token's identity,
