@@ -427,6 +427,7 @@ int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 {
 	struct mt_inode parent, in;
 	struct mt_attr_rep rep;
+	struct mt_open orq;
 	char name[MD_NAME_MAX + 1];
 	int acc = flags & 3, rc;
 
@@ -468,16 +469,17 @@ int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 			return rc;
 		if (S_ISDIR(in.mode))
 			return -EISDIR;
-		if (flags & STRATA_O_TRUNC && acc != STRATA_O_RDONLY) {
-			struct mt_open rq = {
-				.h = by_number(&in), .flags = MD_O_WRONLY | MD_O_TRUNC,
-			};
-
-			rc = MC_CALL(&s->mc, md_open, &rq, &rep);
-			if (rc)
-				return rc;
-			in = rep.inode;
-		}
+		/* Always an OPEN, not only to truncate: meta checks the
+		 * caller's permission to read or write the file there. */
+		orq.h = by_number(&in);
+		orq.flags = acc == STRATA_O_WRONLY ? MD_O_WRONLY :
+			    acc == STRATA_O_RDWR ? MD_O_RDWR : MD_O_RDONLY;
+		if ((flags & STRATA_O_TRUNC) && acc != STRATA_O_RDONLY)
+			orq.flags |= MD_O_TRUNC;
+		rc = MC_CALL(&s->mc, md_open, &orq, &rep);
+		if (rc)
+			return rc;
+		in = rep.inode;
 	}
 	return cl_file_new(s, &in, flags, &rep.trunc, out);
 }

@@ -31,6 +31,7 @@
 #include "client/storage_client.h"
 #include "common/layout.h"
 #include "common/log.h"
+#include "meta/access.h"
 #include "meta/meta_service.h"
 #include "common/cluster_map.h"
 #include "mgmt/announce.h"
@@ -477,6 +478,62 @@ static void inode_to_wire(const struct meta_inode *in, struct mt_inode *w)
 	mt_layout_set(&w->layout, &in->layout);
 }
 
+/*
+ * Permissions (meta/access.h). Trusted callers (daemons, open peers) skip
+ * every check below at no cost: acc_ctx_init reads the identity only. A
+ * client's checks read the inodes involved before the operation, each in
+ * its own transaction; nothing can change in between, as this service
+ * runs one request at a time on reactor 0.
+ */
+
+/* Reads h into in (a client's only) and checks that the caller reaches
+ * it as need says with permission want. */
+static int check_ino(struct meta *m, struct acc_ctx *ac, const struct mt_handle *h,
+		     enum acc_reach need, unsigned want, struct meta_inode *in)
+{
+	int rc;
+
+	if (ac->trusted)
+		return 0;
+	rc = ns_getattr(&m->ns, ref_of(h), in);
+	if (rc)
+		return rc;
+	/* Searching a file is ns's -ENOTDIR, as POSIX has it, not a missing
+	 * x; the scopes still apply. */
+	if ((want & ACC_X) && !S_ISDIR(in->mode))
+		want = 0;
+	return acc_need(ac, in, need, want);
+}
+
+/* The owner of an inode a client creates in dir: the token's identity,
+ * never the request's; the group is dir's when dir is setgid (and a
+ * directory made there is setgid too), else the token's first. */
+static void owner_of_new(const struct acc_ctx *ac, const struct meta_inode *dir, uint32_t *uid,
+			 uint32_t *gid, uint32_t *mode)
+{
+	*uid = ac->cred.uid;
+	*gid = ac->cred.ngids ? ac->cred.gids[0] : TOKEN_NOBODY;
+	if (dir->mode & S_ISGID) {
+		*gid = dir->gid;
+		if (mode)
+			*mode |= S_ISGID;
+	}
+}
+
+/* Removing (or renaming away) name from dir: its inode, if any, is
+ * checked against dir's sticky bit; *victim is filled (ino 0: none). */
+static int check_victim(struct meta *m, struct acc_ctx *ac, const struct meta_inode *dir,
+			const char *name, struct meta_inode *victim)
+{
+	int rc = ns_lookup(&m->ns, ns_any(dir->ino), name, victim);
+
+	if (rc == -ENOENT) {
+		memset(victim, 0, sizeof(*victim));
+		return 0;
+	}
+	return rc ? rc : acc_sticky(&ac->cred, dir, victim);
+}
+
 /* The reply stub of an operation that answers an mt_inode. */
 typedef void (*inode_reply_fn)(struct svc_req *req, int status, const struct mt_inode *rep);
 
@@ -530,11 +587,20 @@ static void op_lookup(void *svc, struct svc_req *req)
 	struct mt_name rq;
 	int rc;
 
+	struct acc_ctx ac;
+	struct meta_inode dir;
+
 	if (counted(m, md_lookup_req(req, &rq)))
 		return;
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
 	rc = pstr_copy(rq.name, name, sizeof(name));
 	if (!rc)
+		rc = check_ino(m, &ac, &rq.dir, ACC_PASS, ACC_X, &dir);
+	if (!rc)
 		rc = ns_lookup(&m->ns, ref_of(&rq.dir), name, &in);
+	if (!rc)
+		rc = acc_need(&ac, &in, ACC_PASS, 0);
+	acc_ctx_release(&ac);
 	reply_inode(m, req, md_lookup_reply, rc, &in);
 }
 
@@ -544,9 +610,17 @@ static void op_getattr(void *svc, struct svc_req *req)
 	struct meta_inode in;
 	struct mt_ino rq;
 
+	struct acc_ctx ac;
+	int rc;
+
 	if (counted(m, md_getattr_req(req, &rq)))
 		return;
-	reply_inode(m, req, md_getattr_reply, ns_getattr(&m->ns, ref_of(&rq.h), &in), &in);
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	rc = ns_getattr(&m->ns, ref_of(&rq.h), &in);
+	if (!rc)
+		rc = acc_need(&ac, &in, ACC_PASS, 0);
+	acc_ctx_release(&ac);
+	reply_inode(m, req, md_getattr_reply, rc, &in);
 }
 
 static void op_create(void *svc, struct svc_req *req)
@@ -559,10 +633,30 @@ static void op_create(void *svc, struct svc_req *req)
 	bool created;
 	int rc;
 
+	struct meta_inode dir, old;
+	struct acc_ctx ac;
+
 	if (counted(m, md_create_req(req, &rq)))
 		return;
 	memset(&tr, 0, sizeof(tr));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
 	rc = pstr_copy(rq.name, name, sizeof(name));
+	if (!rc)
+		rc = check_ino(m, &ac, &rq.dir, ACC_PASS, ACC_X, &dir);
+	if (!rc && !ac.trusted) {
+		/* An existing file is opened, which needs w on it (CREATE
+		 * carries no access mode, and its callers write); a new one
+		 * needs w and x on the directory. Anything else is left to
+		 * ns_create's answer. */
+		rc = ns_lookup(&m->ns, ns_any(dir.ino), name, &old);
+		if (rc == -ENOENT)
+			rc = acc_need(&ac, &dir, ACC_WRITE, ACC_W | ACC_X);
+		else if (!rc && S_ISREG(old.mode) && !(rq.flags & MD_CREATE_EXCL))
+			rc = acc_need(&ac, &old, ACC_WRITE, ACC_W);
+		if (!rc)
+			owner_of_new(&ac, &dir, &rq.uid, &rq.gid, NULL);
+	}
+	acc_ctx_release(&ac);
 	if (!rc)
 		rc = ns_create(&m->ns, ref_of(&rq.dir), name, rq.mode, rq.uid, rq.gid,
 			       rq.flags & MD_CREATE_EXCL, &in);
@@ -587,10 +681,22 @@ static void op_open(void *svc, struct svc_req *req)
 	struct mt_open rq;
 	int rc;
 
+	uint32_t acc;
+	struct acc_ctx ac;
+	unsigned want;
+
 	if (counted(m, md_open_req(req, &rq)))
 		return;
 	memset(&tr, 0, sizeof(tr));
-	rc = ns_open(&m->ns, ref_of(&rq.h), md_open_flags_from_wire(rq.flags), &in, &tr);
+	acc = rq.flags & MD_O_ACCMODE;
+	want = acc == MD_O_RDONLY ? ACC_R : acc == MD_O_WRONLY ? ACC_W : ACC_R | ACC_W;
+	if (rq.flags & MD_O_TRUNC)
+		want |= ACC_W;
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	rc = check_ino(m, &ac, &rq.h, (want & ACC_W) ? ACC_WRITE : ACC_READ, want, &in);
+	acc_ctx_release(&ac);
+	if (!rc)
+		rc = ns_open(&m->ns, ref_of(&rq.h), md_open_flags_from_wire(rq.flags), &in, &tr);
 	reply_attr(m, req, md_open_reply, rc, false, &in, &tr,
 		   !rc && (rq.flags & MD_O_ACCMODE) != MD_O_RDONLY && S_ISREG(in.mode));
 }
@@ -603,9 +709,18 @@ static void op_mkdir(void *svc, struct svc_req *req)
 	struct mt_create rq;
 	int rc;
 
+	struct meta_inode dir;
+	struct acc_ctx ac;
+
 	if (counted(m, md_mkdir_req(req, &rq)))
 		return;
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
 	rc = rq.flags ? -EINVAL : pstr_copy(rq.name, name, sizeof(name));
+	if (!rc)
+		rc = check_ino(m, &ac, &rq.dir, ACC_WRITE, ACC_W | ACC_X, &dir);
+	if (!rc && !ac.trusted)
+		owner_of_new(&ac, &dir, &rq.uid, &rq.gid, &rq.mode);
+	acc_ctx_release(&ac);
 	if (!rc)
 		rc = ns_mkdir(&m->ns, ref_of(&rq.dir), name, rq.mode, rq.uid, rq.gid, &in);
 	reply_inode(m, req, md_mkdir_reply, rc, &in);
@@ -619,11 +734,20 @@ static void op_symlink(void *svc, struct svc_req *req)
 	struct mt_symlink rq;
 	int rc;
 
+	struct meta_inode dir;
+	struct acc_ctx ac;
+
 	if (counted(m, md_symlink_req(req, &rq)))
 		return;
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
 	rc = pstr_copy(rq.name, name, sizeof(name));
 	if (!rc)
 		rc = pstr_copy(rq.target, target, sizeof(target));
+	if (!rc)
+		rc = check_ino(m, &ac, &rq.dir, ACC_WRITE, ACC_W | ACC_X, &dir);
+	if (!rc && !ac.trusted)
+		owner_of_new(&ac, &dir, &rq.uid, &rq.gid, NULL);
+	acc_ctx_release(&ac);
 	if (!rc)
 		rc = ns_symlink(&m->ns, ref_of(&rq.dir), name, target, rq.uid, rq.gid, &in);
 	reply_inode(m, req, md_symlink_reply, rc, &in);
@@ -637,9 +761,16 @@ static void op_readlink(void *svc, struct svc_req *req)
 	struct mt_ino rq;
 	int rc;
 
+	struct meta_inode in;
+	struct acc_ctx ac;
+
 	if (counted(m, md_readlink_req(req, &rq)))
 		return;
-	rc = ns_readlink(&m->ns, ref_of(&rq.h), target, sizeof(target));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	rc = check_ino(m, &ac, &rq.h, ACC_READ, 0, &in);
+	acc_ctx_release(&ac);
+	if (!rc)
+		rc = ns_readlink(&m->ns, ref_of(&rq.h), target, sizeof(target));
 	if (rc >= (int)sizeof(target))
 		rc = -ENAMETOOLONG;	/* ns keeps targets below NS_PATH_MAX */
 	if (rc >= 0) {
@@ -657,9 +788,18 @@ static void remove_entry(struct meta *m, struct svc_req *req, bool dir)
 	struct mt_name rq;
 	int rc;
 
+	struct meta_inode d, victim;
+	struct acc_ctx ac;
+
 	if (counted(m, (dir ? md_rmdir_req : md_unlink_req)(req, &rq)))
 		return;
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
 	rc = pstr_copy(rq.name, name, sizeof(name));
+	if (!rc)
+		rc = check_ino(m, &ac, &rq.dir, ACC_WRITE, ACC_W | ACC_X, &d);
+	if (!rc && !ac.trusted)
+		rc = check_victim(m, &ac, &d, name, &victim);
+	acc_ctx_release(&ac);
 	if (!rc)
 		rc = dir ? ns_rmdir(&m->ns, ref_of(&rq.dir), name) :
 			   ns_unlink(&m->ns, ref_of(&rq.dir), name);
@@ -683,11 +823,32 @@ static void op_rename(void *svc, struct svc_req *req)
 	struct mt_rename rq;
 	int rc;
 
+	struct meta_inode sd, dd, sv, dv;
+	struct acc_ctx ac;
+
 	if (counted(m, md_rename_req(req, &rq)))
 		return;
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
 	rc = pstr_copy(rq.src_name, from, sizeof(from));
 	if (!rc)
 		rc = pstr_copy(rq.dst_name, to, sizeof(to));
+	if (!rc)
+		rc = check_ino(m, &ac, &rq.src_dir, ACC_WRITE, ACC_W | ACC_X, &sd);
+	if (!rc)
+		rc = check_ino(m, &ac, &rq.dst_dir, ACC_WRITE, ACC_W | ACC_X, &dd);
+	if (!rc && !ac.trusted)
+		rc = check_victim(m, &ac, &sd, from, &sv);
+	if (!rc && !ac.trusted)
+		rc = check_victim(m, &ac, &dd, to, &dv);
+	/* A directory that changes parent rewrites its "..": w on it too
+	 * (on both, for an exchange). */
+	if (!rc && !ac.trusted && sd.ino != dd.ino) {
+		if (sv.ino && S_ISDIR(sv.mode))
+			rc = acc_check(&ac.cred, &sv, ACC_W);
+		if (!rc && dv.ino && S_ISDIR(dv.mode) && (rq.flags & MD_RENAME_EXCHANGE))
+			rc = acc_check(&ac.cred, &dv, ACC_W);
+	}
+	acc_ctx_release(&ac);
 	if (!rc)
 		rc = ns_rename(&m->ns, ref_of(&rq.src_dir), from, ref_of(&rq.dst_dir), to,
 			       rq.flags);
@@ -700,6 +861,7 @@ static void op_setattr(void *svc, struct svc_req *req)
 	struct meta_inode at, in;
 	struct ns_trunc tr;
 	struct mt_setattr rq;
+	struct acc_ctx ac;
 	int rc = 0;
 
 	if (counted(m, md_setattr_req(req, &rq)))
@@ -715,6 +877,13 @@ static void op_setattr(void *svc, struct svc_req *req)
 	at.size = rq.size;
 	if ((rq.mask & MD_ATTR_SIZE) && rq.size > INT64_MAX)
 		rc = -EFBIG;
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	if (!rc)
+		rc = check_ino(m, &ac, &rq.h, ACC_WRITE, 0, &in);
+	if (!rc && !ac.trusted)
+		rc = acc_setattr(&ac.cred, &in, rq.mask, &at,
+				 (rq.mask & MD_ATTR_MODE) ? &at.mode : NULL);
+	acc_ctx_release(&ac);
 	if (!rc)
 		rc = ns_setattr(&m->ns, ref_of(&rq.h), rq.mask, &at, &in, &tr);
 	reply_attr(m, req, md_setattr_reply, rc, false, &in, &tr,
@@ -728,10 +897,20 @@ static void op_set_size(void *svc, struct svc_req *req)
 	struct meta_inode in;
 	int rc;
 
+	struct acc_ctx ac;
+
 	if (counted(m, md_set_size_req(req, &rq)))
 		return;
-	rc = rq.size > INT64_MAX ? -EFBIG :
-	     ns_set_size(&m->ns, ref_of(&rq.h), rq.size, rq.mtime_ns, &in);
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	/* A writer publishing its length at close: the owner, or anyone who
+	 * may write the file now. */
+	rc = check_ino(m, &ac, &rq.h, ACC_WRITE, 0, &in);
+	if (!rc && !ac.trusted && ac.cred.uid != 0 && ac.cred.uid != in.uid)
+		rc = acc_check(&ac.cred, &in, ACC_W);
+	acc_ctx_release(&ac);
+	if (!rc)
+		rc = rq.size > INT64_MAX ? -EFBIG :
+		     ns_set_size(&m->ns, ref_of(&rq.h), rq.size, rq.mtime_ns, &in);
 	reply_inode(m, req, md_set_size_reply, rc, &in);
 }
 
@@ -741,6 +920,7 @@ static void op_truncate(void *svc, struct svc_req *req)
 	struct meta_inode at, in;
 	struct mt_truncate rq;
 	struct ns_trunc tr;
+	struct acc_ctx ac;
 	int rc = 0;
 
 	if (counted(m, md_truncate_req(req, &rq)))
@@ -749,6 +929,10 @@ static void op_truncate(void *svc, struct svc_req *req)
 	memset(&at, 0, sizeof(at));
 	if (rq.size > INT64_MAX)
 		rc = -EFBIG;
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	if (!rc)
+		rc = check_ino(m, &ac, &rq.h, ACC_WRITE, ACC_W, &in);
+	acc_ctx_release(&ac);
 	at.size = rq.size;
 	/* setattr(SIZE) is ns_truncate that also returns the inode. */
 	if (!rc)
@@ -811,7 +995,9 @@ static void list_dir(struct meta *m, struct svc_req *req, bool plus)
 {
 	char cookie[MD_NAME_MAX + 1];
 	struct dir_page pg = { 0 };
+	struct meta_inode dir;
 	struct mt_readdir rq;
+	struct acc_ctx ac;
 	int rc;
 
 	if (counted(m, (plus ? md_readdirplus_req : md_readdir_req)(req, &rq)))
@@ -823,6 +1009,12 @@ static void list_dir(struct meta *m, struct svc_req *req, bool plus)
 		pg.ents = calloc(rq.max, sizeof(*pg.ents));
 	rc = pg.names && (pg.ents || pg.pents) ? pstr_copy(rq.cookie, cookie, sizeof(cookie)) :
 	     -ENOMEM;
+	/* Names need r; the entries' inodes too need x, as a stat of each
+	 * would. */
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	if (!rc)
+		rc = check_ino(m, &ac, &rq.dir, ACC_READ, plus ? ACC_R | ACC_X : ACC_R, &dir);
+	acc_ctx_release(&ac);
 	if (!rc && plus)
 		rc = ns_readdirplus(&m->ns, ref_of(&rq.dir), cookie, rq.max, readdirplus_cb, &pg);
 	else if (!rc)
@@ -867,10 +1059,22 @@ static void op_set_layout(void *svc, struct svc_req *req)
 	struct mt_set_layout rq;
 	struct file_layout l;
 
+	struct meta_inode dir;
+	struct acc_ctx ac;
+	int rc;
+
 	if (counted(m, md_set_layout_req(req, &rq)))
 		return;
 	mt_layout_get(&rq.layout, &l);
-	md_set_layout_reply(req, counted(m, ns_set_layout(&m->ns, ref_of(&rq.dir), &l)), NULL);
+	/* A directory's layout is an attribute: its owner's, or root's. */
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	rc = check_ino(m, &ac, &rq.dir, ACC_WRITE, 0, &dir);
+	if (!rc && !ac.trusted && ac.cred.uid != 0 && ac.cred.uid != dir.uid)
+		rc = -EPERM;
+	acc_ctx_release(&ac);
+	if (!rc)
+		rc = ns_set_layout(&m->ns, ref_of(&rq.dir), &l);
+	md_set_layout_reply(req, counted(m, rc), NULL);
 }
 
 static void op_get_layout(void *svc, struct svc_req *req)
@@ -881,9 +1085,15 @@ static void op_get_layout(void *svc, struct svc_req *req)
 	struct mt_ino rq;
 	int rc;
 
+	struct acc_ctx ac;
+
 	if (counted(m, md_get_layout_req(req, &rq)))
 		return;
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
 	rc = ns_getattr(&m->ns, ref_of(&rq.h), &in);
+	if (!rc)
+		rc = acc_need(&ac, &in, ACC_PASS, 0);
+	acc_ctx_release(&ac);
 	if (!rc)
 		mt_layout_set(&rep, &in.layout);
 	md_get_layout_reply(req, counted(m, rc), rc ? NULL : &rep);
@@ -906,6 +1116,29 @@ static void op_statfs(void *svc, struct svc_req *req)
 	md_statfs_reply(req, counted(m, rc), rc ? NULL : &rep);
 }
 
+/* A client's RESOLVE: the directories it searched, for acc_walked. */
+#define WALK_MAX 4096	/* 40 links of NS_PATH_MAX bytes cannot need more */
+struct walk {
+	struct acc_ctx ac;
+	uint64_t *dirs;
+	uint32_t n;
+};
+
+static int walk_dir(void *arg, const struct meta_inode *dir)
+{
+	struct walk *w = arg;
+	int rc = acc_check(&w->ac.cred, dir, ACC_X);
+
+	if (rc)
+		return rc;
+	if (w->n && w->dirs[w->n - 1] == dir->ino)
+		return 0;
+	if (w->n == WALK_MAX)
+		return -ELOOP;
+	w->dirs[w->n++] = dir->ino;
+	return 0;
+}
+
 static void op_resolve(void *svc, struct svc_req *req)
 {
 	struct meta *m = count_op(svc, req);
@@ -914,11 +1147,23 @@ static void op_resolve(void *svc, struct svc_req *req)
 	struct meta_inode in;
 	int rc;
 
+	struct walk w = { 0 };
+
 	if (counted(m, md_resolve_req(req, &rq)))
 		return;
+	acc_ctx_init(&w.ac, &m->ns, svc_req_ident(req));
 	rc = pstr_copy(rq.path, path, sizeof(path));
-	if (!rc)
+	if (!rc && w.ac.trusted) {
 		rc = ns_resolve(&m->ns, path, rq.flags, &in);
+	} else if (!rc) {
+		w.dirs = malloc(WALK_MAX * sizeof(*w.dirs));
+		rc = w.dirs ? ns_resolve_walk(&m->ns, path, rq.flags, walk_dir, &w, &in) :
+		     -ENOMEM;
+		if (!rc)
+			rc = acc_walked(&w.ac, &in, w.dirs, w.n);
+		free(w.dirs);
+	}
+	acc_ctx_release(&w.ac);
 	reply_inode(m, req, md_resolve_reply, rc, &in);
 }
 

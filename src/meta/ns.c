@@ -1091,6 +1091,8 @@ struct resolve_args {
 	struct meta_inode *out;
 	char *buf; /* 2 * NS_PATH_MAX: the rest of the path being walked */
 	char *link;
+	ns_walk_cb walk;	/* may be NULL */
+	void *walk_arg;
 };
 
 /*
@@ -1132,6 +1134,9 @@ static int do_resolve(struct ns *ns, void *a)
 		last = rest[strspn(rest, "/")] == '\0';
 		if (!is_dir(&cur))
 			return -ENOTDIR;
+		/* Every component, "." and ".." too, searches cur. */
+		if (args->walk && (err = args->walk(args->walk_arg, &cur)))
+			return err;
 		if (!strcmp(name, "."))
 			continue;
 		if (!strcmp(name, ".."))
@@ -1179,7 +1184,14 @@ static int do_resolve(struct ns *ns, void *a)
 
 int ns_resolve(struct ns *ns, const char *path, unsigned flags, struct meta_inode *out)
 {
-	struct resolve_args a = { .path = path, .flags = flags, .out = out };
+	return ns_resolve_walk(ns, path, flags, NULL, NULL, out);
+}
+
+int ns_resolve_walk(struct ns *ns, const char *path, unsigned flags, ns_walk_cb walk,
+		    void *arg, struct meta_inode *out)
+{
+	struct resolve_args a = { .path = path, .flags = flags, .out = out, .walk = walk,
+				  .walk_arg = arg };
 	int err;
 
 	if (!path || path[0] != '/')
@@ -1193,6 +1205,42 @@ int ns_resolve(struct ns *ns, const char *path, unsigned flags, struct meta_inod
 	err = run_txn(ns, false, do_resolve, &a);
 	free(a.buf);
 	return err;
+}
+
+struct ancestors_args {
+	struct ns_ref ino;
+	uint64_t *out;
+	uint32_t cap;
+};
+
+static int do_ancestors(struct ns *ns, void *a)
+{
+	struct ancestors_args *args = a;
+	struct meta_inode in;
+	uint32_t n = 0;
+	int err = load(ns, args->ino, &in);
+
+	while (!err) {
+		if (n == args->cap)
+			return -ENAMETOOLONG;
+		args->out[n++] = in.ino;
+		if (in.ino == NS_ROOT_INO || in.parent == in.ino)
+			return (int)n;
+		err = CALL(ns, get_inode, in.parent, &in);
+		/* A parent that is gone is a broken namespace, not a miss. */
+		if (err == -ENOENT)
+			err = -EIO;
+	}
+	return err;
+}
+
+int ns_ancestors(struct ns *ns, struct ns_ref ino, uint64_t *out, uint32_t cap)
+{
+	struct ancestors_args a = { ino, out, cap };
+
+	if (!out || !cap)
+		return -EINVAL;
+	return run_txn(ns, false, do_ancestors, &a);
 }
 
 /* ---- GC ---- */

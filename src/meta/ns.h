@@ -277,6 +277,27 @@ int ns_statfs(struct ns *ns, struct ns_statfs *out);
 int ns_resolve(struct ns *ns, const char *path, unsigned flags, struct meta_inode *out);
 
 /*
+ * Called by ns_resolve_walk() with each directory before a component is
+ * looked up in it ("." and ".." too), inside the walk's transaction: it
+ * must not call ns.h. dir is valid during the call only. Non-zero (a
+ * negative errno) ends the walk with that value.
+ */
+typedef int (*ns_walk_cb)(void *arg, const struct meta_inode *dir);
+
+/* As ns_resolve, calling walk (may be NULL) on every directory searched:
+ * the meta service checks search permission there. */
+int ns_resolve_walk(struct ns *ns, const char *path, unsigned flags, ns_walk_cb walk,
+		    void *arg, struct meta_inode *out);
+
+/*
+ * Fills out with the inode numbers from ino up to the root, ino first and
+ * the root last, read in one transaction (so one consistent path), and
+ * returns the count. -ENAMETOOLONG when there are more than cap, -ENOENT,
+ * -ESTALE, -EIO (a parent that is gone).
+ */
+int ns_ancestors(struct ns *ns, struct ns_ref ino, uint64_t *out, uint32_t cap);
+
+/*
  * Copies up to n queued GC items (oldest first; only inode ino's if
  * ino != 0) into out. Items stay queued until ns_gc_done(), so a crash
  * between the two only repeats deletions. Returns the count.
