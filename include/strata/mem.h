@@ -46,6 +46,10 @@ struct strata_mem_opts {
 	uint32_t io_threads;	/* background threads (each with its own
 				 * connections; a calling thread sticks to
 				 * one); default 2 */
+	/* The credential: a token's text. NULL: $STRATA_TOKEN or
+	 * $STRATA_TOKEN_FILE (strata_find_token, locate.h); "": none. A
+	 * token reaches the keys of its mem scopes, "NS/...". */
+	const char *token;
 };
 
 /* Sets opts to the defaults; size = sizeof(*opts). */

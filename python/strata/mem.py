@@ -29,7 +29,7 @@ MAX_VALUE = 64 << 20
 
 class _Opts(ctypes.Structure):
     _fields_ = [("opts_size", c_size_t), ("timeout_ms", c_uint32), ("replicas", c_uint32),
-                ("vnodes", c_uint32), ("io_threads", c_uint32)]
+                ("vnodes", c_uint32), ("io_threads", c_uint32), ("token", ctypes.c_char_p)]
 
 
 class _Item(ctypes.Structure):
@@ -130,9 +130,12 @@ class GetOp:
 class Pool(Closable):
     """A pool of mem nodes, dict-like. addrs: "host:port,..." or a list;
     None reads $STRATA_MEM, else the local cluster in local_dir
-    ($STRATA_LOCAL_DIR). replicas: copies of each put (hot objects)."""
+    ($STRATA_LOCAL_DIR). replicas: copies of each put (hot objects).
+    token: the credential (its text or a file), None: $STRATA_TOKEN,
+    $STRATA_TOKEN_FILE, or local_dir's admin token; a token reaches the
+    keys of its mem scopes ("NS/...")."""
 
-    def __init__(self, addrs=None, replicas=1, timeout_ms=10000, local_dir=None):
+    def __init__(self, addrs=None, replicas=1, timeout_ms=10000, local_dir=None, token=None):
         if addrs is None:
             addrs = os.environ.get("STRATA_MEM") or local_addrs(local_dir)
         if not isinstance(addrs, str):
@@ -142,6 +145,9 @@ class Pool(Closable):
         L.strata_mem_opts_init(ctypes.byref(o), ctypes.sizeof(o))
         o.replicas = replicas
         o.timeout_ms = timeout_ms
+        from strata.client import _resolve_token
+        self._token = _resolve_token(token, local_dir).encode()
+        o.token = self._token
         h = c_void_p()
         check(L.strata_mem_open(addrs.encode(), ctypes.byref(o), ctypes.byref(h)), addrs)
         self._h = h

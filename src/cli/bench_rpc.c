@@ -15,12 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
 #include "bench.h"
 #include "cli.h"
+#include "common/token.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/fileio.h"
@@ -275,15 +277,31 @@ static double rpc_run(struct rpc_client *cl, const char *addr, size_t bulk, int 
 	return rate;
 }
 
+/* A stratad for the benchmark in dir (key: the cluster key file, or NULL
+ * for none). Returns 0 and its address and pid, or 1 (reported). */
+static int spawn_bench_daemon(const char *dir, const char *key, char *addr, size_t len, int *pid)
+{
+	char f_key[4200];
+	const char *flags[] = { "--node.listen=127.0.0.1:0", "--node.threads=1",
+				"--node.log_level=warn", NULL, NULL };
+
+	if (key) {
+		snprintf(f_key, sizeof(f_key), "--node.key_file=%s", key);
+		flags[3] = f_key;
+	}
+	return cli_spawn_daemon(dir, flags, 10000, addr, len, pid) ? 1 : 0;
+}
+
 int bench_rpc(int argc, char **argv)
 {
 	const char *addr = NULL;
-	char own_addr[64], dir[] = "/tmp/strata-bench-rpc-XXXXXX";
-	const char *flags[] = { "--node.listen=127.0.0.1:0", "--node.threads=1",
-				"--node.log_level=warn", NULL };
+	char own_addr[64], auth_addr[64], dir[] = "/tmp/strata-bench-rpc-XXXXXX";
+	char adir[64], keyfile[96];
 	double seconds = 2.0;
-	int pid = 0, rc, err = 0, fails = 0;
-	struct rpc_client *cl;
+	int pid = 0, apid = 0, rc, err = 0, fails = 0;
+	struct rpc_client *cl, *acl = NULL;
+	struct cluster_key key;
+	struct net_cred cred;
 	static const struct { const char *name; size_t bulk; int qd; } tests[] = {
 		{ "empty RPC, QD 1", 0, 1 },
 		{ "empty RPC, QD 64", 0, 64 },
@@ -306,14 +324,33 @@ int bench_rpc(int argc, char **argv)
 		}
 	}
 	if (!addr) {
+		/* Two daemons: one without a key, one with (every connection
+		 * then proves the key: the cost of authentication). */
 		if (!mkdtemp(dir)) {
 			cli_err("cannot create a temp dir: %s", strerror(errno));
 			return 1;
 		}
-		rc = cli_spawn_daemon(dir, flags, 10000, own_addr, sizeof(own_addr), &pid);
-		if (rc)
+		snprintf(adir, sizeof(adir), "%s/auth", dir);
+		snprintf(keyfile, sizeof(keyfile), "%s/cluster.key", dir);
+		if (cluster_key_generate(&key) || cluster_key_save(keyfile, &key) ||
+		    mkdir(adir, 0755)) {
+			cli_err("bench rpc: cannot make a cluster key in '%s'", dir);
+			return 1;
+		}
+		if (spawn_bench_daemon(dir, NULL, own_addr, sizeof(own_addr), &pid) ||
+		    spawn_bench_daemon(adir, keyfile, auth_addr, sizeof(auth_addr), &apid))
 			return 1;
 		addr = own_addr;
+		net_cred_from_key(&cred, &key);
+		rc = rpc_client_new("bench-rpc-auth", 10000, &acl);
+		if (!rc)
+			rc = rpc_pool_set_cred(rpc_client_pool(acl), &cred);
+		net_cred_release(&cred);
+		memset(&key, 0, sizeof(key));
+		if (rc) {
+			cli_err("cannot start client: %s", strata_strerror(rc));
+			return 1;
+		}
 	}
 	rc = rpc_client_new("bench-rpc", 10000, &cl);
 	if (rc) {
@@ -322,11 +359,17 @@ int bench_rpc(int argc, char **argv)
 	}
 	printf("strata bench rpc: stratad at %s (%s), baseline: raw TCP echo over loopback in the same process\n",
 	       addr, pid ? "started by the benchmark, 1 reactor thread" : "given");
-	printf("%-20s %16s %16s %8s\n", "test", "strata", "raw TCP", "ratio");
+	if (acl)
+		printf("authenticated: a second stratad at %s holding a cluster key; the client proves it\n",
+		       auth_addr);
+	printf("%-20s %16s %16s %16s %8s %8s\n", "test", "strata", "strata+auth", "raw TCP", "ratio",
+	       "auth/no");
 	for (size_t t = 0; t < sizeof(tests) / sizeof(tests[0]); t++) {
 		double r_rpc = rpc_run(cl, addr, tests[t].bulk, tests[t].qd, seconds, &err);
+		double r_auth = acl && !err ? rpc_run(acl, auth_addr, tests[t].bulk, tests[t].qd,
+						      seconds, &err) : 0;
 		double r_raw = raw_run(FRAME_HDR_LEN + tests[t].bulk, tests[t].qd, seconds);
-		char a[32], b[32];
+		char a[32], b[32], c[32] = "-";
 
 		if (err) {
 			printf("%-20s failed: %s\n", tests[t].name, strata_strerror(err));
@@ -335,15 +378,24 @@ int bench_rpc(int argc, char **argv)
 		}
 		if (tests[t].bulk) {
 			snprintf(a, sizeof(a), "%.2f GB/s", r_rpc * (double)tests[t].bulk / 1e9);
+			if (acl)
+				snprintf(c, sizeof(c), "%.2f GB/s", r_auth * (double)tests[t].bulk / 1e9);
 			snprintf(b, sizeof(b), "%.2f GB/s", r_raw * (double)tests[t].bulk / 1e9);
 		} else {
 			snprintf(a, sizeof(a), "%.0f op/s", r_rpc);
+			if (acl)
+				snprintf(c, sizeof(c), "%.0f op/s", r_auth);
 			snprintf(b, sizeof(b), "%.0f op/s", r_raw);
 		}
-		printf("%-20s %16s %16s %8.2f\n", tests[t].name, a, b, r_raw > 0 ? r_rpc / r_raw : 0);
+		printf("%-20s %16s %16s %16s %8.2f %8.2f\n", tests[t].name, a, c, b,
+		       r_raw > 0 ? r_rpc / r_raw : 0, acl && r_rpc > 0 ? r_auth / r_rpc : 0);
 		fflush(stdout);
 	}
 	rpc_client_free(cl);
+	if (acl)
+		rpc_client_free(acl);
+	if (apid)
+		cli_stop_pid(apid, 5000);
 	if (pid) {
 		char cmd[128];
 

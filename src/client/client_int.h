@@ -25,6 +25,12 @@ struct strata {
 	uint32_t rr;
 };
 
+/* The credential of a connection: the token the caller gave (given, "":
+ * none), or the environment's (given NULL: strata_find_token). *has is
+ * false when there is none (connections then present the process
+ * default). 0 or a negative error. */
+int cl_take_token(const char *given, struct net_cred *cred, bool *has);
+
 struct strata_file {
 	struct strata *s;
 	uint64_t ino;

@@ -8,12 +8,14 @@
  * after the other, are blocking calls.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "client_int.h"
 #include "common/buf.h"
 #include "net/frame.h"
 #include "net/rpc.h"
@@ -164,6 +166,8 @@ int strata_mem_open(const char *addrs, const struct strata_mem_opts *opts,
 {
 	struct strata_mem *m;
 	const char *p = addrs;
+	struct net_cred cred;
+	bool has_cred = false;
 	int rc = -ENOMEM;
 
 	if (!addrs || !*addrs || !out)
@@ -234,11 +238,20 @@ int strata_mem_open(const char *addrs, const struct strata_mem_opts *opts,
 	m->rc = calloc(m->o.io_threads, sizeof(*m->rc));
 	if (!m->rc)
 		goto fail;
-	for (; m->nrc < m->o.io_threads; m->nrc++) {
+	rc = cl_take_token(opts && opts->opts_size > offsetof(struct strata_mem_opts, token)
+			   ? opts->token : NULL, &cred, &has_cred);
+	m->o.token = NULL;	/* not kept: the caller's string */
+	while (!rc && m->nrc < m->o.io_threads) {
 		rc = rpc_client_new("strata-mem", m->o.timeout_ms, &m->rc[m->nrc]);
 		if (rc)
-			goto fail;
+			break;
+		m->nrc++;	/* freed by the fail path from here */
+		if (has_cred)
+			rc = rpc_pool_set_cred(rpc_client_pool(m->rc[m->nrc - 1]), &cred);
 	}
+	net_cred_release(&cred);
+	if (rc)
+		goto fail;
 	*out = m;
 	return 0;
 fail:

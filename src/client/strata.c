@@ -67,14 +67,14 @@ void strata_disconnect(struct strata *s)
 	free(s);
 }
 
-/* The token the caller gave, or the environment's; none: the process
- * default (a daemon's cluster key, or nothing). */
-static int take_token(struct strata *s, const char *given)
+int cl_take_token(const char *given, struct net_cred *cred, bool *has)
 {
 	char *text = malloc(TOKEN_TEXT_MAX + 2);
 	char err[256];
 	int rc;
 
+	*has = false;
+	net_cred_init(cred);
 	if (!text)
 		return -ENOMEM;
 	if (given)
@@ -82,10 +82,10 @@ static int take_token(struct strata *s, const char *given)
 	else
 		rc = strata_find_token(NULL, NULL, NULL, text, TOKEN_TEXT_MAX + 2);
 	if (!rc && text[0]) {
-		rc = net_cred_from_token(&s->cred, text, err, sizeof(err));
+		rc = net_cred_from_token(cred, text, err, sizeof(err));
 		if (rc)
 			log_error("client", "%s", err);
-		s->has_cred = !rc;
+		*has = !rc;
 	}
 	free(text);
 	return rc;
@@ -123,8 +123,8 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
 	}
 	s->o.token = NULL;	/* not kept: the caller's string */
 	snprintf(s->mgmt, sizeof(s->mgmt), "%s", mgmt_addr);
-	rc = take_token(s, opts && opts->opts_size > offsetof(struct strata_opts, token)
-				? opts->token : NULL);
+	rc = cl_take_token(opts && opts->opts_size > offsetof(struct strata_opts, token)
+				   ? opts->token : NULL, &s->cred, &s->has_cred);
 	if (!rc)
 		rc = rpc_client_new("strata-meta", s->o.timeout_ms, &s->rpc);
 	if (!rc && s->has_cred)

@@ -37,6 +37,7 @@
 #include "mgmt/announce.h"
 #include "net/frame.h"
 #include "net/reactor.h"
+#include "net/auth.h"
 #include "net/server.h"
 #include "proto/mem.h"
 #include "proto/server.h"
@@ -410,6 +411,32 @@ static void get_reply(struct memsvc *ms, struct svc_req *req, const struct mp_ge
 	mm_get_reply_bulk(req, 0, &rep, o->data, o->len, lease_end, o);
 }
 
+/*
+ * Whether the caller may touch key: a client token reaches only the keys
+ * of its mem scopes ("NS/..." for each {ns} of its claims); an admin
+ * token, daemons, and the peers of a daemon without a key reach every key. A refusal is
+ * -EACCES, logged at debug only: it is the caller's answer, and a
+ * misconfigured client must not flood the log.
+ */
+static int key_scope(struct svc_req *req, const void *key, size_t len)
+{
+	const struct net_ident *id = svc_req_ident(req);
+
+	if (id->role != NET_ROLE_CLIENT || (id->claims.flags & TOKEN_F_ADMIN) ||
+	    token_mem_scope(&id->claims, key, len))
+		return 0;
+	log_debug("mem", "token %s: key outside its mem scopes", id->claims.id);
+	return -EACCES;
+}
+
+/* The pool's limits on a key and value, then the caller's scopes. */
+static int key_check(struct memsvc *ms, struct svc_req *req, struct pbytes key, uint64_t vlen)
+{
+	int rc = mem_pool_check(ms->pool, key.len, vlen);
+
+	return rc ? rc : key_scope(req, key.p, key.len);
+}
+
 static void op_get(void *svc, struct svc_req *req)
 {
 	struct memsvc *ms = svc;
@@ -418,7 +445,7 @@ static void op_get(void *svc, struct svc_req *req)
 
 	if (mm_get_req(req, &rq))
 		return;
-	rc = mem_pool_check(ms->pool, rq.key.len, 0);
+	rc = key_check(ms, req, rq.key, 0);
 	if (rc)
 		mm_get_reply(req, rc, NULL);
 	else
@@ -460,7 +487,7 @@ static void op_put(void *svc, struct svc_req *req)
 
 	if (mm_put_req(req, &rq))
 		return;
-	rc = mem_pool_check(ms->pool, rq.key.len, req->hdr.bulk_len);
+	rc = key_check(ms, req, rq.key, req->hdr.bulk_len);
 	if (!rc && !data)
 		data = abuf_alloc(0);
 	if (!rc && !data)
@@ -494,7 +521,7 @@ static void op_remove(void *svc, struct svc_req *req)
 
 	if (mm_remove_req(req, &rq))
 		return;
-	rc = mem_pool_check(ms->pool, rq.key.len, 0);
+	rc = key_check(ms, req, rq.key, 0);
 	mm_remove_reply(req, rc ? rc : remove_one(ms, rq.key), NULL);
 }
 
@@ -507,7 +534,7 @@ static void op_exists(void *svc, struct svc_req *req)
 
 	if (mm_exists_req(req, &rq))
 		return;
-	rc = mem_pool_check(ms->pool, rq.key.len, 0);
+	rc = key_check(ms, req, rq.key, 0);
 	if (!rc)
 		rc = mem_pool_exists(ms->pool, rq.key.p, rq.key.len, &rep.len);
 	if (rc == -ENOENT && spilled_len(ms, rq.key, &rep.len))
@@ -523,7 +550,7 @@ static void op_pin(void *svc, struct svc_req *req)
 
 	if (mm_pin_req(req, &rq))
 		return;
-	rc = mem_pool_check(ms->pool, rq.key.len, 0);
+	rc = key_check(ms, req, rq.key, 0);
 	if (!rc)
 		rc = mem_pool_pin(ms->pool, rq.key.p, rq.key.len, rq.pin != 0);
 	mm_pin_reply(req, rc, NULL);
@@ -582,6 +609,11 @@ static void op_list(void *svc, struct svc_req *req)
 
 	if (mm_list_req(req, &rq))
 		return;
+	/* A client lists inside one of its namespaces: "NS/..." */
+	if (key_scope(req, rq.prefix.p, rq.prefix.len)) {
+		mm_list_reply(req, -EACCES, NULL);
+		return;
+	}
 	bbuf_init(&lc.keys);
 	mem_pool_list(ms->pool, rq.prefix.p, rq.prefix.len, rq.max, list_one, &lc);
 	for (uint32_t i = 0; i < lc.n; i++) {
@@ -633,7 +665,7 @@ static void op_mput(void *svc, struct svc_req *req)
 		struct mp_result *r = &rep.results[i];
 
 		r->len = it->len;
-		r->status = mem_pool_check(ms->pool, it->key.len, it->len);
+		r->status = key_check(ms, req, it->key, it->len);
 		if (!r->status)
 			r->status = mem_pool_put_copy(ms->pool, it->key.p, it->key.len,
 						      it->len ? in + off : NULL, it->len, it->flags);
@@ -670,7 +702,7 @@ static void op_mget(void *svc, struct svc_req *req)
 		struct pbytes k = rq.keys[i].key;
 		struct mp_result *r = &rep.results[i];
 
-		r->status = mem_pool_check(ms->pool, k.len, 0);
+		r->status = key_check(ms, req, k, 0);
 		if (!r->status)
 			r->status = mem_pool_get(ms->pool, k.p, k.len, &objs[i]);
 		if (r->status)
@@ -706,8 +738,8 @@ static void op_mget(void *svc, struct svc_req *req)
 
 /* MREMOVE, MEXISTS: one question per key. (A batch exists does not see
  * spilled keys.) */
-static int keys_batch(struct memsvc *ms, const struct mp_keys *rq, bool remove,
-		      struct mp_results *rep)
+static int keys_batch(struct memsvc *ms, struct svc_req *req, const struct mp_keys *rq,
+		      bool remove, struct mp_results *rep)
 {
 	int rc = results_init(rep, rq->keys_n);
 
@@ -715,7 +747,7 @@ static int keys_batch(struct memsvc *ms, const struct mp_keys *rq, bool remove,
 		struct pbytes k = rq->keys[i].key;
 		struct mp_result *r = &rep->results[i];
 
-		r->status = mem_pool_check(ms->pool, k.len, 0);
+		r->status = key_check(ms, req, k, 0);
 		if (!r->status && remove)
 			r->status = remove_one(ms, k);
 		else if (!r->status)
@@ -731,7 +763,7 @@ static void op_mremove(void *svc, struct svc_req *req)
 
 	if (mm_mremove_req(req, &rq))
 		return;
-	mm_mremove_reply(req, keys_batch(svc, &rq, true, &rep), &rep);
+	mm_mremove_reply(req, keys_batch(svc, req, &rq, true, &rep), &rep);
 	mp_results_release(&rep);
 	mp_keys_release(&rq);
 }
@@ -743,7 +775,7 @@ static void op_mexists(void *svc, struct svc_req *req)
 
 	if (mm_mexists_req(req, &rq))
 		return;
-	mm_mexists_reply(req, keys_batch(svc, &rq, false, &rep), &rep);
+	mm_mexists_reply(req, keys_batch(svc, req, &rq, false, &rep), &rep);
 	mp_results_release(&rep);
 	mp_keys_release(&rq);
 }

@@ -28,12 +28,15 @@ def run_py(addrs, code, timeout=120, replicas=1):
     return r.stdout
 
 
-def mem_node(daemon_factory, node_id=1, capacity="64M", mgmt=None, **mem_keys):
+def mem_node(daemon_factory, node_id=1, capacity="64M", mgmt=None, key_file=None, **mem_keys):
     """A daemon running the mem service; mem_keys are [mem] config keys
-    (evict=False, spill=True, ...)."""
+    (evict=False, spill=True, ...). key_file: the cluster key of the
+    cluster at mgmt (its clients then present that cluster's token)."""
     flags = ["--node.services=mem", "--node.threads=2", "--mem.capacity=%s" % capacity]
     if mgmt:
         flags.append("--mgmt.address=%s" % mgmt)
+    if key_file:
+        flags.append("--node.key_file=%s" % key_file)
     for k, v in mem_keys.items():
         flags.append("--mem.%s=%s" % (k, str(v).lower()))
     return daemon_factory(node_id=node_id, extra_flags=flags)
@@ -156,7 +159,8 @@ def test_concurrent_put_get_evict(daemon_factory):
 def test_spill_and_reload(cluster, daemon_factory):
     c = cluster(1)
     mgmt = json.loads((c.dir / "cluster.json").read_text())["mgmt"]
-    d = mem_node(daemon_factory, node_id=10, capacity="8M", mgmt=mgmt, spill=True)
+    d = mem_node(daemon_factory, node_id=10, capacity="8M", mgmt=mgmt,
+                 key_file=c.dir / "cluster.key", spill=True)
     run_py(d.addr, """
         for i in range(40):
             pool.put("s/%d" % i, np.full(512 << 10, i, np.uint8))

@@ -233,3 +233,35 @@ def test_listening_beyond_loopback_needs_a_key(tmp_path):
             timeout=30)
     assert r.returncode != 0
     assert "without a cluster key" in r.stderr + r.stdout, r.stderr
+
+
+def test_mem_keys_stay_in_their_namespace(sec_cluster, daemon_factory, tmp_path):
+    """A mem node with the cluster key: a token scoped to mem namespace t1
+    puts and gets "t1/..." keys but not "t2/...", nor lists t2; an admin
+    token reaches every namespace."""
+    mem = daemon_factory(node_id=30, extra_flags=[
+        "--node.services=mem", "--node.threads=1", "--mem.capacity=16M",
+        "--node.key_file=%s" % (sec_cluster.dir / "cluster.key"),
+        "--mgmt.address=%s" % sec_cluster.mgmt_node.addr])
+    tok = make_token(sec_cluster, tmp_path, "m1", "--tenant", "t1", "--mem", "t1:1M",
+                     "--expires", "1h")
+    OP_PUT, OP_GET, OP_LIST = 96, 97, 101
+
+    def put(cl, key, value):
+        return cl.call(OP_PUT, struct.pack("<II", 0, len(key)) + key, bulk=value).status
+
+    def get(cl, key):
+        f = cl.call(OP_GET, struct.pack("<QI", 1 << 20, len(key)) + key)
+        return f.status, f.bulk
+
+    cl = sw.Client(mem.addr, token=tok.read_text())
+    assert put(cl, b"t1/a", b"x" * 100) == 0
+    assert get(cl, b"t1/a") == (0, b"x" * 100)
+    assert put(cl, b"t2/a", b"y") == EACCES
+    assert put(cl, b"t1", b"y") == EACCES          # no namespace at all
+    assert cl.call(OP_LIST, struct.pack("<II", 10, 3) + b"t2/").status == EACCES
+    assert cl.call(OP_LIST, struct.pack("<II", 10, 3) + b"t1/").status == 0
+    admin = sw.Client(mem.addr, token=(sec_cluster.dir / "admin.token").read_text())
+    assert put(admin, b"t2/a", b"z") == 0
+    assert get(cl, b"t2/a")[0] == EACCES
+    assert get(admin, b"t1/a") == (0, b"x" * 100)
