@@ -43,9 +43,9 @@
  *              the paths name every tenant's roots.
  *
  * Quotas (docs/namespace.md, "Quotas"): CREATE, MKDIR, SYMLINK, RENAME,
- * SET_SIZE, TRUNCATE, SETATTR with MD_ATTR_SIZE and OPEN with MD_O_TRUNC
- * fail with -EDQUOT, changing nothing, when they would take a quota
- * root's usage above its limit.
+ * SET_SIZE, TRUNCATE and SETATTR with MD_ATTR_SIZE fail with -EDQUOT,
+ * changing nothing, when they would take a quota root's usage above its
+ * limit (a writer learns it from the SET_SIZE of its close/fsync).
  *
  * Truncation. A reply carrying a trunc (CREATE with MD_CREATE_TRUNC of an
  * existing file, OPEN with MD_O_TRUNC, SETATTR with MD_ATTR_SIZE,
