@@ -1,7 +1,7 @@
 /*
  * The file commands of the strata CLI (ls, stat, mkdir, rm, mv, cat, du,
  * setlayout, getlayout in cmd_fs.c; put, get, cp in cmd_copy.c; status in
- * cmd_status.c):
+ * cmd_status.c; quota in cmd_quota.c):
  * helpers they share. Private to src/cli.
  */
 #ifndef STRATA_CLI_CLI_FS_H
@@ -93,5 +93,11 @@ int fs_cmd_put(int argc, char **argv);
 int fs_cmd_get(int argc, char **argv);
 int fs_cmd_cp(int argc, char **argv);
 int fs_cmd_status(int argc, char **argv);
+/* quota set|get (cmd_quota.c). */
+int fs_cmd_quota(int argc, char **argv);
+/* Prints the quota roots with their usage, for status: 0, or a negative
+ * error (-EACCES without an admin token) with nothing printed. Reports
+ * nothing itself but a cluster it cannot reach. */
+int fs_quota_roots(const struct fs_args *a);
 
 #endif

@@ -39,6 +39,8 @@ static const struct option fs_longopts[] = {
 	{ "parents", no_argument, NULL, 'p' },
 	{ "summarize", no_argument, NULL, 's' },
 	{ "long", no_argument, NULL, 'l' },
+	{ "bytes", required_argument, NULL, 'b' },
+	{ "inodes", required_argument, NULL, 'i' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -981,6 +983,7 @@ static const struct {
 	{ "setlayout", cmd_setlayout },
 	{ "getlayout", cmd_getlayout },
 	{ "status", fs_cmd_status },
+	{ "quota", fs_cmd_quota },
 };
 
 int cmd_fs_is(const char *name)

@@ -2,7 +2,7 @@
  * strata status: the cluster's health at a glance. Capacity and namespace
  * counts come from strata_statfs (the public API); nodes, targets and
  * chains with their states from mgmt's cluster map (GET_MAP), which the
- * public API does not expose. When the map cannot be read the counts of
+ * public API does not expose; quota roots from meta (cmd_quota.c). When the map cannot be read the counts of
  * strata_statfs stand in and health is "unknown".
  */
 #include <errno.h>
@@ -236,6 +236,10 @@ int fs_cmd_status(int argc, char **argv)
 		print_map_tables(&m);
 		print_services(&m);
 		cm_release(&m);
+		/* Quota roots need an admin token (their paths name every
+		 * tenant's); without one status leaves them out. */
+		if (statrc == 0)
+			(void)fs_quota_roots(&a);
 	} else {
 		printf("health     unknown (cannot read the cluster map: %s)\n", strata_strerror(maprc));
 	}

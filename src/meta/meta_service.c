@@ -23,6 +23,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,12 @@ PROTO_SERVER(meta, META_OPS)
 #define GC_INFLIGHT 64u
 #define TABLE_POLL_MS 500u
 #define GC_QUEUE_SCAN 256u	/* the gc_queue gauge counts up to this */
+/* /metrics has a series per quota root for this many roots (the lowest
+ * inode numbers), refreshed every QUOTA_POLLS table polls: the paths cost
+ * a scan of each parent directory, so neither scrapes nor many roots may
+ * drive that work. */
+#define QUOTA_METRICS_MAX 32u
+#define QUOTA_POLLS 4u
 /* Per-op counters, indexed by opcode - OP_META_FIRST. */
 #define NOPS (OP_META_LAST - OP_META_FIRST + 1)
 /* Limits and flags pass between the wire and ns.h unchanged. */
@@ -130,6 +137,14 @@ struct meta {
 	uint64_t gc_chunks, gc_items, gc_failures;
 	uint64_t inodes, bytes, gc_queue;
 	uint32_t table_len_snap;
+
+	/* Quota roots for /metrics: written on reactor 0, read by the
+	 * metrics thread, both under qlock. */
+	pthread_mutex_t qlock;
+	struct meta_quota qsnap[QUOTA_METRICS_MAX];
+	char qpath[QUOTA_METRICS_MAX][256];
+	uint32_t qsnap_n, qroots;
+	uint32_t qpolls;
 };
 
 #define STAT_ADD(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
@@ -413,6 +428,42 @@ static void probe_map(struct meta *m)
 	sc_submit(m->sc, &m->probe);
 }
 
+/* Refreshes the quota roots /metrics reports, with their paths (cut to
+ * 255 bytes: a label, not a name to resolve). */
+static void quota_snapshot(struct meta *m)
+{
+	struct meta_quota q[QUOTA_METRICS_MAX], more[QUOTA_METRICS_MAX];
+	char path[QUOTA_METRICS_MAX][256], full[NS_PATH_MAX];
+	uint32_t total;
+	int n, k;
+
+	n = ns_quota_list(&m->ns, 0, q, QUOTA_METRICS_MAX);
+	if (n < 0)
+		return;
+	/* The count of every root, for the roots gauge. */
+	total = (uint32_t)n;
+	for (k = n; k == (int)QUOTA_METRICS_MAX; total += (uint32_t)k)
+		k = ns_quota_list(&m->ns, (total == (uint32_t)n ? q[n - 1] : more[k - 1]).ino,
+				  more, QUOTA_METRICS_MAX);
+	if (k < 0)
+		return;
+	for (int i = 0; i < n; i++) {
+		int rc = ns_path(&m->ns, ns_any(q[i].ino), full, sizeof(full));
+
+		if (rc < 0)
+			snprintf(path[i], sizeof(path[i]), "(inode %llu)",
+				 (unsigned long long)q[i].ino);
+		else
+			snprintf(path[i], sizeof(path[i]), "%s", full);
+	}
+	pthread_mutex_lock(&m->qlock);
+	memcpy(m->qsnap, q, (size_t)n * sizeof(q[0]));
+	memcpy(m->qpath, path, (size_t)n * sizeof(path[0]));
+	m->qsnap_n = (uint32_t)n;
+	m->qroots = total;
+	pthread_mutex_unlock(&m->qlock);
+}
+
 static void on_poll_timer(void *arg)
 {
 	struct meta *m = arg;
@@ -442,6 +493,8 @@ static void on_poll_timer(void *arg)
 	n = ns_gc_next(&m->ns, 0, m->scan, GC_QUEUE_SCAN);
 	if (n >= 0)
 		STAT_SET(&m->gc_queue, (uint64_t)n);
+	if (m->qpolls++ % QUOTA_POLLS == 0)
+		quota_snapshot(m);
 	reactor_timer_arm(m->r, &m->poll_timer, TABLE_POLL_MS);
 }
 
@@ -1167,6 +1220,97 @@ static void op_resolve(void *svc, struct svc_req *req)
 	reply_inode(m, req, md_resolve_reply, rc, &in);
 }
 
+static void quota_to_wire(const struct meta_quota *q, struct mt_quota *w)
+{
+	w->ino = q->ino;
+	w->max_bytes = q->max_bytes;
+	w->max_inodes = q->max_inodes;
+	w->bytes = q->bytes;
+	w->inodes = q->inodes;
+}
+
+/* Admin only (the table's access): no namespace check on top. */
+static void op_quota_set(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	struct mt_quota_set rq;
+	struct meta_quota q;
+	struct mt_quota rep;
+	int rc;
+
+	if (counted(m, md_quota_set_req(req, &rq)))
+		return;
+	rc = ns_quota_set(&m->ns, ref_of(&rq.dir), rq.max_bytes, rq.max_inodes, &q);
+	if (!rc) {
+		log_info(COMP, "quota of directory %llu: %llu bytes, %llu inodes (0: none)",
+			 (unsigned long long)q.ino, (unsigned long long)rq.max_bytes,
+			 (unsigned long long)rq.max_inodes);
+		quota_to_wire(&q, &rep);
+	}
+	md_quota_set_reply(req, counted(m, rc), rc ? NULL : &rep);
+}
+
+/* A client reads the quota of a directory it reaches, as it would stat it. */
+static void op_quota_get(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	struct meta_inode dir;
+	struct meta_quota q;
+	struct mt_quota rep;
+	struct acc_ctx ac;
+	struct mt_ino rq;
+	int rc;
+
+	if (counted(m, md_quota_get_req(req, &rq)))
+		return;
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	rc = check_ino(m, &ac, &rq.h, ACC_READ, 0, &dir);
+	acc_ctx_release(&ac);
+	if (!rc)
+		rc = ns_quota_get(&m->ns, ref_of(&rq.h), &q);
+	if (!rc)
+		quota_to_wire(&q, &rep);
+	md_quota_get_reply(req, counted(m, rc), rc ? NULL : &rep);
+}
+
+static void op_quota_list(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	struct mt_quota_list_rep rep = { 0 };
+	struct meta_quota *q = NULL;
+	struct mt_quota_list rq;
+	char (*paths)[MD_PATH_MAX] = NULL;
+	int rc, n = 0;
+
+	if (counted(m, md_quota_list_req(req, &rq)))
+		return;
+	if (rq.max) {
+		q = calloc(rq.max, sizeof(*q));
+		paths = malloc(rq.max * sizeof(*paths));
+		rep.ents = calloc(rq.max, sizeof(*rep.ents));
+	}
+	rc = rq.max && (!q || !paths || !rep.ents) ? -ENOMEM : 0;
+	if (!rc)
+		rc = n = ns_quota_list(&m->ns, rq.after, q, rq.max);
+	for (int i = 0; rc >= 0 && i < n; i++) {
+		rc = ns_path(&m->ns, ns_any(q[i].ino), paths[i], sizeof(paths[i]));
+		if (rc >= 0) {
+			quota_to_wire(&q[i], &rep.ents[i].quota);
+			rep.ents[i].path.p = paths[i];
+			rep.ents[i].path.len = (uint32_t)rc;
+		}
+	}
+	if (rc >= 0) {
+		rc = 0;
+		rep.ents_n = (uint32_t)n;
+		rep.eof = (uint32_t)n < rq.max || !rq.max;
+	}
+	md_quota_list_reply(req, counted(m, rc), rc ? NULL : &rep);
+	free(rep.ents);
+	free(paths);
+	free(q);
+}
+
 static const struct meta_handlers handlers = {
 	.md_lookup = op_lookup,
 	.md_getattr = op_getattr,
@@ -1187,6 +1331,9 @@ static const struct meta_handlers handlers = {
 	.md_statfs = op_statfs,
 	.md_resolve = op_resolve,
 	.md_readdirplus = op_readdirplus,
+	.md_quota_set = op_quota_set,
+	.md_quota_get = op_quota_get,
+	.md_quota_list = op_quota_list,
 };
 
 /* ---- life cycle ---- */
@@ -1256,6 +1403,7 @@ static void meta_free(struct meta *m)
 		sclient_free(m->sc);
 	m->sc = NULL;
 	reactor_call(m->r, release_on_owner, m);
+	pthread_mutex_destroy(&m->qlock);
 	free(m);
 }
 
@@ -1271,6 +1419,7 @@ static int meta_start(const struct service_env *env, void **out)
 	m->cfg = env->cfg;
 	m->r = env->reactors[0];
 	m->gc_interval_ms = (uint64_t)m->cfg->gc_interval_ms;
+	pthread_mutex_init(&m->qlock, NULL);
 	reactor_timer_init(&m->poll_timer, on_poll_timer, m);
 	reactor_timer_init(&m->gc_timer, on_gc_timer, m);
 	for (uint32_t i = 0; i < GC_INFLIGHT; i++) {
@@ -1349,6 +1498,56 @@ static void meta_status(void *svc, json_t *o)
 	json_object_set_new(o, "gc_failures", json_integer((json_int_t)STAT_GET(&m->gc_failures)));
 }
 
+/* Appends s as a Prometheus label value (backslash, quote, newline
+ * escaped). */
+static void label_put(struct bbuf *out, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			bbuf_append(out, "\\", 1);
+		if (*s == '\n')
+			bbuf_append(out, "\\n", 2);
+		else
+			bbuf_append(out, s, 1);
+	}
+}
+
+/* One gauge with a series per quota root of the snapshot (qlock held). */
+static void quota_series(struct meta *m, struct bbuf *out, const char *name, const char *help,
+			 size_t field)
+{
+	char line[128];
+	int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+
+	bbuf_append(out, line, (size_t)n);
+	for (uint32_t i = 0; i < m->qsnap_n; i++) {
+		uint64_t v;
+
+		memcpy(&v, (const char *)&m->qsnap[i] + field, sizeof(v));
+		n = snprintf(line, sizeof(line), "%s{path=\"", name);
+		bbuf_append(out, line, (size_t)n);
+		label_put(out, m->qpath[i]);
+		n = snprintf(line, sizeof(line), "\"} %llu\n", (unsigned long long)v);
+		bbuf_append(out, line, (size_t)n);
+	}
+}
+
+static void quota_metrics(struct meta *m, struct bbuf *out)
+{
+	pthread_mutex_lock(&m->qlock);
+	metrics_put(out, "strata_meta_quota_roots", "gauge", "directories with a quota",
+		    (double)m->qroots);
+	quota_series(m, out, "strata_meta_quota_bytes_used", "bytes under a quota root (32 roots)",
+		     offsetof(struct meta_quota, bytes));
+	quota_series(m, out, "strata_meta_quota_bytes_limit", "byte limit of a quota root (0: none)",
+		     offsetof(struct meta_quota, max_bytes));
+	quota_series(m, out, "strata_meta_quota_inodes_used", "inodes under a quota root",
+		     offsetof(struct meta_quota, inodes));
+	quota_series(m, out, "strata_meta_quota_inodes_limit",
+		     "inode limit of a quota root (0: none)", offsetof(struct meta_quota, max_inodes));
+	pthread_mutex_unlock(&m->qlock);
+}
+
 static void meta_metrics(void *svc, struct bbuf *out)
 {
 	struct meta *m = svc;
@@ -1381,6 +1580,7 @@ static void meta_metrics(void *svc, struct bbuf *out)
 		    (double)STAT_GET(&m->gc_items));
 	metrics_put(out, "strata_meta_gc_failures_total", "counter", "gc items that failed",
 		    (double)STAT_GET(&m->gc_failures));
+	quota_metrics(m, out);
 }
 
 #define K(name, type, field, def, min, max, help) \

@@ -51,6 +51,14 @@ struct meta_gc_item {
 	struct file_layout layout;
 };
 
+/* A quota on directory ino (docs/namespace.md, "Quotas"): limits (0: none)
+ * and the usage of the tree below it, the directory itself excluded. */
+struct meta_quota {
+	uint64_t ino;
+	uint64_t max_bytes, max_inodes;
+	uint64_t bytes, inodes;
+};
+
 /* Called by list_dentries for each entry, in ascending byte order of name.
  * name is NUL-terminated and valid only during the call; type is the
  * S_IFMT bits of the target inode. Return 0 to go on, anything else to
@@ -93,6 +101,21 @@ struct meta_store_ops {
 	 * early (positive values are the caller's business), or an error. */
 	int (*list_dentries)(void *impl, uint64_t dir, const char *after_name,
 			     uint32_t max, meta_dentry_cb cb, void *arg);
+
+	/* The name of the entry of inode ino in directory parent, into buf
+	 * (cap bytes, NUL-terminated). Scans parent's entries: no index
+	 * goes from inode to name, so keep it to rare callers. -ENOENT. */
+	int (*get_name)(void *impl, uint64_t parent, uint64_t ino, char *buf, size_t cap);
+
+	/* The quota of directory ino. -ENOENT if it has none. */
+	int (*get_quota)(void *impl, uint64_t ino, struct meta_quota *out);
+	/* Inserts or updates every field. */
+	int (*put_quota)(void *impl, const struct meta_quota *q);
+	/* -ENOENT if absent. */
+	int (*del_quota)(void *impl, uint64_t ino);
+	/* Copies up to max quotas of directories numbered above after, in
+	 * inode order, into out. Returns the count. */
+	int (*list_quotas)(void *impl, uint64_t after, struct meta_quota *out, uint32_t max);
 
 	/* Hands out a fresh inode number (never reused) and a fresh
 	 * generation (never handed out before, to any inode). */

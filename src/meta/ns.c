@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -181,6 +182,324 @@ static int dir_empty(struct ns *ns, uint64_t dir)
 	return ret == 0;
 }
 
+/* ---- quota accounting ---- */
+
+/*
+ * Quotas (docs/namespace.md, "Quotas"). A quota root's row holds its
+ * limits and the usage of the tree below it: bytes of regular files and
+ * inodes, the root itself not counted. Every operation that changes usage
+ * charges each quota root on the parent chain of the directory where the
+ * change happens, in its own transaction, so usage never drifts from the
+ * tree; an increase that would pass a limit fails the operation with
+ * -EDQUOT, and the rollback undoes what was charged before it.
+ */
+
+/* Above this many entries a subtree walk reads a directory in pages. */
+#define USAGE_PAGE 128u
+
+/* Whether any quota exists: a namespace without one walks no chain. */
+static int quotas_exist(struct ns *ns, bool *out)
+{
+	int64_t n;
+	int err = CALL(ns, counter_get, "quotas", &n);
+
+	*out = !err && n > 0;
+	return err;
+}
+
+/* Applies signed deltas to q; -EDQUOT when an increase passes a limit
+ * (reaching it exactly is allowed). */
+static int quota_apply(struct meta_quota *q, int64_t bytes, int64_t inodes)
+{
+	uint64_t b = q->bytes + (uint64_t)bytes, i = q->inodes + (uint64_t)inodes;
+
+	if (bytes > 0 && q->max_bytes && (b > q->max_bytes || b < q->bytes))
+		return -EDQUOT;
+	if (inodes > 0 && q->max_inodes && (i > q->max_inodes || i < q->inodes))
+		return -EDQUOT;
+	/* Usage below zero would be a bookkeeping bug: keep 0, say so. */
+	if ((bytes < 0 && b > q->bytes) || (inodes < 0 && i > q->inodes)) {
+		log_error(COMP, "quota of directory %llu would fall below zero; kept at 0",
+			  (unsigned long long)q->ino);
+		if (bytes < 0 && b > q->bytes)
+			b = 0;
+		if (inodes < 0 && i > q->inodes)
+			i = 0;
+	}
+	q->bytes = b;
+	q->inodes = i;
+	return 0;
+}
+
+/*
+ * Charges (bytes, inodes) to every quota root from directory dir up to the
+ * root, dir included, stopping at stop (not charged; 0: go to the root).
+ */
+static int quota_charge(struct ns *ns, uint64_t dir, uint64_t stop, int64_t bytes,
+			int64_t inodes)
+{
+	struct meta_inode in;
+	struct meta_quota q;
+	bool any;
+	int err;
+
+	if (!bytes && !inodes)
+		return 0;
+	err = quotas_exist(ns, &any);
+	if (err || !any)
+		return err;
+	for (int depth = 0; depth < MAX_DEPTH; depth++) {
+		if (dir == stop)
+			return 0;
+		err = CALL(ns, get_quota, dir, &q);
+		if (!err) {
+			err = quota_apply(&q, bytes, inodes);
+			if (!err)
+				err = CALL(ns, put_quota, &q);
+		}
+		if (err && err != -ENOENT)
+			return err;
+		if (dir == NS_ROOT_INO)
+			return 0;
+		err = CALL(ns, get_inode, dir, &in);
+		if (err)
+			return err == -ENOENT ? -EIO : err;
+		dir = in.parent;
+	}
+	log_error(COMP, "directory %llu is deeper than %d levels or in a cycle",
+		  (unsigned long long)dir, MAX_DEPTH);
+	return -EIO;
+}
+
+/* Drops the quota of directory ino, if it has one (the directory goes). */
+static int quota_forget(struct ns *ns, uint64_t ino)
+{
+	bool any;
+	int err = quotas_exist(ns, &any);
+
+	if (err || !any)
+		return err;
+	err = CALL(ns, del_quota, ino);
+	if (err == -ENOENT)
+		return 0;
+	return err ? err : CALL(ns, counter_add, "quotas", -1);
+}
+
+struct usage_page {
+	uint64_t ino[USAGE_PAGE];
+	uint32_t type[USAGE_PAGE];
+	uint32_t n;
+	char last[NS_NAME_MAX + 1];
+};
+
+static int usage_cb(void *arg, const char *name, uint64_t ino, uint32_t type)
+{
+	struct usage_page *pg = arg;
+
+	pg->ino[pg->n] = ino;
+	pg->type[pg->n] = type;
+	pg->n++;
+	snprintf(pg->last, sizeof(pg->last), "%s", name);
+	return 0;
+}
+
+/*
+ * Adds the usage of the tree below directory dir (dir excluded) to *bytes
+ * and *inodes, walking it. A page of entries is copied out before any of
+ * them is read: the listing's statement cannot run nested in itself.
+ */
+static int subtree_usage(struct ns *ns, uint64_t dir, uint64_t *bytes, uint64_t *inodes)
+{
+	struct usage_page *pg = malloc(sizeof(*pg));
+	uint64_t *stack = NULL;
+	size_t n = 0, cap = 0;
+	struct meta_inode in;
+	int err = 0;
+
+	if (!pg)
+		return -ENOMEM;
+	for (uint64_t d = dir;; d = stack[--n]) {
+		pg->last[0] = '\0';
+		do {
+			pg->n = 0;
+			err = CALL(ns, list_dentries, d, pg->last, USAGE_PAGE, usage_cb, pg);
+			if (err < 0)
+				goto out;
+			err = 0;
+			for (uint32_t i = 0; i < pg->n; i++) {
+				(*inodes)++;
+				if (S_ISREG(pg->type[i])) {
+					err = CALL(ns, get_inode, pg->ino[i], &in);
+					if (err)
+						goto out;
+					*bytes += in.size;
+				} else if (S_ISDIR(pg->type[i])) {
+					if (n == cap) {
+						size_t c = cap ? 2 * cap : 64;
+						uint64_t *p = realloc(stack, c * sizeof(*p));
+
+						if (!p) {
+							err = -ENOMEM;
+							goto out;
+						}
+						stack = p;
+						cap = c;
+					}
+					stack[n++] = pg->ino[i];
+				}
+			}
+		} while (pg->n == USAGE_PAGE);
+		if (!n)
+			break;
+	}
+out:
+	if (err == -ENOENT)
+		err = -EIO;	/* an entry whose inode is gone */
+	free(stack);
+	free(pg);
+	return err;
+}
+
+/* What inode in holds against a quota: a file its size, every inode 1;
+ * a directory its whole tree too (read from its own quota if it has one,
+ * else walked). */
+static int inode_usage(struct ns *ns, const struct meta_inode *in, uint64_t *bytes,
+		       uint64_t *inodes)
+{
+	struct meta_quota q;
+	int err;
+
+	*bytes = is_reg(in) ? in->size : 0;
+	*inodes = 1;
+	if (!is_dir(in))
+		return 0;
+	err = CALL(ns, get_quota, in->ino, &q);
+	if (!err) {
+		*bytes += q.bytes;
+		*inodes += q.inodes;
+		return 0;
+	}
+	return err == -ENOENT ? subtree_usage(ns, in->ino, bytes, inodes) : err;
+}
+
+/* The directories from dir up to the root (malloc'd into *out, dir first,
+ * the root last). Returns the count or an error. */
+static int chain_of(struct ns *ns, uint64_t dir, uint64_t **out)
+{
+	uint64_t *a = malloc(MAX_DEPTH * sizeof(*a));
+	struct meta_inode in;
+	int n = 0, err;
+
+	if (!a)
+		return -ENOMEM;
+	while (n < MAX_DEPTH) {
+		a[n++] = dir;
+		if (dir == NS_ROOT_INO) {
+			*out = a;
+			return n;
+		}
+		err = CALL(ns, get_inode, dir, &in);
+		if (err) {
+			free(a);
+			return err == -ENOENT ? -EIO : err;
+		}
+		dir = in.parent;
+	}
+	free(a);
+	return -EIO;
+}
+
+/* The deepest directory both a and b lie under (or are). */
+static int common_ancestor(struct ns *ns, uint64_t a, uint64_t b, uint64_t *out)
+{
+	uint64_t *ca, *cb;
+	int na, nb, i, j;
+
+	if (a == b) {
+		*out = a;
+		return 0;
+	}
+	na = chain_of(ns, a, &ca);
+	if (na < 0)
+		return na;
+	nb = chain_of(ns, b, &cb);
+	if (nb < 0) {
+		free(ca);
+		return nb;
+	}
+	for (i = na - 1, j = nb - 1; i >= 0 && j >= 0 && ca[i] == cb[j]; i--, j--)
+		;
+	*out = ca[i + 1];
+	free(ca);
+	free(cb);
+	return 0;
+}
+
+/* Whether a quota root lies on the chain from dir up to stop (excluded). */
+static int chain_has_quota(struct ns *ns, uint64_t dir, uint64_t stop, bool *out)
+{
+	struct meta_inode in;
+	struct meta_quota q;
+	int err;
+
+	*out = false;
+	for (int depth = 0; depth < MAX_DEPTH && dir != stop; depth++) {
+		err = CALL(ns, get_quota, dir, &q);
+		if (!err) {
+			*out = true;
+			return 0;
+		}
+		if (err != -ENOENT)
+			return err;
+		if (dir == NS_ROOT_INO)
+			return 0;
+		err = CALL(ns, get_inode, dir, &in);
+		if (err)
+			return err == -ENOENT ? -EIO : err;
+		dir = in.parent;
+	}
+	return 0;
+}
+
+/*
+ * A rename moves src from directory from to directory to (and, for an
+ * exchange, dst from to to from). Quota roots above both are not charged
+ * (the common ancestor and up). Every decrease comes first, so a move
+ * within a full quota root's tree never fails on the way.
+ */
+static int quota_move(struct ns *ns, uint64_t from, uint64_t to, const struct meta_inode *src,
+		      const struct meta_inode *dst)
+{
+	uint64_t top, sb = 0, si = 0, db = 0, di = 0;
+	bool any, on_from, on_to;
+	int err;
+
+	if (from == to)
+		return 0;
+	err = quotas_exist(ns, &any);
+	if (err || !any)
+		return err;
+	err = common_ancestor(ns, from, to, &top);
+	if (!err)
+		err = chain_has_quota(ns, from, top, &on_from);
+	if (!err)
+		err = chain_has_quota(ns, to, top, &on_to);
+	if (err || (!on_from && !on_to))
+		return err;
+	err = inode_usage(ns, src, &sb, &si);
+	if (!err && dst)
+		err = inode_usage(ns, dst, &db, &di);
+	if (!err)
+		err = quota_charge(ns, from, top, -(int64_t)sb, -(int64_t)si);
+	if (!err && dst)
+		err = quota_charge(ns, to, top, -(int64_t)db, -(int64_t)di);
+	if (!err)
+		err = quota_charge(ns, to, top, (int64_t)sb, (int64_t)si);
+	if (!err && dst)
+		err = quota_charge(ns, from, top, (int64_t)db, (int64_t)di);
+	return err;
+}
+
 /* Deletes an inode whose last entry is gone; queues a file's chunks. */
 static int drop_inode(struct ns *ns, const struct meta_inode *in)
 {
@@ -188,6 +507,8 @@ static int drop_inode(struct ns *ns, const struct meta_inode *in)
 
 	if (!err)
 		err = CALL(ns, counter_add, "inodes", -1);
+	if (!err && is_dir(in))
+		err = quota_forget(ns, in->ino);
 	if (!err && is_reg(in) && in->size) {
 		err = CALL(ns, counter_add, "bytes", -(int64_t)in->size);
 		if (!err)
@@ -371,6 +692,9 @@ static int do_create(struct ns *ns, void *a)
 	}
 	if (err != -ENOENT)
 		return err;
+	err = quota_charge(ns, dir.ino, 0, 0, 1);
+	if (err)
+		return err;
 
 	err = table_len_get(ns, &cur);
 	if (err)
@@ -522,7 +846,9 @@ static int do_remove(struct ns *ns, void *a)
 			return err < 0 ? err : -ENOTEMPTY;
 		dir.nlink--;
 	}
-	err = CALL(ns, del_dentry, dir.ino, args->name);
+	err = quota_charge(ns, dir.ino, 0, is_reg(&in) ? -(int64_t)in.size : 0, -1);
+	if (!err)
+		err = CALL(ns, del_dentry, dir.ino, args->name);
 	if (!err)
 		err = drop_inode(ns, &in);
 	if (err)
@@ -641,7 +967,9 @@ static int do_rename(struct ns *ns, void *a)
 
 	now = now_ns();
 	if (args->flags & NS_RENAME_EXCHANGE) {
-		err = CALL(ns, del_dentry, spd.ino, args->sn);
+		err = quota_move(ns, spd.ino, dpd->ino, &src, &dst);
+		if (!err)
+			err = CALL(ns, del_dentry, spd.ino, args->sn);
 		if (!err)
 			err = CALL(ns, del_dentry, dpd->ino, args->dn);
 		if (!err)
@@ -671,13 +999,19 @@ static int do_rename(struct ns *ns, void *a)
 				return err < 0 ? err : -ENOTEMPTY;
 			dpd->nlink--;
 		}
-		err = CALL(ns, del_dentry, dpd->ino, args->dn);
+		/* The replaced entry's usage is freed first: a file replacing
+		 * one of its size fits a full quota. */
+		err = quota_charge(ns, dpd->ino, 0, is_reg(&dst) ? -(int64_t)dst.size : 0, -1);
+		if (!err)
+			err = CALL(ns, del_dentry, dpd->ino, args->dn);
 		if (!err)
 			err = drop_inode(ns, &dst);
 		if (err)
 			return err;
 	}
-	err = CALL(ns, del_dentry, spd.ino, args->sn);
+	err = quota_move(ns, spd.ino, dpd->ino, &src, NULL);
+	if (!err)
+		err = CALL(ns, del_dentry, spd.ino, args->sn);
 	if (!err)
 		err = CALL(ns, put_dentry, dpd->ino, args->dn, src.ino, src.mode & S_IFMT);
 	if (err)
@@ -746,7 +1080,9 @@ static int truncate_inode(struct ns *ns, struct meta_inode *in, uint64_t size,
 		}
 	}
 	if (size != old) {
-		err = CALL(ns, counter_add, "bytes", (int64_t)size - (int64_t)old);
+		err = quota_charge(ns, in->parent, 0, (int64_t)size - (int64_t)old, 0);
+		if (!err)
+			err = CALL(ns, counter_add, "bytes", (int64_t)size - (int64_t)old);
 		if (err)
 			return err;
 	}
@@ -825,7 +1161,9 @@ static int do_set_size(struct ns *ns, void *a)
 	if (!is_reg(&in))
 		return -EINVAL;
 	if (args->size > in.size) {
-		err = CALL(ns, counter_add, "bytes", (int64_t)(args->size - in.size));
+		err = quota_charge(ns, in.parent, 0, (int64_t)(args->size - in.size), 0);
+		if (!err)
+			err = CALL(ns, counter_add, "bytes", (int64_t)(args->size - in.size));
 		if (err)
 			return err;
 		in.size = args->size;
@@ -1281,4 +1619,152 @@ int ns_gc_done(struct ns *ns, const struct meta_gc_item *item)
 	if (!item)
 		return -EINVAL;
 	return run_txn(ns, true, do_gc_done, (void *)item);
+}
+
+/* ---- quotas ---- */
+
+struct quota_args {
+	struct ns_ref dir;
+	uint64_t max_bytes, max_inodes;
+	struct meta_quota *out;
+	uint32_t max;
+	char *buf;
+	size_t cap;
+};
+
+static int do_quota_set(struct ns *ns, void *a)
+{
+	struct quota_args *args = a;
+	struct meta_quota *q = args->out;
+	struct meta_inode dir;
+	int err = get_dir(ns, args->dir, &dir);
+
+	if (err)
+		return err;
+	err = CALL(ns, get_quota, dir.ino, q);
+	if (err && err != -ENOENT)
+		return err;
+	if (!args->max_bytes && !args->max_inodes) {
+		if (err == -ENOENT) {
+			memset(q, 0, sizeof(*q));
+			q->ino = dir.ino;
+			return 0;
+		}
+		err = CALL(ns, del_quota, dir.ino);
+		if (!err)
+			err = CALL(ns, counter_add, "quotas", -1);
+		if (!err)
+			q->max_bytes = q->max_inodes = 0;
+		return err;
+	}
+	if (err == -ENOENT) {
+		/* A new quota root: its usage is counted once, here; from now
+		 * on every change under it is charged as it happens. */
+		memset(q, 0, sizeof(*q));
+		q->ino = dir.ino;
+		err = subtree_usage(ns, dir.ino, &q->bytes, &q->inodes);
+		if (!err)
+			err = CALL(ns, counter_add, "quotas", 1);
+		if (err)
+			return err;
+	}
+	q->max_bytes = args->max_bytes;
+	q->max_inodes = args->max_inodes;
+	return CALL(ns, put_quota, q);
+}
+
+int ns_quota_set(struct ns *ns, struct ns_ref dir, uint64_t max_bytes, uint64_t max_inodes,
+		 struct meta_quota *out)
+{
+	struct meta_quota q;
+	struct quota_args a = { .dir = dir, .max_bytes = max_bytes, .max_inodes = max_inodes,
+				.out = out ? out : &q };
+
+	if (max_bytes > INT64_MAX || max_inodes > INT64_MAX)
+		return -EINVAL;
+	return run_txn(ns, true, do_quota_set, &a);
+}
+
+static int do_quota_get(struct ns *ns, void *a)
+{
+	struct quota_args *args = a;
+	struct meta_inode dir;
+	int err = get_dir(ns, args->dir, &dir);
+
+	if (!err)
+		err = CALL(ns, get_quota, dir.ino, args->out);
+	return err == -ENOENT ? -ENODATA : err;
+}
+
+int ns_quota_get(struct ns *ns, struct ns_ref dir, struct meta_quota *out)
+{
+	struct quota_args a = { .dir = dir, .out = out };
+
+	if (!out)
+		return -EINVAL;
+	return run_txn(ns, false, do_quota_get, &a);
+}
+
+static int do_quota_list(struct ns *ns, void *a)
+{
+	struct quota_args *args = a;
+
+	return CALL(ns, list_quotas, args->dir.ino, args->out, args->max);
+}
+
+int ns_quota_list(struct ns *ns, uint64_t after, struct meta_quota *out, uint32_t max)
+{
+	struct quota_args a = { .dir = ns_any(after), .out = out, .max = max };
+
+	if (!max)
+		return 0;
+	if (!out)
+		return -EINVAL;
+	return run_txn(ns, false, do_quota_list, &a);
+}
+
+/* Builds the path right to left at the end of buf, then moves it to the
+ * front. */
+static int do_path(struct ns *ns, void *a)
+{
+	struct quota_args *args = a;
+	char name[NS_NAME_MAX + 1];
+	struct meta_inode in;
+	size_t at = args->cap - 1;
+	int err = load(ns, args->dir, &in);
+
+	if (err)
+		return err;
+	args->buf[at] = '\0';
+	for (int depth = 0; in.ino != NS_ROOT_INO; depth++) {
+		size_t len;
+
+		if (depth == MAX_DEPTH)
+			return -EIO;
+		err = CALL(ns, get_name, in.parent, in.ino, name, sizeof(name));
+		if (err)
+			return err == -ENOENT ? -EIO : err;
+		len = strlen(name);
+		if (len + 1 > at)
+			return -ENAMETOOLONG;
+		at -= len;
+		memcpy(args->buf + at, name, len);
+		args->buf[--at] = '/';
+		err = CALL(ns, get_inode, in.parent, &in);
+		if (err)
+			return err == -ENOENT ? -EIO : err;
+	}
+	if (at == args->cap - 1)
+		args->buf[--at] = '/';
+	memmove(args->buf, args->buf + at, args->cap - at);
+	return (int)(args->cap - 1 - at);
+}
+
+int ns_path(struct ns *ns, struct ns_ref ino, char *buf, size_t cap)
+{
+	struct quota_args a = { .dir = ino, .buf = buf, .cap = cap };
+
+	if (!buf || cap < 2)
+		return -EINVAL;
+	return run_txn(ns, false, do_path, &a);
 }

@@ -20,7 +20,8 @@
  * -ENAMETOOLONG (name > 255 bytes, path > 4095), -EINVAL (bad name, rename
  * of a directory into its own subtree, bad layout), -ELOOP (more than 40
  * symlinks in a path), -ESTALE (a ref whose inode is gone or has another
- * generation), -EBUSY (the database stayed locked through every retry),
+ * generation), -EDQUOT (a quota's limit would be passed: see "Quotas"
+ * below), -EBUSY (the database stayed locked through every retry),
  * -EIO/-ENOMEM/-ENOSPC from the store.
  */
 #ifndef STRATA_META_NS_H
@@ -306,5 +307,44 @@ int ns_gc_next(struct ns *ns, uint64_t ino, struct meta_gc_item *out, uint32_t n
 
 /* Removes item from the queue once its chunks are deleted. */
 int ns_gc_done(struct ns *ns, const struct meta_gc_item *item);
+
+/*
+ * Quotas (docs/namespace.md, "Quotas"). A directory may carry limits on
+ * the bytes (sizes of regular files) and inodes (files, directories and
+ * symlinks; the directory itself not counted) of the tree below it; 0 is
+ * no limit. Usage is kept in the operations that change it, in their own
+ * transaction, for every quota root above the change (nested quotas all
+ * apply): create, mkdir, symlink, unlink, rmdir, rename (only the roots
+ * the entry leaves or enters), set_size, truncate, setattr's size and
+ * open's O_TRUNC. One that would take a root's usage above a limit fails
+ * with -EDQUOT and changes nothing; usage equal to the limit is allowed.
+ * Decreases always succeed, even above a limit.
+ */
+
+/*
+ * Sets the limits of directory dir (0: none; both 0 removes its quota).
+ * A new quota counts the tree's usage once, walking it in this
+ * transaction; limits below the usage are taken (only growth is refused
+ * then). Fills *out (may be NULL) with the quota. -ENOTDIR, -EINVAL
+ * (a limit above INT64_MAX).
+ */
+int ns_quota_set(struct ns *ns, struct ns_ref dir, uint64_t max_bytes, uint64_t max_inodes,
+		 struct meta_quota *out);
+
+/* Fills *out with the quota of directory dir. -ENODATA if it has none,
+ * -ENOTDIR. */
+int ns_quota_get(struct ns *ns, struct ns_ref dir, struct meta_quota *out);
+
+/* Copies up to max quotas of directories numbered above after, in inode
+ * order, into out; returns the count (fewer than max: the last page). */
+int ns_quota_list(struct ns *ns, uint64_t after, struct meta_quota *out, uint32_t max);
+
+/*
+ * Writes the absolute path of inode ino into buf (cap >= 2 bytes) and
+ * returns its length. Each component is found by scanning its parent's
+ * entries (no index maps inode to name): for rare callers, such as the
+ * few quota roots a status reports. -ENAMETOOLONG when it does not fit.
+ */
+int ns_path(struct ns *ns, struct ns_ref ino, char *buf, size_t cap);
 
 #endif

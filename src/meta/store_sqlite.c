@@ -41,6 +41,11 @@ enum stmt_id {
 	ST_GC_POP,
 	ST_GC_POP_INO,
 	ST_GC_ACK,
+	ST_GET_NAME,
+	ST_GET_QUOTA,
+	ST_PUT_QUOTA,
+	ST_DEL_QUOTA,
+	ST_LIST_QUOTAS,
 	ST_COUNT,
 };
 
@@ -79,6 +84,14 @@ static const char *const stmt_sql[ST_COUNT] = {
 	[ST_GC_POP_INO] = "SELECT id, ino, chunk_from, chunk_to, chunk_size, stripe, table_len,"
 		" seed FROM gc_queue WHERE ino = ?2 ORDER BY id LIMIT ?1",
 	[ST_GC_ACK] = "DELETE FROM gc_queue WHERE id = ?1",
+	[ST_GET_NAME] = "SELECT name FROM dentries WHERE parent = ?1 AND ino = ?2 LIMIT 1",
+	[ST_GET_QUOTA] = "SELECT max_bytes, max_inodes, bytes, inodes FROM quotas WHERE ino = ?1",
+	[ST_PUT_QUOTA] = "INSERT INTO quotas (ino, max_bytes, max_inodes, bytes, inodes)"
+		" VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (ino) DO UPDATE SET"
+		" max_bytes = ?2, max_inodes = ?3, bytes = ?4, inodes = ?5",
+	[ST_DEL_QUOTA] = "DELETE FROM quotas WHERE ino = ?1",
+	[ST_LIST_QUOTAS] = "SELECT ino, max_bytes, max_inodes, bytes, inodes FROM quotas"
+		" WHERE ino > ?1 ORDER BY ino LIMIT ?2",
 };
 
 /*
@@ -86,11 +99,13 @@ static const char *const stmt_sql[ST_COUNT] = {
  * not, and BLOBs compare with memcmp(), which defines the readdir order.
  *
  * Schema versions (the schema_version counter): 1, the first; 2 adds
- * inodes.gen (generations, meta_store.h) and the next_gen counter. A new
+ * inodes.gen (generations, meta_store.h) and the next_gen counter; 3 adds
+ * the quotas table (created by schema_sql on open, empty: no quota was
+ * set before it existed, so migration only bumps the version). A new
  * database is created at the current version; an older one is brought up
  * to it by migrate() when it is opened.
  */
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 
 static const char schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS inodes ("
@@ -111,9 +126,12 @@ static const char schema_sql[] =
 	"CREATE INDEX IF NOT EXISTS gc_queue_ino ON gc_queue (ino);"
 	"CREATE TABLE IF NOT EXISTS counters ("
 	" name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;"
+	"CREATE TABLE IF NOT EXISTS quotas ("
+	" ino INTEGER PRIMARY KEY, max_bytes INTEGER NOT NULL, max_inodes INTEGER NOT NULL,"
+	" bytes INTEGER NOT NULL, inodes INTEGER NOT NULL);"
 	/* A database this creates is at the current version; an existing
 	 * one keeps its row, and migrate() takes it from there. */
-	"INSERT OR IGNORE INTO counters (name, value) VALUES ('schema_version', 2);"
+	"INSERT OR IGNORE INTO counters (name, value) VALUES ('schema_version', 3);"
 	/* Inode numbers start at 2: 1 is the root, created by the namespace. */
 	"INSERT OR IGNORE INTO counters (name, value) VALUES ('next_ino', 1);"
 	/* Generations start at 2 too: 1 is the root's, and every inode's that
@@ -577,6 +595,119 @@ static int sq_gc_ack(void *impl, uint64_t id)
 	return stmt_exec(s, st, "ack gc item");
 }
 
+static int sq_get_name(void *impl, uint64_t parent, uint64_t ino, char *buf, size_t cap)
+{
+	struct sqlite_store *s = impl;
+	sqlite3_stmt *st = stmt_get(s, ST_GET_NAME);
+	int rc, err = 0;
+
+	if (!st)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, (int64_t)parent);
+	sqlite3_bind_int64(st, 2, (int64_t)ino);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const void *p = sqlite3_column_blob(st, 0);
+		size_t n = (size_t)sqlite3_column_bytes(st, 0);
+
+		if (cap) {
+			if (n > cap - 1)
+				n = cap - 1;
+			if (n)
+				memcpy(buf, p, n);
+			buf[n] = '\0';
+		}
+	} else if (rc == SQLITE_DONE) {
+		err = -ENOENT;
+	} else {
+		err = map_rc(s, rc, "get name");
+	}
+	stmt_done(st);
+	return err;
+}
+
+static void quota_row(sqlite3_stmt *st, int col, struct meta_quota *q)
+{
+	q->max_bytes = (uint64_t)sqlite3_column_int64(st, col);
+	q->max_inodes = (uint64_t)sqlite3_column_int64(st, col + 1);
+	q->bytes = (uint64_t)sqlite3_column_int64(st, col + 2);
+	q->inodes = (uint64_t)sqlite3_column_int64(st, col + 3);
+}
+
+static int sq_get_quota(void *impl, uint64_t ino, struct meta_quota *out)
+{
+	struct sqlite_store *s = impl;
+	sqlite3_stmt *st = stmt_get(s, ST_GET_QUOTA);
+	int rc, err = 0;
+
+	if (!st)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, (int64_t)ino);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		out->ino = ino;
+		quota_row(st, 0, out);
+	} else if (rc == SQLITE_DONE) {
+		err = -ENOENT;
+	} else {
+		err = map_rc(s, rc, "get quota");
+	}
+	stmt_done(st);
+	return err;
+}
+
+static int sq_put_quota(void *impl, const struct meta_quota *q)
+{
+	struct sqlite_store *s = impl;
+	sqlite3_stmt *st = stmt_get(s, ST_PUT_QUOTA);
+
+	if (!st)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, (int64_t)q->ino);
+	sqlite3_bind_int64(st, 2, (int64_t)q->max_bytes);
+	sqlite3_bind_int64(st, 3, (int64_t)q->max_inodes);
+	sqlite3_bind_int64(st, 4, (int64_t)q->bytes);
+	sqlite3_bind_int64(st, 5, (int64_t)q->inodes);
+	return stmt_exec(s, st, "put quota");
+}
+
+static int sq_del_quota(void *impl, uint64_t ino)
+{
+	struct sqlite_store *s = impl;
+	sqlite3_stmt *st = stmt_get(s, ST_DEL_QUOTA);
+	int err;
+
+	if (!st)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, (int64_t)ino);
+	err = stmt_exec(s, st, "delete quota");
+	if (!err && sqlite3_changes(s->db) == 0)
+		err = -ENOENT;
+	return err;
+}
+
+static int sq_list_quotas(void *impl, uint64_t after, struct meta_quota *out, uint32_t max)
+{
+	struct sqlite_store *s = impl;
+	sqlite3_stmt *st = stmt_get(s, ST_LIST_QUOTAS);
+	int rc, n = 0;
+
+	if (!st)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, (int64_t)after);
+	sqlite3_bind_int64(st, 2, max);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct meta_quota *q = &out[n++];
+
+		q->ino = (uint64_t)sqlite3_column_int64(st, 0);
+		quota_row(st, 1, q);
+	}
+	if (rc != SQLITE_DONE)
+		n = map_rc(s, rc, "list quotas");
+	stmt_done(st);
+	return n;
+}
+
 static void sq_close(void *impl)
 {
 	struct sqlite_store *s = impl;
@@ -606,6 +737,11 @@ static const struct meta_store_ops sqlite_ops = {
 	.put_dentry = sq_put_dentry,
 	.del_dentry = sq_del_dentry,
 	.list_dentries = sq_list_dentries,
+	.get_name = sq_get_name,
+	.get_quota = sq_get_quota,
+	.put_quota = sq_put_quota,
+	.del_quota = sq_del_quota,
+	.list_quotas = sq_list_quotas,
 	.alloc_ino = sq_alloc_ino,
 	.counter_get = sq_counter_get,
 	.counter_add = sq_counter_add,
@@ -690,6 +826,17 @@ static int migrate(struct sqlite_store *s)
 			return -EIO;
 		}
 		log_info(COMP, "database '%s': schema 1 -> 2 (inode generations)", s->path);
+		v = 2;
+	}
+	if (v < 3) {
+		rc = sqlite3_exec(s->db, "UPDATE counters SET value = 3 WHERE name ="
+				  " 'schema_version';", NULL, NULL, NULL);
+		if (rc != SQLITE_OK) {
+			log_error(COMP, "database '%s': migrating schema to 3 failed: %s",
+				  s->path, sqlite3_errmsg(s->db));
+			return -EIO;
+		}
+		log_info(COMP, "database '%s': schema 2 -> 3 (quotas)", s->path);
 	}
 	return 0;
 }

@@ -33,6 +33,19 @@
  *              resolved against the current chain table)
  *   STATFS     (empty)                          -> inodes, bytes, table_len
  *   RESOLVE    absolute path, MD_RESOLVE_*      -> inode
+ *   QUOTA_SET  dir, byte and inode limits (0: none; both 0 removes the
+ *              quota) -> the quota. Admin only. -ENOTDIR.
+ *   QUOTA_GET  dir                              -> its quota (limits and
+ *              usage); -ENODATA when it has none
+ *   QUOTA_LIST after (an inode number, 0: from the start), max
+ *              (1..MD_QUOTA_LIST_MAX) -> the quota roots numbered above
+ *              it, in inode order, each with its path; eof. Admin only:
+ *              the paths name every tenant's roots.
+ *
+ * Quotas (docs/namespace.md, "Quotas"): CREATE, MKDIR, SYMLINK, RENAME,
+ * SET_SIZE, TRUNCATE and SETATTR with MD_ATTR_SIZE fail with -EDQUOT,
+ * changing nothing, when they would take a quota root's usage above its
+ * limit (a writer learns it from the SET_SIZE of its close/fsync).
  *
  * Truncation. A reply carrying a trunc (CREATE with MD_CREATE_TRUNC of an
  * existing file, OPEN with MD_O_TRUNC, SETATTR with MD_ATTR_SIZE,
@@ -61,6 +74,7 @@
 #define MD_PATH_MAX 4096	/* a path to RESOLVE */
 #define MD_TARGET_MAX 4096	/* a symlink's target */
 #define MD_READDIR_MAX 1024	/* entries in one READDIR(PLUS) reply */
+#define MD_QUOTA_LIST_MAX 64	/* quota roots in one QUOTA_LIST reply */
 
 /* CREATE flags. */
 #define MD_CREATE_EXCL (1u << 0)	/* -EEXIST if the name exists */
@@ -233,6 +247,18 @@ PROTO_MSG(mt_set_layout, MT_SET_LAYOUT_FIELDS)
 	X(FLAGS, flags, MD_RESOLVE_KNOWN)
 PROTO_MSG(mt_resolve, MT_RESOLVE_FIELDS)
 
+/* QUOTA_SET. */
+#define MT_QUOTA_SET_FIELDS(X) \
+	X(OBJ, dir, mt_handle) \
+	X(U64, max_bytes) \
+	X(U64, max_inodes)
+PROTO_MSG(mt_quota_set, MT_QUOTA_SET_FIELDS)
+
+#define MT_QUOTA_LIST_FIELDS(X) \
+	X(U64, after) \
+	X(U32R, max, MD_QUOTA_LIST_MAX)
+PROTO_MSG(mt_quota_list, MT_QUOTA_LIST_FIELDS)
+
 /* ---- replies ---- */
 
 /* CREATE, OPEN, SETATTR, TRUNCATE. */
@@ -281,6 +307,27 @@ PROTO_MSG_CHECKED(mt_direntplus, MT_DIRENTPLUS_FIELDS)
 	X(U8R, eof, 1)
 PROTO_MSG(mt_readdirplus_rep, MT_READDIRPLUS_REP_FIELDS)
 
+/* A quota on directory ino: limits (0: none) and the usage of the tree
+ * below it (bytes of regular files; inodes, the directory not counted). */
+#define MT_QUOTA_FIELDS(X) \
+	X(U64, ino) \
+	X(U64, max_bytes) \
+	X(U64, max_inodes) \
+	X(U64, bytes) \
+	X(U64, inodes)
+PROTO_MSG(mt_quota, MT_QUOTA_FIELDS)
+
+/* A page of QUOTA_LIST: about 260 KiB at most (64 paths of 4 KiB). */
+#define MT_QUOTA_ENT_FIELDS(X) \
+	X(OBJ, quota, mt_quota) \
+	X(STR, path, MD_PATH_MAX)
+PROTO_MSG(mt_quota_ent, MT_QUOTA_ENT_FIELDS)
+
+#define MT_QUOTA_LIST_REP_FIELDS(X) \
+	X(ARR, ents, mt_quota_ent, MD_QUOTA_LIST_MAX) \
+	X(U8R, eof, 1)
+PROTO_MSG(mt_quota_list_rep, MT_QUOTA_LIST_REP_FIELDS)
+
 /* Stubs are named md_<op>: md_lookup_call_sync(), md_create_req(), ... */
 #define META_OPS(OP) \
 	OP(META_LOOKUP,      64, md_lookup,      mt_name,       mt_inode, ANY) \
@@ -301,7 +348,10 @@ PROTO_MSG(mt_readdirplus_rep, MT_READDIRPLUS_REP_FIELDS)
 	OP(META_GET_LAYOUT,  79, md_get_layout,  mt_ino,        mt_layout, ANY) \
 	OP(META_STATFS,      80, md_statfs,      proto_void,    mt_statfs, ANY) \
 	OP(META_RESOLVE,     81, md_resolve,     mt_resolve,    mt_inode, ANY) \
-	OP(META_READDIRPLUS, 82, md_readdirplus, mt_readdir,    mt_readdirplus_rep, ANY)
+	OP(META_READDIRPLUS, 82, md_readdirplus, mt_readdir,    mt_readdirplus_rep, ANY) \
+	OP(META_QUOTA_SET,   83, md_quota_set,   mt_quota_set,  mt_quota, ADMIN) \
+	OP(META_QUOTA_GET,   84, md_quota_get,   mt_ino,        mt_quota, ANY) \
+	OP(META_QUOTA_LIST,  85, md_quota_list,  mt_quota_list, mt_quota_list_rep, ADMIN)
 PROTO_OPS(meta, META_OPS)
 
 /* Every op's number lies in the range net/proto.h gives meta. */

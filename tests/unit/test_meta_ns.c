@@ -1209,7 +1209,7 @@ static void test_schema_v1_migration(void **state)
 	assert_int_equal(f->st.ops->begin(f->st.impl, false), 0);
 	assert_int_equal(f->st.ops->counter_get(f->st.impl, "schema_version", &v), 0);
 	f->st.ops->rollback(f->st.impl);
-	assert_int_equal(v, 2);
+	assert_int_equal(v, 3);
 
 	/* Opening it again does not migrate twice. */
 	ns_release(&f->ns);
@@ -1228,6 +1228,195 @@ static void test_schema_v1_migration(void **state)
 	assert_int_equal(fx_open(f), -EIO);
 	/* teardown closes what it finds: nothing is open now. */
 	memset(&f->st, 0, sizeof(f->st));
+}
+
+/* ---- quotas ---- */
+
+/* Creates file name in dir with size bytes; returns its inode number. */
+static uint64_t q_file(struct fx *f, uint64_t dir, const char *name, uint64_t size)
+{
+	struct meta_inode in;
+
+	assert_int_equal(ns_create(&f->ns, ns_any(dir), name, 0644, 0, 0, true, &in), 1);
+	if (size)
+		assert_int_equal(ns_set_size(&f->ns, ns_any(in.ino), size, 0, NULL), 0);
+	return in.ino;
+}
+
+static uint64_t q_dir(struct fx *f, uint64_t dir, const char *name)
+{
+	struct meta_inode in;
+
+	assert_int_equal(ns_mkdir(&f->ns, ns_any(dir), name, 0755, 0, 0, &in), 0);
+	return in.ino;
+}
+
+static void q_usage(struct fx *f, uint64_t dir, uint64_t bytes, uint64_t inodes)
+{
+	struct meta_quota q;
+
+	assert_int_equal(ns_quota_get(&f->ns, ns_any(dir), &q), 0);
+	assert_int_equal(q.ino, dir);
+	assert_int_equal(q.bytes, bytes);
+	assert_int_equal(q.inodes, inodes);
+}
+
+static void test_quota_bytes_exact(void **state)
+{
+	struct fx *f = *state;
+	struct meta_inode at, in;
+	struct meta_quota q;
+	struct ns_statfs st;
+	uint64_t d = q_dir(f, NS_ROOT_INO, "d"), a, b;
+
+	assert_int_equal(ns_quota_get(&f->ns, ns_any(d), &q), -ENODATA);
+	assert_int_equal(ns_quota_set(&f->ns, ns_any(d), 1000, 0, &q), 0);
+	assert_int_equal(q.max_bytes, 1000);
+	q_usage(f, d, 0, 0);
+	a = q_file(f, d, "a", 600);
+	b = q_file(f, d, "b", 0);
+	/* One byte over fails and changes nothing; the exact rest fits. */
+	assert_int_equal(ns_set_size(&f->ns, ns_any(b), 401, 0, NULL), -EDQUOT);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(b), &in), 0);
+	assert_int_equal(in.size, 0);
+	q_usage(f, d, 600, 2);
+	assert_int_equal(ns_statfs(&f->ns, &st), 0);
+	assert_int_equal(st.bytes, 600);
+	assert_int_equal(ns_set_size(&f->ns, ns_any(b), 400, 0, NULL), 0);
+	q_usage(f, d, 1000, 2);
+	/* Growth by truncate and setattr is charged too; shrinking frees. */
+	assert_int_equal(ns_truncate(&f->ns, ns_any(a), 601, NULL), -EDQUOT);
+	memset(&at, 0, sizeof(at));
+	at.size = 700;
+	assert_int_equal(ns_setattr(&f->ns, ns_any(a), NS_ATTR_SIZE, &at, NULL, NULL), -EDQUOT);
+	assert_int_equal(ns_truncate(&f->ns, ns_any(a), 100, NULL), 0);
+	q_usage(f, d, 500, 2);
+	assert_int_equal(ns_open(&f->ns, ns_any(b), O_WRONLY | O_TRUNC, NULL, NULL), 0);
+	q_usage(f, d, 100, 2);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(d), "a"), 0);
+	q_usage(f, d, 0, 1);
+	/* Files outside are not charged. */
+	q_file(f, NS_ROOT_INO, "out", 5000);
+	q_usage(f, d, 0, 1);
+	/* Removing the quota (both limits 0). */
+	assert_int_equal(ns_quota_set(&f->ns, ns_any(d), 0, 0, NULL), 0);
+	assert_int_equal(ns_quota_get(&f->ns, ns_any(d), &q), -ENODATA);
+	assert_int_equal(ns_set_size(&f->ns, ns_any(b), 5000, 0, NULL), 0);
+	assert_int_equal(ns_quota_set(&f->ns, ns_any(b), 1, 0, NULL), -ENOTDIR);
+}
+
+static void test_quota_inodes_nested(void **state)
+{
+	struct fx *f = *state;
+	uint64_t d = q_dir(f, NS_ROOT_INO, "d"), e, sub;
+	struct meta_quota q;
+	struct meta_inode in;
+
+	assert_int_equal(ns_quota_set(&f->ns, ns_any(d), 0, 3, NULL), 0);
+	e = q_dir(f, d, "e");
+	assert_int_equal(ns_quota_set(&f->ns, ns_any(e), 100, 0, NULL), 0);
+	q_file(f, e, "x", 100);
+	assert_int_equal(ns_symlink(&f->ns, ns_any(d), "l", "x", 0, 0, NULL), 0);
+	/* d holds e, e/x, l: the 3rd inode fitted, a 4th does not, whatever
+	 * its kind. */
+	q_usage(f, d, 100, 3);
+	q_usage(f, e, 100, 1);
+	assert_int_equal(ns_create(&f->ns, ns_any(d), "y", 0644, 0, 0, true, NULL), -EDQUOT);
+	assert_int_equal(ns_mkdir(&f->ns, ns_any(e), "y", 0755, 0, 0, NULL), -EDQUOT);
+	assert_int_equal(ns_symlink(&f->ns, ns_any(e), "y", "x", 0, 0, NULL), -EDQUOT);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(e), "y", &in), -ENOENT);
+	/* The inner byte limit applies under the outer inode one. */
+	assert_int_equal(ns_create(&f->ns, ns_any(e), "x", 0644, 0, 0, false, &in), 0);
+	assert_int_equal(ns_set_size(&f->ns, ns_any(in.ino), 101, 0, NULL), -EDQUOT);
+	/* Raising the outer limit keeps the usage. */
+	assert_int_equal(ns_quota_set(&f->ns, ns_any(d), 0, 10, &q), 0);
+	assert_int_equal(q.inodes, 3);
+	sub = q_dir(f, e, "sub");
+	q_usage(f, d, 100, 4);
+	q_usage(f, e, 100, 2);
+	/* rmdir of a quota root drops its quota; its parent's usage falls. */
+	assert_int_equal(ns_rmdir(&f->ns, ns_any(e), "sub"), 0);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(e), "x"), 0);
+	assert_int_equal(ns_rmdir(&f->ns, ns_any(d), "e"), 0);
+	q_usage(f, d, 0, 1);
+	assert_int_equal(ns_quota_list(&f->ns, 0, &q, 1), 1);
+	assert_int_equal(q.ino, d);
+	(void)sub;
+}
+
+static void test_quota_set_counts_tree(void **state)
+{
+	struct fx *f = *state;
+	uint64_t d = q_dir(f, NS_ROOT_INO, "d"), e = q_dir(f, d, "e");
+	struct meta_quota q[4];
+	char name[32], path[64];
+
+	/* More entries than a page of the walk. */
+	for (int i = 0; i < 300; i++) {
+		snprintf(name, sizeof(name), "f%03d", i);
+		q_file(f, i % 2 ? e : d, name, (uint64_t)i);
+	}
+	assert_int_equal(ns_symlink(&f->ns, ns_any(e), "l", "f001", 0, 0, NULL), 0);
+	assert_int_equal(ns_quota_set(&f->ns, ns_any(d), 1u << 20, 1000, q), 0);
+	assert_int_equal(q[0].bytes, 299 * 300 / 2);
+	assert_int_equal(q[0].inodes, 302);
+	assert_int_equal(ns_quota_set(&f->ns, ns_any(e), 0, 151, q), 0);
+	assert_int_equal(q[0].inodes, 151);
+	assert_int_equal(ns_quota_list(&f->ns, 0, q, 4), 2);
+	assert_int_equal(q[0].ino, d);
+	assert_int_equal(q[1].ino, e);
+	assert_int_equal(ns_quota_list(&f->ns, d, q, 4), 1);
+	assert_int_equal(ns_path(&f->ns, ns_any(e), path, sizeof(path)), 4);
+	assert_string_equal(path, "/d/e");
+	assert_int_equal(ns_path(&f->ns, ns_any(NS_ROOT_INO), path, sizeof(path)), 1);
+	assert_string_equal(path, "/");
+	assert_int_equal(ns_path(&f->ns, ns_any(e), path, 4), -ENAMETOOLONG);
+}
+
+static void test_quota_rename(void **state)
+{
+	struct fx *f = *state;
+	uint64_t a = q_dir(f, NS_ROOT_INO, "a"), b = q_dir(f, NS_ROOT_INO, "b");
+	uint64_t a1 = q_dir(f, a, "a1"), t;
+	struct meta_quota q;
+
+	q_file(f, a1, "x", 300);
+	q_file(f, a, "y", 200);
+	q_file(f, NS_ROOT_INO, "big", 600);
+	assert_int_equal(ns_quota_set(&f->ns, ns_any(a), 1000, 0, NULL), 0);
+	assert_int_equal(ns_quota_set(&f->ns, ns_any(b), 500, 4, NULL), 0);
+	q_usage(f, a, 500, 3);
+	/* Into a full quota: refused, nothing moves. */
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "big", ns_any(b), "big", 0),
+			 -EDQUOT);
+	q_usage(f, b, 0, 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "big", NULL), 0);
+	/* A directory moves its whole tree: a1 (1 + x) from a to b. */
+	assert_int_equal(ns_rename(&f->ns, ns_any(a), "a1", ns_any(b), "a1", 0), 0);
+	q_usage(f, a, 200, 1);
+	q_usage(f, b, 300, 2);
+	/* Within one root nothing changes, even when it is full. */
+	assert_int_equal(ns_quota_set(&f->ns, ns_any(b), 300, 2, NULL), 0);
+	t = q_dir(f, NS_ROOT_INO, "t");
+	(void)t;
+	assert_int_equal(ns_rename(&f->ns, ns_any(b), "a1", ns_any(b), "a2", 0), 0);
+	assert_int_equal(ns_rename(&f->ns, ns_any(a1), "x", ns_any(b), "x", 0), 0);
+	q_usage(f, b, 300, 2);
+	/* Replacing a file frees its usage first: one of the same size fits. */
+	q_file(f, NS_ROOT_INO, "x2", 300);
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "x2", ns_any(b), "x", 0), 0);
+	q_usage(f, b, 300, 2);
+	/* An exchange charges both ways: y (200) for x (300) fits a's 1000. */
+	assert_int_equal(ns_rename(&f->ns, ns_any(a), "y", ns_any(b), "x",
+				   NS_RENAME_EXCHANGE), 0);
+	q_usage(f, a, 300, 1);
+	q_usage(f, b, 200, 2);
+	/* Moving a quota root keeps its own quota and charges its tree. */
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "b", ns_any(a), "b", 0), 0);
+	q_usage(f, a, 500, 4);
+	q_usage(f, b, 200, 2);
+	assert_int_equal(ns_quota_get(&f->ns, ns_any(b), &q), 0);
+	assert_int_equal(q.max_bytes, 300);
 }
 
 int main(void)
@@ -1250,6 +1439,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_generations, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readdirplus, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_schema_v1_migration, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_quota_bytes_exact, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_quota_inodes_nested, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_quota_set_counts_tree, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_quota_rename, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

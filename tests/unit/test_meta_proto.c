@@ -637,7 +637,7 @@ static void test_readdir_full_page(void **state)
 static void test_table(void **state)
 {
 	(void)state;
-	assert_int_equal(meta_NOPS, 19);
+	assert_int_equal(meta_NOPS, 22);
 	for (uint32_t i = 0; i < meta_NOPS; i++) {
 		assert_int_equal(meta_ops[i].op, OP_META_LOOKUP + i);
 		assert_true(strncmp(meta_ops[i].name, "META_", 5) == 0);
@@ -656,6 +656,41 @@ static void test_table(void **state)
 	assert_string_equal(meta_ops[OP_META_READDIRPLUS - OP_META_LOOKUP].name,
 			    "META_READDIRPLUS");
 	assert_int_equal(mt_name_VIEWS, 1);
+	assert_int_equal(mt_quota_VIEWS, 0);
+	assert_int_equal(mt_quota_list_rep_VIEWS, 1);
+	assert_string_equal(meta_ops[OP_META_QUOTA_LIST - OP_META_LOOKUP].name,
+			    "META_QUOTA_LIST");
+}
+
+/* The largest QUOTA_LIST page (every path MD_PATH_MAX long) fits a frame. */
+static void test_quota_list_max(void **state)
+{
+	struct fix *f = *state;
+	struct mt_quota_ent *ents = calloc(MD_QUOTA_LIST_MAX, sizeof(*ents));
+	char *path = malloc(MD_PATH_MAX + 1);
+	struct mt_quota_list_rep rep = { 0 }, got;
+
+	assert_non_null(ents);
+	assert_non_null(path);
+	memset(path, 'p', MD_PATH_MAX);
+	path[0] = '/';
+	path[MD_PATH_MAX] = '\0';
+	for (uint32_t i = 0; i < MD_QUOTA_LIST_MAX; i++) {
+		ents[i].quota = (struct mt_quota){ i + 2, 1, 2, 3, 4 };
+		ents[i].path = pstr_c(path);
+	}
+	rep.ents = ents;
+	rep.ents_n = MD_QUOTA_LIST_MAX;
+	rep.eof = 1;
+	put(f, mt_quota_list_rep_enc_any, &rep);
+	assert_true(f->b.len < FRAME_MAX_BODY);
+	assert_int_equal(dec_body(f, mt_quota_list_rep_decode_any, &got), 0);
+	assert_int_equal(got.ents_n, MD_QUOTA_LIST_MAX);
+	assert_int_equal(got.ents[5].quota.max_inodes, 2);
+	assert_int_equal(got.ents[5].path.len, MD_PATH_MAX);
+	mt_quota_list_rep_release(&got);
+	free(ents);
+	free(path);
 }
 
 /* Every decoder of the table survives arbitrary bytes: no crash, 0 or
@@ -711,6 +746,7 @@ int main(void)
 		T(test_readdirplus_rep),
 		T(test_readdir_full_page),
 		T(test_table),
+		T(test_quota_list_max),
 		T(test_garbage),
 	};
 
