@@ -40,6 +40,8 @@ struct strata_file {
 	pthread_mutex_t lock;
 	uint64_t size;		/* known length: at open, grown by our writes */
 	bool dirty;		/* written since the last flush */
+	struct sp_cap cap;	/* the chunk capability meta gave (lock) */
+	bool cap_stale;		/* storage refused it: renew (lock) */
 };
 
 /* Picks an I/O thread's storage client (round robin). */
@@ -52,9 +54,20 @@ struct io_piece {
 };
 
 /* Splits [off, off+len) of f into pieces (at most max); fills kind,
- * chain_idx, ino, idx, offset, len and buf. Returns the count. */
-uint32_t cl_split(struct strata_file *f, enum sc_kind kind, uint8_t *buf, uint64_t len,
-		      uint64_t off, struct io_piece *pieces, uint32_t max);
+ * chain_idx, ino, idx, cap, offset, len and buf. Returns the count. */
+uint32_t cl_split(struct strata_file *f, enum sc_kind kind, const struct sp_cap *cap,
+		  uint8_t *buf, uint64_t len, uint64_t off, struct io_piece *pieces,
+		  uint32_t max);
+/* The chunk capability for an I/O of f starting now: the one meta gave,
+ * or a new one (another OPEN, with f's access mode) when it expires
+ * within CAP_REFRESH_S, or when force says storage refused it (-EACCES:
+ * expired, or f was opened without one). Blocks on that OPEN: call it
+ * from the caller's thread, never from a completion. 0 or the OPEN's
+ * error (-EACCES when the caller may no longer open f). */
+int cl_file_cap(struct strata_file *f, bool force, struct sp_cap *out);
+/* Marks f's cap refused by storage: the next cl_file_cap renews it. Any
+ * thread (a completion). */
+void cl_file_cap_stale(struct strata_file *f);
 /* Pieces an I/O of len bytes at off needs. */
 uint32_t cl_npieces(const struct strata_file *f, enum sc_kind kind, uint64_t len,
 			uint64_t off);
@@ -62,12 +75,13 @@ uint32_t cl_npieces(const struct strata_file *f, enum sc_kind kind, uint64_t len
 void cl_note_write(struct strata_file *f, uint64_t end);
 
 /* Cuts the chunk that straddles a new size of file ino, as a truncating
- * reply (tr) asks; nothing when tr has no partial chunk. */
-int cl_cut(struct strata *s, uint64_t ino, const struct mt_trunc *tr);
+ * reply (tr, with its cap) asks; nothing when tr has no partial chunk. */
+int cl_cut(struct strata *s, uint64_t ino, const struct mt_trunc *tr, const struct sp_cap *cap);
 /* Makes the handle of an open of file in (flags: STRATA_O_*), after
- * cutting what tr asks. Returns 0 and *out, or an error. */
+ * cutting what tr asks; cap: the reply's chunk capability (zeros: none,
+ * the first I/O asks for one). Returns 0 and *out, or an error. */
 int cl_file_new(struct strata *s, const struct mt_inode *in, int flags,
-		    const struct mt_trunc *tr, struct strata_file **out);
+		const struct mt_trunc *tr, const struct sp_cap *cap, struct strata_file **out);
 
 /*
  * The namespace by handle (namespace.c), which the public *at calls and

@@ -115,7 +115,7 @@ int at_setattr(struct strata *s, struct mt_handle h, unsigned mask, const struct
 	/* The service removed the whole chunks past a new size; the one
 	 * that straddles it is ours to cut. */
 	if (!rc)
-		rc = cl_cut(s, h.ino, &rep.trunc);
+		rc = cl_cut(s, h.ino, &rep.trunc, &rep.cap);
 	if (!rc && out)
 		*out = rep.inode;
 	return rc;
@@ -196,7 +196,7 @@ static int open_handle(struct strata *s, struct mt_handle h, int flags, struct s
 
 	if (!rc && S_ISDIR(rep.inode.mode))
 		rc = -EISDIR;	/* files only, as strata_open */
-	return rc ? rc : cl_file_new(s, &rep.inode, flags, &rep.trunc, out);
+	return rc ? rc : cl_file_new(s, &rep.inode, flags, &rep.trunc, &rep.cap, out);
 }
 
 /* Opens name in dir, creating it with STRATA_O_CREAT. The name is not
@@ -218,7 +218,7 @@ static int open_name(struct strata *s, struct mt_handle dir, const char *name, i
 	if (flags & STRATA_O_CREAT) {
 		rc = MC_CALL(&s->mc, md_create, &rq, &rep);
 		if (!rc)
-			return cl_file_new(s, &rep.inode, flags, &rep.trunc, out);
+			return cl_file_new(s, &rep.inode, flags, &rep.trunc, &rep.cap, out);
 		if (rc != -EEXIST || (flags & STRATA_O_EXCL))
 			return rc;
 	}

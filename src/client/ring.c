@@ -169,6 +169,8 @@ static void piece_done(struct sc_io *sio)
 	struct ring_io *io = p->owner;
 	bool last;
 
+	if (sio->status == -EACCES)
+		cl_file_cap_stale(io->f);
 	pthread_mutex_lock(&io->r->lock);
 	if (sio->status && !io->err)
 		io->err = sio->status;
@@ -181,7 +183,9 @@ static void piece_done(struct sc_io *sio)
 static void start(struct ring_io *io)
 {
 	struct strata_file *f = io->f;
+	struct sp_cap cap;
 	uint32_t n;
+	int rc;
 
 	if (!io->write) {
 		/* Reads stop at the end of the file known to this client. */
@@ -210,7 +214,17 @@ static void start(struct ring_io *io)
 		io->pieces = p;
 		io->cap = n;
 	}
-	n = cl_split(f, io->write ? SC_WRITE : SC_READ, io->buf, io->len, io->off, io->pieces, n);
+	/* A cap about to expire is renewed here, on the submitting thread;
+	 * one storage refuses anyway fails the I/O with -EACCES (a
+	 * completion cannot wait for meta) and the next submission of the
+	 * file asks for a new one. */
+	rc = cl_file_cap(f, false, &cap);
+	if (rc) {
+		finish(io, rc);
+		return;
+	}
+	n = cl_split(f, io->write ? SC_WRITE : SC_READ, &cap, io->buf, io->len, io->off,
+		     io->pieces, n);
 	io->left = n;
 	for (uint32_t i = 0; i < n; i++) {
 		io->pieces[i].owner = io;

@@ -446,6 +446,7 @@ static void io_start(struct sc_io *io)
 	ref.target_id = t->id;
 	ref.ino = io->ino;
 	ref.idx = io->idx;
+	ref.cap = io->cap;
 	io->tried = ref;
 	if (io->kind == SC_READ) {
 		rd.ref = ref;

@@ -70,6 +70,8 @@ struct sc_io {
 	enum sc_kind kind;
 	uint32_t chain_idx;	/* index into the chain table: layout_chain_index() */
 	uint64_t ino, idx;	/* the chunk */
+	struct sp_cap cap;	/* what lets a client token touch it (meta's,
+				 * at open); zeros from a daemon */
 	uint32_t offset, len;	/* range in the chunk; TRUNCATE: len = new length */
 	void *buf;		/* READ: len bytes filled, zeros past the data;
 				 * WRITE: len bytes, borrowed until cb */

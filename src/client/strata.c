@@ -291,8 +291,9 @@ uint32_t cl_npieces(const struct strata_file *f, enum sc_kind kind, uint64_t len
 	return (uint32_t)((off + len - 1) / ps - off / ps + 1);
 }
 
-uint32_t cl_split(struct strata_file *f, enum sc_kind kind, uint8_t *buf, uint64_t len,
-		      uint64_t off, struct io_piece *pieces, uint32_t max)
+uint32_t cl_split(struct strata_file *f, enum sc_kind kind, const struct sp_cap *cap,
+		  uint8_t *buf, uint64_t len, uint64_t off, struct io_piece *pieces,
+		  uint32_t max)
 {
 	uint64_t cs = f->layout.chunk_size, ps = piece_size(f, kind, len);
 	uint32_t n = 0;
@@ -308,6 +309,7 @@ uint32_t cl_split(struct strata_file *f, enum sc_kind kind, uint8_t *buf, uint64
 		io->kind = kind;
 		io->ino = f->ino;
 		io->idx = idx;
+		io->cap = *cap;
 		io->chain_idx = layout_chain_index(&f->layout, idx);
 		io->offset = in;
 		io->len = take;
@@ -349,9 +351,49 @@ static void piece_done(struct sc_io *io)
 	pthread_mutex_unlock(&g->lock);
 }
 
-/* Runs an I/O over chunks in parallel and waits. */
-static int run_pieces(struct strata_file *f, enum sc_kind kind, uint8_t *buf, uint64_t len,
-		      uint64_t off)
+void cl_file_cap_stale(struct strata_file *f)
+{
+	pthread_mutex_lock(&f->lock);
+	f->cap_stale = true;
+	pthread_mutex_unlock(&f->lock);
+}
+
+int cl_file_cap(struct strata_file *f, bool force, struct sp_cap *out)
+{
+	int64_t now = now_ns() / 1000000000;
+	int acc = f->flags & 3;
+	struct mt_open rq = {
+		.h = file_handle(f),
+		.flags = acc == STRATA_O_WRONLY ? MD_O_WRONLY :
+			 acc == STRATA_O_RDWR ? MD_O_RDWR : MD_O_RDONLY,
+	};
+	struct mt_attr_rep rep;
+	bool renew;
+	int rc;
+
+	pthread_mutex_lock(&f->lock);
+	/* A cluster without a key gives no caps (expiry 0): nothing to
+	 * renew unless storage refused one. */
+	renew = force || f->cap_stale || (f->cap.expiry && f->cap.expiry - now < CAP_REFRESH_S);
+	*out = f->cap;
+	pthread_mutex_unlock(&f->lock);
+	if (!renew)
+		return 0;
+	/* Two threads may both renew: either cap serves. */
+	rc = MC_CALL(&f->s->mc, md_open, &rq, &rep);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&f->lock);
+	f->cap = rep.cap;
+	f->cap_stale = false;
+	*out = f->cap;
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
+
+/* Runs an I/O over chunks in parallel and waits, once. */
+static int run_pieces_once(struct strata_file *f, enum sc_kind kind, const struct sp_cap *cap,
+			   uint8_t *buf, uint64_t len, uint64_t off)
 {
 	struct io_piece local[8], *pieces = local;
 	uint32_t n = cl_npieces(f, kind, len, off);
@@ -364,7 +406,7 @@ static int run_pieces(struct strata_file *f, enum sc_kind kind, uint8_t *buf, ui
 		if (!pieces)
 			return -ENOMEM;
 	}
-	n = cl_split(f, kind, buf, len, off, pieces, n);
+	n = cl_split(f, kind, cap, buf, len, off, pieces, n);
 	g.left = n;
 	for (uint32_t i = 0; i < n; i++) {
 		pieces[i].owner = &g;
@@ -380,7 +422,23 @@ static int run_pieces(struct strata_file *f, enum sc_kind kind, uint8_t *buf, ui
 	return g.err;
 }
 
-int cl_cut(struct strata *s, uint64_t ino, const struct mt_trunc *tr)
+/* Runs an I/O with f's chunk capability; one storage refuses (expired
+ * meanwhile, or none given at open) is renewed once and the I/O run
+ * again: every piece is idempotent (a write writes the same bytes). */
+static int run_pieces(struct strata_file *f, enum sc_kind kind, uint8_t *buf, uint64_t len,
+		      uint64_t off)
+{
+	struct sp_cap cap;
+	int rc = cl_file_cap(f, false, &cap);
+
+	if (!rc)
+		rc = run_pieces_once(f, kind, &cap, buf, len, off);
+	if (rc == -EACCES && !(rc = cl_file_cap(f, true, &cap)))
+		rc = run_pieces_once(f, kind, &cap, buf, len, off);
+	return rc;
+}
+
+int cl_cut(struct strata *s, uint64_t ino, const struct mt_trunc *tr, const struct sp_cap *cap)
 {
 	struct file_layout l;
 	struct sc_io io = { 0 };
@@ -392,6 +450,7 @@ int cl_cut(struct strata *s, uint64_t ino, const struct mt_trunc *tr)
 	io.kind = SC_TRUNCATE;
 	io.ino = ino;
 	io.idx = tr->chunk;
+	io.cap = *cap;
 	io.chain_idx = layout_chain_index(&l, tr->chunk);
 	io.len = tr->len;
 	rc = sc_sync(cl_pick_sc(s), &io);
@@ -401,10 +460,10 @@ int cl_cut(struct strata *s, uint64_t ino, const struct mt_trunc *tr)
 /* ---- files ---- */
 
 int cl_file_new(struct strata *s, const struct mt_inode *in, int flags,
-		    const struct mt_trunc *tr, struct strata_file **out)
+		const struct mt_trunc *tr, const struct sp_cap *cap, struct strata_file **out)
 {
 	struct strata_file *f;
-	int rc = cl_cut(s, in->ino, tr);
+	int rc = cl_cut(s, in->ino, tr, cap);
 
 	if (rc)
 		return rc;
@@ -417,6 +476,7 @@ int cl_file_new(struct strata *s, const struct mt_inode *in, int flags,
 	mt_layout_get(&in->layout, &f->layout);
 	f->flags = flags;
 	f->size = in->size;
+	f->cap = *cap;
 	pthread_mutex_init(&f->lock, NULL);
 	*out = f;
 	return 0;
@@ -481,7 +541,7 @@ int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 			return rc;
 		in = rep.inode;
 	}
-	return cl_file_new(s, &in, flags, &rep.trunc, out);
+	return cl_file_new(s, &in, flags, &rep.trunc, &rep.cap, out);
 }
 
 int strata_fsync(struct strata_file *f)
@@ -579,7 +639,7 @@ static int do_truncate(struct strata *s, struct mt_handle h, uint64_t size)
 	struct mt_attr_rep rep;
 	int rc = MC_CALL(&s->mc, md_truncate, &rq, &rep);
 
-	return rc ? rc : cl_cut(s, h.ino, &rep.trunc);
+	return rc ? rc : cl_cut(s, h.ino, &rep.trunc, &rep.cap);
 }
 
 int strata_ftruncate(struct strata_file *f, uint64_t size)

@@ -30,6 +30,8 @@
 #include <sys/stat.h>
 
 #include "client/storage_client.h"
+#include "common/cap.h"
+#include "common/clock.h"
 #include "common/layout.h"
 #include "common/log.h"
 #include "meta/access.h"
@@ -124,6 +126,7 @@ struct meta {
 	struct sc_io probe;		/* nudges the storage client to a map */
 	bool probing;
 	struct announcer *ann;		/* lists this service in the cluster map */
+	const struct cluster_key *key;	/* signs chunk caps; NULL: none given */
 
 	struct gc_io ios[GC_INFLIGHT];
 	struct gc_io *free_ios;
@@ -603,11 +606,14 @@ static void reply_inode(struct meta *m, struct svc_req *req, inode_reply_fn repl
 /*
  * Answers an operation that may have truncated (CREATE, OPEN, SETATTR,
  * TRUNCATE): at once, or with drain once the file's queued chunk removals
- * are done. tr's layout defaults to the file's.
+ * are done. tr's layout defaults to the file's. rights (CAP_*, 0: none):
+ * the chunk capability of the file the reply carries (proto/meta.h), the
+ * rights the caller was just found to have; without a cluster key no cap
+ * is made (storage then checks none).
  */
 static void reply_attr(struct meta *m, struct svc_req *req, attr_reply_fn reply, int rc,
 		       bool created, const struct meta_inode *in, const struct ns_trunc *tr,
-		       bool drain)
+		       bool drain, uint8_t rights)
 {
 	struct mt_attr_rep rep;
 
@@ -618,6 +624,12 @@ static void reply_attr(struct meta *m, struct svc_req *req, attr_reply_fn reply,
 	memset(&rep, 0, sizeof(rep));
 	rep.created = created;
 	inode_to_wire(in, &rep.inode);
+	if (rights && m->key && S_ISREG(in->mode)) {
+		struct chunk_cap cap;
+
+		cap_make(m->key, in->ino, rights, now_ns() / 1000000000 + CAP_LIFETIME_S, &cap);
+		sp_cap_set(&rep.cap, &cap);
+	}
 	rep.trunc.partial = tr->partial;
 	rep.trunc.chunk = tr->chunk;
 	rep.trunc.len = tr->len;
@@ -688,6 +700,7 @@ static void op_create(void *svc, struct svc_req *req)
 
 	struct meta_inode dir, old;
 	struct acc_ctx ac;
+	uint8_t rights;
 
 	if (counted(m, md_create_req(req, &rq)))
 		return;
@@ -723,7 +736,16 @@ static void op_create(void *svc, struct svc_req *req)
 	 * the call with -ENOENT, as if the create had come later. */
 	if (!created && (rq.flags & MD_CREATE_TRUNC))
 		rc = ns_open(&m->ns, ns_any(in.ino), O_WRONLY | O_TRUNC, &in, &tr);
-	reply_attr(m, req, md_create_reply, rc, created, &in, &tr, !created);
+	/* CREATE opens for writing (checked above); reading too when the
+	 * caller may read the file, as an OPEN would have found. */
+	rights = CAP_WRITE;
+	if (!rc && m->key) {
+		acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+		if (!acc_need(&ac, &in, ACC_READ, ACC_R))
+			rights |= CAP_READ;
+		acc_ctx_release(&ac);
+	}
+	reply_attr(m, req, md_create_reply, rc, created, &in, &tr, !created, rights);
 }
 
 static void op_open(void *svc, struct svc_req *req)
@@ -751,7 +773,8 @@ static void op_open(void *svc, struct svc_req *req)
 	if (!rc)
 		rc = ns_open(&m->ns, ref_of(&rq.h), md_open_flags_from_wire(rq.flags), &in, &tr);
 	reply_attr(m, req, md_open_reply, rc, false, &in, &tr,
-		   !rc && (rq.flags & MD_O_ACCMODE) != MD_O_RDONLY && S_ISREG(in.mode));
+		   !rc && (rq.flags & MD_O_ACCMODE) != MD_O_RDONLY && S_ISREG(in.mode),
+		   ((want & ACC_R) ? CAP_READ : 0) | ((want & ACC_W) ? CAP_WRITE : 0));
 }
 
 static void op_mkdir(void *svc, struct svc_req *req)
@@ -939,8 +962,9 @@ static void op_setattr(void *svc, struct svc_req *req)
 	acc_ctx_release(&ac);
 	if (!rc)
 		rc = ns_setattr(&m->ns, ref_of(&rq.h), rq.mask, &at, &in, &tr);
+	/* A new size may leave the client a chunk to cut: w was checked. */
 	reply_attr(m, req, md_setattr_reply, rc, false, &in, &tr,
-		   !rc && (rq.mask & MD_ATTR_SIZE));
+		   !rc && (rq.mask & MD_ATTR_SIZE), (rq.mask & MD_ATTR_SIZE) ? CAP_WRITE : 0);
 }
 
 static void op_set_size(void *svc, struct svc_req *req)
@@ -990,7 +1014,7 @@ static void op_truncate(void *svc, struct svc_req *req)
 	/* setattr(SIZE) is ns_truncate that also returns the inode. */
 	if (!rc)
 		rc = ns_setattr(&m->ns, ref_of(&rq.h), NS_ATTR_SIZE, &at, &in, &tr);
-	reply_attr(m, req, md_truncate_reply, rc, false, &in, &tr, !rc);
+	reply_attr(m, req, md_truncate_reply, rc, false, &in, &tr, !rc, CAP_WRITE);
 }
 
 /* A READDIR(PLUS) page being collected: entries (ents or pents) whose
@@ -1417,6 +1441,7 @@ static int meta_start(const struct service_env *env, void **out)
 	if (!m)
 		return -ENOMEM;
 	m->cfg = env->cfg;
+	m->key = env->key;
 	m->r = env->reactors[0];
 	m->gc_interval_ms = (uint64_t)m->cfg->gc_interval_ms;
 	pthread_mutex_init(&m->qlock, NULL);

@@ -88,6 +88,8 @@ struct conn {
 	bool has_handler;
 	void *user;
 	uint32_t default_timeout_ms;
+	uint32_t once;			/* conn_once's bits (atomic: handlers of
+					 * its requests run on other reactors) */
 
 	/* read side */
 	uint8_t *rbuf;
@@ -173,6 +175,11 @@ const char *conn_peer(const struct conn *c) { return c->peer; }
 struct reactor *conn_reactor(const struct conn *c) { return c->r; }
 void conn_set_user(struct conn *c, void *user) { c->user = user; }
 void *conn_user(const struct conn *c) { return c->user; }
+
+bool conn_once(struct conn *c, uint32_t bit)
+{
+	return !(__atomic_fetch_or(&c->once, bit, __ATOMIC_RELAXED) & bit);
+}
 
 /* ---- request bookkeeping ---- */
 

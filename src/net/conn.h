@@ -106,6 +106,9 @@ const char *conn_peer(const struct conn *c);
 struct reactor *conn_reactor(const struct conn *c);
 void conn_set_user(struct conn *c, void *user);
 void *conn_user(const struct conn *c);
+/* Whether bit is set on c for the first time (then sets it): something
+ * done once per connection, such as a warning. Any thread. */
+bool conn_once(struct conn *c, uint32_t bit);
 
 /* Sends a request. Returns 0 (cb will run) or a negative error (it won't). */
 int conn_call(struct conn *c, const struct rpc_call_args *a);

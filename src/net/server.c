@@ -279,3 +279,13 @@ const struct net_ident *svc_req_ident(const struct svc_req *req)
 {
 	return conn_ident(req->conn);
 }
+
+const char *svc_req_peer(const struct svc_req *req)
+{
+	return conn_peer(req->conn);
+}
+
+bool svc_req_once(const struct svc_req *req, uint32_t bit)
+{
+	return conn_once(req->conn, bit);
+}

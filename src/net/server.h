@@ -67,6 +67,13 @@ void rpc_server_route(struct rpc_server *s, uint16_t op, struct reactor *owner,
 void rpc_server_set_auth(struct rpc_server *s, const struct net_auth *auth);
 /* Who sent req (valid until its reply). */
 const struct net_ident *svc_req_ident(const struct svc_req *req);
+/* The address of req's peer, for logs (valid until its reply). */
+const char *svc_req_peer(const struct svc_req *req);
+/* Whether bit (SVC_ONCE_*) is set on req's connection for the first time:
+ * what a service does once per connection (a warning, not one per
+ * request). Any thread. */
+#define SVC_ONCE_CAP 1u		/* storage: a chunk capability was refused */
+bool svc_req_once(const struct svc_req *req, uint32_t bit);
 
 /* Moves req to owner's thread and runs fn(svc, req) there; its reply then
  * leaves from that thread. Call on the thread req is on (its handler). */

@@ -67,6 +67,7 @@
 #include "common/layout.h"
 #include "net/proto.h"
 #include "proto/proto.h"
+#include "proto/storage.h"
 
 #define MD_ROOT_INO 1		/* the root directory's handle */
 #define MD_ROOT_GEN 1
@@ -261,11 +262,16 @@ PROTO_MSG(mt_quota_list, MT_QUOTA_LIST_FIELDS)
 
 /* ---- replies ---- */
 
-/* CREATE, OPEN, SETATTR, TRUNCATE. */
+/* CREATE, OPEN, SETATTR, TRUNCATE. cap: the chunk capability of the file
+ * (proto/storage.h), zeros when meta has no cluster key or nothing was
+ * opened (a SETATTR without a size): OPEN grants the access mode's
+ * rights, CREATE write (and read when the caller may read the file), a
+ * truncation write, so the client can cut the partial chunk. */
 #define MT_ATTR_REP_FIELDS(X) \
 	X(U8R, created, 1) \
 	X(OBJ, inode, mt_inode) \
-	X(OBJ, trunc, mt_trunc)
+	X(OBJ, trunc, mt_trunc) \
+	X(OBJ, cap, sp_cap)
 PROTO_MSG(mt_attr_rep, MT_ATTR_REP_FIELDS)
 
 /* READLINK. */

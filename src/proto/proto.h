@@ -27,6 +27,8 @@
  *     STR (name, max)             u32 length, bytes, no NUL inside: a view
  *                                 (struct pstr) into the body, never copied
  *     BYTES (name, max)           u32 length, bytes: a view (struct pbytes)
+ *     RAW (name, len)             exactly len bytes, no length: uint8_t
+ *                                 name[len], copied (a MAC)
  *     OBJ (name, type)            a nested message
  *     ARR (name, type, max)       u32 count, then count nested messages:
  *                                 struct type *name plus uint32_t name_n;
@@ -139,6 +141,7 @@ int proto_dec_finish(struct rbuf *r);
 #define PK_FLAGS_VIEWS(n, known) 0
 #define PK_STR_VIEWS(n, max) 1
 #define PK_BYTES_VIEWS(n, max) 1
+#define PK_RAW_VIEWS(n, len) 0
 #define PK_OBJ_VIEWS(n, type) type##_VIEWS
 #define PK_ARR_VIEWS(n, type, max) type##_VIEWS
 
@@ -205,6 +208,11 @@ int proto_dec_finish(struct rbuf *r);
 #define PK_BYTES_ENC(n, max) proto_enc_bytes(w, m->n, (max));
 #define PK_BYTES_DEC(n, max) proto_dec_bytes(r, &m->n, (max));
 #define PK_BYTES_REL(n, max)
+#define PK_RAW_DECL(n, len) uint8_t n[len];
+#define PK_RAW_MIN(n, len) (len)
+#define PK_RAW_ENC(n, len) wb_raw(w, m->n, (len));
+#define PK_RAW_DEC(n, len) rb_raw(r, m->n, (len));
+#define PK_RAW_REL(n, len)
 
 #define PK_OBJ_DECL(n, type) struct type n;
 #define PK_OBJ_MIN(n, type) type##_MIN

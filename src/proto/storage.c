@@ -2,6 +2,7 @@
  * rules that span fields. */
 #include "proto/storage.h"
 
+PROTO_MSG_DEFINE(sp_cap, SP_CAP_FIELDS)
 PROTO_MSG_DEFINE(sp_ref, SP_REF_FIELDS)
 PROTO_MSG_DEFINE_CHECKED(sp_update, SP_UPDATE_FIELDS)
 PROTO_MSG_DEFINE(sp_update_rep, SP_UPDATE_REP_FIELDS)
@@ -25,13 +26,16 @@ int sp_update_check(const struct sp_update *m)
 	return (uint64_t)m->offset + m->len > FRAME_MAX_BULK ? STRATA_EBADMSG : 0;
 }
 
-/* The slots of a batch fit in one bulk. */
+/* The slots of a batch fit in one bulk; with caps, every item names one. */
 int sp_batch_check(const struct sp_batch *m)
 {
 	uint64_t total = 0;
 
-	for (uint32_t i = 0; i < m->items_n; i++)
+	for (uint32_t i = 0; i < m->items_n; i++) {
 		total += m->items[i].len;
+		if (m->caps_n && m->items[i].cap >= m->caps_n)
+			return STRATA_EBADMSG;
+	}
 	return total > FRAME_MAX_BULK ? STRATA_EBADMSG : 0;
 }
 

@@ -22,6 +22,7 @@
 #ifndef STRATA_PROTO_STORAGE_H
 #define STRATA_PROTO_STORAGE_H
 
+#include "common/cap.h"
 #include "net/frame.h"
 #include "proto/proto.h"
 
@@ -45,12 +46,44 @@
  * the newest of the members' copies is the one to keep. */
 #define SP_READ_SURVEY 2u
 
+/*
+ * A chunk capability (common/cap.h): what meta gave a client at OPEN or
+ * CREATE, sent back with every request for a chunk of that file. Storage
+ * checks it for client tokens only (-EACCES: a bad mac, expired, another
+ * ino, rights that do not cover the operation); daemons send zeros.
+ * rights: CAP_READ (READ, VERIFY, BATCH_READ, STAT), CAP_WRITE (WRITE,
+ * TRUNCATE, REMOVE).
+ */
+#define SP_CAP_FIELDS(X) \
+	X(U64, ino) \
+	X(U8R, rights, CAP_RIGHTS) \
+	X(I64, expiry) \
+	X(RAW, mac, CAP_MAC_LEN)
+PROTO_MSG(sp_cap, SP_CAP_FIELDS)
+
+static inline void sp_cap_get(const struct sp_cap *w, struct chunk_cap *c)
+{
+	c->ino = w->ino;
+	c->rights = w->rights;
+	c->expiry = w->expiry;
+	memcpy(c->mac, w->mac, CAP_MAC_LEN);
+}
+
+static inline void sp_cap_set(struct sp_cap *w, const struct chunk_cap *c)
+{
+	w->ino = c->ino;
+	w->rights = c->rights;
+	w->expiry = c->expiry;
+	memcpy(w->mac, c->mac, CAP_MAC_LEN);
+}
+
 #define SP_REF_FIELDS(X) \
 	X(U32, chain_id) \
 	X(U64, chain_ver) \
 	X(U32, target_id) \
 	X(U64, ino) \
-	X(U64, idx)
+	X(U64, idx) \
+	X(OBJ, cap, sp_cap)
 PROTO_MSG(sp_ref, SP_REF_FIELDS)
 
 #define SP_UPDATE_FIELDS(X) \
@@ -84,18 +117,24 @@ PROTO_MSG(sp_read, SP_READ_FIELDS)
 	X(U32, length)
 PROTO_MSG(sp_read_rep, SP_READ_REP_FIELDS)
 
+/* cap: the index in the batch's caps of the one covering the item's
+ * ino (items of one file share it). */
 #define SP_BATCH_ITEM_FIELDS(X) \
 	X(U32, chain_id) \
 	X(U64, chain_ver) \
 	X(U64, ino) \
 	X(U64, idx) \
 	X(U32, offset) \
-	X(U32, len)
+	X(U32, len) \
+	X(U32, cap)
 PROTO_MSG(sp_batch_item, SP_BATCH_ITEM_FIELDS)
 
+/* caps: none from a daemon; from a client, every item's cap index lies
+ * within it. */
 #define SP_BATCH_FIELDS(X) \
 	X(U32, target_id) \
-	X(ARR, items, sp_batch_item, SP_BATCH_MAX)
+	X(ARR, items, sp_batch_item, SP_BATCH_MAX) \
+	X(ARR, caps, sp_cap, SP_BATCH_MAX)
 PROTO_MSG_CHECKED(sp_batch, SP_BATCH_FIELDS)
 
 #define SP_READ_RESULT_FIELDS(X) \

@@ -14,6 +14,9 @@
  * (SP_READ_REPAIR) or a survey (SP_READ_SURVEY) of a member of the chain
  * reads past those rules: an uncommitted copy is still a state the chain
  * went through (proto/storage.h).
+ *
+ * A client token's request carries the chunk capability meta gave it for
+ * the file (cap_allow): CAP_READ covers every read, stat and verify here.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -174,6 +177,8 @@ void op_read(void *svc, struct svc_req *req)
 	t = find_target(st, rd.ref.target_id);
 	rc = t ? 0 : STRATA_ESTALE_MAP;
 	if (!rc)
+		rc = cap_allow(t, req, &rd.ref.cap, rd.ref.ino, CAP_READ);
+	if (!rc)
 		rc = read_check(st, t, &rd.ref, verify, rd.flags);
 	if (rc) {
 		svc_reply(req, rc);
@@ -296,11 +301,17 @@ void op_batch_read(void *svc, struct svc_req *req)
 	b->left = b->rq.items_n + 1;
 	for (uint32_t i = 0; i < b->rq.items_n; i++) {
 		const struct sp_batch_item *it = &b->rq.items[i];
-		struct sp_ref ref = { it->chain_id, it->chain_ver, b->rq.target_id, it->ino, it->idx };
+		struct sp_ref ref = { .chain_id = it->chain_id, .chain_ver = it->chain_ver,
+				       .target_id = b->rq.target_id, .ino = it->ino, .idx = it->idx };
 		struct chunk_id id = { it->ino, it->idx };
 		struct batch_slot *s = malloc(sizeof(*s));
 
-		rc = s ? read_check(st, b->t, &ref, false, 0) : -ENOMEM;
+		/* Items of one file share a cap: the target's cache verifies
+		 * it once for the batch. */
+		rc = s ? cap_allow(b->t, req, b->rq.caps_n ? &b->rq.caps[it->cap] : NULL, it->ino,
+				   CAP_READ) : -ENOMEM;
+		if (!rc)
+			rc = read_check(st, b->t, &ref, false, 0);
 		if (!rc) {
 			s->b = b;
 			s->i = i;
@@ -333,6 +344,11 @@ void op_stat(void *svc, struct svc_req *req)
 	t = find_target(st, ref.target_id);
 	if (!t) {
 		svc_reply(req, STRATA_ESTALE_MAP);
+		return;
+	}
+	rc = cap_allow(t, req, &ref.cap, ref.ino, CAP_READ);
+	if (rc) {
+		svc_reply(req, rc);
 		return;
 	}
 	{

@@ -24,6 +24,10 @@
  *    chunk dirty: it serves no client read of it until an update of it
  *    goes through the whole chain again, or a survey finds that every
  *    member holds it.
+ *
+ * A client token's update carries the file's chunk capability with
+ * CAP_WRITE (cap_allow), and is never a forwarded one: only daemons
+ * forward, and they are not asked for a cap.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -472,6 +476,12 @@ void op_update(void *svc, struct svc_req *req)
 	t = rc ? NULL : find_target(st, u.ref.target_id);
 	if (!rc && !t)
 		rc = STRATA_ESTALE_MAP;
+	/* Only daemons forward (a client's forwarded update would skip the
+	 * head's ordering); a client needs a write cap for the file. */
+	if (!rc && u.forwarded && svc_req_ident(req)->role == NET_ROLE_CLIENT)
+		rc = cap_allow(t, req, NULL, u.ref.ino, CAP_WRITE);
+	if (!rc)
+		rc = cap_allow(t, req, &u.ref.cap, u.ref.ino, CAP_WRITE);
 	op = rc ? NULL : calloc(1, sizeof(*op));
 	if (!rc && !op)
 		rc = -ENOMEM;

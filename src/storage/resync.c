@@ -1211,7 +1211,8 @@ void op_chunk_list(void *svc, struct svc_req *req)
 
 	if (st_list_req(req, &rq))
 		return;
-	ref = (struct sp_ref){ rq.chain_id, rq.chain_ver, rq.target_id, 0, 0 };
+	ref = (struct sp_ref){ .chain_id = rq.chain_id, .chain_ver = rq.chain_ver,
+			       .target_id = rq.target_id };
 	x.chain = rq.chain_id;
 	after = (struct chunk_id){ rq.after_ino, rq.after_idx };
 	t = find_target(st, ref.target_id);

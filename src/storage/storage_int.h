@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "chunk_store.h"
+#include "common/cap.h"
 #include "common/cluster_map.h"
 #include "proto/server.h"
 #include "proto/storage.h"
@@ -93,6 +94,9 @@ struct target {
 	uint8_t *scrub_buf;
 	bool scrub_busy;
 	uint64_t scrub_rate_mb, scrub_credit;
+	/* The chunk capabilities verified last (cap_allow): a file read or
+	 * written chunk by chunk costs one HMAC per cap, not per request. */
+	struct cap_cache caps;
 };
 
 /* [storage] keys. */
@@ -134,6 +138,13 @@ struct storage {
  * are fixed from start to stop. Every request handler looks its target up
  * here, and so does the hand-over to the target's reactor. */
 struct target *find_target(struct storage *st, uint32_t id);
+/* t's thread: whether req's caller may do need (CAP_READ, CAP_WRITE) to
+ * the chunks of ino with cap (proto/storage.h, sp_cap; NULL: none).
+ * Daemons and the peers of a node without a key pass; a client token
+ * needs a cap meta signed for ino with those rights, not expired. 0 or
+ * -EACCES, warned about once per connection (the peer and the token). */
+int cap_allow(struct target *t, struct svc_req *req, const struct sp_cap *cap, uint64_t ino,
+	      uint8_t need);
 /* t's thread: the state of chunk id, created (empty) when create is set;
  * NULL when there is none, or no memory. chain_update.c, chain_read.c and
  * resync.c call it; the target frees every cstate at its detach. */

@@ -108,6 +108,28 @@ struct target *find_target(struct storage *st, uint32_t id)
 	return NULL;
 }
 
+int cap_allow(struct target *t, struct svc_req *req, const struct sp_cap *cap, uint64_t ino,
+	      uint8_t need)
+{
+	const struct net_ident *id = svc_req_ident(req);
+	struct chunk_cap c;
+	int rc;
+
+	if (id->role != NET_ROLE_CLIENT)
+		return 0;
+	rc = -EACCES;
+	if (cap && t->st->env.key) {
+		sp_cap_get(cap, &c);
+		rc = cap_cache_check(&t->caps, t->st->env.key, &c, ino, need,
+				     now_ns() / 1000000000);
+	}
+	if (rc && svc_req_once(req, SVC_ONCE_CAP))
+		log_warn("storage", "refused op %u of ino %llu from '%s' token %s: no valid "
+			 "chunk capability (further refusals on this connection are not logged)",
+			 req->hdr.opcode, (unsigned long long)ino, svc_req_peer(req), id->claims.id);
+	return rc;
+}
+
 /* ---- start and stop ---- */
 
 static void on_cs_event(void *arg, uint32_t events)

@@ -508,15 +508,20 @@ class ClusterNode(LogFile):
 
 # Clusters from 'strata local up' that are up, oldest first: the newest
 # one's admin token is in $STRATA_TOKEN_FILE for every client a test
-# starts; with none up the variable is unset.
+# starts, and its cluster key in $STRATA_TEST_KEY_FILE for the C drivers
+# that write chunks of no file (chunk_torture, fault_driver: storage
+# serves those to daemons only, a token needs a file's chunk capability);
+# with none up the variables are unset.
 _TOKEN_CLUSTERS = []
 
 
 def _name_token():
     if _TOKEN_CLUSTERS:
         os.environ["STRATA_TOKEN_FILE"] = str(_TOKEN_CLUSTERS[-1].token_file)
+        os.environ["STRATA_TEST_KEY_FILE"] = str(_TOKEN_CLUSTERS[-1].dir / "cluster.key")
     else:
         os.environ.pop("STRATA_TOKEN_FILE", None)
+        os.environ.pop("STRATA_TEST_KEY_FILE", None)
 
 
 class Cluster:

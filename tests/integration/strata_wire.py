@@ -289,3 +289,60 @@ class Client:
                 raise
             if not b:
                 return True
+
+
+# ---- storage chunk requests (src/proto/storage.h) ----
+
+OP_CHUNK_WRITE, OP_CHUNK_READ, OP_CHUNK_BATCH_READ, OP_CHUNK_REMOVE = 32, 33, 34, 35
+OP_CHUNK_STAT, OP_CHUNK_TRUNCATE, OP_CHUNK_VERIFY = 36, 37, 41
+FWD_CLIENT, FWD_UPDATE, FWD_FULL, FWD_PUSH = 0, 1, 2, 3
+CAP_READ, CAP_WRITE = 1, 2
+CAP_LEN = 8 + 1 + 8 + 32
+ZERO_CAP = b"\0" * CAP_LEN
+
+
+def cap_bytes(ino, rights, expiry, mac):
+    """An sp_cap: ino u64, rights u8, expiry i64, mac (32 bytes)."""
+    assert len(mac) == 32
+    return struct.pack("<QBq", ino, rights, expiry) + mac
+
+
+def cap_sign(key, ino, rights, expiry):
+    """A cap signed with the cluster key (bytes), as meta makes them
+    (common/cap.h): HMAC-SHA256(key, "strata-cap" ino rights expiry)."""
+    mac = hmac.new(key, b"strata-cap" + struct.pack("<QBq", ino, rights, expiry),
+                   hashlib.sha256).digest()
+    return cap_bytes(ino, rights, expiry, mac)
+
+
+def cap_fields(cap):
+    """(ino, rights, expiry, mac) of an sp_cap."""
+    ino, rights, expiry = struct.unpack_from("<QBq", cap)
+    return ino, rights, expiry, cap[17:]
+
+
+def load_key(path):
+    """The cluster key of a key file (64 hex digits)."""
+    return bytes.fromhex(open(path).read().strip())
+
+
+def sp_ref(target_id, ino, idx, cap=ZERO_CAP, chain_id=0, chain_ver=0):
+    return struct.pack("<IQIQQ", chain_id, chain_ver, target_id, ino, idx) + cap
+
+
+def sp_read(target_id, ino, idx, cap=ZERO_CAP, offset=0, length=4096, flags=0, **kw):
+    return sp_ref(target_id, ino, idx, cap, **kw) + struct.pack("<III", offset, length, flags)
+
+
+def sp_update(target_id, ino, idx, cap=ZERO_CAP, forwarded=FWD_CLIENT, offset=0, length=0,
+              crc=0, version=0, base=0, **kw):
+    return sp_ref(target_id, ino, idx, cap, **kw) + struct.pack(
+        "<BIIIQQ", forwarded, offset, length, crc, version, base)
+
+
+def sp_batch(target_id, items, caps=()):
+    """items: (chain_id, chain_ver, ino, idx, offset, len, cap index)."""
+    b = struct.pack("<II", target_id, len(items))
+    for it in items:
+        b += struct.pack("<IQQQIII", *it)
+    return b + struct.pack("<I", len(caps)) + b"".join(caps)

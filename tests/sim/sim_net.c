@@ -711,6 +711,19 @@ const struct net_ident *svc_req_ident(const struct svc_req *req)
 	return &daemon;
 }
 
+const char *svc_req_peer(const struct svc_req *req)
+{
+	(void)req;
+	return "sim";
+}
+
+bool svc_req_once(const struct svc_req *req, uint32_t bit)
+{
+	(void)req;
+	(void)bit;
+	return true;
+}
+
 /* No peer presents a token, so nothing can be revoked. */
 int net_revoked_update(uint64_t map_version, const char (*ids)[TOKEN_ID_LEN + 1], uint32_t n)
 {

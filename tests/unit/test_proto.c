@@ -50,8 +50,9 @@ static const struct proto_op *op_of(const struct proto_op *ops, size_t n, uint16
 
 static void test_update_roundtrip(void **state)
 {
-	struct sp_update u = { { 7, 0x100000002ull, 515, 99, 3 }, SP_FWD_FULL, 4096, 8192, 0xabcd,
-			       (5ull << 32) + 9, (5ull << 32) + 8 }, d;
+	struct sp_update u = { { 7, 0x100000002ull, 515, 99, 3,
+				 { 99, CAP_READ | CAP_WRITE, 1800000000, { 0xa5 } } },
+			       SP_FWD_FULL, 4096, 8192, 0xabcd, (5ull << 32) + 9, (5ull << 32) + 8 }, d;
 	struct bbuf b;
 
 	(void)state;
@@ -63,6 +64,9 @@ static void test_update_roundtrip(void **state)
 	assert_true(d.ref.chain_ver == 0x100000002ull);
 	assert_int_equal(d.ref.target_id, 515);
 	assert_true(d.ref.ino == 99 && d.ref.idx == 3);
+	assert_true(d.ref.cap.ino == 99 && d.ref.cap.rights == (CAP_READ | CAP_WRITE));
+	assert_true(d.ref.cap.expiry == 1800000000);
+	assert_memory_equal(d.ref.cap.mac, u.ref.cap.mac, CAP_MAC_LEN);
 	assert_int_equal(d.forwarded, SP_FWD_FULL);
 	assert_int_equal(d.offset, 4096);
 	assert_int_equal(d.len, 8192);
@@ -71,6 +75,10 @@ static void test_update_roundtrip(void **state)
 	check_prefixes(op_of(storage_ops, storage_NOPS, OP_CHUNK_WRITE), true, &b);
 	/* forwarded above SP_FWD_PUSH, the largest kind */
 	b.buf[sp_ref_MIN] = SP_FWD_PUSH + 1;
+	assert_int_equal(sp_update_decode(b.buf, (uint32_t)b.len, &d), STRATA_EBADMSG);
+	b.buf[sp_ref_MIN] = SP_FWD_FULL;
+	/* a cap's unknown right (after the ref's 32 bytes and the cap's ino) */
+	b.buf[32 + 8] = CAP_RIGHTS + 1;
 	assert_int_equal(sp_update_decode(b.buf, (uint32_t)b.len, &d), STRATA_EBADMSG);
 	bbuf_release(&b);
 	/* a range past the largest chunk (the cross-field rule) */
@@ -84,7 +92,7 @@ static void test_update_roundtrip(void **state)
 
 static void test_read_flags_and_bounds(void **state)
 {
-	struct sp_read rd = { { 1, 2, 3, 4, 5 }, 0, 65536, SP_READ_REPAIR }, d;
+	struct sp_read rd = { { 1, 2, 3, 4, 5, { 0 } }, 0, 65536, SP_READ_REPAIR }, d;
 	struct bbuf b;
 
 	(void)state;
@@ -103,9 +111,11 @@ static void test_read_flags_and_bounds(void **state)
 
 static void test_arrays(void **state)
 {
-	struct sp_batch_item items[3] = { { 1, 2, 3, 4, 0, 100 }, { 1, 2, 3, 5, 0, 200 },
-					  { 9, 9, 9, 9, 9, 9 } };
-	struct sp_batch bt = { 515, items, 3 }, d;
+	struct sp_batch_item items[3] = { { 1, 2, 3, 4, 0, 100, 0 }, { 1, 2, 3, 5, 0, 200, 0 },
+					  { 9, 9, 9, 9, 9, 9, 1 } };
+	struct sp_cap caps[2] = { { 3, CAP_READ, 1800000000, { 1 } },
+				  { 9, CAP_READ, 1800000000, { 2 } } };
+	struct sp_batch bt = { 515, items, 3, NULL, 0 }, d;
 	struct bbuf b;
 
 	(void)state;
@@ -123,6 +133,27 @@ static void test_arrays(void **state)
 	sp_batch_release(&d);
 	assert_null(d.items);
 	check_prefixes(op_of(storage_ops, storage_NOPS, OP_CHUNK_BATCH_READ), true, &b);
+	/* With caps, each item's index must name one of them. */
+	{
+		struct bbuf cb;
+
+		bt.caps = caps;
+		bt.caps_n = 2;
+		bbuf_init(&cb);
+		assert_int_equal(sp_batch_encode(&cb, &bt), 0);
+		assert_int_equal(sp_batch_decode(cb.buf, (uint32_t)cb.len, &d), 0);
+		assert_int_equal(d.caps_n, 2);
+		assert_true(d.caps[1].ino == 9 && d.caps[1].mac[0] == 2 && d.items[2].cap == 1);
+		sp_batch_release(&d);
+		bbuf_release(&cb);
+		bt.caps_n = 1;
+		bbuf_init(&cb);
+		assert_int_equal(sp_batch_encode(&cb, &bt), 0);
+		assert_int_equal(sp_batch_decode(cb.buf, (uint32_t)cb.len, &d), STRATA_EBADMSG);
+		bbuf_release(&cb);
+		bt.caps = NULL;
+		bt.caps_n = 0;
+	}
 	/* A count above what the bytes left can hold: refused before any
 	 * allocation; and one above the maximum. */
 	put_le32(b.buf + 4, 4);
