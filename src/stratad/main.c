@@ -442,8 +442,9 @@ static int setup_tls(struct daemon *d, struct net_tls **server_out)
 	} else if (!strcmp(d->cfg.tls, "off")) {
 		on = false;
 	} else if (!strcmp(d->cfg.tls, "auto")) {
-		/* Knowingly insecure without a certificate: as "off". */
-		on = !loop && !(d->cfg.insecure && !d->cfg.tls_cert[0]);
+		/* Beyond loopback without a certificate: as "off", which
+		 * is refused below unless node.insecure. */
+		on = !loop && d->cfg.tls_cert[0];
 	} else {
 		log_error("stratad", "key 'node.tls': '%s' is not one of auto, on, off", d->cfg.tls);
 		return -EINVAL;
