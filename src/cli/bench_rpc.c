@@ -27,6 +27,8 @@
 #include "net/frame.h"
 #include "net/proto.h"
 #include "net/reactor.h"
+#include "net/rpc.h"
+#include "net/tls.h"
 #include "strata/errors.h"
 
 /* ---- raw TCP baseline ---- */
@@ -277,10 +279,13 @@ static double rpc_run(struct rpc_client *cl, const char *addr, size_t bulk, int 
 
 int bench_rpc(int argc, char **argv)
 {
-	const char *addr = NULL;
+	const char *addr = NULL, *tls_dir = NULL;
 	char own_addr[64], dir[] = "/tmp/strata-bench-rpc-XXXXXX";
-	const char *flags[] = { "--node.listen=127.0.0.1:0", "--node.threads=1",
-				"--node.log_level=warn", NULL };
+	char tls_flags[4][4200];
+	const char *flags[8] = { "--node.listen=127.0.0.1:0", "--node.threads=1",
+				 "--node.log_level=warn", NULL };
+	struct net_tls *tls = NULL;
+	struct net_stats ns;
 	double seconds = 2.0;
 	int pid = 0, rc, err = 0, fails = 0;
 	struct rpc_client *cl;
@@ -294,6 +299,8 @@ int bench_rpc(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--addr") == 0 && i + 1 < argc) {
 			addr = argv[++i];
+		} else if (strcmp(argv[i], "--tls") == 0 && i + 1 < argc) {
+			tls_dir = argv[++i];
 		} else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
 			seconds = strtod(argv[++i], NULL);
 			if (seconds <= 0 || seconds > 600) {
@@ -304,6 +311,24 @@ int bench_rpc(int argc, char **argv)
 			cli_err("bench rpc: unexpected argument '%s'", argv[i]);
 			return 2;
 		}
+	}
+	if (tls_dir) {
+		/* DIR as scripts/tls-cert.sh leaves it: ca.pem, server.pem,
+		 * server.key (naming 127.0.0.1 for the daemon started here). */
+		char ca[4200], why[512];
+
+		snprintf(ca, sizeof(ca), "%s/ca.pem", tls_dir);
+		rc = net_tls_client_new(ca, why, sizeof(why), &tls);
+		if (rc) {
+			cli_err("bench rpc: --tls: %s", why);
+			return 1;
+		}
+		snprintf(tls_flags[0], sizeof(tls_flags[0]), "--node.tls=on");
+		snprintf(tls_flags[1], sizeof(tls_flags[1]), "--node.tls_cert=%s/server.pem", tls_dir);
+		snprintf(tls_flags[2], sizeof(tls_flags[2]), "--node.tls_key=%s/server.key", tls_dir);
+		snprintf(tls_flags[3], sizeof(tls_flags[3]), "--node.tls_ca=%s", ca);
+		for (int i = 0; i < 4; i++)
+			flags[3 + i] = tls_flags[i];
 	}
 	if (!addr) {
 		if (!mkdtemp(dir)) {
@@ -320,8 +345,13 @@ int bench_rpc(int argc, char **argv)
 		cli_err("cannot start client: %s", strata_strerror(rc));
 		return 1;
 	}
-	printf("strata bench rpc: stratad at %s (%s), baseline: raw TCP echo over loopback in the same process\n",
-	       addr, pid ? "started by the benchmark, 1 reactor thread" : "given");
+	if (tls_dir) {
+		rpc_pool_set_tls(rpc_client_pool(cl), tls);
+		net_tls_put(tls);
+	}
+	printf("strata bench rpc: stratad at %s (%s%s), baseline: raw TCP echo over loopback in the same process\n",
+	       addr, pid ? "started by the benchmark, 1 reactor thread" : "given",
+	       tls_dir ? ", TLS" : "");
 	printf("%-20s %16s %16s %8s\n", "test", "strata", "raw TCP", "ratio");
 	for (size_t t = 0; t < sizeof(tests) / sizeof(tests[0]); t++) {
 		double r_rpc = rpc_run(cl, addr, tests[t].bulk, tests[t].qd, seconds, &err);
@@ -343,6 +373,11 @@ int bench_rpc(int argc, char **argv)
 		printf("%-20s %16s %16s %8.2f\n", tests[t].name, a, b, r_raw > 0 ? r_rpc / r_raw : 0);
 		fflush(stdout);
 	}
+	net_stats_get(&ns);
+	if (tls_dir)
+		printf("TLS: %llu connection(s) of this client, kTLS send on %llu, receive on %llu\n",
+		       (unsigned long long)ns.tls_conns, (unsigned long long)ns.ktls_tx_conns,
+		       (unsigned long long)ns.ktls_rx_conns);
 	rpc_client_free(cl);
 	if (pid) {
 		char cmd[128];

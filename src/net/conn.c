@@ -67,6 +67,7 @@ struct rpc_req {
 
 static struct {
 	uint64_t frames_in, frames_out, bytes_in, bytes_out, bad_frames, conns_accepted;
+	uint64_t tls_conns, ktls_tx_conns, ktls_rx_conns;
 } g_stats;
 
 struct conn {
@@ -138,6 +139,9 @@ void net_stats_get(struct net_stats *out)
 	out->bytes_out = __atomic_load_n(&g_stats.bytes_out, __ATOMIC_RELAXED);
 	out->bad_frames = __atomic_load_n(&g_stats.bad_frames, __ATOMIC_RELAXED);
 	out->conns_accepted = __atomic_load_n(&g_stats.conns_accepted, __ATOMIC_RELAXED);
+	out->tls_conns = __atomic_load_n(&g_stats.tls_conns, __ATOMIC_RELAXED);
+	out->ktls_tx_conns = __atomic_load_n(&g_stats.ktls_tx_conns, __ATOMIC_RELAXED);
+	out->ktls_rx_conns = __atomic_load_n(&g_stats.ktls_rx_conns, __ATOMIC_RELAXED);
 }
 
 #define STAT_ADD(f, v) __atomic_fetch_add(&g_stats.f, (v), __ATOMIC_RELAXED)
@@ -1229,6 +1233,9 @@ static void tls_handshake(struct conn *c)
 		/* Bytes OpenSSL has read already are its to decrypt. */
 		if (c->ktls_rx && SSL_has_pending(c->ssl))
 			c->ktls_rx = false;
+		STAT_ADD(tls_conns, 1);
+		STAT_ADD(ktls_tx_conns, c->ktls_tx ? 1 : 0);
+		STAT_ADD(ktls_rx_conns, c->ktls_rx ? 1 : 0);
 		log_msg(c->is_server ? LOG_INFO : LOG_DEBUG, "net",
 			"TLS with '%s': %s, %s, kTLS %s", c->peer, SSL_get_version(c->ssl),
 			SSL_get_cipher_name(c->ssl),

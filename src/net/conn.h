@@ -134,6 +134,9 @@ int conn_reply(struct conn *c, const struct frame_hdr *req, int status, const vo
 /* Counters for metrics (monotonic, per process). */
 struct net_stats {
 	uint64_t frames_in, frames_out, bytes_in, bytes_out, bad_frames, conns_accepted;
+	/* TLS handshakes done, and how many of those connections the kernel
+	 * encrypts (kTLS send) and decrypts (kTLS receive). */
+	uint64_t tls_conns, ktls_tx_conns, ktls_rx_conns;
 };
 void net_stats_get(struct net_stats *out);
 
