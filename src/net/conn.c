@@ -1100,9 +1100,10 @@ static ssize_t conn_read(struct conn *c, void *buf, size_t len)
 
 static void conn_on_read(struct conn *c)
 {
-	/* Past the 64th read, go on while OpenSSL holds decrypted bytes:
-	 * the socket would not wake us for those. */
-	for (int iter = 0; c->open && (iter < 64 || (c->ssl && SSL_pending(c->ssl) > 0));
+	/* Past the 64th read, go on while OpenSSL holds bytes it read from
+	 * the socket (records read ahead, or the rest of one): the socket
+	 * would not wake us for those. */
+	for (int iter = 0; c->open && (iter < 64 || (c->ssl && SSL_has_pending(c->ssl)));
 	     iter++) {
 		size_t want;
 		ssize_t n;

@@ -62,6 +62,10 @@ static int tls_new(bool server, struct net_tls **out)
 	 * another address (the same bytes), and may be written in part. */
 	SSL_CTX_set_mode(t->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
 				 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	/* Without kTLS: read many records per read() rather than a header
+	 * and a body each (conn.c reads until OpenSSL has nothing left). */
+	SSL_CTX_set_read_ahead(t->ctx, 1);
+	SSL_CTX_set_default_read_buffer_len(t->ctx, 256 * 1024);
 	*out = t;
 	return 0;
 }

@@ -47,7 +47,8 @@ static const struct cfg_key node_keys[] = {
 	  "without TLS (traffic in the clear)"),
 	K("node", "tls", CFG_STR, tls, "auto", 0, 0,
 	  "TLS for every connection to this node: on, off, or auto (on when listening "
-	  "beyond loopback)"),
+	  "beyond loopback with a certificate; beyond loopback without TLS needs "
+	  "node.insecure)"),
 	K("node", "tls_cert", CFG_STR, tls_cert, "", 0, 0,
 	  "this node's TLS certificate (PEM, with its chain); it must name the host or IP "
 	  "peers connect to"),
