@@ -12,7 +12,7 @@ PKGS=(
   libmicrohttpd-dev                              # /metrics endpoint
   libisal-dev                                    # CRC32C (and later erasure codes)
   libsqlite3-dev                                 # embedded metadata store
-  libssl-dev                                     # HMAC-SHA256: cluster key, tokens, handshake
+  libssl-dev openssl                             # HMAC-SHA256, TLS; scripts/tls-cert.sh
   libcmocka-dev                                  # unit tests
   python3-pytest                                 # integration tests (/usr/bin/python3)
   iproute2 procps                                # network namespaces, process tools in tests

@@ -37,6 +37,13 @@ enum strata_err {
 	 * that is refused is -EKEYREJECTED (not this cluster's), -EKEYEXPIRED
 	 * or -EKEYREVOKED; one that does not reach what was asked, -EACCES. */
 	STRATA_ENOCRED = -(STRATA_ERR_BASE + 12),
+	/* The server accepts only TLS connections and no CA was given to
+	 * check its certificate with (tls_ca, $STRATA_TLS_CA). */
+	STRATA_ETLSREQ = -(STRATA_ERR_BASE + 13),
+	/* The TLS handshake failed: the server's certificate is not signed by
+	 * the CA given or does not name the host connected to, or the server
+	 * does not speak TLS. The log says which. */
+	STRATA_ETLS = -(STRATA_ERR_BASE + 14),
 };
 
 /* Returns a static, human-readable description of err (negative code,

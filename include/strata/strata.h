@@ -59,6 +59,11 @@ struct strata_opts {
 	/* The credential: a token's text. NULL: $STRATA_TOKEN or
 	 * $STRATA_TOKEN_FILE (strata_find_token, locate.h); "": none. */
 	const char *token;
+	/* The CA certificate (PEM file) that servers' certificates must be
+	 * signed by: connections use TLS. NULL: $STRATA_TLS_CA if set, else
+	 * plain TCP; "": plain TCP. A cluster that listens beyond loopback
+	 * requires TLS (docs/security.md). */
+	const char *tls_ca;
 };
 
 /* Sets opts to the defaults; size = sizeof(*opts). */

@@ -29,6 +29,8 @@
 #include "net/frame.h"
 #include "net/proto.h"
 #include "net/reactor.h"
+#include "net/rpc.h"
+#include "net/tls.h"
 #include "strata/errors.h"
 
 /* ---- raw TCP baseline ---- */
@@ -278,25 +280,33 @@ static double rpc_run(struct rpc_client *cl, const char *addr, size_t bulk, int 
 }
 
 /* A stratad for the benchmark in dir (key: the cluster key file, or NULL
- * for none). Returns 0 and its address and pid, or 1 (reported). */
-static int spawn_bench_daemon(const char *dir, const char *key, char *addr, size_t len, int *pid)
+ * for none; tls: NULL or the four --node.tls* flags). Returns 0 and its
+ * address and pid, or 1 (reported). */
+static int spawn_bench_daemon(const char *dir, const char *key, char (*tls)[4200], char *addr,
+			      size_t len, int *pid)
 {
 	char f_key[4200];
-	const char *flags[] = { "--node.listen=127.0.0.1:0", "--node.threads=1",
-				"--node.log_level=warn", NULL, NULL };
+	const char *flags[9] = { "--node.listen=127.0.0.1:0", "--node.threads=1",
+				 "--node.log_level=warn" };
+	int n = 3;
 
 	if (key) {
 		snprintf(f_key, sizeof(f_key), "--node.key_file=%s", key);
-		flags[3] = f_key;
+		flags[n++] = f_key;
 	}
+	for (int i = 0; tls && i < 4; i++)
+		flags[n++] = tls[i];
+	flags[n] = NULL;
 	return cli_spawn_daemon(dir, flags, 10000, addr, len, pid) ? 1 : 0;
 }
 
 int bench_rpc(int argc, char **argv)
 {
-	const char *addr = NULL;
+	const char *addr = NULL, *tls_dir = NULL;
 	char own_addr[64], auth_addr[64], dir[] = "/tmp/strata-bench-rpc-XXXXXX";
-	char adir[64], keyfile[96];
+	char adir[64], keyfile[96], tls_flags[4][4200];
+	struct net_tls *tls = NULL;
+	struct net_stats ns;
 	double seconds = 2.0;
 	int pid = 0, apid = 0, rc, err = 0, fails = 0;
 	struct rpc_client *cl, *acl = NULL;
@@ -312,6 +322,8 @@ int bench_rpc(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--addr") == 0 && i + 1 < argc) {
 			addr = argv[++i];
+		} else if (strcmp(argv[i], "--tls") == 0 && i + 1 < argc) {
+			tls_dir = argv[++i];
 		} else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
 			seconds = strtod(argv[++i], NULL);
 			if (seconds <= 0 || seconds > 600) {
@@ -322,6 +334,22 @@ int bench_rpc(int argc, char **argv)
 			cli_err("bench rpc: unexpected argument '%s'", argv[i]);
 			return 2;
 		}
+	}
+	if (tls_dir) {
+		/* DIR as scripts/tls-cert.sh leaves it: ca.pem, server.pem,
+		 * server.key (naming 127.0.0.1 for the daemons started here). */
+		char ca[4200], why[512];
+
+		snprintf(ca, sizeof(ca), "%s/ca.pem", tls_dir);
+		rc = net_tls_client_new(ca, why, sizeof(why), &tls);
+		if (rc) {
+			cli_err("bench rpc: --tls: %s", why);
+			return 1;
+		}
+		snprintf(tls_flags[0], sizeof(tls_flags[0]), "--node.tls=on");
+		snprintf(tls_flags[1], sizeof(tls_flags[1]), "--node.tls_cert=%s/server.pem", tls_dir);
+		snprintf(tls_flags[2], sizeof(tls_flags[2]), "--node.tls_key=%s/server.key", tls_dir);
+		snprintf(tls_flags[3], sizeof(tls_flags[3]), "--node.tls_ca=%s", ca);
 	}
 	if (!addr) {
 		/* Two daemons: one without a key, one with (every connection
@@ -337,8 +365,10 @@ int bench_rpc(int argc, char **argv)
 			cli_err("bench rpc: cannot make a cluster key in '%s'", dir);
 			return 1;
 		}
-		if (spawn_bench_daemon(dir, NULL, own_addr, sizeof(own_addr), &pid) ||
-		    spawn_bench_daemon(adir, keyfile, auth_addr, sizeof(auth_addr), &apid))
+		if (spawn_bench_daemon(dir, NULL, tls_dir ? tls_flags : NULL, own_addr,
+				       sizeof(own_addr), &pid) ||
+		    spawn_bench_daemon(adir, keyfile, tls_dir ? tls_flags : NULL, auth_addr,
+				       sizeof(auth_addr), &apid))
 			return 1;
 		addr = own_addr;
 		net_cred_from_key(&cred, &key);
@@ -357,8 +387,15 @@ int bench_rpc(int argc, char **argv)
 		cli_err("cannot start client: %s", strata_strerror(rc));
 		return 1;
 	}
-	printf("strata bench rpc: stratad at %s (%s), baseline: raw TCP echo over loopback in the same process\n",
-	       addr, pid ? "started by the benchmark, 1 reactor thread" : "given");
+	if (tls_dir) {
+		rpc_pool_set_tls(rpc_client_pool(cl), tls);
+		if (acl)
+			rpc_pool_set_tls(rpc_client_pool(acl), tls);
+		net_tls_put(tls);
+	}
+	printf("strata bench rpc: stratad at %s (%s%s), baseline: raw TCP echo over loopback in the same process\n",
+	       addr, pid ? "started by the benchmark, 1 reactor thread" : "given",
+	       tls_dir ? ", TLS" : "");
 	if (acl)
 		printf("authenticated: a second stratad at %s holding a cluster key; the client proves it\n",
 		       auth_addr);
@@ -391,6 +428,11 @@ int bench_rpc(int argc, char **argv)
 		       r_raw > 0 ? r_rpc / r_raw : 0, acl && r_rpc > 0 ? r_auth / r_rpc : 0);
 		fflush(stdout);
 	}
+	net_stats_get(&ns);
+	if (tls_dir)
+		printf("TLS: %llu connection(s) of this client, kTLS send on %llu, receive on %llu\n",
+		       (unsigned long long)ns.tls_conns, (unsigned long long)ns.ktls_tx_conns,
+		       (unsigned long long)ns.ktls_rx_conns);
 	rpc_client_free(cl);
 	if (acl)
 		rpc_client_free(acl);

@@ -16,6 +16,8 @@ struct strata {
 	struct strata_opts o;
 	struct net_cred cred;		/* what every connection presents */
 	bool has_cred;
+	bool has_tls;			/* opts named tls_ca: tls, not the default */
+	struct net_tls *tls;		/* a reference; NULL: plain TCP */
 	char mgmt[64];
 	struct rpc_client *rpc;		/* meta calls */
 	struct mc_ctx mc;

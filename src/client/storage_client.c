@@ -591,6 +591,8 @@ int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_o
 	rc = rpc_pool_new(r, sc->o.timeout_ms, &sc->pool);
 	if (!rc && o && o->cred)
 		rc = rpc_pool_set_cred(sc->pool, o->cred);
+	if (!rc && o && o->has_tls)
+		rpc_pool_set_tls(sc->pool, o->tls);
 	if (rc) {
 		rpc_pool_free(sc->pool);
 		free(sc);
@@ -602,11 +604,13 @@ int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_o
 	return 0;
 }
 
-/* A refused credential does not get better by waiting. */
+/* A refused credential, or a server whose certificate we do not trust
+ * (or that wants TLS we do not speak), does not get better by waiting. */
 static bool cred_refused(int err)
 {
 	return err == STRATA_ENOCRED || err == -EKEYREJECTED || err == -EKEYEXPIRED ||
-	       err == -EKEYREVOKED || err == -EACCES;
+	       err == -EKEYREVOKED || err == -EACCES || err == STRATA_ETLSREQ ||
+	       err == STRATA_ETLS;
 }
 
 /* Called with sc->lock held: post a map request to the owner and wait up

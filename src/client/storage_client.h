@@ -31,6 +31,10 @@ struct sclient_opts {
 	uint32_t timeout_ms;	/* one RPC; default 10000 */
 	uint32_t retry_ms;	/* total budget of an I/O's retries; default 30000 */
 	const struct net_cred *cred;	/* copied; NULL: the process default */
+	/* With has_tls, the TLS client context (a reference is taken; NULL:
+	 * plain TCP); without, the process default (net_tls_default). */
+	bool has_tls;
+	struct net_tls *tls;
 };
 
 void sclient_opts_init(struct sclient_opts *o, size_t size);

@@ -62,6 +62,7 @@ void strata_disconnect(struct strata *s)
 	}
 	rpc_client_free(s->rpc);
 	net_cred_release(&s->cred);
+	net_tls_put(s->tls);
 	free(s->sc);
 	free(s->io_r);
 	free(s);
@@ -88,6 +89,24 @@ int cl_take_token(const char *given, struct net_cred *cred, bool *has)
 		*has = !rc;
 	}
 	free(text);
+	return rc;
+}
+
+/* The CA the caller named (its own TLS context), "" for plain TCP, or
+ * NULL: the process default ($STRATA_TLS_CA, net_tls_default). */
+static int take_tls(struct strata *s, const char *ca)
+{
+	char err[512];
+	int rc;
+
+	if (!ca)
+		return 0;
+	s->has_tls = true;
+	if (!ca[0])
+		return 0;
+	rc = net_tls_client_new(ca, err, sizeof(err), &s->tls);
+	if (rc)
+		log_error("client", "%s", err);
 	return rc;
 }
 
@@ -122,13 +141,19 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
 			s->o.io_threads = 2;
 	}
 	s->o.token = NULL;	/* not kept: the caller's string */
+	s->o.tls_ca = NULL;
 	snprintf(s->mgmt, sizeof(s->mgmt), "%s", mgmt_addr);
 	rc = cl_take_token(opts && opts->opts_size > offsetof(struct strata_opts, token)
 				   ? opts->token : NULL, &s->cred, &s->has_cred);
 	if (!rc)
+		rc = take_tls(s, opts && opts->opts_size > offsetof(struct strata_opts, tls_ca)
+				     ? opts->tls_ca : NULL);
+	if (!rc)
 		rc = rpc_client_new("strata-meta", s->o.timeout_ms, &s->rpc);
 	if (!rc && s->has_cred)
 		rc = rpc_pool_set_cred(rpc_client_pool(s->rpc), &s->cred);
+	if (!rc && s->has_tls)
+		rpc_pool_set_tls(rpc_client_pool(s->rpc), s->tls);
 	if (rc)
 		goto fail;
 	s->nio = (int)s->o.io_threads;
@@ -142,6 +167,8 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
 	so.timeout_ms = s->o.timeout_ms;
 	so.retry_ms = s->o.retry_ms;
 	so.cred = s->has_cred ? &s->cred : NULL;
+	so.has_tls = s->has_tls;
+	so.tls = s->tls;
 	for (int i = 0; i < s->nio; i++) {
 		rc = reactor_new("strata-io", &s->io_r[i]);
 		if (!rc)

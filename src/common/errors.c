@@ -18,6 +18,10 @@ static const char *const strata_msgs[] = {
 	[11] = "replica lacks the chunk's base version: the whole chunk is resent",
 	[12] = "permission denied: no credential (give --token, STRATA_TOKEN or "
 	       "STRATA_TOKEN_FILE)",
+	[13] = "the server requires TLS: give the cluster's CA certificate (tls_ca, "
+	       "STRATA_TLS_CA)",
+	[14] = "TLS handshake failed: certificate not trusted or not for this host, or the "
+	       "server does not speak TLS",
 };
 
 /* A new code in errors.h or errors_int.h needs its message here. */

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,10 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "addr.h"
 #include "auth.h"
@@ -61,6 +67,7 @@ struct rpc_req {
 
 static struct {
 	uint64_t frames_in, frames_out, bytes_in, bytes_out, bad_frames, conns_accepted;
+	uint64_t tls_conns, ktls_tx_conns, ktls_rx_conns;
 } g_stats;
 
 struct conn {
@@ -83,6 +90,15 @@ struct conn {
 	bool await_auth;		/* server: the next frame must be AUTH */
 	bool gated;			/* client: requests wait for the exchange */
 	struct out_frame *held_head, **held_tail;
+
+	/* TLS (tls.h). NULL: plain TCP, exactly as without TLS. */
+	SSL *ssl;
+	bool tls_hs;		/* handshake not done: frames wait */
+	bool tls_hs_write;	/* the handshake waits to write, not to read */
+	bool tls_peeked;	/* server: the first byte was a TLS record */
+	bool plain_on_tls;	/* server: a plain client on a TLS port */
+	bool ktls_tx, ktls_rx;	/* the kernel encrypts / decrypts */
+	bool tls_wpend;		/* OpenSSL holds a record of queued bytes */
 	char peer[64];
 	struct conn_handler h;
 	bool has_handler;
@@ -125,6 +141,9 @@ void net_stats_get(struct net_stats *out)
 	out->bytes_out = __atomic_load_n(&g_stats.bytes_out, __ATOMIC_RELAXED);
 	out->bad_frames = __atomic_load_n(&g_stats.bad_frames, __ATOMIC_RELAXED);
 	out->conns_accepted = __atomic_load_n(&g_stats.conns_accepted, __ATOMIC_RELAXED);
+	out->tls_conns = __atomic_load_n(&g_stats.tls_conns, __ATOMIC_RELAXED);
+	out->ktls_tx_conns = __atomic_load_n(&g_stats.ktls_tx_conns, __ATOMIC_RELAXED);
+	out->ktls_rx_conns = __atomic_load_n(&g_stats.ktls_rx_conns, __ATOMIC_RELAXED);
 }
 
 #define STAT_ADD(f, v) __atomic_fetch_add(&g_stats.f, (v), __ATOMIC_RELAXED)
@@ -151,6 +170,7 @@ static void conn_destroy(void *arg)
 		free(q);
 	}
 	bbuf_release(&c->body);
+	SSL_free(c->ssl);
 	net_cred_release(&c->cred);
 	free(c->ident);
 	free(c->rbuf);
@@ -237,7 +257,9 @@ static void req_timeout(void *arg)
 	struct conn *c = q->conn;
 	struct out_frame *f = q->frame;
 
-	if (f && f->sent > 0) {
+	/* While OpenSSL holds a record of queued bytes, a retried write must
+	 * offer the same bytes again: no queued frame may vanish then. */
+	if (f && (f->sent > 0 || c->tls_wpend)) {
 		/* Being written: the socket still reads its bulk. Complete
 		 * once the frame is out (frame_finish). */
 		q->timed_out = true;
@@ -308,21 +330,90 @@ static void update_interest(struct conn *c)
 
 	if (c->fd < 0)
 		return;	/* no socket yet: connect_start sets the interest */
-	if (c->out_head || c->connecting)
+	/* A TLS handshake writes when it says so; frames wait for it. */
+	if (c->connecting || (c->tls_hs ? c->tls_hs_write : c->out_head != NULL))
 		ev |= EPOLLOUT;
 	if (c->open && reactor_watch_mod(c->r, &c->watch, ev) < 0)
 		conn_fail(c, "epoll_ctl failed");
 }
 
+/*
+ * TLS without kTLS: SSL_write_ex of each segment, small ones gathered
+ * into one record. Returns what sendmsg would: bytes written, or -1 with
+ * errno (EAGAIN: the socket is full).
+ */
+#define TLS_GATHER (16u * 1024u)
+
+static ssize_t tls_writev(struct conn *c, const struct iovec *iov, int n)
+{
+	static __thread uint8_t gather[TLS_GATHER];
+	size_t total = 0;
+
+	for (int i = 0; i < n;) {
+		const uint8_t *p = iov[i].iov_base;
+		size_t len = iov[i].iov_len, off = 0;
+		int e;
+
+		if (len < TLS_GATHER && i + 1 < n && len + iov[i + 1].iov_len <= TLS_GATHER) {
+			/* A header and a small body (or several small frames)
+			 * in one record rather than one each. */
+			len = 0;
+			while (i < n && len + iov[i].iov_len <= TLS_GATHER) {
+				memcpy(gather + len, iov[i].iov_base, iov[i].iov_len);
+				len += iov[i].iov_len;
+				i++;
+			}
+			p = gather;
+		} else {
+			i++;
+		}
+		while (off < len) {
+			size_t w = 0;
+
+			ERR_clear_error();
+			if (SSL_write_ex(c->ssl, p + off, len - off, &w) == 1) {
+				c->tls_wpend = false;
+				off += w;
+				total += w;
+				continue;
+			}
+			e = SSL_get_error(c->ssl, 0);
+			if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+				/* OpenSSL may keep a record of these bytes:
+				 * they are offered again on the retry. */
+				c->tls_wpend = true;
+				errno = EAGAIN;
+			} else {
+				if (e != SSL_ERROR_SYSCALL || !errno)
+					errno = EPROTO;
+				log_warn("net", "TLS write to '%s' failed: %s", c->peer,
+					 ERR_reason_error_string(ERR_peek_error()) ?: strerror(errno));
+			}
+			return total ? (ssize_t)total : -1;
+		}
+	}
+	return (ssize_t)total;
+}
+
+static ssize_t conn_writev(struct conn *c, struct iovec *iov, int n)
+{
+	if (c->ssl && !c->ktls_tx)
+		return tls_writev(c, iov, n);
+	/* Plain TCP, or kTLS: the kernel encrypts on the way out. */
+	return sendmsg(c->fd, &(struct msghdr){ .msg_iov = iov, .msg_iovlen = (size_t)n },
+		       MSG_NOSIGNAL);
+}
+
 static void flush_out(struct conn *c)
 {
-	while (c->out_head && c->open && !c->connecting) {
+	while (c->out_head && c->open && !c->connecting && !c->tls_hs) {
 		struct iovec iov[MAX_IOV];
 		int n = 0;
 		ssize_t w;
 
 		/* Drop cancelled frames that have not started. */
-		while (c->out_head && c->out_head->cancelled && c->out_head->sent == 0) {
+		while (c->out_head && c->out_head->cancelled && c->out_head->sent == 0 &&
+		       !c->tls_wpend) {
 			struct out_frame *f = c->out_head;
 
 			c->out_head = f->next;
@@ -353,8 +444,7 @@ static void flush_out(struct conn *c)
 		if (n == 0)
 			break;
 		/* Never SIGPIPE: libstrata lives in other people's processes. */
-		w = sendmsg(c->fd, &(struct msghdr){ .msg_iov = iov, .msg_iovlen = (size_t)n },
-			    MSG_NOSIGNAL);
+		w = conn_writev(c, iov, n);
 		if (w < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				break;
@@ -515,6 +605,17 @@ static void conn_teardown(struct conn *c)
 {
 	conn_get(c);
 	reactor_watch_del(c->r, &c->watch);
+	if (c->ssl) {
+		/* close_notify, if it fits now; the peer takes a bare close
+		 * as the end too. */
+		if (!c->tls_hs && !c->tls_wpend && c->fd >= 0) {
+			ERR_clear_error();
+			SSL_shutdown(c->ssl);
+			ERR_clear_error();
+		}
+		SSL_free(c->ssl);
+		c->ssl = NULL;
+	}
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
@@ -688,7 +789,7 @@ static void exchange_failed(struct conn *c, int status, const char *what)
 	/* A refused credential reaches the caller as its calls' status; the
 	 * server logs it. */
 	if (status == STRATA_ENOCRED || status == -EKEYEXPIRED || status == -EKEYREVOKED ||
-	    status == -ECONNRESET)
+	    status == -ECONNRESET || status == STRATA_ETLSREQ)
 		log_debug("net", "%s to '%s' failed: %s", what, c->peer, strata_strerror(status));
 	else
 		log_warn("net", "%s to '%s' failed: %s", what, c->peer, strata_strerror(status));
@@ -794,6 +895,15 @@ static void dispatch(struct conn *c)
 	c->bulk = NULL;
 	c->bulk_owned = false;
 	if (!c->hello_done) {
+		if (c->plain_on_tls && c->cur.opcode == OP_HELLO) {
+			/* Said in its own language, so that its caller learns
+			 * why rather than see a reset. */
+			abuf_free(m.bulk);
+			c->hello_done = true;
+			refuse(c, &m.hdr, STRATA_ETLSREQ, "plain TCP on a TLS port (its client "
+			       "needs the cluster's CA: tls_ca, STRATA_TLS_CA)");
+			return;
+		}
 		if (c->cur.opcode != OP_HELLO) {
 			abuf_free(m.bulk);
 			conn_bad_frame(c, "first frame is not HELLO");
@@ -952,7 +1062,9 @@ static void set_lowat(struct conn *c)
 	uint64_t left = c->rstate == RS_BULK ? c->cur.bulk_len - c->bulk_got : 0;
 	int want = 0;
 
-	if (left >= LOWAT_MIN && c->roff == c->rlen)
+	/* Not under TLS: OpenSSL may hold part of a record already, and the
+	 * socket carries more bytes than the frame (record overhead). */
+	if (left >= LOWAT_MIN && c->roff == c->rlen && !c->ssl)
 		want = (int)(left < LOWAT_MAX ? left : LOWAT_MAX);
 	if (want == c->lowat)
 		return;
@@ -960,16 +1072,53 @@ static void set_lowat(struct conn *c)
 		c->lowat = want;
 }
 
+/* One read, as read() answers it. With TLS and no kTLS, SSL_read_ex. */
+static ssize_t conn_read(struct conn *c, void *buf, size_t len)
+{
+	size_t got = 0;
+	int e;
+
+	if (!c->ssl || c->ktls_rx) {
+		ssize_t n = read(c->fd, buf, len);
+
+		/* kTLS: a record that is not data (the peer's close_notify)
+		 * is EIO to a plain read: the end of the stream. */
+		if (n < 0 && c->ssl && errno == EIO)
+			return 0;
+		return n;
+	}
+	ERR_clear_error();
+	if (SSL_read_ex(c->ssl, buf, len, &got) == 1)
+		return (ssize_t)got;
+	e = SSL_get_error(c->ssl, 0);
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+		errno = EAGAIN;
+		return -1;
+	}
+	if (e == SSL_ERROR_ZERO_RETURN)
+		return 0;
+	if (e != SSL_ERROR_SYSCALL || !errno) {
+		log_warn("net", "TLS read from '%s' failed: %s", c->peer,
+			 ERR_reason_error_string(ERR_peek_error()) ?: "protocol error");
+		errno = EPROTO;
+	}
+	return -1;
+}
+
 static void conn_on_read(struct conn *c)
 {
-	for (int iter = 0; iter < 64 && c->open; iter++) {
+	/* Past the 64th read, go on while OpenSSL holds bytes it read from
+	 * the socket (records read ahead, or the rest of one): the socket
+	 * would not wake us for those. */
+	for (int iter = 0; c->open && (iter < 64 || (c->ssl && SSL_has_pending(c->ssl)));
+	     iter++) {
 		size_t want;
 		ssize_t n;
 
 		if (c->rstate == RS_BULK && c->roff == c->rlen &&
 		    c->cur.bulk_len - c->bulk_got >= DIRECT_BULK_MIN && !c->bulk_discard) {
 			/* Straight into the destination buffer. */
-			n = read(c->fd, c->bulk + c->bulk_got, c->cur.bulk_len - c->bulk_got);
+			n = conn_read(c, c->bulk + c->bulk_got, c->cur.bulk_len - c->bulk_got);
 			if (n > 0) {
 				STAT_ADD(bytes_in, (uint64_t)n);
 				c->bulk_got += (uint64_t)n;
@@ -995,7 +1144,7 @@ static void conn_on_read(struct conn *c)
 			want = RBUF_CAP - c->rlen;
 			if (c->big_bulk && c->rstate == RS_HDR && c->rlen == 0)
 				want = HDR_READ;
-			n = read(c->fd, c->rbuf + c->rlen, want);
+			n = conn_read(c, c->rbuf + c->rlen, want);
 			if (n > 0) {
 				STAT_ADD(bytes_in, (uint64_t)n);
 				c->rlen += (size_t)n;
@@ -1022,6 +1171,95 @@ static void conn_on_read(struct conn *c)
 		set_lowat(c);
 }
 
+/* ---- TLS handshake ---- */
+
+static void tls_failed(struct conn *c, int e)
+{
+	unsigned long err = ERR_peek_error();
+	long vr = c->is_server ? X509_V_OK : SSL_get_verify_result(c->ssl);
+	char why[320];
+
+	if (vr != X509_V_OK)
+		snprintf(why, sizeof(why), "TLS: the server's certificate is not accepted: %s "
+			 "(is tls_ca / STRATA_TLS_CA the cluster's CA, and does the certificate "
+			 "name the host connected to?)", X509_verify_cert_error_string(vr));
+	else if (err)
+		snprintf(why, sizeof(why), "TLS handshake failed: %s%s",
+			 ERR_reason_error_string(err) ?: "unknown error",
+			 c->is_server ? "" : " (does the server speak TLS?)");
+	else if (e == SSL_ERROR_SYSCALL && errno)
+		snprintf(why, sizeof(why), "TLS handshake failed: %s", strerror(errno));
+	else
+		snprintf(why, sizeof(why), "TLS handshake failed: the peer closed the connection%s",
+			 c->is_server ? "" : " (does the server speak TLS?)");
+	ERR_clear_error();
+	/* A peer that went away mid-handshake (a restart) is retried like
+	 * any closed connection; a certificate or protocol error is not. */
+	if (vr != X509_V_OK || err) {
+		c->close_err = STRATA_ETLS;
+		log_warn("net", "'%s': %s", c->peer, why);
+	} else {
+		c->close_err = -ECONNRESET;
+		log_debug("net", "'%s': %s", c->peer, why);
+	}
+	c->open = false;
+	conn_teardown(c);
+}
+
+/* Drives the handshake; once done, frames flow (HELLO first). */
+static void tls_handshake(struct conn *c)
+{
+	int rc, e;
+
+	if (c->is_server && !c->tls_peeked) {
+		uint8_t b;
+		ssize_t n = recv(c->fd, &b, 1, MSG_PEEK);
+
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return;
+		if (n <= 0) {
+			conn_close(c, "peer closed before the TLS handshake");
+			return;
+		}
+		c->tls_peeked = true;
+		if (b != 0x16) {
+			/* Not a TLS handshake record: a plain client. Read its
+			 * HELLO as plain TCP to refuse it (dispatch). */
+			SSL_free(c->ssl);
+			c->ssl = NULL;
+			c->tls_hs = false;
+			c->plain_on_tls = true;
+			return;
+		}
+	}
+	ERR_clear_error();
+	rc = SSL_do_handshake(c->ssl);
+	if (rc == 1) {
+		c->tls_hs = false;
+		c->ktls_tx = BIO_get_ktls_send(SSL_get_wbio(c->ssl));
+		c->ktls_rx = BIO_get_ktls_recv(SSL_get_rbio(c->ssl));
+		/* Bytes OpenSSL has read already are its to decrypt. */
+		if (c->ktls_rx && SSL_has_pending(c->ssl))
+			c->ktls_rx = false;
+		STAT_ADD(tls_conns, 1);
+		STAT_ADD(ktls_tx_conns, c->ktls_tx ? 1 : 0);
+		STAT_ADD(ktls_rx_conns, c->ktls_rx ? 1 : 0);
+		log_msg(c->is_server ? LOG_INFO : LOG_DEBUG, "net",
+			"TLS with '%s': %s, %s, kTLS %s", c->peer, SSL_get_version(c->ssl),
+			SSL_get_cipher_name(c->ssl),
+			c->ktls_tx && c->ktls_rx ? "send and receive" :
+			c->ktls_tx ? "send only" : c->ktls_rx ? "receive only" : "off");
+		return;
+	}
+	e = SSL_get_error(c->ssl, rc);
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+		c->tls_hs_write = e == SSL_ERROR_WANT_WRITE;
+		update_interest(c);
+		return;
+	}
+	tls_failed(c, e);
+}
+
 static void conn_on_event(void *arg, uint32_t events)
 {
 	struct conn *c = arg;
@@ -1038,6 +1276,14 @@ static void conn_on_event(void *arg, uint32_t events)
 			goto out;
 		}
 		c->connecting = false;
+	}
+	if (c->open && c->tls_hs && !c->connecting) {
+		tls_handshake(c);
+		if (!c->open || c->tls_hs)
+			goto out;
+		/* Done: HELLO may be queued, and a frame may have come right
+		 * behind the peer's last handshake message. */
+		events |= EPOLLIN | EPOLLOUT;
 	}
 	if (c->open && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
 		conn_on_read(c);
@@ -1057,6 +1303,46 @@ static int set_sock_opts(int fd)
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
 		return -errno;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return 0;
+}
+
+/* Wraps c in TLS from its first byte; the fd is set once there is one. */
+static int tls_attach(struct conn *c, const struct net_tls *tls, const char *addr)
+{
+	sigset_t pipe;
+
+	/* OpenSSL writes with write(), not send(MSG_NOSIGNAL): a peer gone
+	 * must not kill the process with SIGPIPE (libstrata lives in other
+	 * people's processes). This is the reactor's own thread. */
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe, NULL);
+	c->ssl = SSL_new(net_tls_ctx(tls));
+	if (!c->ssl)
+		return -ENOMEM;
+	c->tls_hs = true;
+	if (c->is_server) {
+		SSL_set_accept_state(c->ssl);
+		return 0;
+	}
+	SSL_set_connect_state(c->ssl);
+	c->tls_hs_write = true;	/* the ClientHello goes first */
+	{
+		char host[ADDR_HOST_MAX];
+		int port;
+		X509_VERIFY_PARAM *vp = SSL_get0_param(c->ssl);
+
+		if (parse_hostport(addr, host, sizeof(host), &port))
+			return -EINVAL;
+		/* The certificate must name what we connected to: an IP
+		 * literal as an IP address, a name as a DNS name. */
+		if (X509_VERIFY_PARAM_set1_ip_asc(vp, host) != 1) {
+			X509_VERIFY_PARAM_set_hostflags(vp, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+			if (SSL_set1_host(c->ssl, host) != 1 ||
+			    SSL_set_tlsext_host_name(c->ssl, host) != 1)
+				return -ENOMEM;
+		}
+	}
 	return 0;
 }
 
@@ -1099,6 +1385,12 @@ int conn_accept(struct reactor *r, int fd, const struct conn_handler *h, struct 
 		return rc;
 	}
 	c->is_server = true;
+	if (h && h->tls && ((rc = tls_attach(c, h->tls, NULL)) ||
+			    (SSL_set_fd(c->ssl, fd) != 1 && (rc = -ENOMEM)))) {
+		close(fd);
+		conn_destroy(c);
+		return rc;
+	}
 	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 &&
 	    (ss.ss_family == AF_INET || ss.ss_family == AF_INET6))
 		addr_format(&ss, c->peer, sizeof(c->peer));
@@ -1136,9 +1428,14 @@ static int connect_start(struct conn *c, const struct sockaddr_storage *ss, sock
 		}
 		in_progress = true;
 	}
+	if (c->ssl && SSL_set_fd(c->ssl, fd) != 1) {
+		rc = -ENOMEM;
+		goto fail;
+	}
 	c->fd = fd;
-	rc = reactor_watch_add(c->r, &c->watch, fd, EPOLLIN | (in_progress ? EPOLLOUT : 0),
-			       conn_on_event, c);
+	/* TLS: the ClientHello waits for a writable socket. */
+	rc = reactor_watch_add(c->r, &c->watch, fd,
+			       EPOLLIN | (in_progress || c->ssl ? EPOLLOUT : 0), conn_on_event, c);
 	if (rc) {
 		c->fd = -1;
 		goto fail;
@@ -1267,7 +1564,8 @@ static int conn_start_client(struct conn *c, const struct conn_handler *h,
 }
 
 int conn_connect(struct reactor *r, const char *addr, const struct conn_handler *h,
-		 const struct net_cred *cred, uint32_t default_timeout_ms, struct conn **out)
+		 const struct net_cred *cred, const struct net_tls *tls,
+		 uint32_t default_timeout_ms, struct conn **out)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl;
@@ -1281,6 +1579,10 @@ int conn_connect(struct reactor *r, const char *addr, const struct conn_handler 
 	if (rc)
 		return rc;
 	snprintf(c->peer, sizeof(c->peer), "%s", addr);
+	if (tls && (rc = tls_attach(c, tls, addr))) {
+		conn_destroy(c);
+		return rc;
+	}
 	/* An IP literal connects now; a name is looked up off the loop and
 	 * calls queue meanwhile. */
 	rc = numeric == -EAGAIN ? resolve_start(c, addr) : connect_start(c, &ss, sl);

@@ -22,6 +22,7 @@
 #include "auth.h"
 #include "frame.h"
 #include "reactor.h"
+#include "tls.h"
 
 struct conn;
 
@@ -67,6 +68,11 @@ struct conn_handler {
 	/* Accepting side: the credential peers must prove (auth.h); NULL
 	 * or no key: every peer is trusted. Must outlive the connections. */
 	const struct net_auth *auth;
+	/* Accepting side: a server TLS context (tls.h); peers must open
+	 * with a TLS handshake, and one that sends a plain HELLO is refused
+	 * with STRATA_ETLSREQ. NULL: plain TCP. Must outlive the
+	 * connections. */
+	const struct net_tls *tls;
 };
 
 /* Wraps an accepted socket; the peer must send HELLO first. The
@@ -83,6 +89,12 @@ int conn_accept(struct reactor *r, int fd, const struct conn_handler *h, struct 
  * (STRATA_ENOCRED, -EKEYREJECTED, -EKEYEXPIRED, -EKEYREVOKED) if it is
  * refused.
  *
+ * tls (a client context; NULL: plain TCP) wraps the connection in TLS:
+ * the handshake runs on the loop, HELLO waits for it, and the server's
+ * certificate must chain to the context's CA and name addr's host (or
+ * IP). A failed handshake fails the calls with STRATA_ETLS; a TLS server
+ * reached without tls refuses HELLO with STRATA_ETLSREQ.
+ *
  * Name resolution never runs on the loop: an IP literal is parsed here
  * (addr_parse_numeric); a name ("localhost", "storage-3") is looked up
  * with getaddrinfo on r's helper thread (reactor_offload), and the
@@ -91,7 +103,8 @@ int conn_accept(struct reactor *r, int fd, const struct conn_handler *h, struct 
  * -EINVAL for a malformed addr, or -ENOMEM.
  */
 int conn_connect(struct reactor *r, const char *addr, const struct conn_handler *h,
-		 const struct net_cred *cred, uint32_t default_timeout_ms, struct conn **out);
+		 const struct net_cred *cred, const struct net_tls *tls,
+		 uint32_t default_timeout_ms, struct conn **out);
 
 void conn_get(struct conn *c);
 void conn_put(struct conn *c);
@@ -124,6 +137,9 @@ int conn_reply(struct conn *c, const struct frame_hdr *req, int status, const vo
 /* Counters for metrics (monotonic, per process). */
 struct net_stats {
 	uint64_t frames_in, frames_out, bytes_in, bytes_out, bad_frames, conns_accepted;
+	/* TLS handshakes done, and how many of those connections the kernel
+	 * encrypts (kTLS send) and decrypts (kTLS receive). */
+	uint64_t tls_conns, ktls_tx_conns, ktls_rx_conns;
 };
 void net_stats_get(struct net_stats *out);
 

@@ -21,6 +21,8 @@ struct rpc_pool {
 	struct pool_ent *ents;
 	bool has_cred;
 	struct net_cred cred;
+	bool has_tls;
+	struct net_tls *tls;	/* a reference; NULL with has_tls: plain TCP */
 };
 
 int rpc_pool_new(struct reactor *r, uint32_t timeout_ms, struct rpc_pool **out)
@@ -50,7 +52,17 @@ void rpc_pool_free(struct rpc_pool *p)
 		free(e);
 	}
 	net_cred_release(&p->cred);
+	net_tls_put(p->tls);
 	free(p);
+}
+
+void rpc_pool_set_tls(struct rpc_pool *p, struct net_tls *tls)
+{
+	if (tls)
+		net_tls_get(tls);
+	net_tls_put(p->tls);
+	p->tls = tls;
+	p->has_tls = true;
 }
 
 int rpc_pool_set_cred(struct rpc_pool *p, const struct net_cred *cred)
@@ -107,7 +119,7 @@ int rpc_pool_call(struct rpc_pool *p, const char *addr, const struct rpc_call_ar
 	}
 	if (!e->c) {
 		rc = conn_connect(p->r, addr, NULL, p->has_cred ? &p->cred : net_cred_default(),
-				  p->timeout_ms, &e->c);
+				  p->has_tls ? p->tls : net_tls_default(), p->timeout_ms, &e->c);
 		if (rc) {
 			e->c = NULL;
 			return rc;

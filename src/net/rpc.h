@@ -26,6 +26,10 @@ void rpc_pool_free(struct rpc_pool *p);
  * the process default (net_cred_default, auth.h). Owner thread, or before
  * the pool is used. */
 int rpc_pool_set_cred(struct rpc_pool *p, const struct net_cred *cred);
+/* The TLS client context (tls.h; a reference is taken) the pool's new
+ * connections use from now on; NULL: plain TCP. Without it, the process
+ * default (net_tls_default). Owner thread, or before the pool is used. */
+void rpc_pool_set_tls(struct rpc_pool *p, struct net_tls *tls);
 /* Calls addr over the pooled connection, connecting first if needed.
  * Same contract as conn_call. Owner thread only. */
 int rpc_pool_call(struct rpc_pool *p, const char *addr, const struct rpc_call_args *a);

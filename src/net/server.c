@@ -28,6 +28,7 @@ struct rpc_server {
 	struct route routes[OP_MAX];
 	struct conn_handler h;
 	struct net_auth auth;
+	struct net_tls *tls;	/* a reference, or NULL */
 };
 
 static void req_free(struct svc_req *req)
@@ -255,6 +256,7 @@ void rpc_server_free(struct rpc_server *s)
 	for (int i = 0; i < s->nreactors; i++)
 		free(s->conns[i].v);
 	free(s->conns);
+	net_tls_put(s->tls);
 	free(s);
 }
 
@@ -273,6 +275,13 @@ void rpc_server_set_auth(struct rpc_server *s, const struct net_auth *auth)
 {
 	s->auth = *auth;
 	s->h.auth = &s->auth;
+}
+
+void rpc_server_set_tls(struct rpc_server *s, struct net_tls *tls)
+{
+	net_tls_get(tls);
+	s->tls = tls;
+	s->h.tls = tls;
 }
 
 const struct net_ident *svc_req_ident(const struct svc_req *req)

@@ -65,6 +65,9 @@ void rpc_server_route(struct rpc_server *s, uint16_t op, struct reactor *owner,
 		      svc_handler_fn fn, void *svc, enum svc_access access);
 /* The credential peers must prove (auth.h; copied). Before listening. */
 void rpc_server_set_auth(struct rpc_server *s, const struct net_auth *auth);
+/* Every connection accepted must speak TLS with this server context
+ * (tls.h; a reference is taken). Before listening, once. */
+void rpc_server_set_tls(struct rpc_server *s, struct net_tls *tls);
 /* Who sent req (valid until its reply). */
 const struct net_ident *svc_req_ident(const struct svc_req *req);
 /* The address of req's peer, for logs (valid until its reply). */

@@ -30,7 +30,11 @@ struct daemon_cfg {
 	char services[CFG_STR_MAX];
 	char metrics_listen[CFG_STR_MAX];
 	char key_file[CFG_STR_MAX];	/* the cluster key ("" = none) */
-	bool insecure;			/* no key beyond loopback, knowingly */
+	bool insecure;			/* no key or TLS beyond loopback, knowingly */
+	char tls[CFG_STR_MAX];		/* auto, on, off */
+	char tls_cert[CFG_STR_MAX];	/* PEM: this node's certificate (chain) */
+	char tls_key[CFG_STR_MAX];	/* PEM, mode 0600 */
+	char tls_ca[CFG_STR_MAX];	/* PEM: what peers' certificates chain to */
 	/* [mgmt]: where it is, how often to renew a lease with it */
 	char mgmt_addr[CFG_STR_MAX];
 	int64_t heartbeat_ms;

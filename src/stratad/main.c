@@ -21,6 +21,7 @@
 #include "net/addr.h"
 #include "net/auth.h"
 #include "net/conn.h"
+#include "net/tls.h"
 #include "common/errors_int.h"
 
 #define K(sec, name, type, field, def, min, max, help) \
@@ -42,7 +43,19 @@ static const struct cfg_key node_keys[] = {
 	  "the cluster key (mode 0600; 'strata keygen' makes one): peers must prove it or a "
 	  "token signed with it; empty: every peer is trusted, loopback only"),
 	K("node", "insecure", CFG_BOOL, insecure, "false", 0, 0,
-	  "allow listening beyond loopback without a cluster key (every peer trusted)"),
+	  "allow listening beyond loopback without a cluster key (every peer trusted) or "
+	  "without TLS (traffic in the clear)"),
+	K("node", "tls", CFG_STR, tls, "auto", 0, 0,
+	  "TLS for every connection to this node: on, off, or auto (on when listening "
+	  "beyond loopback with a certificate; beyond loopback without TLS needs "
+	  "node.insecure)"),
+	K("node", "tls_cert", CFG_STR, tls_cert, "", 0, 0,
+	  "this node's TLS certificate (PEM, with its chain); it must name the host or IP "
+	  "peers connect to"),
+	K("node", "tls_key", CFG_STR, tls_key, "", 0, 0, "the certificate's key (PEM, mode 0600)"),
+	K("node", "tls_ca", CFG_STR, tls_ca, "", 0, 0,
+	  "the CA (PEM) other nodes' certificates must be signed by; set: this node's own "
+	  "connections use TLS"),
 	K("mgmt", "address", CFG_STR, mgmt_addr, "", 0, 0, "mgmt address (default: this node)"),
 	K("mgmt", "heartbeat", CFG_MS, heartbeat_ms, "1s", 10, 600000,
 	  "how often this node renews its lease with mgmt"),
@@ -410,11 +423,77 @@ static int setup_auth(struct daemon *d, struct net_auth *auth_out)
 	return 0;
 }
 
+/*
+ * TLS: what this node serves (server_out, NULL: plain TCP) and, with
+ * node.tls_ca, how its own connections check their peers (the process
+ * default, net_tls_set_default). Beyond loopback, plain TCP is refused
+ * unless node.insecure, like a missing cluster key. Runs before anything
+ * is started.
+ */
+static int setup_tls(struct daemon *d, struct net_tls **server_out)
+{
+	bool loop = addr_is_loopback(d->cfg.listen), on;
+	struct net_tls *t;
+	char err[512];
+	int rc;
+
+	*server_out = NULL;
+	if (!strcmp(d->cfg.tls, "on")) {
+		on = true;
+	} else if (!strcmp(d->cfg.tls, "off")) {
+		on = false;
+	} else if (!strcmp(d->cfg.tls, "auto")) {
+		/* Beyond loopback without a certificate: as "off", which
+		 * is refused below unless node.insecure. */
+		on = !loop && d->cfg.tls_cert[0];
+	} else {
+		log_error("stratad", "key 'node.tls': '%s' is not one of auto, on, off", d->cfg.tls);
+		return -EINVAL;
+	}
+	if (d->cfg.tls_ca[0]) {
+		rc = net_tls_client_new(d->cfg.tls_ca, err, sizeof(err), &t);
+		if (rc) {
+			log_error("stratad", "node.tls_ca: %s", err);
+			return rc;
+		}
+		net_tls_set_default(t);
+		net_tls_put(t);
+	}
+	if (!on) {
+		if (!loop && !d->cfg.insecure) {
+			log_error("stratad", "refusing to listen on '%s' without TLS: set node.tls_cert, "
+				  "node.tls_key and node.tls_ca (scripts/tls-cert.sh makes them), or "
+				  "node.insecure=true to send everything in the clear", d->cfg.listen);
+			return -EPERM;
+		}
+		if (!loop)
+			log_warn("stratad", "no TLS on '%s': traffic to this node is in the clear",
+				 d->cfg.listen);
+		return 0;
+	}
+	if (!d->cfg.tls_cert[0] || !d->cfg.tls_key[0] || !d->cfg.tls_ca[0]) {
+		log_error("stratad", "TLS is on for '%s' (node.tls=%s): set node.tls_cert, "
+			  "node.tls_key and node.tls_ca (scripts/tls-cert.sh makes them)%s",
+			  d->cfg.listen, d->cfg.tls,
+			  loop ? "" : ", or node.insecure=true to send everything in the clear");
+		return -EINVAL;
+	}
+	rc = net_tls_server_new(d->cfg.tls_cert, d->cfg.tls_key, err, sizeof(err), server_out);
+	if (rc) {
+		log_error("stratad", "%s", err);
+		return rc;
+	}
+	log_info("stratad", "TLS on '%s' with certificate '%s'; peers checked against '%s'",
+		 d->cfg.listen, d->cfg.tls_cert, d->cfg.tls_ca);
+	return 0;
+}
+
 /* Runs the node once its config is read; returns main's exit status. */
 static int serve(struct daemon *d_, const struct all_keys *keys)
 {
 	struct daemon d = *d_;
 	struct net_auth auth;
+	struct net_tls *tls;
 	sigset_t sigs;
 	enum log_level lvl;
 	int rc, sig = 0;
@@ -440,6 +519,8 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 
 	if (setup_auth(&d, &auth))
 		return 1;
+	if (setup_tls(&d, &tls))
+		return 1;
 	d.start_ms = reactor_now_ms();
 	d.nreactors = d.cfg.threads ? (int)d.cfg.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (d.nreactors < 1)
@@ -462,6 +543,10 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 		return 1;
 	if (auth.has_key)
 		rpc_server_set_auth(d.srv, &auth);
+	if (tls) {
+		rpc_server_set_tls(d.srv, tls);
+		net_tls_put(tls);
+	}
 	memset(&auth, 0, sizeof(auth));
 	rc = rpc_server_listen(d.srv, d.cfg.listen);
 	if (rc < 0) {

@@ -191,7 +191,10 @@ class FaultCluster:
                       "--expires", "never"]):
             r = run([STRATA, *[str(a) for a in argv]], timeout=30)
             assert r.returncode == 0, r.stderr
-        self.flags = list(FLAGS) + ["--node.key_file=%s" % key] + list(flags)
+        # Plain TCP in the namespaces (node.insecure): these tests are
+        # about failures, test_tls.py about TLS.
+        self.flags = list(FLAGS) + ["--node.key_file=%s" % key,
+                                    "--node.insecure=true"] + list(flags)
         host = fabric.service_ip if fabric else "127.0.0.1"
         self.mgmt_addr = "%s:%d" % (host, _free_port(host))
         self.nodes = []

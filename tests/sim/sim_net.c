@@ -703,6 +703,12 @@ int rpc_pool_set_cred(struct rpc_pool *p, const struct net_cred *cred)
 	return 0;
 }
 
+void rpc_pool_set_tls(struct rpc_pool *p, struct net_tls *tls)
+{
+	(void)p;
+	(void)tls;
+}
+
 const struct net_ident *svc_req_ident(const struct svc_req *req)
 {
 	static const struct net_ident daemon = { .role = NET_ROLE_DAEMON };

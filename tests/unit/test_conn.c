@@ -669,7 +669,7 @@ static void connect_start_task(void *arg)
 	struct connect_task *t = arg;
 
 	t->loop = pthread_self();
-	t->rc = conn_connect(t->f->r, t->addr, NULL, NULL, 5000, &t->c);
+	t->rc = conn_connect(t->f->r, t->addr, NULL, NULL, NULL, 5000, &t->c);
 }
 
 static struct listener *listen_on(struct fix *f, const char *addr)
