@@ -98,7 +98,8 @@ def test_a_wrong_cluster_key_is_refused(sec_cluster):
     ns = f.body[12:28]
     a = cl.call(sw.OP_AUTH, sw.proof(os.urandom(32), b"strata-client", nc, ns))
     assert a.status == EKEYREJECTED
-    with pytest.raises(sw.WireError):
+    # Closed after the refusal: an orderly close or a reset, as timing has it.
+    with pytest.raises((sw.WireError, OSError)):
         cl.ping()
     wait_log(node, r"refused '127\.0\.0\.1:\d+': wrong cluster key")
 
@@ -109,7 +110,7 @@ def test_requests_before_auth_close_the_connection(sec_cluster):
     f = cl.call(sw.OP_HELLO, sw.hello_body(kind=sw.CRED_KEY))
     assert f.status == 0
     cl.send(sw.Frame(opcode=sw.OP_PING, req_id=cl.new_id()))
-    with pytest.raises(sw.WireError):
+    with pytest.raises((sw.WireError, OSError)):
         cl.recv(5)
     wait_log(node, "request before AUTH")
 
