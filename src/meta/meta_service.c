@@ -126,6 +126,7 @@ struct meta {
 	struct sc_io probe;		/* nudges the storage client to a map */
 	bool probing;
 	struct announcer *ann;		/* lists this service in the cluster map */
+	struct service_env env;		/* the daemon's: its strings outlive us */
 	const struct cluster_key *key;	/* signs chunk caps; NULL: none given */
 
 	struct gc_io ios[GC_INFLIGHT];
@@ -487,6 +488,14 @@ static void on_poll_timer(void *arg)
 			log_info(COMP, "chain table length %u -> %u", m->table_len, tl);
 			m->table_len = tl;
 		}
+	}
+	/* Clients find the namespace through the map: list it once it can
+	 * place a file (a chain table), not before. */
+	if (m->table_len && !m->ann) {
+		rc = announce_start(&m->env, CM_SVC_META, &m->ann);
+		if (rc)
+			log_warn(COMP, "cannot announce the meta service to mgmt '%s': %s (retrying)",
+				 m->env.mgmt_addr, strata_strerror(rc));
 	}
 	if (ns_statfs(&m->ns, &st) == 0) {
 		STAT_SET(&m->inodes, st.inodes);
@@ -1440,6 +1449,7 @@ static int meta_start(const struct service_env *env, void **out)
 
 	if (!m)
 		return -ENOMEM;
+	m->env = *env;
 	m->cfg = env->cfg;
 	m->key = env->key;
 	m->r = env->reactors[0];
@@ -1480,14 +1490,9 @@ static int meta_start(const struct service_env *env, void **out)
 	rc = reactor_post(m->r, start_on_owner, m);
 	if (rc)
 		goto fail;
+	/* Served from now on; announced once a chain table is known
+	 * (on_poll_timer). */
 	meta_route(env->srv, m->r, &handlers, m);
-	/* Clients find the namespace through the map, once it is served. */
-	rc = announce_start(env, CM_SVC_META, &m->ann);
-	if (rc) {
-		log_error(COMP, "cannot announce the meta service to mgmt '%s': %s",
-			  env->mgmt_addr, strata_strerror(rc));
-		goto fail;
-	}
 	log_info(COMP, "namespace '%s' open; chunk deletion every %llu ms", path,
 		 (unsigned long long)m->gc_interval_ms);
 	*out = m;
@@ -1505,8 +1510,8 @@ static void meta_stop(void *svc)
 	/* Requests no longer arrive: the daemon closed its connections. The
 	 * storage client fails what it still holds; the completions run on
 	 * reactor 0 and start nothing new once stopping is set. */
-	announce_stop(m->ann);
 	reactor_call(m->r, stop_timers_on_owner, m);
+	announce_stop(m->ann);	/* the timers that start it have stopped */
 	meta_free(m);
 }
 
