@@ -22,6 +22,9 @@ struct net_tls {
 };
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
 	va_list ap;
 	size_t n;
