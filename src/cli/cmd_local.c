@@ -15,10 +15,11 @@
 #include <jansson.h>
 
 #include "cli.h"
-#include "common/token.h"
 #include "common/config.h"
+#include "common/token.h"
 #include "net/proto.h"
 #include "net/reactor.h"
+#include "proto/mgmt.h"
 #include "strata/errors.h"
 #include "strata/locate.h"
 
@@ -194,10 +195,25 @@ static int64_t status_value(struct rpc_client *cl, const char *addr, const char 
 	return v;
 }
 
+/* Whether mgmt's cluster map lists an UP meta service (clients find the
+ * namespace there; meta announces itself once it knows a chain table). */
+static bool meta_listed(struct rpc_client *cl, const char *mgmt)
+{
+	struct cluster_map m;
+	bool up = false;
+
+	cm_init(&m);
+	if (cmap_fetch_sync(cl, mgmt, 3000, &m) == 0)
+		for (uint32_t i = 0; i < m.nservices; i++)
+			up |= m.services[i].kind == CM_SVC_META && m.services[i].state == NODE_UP;
+	cm_release(&m);
+	return up;
+}
+
 /* Waits until the cluster takes I/O: the meta service knows a chain table
- * (the storage daemons registered and mgmt built the chains) and every
- * storage daemon holds mgmt's current map (no first write is refused for
- * a stale one). */
+ * (the storage daemons registered and mgmt built the chains) and is
+ * listed in the map, and every storage daemon holds mgmt's current map
+ * (no first write is refused for a stale one). */
 static int wait_ready(const char *dir, const char *mgmt, json_t *nodes, int timeout_ms)
 {
 	struct rpc_client *cl;
@@ -212,7 +228,8 @@ static int wait_ready(const char *dir, const char *mgmt, json_t *nodes, int time
 	while (!ready && reactor_now_ms() < deadline) {
 		int64_t version = status_value(cl, mgmt, "mgmt", "map_version");
 
-		ready = status_value(cl, mgmt, "meta", "table_len") > 0 && version > 0;
+		ready = status_value(cl, mgmt, "meta", "table_len") > 0 && version > 0 &&
+			meta_listed(cl, mgmt);
 		for (size_t i = 0; ready && i < json_array_size(nodes); i++) {
 			json_t *n = json_array_get(nodes, i);
 

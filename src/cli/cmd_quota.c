@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cli_fs.h"
+#include "common/clock.h"
 #include "common/cluster_map.h"
 #include "common/config.h"
 #include "proto/meta.h"
@@ -38,18 +40,25 @@ static int quota_connect(const struct fs_args *a, struct quota_conn *c)
 		return rc;
 	if (cli_rpc_client("strata-quota", QUOTA_TIMEOUT_MS, a->token, a->mgmt, a->dir, &c->cl))
 		return 1;
-	cm_init(&m);
-	rc = cmap_fetch_sync(c->cl, addr, QUOTA_TIMEOUT_MS, &m);
-	if (rc) {
-		cli_err("%s: cannot read the cluster map from '%s': %s", a->cmd, addr,
-			strata_strerror(rc));
-		rpc_client_free(c->cl);
-		return 1;
+	/* A meta service that is starting is listed within a heartbeat or
+	 * two: wait for it as strata_connect does, up to the timeout. */
+	for (uint64_t deadline = mono_ms() + QUOTA_TIMEOUT_MS; !c->meta[0];) {
+		cm_init(&m);
+		rc = cmap_fetch_sync(c->cl, addr, QUOTA_TIMEOUT_MS, &m);
+		if (rc) {
+			cli_err("%s: cannot read the cluster map from '%s': %s", a->cmd, addr,
+				strata_strerror(rc));
+			rpc_client_free(c->cl);
+			return 1;
+		}
+		for (uint32_t i = 0; i < m.nservices && !c->meta[0]; i++)
+			if (m.services[i].kind == CM_SVC_META && m.services[i].state == NODE_UP)
+				snprintf(c->meta, sizeof(c->meta), "%s", m.services[i].addr);
+		cm_release(&m);
+		if (c->meta[0] || mono_ms() >= deadline)
+			break;
+		usleep(100 * 1000);
 	}
-	for (uint32_t i = 0; i < m.nservices && !c->meta[0]; i++)
-		if (m.services[i].kind == CM_SVC_META && m.services[i].state == NODE_UP)
-			snprintf(c->meta, sizeof(c->meta), "%s", m.services[i].addr);
-	cm_release(&m);
 	if (!c->meta[0]) {
 		cli_err("%s: no meta service up in the cluster map of '%s'", a->cmd, addr);
 		rpc_client_free(c->cl);
