@@ -247,9 +247,10 @@ static void storage_stop(void *svc)
 /*
  * Handlers are routed by the daemon to a fixed owner; a request for a
  * target owned by another reactor is handed over here, by the target it
- * names: the first field of a batch or space request, the ref (or the
- * chain ref of a listing, laid out the same) that opens the others. Only
- * that prefix is read here; the handler decodes the whole body.
+ * names: the first field of a batch or space request, the ref's target id
+ * (third field of a chunk ref, and of a listing's chain ref, laid out the
+ * same) for the others. Only that prefix is read here; the handler
+ * decodes the whole body.
  */
 static void dispatch(struct storage *st, struct svc_req *req, svc_handler_fn fn)
 {
@@ -264,10 +265,13 @@ static void dispatch(struct storage *st, struct svc_req *req, svc_handler_fn fn)
 		sp_target_dec(&r, &tg);
 		target_id = tg.target_id;
 	} else {
-		struct sp_ref ref;
-
-		sp_ref_dec(&r, &ref);
-		target_id = ref.target_id;
+		/* The prefix only (chain id, chain version, target id): a
+		 * listing's chain ref is shorter than a chunk ref with its
+		 * capability, and a failed decode here would run the handler
+		 * on this thread instead of the target's. */
+		(void)rb_u32(&r);
+		(void)rb_u64(&r);
+		target_id = rb_u32(&r);
 	}
 	t = r.err ? NULL : find_target(st, target_id);
 	if (!t)
