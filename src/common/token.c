@@ -333,27 +333,21 @@ int token_claims_to_json(const struct token_claims *c, char **out)
 
 int token_sign(const struct cluster_key *k, const struct token_claims *c, char **out)
 {
-	json_t *o;
-	char *js, *text;
-	size_t jl, n;
+	size_t pl = strlen(TOKEN_PREFIX), jl, n;
 	uint8_t sig[TOKEN_SECRET_LEN];
-	int rc = token_claims_check(c, NULL, 0);
+	char *js, *text;
+	int rc = token_claims_to_json(c, &js);
 
 	if (rc)
 		return rc;
-	o = claims_json(c);
-	js = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-	json_decref(o);
-	if (!js)
-		return -ENOMEM;
 	jl = strlen(js);
-	text = malloc(strlen(TOKEN_PREFIX) + jl * 4 / 3 + 8 + 1 + SIG_B64_LEN + 4);
+	text = malloc(pl + jl * 4 / 3 + 8 + 1 + SIG_B64_LEN + 4);
 	if (!text) {
 		free(js);
 		return -ENOMEM;
 	}
-	n = (size_t)sprintf(text, "%s", TOKEN_PREFIX);
-	n += b64url_encode((const uint8_t *)js, jl, text + n);
+	memcpy(text, TOKEN_PREFIX, pl);
+	n = pl + b64url_encode((const uint8_t *)js, jl, text + pl);
 	free(js);
 	token_secret(k, text, n, sig);
 	text[n++] = '.';
@@ -521,35 +515,6 @@ static int claims_from_json(json_t *o, struct token_claims *c, char *err, size_t
 	return token_claims_check(c, err, errlen);
 }
 
-int token_parse_claims(const char *signed_part, size_t len, struct token_claims *c,
-		       char *err, size_t errlen)
-{
-	size_t pl = strlen(TOKEN_PREFIX);
-	uint8_t *js;
-	long n;
-	json_t *o;
-	json_error_t je;
-	int rc;
-
-	if (len < pl || len > TOKEN_TEXT_MAX || memcmp(signed_part, TOKEN_PREFIX, pl))
-		return fail(err, errlen, -EINVAL, "not a strata token");
-	js = malloc((len - pl) * 3 / 4 + 4);
-	if (!js)
-		return -ENOMEM;
-	n = b64url_decode(signed_part + pl, len - pl, js);
-	if (n <= 0) {
-		free(js);
-		return fail(err, errlen, -EINVAL, "malformed token: claims are not base64url");
-	}
-	o = json_loadb((const char *)js, (size_t)n, JSON_REJECT_DUPLICATES, &je);
-	free(js);
-	if (!o)
-		return fail(err, errlen, -EINVAL, "malformed token claims: %s", je.text);
-	rc = claims_from_json(o, c, err, errlen);
-	json_decref(o);
-	return rc;
-}
-
 int token_claims_from_json(const char *text, size_t len, struct token_claims *c, char *err,
 			   size_t errlen)
 {
@@ -566,6 +531,26 @@ int token_claims_from_json(const char *text, size_t len, struct token_claims *c,
 		return fail(err, errlen, -EINVAL, "malformed token claims: %s", je.text);
 	rc = claims_from_json(o, c, err, errlen);
 	json_decref(o);
+	return rc;
+}
+
+int token_parse_claims(const char *signed_part, size_t len, struct token_claims *c,
+		       char *err, size_t errlen)
+{
+	size_t pl = strlen(TOKEN_PREFIX);
+	uint8_t *js;
+	long n;
+	int rc;
+
+	if (len < pl || len > TOKEN_TEXT_MAX || memcmp(signed_part, TOKEN_PREFIX, pl))
+		return fail(err, errlen, -EINVAL, "not a strata token");
+	js = malloc((len - pl) * 3 / 4 + 4);
+	if (!js)
+		return -ENOMEM;
+	n = b64url_decode(signed_part + pl, len - pl, js);
+	rc = n <= 0 ? fail(err, errlen, -EINVAL, "malformed token: claims are not base64url")
+		    : token_claims_from_json((const char *)js, (size_t)n, c, err, errlen);
+	free(js);
 	return rc;
 }
 
