@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net/rpc.h"
 #include "strata/strata.h"
 
 /* Long options that take a value and have no letter. */
@@ -56,6 +57,11 @@ int fs_connect_at(const struct fs_args *a, struct strata **out, char *addr, size
 /* The mgmt address fs_connect would use, into addr. Returns 0, 1 or 2 as
  * fs_connect (reported). */
 int fs_mgmt_addr(const struct fs_args *a, char *addr, size_t len);
+
+/* fs_mgmt_addr, then an RPC client (named name) presenting the command's
+ * credential (cli_rpc_client). Returns 0 and *cl, or 1 or 2 (reported). */
+int fs_mgmt_client(const struct fs_args *a, const char *name, uint32_t timeout_ms, char *addr,
+		   size_t len, struct rpc_client **cl);
 
 /* Normalizes a cluster path: absolute ("a/b" is "/a/b"), no repeated or
  * trailing '/', "." and ".." resolved lexically. Returns a malloc'd string

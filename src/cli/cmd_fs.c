@@ -125,6 +125,16 @@ int fs_mgmt_addr(const struct fs_args *a, char *addr, size_t len)
 	return 1;
 }
 
+int fs_mgmt_client(const struct fs_args *a, const char *name, uint32_t timeout_ms, char *addr,
+		   size_t len, struct rpc_client **cl)
+{
+	int rc = fs_mgmt_addr(a, addr, len);
+
+	if (rc)
+		return rc;
+	return cli_rpc_client(name, timeout_ms, a->token, a->mgmt, a->dir, cl) ? 1 : 0;
+}
+
 int fs_connect_at(const struct fs_args *a, struct strata **out, char *addr, size_t len)
 {
 	struct strata_opts o;

@@ -33,13 +33,12 @@ static int quota_connect(const struct fs_args *a, struct quota_conn *c)
 {
 	struct cluster_map m;
 	char addr[256];
-	int rc = fs_mgmt_addr(a, addr, sizeof(addr));
+	int rc;
 
 	memset(c, 0, sizeof(*c));
+	rc = fs_mgmt_client(a, "strata-quota", QUOTA_TIMEOUT_MS, addr, sizeof(addr), &c->cl);
 	if (rc)
 		return rc;
-	if (cli_rpc_client("strata-quota", QUOTA_TIMEOUT_MS, a->token, a->mgmt, a->dir, &c->cl))
-		return 1;
 	/* A meta service that is starting is listed within a heartbeat or
 	 * two: wait for it as strata_connect does, up to the timeout. */
 	for (uint64_t deadline = mono_ms() + QUOTA_TIMEOUT_MS; !c->meta[0];) {

@@ -323,11 +323,8 @@ static int registry_client(const char *cmd, const struct cli_token_opts *o, char
 			   size_t len, struct rpc_client **cl)
 {
 	struct fs_args a = { .cmd = cmd, .mgmt = o->mgmt, .dir = o->dir, .token = o->token };
-	int rc = fs_mgmt_addr(&a, addr, len);
 
-	if (rc)
-		return rc;
-	return cli_rpc_client("strata-token", 10000, o->token, o->mgmt, o->dir, cl) ? 1 : 0;
+	return fs_mgmt_client(&a, "strata-token", 10000, addr, len, cl);
 }
 
 /* mgmt signs c and records it: *text is malloc'd. 0 or the exit status
@@ -402,41 +399,19 @@ static int token_create(int argc, char **argv)
 
 /* --mgmt, --dir and --token of 'token list' and 'token revoke'; the
  * positional arguments are left in pos. 0 or 2 (reported). */
-static int registry_args(const char *cmd, int argc, char **argv, struct cli_token_opts *o,
-			 char ***pos, int *npos)
+static int registry_args(int argc, char **argv, struct cli_token_opts *o, char ***pos, int *npos)
 {
-	static const struct option opts[] = {
-		{ "mgmt", required_argument, NULL, OPT_MGMT },
-		{ "dir", required_argument, NULL, OPT_DIR },
-		{ "token", required_argument, NULL, OPT_TOKEN },
-		{ NULL, 0, NULL, 0 },
-	};
-	int opt;
+	struct fs_args a;
+	int rc = fs_parse(argc, argv, "", false, &a);
 
 	memset(o, 0, sizeof(*o));
-	opterr = 0;
-	optind = 0;
-	while ((opt = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-		switch (opt) {
-		case OPT_MGMT:
-			o->mgmt = optarg;
-			break;
-		case OPT_DIR:
-			o->dir = optarg;
-			break;
-		case OPT_TOKEN:
-			o->token = optarg;
-			break;
-		case ':':
-			cli_err("%s: option '%s' needs a value", cmd, argv[optind - 1]);
-			return 2;
-		default:
-			cli_err("%s: unknown option '%s'", cmd, argv[optind - 1]);
-			return 2;
-		}
-	}
-	*pos = argv + optind;
-	*npos = argc - optind;
+	if (rc)
+		return rc;
+	o->mgmt = a.mgmt;
+	o->dir = a.dir;
+	o->token = a.token;
+	*pos = a.pos;
+	*npos = a.npos;
 	return 0;
 }
 
@@ -460,7 +435,7 @@ static int token_list(int argc, char **argv)
 	struct mg_token_list rep;
 	char addr[256], **pos;
 	int64_t now = (int64_t)time(NULL);
-	int npos, rc = registry_args("token list", argc, argv, &o, &pos, &npos);
+	int npos, rc = registry_args(argc, argv, &o, &pos, &npos);
 
 	if (rc)
 		return rc;
@@ -503,7 +478,7 @@ static int token_revoke(int argc, char **argv)
 	struct rpc_client *cl;
 	struct proto_sync s = { .timeout_ms = 10000 };
 	char addr[256], **pos;
-	int npos, rc = registry_args("token revoke", argc, argv, &o, &pos, &npos);
+	int npos, rc = registry_args(argc, argv, &o, &pos, &npos);
 
 	if (rc)
 		return rc;
