@@ -253,6 +253,30 @@ def run(argv, timeout=30, env=None, cwd=None):
                                        err.decode(errors="replace"))
 
 
+def run_strata(*args, timeout=30, env=None):
+    """CompletedProcess of 'strata ARGS' (env: extra variables)."""
+    return run([STRATA, *[str(a) for a in args]], timeout=timeout, env=env)
+
+
+# The environment a client gets no credential from (run() adds env to
+# the test's own, where the cluster fixtures name a token).
+NO_CRED = {"STRATA_TOKEN": "", "STRATA_TOKEN_FILE": "", "STRATA_MGMT": ""}
+
+
+def strata_nocred(*args, env=None, timeout=60):
+    """'strata ARGS' with no credential from the environment."""
+    return run_strata(*args, timeout=timeout, env=dict(NO_CRED, **(env or {})))
+
+
+def signed_token(cluster_dir, path, *args):
+    """'strata token create --key DIR/cluster.key --out PATH ARGS' (a 0600
+    file, signed offline); returns path."""
+    r = strata_nocred("token", "create", "--key", Path(cluster_dir) / "cluster.key",
+                      "--out", path, *args)
+    assert r.returncode == 0, r.stderr
+    return path
+
+
 def wait_until(pred, timeout, interval=0.02, what="condition"):
     """Polls pred() until it returns a true value, which it returns; raises
     AssertionError past timeout."""
@@ -743,9 +767,7 @@ def _failed(request):
 @pytest.fixture
 def strata():
     """strata(*args, timeout=30) -> CompletedProcess of the CLI."""
-    def strata_fn(*args, timeout=30, env=None):
-        return run([STRATA, *[str(a) for a in args]], timeout=timeout, env=env)
-    return strata_fn
+    return run_strata
 
 
 @pytest.fixture
@@ -825,13 +847,10 @@ def shared_daemon(tmp_path_factory, request):
 def _make_cluster_factory(base_dir, request):
     made = []
 
-    def strata_fn(*args, timeout=30, env=None):
-        return run([STRATA, *[str(a) for a in args]], timeout=timeout, env=env)
-
-    def make(n=3, daemon_flags=None, name=None):
-        c = Cluster(Path(base_dir) / (name or "cluster%d" % (len(made) + 1)), strata_fn)
+    def make(n=3, daemon_flags=None, name=None, timeout=60):
+        c = Cluster(Path(base_dir) / (name or "cluster%d" % (len(made) + 1)), run_strata)
         made.append(c)
-        c.up(n, daemon_flags)
+        c.up(n, daemon_flags, timeout=timeout)
         return c
 
     def finish():
@@ -855,6 +874,16 @@ def cluster(tmp_path, request):
     """cluster(n, daemon_flags=None) -> Cluster started by 'strata local up'.
     Teardown runs 'strata local down' and SIGKILLs whatever survives."""
     make, finish = _make_cluster_factory(tmp_path, request)
+    request.addfinalizer(finish)
+    return make
+
+
+@pytest.fixture(scope="module")
+def module_cluster(tmp_path_factory, request):
+    """cluster(n, ...) for a whole module: the clusters it makes are
+    stopped, and their logs checked for sanitizer reports, after the
+    module's last test."""
+    make, finish = _make_cluster_factory(tmp_path_factory.mktemp("module-cluster"), request)
     request.addfinalizer(finish)
     return make
 

@@ -16,17 +16,13 @@ import time
 import pytest
 
 import strata_wire as sw
-from conftest import STRATA, Cluster, run
+from conftest import signed_token
+from conftest import strata_nocred as strata
 
 EACCES = -13
 OP_OPEN, OP_SETATTR, OP_RESOLVE = 67, 74, 81
 ATTR_MODE, ATTR_UID, ATTR_GID = 1, 2, 4
 O_RDONLY, O_WRONLY = 0, 1
-
-
-def strata(*args, timeout=60):
-    e = {"STRATA_TOKEN": "", "STRATA_TOKEN_FILE": "", "STRATA_MGMT": ""}
-    return run([str(STRATA), *[str(a) for a in args]], timeout=timeout, env=e)
 
 
 class Caps:
@@ -41,11 +37,7 @@ class Caps:
         self.key = sw.load_key(c.dir / "cluster.key")
 
     def token(self, name, *args):
-        path = self.tmp / name
-        r = strata("token", "create", "--key", self.c.dir / "cluster.key", "--out", path,
-                   "--expires", "1h", *args)
-        assert r.returncode == 0, r.stderr
-        return path
+        return signed_token(self.c.dir, self.tmp / name, "--expires", "1h", *args)
 
     def ok(self, token, *args):
         r = strata(*args, "--token", token, "--mgmt", self.mgmt)
@@ -78,12 +70,9 @@ class Caps:
 
 
 @pytest.fixture(scope="module")
-def caps(tmp_path_factory):
+def caps(tmp_path_factory, module_cluster):
     tmp = tmp_path_factory.mktemp("caps")
-    c = Cluster(tmp / "cluster",
-                lambda *a, timeout=60, env=None: run([str(STRATA), *[str(x) for x in a]],
-                                                     timeout=timeout, env=env))
-    c.up(1, timeout=90)
+    c = module_cluster(1, timeout=90)
     t = Caps(c, tmp)
     src = tmp / "data.txt"
     src.write_bytes(b"secret data\n" * 100)
@@ -94,10 +83,7 @@ def caps(tmp_path_factory):
     t.src = src
     t.t1 = t.token("t1", "--uid", "1000", "--gid", "1000", "--path", "rw:/t1")
     t.ok(t.t1, "put", src, "/t1/own")
-    yield t
-    problems = c.stop_all() + c.sanitizer_reports()
-    if problems:
-        pytest.fail("\n".join(problems), pytrace=False)
+    return t
 
 
 def test_cli_io_inside_the_scope_works(caps):

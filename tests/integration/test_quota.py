@@ -13,29 +13,15 @@ import re
 
 import pytest
 
-from conftest import (STRATA, Cluster, fetch_metrics_text, parse_metrics, run,
-                      sanitizer_reports, wait_until)
+from conftest import (fetch_metrics_text, parse_metrics, run_strata, sanitizer_reports,
+                      signed_token, wait_until)
 
 DQUOT = "Disk quota exceeded"
 
 
-def _strata_fn(*args, timeout=60, env=None):
-    return run([str(STRATA), *[str(a) for a in args]], timeout=timeout, env=env)
-
-
 @pytest.fixture(scope="module")
-def qc(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("quota") / "cluster", _strata_fn)
-    try:
-        c.up(1, timeout=90)
-    except BaseException:
-        if (c.dir / "cluster.json").exists():
-            c.down()
-        raise
-    yield c
-    problems = c.stop_all() + c.sanitizer_reports()
-    if problems:
-        pytest.fail("\n".join(problems), pytrace=False)
+def qc(module_cluster):
+    return module_cluster(1, timeout=90)
 
 
 @pytest.fixture
@@ -45,7 +31,7 @@ def fs(qc):
     def fn(*args, ok=None, env=None):
         e = {"STRATA_MGMT": json.loads((qc.dir / "cluster.json").read_text())["mgmt"]}
         e.update(env or {})
-        r = _strata_fn(*args, env=e)
+        r = run_strata(*args, timeout=60, env=e)
         assert not sanitizer_reports(r.stderr), r.stderr
         if ok is not None:
             assert (r.returncode == 0) == ok, "strata %s: %d\n%s%s" % (
@@ -151,10 +137,8 @@ def test_rename_into_a_full_quota_is_refused_and_unlink_frees(fs, local):
 
 
 def test_non_admin_token_cannot_set_a_quota(fs, qc, tmp_path):
-    tok = tmp_path / "u1000.token"
-    r = _strata_fn("token", "create", "--key", qc.dir / "cluster.key", "--out", tok,
-                   "--expires", "1h", "--uid", "1000", "--gid", "1000", "--path", "rw:/")
-    assert r.returncode == 0, r.stderr
+    tok = signed_token(qc.dir, tmp_path / "u1000.token", "--expires", "1h", "--uid", "1000",
+                       "--gid", "1000", "--path", "rw:/")
     fs("mkdir", "/qt", ok=True)
     fs("quota", "set", "/qt", "--inodes", "5", ok=True)
     r = fs("quota", "set", "/qt", "--inodes", "500", "--token", tok)

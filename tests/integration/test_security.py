@@ -15,7 +15,8 @@ import time
 import pytest
 
 import strata_wire as sw
-from conftest import STRATA, run, wait_until
+from conftest import STRATA, run, signed_token, wait_until
+from conftest import strata_nocred as strata
 
 ENOCRED = -(4096 + 12)
 EACCES = -13
@@ -23,14 +24,6 @@ EKEYEXPIRED = -127
 EKEYREJECTED = -129
 OP_MGMT_REGISTER = 16
 OP_MGMT_ADMIN = 20
-
-
-def strata(*args, env=None, timeout=60):
-    """'strata ARGS' with no credential from the environment (run() adds
-    env to the test's own, where the cluster fixture names a token)."""
-    e = {"STRATA_TOKEN": "", "STRATA_TOKEN_FILE": "", "STRATA_MGMT": ""}
-    e.update(env or {})
-    return run([str(STRATA), *[str(a) for a in args]], timeout=timeout, env=e)
 
 
 def wait_log(node, pattern):
@@ -44,24 +37,14 @@ def mgmt_of(c):
 
 def make_token(c, tmp_path, name, *args):
     """A token signed with c's key, in a 0600 file; returns the path."""
-    path = tmp_path / name
-    r = strata("token", "create", "--key", c.dir / "cluster.key", "--out", path, *args)
-    assert r.returncode == 0, r.stderr
+    path = signed_token(c.dir, tmp_path / name, *args)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     return path
 
 
 @pytest.fixture(scope="module")
-def sec_cluster(tmp_path_factory):
-    from conftest import Cluster
-    c = Cluster(tmp_path_factory.mktemp("sec") / "cluster",
-                lambda *a, timeout=60, env=None: run([str(STRATA), *[str(x) for x in a]],
-                                                     timeout=timeout, env=env))
-    c.up(2, timeout=90)
-    yield c
-    problems = c.stop_all() + c.sanitizer_reports()
-    if problems:
-        pytest.fail("\n".join(problems), pytrace=False)
+def sec_cluster(module_cluster):
+    return module_cluster(2, timeout=90)
 
 
 def test_local_up_writes_a_key_and_an_admin_token(sec_cluster):

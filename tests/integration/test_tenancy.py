@@ -12,18 +12,13 @@ import struct
 import pytest
 
 import strata_wire as sw
-from conftest import STRATA, Cluster, run
+from conftest import signed_token
+from conftest import strata_nocred as strata
 
 EPERM = -1
 EACCES = -13
 OP_LOOKUP, OP_SETATTR, OP_RESOLVE = 64, 74, 81
 ATTR_MODE, ATTR_UID, ATTR_GID = 1, 2, 4
-
-
-def strata(*args, timeout=60):
-    """'strata ARGS' with no credential from the environment."""
-    e = {"STRATA_TOKEN": "", "STRATA_TOKEN_FILE": "", "STRATA_MGMT": ""}
-    return run([str(STRATA), *[str(a) for a in args]], timeout=timeout, env=e)
 
 
 class Tenancy:
@@ -36,11 +31,7 @@ class Tenancy:
         self.admin = c.dir / "admin.token"
 
     def token(self, name, *args):
-        path = self.tmp / name
-        r = strata("token", "create", "--key", self.c.dir / "cluster.key", "--out", path, "--expires", "1h",
-                   *args)
-        assert r.returncode == 0, r.stderr
-        return path
+        return signed_token(self.c.dir, self.tmp / name, "--expires", "1h", *args)
 
     def cli(self, token, *args):
         return strata(*args, "--token", token, "--mgmt", self.mgmt)
@@ -86,12 +77,9 @@ class Tenancy:
 
 
 @pytest.fixture(scope="module")
-def ten(tmp_path_factory):
+def ten(tmp_path_factory, module_cluster):
     tmp = tmp_path_factory.mktemp("ten")
-    c = Cluster(tmp / "cluster",
-                lambda *a, timeout=60, env=None: run([str(STRATA), *[str(x) for x in a]],
-                                                     timeout=timeout, env=env))
-    c.up(1, timeout=90)
+    c = module_cluster(1, timeout=90)
     t = Tenancy(c, tmp)
     src = tmp / "data.txt"
     src.write_bytes(b"secret data\n")
@@ -109,10 +97,7 @@ def ten(tmp_path_factory):
     t.ok(a, "put", src, "/secret")
     assert t.setattr(a, "/secret", ATTR_MODE, mode=0o600) == 0
     t.src = src
-    yield t
-    problems = c.stop_all() + c.sanitizer_reports()
-    if problems:
-        pytest.fail("\n".join(problems), pytrace=False)
+    return t
 
 
 def test_root_only_file_is_unreadable_and_undeletable(ten):

@@ -6,14 +6,13 @@ revocation survives a restart of the cluster.
 The cluster comes from 'strata local up'; the registry is managed with its
 admin token (--dir DIR presents DIR/admin.token).
 """
-import re
 import sqlite3
 import stat
 
 import pytest
 
 import strata_wire as sw
-from conftest import STRATA, run, wait_until
+from conftest import wait_until
 from test_security import mgmt_of, strata
 
 EKEYREVOKED = -128
@@ -23,16 +22,8 @@ REFRESH_BOUND_S = 30
 
 
 @pytest.fixture(scope="module")
-def tok_cluster(tmp_path_factory):
-    from conftest import Cluster
-    c = Cluster(tmp_path_factory.mktemp("tok") / "cluster",
-                lambda *a, timeout=60, env=None: run([str(STRATA), *[str(x) for x in a]],
-                                                     timeout=timeout, env=env))
-    c.up(2, timeout=90)
-    yield c
-    problems = c.stop_all() + c.sanitizer_reports()
-    if problems:
-        pytest.fail("\n".join(problems), pytrace=False)
+def tok_cluster(module_cluster):
+    return module_cluster(2, timeout=90)
 
 
 def create(c, path, *args):
