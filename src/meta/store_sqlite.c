@@ -316,19 +316,24 @@ static int sq_put_inode(void *impl, const struct meta_inode *in)
 	return stmt_exec(s, st, "put inode");
 }
 
-static int sq_del_inode(void *impl, uint64_t ino)
+/* Deletes the row keyed by ino with statement which: -ENOENT when none. */
+static int del_by_ino(struct sqlite_store *s, enum stmt_id which, uint64_t ino, const char *what)
 {
-	struct sqlite_store *s = impl;
-	sqlite3_stmt *st = stmt_get(s, ST_DEL_INODE);
+	sqlite3_stmt *st = stmt_get(s, which);
 	int err;
 
 	if (!st)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, (int64_t)ino);
-	err = stmt_exec(s, st, "delete inode");
+	err = stmt_exec(s, st, what);
 	if (!err && sqlite3_changes(s->db) == 0)
 		err = -ENOENT;
 	return err;
+}
+
+static int sq_del_inode(void *impl, uint64_t ino)
+{
+	return del_by_ino(impl, ST_DEL_INODE, ino, "delete inode");
 }
 
 static int sq_put_link(void *impl, uint64_t ino, const char *target, size_t len)
@@ -673,17 +678,7 @@ static int sq_put_quota(void *impl, const struct meta_quota *q)
 
 static int sq_del_quota(void *impl, uint64_t ino)
 {
-	struct sqlite_store *s = impl;
-	sqlite3_stmt *st = stmt_get(s, ST_DEL_QUOTA);
-	int err;
-
-	if (!st)
-		return -EIO;
-	sqlite3_bind_int64(st, 1, (int64_t)ino);
-	err = stmt_exec(s, st, "delete quota");
-	if (!err && sqlite3_changes(s->db) == 0)
-		err = -ENOENT;
-	return err;
+	return del_by_ino(impl, ST_DEL_QUOTA, ino, "delete quota");
 }
 
 static int sq_list_quotas(void *impl, uint64_t after, struct meta_quota *out, uint32_t max)

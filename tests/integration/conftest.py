@@ -548,6 +548,21 @@ def _name_token():
         os.environ.pop("STRATA_TEST_KEY_FILE", None)
 
 
+def present_token_of(c):
+    """From now on clients present c's admin token (c.token_file, c.dir's
+    cluster.key): c is the newest cluster up."""
+    if c not in _TOKEN_CLUSTERS:
+        _TOKEN_CLUSTERS.append(c)
+    _name_token()
+
+
+def forget_token_of(c):
+    """c stopped: clients present the newest remaining cluster's token."""
+    if c in _TOKEN_CLUSTERS:
+        _TOKEN_CLUSTERS.remove(c)
+    _name_token()
+
+
 class Cluster:
     def __init__(self, directory, strata_fn):
         self.dir = Path(directory)
@@ -565,15 +580,11 @@ class Cluster:
                                  % (r.returncode, r.stdout, r.stderr))
         # Every client the test starts presents the admin token of the
         # newest cluster still up.
-        if self not in _TOKEN_CLUSTERS:
-            _TOKEN_CLUSTERS.append(self)
-        _name_token()
+        present_token_of(self)
         return r
 
     def _restore_token(self):
-        if self in _TOKEN_CLUSTERS:
-            _TOKEN_CLUSTERS.remove(self)
-        _name_token()
+        forget_token_of(self)
 
     def reload(self):
         """Reads DIR/cluster.json (if any) and records its pids."""

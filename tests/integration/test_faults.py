@@ -390,17 +390,14 @@ def faults(tmp_path, request):
                           meta_apart)
         made.append(fc)
         # The drivers and the CLI present its admin token.
-        conftest._TOKEN_CLUSTERS.append(fc)
-        conftest._name_token()
+        conftest.present_token_of(fc)
         if before_start:
             before_start(fc)
         return fc.start()
 
     def finish():
         for fc in made:
-            if fc in conftest._TOKEN_CLUSTERS:
-                conftest._TOKEN_CLUSTERS.remove(fc)
-        conftest._name_token()
+            conftest.forget_token_of(fc)
         problems = []
         try:
             for fc in made:
