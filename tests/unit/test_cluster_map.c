@@ -485,26 +485,35 @@ static int cm_decode(struct rbuf *r, struct cluster_map *d)
 	return rc;
 }
 
-static void test_codec_roundtrip(void **state)
+/* m survives its wire form and a copy unchanged. */
+static void assert_round_trip(const struct cluster_map *m)
 {
-	struct cluster_map m, d, c;
+	struct cluster_map d;
 	struct bbuf b;
 	struct rbuf r;
+
+	encode(m, &b);
+	rbuf_init(&r, b.buf, b.len);
+	assert_int_equal(cm_decode(&r, &d), 0);
+	assert_maps_equal(m, &d);
+	cm_release(&d);
+	bbuf_release(&b);
+	assert_int_equal(cm_copy(&d, m), 0);
+	assert_maps_equal(m, &d);
+	cm_release(&d);
+}
+
+static void test_codec_roundtrip(void **state)
+{
+	struct cluster_map m, d;
+	struct bbuf b;
 	struct wbuf w;
 	bool changed;
 
 	(void)state;
 	make_cluster(&m, 4, 3, 3);
 	assert_int_equal(cm_set_node_offline(&m, 2), 9);
-	encode(&m, &b);
-	rbuf_init(&r, b.buf, b.len);
-	assert_int_equal(cm_decode(&r, &d), 0);
-	assert_maps_equal(&m, &d);
-	cm_release(&d);
-	assert_int_equal(cm_copy(&c, &m), 0);
-	assert_maps_equal(&m, &c);
-	cm_release(&c);
-	bbuf_release(&b);
+	assert_round_trip(&m);
 
 	/* Since: the version alone (no map), then the full map. */
 	bbuf_init(&b);
@@ -597,9 +606,7 @@ static void test_codec_malformed(void **state)
 /* Meta and mem services: announced, renewed, moved, expired, on the wire. */
 static void test_services(void **state)
 {
-	struct cluster_map m, d;
-	struct bbuf b;
-	struct rbuf r;
+	struct cluster_map m;
 	uint64_t v;
 
 	(void)state;
@@ -645,15 +652,7 @@ static void test_services(void **state)
 	assert_int_equal(cm_announce_service(&m, CM_SVC_META, 7, "a:1", 0, 1), -EINVAL);
 	assert_true(m.version == v);
 	/* On the wire and in a copy. */
-	encode(&m, &b);
-	rbuf_init(&r, b.buf, b.len);
-	assert_int_equal(cm_decode(&r, &d), 0);
-	assert_maps_equal(&m, &d);
-	cm_release(&d);
-	bbuf_release(&b);
-	assert_int_equal(cm_copy(&d, &m), 0);
-	assert_maps_equal(&m, &d);
-	cm_release(&d);
+	assert_round_trip(&m);
 	/* The validator: an unknown kind, out of order, a bad state. */
 	m.services[0].kind = CM_SVC_LAST + 1;
 	assert_int_equal(cm_validate(&m), STRATA_EBADMSG);
@@ -689,7 +688,7 @@ static void test_revoked(void **state)
 		{ "0000000000000001", "00ff00ff" },		/* short */
 		{ "0000000000000001", "00ff00ff00ff00fg" },	/* not hex */
 	};
-	struct cluster_map m, d, c;
+	struct cluster_map m, d;
 	struct bbuf b;
 	struct rbuf r;
 
@@ -700,15 +699,7 @@ static void test_revoked(void **state)
 	assert_true(cm_revoked(&m, "00ff00ff00ff00ff"));
 	assert_true(cm_revoked(&m, "fedcba9876543210"));
 	assert_false(cm_revoked(&m, "00ff00ff00ff00fe"));
-	encode(&m, &b);
-	rbuf_init(&r, b.buf, b.len);
-	assert_int_equal(cm_decode(&r, &d), 0);
-	assert_maps_equal(&m, &d);
-	cm_release(&d);
-	bbuf_release(&b);
-	assert_int_equal(cm_copy(&c, &m), 0);
-	assert_maps_equal(&m, &c);
-	cm_release(&c);
+	assert_round_trip(&m);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		set_revoked(&m, bad[i], 2);
 		assert_int_equal(cm_validate(&m), STRATA_EBADMSG);
