@@ -13,7 +13,8 @@
  * Values are at most 64 MiB, keys 1..1024 bytes. Errors: -ENOENT (no such
  * key), -ENAMETOOLONG (key too long), -EINVAL (empty key), -E2BIG (value
  * too large for the protocol or the pool), -ENOSPC (pool full: nothing
- * stored was lost), -ENOBUFS (the caller's buffer is smaller than the
+ * stored was lost), -EDQUOT (the key's namespace is at its token's mem
+ * capacity on that node: nothing stored was lost), -ENOBUFS (the caller's buffer is smaller than the
  * value), -EEXIST (STRATA_MEM_NX and the key exists), transport errors
  * (-ETIMEDOUT, -ECONNREFUSED, ...). Pointers passed in are borrowed for the
  * call, except the buffer of an asynchronous get, which must stay valid

@@ -1,6 +1,7 @@
 /* What the service contract (service.h) gives every service: the metrics
  * sink and the process's incarnation. */
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -23,4 +24,35 @@ void metrics_put(struct bbuf *out, const char *name, const char *type, const cha
 
 	if (n > 0)
 		bbuf_append(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+void metrics_head(struct bbuf *out, const char *name, const char *type, const char *help)
+{
+	char line[512];
+	int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+
+	if (n > 0)
+		bbuf_append(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+void metrics_series(struct bbuf *out, const char *name, const char *label, const char *value,
+		    double v)
+{
+	char line[64];
+	int n;
+
+	bbuf_append(out, name, strlen(name));
+	bbuf_append(out, "{", 1);
+	bbuf_append(out, label, strlen(label));
+	bbuf_append(out, "=\"", 2);
+	for (const char *s = value; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			bbuf_append(out, "\\", 1);
+		if (*s == '\n')
+			bbuf_append(out, "\\n", 2);
+		else
+			bbuf_append(out, s, 1);
+	}
+	n = snprintf(line, sizeof(line), "\"} %.17g\n", v);
+	bbuf_append(out, line, (size_t)n);
 }

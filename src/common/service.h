@@ -73,5 +73,10 @@ uint64_t service_incarnation(void);
  * ("# HELP", "# TYPE", the value). */
 void metrics_put(struct bbuf *out, const char *name, const char *type, const char *help,
 		 double value);
+/* A metric with one series per label value: metrics_head once, then
+ * metrics_series for each (the value is escaped as Prometheus wants). */
+void metrics_head(struct bbuf *out, const char *name, const char *type, const char *help);
+void metrics_series(struct bbuf *out, const char *name, const char *label, const char *value,
+		    double v);
 
 #endif

@@ -24,7 +24,8 @@
  *   paths   [{"prefix": "/abs/path", "access": "r" | "rw"}]: the subtrees
  *           of the namespace the token reaches
  *   mem     [{"ns": NAME, "capacity": BYTES}]: the memory namespaces it
- *           reaches (keys "NAME/..."), with the tenant's capacity in each
+ *           reaches (keys "NAME/..."), with the namespace's capacity on
+ *           each mem node (a put past it: -EDQUOT)
  *   exp     expiry, seconds since the epoch; 0: never
  */
 #ifndef STRATA_COMMON_TOKEN_H

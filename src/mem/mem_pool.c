@@ -8,6 +8,16 @@
 #include "mem_pool.h"
 
 #define OBJ_ALIGN 4096u
+#define NS_BUCKETS 64u
+
+/* A namespace with something charged to it; freed when nothing is. */
+struct mem_ns {
+	struct mem_ns *next;
+	uint64_t used, objects;
+	uint32_t hash;
+	uint8_t len;
+	char name[MEM_NS_MAX + 1];
+};
 
 struct mem_pool {
 	pthread_mutex_t lock;
@@ -16,6 +26,8 @@ struct mem_pool {
 	struct mem_obj **buckets;
 	uint32_t nbuckets;
 	struct mem_obj *lru;	/* sentinel: lru->lnext is the most recent */
+	struct mem_ns *ns[NS_BUCKETS];
+	uint32_t nns;
 	struct mem_pool_stats st;
 };
 
@@ -88,6 +100,14 @@ void mem_pool_free(struct mem_pool *p)
 			obj_destroy(o);
 		}
 	}
+	for (uint32_t b = 0; b < NS_BUCKETS; b++) {
+		while (p->ns[b]) {
+			struct mem_ns *n = p->ns[b];
+
+			p->ns[b] = n->next;
+			free(n);
+		}
+	}
 	free(p->buckets);
 	free(p->lru);
 	pthread_mutex_destroy(&p->lock);
@@ -106,6 +126,61 @@ int mem_pool_check(const struct mem_pool *p, size_t klen, uint64_t len)
 }
 
 /* ---- under the lock ---- */
+
+/* The namespace of key ("NS/..."), created when absent; NULL for a key
+ * without one, or when memory is short (the key then goes uncounted, and
+ * a put with a quota is refused). */
+static struct mem_ns *ns_get(struct mem_pool *p, const char *key, size_t klen)
+{
+	const char *slash = memchr(key, '/', klen < MEM_NS_MAX + 1 ? klen : MEM_NS_MAX + 1);
+	size_t len = slash ? (size_t)(slash - key) : 0;
+	uint32_t h;
+	struct mem_ns *n;
+
+	if (len == 0)
+		return NULL;
+	h = key_hash(key, len);
+	for (n = p->ns[h % NS_BUCKETS]; n; n = n->next)
+		if (n->hash == h && n->len == len && memcmp(n->name, key, len) == 0)
+			return n;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	memcpy(n->name, key, len);
+	n->len = (uint8_t)len;
+	n->hash = h;
+	n->next = p->ns[h % NS_BUCKETS];
+	p->ns[h % NS_BUCKETS] = n;
+	p->nns++;
+	return n;
+}
+
+static void ns_drop(struct mem_pool *p, struct mem_ns *n)
+{
+	struct mem_ns **s = &p->ns[n->hash % NS_BUCKETS];
+
+	while (*s != n)
+		s = &(*s)->next;
+	*s = n->next;
+	p->nns--;
+	free(n);
+}
+
+/* Takes o's charge off the pool and its namespace. */
+static void discharge(struct mem_pool *p, struct mem_obj *o)
+{
+	struct mem_ns *n = o->ns;
+
+	p->st.used -= o->charge;
+	if (n) {
+		n->used -= o->charge;
+		n->objects--;
+		o->ns = NULL;
+		if (n->objects == 0)
+			ns_drop(p, n);
+	}
+	o->charge = 0;
+}
 
 static struct mem_obj **find_slot(struct mem_pool *p, const void *key, size_t klen, uint32_t h)
 {
@@ -176,7 +251,7 @@ static struct mem_obj *unref(struct mem_pool *p, struct mem_obj *o)
 {
 	if (--o->refs)
 		return NULL;
-	p->st.used -= o->charge;
+	discharge(p, o);
 	return o;
 }
 
@@ -200,10 +275,9 @@ static uint32_t evict_until(struct mem_pool *p, uint64_t extra, uint64_t target,
 		unlink_obj(p, o);
 		/* The evicted object no longer counts: a spill holds it only
 		 * briefly. */
-		p->st.used -= o->charge;
-		o->charge = 0;
 		p->st.evictions++;
 		p->st.evicted_bytes += o->len;
+		discharge(p, o);
 		o->hnext = *list;
 		*list = o;
 		n++;
@@ -240,9 +314,10 @@ static void finish_evicted(struct mem_pool *p, struct mem_obj *list)
 }
 
 int mem_pool_put(struct mem_pool *p, const void *key, size_t klen, void *data, uint64_t len,
-		 unsigned flags)
+		 unsigned flags, uint64_t quota)
 {
 	struct mem_obj *o, *old, *evicted = NULL, *dead = NULL, **slot;
+	struct mem_ns *ns;
 	uint64_t freed, need;
 	uint32_t h;
 	int rc = mem_pool_check(p, klen, len);
@@ -274,10 +349,24 @@ int mem_pool_put(struct mem_pool *p, const void *key, size_t klen, void *data, u
 		goto refuse;
 	}
 	freed = old && old->refs == 1 ? old->charge : 0;
+	ns = ns_get(p, key, klen);
+	if (quota != MEM_NO_QUOTA) {
+		uint64_t had = ns ? ns->used - (old && old->ns == ns ? freed : 0) : 0;
+
+		if (!ns || had + o->charge > quota) {
+			if (ns && ns->objects == 0)
+				ns_drop(p, ns);
+			rc = ns ? -EDQUOT : -ENOMEM;
+			p->st.over_quota += ns != NULL;
+			goto refuse;
+		}
+	}
 	need = p->st.used + o->charge - freed;
 	if (need > p->o.capacity) {
 		if (!p->o.evict ||
 		    evictable_bytes(p, need - p->o.capacity, old) < need - p->o.capacity) {
+			if (ns && ns->objects == 0)
+				ns_drop(p, ns);
 			rc = -ENOSPC;
 			goto refuse;
 		}
@@ -297,6 +386,13 @@ int mem_pool_put(struct mem_pool *p, const void *key, size_t klen, void *data, u
 	lru_add_head(p, o);
 	p->st.used += o->charge;
 	p->st.objects++;
+	/* After the old object's discharge, which may have dropped a
+	 * namespace whose last object it was. */
+	o->ns = ns_get(p, key, klen);
+	if (o->ns) {
+		o->ns->used += o->charge;
+		o->ns->objects++;
+	}
 	if (o->pinned)
 		p->st.pinned++;
 	if (p->o.evict && p->st.used > p->high)
@@ -316,7 +412,7 @@ refuse:
 }
 
 int mem_pool_put_copy(struct mem_pool *p, const void *key, size_t klen, const void *src,
-		      uint64_t len, unsigned flags)
+		      uint64_t len, unsigned flags, uint64_t quota)
 {
 	void *data;
 	int rc = mem_pool_check(p, klen, len);
@@ -328,7 +424,7 @@ int mem_pool_put_copy(struct mem_pool *p, const void *key, size_t klen, const vo
 		return -ENOMEM;
 	if (len)
 		memcpy(data, src, len);
-	rc = mem_pool_put(p, key, klen, data, len, flags);
+	rc = mem_pool_put(p, key, klen, data, len, flags, quota);
 	if (rc)
 		abuf_free(data);
 	return rc;
@@ -455,4 +551,35 @@ void mem_pool_stats(struct mem_pool *p, struct mem_pool_stats *st)
 	pthread_mutex_lock(&p->lock);
 	*st = p->st;
 	pthread_mutex_unlock(&p->lock);
+}
+
+static int ns_cmp(const void *a, const void *b)
+{
+	const struct mem_ns_stat *x = a, *y = b;
+
+	return x->used < y->used ? 1 : x->used > y->used ? -1 : strcmp(x->ns, y->ns);
+}
+
+uint32_t mem_pool_ns_stats(struct mem_pool *p, struct mem_ns_stat *out, uint32_t max)
+{
+	struct mem_ns_stat *all;
+	uint32_t n = 0, total;
+
+	pthread_mutex_lock(&p->lock);
+	total = p->nns;
+	all = calloc(total ? total : 1, sizeof(*all));
+	for (uint32_t b = 0; all && b < NS_BUCKETS; b++) {
+		for (struct mem_ns *ns = p->ns[b]; ns; ns = ns->next, n++) {
+			memcpy(all[n].ns, ns->name, ns->len);
+			all[n].used = ns->used;
+			all[n].objects = ns->objects;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (!all)
+		return 0;
+	qsort(all, n, sizeof(*all), ns_cmp);
+	memcpy(out, all, (n < max ? n : max) * sizeof(*out));
+	free(all);
+	return total;
 }

@@ -12,6 +12,13 @@
  * removed or replaced object still leased stays charged until its last
  * lease ends.
  *
+ * Namespaces: a key "NS/..." (NS of 1..MEM_NS_MAX bytes) is charged to
+ * namespace NS as well, for as long as it is charged to the pool. A put
+ * may name a quota for its namespace: one that would take the namespace
+ * past it fails with -EDQUOT, before anything is evicted or replaced (the
+ * bytes a replaced object frees count, as for the capacity). A namespace's
+ * own objects are not evicted to make room under its quota.
+ *
  * Eviction (LRU): when a put would pass the capacity, or after a put the
  * use passes the high watermark, the least recently used objects that are
  * neither pinned nor leased are evicted, down to the low watermark. A put
@@ -29,10 +36,14 @@
 #define MEM_KEY_MAX 1024u		/* bytes of a key */
 #define MEM_VALUE_MAX (64ull << 20)	/* = FRAME_MAX_BULK */
 
+#define MEM_NS_MAX 63u		/* bytes of a namespace (= TOKEN_NS_MAX) */
+#define MEM_NO_QUOTA UINT64_MAX
+
 #define MEM_PUT_PIN 0x1u	/* put pinned: never evicted until unpinned */
 #define MEM_PUT_NX 0x2u		/* fail with -EEXIST when the key exists */
 
 struct mem_pool;
+struct mem_ns;
 
 /* An object; fields are read-only for users. data and len stay valid while
  * the caller holds a lease. */
@@ -40,6 +51,7 @@ struct mem_obj {
 	struct mem_obj *hnext;
 	struct mem_obj *lprev, *lnext;
 	struct mem_pool *pool;
+	struct mem_ns *ns;	/* the namespace charged, or NULL */
 	void *data;		/* abuf_alloc'd */
 	uint64_t len;
 	uint64_t charge;
@@ -67,6 +79,13 @@ struct mem_pool_opts {
 struct mem_pool_stats {
 	uint64_t capacity, used, objects, pinned, leased;
 	uint64_t puts, gets, hits, misses, evictions, evicted_bytes, refused;
+	uint64_t over_quota;	/* puts refused with -EDQUOT */
+};
+
+/* A namespace's charge (bytes, as the pool counts them) and objects. */
+struct mem_ns_stat {
+	char ns[MEM_NS_MAX + 1];
+	uint64_t used, objects;
 };
 
 void mem_pool_opts_init(struct mem_pool_opts *o, size_t size);
@@ -82,13 +101,15 @@ int mem_pool_check(const struct mem_pool *p, size_t klen, uint64_t len);
 
 /* Stores data (an abuf of at least len bytes) under key. On success the
  * pool owns data; on failure the caller keeps it. flags: MEM_PUT_*.
- * Returns 0, -EEXIST (NX), -ENOSPC (cannot fit: nothing was evicted or
- * replaced), or a mem_pool_check error. */
+ * quota: the most key's namespace may be charged after the put
+ * (MEM_NO_QUOTA: none). Returns 0, -EEXIST (NX), -ENOSPC (cannot fit:
+ * nothing was evicted or replaced), -EDQUOT (over quota: the same), or a
+ * mem_pool_check error. */
 int mem_pool_put(struct mem_pool *p, const void *key, size_t klen, void *data, uint64_t len,
-		 unsigned flags);
+		 unsigned flags, uint64_t quota);
 /* Like mem_pool_put, copying len bytes from src. */
 int mem_pool_put_copy(struct mem_pool *p, const void *key, size_t klen, const void *src,
-		      uint64_t len, unsigned flags);
+		      uint64_t len, unsigned flags, uint64_t quota);
 /* Looks key up and takes a lease on it (marks it recently used). Returns 0
  * and *out (end the lease with mem_obj_release) or -ENOENT. */
 int mem_pool_get(struct mem_pool *p, const void *key, size_t klen, struct mem_obj **out);
@@ -111,5 +132,8 @@ uint32_t mem_pool_list(struct mem_pool *p, const void *prefix, size_t plen, uint
  * number of objects evicted. */
 uint32_t mem_pool_evict(struct mem_pool *p);
 void mem_pool_stats(struct mem_pool *p, struct mem_pool_stats *st);
+/* The namespaces charged now, the largest first: fills up to max entries
+ * of out and returns how many namespaces there are. */
+uint32_t mem_pool_ns_stats(struct mem_pool *p, struct mem_ns_stat *out, uint32_t max);
 
 #endif

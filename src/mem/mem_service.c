@@ -255,7 +255,8 @@ static int do_reload(struct spill *sp, struct pbytes key)
 	}
 	if (len && strata_pread(f, data, len, 4 + key.len) != (ssize_t)len)
 		goto out;
-	rc = mem_pool_put(sp->ms->pool, key.p, key.len, data, len, MEM_PUT_NX);
+	/* Reloaded under no quota: its bytes were charged when they came. */
+	rc = mem_pool_put(sp->ms->pool, key.p, key.len, data, len, MEM_PUT_NX, MEM_NO_QUOTA);
 	if (rc == 0 || rc == -EEXIST) {
 		data = NULL;
 		rc = 0;
@@ -413,28 +414,39 @@ static void get_reply(struct memsvc *ms, struct svc_req *req, const struct mp_ge
 
 /*
  * Whether the caller may touch key: a client token reaches only the keys
- * of its mem scopes ("NS/..." for each {ns} of its claims); an admin
- * token, daemons, and the peers of a daemon without a key reach every key. A refusal is
- * -EACCES, logged at debug only: it is the caller's answer, and a
- * misconfigured client must not flood the log.
+ * of its mem scopes ("NS/..." for each {ns} of its claims), and may put
+ * while the namespace's charge on this node stays within the scope's
+ * capacity (*quota, when quota is not NULL); an admin token, daemons, and the peers of a daemon
+ * without a key reach every key, under no quota. A refusal is -EACCES,
+ * logged at debug only: it is the caller's answer, and a misconfigured
+ * client must not flood the log.
  */
-static int key_scope(struct svc_req *req, const void *key, size_t len)
+static int key_scope(struct svc_req *req, const void *key, size_t len, uint64_t *quota)
 {
 	const struct net_ident *id = svc_req_ident(req);
+	const struct token_mem *m;
+	uint64_t none;
 
-	if (id->role != NET_ROLE_CLIENT || (id->claims.flags & TOKEN_F_ADMIN) ||
-	    token_mem_scope(&id->claims, key, len))
+	quota = quota ? quota : &none;
+	*quota = MEM_NO_QUOTA;
+	if (id->role != NET_ROLE_CLIENT || (id->claims.flags & TOKEN_F_ADMIN))
 		return 0;
+	m = token_mem_scope(&id->claims, key, len);
+	if (m) {
+		*quota = m->capacity;
+		return 0;
+	}
 	log_debug("mem", "token %s: key outside its mem scopes", id->claims.id);
 	return -EACCES;
 }
 
 /* The pool's limits on a key and value, then the caller's scopes. */
-static int key_check(struct memsvc *ms, struct svc_req *req, struct pbytes key, uint64_t vlen)
+static int key_check(struct memsvc *ms, struct svc_req *req, struct pbytes key, uint64_t vlen,
+		     uint64_t *quota)
 {
 	int rc = mem_pool_check(ms->pool, key.len, vlen);
 
-	return rc ? rc : key_scope(req, key.p, key.len);
+	return rc ? rc : key_scope(req, key.p, key.len, quota);
 }
 
 static void op_get(void *svc, struct svc_req *req)
@@ -445,7 +457,7 @@ static void op_get(void *svc, struct svc_req *req)
 
 	if (mm_get_req(req, &rq))
 		return;
-	rc = key_check(ms, req, rq.key, 0);
+	rc = key_check(ms, req, rq.key, 0, NULL);
 	if (rc)
 		mm_get_reply(req, rc, NULL);
 	else
@@ -466,13 +478,13 @@ static void forget_spilled(struct memsvc *ms, const void *key, size_t klen, bool
 }
 
 static int put_one(struct memsvc *ms, struct pbytes key, uint32_t flags, void *data,
-		   uint64_t len)
+		   uint64_t len, uint64_t quota)
 {
 	int rc;
 
 	if (len >= HUGE_MIN)
 		(void)madvise(data, align_up(len, STRATA_ALIGN), MADV_HUGEPAGE);
-	rc = mem_pool_put(ms->pool, key.p, key.len, data, len, flags);
+	rc = mem_pool_put(ms->pool, key.p, key.len, data, len, flags, quota);
 	if (rc == 0)
 		forget_spilled(ms, key.p, key.len, NULL);
 	return rc;
@@ -483,17 +495,18 @@ static void op_put(void *svc, struct svc_req *req)
 	struct memsvc *ms = svc;
 	void *data = req->bulk;
 	struct mp_put rq;
+	uint64_t quota;
 	int rc;
 
 	if (mm_put_req(req, &rq))
 		return;
-	rc = key_check(ms, req, rq.key, req->hdr.bulk_len);
+	rc = key_check(ms, req, rq.key, req->hdr.bulk_len, &quota);
 	if (!rc && !data)
 		data = abuf_alloc(0);
 	if (!rc && !data)
 		rc = -ENOMEM;
 	if (!rc) {
-		rc = put_one(ms, rq.key, rq.flags, data, req->hdr.bulk_len);
+		rc = put_one(ms, rq.key, rq.flags, data, req->hdr.bulk_len, quota);
 		/* Stored, data is the pool's: the request must not free it. */
 		if (rc == 0 && data == req->bulk)
 			req->bulk = NULL;
@@ -521,7 +534,7 @@ static void op_remove(void *svc, struct svc_req *req)
 
 	if (mm_remove_req(req, &rq))
 		return;
-	rc = key_check(ms, req, rq.key, 0);
+	rc = key_check(ms, req, rq.key, 0, NULL);
 	mm_remove_reply(req, rc ? rc : remove_one(ms, rq.key), NULL);
 }
 
@@ -534,7 +547,7 @@ static void op_exists(void *svc, struct svc_req *req)
 
 	if (mm_exists_req(req, &rq))
 		return;
-	rc = key_check(ms, req, rq.key, 0);
+	rc = key_check(ms, req, rq.key, 0, NULL);
 	if (!rc)
 		rc = mem_pool_exists(ms->pool, rq.key.p, rq.key.len, &rep.len);
 	if (rc == -ENOENT && spilled_len(ms, rq.key, &rep.len))
@@ -550,7 +563,7 @@ static void op_pin(void *svc, struct svc_req *req)
 
 	if (mm_pin_req(req, &rq))
 		return;
-	rc = key_check(ms, req, rq.key, 0);
+	rc = key_check(ms, req, rq.key, 0, NULL);
 	if (!rc)
 		rc = mem_pool_pin(ms->pool, rq.key.p, rq.key.len, rq.pin != 0);
 	mm_pin_reply(req, rc, NULL);
@@ -610,7 +623,7 @@ static void op_list(void *svc, struct svc_req *req)
 	if (mm_list_req(req, &rq))
 		return;
 	/* A client lists inside one of its namespaces: "NS/..." */
-	if (key_scope(req, rq.prefix.p, rq.prefix.len)) {
+	if (key_scope(req, rq.prefix.p, rq.prefix.len, NULL)) {
 		mm_list_reply(req, -EACCES, NULL);
 		return;
 	}
@@ -663,12 +676,14 @@ static void op_mput(void *svc, struct svc_req *req)
 	for (uint32_t i = 0; !rc && i < rq.items_n; i++) {
 		const struct mp_put_item *it = &rq.items[i];
 		struct mp_result *r = &rep.results[i];
+		uint64_t quota;
 
 		r->len = it->len;
-		r->status = key_check(ms, req, it->key, it->len);
+		r->status = key_check(ms, req, it->key, it->len, &quota);
 		if (!r->status)
 			r->status = mem_pool_put_copy(ms->pool, it->key.p, it->key.len,
-						      it->len ? in + off : NULL, it->len, it->flags);
+						      it->len ? in + off : NULL, it->len, it->flags,
+						      quota);
 		if (!r->status)
 			forget_spilled(ms, it->key.p, it->key.len, NULL);
 		off += it->len;
@@ -702,7 +717,7 @@ static void op_mget(void *svc, struct svc_req *req)
 		struct pbytes k = rq.keys[i].key;
 		struct mp_result *r = &rep.results[i];
 
-		r->status = key_check(ms, req, k, 0);
+		r->status = key_check(ms, req, k, 0, NULL);
 		if (!r->status)
 			r->status = mem_pool_get(ms->pool, k.p, k.len, &objs[i]);
 		if (r->status)
@@ -747,7 +762,7 @@ static int keys_batch(struct memsvc *ms, struct svc_req *req, const struct mp_ke
 		struct pbytes k = rq->keys[i].key;
 		struct mp_result *r = &rep->results[i];
 
-		r->status = key_check(ms, req, k, 0);
+		r->status = key_check(ms, req, k, 0, NULL);
 		if (!r->status && remove)
 			r->status = remove_one(ms, k);
 		else if (!r->status)
@@ -942,6 +957,48 @@ fail:
 	return rc;
 }
 
+static uint64_t mem_over_quota(struct memsvc *ms)
+{
+	struct mem_pool_stats ps;
+
+	mem_pool_stats(ms->pool, &ps);
+	return ps.over_quota;
+}
+
+/* status and /metrics name the namespaces with the most bytes, up to: */
+#define NS_REPORT_MAX 32
+
+/* "namespaces": {NS: {"used": BYTES, "objects": N}} */
+static void ns_status(struct memsvc *ms, json_t *o)
+{
+	struct mem_ns_stat st[NS_REPORT_MAX];
+	uint32_t n = mem_pool_ns_stats(ms->pool, st, NS_REPORT_MAX);
+	json_t *all = json_object();
+
+	for (uint32_t i = 0; i < n && i < NS_REPORT_MAX; i++)
+		json_object_set_new(all, st[i].ns, json_pack("{s:I, s:I}", "used",
+							     (json_int_t)st[i].used, "objects",
+							     (json_int_t)st[i].objects));
+	json_object_set_new(o, "namespaces", all);
+	json_object_set_new(o, "namespaces_total", json_integer((json_int_t)n));
+	json_object_set_new(o, "over_quota", json_integer((json_int_t)mem_over_quota(ms)));
+}
+
+static void ns_metrics(struct memsvc *ms, struct bbuf *out)
+{
+	struct mem_ns_stat st[NS_REPORT_MAX];
+	uint32_t n = mem_pool_ns_stats(ms->pool, st, NS_REPORT_MAX);
+
+	metrics_put(out, "strata_mem_namespaces", "gauge", "namespaces holding bytes", (double)n);
+	metrics_head(out, "strata_mem_ns_used_bytes", "gauge",
+		     "bytes charged to a namespace (the 32 largest)");
+	for (uint32_t i = 0; i < n && i < NS_REPORT_MAX; i++)
+		metrics_series(out, "strata_mem_ns_used_bytes", "ns", st[i].ns, (double)st[i].used);
+	metrics_head(out, "strata_mem_ns_objects", "gauge", "objects of a namespace");
+	for (uint32_t i = 0; i < n && i < NS_REPORT_MAX; i++)
+		metrics_series(out, "strata_mem_ns_objects", "ns", st[i].ns, (double)st[i].objects);
+}
+
 static void mem_status(void *svc, json_t *o)
 {
 	struct mp_stats s;
@@ -958,6 +1015,7 @@ static void mem_status(void *svc, json_t *o)
 	J(reloaded);
 #undef J
 	json_object_set_new(o, "eviction", json_string("lru"));
+	ns_status(svc, o);
 }
 
 static void mem_metrics(void *svc, struct bbuf *out)
@@ -973,10 +1031,14 @@ static void mem_metrics(void *svc, struct bbuf *out)
 	M("strata_mem_gets_total", "counter", "gets", gets);
 	M("strata_mem_misses_total", "counter", "gets of absent keys", misses);
 	M("strata_mem_evictions_total", "counter", "objects evicted", evictions);
-	M("strata_mem_refused_total", "counter", "puts refused (pool full)", refused);
+	M("strata_mem_refused_total", "counter", "puts refused (pool full or over quota)",
+	  refused);
 	M("strata_mem_spilled_total", "counter", "objects spilled", spilled);
 	M("strata_mem_reloaded_total", "counter", "objects reloaded from spill", reloaded);
 #undef M
+	metrics_put(out, "strata_mem_over_quota_total", "counter",
+		    "puts refused: a namespace's quota", (double)mem_over_quota(svc));
+	ns_metrics(svc, out);
 }
 
 #define K(name, type, field, def, min, max, help) \

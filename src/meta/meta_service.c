@@ -1528,37 +1528,16 @@ static void meta_status(void *svc, json_t *o)
 	json_object_set_new(o, "gc_failures", json_integer((json_int_t)STAT_GET(&m->gc_failures)));
 }
 
-/* Appends s as a Prometheus label value (backslash, quote, newline
- * escaped). */
-static void label_put(struct bbuf *out, const char *s)
-{
-	for (; *s; s++) {
-		if (*s == '\\' || *s == '"')
-			bbuf_append(out, "\\", 1);
-		if (*s == '\n')
-			bbuf_append(out, "\\n", 2);
-		else
-			bbuf_append(out, s, 1);
-	}
-}
-
 /* One gauge with a series per quota root of the snapshot (qlock held). */
 static void quota_series(struct meta *m, struct bbuf *out, const char *name, const char *help,
 			 size_t field)
 {
-	char line[128];
-	int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
-
-	bbuf_append(out, line, (size_t)n);
+	metrics_head(out, name, "gauge", help);
 	for (uint32_t i = 0; i < m->qsnap_n; i++) {
 		uint64_t v;
 
 		memcpy(&v, (const char *)&m->qsnap[i] + field, sizeof(v));
-		n = snprintf(line, sizeof(line), "%s{path=\"", name);
-		bbuf_append(out, line, (size_t)n);
-		label_put(out, m->qpath[i]);
-		n = snprintf(line, sizeof(line), "\"} %llu\n", (unsigned long long)v);
-		bbuf_append(out, line, (size_t)n);
+		metrics_series(out, name, "path", m->qpath[i], (double)v);
 	}
 }
 

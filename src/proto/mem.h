@@ -6,7 +6,8 @@
  * and no bulk.
  *
  *   PUT      mp_put: flags (MP_PUT_*), key; bulk = the value
- *            -> (empty). -ENOSPC (pool full: nothing lost), -EEXIST (NX)
+ *            -> (empty). -ENOSPC (pool full: nothing lost), -EEXIST (NX),
+ *            -EDQUOT (the namespace is at its token's mem capacity)
  *   GET      mp_get: cap (the largest value the caller takes), key
  *            -> mp_len; bulk = the value. -ENOBUFS (longer than cap),
  *            -ENOENT

@@ -20,6 +20,7 @@ from conftest import strata_nocred as strata
 
 ENOCRED = -(4096 + 12)
 EACCES = -13
+EDQUOT = -122
 EKEYEXPIRED = -127
 EKEYREJECTED = -129
 OP_MGMT_REGISTER = 16
@@ -249,3 +250,54 @@ def test_mem_keys_stay_in_their_namespace(sec_cluster, daemon_factory, tmp_path)
     assert put(admin, b"t2/a", b"z") == 0
     assert get(cl, b"t2/a")[0] == EACCES
     assert get(admin, b"t1/a") == (0, b"x" * 100)
+
+
+def test_mem_capacity_is_enforced_exactly(sec_cluster, daemon_factory, tmp_path):
+    """A token's mem scope "t1:SIZE" caps what namespace t1 holds on a mem
+    node: puts fit up to the byte and the next one gets EDQUOT, losing
+    nothing; a removal makes room; another tenant's namespace and an
+    admin token are not charged against it. status and /metrics show the
+    charge."""
+    mem = daemon_factory(node_id=31, extra_flags=[
+        "--node.services=mem", "--node.threads=1", "--mem.capacity=64M",
+        "--node.key_file=%s" % (sec_cluster.dir / "cluster.key"),
+        "--mgmt.address=%s" % sec_cluster.mgmt_node.addr])
+    OP_PUT, OP_REMOVE = 96, 98
+    cap = 1 << 20
+
+    def put(cl, key, n=10000):
+        return cl.call(OP_PUT, struct.pack("<II", 0, len(key)) + key, bulk=b"v" * n).status
+
+    def used(ns):
+        return int(mem.metrics().get('strata_mem_ns_used_bytes{ns="%s"}' % ns, 0))
+
+    t1 = sw.Client(mem.addr, token=make_token(sec_cluster, tmp_path, "q1", "--tenant", "t1",
+                                              "--mem", "t1:%d" % cap, "--expires", "1h").read_text())
+    t2 = sw.Client(mem.addr, token=make_token(sec_cluster, tmp_path, "q2", "--tenant", "t2",
+                                              "--mem", "t2:%d" % cap, "--expires", "1h").read_text())
+    admin = sw.Client(mem.addr, token=(sec_cluster.dir / "admin.token").read_text())
+    assert put(t1, b"t1/k00000") == 0
+    each = used("t1")            # one object's charge, as the pool counts it
+    assert 10000 < each < 20000
+    fit = cap // each
+    for i in range(1, fit):
+        assert put(t1, b"t1/k%05d" % i) == 0, i
+    assert used("t1") == fit * each <= cap
+    assert put(t1, b"t1/k%05d" % fit) == EDQUOT
+    assert put(t1, b"t1/k00000", n=cap) == EDQUOT       # a larger replacement
+    assert used("t1") == fit * each                      # nothing lost or added
+    assert put(t2, b"t2/k00000") == 0                    # another tenant: its own cap
+    assert put(admin, b"t1/admin0") == 0              # admin: no quota, but charged
+    assert used("t1") == (fit + 1) * each
+    assert cl_remove(admin, OP_REMOVE, b"t1/admin0") == 0
+    assert cl_remove(t1, OP_REMOVE, b"t1/k00001") == 0
+    assert put(t1, b"t1/k%05d" % fit) == 0
+    assert put(t1, b"t1/again0") == EDQUOT
+    m = mem.metrics()
+    assert m["strata_mem_over_quota_total"] == 3
+    assert m['strata_mem_ns_objects{ns="t1"}'] == fit
+    assert m['strata_mem_ns_used_bytes{ns="t2"}'] == each
+
+
+def cl_remove(cl, op, key):
+    return cl.call(op, struct.pack("<I", len(key)) + key).status

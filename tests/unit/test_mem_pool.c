@@ -1,7 +1,7 @@
 /* Unit tests of the mem service's object store (src/mem/mem_pool.c):
  * put/get/remove, leases and pins against eviction, LRU order, the
- * all-or-nothing refusal of a put that cannot fit, and concurrent
- * put/get/evict. */
+ * all-or-nothing refusal of a put that cannot fit, namespace charges and
+ * quotas, and concurrent put/get/evict. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -38,7 +38,15 @@ static int put_val(struct mem_pool *p, const char *key, uint8_t fill, size_t len
 	uint8_t buf[8192];
 
 	memset(buf, fill, len);
-	return mem_pool_put_copy(p, key, strlen(key), buf, len, fl);
+	return mem_pool_put_copy(p, key, strlen(key), buf, len, fl, MEM_NO_QUOTA);
+}
+
+static int put_q(struct mem_pool *p, const char *key, size_t len, uint64_t quota)
+{
+	uint8_t buf[8192];
+
+	memset(buf, 1, len);
+	return mem_pool_put_copy(p, key, strlen(key), buf, len, 0, quota);
 }
 
 static bool has(struct mem_pool *p, const char *key)
@@ -79,8 +87,8 @@ static void test_bad_input(void **state)
 	(void)state;
 	memset(key, 'k', sizeof(key));
 	assert_int_equal(put_val(p, "keep", 1, 4096, 0), 0);
-	assert_int_equal(mem_pool_put_copy(p, key, MEM_KEY_MAX + 1, "x", 1, 0), -ENAMETOOLONG);
-	assert_int_equal(mem_pool_put_copy(p, key, 0, "x", 1, 0), -EINVAL);
+	assert_int_equal(mem_pool_put_copy(p, key, MEM_KEY_MAX + 1, "x", 1, 0, MEM_NO_QUOTA), -ENAMETOOLONG);
+	assert_int_equal(mem_pool_put_copy(p, key, 0, "x", 1, 0, MEM_NO_QUOTA), -EINVAL);
 	assert_int_equal(mem_pool_check(p, 1, CAP + 1), -E2BIG);
 	assert_int_equal(mem_pool_check(p, 1, MEM_VALUE_MAX + 1), -E2BIG);
 	assert_true(has(p, "keep"));
@@ -215,7 +223,8 @@ static void *hammer(void *arg)
 		snprintf(k, sizeof(k), "k%d", key);
 		if (i % 3 == 0) {
 			memset(buf, key, sizeof(buf));
-			mem_pool_put_copy(w->p, k, strlen(k), buf, 1024 + (size_t)(i % 7) * 1024, 0);
+			mem_pool_put_copy(w->p, k, strlen(k), buf, 1024 + (size_t)(i % 7) * 1024, 0,
+					  MEM_NO_QUOTA);
 		} else if (i % 17 == 0) {
 			mem_pool_remove(w->p, k, strlen(k));
 		} else if (mem_pool_get(w->p, k, strlen(k), &o) == 0) {
@@ -288,6 +297,85 @@ static void test_evict_hook_watermarks(void **state)
 	mem_pool_free(p);
 }
 
+/* The charge of key "t1/k" with a len-byte value, as the pool counts it:
+ * measured, so that the quota below is exact. */
+static uint64_t charge_of(size_t len)
+{
+	struct mem_pool *p = new_pool(1 << 20, true);
+	struct mem_ns_stat st;
+	uint64_t c;
+
+	assert_int_equal(put_q(p, "t1/k", len, MEM_NO_QUOTA), 0);
+	assert_int_equal(mem_pool_ns_stats(p, &st, 1), 1);
+	c = st.used;
+	mem_pool_free(p);
+	return c;
+}
+
+static void test_ns_quota(void **state)
+{
+	struct mem_pool *p = new_pool(1 << 20, true);
+	uint64_t c = charge_of(4 * KB);
+	struct mem_ns_stat st[4];
+	struct mem_obj *o;
+
+	(void)state;
+	/* Exactly three fit under a quota of three charges; the fourth is
+	 * refused and stores nothing. */
+	assert_int_equal(put_q(p, "t1/a", 4 * KB, 3 * c), 0);
+	assert_int_equal(put_q(p, "t1/b", 4 * KB, 3 * c), 0);
+	assert_int_equal(put_q(p, "t1/c", 4 * KB, 3 * c), 0);
+	assert_int_equal(put_q(p, "t1/d", 4 * KB, 3 * c), -EDQUOT);
+	assert_false(has(p, "t1/d"));
+	assert_int_equal(put_q(p, "t1/d", 4 * KB, 3 * c - 1), -EDQUOT);
+	/* Replacing a key counts the bytes it frees. */
+	assert_int_equal(put_q(p, "t1/a", 4 * KB, 3 * c), 0);
+	/* ... unless a reader holds the old value: it stays charged. */
+	assert_int_equal(mem_pool_get(p, "t1/b", 4, &o), 0);
+	assert_int_equal(put_q(p, "t1/b", 4 * KB, 3 * c), -EDQUOT);
+	mem_obj_release(o);
+	assert_int_equal(put_q(p, "t1/b", 4 * KB, 3 * c), 0);
+	/* Other namespaces, keys without one, and no quota are separate. */
+	assert_int_equal(put_q(p, "t2/a", 4 * KB, c), 0);
+	assert_int_equal(put_q(p, "t2/b", 4 * KB, c), -EDQUOT);
+	assert_int_equal(put_q(p, "plain", 4 * KB, MEM_NO_QUOTA), 0);
+	assert_int_equal(put_q(p, "t1/e", 4 * KB, MEM_NO_QUOTA), 0);
+	assert_int_equal(mem_pool_ns_stats(p, st, 4), 2);
+	assert_string_equal(st[0].ns, "t1");
+	assert_int_equal(st[0].used, 4 * c);
+	assert_int_equal(st[0].objects, 4);
+	assert_string_equal(st[1].ns, "t2");
+	assert_int_equal(st[1].used, c);
+	/* Removal gives the room back; an empty namespace disappears. */
+	assert_int_equal(mem_pool_remove(p, "t1/e", 4), 0);
+	assert_int_equal(mem_pool_remove(p, "t1/a", 4), 0);
+	assert_int_equal(put_q(p, "t1/d", 4 * KB, 3 * c), 0);
+	assert_int_equal(mem_pool_remove(p, "t2/a", 4), 0);
+	assert_int_equal(mem_pool_ns_stats(p, st, 4), 1);
+	mem_pool_free(p);
+}
+
+/* An evicted object leaves its namespace's charge. */
+static void test_ns_eviction(void **state)
+{
+	struct mem_pool *p = new_pool(CAP, true);
+	struct mem_pool_stats ps;
+	struct mem_ns_stat st;
+	char key[16];
+
+	(void)state;
+	for (int i = 0; i < 30; i++) {
+		snprintf(key, sizeof(key), "t1/%d", i);
+		assert_int_equal(put_val(p, key, 1, 4 * KB, 0), 0);
+	}
+	assert_int_equal(mem_pool_ns_stats(p, &st, 1), 1);
+	mem_pool_stats(p, &ps);
+	assert_true(ps.evictions > 0);
+	assert_int_equal(st.used, ps.used);
+	assert_int_equal(st.objects, ps.objects);
+	mem_pool_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -298,6 +386,8 @@ int main(void)
 		cmocka_unit_test(test_lease_pin),
 		cmocka_unit_test(test_noevict),
 		cmocka_unit_test(test_concurrent),
+		cmocka_unit_test(test_ns_quota),
+		cmocka_unit_test(test_ns_eviction),
 		cmocka_unit_test(test_evict_hook_watermarks),
 	};
 
