@@ -78,6 +78,22 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
  * left open are closed, unflushed sizes are lost). s may be NULL. */
 void strata_disconnect(struct strata *s);
 
+/* ---- acting for a user (a multi-user mount) ---- */
+
+#define STRATA_CALLER_GIDS_MAX 32
+
+/* Makes the calling thread's later namespace calls, on any connection,
+ * act for user uid with groups gids[ngids]: meta checks permissions as
+ * that user and new files and directories are the user's. The token must
+ * allow it ("caller": strata token create --caller), else those calls
+ * fail with -EACCES; uid 0 is squashed to nobody unless the token has
+ * "root". A file opened while acting for a user goes on acting for that
+ * user in later calls on it (fsync, close, fstat), from any thread.
+ * Returns 0 or -EINVAL (more than STRATA_CALLER_GIDS_MAX groups). */
+int strata_set_caller(uint32_t uid, uint32_t ngids, const uint32_t *gids);
+/* The calling thread acts for no one: the token's own identity. */
+void strata_clear_caller(void);
+
 /* ---- files ---- */
 
 #define STRATA_O_RDONLY 0x0

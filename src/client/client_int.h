@@ -44,6 +44,8 @@ struct strata_file {
 	bool dirty;		/* written since the last flush */
 	struct sp_cap cap;	/* the chunk capability meta gave (lock) */
 	bool cap_stale;		/* storage refused it: renew (lock) */
+	bool has_caller;	/* opened acting for caller (strata_set_caller) */
+	struct net_caller caller;
 };
 
 /* Picks an I/O thread's storage client (round robin). */

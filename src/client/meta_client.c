@@ -16,6 +16,7 @@ int mc_ctx_init(struct mc_ctx *ctx, struct rpc_client *cl, const char *addr,
 	memset(ctx, 0, sizeof(*ctx));
 	ctx->cl = cl;
 	ctx->sync.timeout_ms = timeout_ms;
+	ctx->sync.caller = true;	/* the calling thread's, if it has one */
 	n = snprintf(ctx->addr, sizeof(ctx->addr), "%s", addr ? addr : "");
 	return n < 0 || (size_t)n >= sizeof(ctx->addr) ? -ENAMETOOLONG : 0;
 }

@@ -385,6 +385,28 @@ void cl_file_cap_stale(struct strata_file *f)
 	pthread_mutex_unlock(&f->lock);
 }
 
+/* A meta call about f acts for the caller f was opened for, whichever
+ * thread makes it: file_caller_enter, the call, file_caller_leave. */
+struct caller_save {
+	bool had;
+	struct net_caller c;
+};
+
+static void file_caller_enter(const struct strata_file *f, struct caller_save *sv)
+{
+	const struct net_caller *cur = net_caller_current();
+
+	sv->had = cur != NULL;
+	if (cur)
+		sv->c = *cur;
+	net_caller_set(f->has_caller ? &f->caller : NULL);
+}
+
+static void file_caller_leave(const struct caller_save *sv)
+{
+	net_caller_set(sv->had ? &sv->c : NULL);
+}
+
 int cl_file_cap(struct strata_file *f, bool force, struct sp_cap *out)
 {
 	int64_t now = now_ns() / 1000000000;
@@ -395,6 +417,7 @@ int cl_file_cap(struct strata_file *f, bool force, struct sp_cap *out)
 			 acc == STRATA_O_RDWR ? MD_O_RDWR : MD_O_RDONLY,
 	};
 	struct mt_attr_rep rep;
+	struct caller_save sv;
 	bool renew;
 	int rc;
 
@@ -407,7 +430,9 @@ int cl_file_cap(struct strata_file *f, bool force, struct sp_cap *out)
 	if (!renew)
 		return 0;
 	/* Two threads may both renew: either cap serves. */
+	file_caller_enter(f, &sv);
 	rc = MC_CALL(&f->s->mc, md_open, &rq, &rep);
+	file_caller_leave(&sv);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&f->lock);
@@ -504,10 +529,32 @@ int cl_file_new(struct strata *s, const struct mt_inode *in, int flags,
 	f->flags = flags;
 	f->size = in->size;
 	f->cap = *cap;
+	if (net_caller_current()) {
+		f->has_caller = true;
+		f->caller = *net_caller_current();
+	}
 	pthread_mutex_init(&f->lock, NULL);
 	*out = f;
 	return 0;
 }
+
+int strata_set_caller(uint32_t uid, uint32_t ngids, const uint32_t *gids)
+{
+	struct net_caller c = { .uid = uid, .ngids = ngids };
+
+	if (ngids > STRATA_CALLER_GIDS_MAX || ngids > TOKEN_GIDS_MAX || (ngids && !gids))
+		return -EINVAL;
+	if (ngids)
+		memcpy(c.gids, gids, ngids * sizeof(*gids));
+	net_caller_set(&c);
+	return 0;
+}
+
+void strata_clear_caller(void)
+{
+	net_caller_set(NULL);
+}
+
 
 int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 		struct strata_file **out)
@@ -573,6 +620,7 @@ int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 
 int strata_fsync(struct strata_file *f)
 {
+	struct caller_save sv;
 	struct mt_set_size rq;
 	struct mt_inode in;
 	uint64_t size;
@@ -593,7 +641,9 @@ int strata_fsync(struct strata_file *f)
 	rq.h = file_handle(f);
 	rq.size = size;
 	rq.mtime_ns = now_ns();
+	file_caller_enter(f, &sv);
 	rc = MC_CALL(&f->s->mc, md_set_size, &rq, &in);
+	file_caller_leave(&sv);
 	if (rc) {
 		pthread_mutex_lock(&f->lock);
 		f->dirty = true;
@@ -691,6 +741,7 @@ int strata_ftruncate(struct strata_file *f, uint64_t size)
 
 int strata_fstat(struct strata_file *f, struct strata_stat *st)
 {
+	struct caller_save sv;
 	struct mt_ino rq;
 	struct mt_inode in;
 	int rc;
@@ -698,7 +749,9 @@ int strata_fstat(struct strata_file *f, struct strata_stat *st)
 	if (!f || !st)
 		return -EINVAL;
 	rq.h = file_handle(f);
+	file_caller_enter(f, &sv);
 	rc = MC_CALL(&f->s->mc, md_getattr, &rq, &in);
+	file_caller_leave(&sv);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&f->lock);

@@ -41,6 +41,7 @@ struct options {
 	unsigned readahead_kb;
 	unsigned write_behind_mb;
 	bool writeback;
+	bool multiuser;
 	bool foreground;
 	bool debug;
 };
@@ -59,6 +60,10 @@ static void usage(FILE *f)
 		"  --entry-timeout SEC  kernel name cache (default 1)\n"
 		"  --writeback          kernel writeback caching (faster small writes; only\n"
 		"                       correct when one client writes a file at a time)\n"
+		"  --multiuser          every user of the machine may use the mount, each as\n"
+		"                       itself: the cluster checks permissions for the uid\n"
+		"                       and groups of the process (root is nobody unless the\n"
+		"                       token has 'root'); the token needs 'caller'\n"
 		"  --threads N          FUSE worker threads at most (default 16)\n"
 		"  --io-threads N       libstrata I/O threads (default 4)\n"
 		"  --readahead-kb N     the mount's readahead window (default 1024)\n"
@@ -124,6 +129,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 			continue;
 		} else if (!strcmp(a, "--writeback")) {
 			o->writeback = true;
+			continue;
+		} else if (!strcmp(a, "--multiuser")) {
+			o->multiuser = true;
 			continue;
 		} else if (a[0] != '-') {
 			if (o->mountpoint) {
@@ -314,12 +322,17 @@ static int run(const struct options *o, int *status_fd)
 	sf.attr_timeout = o->attr_timeout;
 	sf.entry_timeout = o->entry_timeout;
 	sf.writeback = o->writeback;
+	sf.multiuser = o->multiuser;
 	sf.wb.max = (size_t)o->write_behind_mb << 20;
 	rc = sfuse_start(&sf);
 	if (rc)
 		goto out;
-	snprintf(opts, sizeof(opts), "fsname=strata:%s,subtype=strata,default_permissions%s%s",
-		 o->mgmt, o->mount_opts ? "," : "", o->mount_opts ? o->mount_opts : "");
+	/* A multi-user mount is open to every user (allow_other); the kernel
+	 * checks the bits it caches (default_permissions) and meta checks
+	 * them again for each user's requests. */
+	snprintf(opts, sizeof(opts), "fsname=strata:%s,subtype=strata,default_permissions%s%s%s",
+		 o->mgmt, o->multiuser ? ",allow_other" : "", o->mount_opts ? "," : "",
+		 o->mount_opts ? o->mount_opts : "");
 	if (fuse_opt_add_arg(&args, "strata-fuse") || fuse_opt_add_arg(&args, "-o") ||
 	    fuse_opt_add_arg(&args, opts) || (o->debug && fuse_opt_add_arg(&args, "-d"))) {
 		rc = -ENOMEM;

@@ -51,6 +51,29 @@ static struct sfuse *SF(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
+/* On a multi-user mount, makes this worker thread's namespace calls act
+ * for the process that made req: its uid, gid and supplementary groups
+ * (the first STRATA_CALLER_GIDS_MAX; the groups past them are not
+ * counted, so a group whose bits deny more than others' cannot apply).
+ * On others, the mount acts as its token. */
+static void act_for(fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t groups[STRATA_CALLER_GIDS_MAX];
+	uint32_t gids[STRATA_CALLER_GIDS_MAX];
+	uint32_t n = 0;
+	int got;
+
+	if (!SF(req)->multiuser)
+		return;
+	gids[n++] = ctx->gid;
+	got = fuse_req_getgroups(req, STRATA_CALLER_GIDS_MAX, groups);
+	for (int i = 0; i < got && i < STRATA_CALLER_GIDS_MAX && n < STRATA_CALLER_GIDS_MAX; i++)
+		if (groups[i] != ctx->gid)
+			gids[n++] = groups[i];
+	(void)strata_set_caller(ctx->uid, n, gids);
+}
+
 static void handle_add(struct sfuse *sf, struct sfuse_handle *h, bool dir)
 {
 	h->dir = dir;
@@ -189,14 +212,15 @@ static void reply_entry(fuse_req_t req, struct strata_handle h, const struct str
 }
 
 /* Gives a new object the caller's owner when the daemon runs as another;
- * st is updated to match. */
+ * st is updated to match. A multi-user mount needs none: meta made it
+ * the caller's. */
 static void chown_to_caller(fuse_req_t req, struct strata_handle h, struct strata_stat *st)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct strata_stat want;
 	int rc;
 
-	if (ctx->uid == getuid() && ctx->gid == getgid())
+	if (SF(req)->multiuser || (ctx->uid == getuid() && ctx->gid == getgid()))
 		return;
 	memset(&want, 0, sizeof(want));
 	want.uid = ctx->uid;
@@ -255,6 +279,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct strata_stat st;
 	int rc;
 
+	act_for(req);
 	if (node(req, parent, &dir, "lookup"))
 		return;
 	rc = strata_lookupat(SF(req)->s, dir, name, &h, &st);
@@ -312,6 +337,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	struct strata_handle h;
 
+	act_for(req);
 	if (!node(req, ino, &h, "getattr"))
 		reply_attr_of(req, h, fi, "getattr");
 }
@@ -331,6 +357,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	unsigned mask = 0;
 	int rc = 0;
 
+	act_for(req);
 	if (node(req, ino, &h, "setattr"))
 		return;
 	memset(&st, 0, sizeof(st));
@@ -383,6 +410,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	struct strata_handle h;
 	ssize_t n;
 
+	act_for(req);
 	if (node(req, ino, &h, "readlink"))
 		return;
 	n = strata_readlinkat(SF(req)->s, h, target, sizeof(target));
@@ -399,6 +427,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	struct strata_stat st;
 	int rc;
 
+	act_for(req);
 	if (node(req, parent, &dir, "mkdir"))
 		return;
 	rc = strata_mkdirat(SF(req)->s, dir, name, mode & 07777, &h, &st);
@@ -416,6 +445,7 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 	struct strata_stat st;
 	int rc;
 
+	act_for(req);
 	if (node(req, parent, &dir, "symlink"))
 		return;
 	rc = strata_symlinkat(SF(req)->s, link, dir, name, &h, &st);
@@ -439,11 +469,13 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bo
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	act_for(req);
 	remove_entry(req, parent, name, false);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	act_for(req);
 	remove_entry(req, parent, name, true);
 }
 
@@ -453,6 +485,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	struct strata_handle from, to;
 	unsigned sflags = 0;
 
+	act_for(req);
 	/* RENAME_NOREPLACE (1) and RENAME_EXCHANGE (2); no whiteouts. */
 	if (flags & ~3u) {
 		fuse_reply_err(req, EINVAL);
@@ -529,6 +562,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	int flags = strata_flags(sf, fi->flags) | STRATA_O_CREAT;
 	int rc;
 
+	act_for(req);
 	if (fi->flags & O_EXCL)
 		flags |= STRATA_O_EXCL;
 	if (node(req, parent, &dir, "create"))
@@ -575,6 +609,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int flags = strata_flags(sf, fi->flags);
 	int rc;
 
+	act_for(req);
 	if (node(req, ino, &h, "open"))
 		return;
 	rc = strata_openat(sf->s, h, NULL, flags, 0, &f);
@@ -689,6 +724,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct sdir *d;
 	int rc;
 
+	act_for(req);
 	if (node(req, ino, &h, "opendir"))
 		return;
 	rc = strata_statat(sf->s, h, &st);
@@ -835,12 +871,14 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
+	act_for(req);
 	do_readdir(req, ino, size, off, fi, false);
 }
 
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			   struct fuse_file_info *fi)
 {
+	act_for(req);
 	do_readdir(req, ino, size, off, fi, true);
 }
 

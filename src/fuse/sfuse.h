@@ -28,6 +28,9 @@ struct sfuse {
 	double attr_timeout;		/* seconds the kernel caches attributes */
 	double entry_timeout;		/* seconds it caches names */
 	bool writeback;			/* kernel writeback caching */
+	/* A multi-user mount: each request acts for the user that made it
+	 * (strata_set_caller); the token must have "caller". */
+	bool multiuser;
 	struct fuse_session *se;	/* set once the session exists */
 	pthread_mutex_t hlock;
 	struct sfuse_handle *handles;	/* open files and directories */

@@ -13,19 +13,30 @@
 
 /* ---- the pure half ---- */
 
-void acc_cred_of(struct acc_cred *c, const struct token_claims *claims)
+void acc_cred_of(struct acc_cred *c, const struct token_claims *claims,
+		 const struct net_caller *caller)
 {
+	uint32_t asked = claims->uid, ngids = claims->ngids;
+	const uint32_t *gids = claims->gids;
+
+	/* The caller counts only for a token that allows it (the server
+	 * refuses the request otherwise; this is the second lock). */
+	if (caller && (claims->flags & TOKEN_F_CALLER)) {
+		asked = caller->uid;
+		ngids = caller->ngids;
+		gids = caller->gids;
+	}
 	memset(c, 0, sizeof(*c));
-	c->uid = token_effective_uid(claims, UINT32_MAX);
+	c->uid = token_effective_uid(claims, caller ? asked : UINT32_MAX);
 	/* A squashed root must not keep group 0 (or any group the token
 	 * names for the identity it lost): nobody's group only. */
-	if (c->uid == TOKEN_NOBODY && claims->uid != TOKEN_NOBODY) {
+	if (c->uid == TOKEN_NOBODY && asked != TOKEN_NOBODY) {
 		c->ngids = 1;
 		c->gids[0] = TOKEN_NOBODY;
 		return;
 	}
-	c->ngids = claims->ngids < TOKEN_GIDS_MAX ? claims->ngids : TOKEN_GIDS_MAX;
-	memcpy(c->gids, claims->gids, c->ngids * sizeof(c->gids[0]));
+	c->ngids = ngids < TOKEN_GIDS_MAX ? ngids : TOKEN_GIDS_MAX;
+	memcpy(c->gids, gids, c->ngids * sizeof(c->gids[0]));
 }
 
 bool acc_in_group(const struct acc_cred *c, uint32_t gid)
@@ -133,7 +144,8 @@ enum acc_reach acc_reach_of(const struct acc_scope *sc, uint32_t nsc, const uint
 
 /* ---- a request's view ---- */
 
-void acc_ctx_init(struct acc_ctx *a, struct ns *ns, const struct net_ident *id)
+void acc_ctx_init(struct acc_ctx *a, struct ns *ns, const struct net_ident *id,
+		  const struct net_caller *caller)
 {
 	memset(a, 0, sizeof(*a));
 	a->ns = ns;
@@ -141,7 +153,7 @@ void acc_ctx_init(struct acc_ctx *a, struct ns *ns, const struct net_ident *id)
 	if (a->trusted)
 		return;
 	a->claims = &id->claims;
-	acc_cred_of(&a->cred, a->claims);
+	acc_cred_of(&a->cred, a->claims, caller);
 	for (uint32_t i = 0; i < a->claims->npaths; i++) {
 		const struct token_path *p = &a->claims->paths[i];
 

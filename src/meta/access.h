@@ -5,7 +5,9 @@
  *
  * Daemons and the peers of a server without a key are trusted: every
  * check passes for them. A client (NET_ROLE_CLIENT) acts as
- * token_effective_uid(claims, UINT32_MAX) with the token's gids; a
+ * token_effective_uid(claims, UINT32_MAX) with the token's gids, or, when
+ * the request names a caller (a "caller" token: net/auth.h), as
+ * token_effective_uid(claims, caller uid) with the caller's gids; a
  * squashed identity (root without "root", or "squash") has the gid
  * nobody (65534) only, so group 0 does not come back through the gids.
  * uid 0 that is kept bypasses the permission bits, as root does, but not
@@ -46,8 +48,10 @@ struct acc_cred {
 	uint32_t gids[TOKEN_GIDS_MAX];
 };
 
-/* The identity a client token acts as (see the top of this file). */
-void acc_cred_of(struct acc_cred *c, const struct token_claims *claims);
+/* The identity a client token acts as, for caller (NULL: none; see the
+ * top of this file). */
+void acc_cred_of(struct acc_cred *c, const struct token_claims *claims,
+		 const struct net_caller *caller);
 bool acc_in_group(const struct acc_cred *c, uint32_t gid);
 /* want (ACC_*) on in: the owner's, the group's or the others' bits, the
  * first class c belongs to, as POSIX. Root passes r and w always, x on a
@@ -120,7 +124,8 @@ struct acc_ctx {
 };
 
 /* id: the request's caller (svc_req_ident). */
-void acc_ctx_init(struct acc_ctx *a, struct ns *ns, const struct net_ident *id);
+void acc_ctx_init(struct acc_ctx *a, struct ns *ns, const struct net_ident *id,
+		  const struct net_caller *caller);
 void acc_ctx_release(struct acc_ctx *a);
 /* Fills *out with in's reach (ACC_WRITE for the trusted). 0 or an error
  * of the namespace. */

@@ -666,7 +666,7 @@ static void op_lookup(void *svc, struct svc_req *req)
 
 	if (counted(m, md_lookup_req(req, &rq)))
 		return;
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	rc = pstr_copy(rq.name, name, sizeof(name));
 	if (!rc)
 		rc = check_ino(m, &ac, &rq.dir, ACC_PASS, ACC_X, &dir);
@@ -689,7 +689,7 @@ static void op_getattr(void *svc, struct svc_req *req)
 
 	if (counted(m, md_getattr_req(req, &rq)))
 		return;
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	rc = ns_getattr(&m->ns, ref_of(&rq.h), &in);
 	if (!rc)
 		rc = acc_need(&ac, &in, ACC_PASS, 0);
@@ -714,7 +714,7 @@ static void op_create(void *svc, struct svc_req *req)
 	if (counted(m, md_create_req(req, &rq)))
 		return;
 	memset(&tr, 0, sizeof(tr));
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	rc = pstr_copy(rq.name, name, sizeof(name));
 	if (!rc)
 		rc = check_ino(m, &ac, &rq.dir, ACC_PASS, ACC_X, &dir);
@@ -749,7 +749,7 @@ static void op_create(void *svc, struct svc_req *req)
 	 * caller may read the file, as an OPEN would have found. */
 	rights = CAP_WRITE;
 	if (!rc && m->key) {
-		acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+		acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 		if (!acc_need(&ac, &in, ACC_READ, ACC_R))
 			rights |= CAP_READ;
 		acc_ctx_release(&ac);
@@ -776,7 +776,7 @@ static void op_open(void *svc, struct svc_req *req)
 	want = acc == MD_O_RDONLY ? ACC_R : acc == MD_O_WRONLY ? ACC_W : ACC_R | ACC_W;
 	if (rq.flags & MD_O_TRUNC)
 		want |= ACC_W;
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	rc = check_ino(m, &ac, &rq.h, (want & ACC_W) ? ACC_WRITE : ACC_READ, want, &in);
 	acc_ctx_release(&ac);
 	if (!rc)
@@ -799,7 +799,7 @@ static void op_mkdir(void *svc, struct svc_req *req)
 
 	if (counted(m, md_mkdir_req(req, &rq)))
 		return;
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	rc = rq.flags ? -EINVAL : pstr_copy(rq.name, name, sizeof(name));
 	if (!rc)
 		rc = check_ino(m, &ac, &rq.dir, ACC_WRITE, ACC_W | ACC_X, &dir);
@@ -824,7 +824,7 @@ static void op_symlink(void *svc, struct svc_req *req)
 
 	if (counted(m, md_symlink_req(req, &rq)))
 		return;
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	rc = pstr_copy(rq.name, name, sizeof(name));
 	if (!rc)
 		rc = pstr_copy(rq.target, target, sizeof(target));
@@ -851,7 +851,7 @@ static void op_readlink(void *svc, struct svc_req *req)
 
 	if (counted(m, md_readlink_req(req, &rq)))
 		return;
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	rc = check_ino(m, &ac, &rq.h, ACC_READ, 0, &in);
 	acc_ctx_release(&ac);
 	if (!rc)
@@ -878,7 +878,7 @@ static void remove_entry(struct meta *m, struct svc_req *req, bool dir)
 
 	if (counted(m, (dir ? md_rmdir_req : md_unlink_req)(req, &rq)))
 		return;
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	rc = pstr_copy(rq.name, name, sizeof(name));
 	if (!rc)
 		rc = check_ino(m, &ac, &rq.dir, ACC_WRITE, ACC_W | ACC_X, &d);
@@ -913,7 +913,7 @@ static void op_rename(void *svc, struct svc_req *req)
 
 	if (counted(m, md_rename_req(req, &rq)))
 		return;
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	rc = pstr_copy(rq.src_name, from, sizeof(from));
 	if (!rc)
 		rc = pstr_copy(rq.dst_name, to, sizeof(to));
@@ -962,7 +962,7 @@ static void op_setattr(void *svc, struct svc_req *req)
 	at.size = rq.size;
 	if ((rq.mask & MD_ATTR_SIZE) && rq.size > INT64_MAX)
 		rc = -EFBIG;
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	if (!rc)
 		rc = check_ino(m, &ac, &rq.h, ACC_WRITE, 0, &in);
 	if (!rc && !ac.trusted)
@@ -987,7 +987,7 @@ static void op_set_size(void *svc, struct svc_req *req)
 
 	if (counted(m, md_set_size_req(req, &rq)))
 		return;
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	/* A writer publishing its length at close: the owner, or anyone who
 	 * may write the file now. */
 	rc = check_ino(m, &ac, &rq.h, ACC_WRITE, 0, &in);
@@ -1015,7 +1015,7 @@ static void op_truncate(void *svc, struct svc_req *req)
 	memset(&at, 0, sizeof(at));
 	if (rq.size > INT64_MAX)
 		rc = -EFBIG;
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	if (!rc)
 		rc = check_ino(m, &ac, &rq.h, ACC_WRITE, ACC_W, &in);
 	acc_ctx_release(&ac);
@@ -1097,7 +1097,7 @@ static void list_dir(struct meta *m, struct svc_req *req, bool plus)
 	     -ENOMEM;
 	/* Names need r; the entries' inodes too need x, as a stat of each
 	 * would. */
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	if (!rc)
 		rc = check_ino(m, &ac, &rq.dir, ACC_READ, plus ? ACC_R | ACC_X : ACC_R, &dir);
 	acc_ctx_release(&ac);
@@ -1153,7 +1153,7 @@ static void op_set_layout(void *svc, struct svc_req *req)
 		return;
 	mt_layout_get(&rq.layout, &l);
 	/* A directory's layout is an attribute: its owner's, or root's. */
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	rc = check_ino(m, &ac, &rq.dir, ACC_WRITE, 0, &dir);
 	if (!rc && !ac.trusted && ac.cred.uid != 0 && ac.cred.uid != dir.uid)
 		rc = -EPERM;
@@ -1175,7 +1175,7 @@ static void op_get_layout(void *svc, struct svc_req *req)
 
 	if (counted(m, md_get_layout_req(req, &rq)))
 		return;
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	rc = ns_getattr(&m->ns, ref_of(&rq.h), &in);
 	if (!rc)
 		rc = acc_need(&ac, &in, ACC_PASS, 0);
@@ -1237,7 +1237,7 @@ static void op_resolve(void *svc, struct svc_req *req)
 
 	if (counted(m, md_resolve_req(req, &rq)))
 		return;
-	acc_ctx_init(&w.ac, &m->ns, svc_req_ident(req));
+	acc_ctx_init(&w.ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	rc = pstr_copy(rq.path, path, sizeof(path));
 	if (!rc && w.ac.trusted) {
 		rc = ns_resolve(&m->ns, path, rq.flags, &in);
@@ -1296,7 +1296,7 @@ static void op_quota_get(void *svc, struct svc_req *req)
 
 	if (counted(m, md_quota_get_req(req, &rq)))
 		return;
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req));
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	rc = check_ino(m, &ac, &rq.h, ACC_READ, 0, &dir);
 	acc_ctx_release(&ac);
 	if (!rc)

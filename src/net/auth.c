@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "net/auth.h"
+#include "net/codec.h"
 #include "strata/errors.h"
 
 void net_cred_init(struct net_cred *c)
@@ -206,4 +207,46 @@ int auth_accept(const struct net_auth *a, enum net_cred_kind kind, const char *s
 	}
 	snprintf(err, errlen, "unknown credential kind %d", (int)kind);
 	return -EKEYREJECTED;
+}
+
+/* ---- acting for a caller ---- */
+
+static __thread struct net_caller thread_caller;
+static __thread bool thread_has_caller;
+
+void net_caller_encode(struct wbuf *w, const struct net_caller *c)
+{
+	uint32_t n = c->ngids < TOKEN_GIDS_MAX ? c->ngids : TOKEN_GIDS_MAX;
+
+	wb_u32(w, c->uid);
+	wb_u32(w, n);
+	for (uint32_t i = 0; i < n; i++)
+		wb_u32(w, c->gids[i]);
+}
+
+int net_caller_decode(struct rbuf *r, struct net_caller *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->uid = rb_u32(r);
+	c->ngids = rb_u32(r);
+	if (r->err || c->ngids > TOKEN_GIDS_MAX)
+		return STRATA_EBADMSG;
+	for (uint32_t i = 0; i < c->ngids; i++)
+		c->gids[i] = rb_u32(r);
+	return r->err ? STRATA_EBADMSG : 0;
+}
+
+void net_caller_set(const struct net_caller *c)
+{
+	thread_has_caller = c != NULL;
+	if (c) {
+		thread_caller = *c;
+		if (thread_caller.ngids > TOKEN_GIDS_MAX)
+			thread_caller.ngids = TOKEN_GIDS_MAX;
+	}
+}
+
+const struct net_caller *net_caller_current(void)
+{
+	return thread_has_caller ? &thread_caller : NULL;
 }

@@ -92,6 +92,35 @@ bool net_revoked(const char *id);
  * revocation a newer one brought. 0 or -ENOMEM. */
 int net_revoked_update(uint64_t map_version, const char (*ids)[TOKEN_ID_LEN + 1], uint32_t n);
 
+/*
+ * Acting for a caller: a client serving several users (a multi-user FUSE
+ * mount) names, per request, the user it acts for. Such a request carries
+ * FRAME_F_CALLER and its body starts with the caller:
+ *
+ *   u32 uid, u32 ngids (<= TOKEN_GIDS_MAX), ngids x u32 gid
+ *
+ * The server strips it before the operation's body is decoded
+ * (svc_req_caller, net/server.h). Only a token with "caller" may send it
+ * (-EACCES otherwise); meta then checks permissions as that uid and gids,
+ * root squashed unless the token has "root" (token_effective_uid).
+ */
+struct net_caller {
+	uint32_t uid;
+	uint32_t ngids;
+	uint32_t gids[TOKEN_GIDS_MAX];
+};
+
+struct wbuf;
+struct rbuf;
+void net_caller_encode(struct wbuf *w, const struct net_caller *c);
+/* 0 or STRATA_EBADMSG (short, or more than TOKEN_GIDS_MAX gids). */
+int net_caller_decode(struct rbuf *r, struct net_caller *c);
+
+/* The caller the calling thread acts for (copied), or NULL to act for no
+ * one: what libstrata's meta calls from this thread carry. */
+void net_caller_set(const struct net_caller *c);
+const struct net_caller *net_caller_current(void);
+
 /* ---- the exchange's pieces (used by conn.c) ---- */
 
 /* HMAC(secret, label nc ns). label: "strata-server" or "strata-client". */

@@ -559,7 +559,7 @@ static int queue_call(struct conn *c, const struct rpc_call_args *a, bool intern
 	f->bulk = a->bulk;
 	f->bulk_len = a->bulk_len;
 	f->req = q;
-	fill_hdr(f, a->op, 0, 0, q->id);
+	fill_hdr(f, a->op, a->flags & FRAME_F_CALLER, 0, q->id);
 	enqueue(c, f);
 	return 0;
 }

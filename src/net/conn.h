@@ -51,6 +51,7 @@ struct rpc_call_args {
 	void *bulk_dst;		/* where the response's bulk lands */
 	uint64_t bulk_cap;	/* a larger response bulk fails the call */
 	uint32_t timeout_ms;	/* 0 = the connection's default */
+	uint32_t flags;		/* 0, or FRAME_F_CALLER: body starts with one */
 	rpc_cb cb;
 	void *arg;
 };

@@ -5,7 +5,7 @@
  *   0      4    magic      "STRA" (0x41525453 little-endian)
  *   4      2    version    STRATA_PROTO_VERSION
  *   6      2    opcode     enum strata_op (src/net/proto.h)
- *   8      4    flags      FRAME_F_RESPONSE, ...
+ *   8      4    flags      FRAME_F_RESPONSE, FRAME_F_CALLER
  *   12     4    status     0 or a negative strata error (responses)
  *   16     8    req_id     chosen by the requester, echoed in the response
  *   24     4    body_len   <= FRAME_MAX_BODY
@@ -30,7 +30,10 @@
 #define FRAME_MAX_BULK (64ull << 20)		/* 64 MiB: the largest chunk */
 
 #define FRAME_F_RESPONSE 0x1u
-#define FRAME_F_KNOWN (FRAME_F_RESPONSE)
+/* A request whose body starts with the caller it acts for (net_caller,
+ * auth.h). */
+#define FRAME_F_CALLER 0x2u
+#define FRAME_F_KNOWN (FRAME_F_RESPONSE | FRAME_F_CALLER)
 
 struct frame_hdr {
 	uint32_t magic;

@@ -219,7 +219,7 @@ static void sync_start(void *arg)
 		.op = s->a->op, .body = s->a->body, .body_len = s->a->body_len,
 		.bulk = s->a->bulk, .bulk_len = s->a->bulk_len,
 		.bulk_dst = s->a->bulk_dst, .bulk_cap = s->a->bulk_cap,
-		.timeout_ms = s->a->timeout_ms, .cb = sync_done, .arg = s,
+		.timeout_ms = s->a->timeout_ms, .flags = s->a->flags, .cb = sync_done, .arg = s,
 	};
 	int rc = rpc_pool_call(s->cl->pool, s->addr, &ca);
 

@@ -63,6 +63,7 @@ struct rpc_sync_args {
 	void *bulk_dst;
 	uint64_t bulk_cap;
 	uint32_t timeout_ms;
+	uint32_t flags;		/* rpc_call_args' */
 };
 
 /* Blocking call from any thread except the client's own reactor thread.

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "codec.h"
+#include "frame.h"
 #include "listener.h"
 #include "server.h"
 #include "strata/errors.h"
@@ -96,13 +98,41 @@ struct reactor *svc_req_owner(const struct svc_req *req)
 	return req->owner;
 }
 
+/* The caller a FRAME_F_CALLER request acts for: decoded from the front
+ * of its body (*skip: its length). Only a token with "caller" may name
+ * one; a daemon or an open peer is trusted anyway and gains nothing by
+ * it. 0, STRATA_EBADMSG or -EACCES (logged). */
+static int take_caller(struct conn *c, const struct rpc_msg *m, struct net_caller *caller,
+		       size_t *skip)
+{
+	const struct net_ident *id = conn_ident(c);
+	struct rbuf r;
+	int rc;
+
+	rbuf_init(&r, m->body, m->hdr.body_len);
+	rc = net_caller_decode(&r, caller);
+	if (rc) {
+		log_warn("net", "malformed caller in op %u from '%s'", m->hdr.opcode, conn_peer(c));
+		return rc;
+	}
+	if (id->role == NET_ROLE_CLIENT && !(id->claims.flags & TOKEN_F_CALLER)) {
+		log_warn("net", "refused op %u from '%s' token %s: it acts for uid %u, and the token "
+			 "has no \"caller\"", m->hdr.opcode, conn_peer(c), id->claims.id,
+			 caller->uid);
+		return -EACCES;
+	}
+	*skip = r.off;
+	return 0;
+}
+
 static void on_request(void *ctx, struct conn *c, struct rpc_msg *m)
 {
 	struct rpc_server *s = ctx;
 	struct route *rt = m->hdr.opcode < OP_MAX ? &s->routes[m->hdr.opcode] : NULL;
 	struct svc_req *req;
-
 	const struct net_ident *id = conn_ident(c);
+	struct net_caller caller;
+	size_t skip = 0;
 	int rc;
 
 	if (!rt || !rt->fn) {
@@ -124,15 +154,28 @@ static void on_request(void *ctx, struct conn *c, struct rpc_msg *m)
 		conn_reply(c, &m->hdr, rc, NULL, 0, NULL, 0, NULL, NULL);
 		return;
 	}
+	if (m->hdr.flags & FRAME_F_CALLER) {
+		rc = take_caller(c, m, &caller, &skip);
+		if (rc) {
+			conn_reply(c, &m->hdr, rc, NULL, 0, NULL, 0, NULL, NULL);
+			return;
+		}
+	}
 	req = calloc(1, sizeof(*req));
-	if (!req || (m->hdr.body_len && !(req->body = malloc(m->hdr.body_len)))) {
+	if (!req || (m->hdr.body_len > skip && !(req->body = malloc(m->hdr.body_len - skip)))) {
 		free(req);
 		conn_reply(c, &m->hdr, -ENOMEM, NULL, 0, NULL, 0, NULL, NULL);
 		return;
 	}
 	req->hdr = m->hdr;
-	if (m->hdr.body_len)
-		memcpy(req->body, m->body, m->hdr.body_len);
+	req->hdr.body_len -= (uint32_t)skip;
+	req->hdr.flags &= ~FRAME_F_CALLER;
+	if (skip) {
+		req->has_caller = true;
+		req->caller = caller;
+	}
+	if (req->hdr.body_len)
+		memcpy(req->body, m->body + skip, req->hdr.body_len);
 	req->bulk = m->bulk;
 	m->bulk = NULL;
 	bbuf_init(&req->reply);
@@ -287,6 +330,11 @@ void rpc_server_set_tls(struct rpc_server *s, struct net_tls *tls)
 const struct net_ident *svc_req_ident(const struct svc_req *req)
 {
 	return conn_ident(req->conn);
+}
+
+const struct net_caller *svc_req_caller(const struct svc_req *req)
+{
+	return req->has_caller ? &req->caller : NULL;
 }
 
 const char *svc_req_peer(const struct svc_req *req)

@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "auth.h"
 #include "common/buf.h"
 #include "conn.h"
 #include "proto.h"
@@ -35,6 +36,8 @@ struct svc_req {
 	void *rbulk_arg;
 	void *svc;
 	void (*fn)(void *svc, struct svc_req *req);
+	bool has_caller;
+	struct net_caller caller;
 };
 
 typedef void (*svc_handler_fn)(void *svc, struct svc_req *req);
@@ -72,6 +75,10 @@ void rpc_server_set_tls(struct rpc_server *s, struct net_tls *tls);
 const struct net_ident *svc_req_ident(const struct svc_req *req);
 /* The address of req's peer, for logs (valid until its reply). */
 const char *svc_req_peer(const struct svc_req *req);
+/* The caller a client acts for in this request (FRAME_F_CALLER, auth.h),
+ * or NULL: the server checked that the peer's token allows it and took
+ * it off the body. */
+const struct net_caller *svc_req_caller(const struct svc_req *req);
 /* Whether bit (SVC_ONCE_*) is set on req's connection for the first time:
  * what a service does once per connection (a warning, not one per
  * request). Any thread. */

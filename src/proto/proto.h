@@ -349,6 +349,9 @@ struct proto_sync {
 	 * replies without views; a call whose reply has views fails with
 	 * -EINVAL without it (the views would dangle). */
 	struct bbuf *body;
+	/* The call acts for the calling thread's caller, when it has one
+	 * (net_caller_current, net/auth.h): meta's calls from libstrata. */
+	bool caller;
 };
 
 int proto_call(struct rpc_pool *p, const char *addr, uint16_t op,

@@ -3,6 +3,8 @@
  * the simulation use only the asynchronous stubs. */
 #include <errno.h>
 
+#include "net/auth.h"
+#include "net/frame.h"
 #include "proto/mgmt.h"
 #include "proto/proto.h"
 
@@ -11,6 +13,7 @@ int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 		    const struct proto_sync *s,
 		    int (*dec)(const void *, uint32_t, void *), void *rep, bool views)
 {
+	const struct net_caller *caller = s->caller ? net_caller_current() : NULL;
 	struct rpc_result res = { 0 };
 	struct bbuf b;
 	struct wbuf w;
@@ -20,13 +23,15 @@ int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 		return -EINVAL;
 	bbuf_init(&b);
 	wbuf_init(&w, &b);
+	if (caller)
+		net_caller_encode(&w, caller);
 	enc(&w, req);
 	rc = w.err;
 	if (!rc) {
 		struct rpc_sync_args a = {
 			.op = op, .body = b.buf, .body_len = (uint32_t)b.len, .bulk = s->bulk,
 			.bulk_len = s->bulk_len, .bulk_dst = s->bulk_dst, .bulk_cap = s->bulk_cap,
-			.timeout_ms = s->timeout_ms,
+			.timeout_ms = s->timeout_ms, .flags = caller ? FRAME_F_CALLER : 0,
 		};
 
 		rc = rpc_call_sync(cl, addr, &a, &res);

@@ -35,6 +35,7 @@ HDR_LEN = 40
 MAX_BODY = 4 << 20
 MAX_BULK = 64 << 20
 F_RESPONSE = 0x1
+F_CALLER = 0x2          # the body starts with a caller: uid, ngids, gids
 
 OP_HELLO = 1
 OP_PING = 2
@@ -220,10 +221,10 @@ class Client:
         f.bulk = self._recv_exact(f.bulk_len, deadline) if f.bulk_len else b""
         return f
 
-    def call(self, opcode, body=b"", bulk=b"", timeout=None):
+    def call(self, opcode, body=b"", bulk=b"", timeout=None, flags=0):
         """Sends one request and waits for its response (same req_id)."""
         rid = self.new_id()
-        self.send(Frame(opcode=opcode, req_id=rid, body=body, bulk=bulk))
+        self.send(Frame(opcode=opcode, req_id=rid, flags=flags, body=body, bulk=bulk))
         f = self.recv(timeout)
         if not f.flags & F_RESPONSE:
             raise WireError("expected a response, got %r" % f)
@@ -346,3 +347,8 @@ def sp_batch(target_id, items, caps=()):
     for it in items:
         b += struct.pack("<IQQQIII", *it)
     return b + struct.pack("<I", len(caps)) + b"".join(caps)
+
+
+def caller_block(uid, gids=()):
+    """The caller a FRAME_F_CALLER request acts for (net/auth.h)."""
+    return struct.pack("<II", uid, len(gids)) + b"".join(struct.pack("<I", g) for g in gids)

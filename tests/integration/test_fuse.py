@@ -156,21 +156,32 @@ def _mgmt(c):
     return json.loads((c.dir / "cluster.json").read_text())["mgmt"]
 
 
+def _mount_factory(base):
+    """make(mgmt, name='mnt', extra=()) -> Mount (started) under base, and
+    the function that unmounts them all (returns the problems)."""
+    made = []
+
+    def make(mgmt, name="mnt", extra=()):
+        m = Mount(mgmt, base / name, extra)
+        made.append(m)
+        return m.start()
+
+    def stop_all():
+        problems = []
+        for m in made:
+            problems += m.stop()
+        return problems
+
+    return make, stop_all
+
+
 @pytest.fixture
 def mounts(tmp_path, request):
     """mount(mgmt, name='mnt', extra=()) -> Mount (started). All are
     unmounted at teardown."""
-    made = []
-
-    def make(mgmt, name="mnt", extra=()):
-        m = Mount(mgmt, tmp_path / name, extra)
-        made.append(m)
-        return m.start()
-
+    make, stop_all = _mount_factory(tmp_path)
     yield make
-    problems = []
-    for m in made:
-        problems += m.stop()
+    problems = stop_all()
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)
 
@@ -553,3 +564,83 @@ def test_rename_by_another_client_keeps_held_directories(fuse_cluster, mounts):
     assert (top / "z" / "b" / "g").read_text() == "shell\n"
     r = _strata_fn("cat", "--mgmt", mgmt, "/ren_elsewhere/z/b/new")
     assert r.stdout == "made after the rename"
+
+
+def _as_user(uid, cmd, gids=None, timeout=60):
+    """Runs sh -c CMD as uid (group uid, supplementary gids or none)."""
+    groups = ["--groups=" + ",".join(str(g) for g in gids)] if gids else ["--clear-groups"]
+    return subprocess.run(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, *groups,
+                           "sh", "-c", cmd], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def open_mounts(request):
+    """Like mounts, under a directory every user may reach (a test's tmp
+    directory is root's only)."""
+    import tempfile
+    base = Path(tempfile.mkdtemp(prefix="strata-mu-", dir="/tmp"))
+    base.chmod(0o755)
+    make, stop_all = _mount_factory(base)
+    yield make
+    problems = stop_all()
+    shutil.rmtree(base, ignore_errors=True)
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
+def test_multiuser_mount_acts_for_each_user(fuse_cluster, open_mounts, tmp_path):
+    """--multiuser with a "caller" token: each process acts as its own uid
+    and groups. A file a user creates is that user's; another user cannot
+    read its 0600 file; a group member reads a 0640 file through a
+    supplementary group; root is squashed to nobody by meta, so it cannot
+    read what the kernel (default_permissions) would let root read, and
+    its new files are nobody's."""
+    mgmt = _mgmt(fuse_cluster)
+    tok = tmp_path / "caller.token"
+    r = _strata_fn("token", "create", "--dir", fuse_cluster.dir, "--tenant", "mu", "--caller",
+                   "--path", "rw:/", "--expires", "1h", "--out", tok)
+    assert r.returncode == 0, r.stderr
+    adm = open_mounts(mgmt, "adm")                    # the admin token, as root
+    (adm.path / "mu").mkdir()
+    (adm.path / "mu").chmod(0o1777)
+    m = open_mounts(mgmt, "mu", extra=["--token", tok, "--multiuser", "--attr-timeout", "0",
+                                       "--entry-timeout", "0"])
+    d = m.path / "mu"
+    r = _as_user(1000, "echo mine > %s/a && chmod 600 %s/a && echo shared > %s/b && "
+                 "chgrp 1500 %s/b; chmod 640 %s/b" % ((d,) * 5), gids=[1500])
+    assert r.returncode == 0, r.stderr
+    st = os.stat(d / "a")
+    assert (st.st_uid, st.st_gid) == (1000, 1000)
+    assert os.stat(d / "b").st_gid == 1500
+    r = _as_user(1001, "cat %s/a" % d)
+    assert r.returncode != 0 and "Permission denied" in r.stderr, r
+    r = _as_user(1001, "cat %s/b" % d)                  # not in group 1500
+    assert r.returncode != 0 and "Permission denied" in r.stderr, r
+    r = _as_user(1001, "cat %s/b" % d, gids=[1500])     # in it
+    assert r.returncode == 0 and r.stdout == "shared\n", r
+    r = _as_user(1000, "cat %s/a" % d)
+    assert r.returncode == 0 and r.stdout == "mine\n", r
+    # Root: the kernel would allow it; meta acts for nobody.
+    with pytest.raises(PermissionError):
+        (d / "a").read_bytes()
+    (d / "by-root").write_text("x")
+    assert os.stat(d / "by-root").st_uid == 65534
+    # The cluster saw the same owners.
+    r = _strata_fn("stat", "--mgmt", mgmt, "/mu/a")
+    assert r.returncode == 0 and "1000" in r.stdout, r.stdout
+
+
+def test_multiuser_mount_needs_a_caller_token(fuse_cluster, open_mounts, tmp_path):
+    """A token without "caller" on a --multiuser mount: every request that
+    names its caller is refused (EACCES), and the daemon says why."""
+    mgmt = _mgmt(fuse_cluster)
+    tok = tmp_path / "plain.token"
+    r = _strata_fn("token", "create", "--dir", fuse_cluster.dir, "--tenant", "mu2",
+                   "--uid", "1000", "--path", "rw:/", "--expires", "1h", "--out", tok)
+    assert r.returncode == 0, r.stderr
+    m = open_mounts(mgmt, "mu2", extra=["--token", tok, "--multiuser", "--attr-timeout", "0",
+                                        "--entry-timeout", "0"])
+    r = _as_user(1000, "ls %s" % m.path)
+    assert r.returncode != 0 and "Permission denied" in r.stderr, r
+    logs = "".join(n.log for n in fuse_cluster.nodes)
+    assert 'the token has no "caller"' in logs

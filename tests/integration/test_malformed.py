@@ -52,7 +52,7 @@ CASES = [
     ("nonzero-reserved-before-hello", False,
      encode_header(sw.OP_HELLO, 1, body_len=len(hello_body()), reserved=0x80000000) + hello_body(), False,
      "reserved field not zero"),
-    ("unknown-flags", True, encode_header(sw.OP_PING, 2, flags=0x2), False, "unknown flags"),
+    ("unknown-flags", True, encode_header(sw.OP_PING, 2, flags=0x4), False, "unknown flags"),
     ("unknown-high-flag", True, encode_header(sw.OP_PING, 2, flags=0x80000001), False,
      "unknown flags"),
     ("truncated-header-then-close", False, _hello()[:20], True, MID_FRAME),

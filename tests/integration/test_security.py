@@ -299,5 +299,29 @@ def test_mem_capacity_is_enforced_exactly(sec_cluster, daemon_factory, tmp_path)
     assert m['strata_mem_ns_used_bytes{ns="t2"}'] == each
 
 
+def test_a_request_acts_for_its_caller_only_with_a_caller_token(sec_cluster, tmp_path):
+    """FRAME_F_CALLER over the wire to meta: a token with "caller" may name
+    the user it acts for; one without is refused (EACCES) and the daemon
+    says why; a malformed caller (short, too many groups) is EBADMSG; the
+    connection stays usable after each refusal."""
+    OP_META_STATFS, EBADMSG = 80, -4103
+    meta = next(n for n in sec_cluster.nodes if "meta" in n.services.split(","))
+    yes = sw.Client(meta.addr, token=make_token(sec_cluster, tmp_path, "c1", "--tenant", "t1",
+                                                "--caller", "--path", "r:/",
+                                                "--expires", "1h").read_text())
+    no = sw.Client(meta.addr, token=make_token(sec_cluster, tmp_path, "c2", "--tenant", "t1",
+                                               "--path", "r:/", "--expires", "1h").read_text())
+    who = sw.caller_block(1000, [1000, 27])
+    assert yes.call(OP_META_STATFS, who, flags=sw.F_CALLER).status == 0
+    assert no.call(OP_META_STATFS, who, flags=sw.F_CALLER).status == EACCES
+    assert no.call(OP_META_STATFS).status == 0
+    wait_log(meta, r'it acts for uid 1000, and the token has no "caller"')
+    assert yes.call(OP_META_STATFS, who[:6], flags=sw.F_CALLER).status == EBADMSG
+    many = struct.pack("<II", 1000, 33) + b"\0" * 4 * 33
+    assert yes.call(OP_META_STATFS, many, flags=sw.F_CALLER).status == EBADMSG
+    assert yes.call(OP_META_STATFS, who + b"x", flags=sw.F_CALLER).status == EBADMSG
+    assert yes.call(OP_META_STATFS).status == 0
+
+
 def cl_remove(cl, op, key):
     return cl.call(op, struct.pack("<I", len(key)) + key).status

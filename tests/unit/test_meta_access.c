@@ -40,7 +40,7 @@ static void test_identity_of_a_token(void **state)
 	t.ngids = 2;
 	t.gids[0] = 1000;
 	t.gids[1] = 27;
-	acc_cred_of(&c, &t);
+	acc_cred_of(&c, &t, NULL);
 	assert_int_equal(c.uid, 1000);
 	assert_int_equal(c.ngids, 2);
 	assert_true(acc_in_group(&c, 27));
@@ -49,20 +49,61 @@ static void test_identity_of_a_token(void **state)
 	/* Root without "root" is nobody, and loses group 0. */
 	t.uid = 0;
 	t.gids[0] = 0;
-	acc_cred_of(&c, &t);
+	acc_cred_of(&c, &t, NULL);
 	assert_int_equal(c.uid, TOKEN_NOBODY);
 	assert_int_equal(c.ngids, 1);
 	assert_false(acc_in_group(&c, 0));
 	t.flags = TOKEN_F_ROOT;
-	acc_cred_of(&c, &t);
+	acc_cred_of(&c, &t, NULL);
 	assert_int_equal(c.uid, 0);
 	assert_true(acc_in_group(&c, 0));
 	/* "squash" wins over everything. */
 	t.uid = 1000;
 	t.flags = TOKEN_F_SQUASH;
-	acc_cred_of(&c, &t);
+	acc_cred_of(&c, &t, NULL);
 	assert_int_equal(c.uid, TOKEN_NOBODY);
 	assert_false(acc_in_group(&c, 27));
+}
+
+/* A "caller" token acts for the request's caller (a multi-user mount):
+ * its uid and gids, root squashed unless the token has "root"; a token
+ * without "caller" ignores one. */
+static void test_cred_of_caller(void **state)
+{
+	struct net_caller who = { .uid = 1001, .ngids = 2, .gids = { 1001, 50 } };
+	struct token_claims t;
+	struct acc_cred c;
+
+	(void)state;
+	token_claims_init(&t);
+	t.uid = 1000;
+	t.ngids = 1;
+	t.gids[0] = 1000;
+	acc_cred_of(&c, &t, &who);			/* no "caller": the token's */
+	assert_int_equal(c.uid, 1000);
+	assert_false(acc_in_group(&c, 50));
+	t.flags = TOKEN_F_CALLER;
+	acc_cred_of(&c, &t, &who);
+	assert_int_equal(c.uid, 1001);
+	assert_int_equal(c.ngids, 2);
+	assert_true(acc_in_group(&c, 50));
+	assert_false(acc_in_group(&c, 1000));
+	acc_cred_of(&c, &t, NULL);			/* no caller: the token's */
+	assert_int_equal(c.uid, 1000);
+	who.uid = 0;
+	who.gids[0] = 0;
+	acc_cred_of(&c, &t, &who);			/* root is squashed */
+	assert_int_equal(c.uid, TOKEN_NOBODY);
+	assert_int_equal(c.ngids, 1);
+	assert_false(acc_in_group(&c, 0));
+	t.flags = TOKEN_F_CALLER | TOKEN_F_ROOT;
+	acc_cred_of(&c, &t, &who);
+	assert_int_equal(c.uid, 0);
+	assert_true(acc_in_group(&c, 0));
+	t.flags = TOKEN_F_CALLER | TOKEN_F_SQUASH;
+	who.uid = 1001;
+	acc_cred_of(&c, &t, &who);
+	assert_int_equal(c.uid, TOKEN_NOBODY);
 }
 
 static void test_permission_bits(void **state)
@@ -203,6 +244,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_identity_of_a_token),
+		cmocka_unit_test(test_cred_of_caller),
 		cmocka_unit_test(test_permission_bits),
 		cmocka_unit_test(test_sticky),
 		cmocka_unit_test(test_setattr),
