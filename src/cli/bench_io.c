@@ -739,6 +739,97 @@ static void run_seq_rows(struct bio *b)
 	}
 }
 
+/*
+ * Authentication on vs off: the 1 MiB sequential rows against this
+ * cluster (a cluster key, the client proving a token, chunk capabilities
+ * checked) and against a keyless twin started now, its files written and
+ * read once first (unmeasured), in alternating rounds (on, off, on, off,
+ * on, off); each side's median. Each cluster keeps its written regions.
+ */
+#define AUTH_ROUNDS 3
+
+static void median_of(double *v, int n, double *out)
+{
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+			double t = v[j];
+
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	*out = v[n / 2];
+}
+
+static void run_auth_twin(struct bio *b)
+{
+	struct strata *on = b->s, *off = NULL;
+	uint64_t reg_on[BIO_MAX_THREADS], reg_off[BIO_MAX_THREADS] = { 0 };
+	char dir[PATH_MAX + 16], mgmt[64], name[64];
+	struct strata_opts o;
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s/keyless", b->root);
+	if (local_cluster_up_keyless(dir, 3, 0,
+				     "--node.log_level=warn --storage.buffered_reads=true", mgmt,
+				     sizeof(mgmt))) {
+		b->fails++;
+		return;
+	}
+	strata_opts_init(&o, sizeof(o));
+	o.token = "";		/* a keyless cluster: no credential to prove */
+	rc = strata_connect(mgmt, &o, &off);
+	if (!rc)
+		rc = strata_mkdir(off, "/bench", 0755);
+	if (!rc)
+		rc = strata_mkdir(off, "/bench/seq", 0755);
+	if (rc) {
+		printf("auth twin: cannot set up the keyless cluster at %s: %s\n", mgmt,
+		       strata_strerror(rc));
+		b->fails++;
+		goto out;
+	}
+	printf("%-40s %16s %16s %7s\n", "authentication (median of 3 rounds)", "auth on", "auth off",
+	       "on/off");
+	memcpy(reg_on, b->region[0], sizeof(reg_on));
+	/* Unmeasured: the twin's files written and read once, as this
+	 * cluster's were by the rows above. */
+	b->s = off;
+	if (!seq_run(b, true, true, false, &rc) || !seq_run(b, true, false, false, &rc)) {
+		row(b, "auth twin warm-up", 1, 0, 0, rc ? rc : -EIO, false);
+		goto out;
+	}
+	memcpy(reg_off, b->region[0], sizeof(reg_off));
+	for (int kind = 0; kind < 2 && !bio_stop; kind++) {
+		bool write = kind == 0;
+		double v[2][AUTH_ROUNDS], med[2];
+		int err[2] = { 0, 0 };
+
+		for (int r = 0; r < AUTH_ROUNDS && !bio_stop; r++) {
+			for (int side = 0; side < 2; side++) {
+				int e;
+
+				b->s = side ? off : on;
+				memcpy(b->region[0], side ? reg_off : reg_on, sizeof(reg_on));
+				v[side][r] = seq_run(b, true, write, !write, &e);
+				memcpy(side ? reg_off : reg_on, b->region[0], sizeof(reg_on));
+				if (e && !err[side])
+					err[side] = e;
+			}
+		}
+		median_of(v[0], AUTH_ROUNDS, &med[0]);
+		median_of(v[1], AUTH_ROUNDS, &med[1]);
+		snprintf(name, sizeof(name), "seq %s 1 MiB, %d thr%s", write ? "write" : "read",
+			 b->threads, write ? "" : ", cached");
+		row(b, name, med[0], err[0], med[1], err[1] ? -EIO : 0, false);
+	}
+out:
+	b->s = on;
+	memcpy(b->region[0], reg_on, sizeof(reg_on));
+	strata_disconnect(off);
+	if (local_cluster_down(dir))
+		b->fails++;
+}
+
 static void run_rand_rows(struct bio *b)
 {
 	static const size_t ios[] = { 4096, 128 << 10 };
@@ -898,7 +989,9 @@ static int parse_args(int argc, char **argv, struct bio *b)
 			       "random 4 KiB and 128 KiB reads at QD 1, 32, 256 through the batch ring,\n"
 			       "create/stat/unlink rates; then the cached sequential read against raw\n"
 			       "loopback TCP request/response with N and 2N readers (3 alternating rounds\n"
-			       "each, median ratio) and raw streaming. S seconds per test (default 3).\n");
+			       "each, median ratio) and raw streaming; last, the sequential 1 MiB\n"
+			       "rows against a twin cluster without a cluster key (authentication\n"
+			       "off), 3 alternating rounds each. S seconds per test (default 3).\n");
 			return 1;
 		}
 		if (strcmp(argv[i], "--seconds") == 0 && val) {
@@ -995,6 +1088,8 @@ int bench_io(int argc, char **argv)
 		run_read_vs_raw(b);
 	if (!bio_stop)
 		run_loopback(b);
+	if (!bio_stop)
+		run_auth_twin(b);
 	exit_code = b->fails || bio_stop ? 1 : 0;
 out:
 	strata_disconnect(b->s);

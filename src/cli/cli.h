@@ -29,6 +29,10 @@ int cmd_fs(int argc, char **argv);
  * space-separated, or NULL. Fills mgmt. Returns 0 or 1 (reported). */
 int local_cluster_up(const char *dir, int nstorage, int replication, const char *extra,
 		     char *mgmt, size_t mgmtlen);
+/* The same without a cluster key: loopback daemons that trust every peer,
+ * the "authentication off" twin of a benchmark. */
+int local_cluster_up_keyless(const char *dir, int nstorage, int replication, const char *extra,
+			     char *mgmt, size_t mgmtlen);
 int local_cluster_down(const char *dir);
 
 /* strata keygen and strata token create|list|revoke (cmd_token.c). */

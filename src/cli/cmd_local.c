@@ -32,6 +32,7 @@ struct local_opts {
 	int64_t replication;
 	const char *extra;	/* extra flags for every daemon, space-separated */
 	int64_t mem;		/* extra daemons running the mem service */
+	bool keyless;		/* no cluster key: every peer trusted (benchmarks) */
 };
 
 static int parse_local_args(int argc, char **argv, struct local_opts *o)
@@ -42,6 +43,7 @@ static int parse_local_args(int argc, char **argv, struct local_opts *o)
 	o->replication = 0;
 	o->extra = NULL;
 	o->mem = 0;
+	o->keyless = false;
 	/* Every option takes a value: two arguments a step. */
 	for (int i = 1; i < argc; i += 2) {
 		const char *a = argv[i];
@@ -195,6 +197,24 @@ static int64_t status_value(struct rpc_client *cl, const char *addr, const char 
 	return v;
 }
 
+/* An RPC client for the cluster in dir: presenting its own admin token,
+ * whatever the environment names, or nothing for a keyless cluster (no
+ * DIR/admin.token: its daemons refuse no one, and a client offering a
+ * credential would refuse them). 0 or 1 (reported). */
+static int dir_client(const char *dir, struct rpc_client **cl)
+{
+	char tok[PATH_MAX + 16];
+	int rc;
+
+	snprintf(tok, sizeof(tok), "%s/admin.token", dir);
+	if (access(tok, F_OK) == 0)
+		return cli_rpc_client("strata-cli", 3000, tok, NULL, NULL, cl);
+	rc = rpc_client_new("strata-cli", 3000, cl);
+	if (rc)
+		cli_err("cannot start an RPC client: %s", strata_strerror(rc));
+	return rc ? 1 : 0;
+}
+
 /* Whether mgmt's cluster map lists an UP meta service (clients find the
  * namespace there; meta announces itself once it knows a chain table). */
 static bool meta_listed(struct rpc_client *cl, const char *mgmt)
@@ -218,12 +238,9 @@ static int wait_ready(const char *dir, const char *mgmt, json_t *nodes, int time
 {
 	struct rpc_client *cl;
 	uint64_t deadline = reactor_now_ms() + (uint64_t)timeout_ms;
-	char tok[PATH_MAX + 16];
 	int ready = 0;
 
-	/* This cluster's own admin token, whatever the environment names. */
-	snprintf(tok, sizeof(tok), "%s/admin.token", dir);
-	if (cli_rpc_client("strata-cli", 3000, tok, NULL, NULL, &cl))
+	if (dir_client(dir, &cl))
 		return -EINVAL;
 	while (!ready && reactor_now_ms() < deadline) {
 		int64_t version = status_value(cl, mgmt, "mgmt", "map_version");
@@ -318,7 +335,7 @@ static int local_up(const struct local_opts *o)
 		return 1;
 	}
 	json_object_set_new(j, "nodes", nodes);
-	rc = make_credentials(o->dir, keyfile, sizeof(keyfile));
+	rc = o->keyless ? 0 : make_credentials(o->dir, keyfile, sizeof(keyfile));
 	if (rc) {
 		json_decref(j);
 		return 1;
@@ -345,8 +362,10 @@ static int local_up(const struct local_opts *o)
 			snprintf(f_mgmt, sizeof(f_mgmt), "--mgmt.address=%s", mgmt);
 			flags[nf++] = f_mgmt;
 		}
-		snprintf(f_key, sizeof(f_key), "--node.key_file=%s", keyfile);
-		flags[nf++] = f_key;
+		if (!o->keyless) {
+			snprintf(f_key, sizeof(f_key), "--node.key_file=%s", keyfile);
+			flags[nf++] = f_key;
+		}
 		if (i == 1) {
 			snprintf(f_repl, sizeof(f_repl), "--mgmt.replication=%lld", (long long)repl);
 			snprintf(f_expect, sizeof(f_expect), "--mgmt.expect_nodes=%d", nstorage);
@@ -397,13 +416,11 @@ static int local_status(const char *dir)
 {
 	json_t *j = load_cluster(dir), *nodes;
 	struct rpc_client *cl;
-	char tok[PATH_MAX + 16];
 	int down = 0;
 
 	if (!j)
 		return 1;
-	snprintf(tok, sizeof(tok), "%s/admin.token", dir);
-	if (cli_rpc_client("strata-cli", 3000, tok, NULL, NULL, &cl)) {
+	if (dir_client(dir, &cl)) {
 		json_decref(j);
 		return 1;
 	}
@@ -442,10 +459,10 @@ static int local_status(const char *dir)
 	return down ? 1 : 0;
 }
 
-int local_cluster_up(const char *dir, int nstorage, int replication, const char *extra,
-		     char *mgmt, size_t mgmtlen)
+static int cluster_up(const char *dir, int nstorage, int replication, const char *extra,
+		      bool keyless, char *mgmt, size_t mgmtlen)
 {
-	struct local_opts o = { dir, nstorage, nstorage, replication, extra, 0 };
+	struct local_opts o = { dir, nstorage, nstorage, replication, extra, 0, keyless };
 	int rc = local_up(&o);
 
 	if (rc)
@@ -455,6 +472,18 @@ int local_cluster_up(const char *dir, int nstorage, int replication, const char 
 	if (rc)
 		cli_err("no local cluster recorded in '%s' (%s)", dir, strata_strerror(rc));
 	return rc ? 1 : 0;
+}
+
+int local_cluster_up(const char *dir, int nstorage, int replication, const char *extra,
+		     char *mgmt, size_t mgmtlen)
+{
+	return cluster_up(dir, nstorage, replication, extra, false, mgmt, mgmtlen);
+}
+
+int local_cluster_up_keyless(const char *dir, int nstorage, int replication, const char *extra,
+			     char *mgmt, size_t mgmtlen)
+{
+	return cluster_up(dir, nstorage, replication, extra, true, mgmt, mgmtlen);
 }
 
 int local_cluster_down(const char *dir)
