@@ -20,6 +20,7 @@
 #include "common/config.h"
 #include "common/fileio.h"
 #include "common/token.h"
+#include "strata/locate.h"
 #include "net/rpc.h"
 #include "proto/mgmt.h"
 #include "strata/errors.h"
@@ -472,32 +473,62 @@ static int token_list(int argc, char **argv)
 	return 0;
 }
 
+/* The id and expiry of a token given as its text or a file holding it
+ * (one signed offline, which mgmt's registry does not know): read, not
+ * verified, since only its id is revoked. 0 or 2 (reported). */
+static int offline_token(const char *arg, struct token_claims *c)
+{
+	char *text = malloc(TOKEN_TEXT_MAX + 2), err[256];
+	uint8_t secret[TOKEN_SECRET_LEN];
+	const char *sp;
+	size_t sl;
+	int rc = text ? strata_find_token(arg, NULL, NULL, text, TOKEN_TEXT_MAX + 2) : -ENOMEM;
+
+	if (rc) {
+		cli_err("token revoke: '%s' is neither a token id (%d lowercase hex digits; 'strata token list' shows them) nor a token or a token file: %s",
+			arg, TOKEN_ID_LEN, strata_strerror(rc));
+	} else if (token_split(text, &sp, &sl, secret, err, sizeof(err)) ||
+		   token_parse_claims(sp, sl, c, err, sizeof(err))) {
+		cli_err("token revoke: '%s' is not a token id nor a token: %s", arg, err);
+		rc = -EINVAL;
+	}
+	memset(secret, 0, sizeof(secret));
+	free(text);
+	return rc ? 2 : 0;
+}
+
 static int token_revoke(int argc, char **argv)
 {
 	struct cli_token_opts o;
 	struct rpc_client *cl;
 	struct proto_sync s = { .timeout_ms = 10000 };
+	struct token_claims c;
+	struct mg_token_id rq = { 0 };
 	char addr[256], **pos;
 	int npos, rc = registry_args(argc, argv, &o, &pos, &npos);
 
 	if (rc)
 		return rc;
 	if (npos != 1) {
-		cli_err("usage: strata token revoke ID [--mgmt ADDR | --dir DIR] [--token T]");
+		cli_err("usage: strata token revoke ID|TOKEN|FILE [--mgmt ADDR | --dir DIR] [--token T]");
 		return 2;
 	}
-	if (!token_id_ok(pos[0])) {
-		cli_err("token revoke: '%s' is not a token id (%d lowercase hex digits; 'strata token list' shows them)",
-			pos[0], TOKEN_ID_LEN);
-		return 2;
+	/* An id: a token of the registry. A token (text or file): also one
+	 * signed offline, revoked until it expires. */
+	if (token_id_ok(pos[0])) {
+		rq.id = pstr_c(pos[0]);
+	} else {
+		if ((rc = offline_token(pos[0], &c)))
+			return rc;
+		rq.id = pstr_c(c.id);
+		rq.until = c.exp ? c.exp : INT64_MAX;
 	}
 	if ((rc = registry_client("token revoke", &o, addr, sizeof(addr), &cl)))
 		return rc;
-	rc = mg_token_revoke_call_sync(cl, addr, &(struct mg_token_id){ pstr_c(pos[0]) }, &s,
-				       &(struct proto_void){ 0 });
+	rc = mg_token_revoke_call_sync(cl, addr, &rq, &s, &(struct proto_void){ 0 });
 	rpc_client_free(cl);
 	if (rc == -ENOENT) {
-		cli_err("token revoke: no token %s in mgmt's registry (only tokens mgmt created can be revoked)",
+		cli_err("token revoke: no token %s in mgmt's registry; to revoke a token signed offline, give the token or its file instead of its id",
 			pos[0]);
 		return 1;
 	}
@@ -505,7 +536,8 @@ static int token_revoke(int argc, char **argv)
 		registry_err("token revoke", rc);
 		return 1;
 	}
-	printf("token %s revoked: every daemon refuses it from its next cluster map\n", pos[0]);
+	printf("token %.*s revoked: every daemon refuses it from its next cluster map\n",
+	       (int)rq.id.len, rq.id.p);
 	return 0;
 }
 

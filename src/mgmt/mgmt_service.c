@@ -434,18 +434,24 @@ static void op_token_revoke(void *svc, struct svc_req *req)
 	struct mgmt *m = svc;
 	struct mg_token_id rq;
 	char id[TOKEN_ID_LEN + 1];
+	int64_t now = (int64_t)time(NULL);
 	int rc;
 
 	if (mg_token_revoke_req(req, &rq))
 		return;
-	rc = pstr_copy(rq.id, id, sizeof(id)) || !token_id_ok(id) ? STRATA_EBADMSG : 0;
+	rc = pstr_copy(rq.id, id, sizeof(id)) || !token_id_ok(id) || rq.until < 0 ?
+	     STRATA_EBADMSG : 0;
 	mg_token_id_release(&rq);
 	/* Refused before it is recorded: a revocation the map cannot carry
 	 * would not be enforced. */
 	if (!rc && !cm_revoked(&m->map, id) && m->map.nrevoked >= CM_MAX_REVOKED)
 		rc = -ENOSPC;
 	if (!rc)
-		rc = mgmt_store_token_revoke(m->store, id, (int64_t)time(NULL));
+		rc = mgmt_store_token_revoke(m->store, id, now);
+	/* A token signed offline: kept revoked until it expires anyway. */
+	if (rc == -ENOENT && rq.until > 0)
+		rc = mgmt_store_token_revoke_offline(m->store, id,
+						     rq.until == INT64_MAX ? 0 : rq.until, now);
 	if (!rc) {
 		rc = refresh_revoked(m);
 		if (rc)

@@ -510,6 +510,27 @@ int mgmt_store_token_revoke(struct mgmt_store *s, const char *id, int64_t when)
 	return rc;
 }
 
+int mgmt_store_token_revoke_offline(struct mgmt_store *s, const char *id, int64_t exp,
+				    int64_t when)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(s->db, "INSERT INTO mgmt_tokens (id, tenant, claims, created, exp,"
+			       " admin, revoked) VALUES (?, '(offline)', '{}', ?, ?, 0, ?)"
+			       " ON CONFLICT(id) DO UPDATE SET revoked = CASE WHEN revoked = 0"
+			       " THEN excluded.revoked ELSE revoked END", -1, &st, NULL) != SQLITE_OK)
+		return db_err(s, "prepare");
+	when = when > 0 ? when : 1;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, when);
+	sqlite3_bind_int64(st, 3, exp > 0 ? exp : 0);
+	sqlite3_bind_int64(st, 4, when);
+	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, "write mgmt_tokens");
+	sqlite3_finalize(st);
+	return rc;
+}
+
 /* Text column i of st into dst[cap]: a valid length, no NUL inside. */
 static int col_str(sqlite3_stmt *st, int i, char *dst, size_t cap)
 {

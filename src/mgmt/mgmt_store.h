@@ -78,6 +78,11 @@ int mgmt_store_token_add(struct mgmt_store *s, const struct mgmt_token *t, const
 /* Marks token id revoked at time when (seconds since the epoch); revoking
  * twice keeps the first time. 0, -ENOENT (not in the registry) or -EIO. */
 int mgmt_store_token_revoke(struct mgmt_store *s, const char *id, int64_t when);
+/* Records token id, which mgmt did not make (signed offline), as revoked
+ * at when until exp (0: never), under tenant "(offline)"; an id in the
+ * registry is revoked as mgmt_store_token_revoke does. 0 or -EIO. */
+int mgmt_store_token_revoke_offline(struct mgmt_store *s, const char *id, int64_t exp,
+				    int64_t when);
 /* The registry, oldest first: at most max tokens into *out (malloc'd, the
  * caller frees it; NULL when none), their count in *n, all of them in
  * *total. 0, -ENOMEM, -EIO or STRATA_EBADMSG (a corrupt row). */

@@ -16,8 +16,11 @@
  *              -> mg_token (its id and text). -ENOKEY: mgmt has no key;
  *              -EEXIST: the id is taken; STRATA_EBADMSG: bad claims
  *   TOKEN_LIST the registry: ids, tenants, expiry, revoked; no secrets
- *   TOKEN_REVOKE  by id (-ENOENT: not in the registry): recorded, and the
- *              id enters the map's revoked list (a new map version)
+ *   TOKEN_REVOKE  by id: recorded, and the id enters the map's revoked
+ *              list (a new map version). until 0: a token of the registry
+ *              (-ENOENT otherwise); until > 0: also one mgmt did not make
+ *              (signed offline with the key), recorded as revoked until
+ *              its expiry `until` (INT64_MAX: it never expires)
  *
  * A node serves clients for lease_ms, less a margin, from when it sent the
  * request that mgmt answered (docs/failures.md).
@@ -179,7 +182,8 @@ PROTO_MSG(mg_token_info, MG_TOKEN_INFO_FIELDS)
 PROTO_MSG(mg_token_list, MG_TOKEN_LIST_FIELDS)
 
 #define MG_TOKEN_ID_FIELDS(X) \
-	X(STR, id, TOKEN_ID_LEN)
+	X(STR, id, TOKEN_ID_LEN) \
+	X(I64, until)
 PROTO_MSG(mg_token_id, MG_TOKEN_ID_FIELDS)
 
 /* Stubs: mg_register_call(), mg_heartbeat_req(), mg_get_map_rep(), ... */

@@ -100,7 +100,38 @@ def test_revoke_an_unknown_id(tok_cluster):
     r = strata("token", "revoke", "0123456789abcdef", "--dir", tok_cluster.dir)
     assert r.returncode == 1 and "no token 0123456789abcdef" in r.stderr, r.stderr
     r = strata("token", "revoke", "not-an-id", "--dir", tok_cluster.dir)
-    assert r.returncode == 2 and "not a token id" in r.stderr, r.stderr
+    assert r.returncode == 2 and "neither a token id" in r.stderr, r.stderr
+    r = strata("token", "revoke", "st1.garbage", "--dir", tok_cluster.dir)
+    assert r.returncode == 2 and "not a token id nor a token" in r.stderr, r.stderr
+
+
+def test_revoke_a_token_signed_offline(tok_cluster, tmp_path):
+    """A token signed with the key (not in the registry) is revoked by
+    giving the token (its file): mgmt records it as revoked until its
+    expiry, and every daemon refuses it within one map refresh."""
+    from conftest import signed_token
+    c = tok_cluster
+    mgmt = mgmt_of(c)
+    tok = signed_token(c.dir, tmp_path / "off.token", "--tenant", "t9", "--path", "r:/",
+                       "--expires", "1h")
+    claims = sw.token_claims(tok.read_text())
+    r = strata("ls", "--token", tok, "--mgmt", mgmt, "/")
+    assert r.returncode == 0, r.stderr
+    r = strata("token", "revoke", claims["id"], "--dir", c.dir)   # by id: unknown
+    assert r.returncode == 1 and "give the token or its file" in r.stderr, r.stderr
+    r = strata("token", "revoke", tok, "--dir", c.dir)
+    assert r.returncode == 0, r.stderr
+    assert ("token %s revoked" % claims["id"]) in r.stdout
+    row = listed(c, claims["id"])
+    assert row[1] == "(offline)" and row[-1] == "revoked", row
+
+    def refused():
+        r = strata("ls", "--token", tok, "--mgmt", mgmt, "/")
+        return r.returncode != 0 and "the token has been revoked" in r.stderr
+    wait_until(refused, REFRESH_BOUND_S, 0.2, "the offline token to be refused")
+    # By its text too, a second time: not an error.
+    r = strata("token", "revoke", tok.read_text().strip(), "--dir", c.dir)
+    assert r.returncode == 0, r.stderr
 
 
 def test_a_non_admin_token_cannot_manage_tokens(tok_cluster, tmp_path):

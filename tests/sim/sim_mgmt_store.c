@@ -175,6 +175,16 @@ int mgmt_store_token_revoke(struct mgmt_store *s, const char *id, int64_t when)
 	return -ENOENT;
 }
 
+int mgmt_store_token_revoke_offline(struct mgmt_store *s, const char *id, int64_t exp,
+				    int64_t when)
+{
+	(void)s;
+	(void)id;
+	(void)exp;
+	(void)when;
+	return -EIO;
+}
+
 int mgmt_store_token_list(struct mgmt_store *s, uint32_t max, struct mgmt_token **out,
 			  uint32_t *n, uint32_t *total)
 {
