@@ -36,5 +36,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "deps.sh: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Another apt (unattended upgrades, a second 'make') may hold the dpkg
+# lock: wait for it, up to 10 minutes, instead of failing at once.
+lock=(-o DPkg::Lock::Timeout=600)
+apt-get "${lock[@]}" update -qq >/dev/null
+apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "cli_fs.h"
 #include "common/config.h"
+#include "net/addr.h"
 #include "strata/locate.h"
 #include "strata/strata.h"
 
@@ -107,7 +108,14 @@ int fs_mgmt_addr(const struct fs_args *a, char *addr, size_t len)
 	int rc = strata_find_mgmt(a->mgmt, a->dir, addr, len);
 	const char *named = a->mgmt && *a->mgmt ? a->mgmt : a->dir && *a->dir ? a->dir :
 			    getenv("STRATA_MGMT");
+	char host[ADDR_HOST_MAX];
+	int port;
 
+	if (rc == 0 && (parse_hostport(addr, host, sizeof(host), &port) || port == 0)) {
+		cli_err("%s: '%s' is neither a cluster directory nor HOST:PORT (a port in 1..65535; IPv6 as [ADDR]:PORT)",
+			a->cmd, addr);
+		return 2;
+	}
 	if (rc == 0)
 		return 0;
 	if (rc == -EDESTADDRREQ) {

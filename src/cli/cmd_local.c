@@ -83,6 +83,13 @@ static int parse_local_args(int argc, char **argv, struct local_opts *o)
 		cli_err("local: --dir DIR is required");
 		return 2;
 	}
+	/* Each chain holds R replicas on R distinct storage daemons. */
+	if (o->replication > (o->storage > 0 ? o->storage : o->nodes)) {
+		cli_err("local: --replication %lld needs at least %lld storage daemons (--storage %lld)",
+			(long long)o->replication, (long long)o->replication,
+			(long long)(o->storage > 0 ? o->storage : o->nodes));
+		return 2;
+	}
 	return 0;
 }
 

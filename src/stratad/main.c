@@ -3,12 +3,15 @@
  * STATUS, serves /metrics, and shuts down cleanly on SIGTERM/SIGINT.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -390,10 +393,15 @@ static int setup_auth(struct daemon *d, struct net_auth *auth_out)
 {
 	struct net_auth auth = { 0 };
 	struct net_cred cred;
-	char err[512];
-	int rc;
+	char err[512], host[ADDR_HOST_MAX];
+	int rc, port;
 
 	memset(auth_out, 0, sizeof(*auth_out));
+	if (parse_hostport(d->cfg.listen, host, sizeof(host), &port)) {
+		log_error("stratad", "key 'node.listen': '%s' is not HOST:PORT (a port in 0..65535, 0: "
+			  "any free one; IPv6 as [ADDR]:PORT)", d->cfg.listen);
+		return -EINVAL;
+	}
 	if (!d->cfg.key_file[0]) {
 		if (!addr_is_loopback(d->cfg.listen) && !d->cfg.insecure) {
 			log_error("stratad", "refusing to listen on '%s' without a cluster key: set "
@@ -488,6 +496,48 @@ static int setup_tls(struct daemon *d, struct net_tls **server_out)
 	return 0;
 }
 
+/*
+ * Takes DATA/stratad.lock (flock, exclusive) for the life of the process,
+ * and writes our pid into it: a second daemon on the same directory would
+ * serve the same targets and stores under another address. The kernel
+ * drops the lock when the process dies, however it dies. 0, or 1 with
+ * the reason logged.
+ */
+static int lock_data_dir(const char *data)
+{
+	char path[PATH_MAX], pid[32] = "";
+	int fd, n;
+
+	if (snprintf(path, sizeof(path), "%s/stratad.lock", data) >= (int)sizeof(path)) {
+		log_error("stratad", "data directory '%s': path too long", data);
+		return 1;
+	}
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		log_error("stratad", "cannot open '%s': %s", path, strerror(errno));
+		return 1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int err = errno;
+
+		n = (int)pread(fd, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		if (err == EWOULDBLOCK)
+			log_error("stratad", "data directory '%s' is in use by another stratad%s%s%s: "
+				  "one directory serves one daemon", data, pid[0] ? " (pid " : "", pid,
+				  pid[0] ? ")" : "");
+		else
+			log_error("stratad", "cannot lock '%s': %s", path, strerror(err));
+		close(fd);
+		return 1;
+	}
+	n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+		log_warn("stratad", "cannot write our pid into '%s': %s", path, strerror(errno));
+	return 0;	/* fd stays open: the lock lives as long as we do */
+}
+
 /* Runs the node once its config is read; returns main's exit status. */
 static int serve(struct daemon *d_, const struct all_keys *keys)
 {
@@ -509,6 +559,8 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 		log_error("stratad", "cannot create data directory '%s': %s", d.cfg.data, strata_strerror(rc));
 		return 1;
 	}
+	if (lock_data_dir(d.cfg.data))
+		return 1;
 
 	/* Signals are taken by sigwait in the main thread only. */
 	sigemptyset(&sigs);

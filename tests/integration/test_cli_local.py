@@ -162,6 +162,11 @@ BAD_ARGS = [
     ("ping-bad-addr", ["ping", "nohostport"], "nohostport"),
     ("ping-count-zero", ["ping", "127.0.0.1:9", "--count", "0"], "--count"),
     ("ping-extra-arg", ["ping", "127.0.0.1:9", "127.0.0.1:10"], "127.0.0.1:10"),
+    ("replication-over-storage", ["local", "up", "--dir", "DIR", "--storage", "3",
+                                  "--replication", "5"], "needs at least 5 storage daemons"),
+    ("mgmt-port-out-of-range", ["ls", "--mgmt", "127.0.0.1:99999", "/"],
+     "'127.0.0.1:99999' is neither a cluster directory nor HOST:PORT"),
+    ("mgmt-not-an-address", ["ls", "--mgmt", "nonsense", "/"], "nor HOST:PORT"),
 ]
 
 

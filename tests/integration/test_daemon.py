@@ -358,3 +358,24 @@ def test_stop_with_clients_does_not_leak(daemon):
     c.close()
     assert "LeakSanitizer" not in daemon.log, daemon.log_tail(30)
     assert rc == 0
+
+
+def test_bad_listen_address_is_named(tmp_path, run_stratad):
+    for bad in ("127.0.0.1:99999", "127.0.0.1:http", "nohostport", "[::1]7300"):
+        r = run_stratad("--data", tmp_path / "data", "--node.listen=%s" % bad)
+        assert r.returncode == 1, (bad, r.stderr)
+        assert "key 'node.listen': '%s' is not HOST:PORT" % bad in r.stderr, r.stderr
+
+
+def test_one_daemon_per_data_directory(daemon_factory, run_stratad):
+    """A second stratad on a live daemon's data directory refuses to start,
+    naming the first one's pid; once the first is gone (even by kill -9),
+    the directory is free again."""
+    d = daemon_factory(node_id=3)
+    r = run_stratad("--data", d.data, "--node.listen=127.0.0.1:0", "--node.id=4")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert ("data directory '%s' is in use by another stratad (pid %d)" % (d.data, d.pid)
+            in r.stderr + r.stdout), r.stderr
+    d.kill9()
+    d.start()
+    assert d.running
