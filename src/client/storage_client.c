@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/cluster_map.h"
 #include "common/crc32c.h"
@@ -606,20 +607,27 @@ int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_o
 
 /* A refused credential, or a server whose certificate we do not trust
  * (or that wants TLS we do not speak), does not get better by waiting. */
+/* Answers no retry changes: a refused credential, TLS, or a peer that is
+ * not Strata (or speaks another version). */
 static bool cred_refused(int err)
 {
 	return err == STRATA_ENOCRED || err == -EKEYREJECTED || err == -EKEYEXPIRED ||
 	       err == -EKEYREVOKED || err == -EACCES || err == STRATA_ETLSREQ ||
-	       err == STRATA_ETLS;
+	       err == STRATA_ETLS || err == STRATA_EPROTOVER;
 }
 
 /* Called with sc->lock held: post a map request to the owner and wait up
- * to 200 ms for an answer (or any other change to the map). */
+ * to 200 ms for an answer (or any other change to the map). After a
+ * failed one, first wait those 200 ms: a peer that refuses or drops
+ * connections at once must not be asked in a tight loop. */
 static void ask_again_and_wait(struct sclient *sc)
 {
+	bool failed = sc->map_err != 0;
 	struct timespec ts;
 
 	pthread_mutex_unlock(&sc->lock);
+	if (failed)
+		usleep(200 * 1000);
 	reactor_post(sc->r, start_on_owner, sc);
 	pthread_mutex_lock(&sc->lock);
 	clock_gettime(CLOCK_REALTIME, &ts);

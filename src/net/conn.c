@@ -997,12 +997,17 @@ static bool parse_input(struct conn *c)
 	while (c->open) {
 		size_t avail = c->rlen - c->roff;
 		const char *why = NULL;
+		int rc;
 
 		switch (c->rstate) {
 		case RS_HDR:
 			if (avail < FRAME_HDR_LEN)
 				return true;
-			if (frame_hdr_decode(c->rbuf + c->roff, &c->cur, &why)) {
+			if ((rc = frame_hdr_decode(c->rbuf + c->roff, &c->cur, &why))) {
+				/* Pending calls fail with it: STRATA_EPROTOVER for a
+				 * peer that is not Strata (bad magic) or another
+				 * version, which no retry will change. */
+				c->close_err = rc;
 				conn_bad_frame(c, why);
 				return false;
 			}

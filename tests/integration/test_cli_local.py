@@ -201,3 +201,40 @@ def test_mem_pool_listed_in_the_map(cluster, daemon_factory):
     assert re.search(r"^services\s+meta 1 up of 1, mem 1 up of 1", r.stdout, re.M), r.stdout
     mem.kill9()
     wait_until(lambda: state() == "offline", 30, 0.3, "the mem pool marked offline")
+
+
+def test_a_peer_that_is_not_strata_is_named_at_once(strata):
+    """--mgmt pointed at something that is not Strata (an HTTP server
+    here): the client gives up after its first answers, saying so, instead
+    of reconnecting in a loop until its retry budget runs out."""
+    import threading
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    srv.settimeout(0.2)
+    conns = [0]
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                continue
+            conns[0] += 1
+            try:
+                c.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n" + b"x" * 64)
+            except OSError:
+                pass
+            c.close()
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        r = strata("ls", "--mgmt", "127.0.0.1:%d" % srv.getsockname()[1], "/", timeout=60)
+    finally:
+        stop.set()
+        t.join(5)
+        srv.close()
+    assert r.returncode == 1, r.stderr
+    assert "the peer is not Strata" in r.stderr, r.stderr
+    assert conns[0] < 20, conns[0]
