@@ -5,8 +5,10 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client/meta_client.h"
+#include "net/reactor.h"
 
 int mc_ctx_init(struct mc_ctx *ctx, struct rpc_client *cl, const char *addr,
 		uint32_t timeout_ms)
@@ -14,6 +16,7 @@ int mc_ctx_init(struct mc_ctx *ctx, struct rpc_client *cl, const char *addr,
 	int n;
 
 	memset(ctx, 0, sizeof(*ctx));
+	pthread_mutex_init(&ctx->lock, NULL);
 	ctx->cl = cl;
 	ctx->sync.timeout_ms = timeout_ms;
 	ctx->sync.caller = true;	/* the calling thread's, if it has one */
@@ -21,8 +24,35 @@ int mc_ctx_init(struct mc_ctx *ctx, struct rpc_client *cl, const char *addr,
 	return n < 0 || (size_t)n >= sizeof(ctx->addr) ? -ENAMETOOLONG : 0;
 }
 
+void mc_where(struct mc_ctx *ctx, char addr[64])
+{
+	pthread_mutex_lock(&ctx->lock);
+	memcpy(addr, ctx->addr, sizeof(ctx->addr));
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+uint64_t mc_deadline(const struct mc_ctx *ctx)
+{
+	return reactor_now_ms() + ctx->retry_ms;
+}
+
+bool mc_again(struct mc_ctx *ctx, int rc, uint64_t deadline_ms)
+{
+	char addr[64];
+
+	if (rc != -ECONNREFUSED || reactor_now_ms() >= deadline_ms)
+		return false;
+	usleep(100 * 1000);
+	if (ctx->resolve && ctx->resolve(ctx->resolve_arg, addr, sizeof(addr)) == 0) {
+		pthread_mutex_lock(&ctx->lock);
+		memcpy(ctx->addr, addr, sizeof(addr));
+		pthread_mutex_unlock(&ctx->lock);
+	}
+	return true;
+}
+
 /* The call settings of ctx, keeping the reply body in body. */
-static struct proto_sync keeping(const struct mc_ctx *ctx, struct bbuf *body)
+static struct proto_sync keeping(struct mc_ctx *ctx, struct bbuf *body)
 {
 	struct proto_sync s = ctx->sync;
 
@@ -30,7 +60,7 @@ static struct proto_sync keeping(const struct mc_ctx *ctx, struct bbuf *body)
 	return s;
 }
 
-int mc_readlink(const struct mc_ctx *ctx, struct mt_handle h, char *buf, size_t cap)
+int mc_readlink(struct mc_ctx *ctx, struct mt_handle h, char *buf, size_t cap)
 {
 	struct mt_ino rq = { .h = h };
 	struct mt_target rep;
@@ -42,7 +72,7 @@ int mc_readlink(const struct mc_ctx *ctx, struct mt_handle h, char *buf, size_t 
 		return -EINVAL;
 	bbuf_init(&body);
 	s = keeping(ctx, &body);
-	rc = md_readlink_call_sync(ctx->cl, ctx->addr, &rq, &s, &rep);
+	rc = MC_CALL_WITH(ctx, md_readlink, &rq, &s, &rep);
 	if (!rc) {
 		size_t n = rep.target.len < cap - 1 ? rep.target.len : cap - 1;
 
@@ -56,7 +86,7 @@ int mc_readlink(const struct mc_ctx *ctx, struct mt_handle h, char *buf, size_t 
 }
 
 /* READDIR (pcb NULL) and READDIRPLUS (cb NULL). */
-static int list(const struct mc_ctx *ctx, struct mt_handle dir, const char *cookie, uint32_t max,
+static int list(struct mc_ctx *ctx, struct mt_handle dir, const char *cookie, uint32_t max,
 		mc_dirent_fn cb, mc_direntplus_fn pcb, void *arg, char *next_cookie, size_t cap,
 		bool *eof)
 {
@@ -78,8 +108,8 @@ static int list(const struct mc_ctx *ctx, struct mt_handle dir, const char *cook
 		return -EINVAL;
 	bbuf_init(&body);
 	s = keeping(ctx, &body);
-	rc = pcb ? md_readdirplus_call_sync(ctx->cl, ctx->addr, &rq, &s, &rep.p) :
-	     md_readdir_call_sync(ctx->cl, ctx->addr, &rq, &s, &rep.r);
+	rc = pcb ? MC_CALL_WITH(ctx, md_readdirplus, &rq, &s, &rep.p) :
+	     MC_CALL_WITH(ctx, md_readdir, &rq, &s, &rep.r);
 	if (rc)
 		goto out;
 	n = pcb ? rep.p.ents_n : rep.r.ents_n;
@@ -122,7 +152,7 @@ out:
 	return rc;
 }
 
-int mc_readdir(const struct mc_ctx *ctx, struct mt_handle dir, const char *cookie, uint32_t max,
+int mc_readdir(struct mc_ctx *ctx, struct mt_handle dir, const char *cookie, uint32_t max,
 	       mc_dirent_fn cb, void *arg, char *next_cookie, size_t cap, bool *eof)
 {
 	if (!cb)
@@ -130,7 +160,7 @@ int mc_readdir(const struct mc_ctx *ctx, struct mt_handle dir, const char *cooki
 	return list(ctx, dir, cookie, max, cb, NULL, arg, next_cookie, cap, eof);
 }
 
-int mc_readdirplus(const struct mc_ctx *ctx, struct mt_handle dir, const char *cookie,
+int mc_readdirplus(struct mc_ctx *ctx, struct mt_handle dir, const char *cookie,
 		   uint32_t max, mc_direntplus_fn cb, void *arg, char *next_cookie, size_t cap,
 		   bool *eof)
 {

@@ -10,12 +10,19 @@
  * error the service answered (-ENOENT, -EEXIST, -ESTALE, ...), a
  * transport error (-ETIMEDOUT, -ECONNREFUSED, ...), STRATA_EBADMSG for a
  * reply that does not decode, -ENAMETOOLONG for a name or path too long
- * to send. Outputs are filled only on success. Nothing is retried here:
- * the namespace operations are not all idempotent, so the caller decides.
+ * to send. Outputs are filled only on success.
+ *
+ * A call the meta service could not even receive (-ECONNREFUSED: it is
+ * restarting, or moved) is made again, for up to ctx's retry_ms, every
+ * 100 ms, at the address ctx's resolver finds then (the cluster map's, for
+ * libstrata): it was never delivered, so this is safe for every
+ * operation. Nothing else is retried: the namespace operations are not
+ * all idempotent, so the caller decides.
  */
 #ifndef STRATA_CLIENT_META_CLIENT_H
 #define STRATA_CLIENT_META_CLIENT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,13 +37,26 @@
  */
 struct mc_ctx {
 	struct rpc_client *cl;
-	char addr[64];		/* "host:port" of a meta service */
 	struct proto_sync sync;	/* the timeout (0: the rpc_client's); no bulk */
+	uint32_t retry_ms;	/* how long a refused call is made again; 0: not */
+	/* Where the meta service is now (into addr[cap]), asked before each
+	 * new attempt; NULL: always the address given to mc_ctx_init. 0 or a
+	 * negative error (the last address is kept). */
+	int (*resolve)(void *arg, char *addr, size_t cap);
+	void *resolve_arg;
+	pthread_mutex_t lock;
+	char addr[64];		/* "host:port" of the meta service (lock) */
 };
 
 /* Fills ctx. Returns 0, or -ENAMETOOLONG if addr does not fit. */
 int mc_ctx_init(struct mc_ctx *ctx, struct rpc_client *cl, const char *addr,
 		uint32_t timeout_ms);
+
+/* For MC_CALL: the address to call now, and whether a call that ended
+ * with rc is to be made again (it waited and re-resolved). */
+void mc_where(struct mc_ctx *ctx, char addr[64]);
+bool mc_again(struct mc_ctx *ctx, int rc, uint64_t deadline_ms);
+uint64_t mc_deadline(const struct mc_ctx *ctx);
 
 /*
  * Calls operation fn (md_lookup, md_getattr, ...: the stub's name) with
@@ -44,11 +64,23 @@ int mc_ctx_init(struct mc_ctx *ctx, struct rpc_client *cl, const char *addr,
  * above. For the replies that hold no views (every one but READLINK's and
  * the listings', which have functions below).
  */
-#define MC_CALL(ctx, fn, rq, rep) fn##_call_sync((ctx)->cl, (ctx)->addr, (rq), &(ctx)->sync, (rep))
+#define MC_CALL(ctx, fn, rq, rep) MC_CALL_WITH(ctx, fn, rq, &(ctx)->sync, rep)
+/* The same with other call settings (sync: a struct proto_sync *). */
+#define MC_CALL_WITH(ctx, fn, rq, sync, rep) ({ \
+	struct mc_ctx *mc_ = (ctx); \
+	uint64_t dl_ = mc_deadline(mc_); \
+	char at_[64]; \
+	int rc_; \
+	do { \
+		mc_where(mc_, at_); \
+		rc_ = fn##_call_sync(mc_->cl, at_, (rq), (sync), (rep)); \
+	} while (mc_again(mc_, rc_, dl_)); \
+	rc_; \
+})
 
 /* Copies the target of symlink h into buf[cap] with a NUL, cut short if it
  * does not fit; returns the target's full length. */
-int mc_readlink(const struct mc_ctx *ctx, struct mt_handle h, char *buf, size_t cap);
+int mc_readlink(struct mc_ctx *ctx, struct mt_handle h, char *buf, size_t cap);
 
 /* Called for each entry of a listing, in name order; name is
  * NUL-terminated and valid during the call only. Non-zero stops the
@@ -65,10 +97,10 @@ typedef int (*mc_direntplus_fn)(void *arg, const char *name, const struct mt_ino
  * took, and *eof (may be NULL) whether the directory has nothing after
  * it. Returns the number of entries cb took.
  */
-int mc_readdir(const struct mc_ctx *ctx, struct mt_handle dir, const char *cookie, uint32_t max,
+int mc_readdir(struct mc_ctx *ctx, struct mt_handle dir, const char *cookie, uint32_t max,
 	       mc_dirent_fn cb, void *arg, char *next_cookie, size_t cap, bool *eof);
 /* As mc_readdir, with each entry's inode (READDIRPLUS). */
-int mc_readdirplus(const struct mc_ctx *ctx, struct mt_handle dir, const char *cookie,
+int mc_readdirplus(struct mc_ctx *ctx, struct mt_handle dir, const char *cookie,
 		   uint32_t max, mc_direntplus_fn cb, void *arg, char *next_cookie, size_t cap,
 		   bool *eof);
 

@@ -562,6 +562,11 @@ static void start_on_owner(void *arg)
 		reactor_timer_arm(sc->r, &sc->periodic, MAP_REFRESH_MS);
 }
 
+void sclient_refresh(struct sclient *sc)
+{
+	reactor_post(sc->r, start_on_owner, sc);
+}
+
 int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_opts *o,
 		struct sclient **out)
 {

@@ -63,6 +63,8 @@ uint64_t sclient_map_version(struct sclient *sc);
  * last error or -ENAMETOOLONG. Any thread but the owner's. */
 int sclient_find_service(struct sclient *sc, uint32_t kind, uint32_t after, uint32_t timeout_ms,
 			 char *addr, size_t cap, uint32_t *node_id);
+/* Asks mgmt for a newer map now; returns at once. Any thread. */
+void sclient_refresh(struct sclient *sc);
 
 enum sc_kind { SC_READ = 1, SC_WRITE, SC_TRUNCATE, SC_REMOVE, SC_STAT };
 

@@ -110,6 +110,16 @@ static int take_tls(struct strata *s, const char *ca)
 	return rc;
 }
 
+/* Where the meta service is now, for a meta call refused at the address
+ * it had (mc_ctx's resolver): the cached map's, a newer map asked for. */
+static int find_meta(void *arg, char *addr, size_t cap)
+{
+	struct strata *s = arg;
+
+	sclient_refresh(s->sc[0]);
+	return sclient_find_service(s->sc[0], CM_SVC_META, 0, 0, addr, cap, NULL);
+}
+
 int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct strata **out)
 {
 	struct strata *s;
@@ -193,6 +203,9 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
 		rc = mc_ctx_init(&s->mc, s->rpc, meta_addr, s->o.timeout_ms);
 	if (rc)
 		goto fail;
+	s->mc.retry_ms = s->o.retry_ms;
+	s->mc.resolve = find_meta;
+	s->mc.resolve_arg = s;
 	/* It answers once its store is open. */
 	while ((rc = MC_CALL(&s->mc, md_statfs, &none, &st)) != 0 && reactor_now_ms() < deadline)
 		usleep(100 * 1000);

@@ -1046,3 +1046,53 @@ def test_soak_random(faults):
     except BaseException:
         print("seed %d: events:\n  %s" % (seed, "\n  ".join(events)))
         raise
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("apart", [False, True], ids=["with-mgmt", "apart"])
+def test_meta_restart_is_a_pause_for_namespace_calls(faults, tmp_path, apart):
+    """One client process keeps making directories while the meta service
+    is killed (-9) and started again: with mgmt on node 1 (same address),
+    and on a node of its own (a new port, found in the map). Every call
+    succeeds, late: a call meta could not receive is made again within
+    the client's retry time, at the address the map gives."""
+    from test_python import PY, py_env
+    fc = faults(nstorage=2, replication=2, meta_apart=apart)
+    meta = fc.meta_node
+    env = dict(os.environ, **py_env())
+    env["STRATA_MGMT"] = fc.mgmt_addr
+    env["STRATA_TOKEN_FILE"] = str(fc.token_file)
+    code = """
+import sys, time, strata
+c = strata.Client()
+c.mkdir("/r")
+n = 0
+deadline = time.time() + 60
+while n < 400 and time.time() < deadline:
+    c.mkdir("/r/d%d" % n)
+    n += 1
+    print(n, flush=True)
+    time.sleep(0.02)
+assert sorted(c.listdir("/r")) == sorted("d%d" % i for i in range(n)), n
+print("done", n, flush=True)
+"""
+    child = subprocess.Popen([PY, "-c", code], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        first = child.stdout.readline()
+        assert first.strip() == "1", (first, child.stderr.read() if child.poll() else "")
+        for _ in range(20):
+            child.stdout.readline()
+        if apart:
+            fc.kill9(meta)
+        else:
+            fc.kill9(fc.mgmt)
+        time.sleep(1.5)
+        fc.restart(meta if apart else fc.mgmt)
+        out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 0, err[-4000:]
+    assert "done 400" in out, out[-500:] + err[-2000:]
