@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <errno.h>
+#include <stdbool.h>
 
 #include "log.h"
 
@@ -79,6 +80,36 @@ void log_msg(enum log_level level, const char *comp, const char *fmt, ...)
 	va_start(ap, fmt);
 	log_vmsg(level, comp, fmt, ap);
 	va_end(ap);
+}
+
+void log_limited(struct log_limit *l, enum log_level level, const char *comp, const char *fmt,
+		 ...)
+{
+	struct timespec ts;
+	uint64_t now, next;
+	uint32_t dropped;
+	char msg[900];
+	va_list ap;
+
+	if ((int)level < g_level || level >= LOG_OFF)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	next = __atomic_load_n(&l->next_ms, __ATOMIC_RELAXED);
+	if (now < next || !__atomic_compare_exchange_n(&l->next_ms, &next, now + LOG_LIMIT_MS,
+						      false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+		__atomic_add_fetch(&l->dropped, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	dropped = __atomic_exchange_n(&l->dropped, 0, __ATOMIC_RELAXED);
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (dropped)
+		log_msg(level, comp, "%s (and %u more like it in the last %d s)", msg, dropped,
+			LOG_LIMIT_MS / 1000);
+	else
+		log_msg(level, comp, "%s", msg);
 }
 
 void assert_fail_abort(const char *file, int line, const char *cond, const char *reason)

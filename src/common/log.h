@@ -6,6 +6,7 @@
 #define STRATA_COMMON_LOG_H
 
 #include <stdarg.h>
+#include <stdint.h>
 
 enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_OFF };
 
@@ -35,6 +36,25 @@ void log_vmsg(enum log_level level, const char *comp, const char *fmt, va_list a
 #define log_info(comp, ...) log_msg(LOG_INFO, comp, __VA_ARGS__)
 #define log_warn(comp, ...) log_msg(LOG_WARN, comp, __VA_ARGS__)
 #define log_error(comp, ...) log_msg(LOG_ERROR, comp, __VA_ARGS__)
+
+/*
+ * Rate-limited lines, for what a peer can make happen as often as it likes
+ * (malformed frames, refused credentials, connection floods): at most one
+ * line per LOG_LIMIT_MS per call site; the next line that passes says how
+ * many were dropped meanwhile. log_warn_limited keeps its state in a
+ * static of the call site. Thread-safe.
+ */
+#define LOG_LIMIT_MS 10000
+struct log_limit {
+	uint64_t next_ms;	/* atomic */
+	uint32_t dropped;	/* atomic */
+};
+void log_limited(struct log_limit *l, enum log_level level, const char *comp, const char *fmt,
+		 ...) __attribute__((format(printf, 4, 5)));
+#define log_warn_limited(comp, ...) do { \
+	static struct log_limit ll_; \
+	log_limited(&ll_, LOG_WARN, comp, __VA_ARGS__); \
+} while (0)
 
 /* Daemon-only: abort with file, line and reason on a broken invariant. */
 #define STRATA_ASSERT(cond, reason) do { if (!(cond)) \

@@ -676,7 +676,7 @@ static void conn_bad_frame(struct conn *c, const char *why)
 	STAT_ADD(bad_frames, 1);
 	if (!c->open)
 		return;
-	log_warn("net", "malformed frame from '%s': %s; closing the connection", c->peer, why);
+	log_warn_limited("net", "malformed frame from '%s': %s; closing the connection", c->peer, why);
 	c->open = false;
 	conn_teardown(c);
 }

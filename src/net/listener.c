@@ -52,7 +52,7 @@ static void listener_on_event(void *arg, uint32_t events)
 
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-				log_warn("net", "accept: %s", strerror(errno));
+				log_warn_limited("net", "accept: %s", strerror(errno));
 			return;
 		}
 		r = l->reactors[l->next++ % l->nreactors];

@@ -1,0 +1,87 @@
+/*
+ * Unit tests of the rate-limited log lines (common/log.h): one line per
+ * call site per LOG_LIMIT_MS, the rest dropped and counted; two call sites
+ * are limited apart; a level below the threshold is not counted.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/log.h"
+
+static int lines;
+static char last[1024];
+
+static void sink(void *arg, enum log_level level, const char *comp, const char *msg)
+{
+	(void)arg;
+	(void)level;
+	(void)comp;
+	lines++;
+	strncpy(last, msg, sizeof(last) - 1);
+}
+
+static void site_a(int i)
+{
+	log_warn_limited("test", "a %d", i);
+}
+
+static void site_b(int i)
+{
+	log_warn_limited("test", "b %d", i);
+}
+
+static void test_one_line_per_site(void **state)
+{
+	(void)state;
+	log_set_sink(sink, NULL);
+	lines = 0;
+	for (int i = 0; i < 1000; i++)
+		site_a(i);
+	assert_int_equal(lines, 1);
+	assert_string_equal(last, "a 0");
+	for (int i = 0; i < 1000; i++)
+		site_b(i);
+	assert_int_equal(lines, 2);
+	assert_string_equal(last, "b 0");
+}
+
+/* A limit whose interval has passed lets the next line through, which
+ * counts the lines dropped meanwhile. */
+static void test_dropped_are_counted(void **state)
+{
+	struct log_limit l = { 0 };
+
+	(void)state;
+	log_set_sink(sink, NULL);
+	lines = 0;
+	log_limited(&l, LOG_WARN, "test", "first");
+	for (int i = 0; i < 5; i++)
+		log_limited(&l, LOG_WARN, "test", "again");
+	assert_int_equal(lines, 1);
+	l.next_ms = 0;		/* as if LOG_LIMIT_MS had passed */
+	log_limited(&l, LOG_WARN, "test", "later");
+	assert_int_equal(lines, 2);
+	assert_non_null(strstr(last, "later (and 5 more like it in the last 10 s)"));
+	/* Below the level: neither logged nor counted. */
+	log_set_level(LOG_ERROR);
+	l.next_ms = 0;
+	log_limited(&l, LOG_WARN, "test", "hidden");
+	log_set_level(LOG_INFO);
+	assert_int_equal(lines, 2);
+	assert_int_equal(l.dropped, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_one_line_per_site),
+		cmocka_unit_test(test_dropped_are_counted),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
