@@ -97,6 +97,7 @@ struct resync {
 	uint32_t survey_serving;	/* serving members that answered */
 	bool survey_dirty;		/* of a dirty chunk (else: behind) */
 	bool survey_away;		/* members taken out may come back */
+	bool survey_absent;		/* we hold no copy (maybe a tombstone) */
 	bool survey_fetch;		/* the fetch in flight is a survey's */
 	bool dirty_turn;		/* repairs: a dirty chunk goes first */
 	uint64_t survey_min, survey_max;
@@ -632,7 +633,12 @@ static void on_probed(void *arg, int status, struct rpc_msg *resp)
 		}
 		if (p->serving)
 			rs->survey_serving++;
-		if ((p->serving || rs->survey_dirty) && rep.version < rs->survey_min) {
+		/* A member without a copy answers version 0. When we hold none
+		 * either, it holds what we hold, whatever our tombstone's
+		 * version: compared with that, it would look older for ever
+		 * (and there is no copy to push it). */
+		if ((p->serving || rs->survey_dirty) && rep.version < rs->survey_min &&
+		    !(rs->survey_absent && rep.version == 0)) {
 			rs->survey_min = rep.version;
 			rs->survey_low = p->src;
 		}
@@ -645,11 +651,13 @@ static void on_probed(void *arg, int status, struct rpc_msg *resp)
 static void survey(struct resync *rs, const struct chunk_id *id, bool dirty)
 {
 	struct target *t = rs->t;
+	struct chunk_info ci;
 	struct map_snap *snap = map_get(t->st);
 	const struct cm_chain *c = snap ? cm_find_chain(&snap->map, rs->chain_id) : NULL;
 
 	begin_cur(rs, id);
 	rs->survey_failed = !c || chain_pos(c, t->id) < 0;
+	rs->survey_absent = chunk_stat(t->cs, id, &ci) == -ENOENT;
 	rs->survey_min = UINT64_MAX;
 	rs->survey_max = 0;
 	rs->survey_serving = 0;
