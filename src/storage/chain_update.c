@@ -440,7 +440,9 @@ static void update_start(struct update_op *op)
 static int check_base(struct target *t, struct update_op *op)
 {
 	const struct sp_update *u = &op->u;
-	uint64_t have = have_version(t, &op->id);
+	struct chunk_info ci;
+	bool absent = chunk_stat(t->cs, &op->id, &ci) == -ENOENT;
+	uint64_t have = ci.version;	/* or the tombstone's */
 
 	if (u->forwarded >= SP_FWD_FULL || op->op == OP_CHUNK_REMOVE)
 		return 0;	/* whole content / absence: no base needed */
@@ -449,6 +451,14 @@ static int check_base(struct target *t, struct update_op *op)
 	 * predecessor sends the chunk whole (a repair fetch in flight is then
 	 * dropped). */
 	if (op->cs->removing || op->cs->needsync)
+		return STRATA_ENEEDFULL;
+	/* No copy here: a delta builds on nothing only as the chunk's first
+	 * update (base 0). A tombstone names absence at its version only when
+	 * the chain removed the chunk there; one left by a resync that dropped
+	 * a copy its source lacked has that version's bytes elsewhere in the
+	 * chain. So the predecessor sends the chunk whole (a re-create after a
+	 * removal costs that resend). */
+	if (absent && u->base && have != u->version)
 		return STRATA_ENEEDFULL;
 	if (have == u->base || have == u->version)
 		return 0;	/* the base, or a replay of this very update */
