@@ -304,6 +304,14 @@ static void on_installed(void *arg, int status, const struct chunk_info *info)
 		CNT(t->st, n_synced_chunks, 1);
 		CNT(t->st, bytes_synced, rs->fetched_len);
 		rs->copied++;
+		/* A survey took a newer copy that a serving member lacks (it
+		 * came from a dirty or a syncing member): not served here
+		 * before every member holds it, as for our own update. */
+		if (c && (rs->src_rd.flags & SP_READ_SURVEY) && rs->fetched_version &&
+		    rs->survey_min < rs->fetched_version) {
+			c->busy_chain = rs->chain_id;	/* its survey asks there */
+			cstate_set_dirty(t, c, true);
+		}
 		/* Cleared only if nothing new was missed while we fetched. */
 		if (c && c->needsync && c->sync_gen == rs->cur_gen) {
 			CNT(t->st, n_repaired, 1);
@@ -578,8 +586,9 @@ static void survey_done(struct resync *rs)
 	if (rs->survey_dirty) {
 		/* Every member holds what we applied (or more): it is
 		 * committed. Else the member with the least gets our copy
-		 * (the newest copy wins, on every member); the next survey
-		 * looks again. */
+		 * (the newest copy wins, on every member), dirty there while
+		 * the others lack it (chain_update.c); the next survey looks
+		 * again. */
 		if (rs->survey_min >= ci.version) {
 			cstate_set_dirty(t, c, false);
 			release_cur(rs, false);
