@@ -590,17 +590,24 @@ int cm_replace_target(struct cluster_map *m, uint32_t old_target, uint32_t new_t
 	}
 	for (uint32_t k = 0; k < m->nchains; k++) {
 		struct cm_chain *c = &m->chains[k];
-		int i = member_idx(c, old_target), o = out_idx(c, old_target);
+		int i = member_idx(c, old_target), o = out_idx(c, old_target), before = 0;
 
 		if (i < 0 && o < 0)
 			continue;
 		/* Members that left before old_target did lack what it took
 		 * after: none of them may come back serving on its own (see
 		 * target_bring_back), or a chain left with no serving member
-		 * would serve stale data instead of staying unavailable. */
+		 * would serve stale data instead of staying unavailable. That
+		 * holds when old_target left SERVING (or serves): it may be
+		 * the chain's last up-to-date member. One that left SYNCING
+		 * never was: every update it took went through a serving head,
+		 * and the last SERVING member to leave (or one still serving)
+		 * keeps its right to come back serving. */
 		if (i >= 0 && c->states[i] == TARGET_SERVING)
-			o = c->nout;
-		for (int j = 0; j < o; j++)
+			before = c->nout;
+		else if (o >= 0 && c->out_states[o] == TARGET_SERVING)
+			before = o;
+		for (int j = 0; j < before; j++)
 			if (c->out_states[j] == TARGET_SERVING)
 				c->out_states[j] = TARGET_SYNCING;
 		if (i >= 0)

@@ -42,8 +42,10 @@
  * state the chain went through and builds on, so it serves the repair. */
 #define SP_READ_REPAIR 1u
 /* A survey of the members (resync.c) also reads a copy held back because
- * its own write failed: it is still a state the chunk went through, and
- * the newest of the members' copies is the one to keep. */
+ * it may lack something (its own write failed, or a resync has yet to
+ * copy it): an intact copy is still a state the chunk went through, and
+ * the newest of the members' copies is the one to keep. A copy found
+ * damaged answers STRATA_EINTEGRITY. */
 #define SP_READ_SURVEY 2u
 
 /*

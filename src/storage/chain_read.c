@@ -130,10 +130,15 @@ static int read_check(struct storage *st, struct target *t, const struct sp_ref 
 		rc = STRATA_ESTALE_MAP;
 	}
 	c = rc ? NULL : cstate_find(t, &id, false);
-	/* A chunk this replica knows it lacks is served by the others (its
-	 * intact copy still answers a repair: it may be the newest). */
-	if (c && c->needsync && !(survey && c->behind))
+	/* A chunk this replica knows it lacks is served by the others. Its
+	 * copy, if intact, still answers a survey: it is a state the chunk
+	 * went through and may be the newest (a syncing member's may be newer
+	 * than any serving member's). A bad one says so: it has nothing to
+	 * offer (resync.c, on_probed). */
+	if (c && c->needsync && !survey)
 		rc = STRATA_ESYNCING;
+	else if (c && c->needsync && c->damaged)
+		rc = STRATA_EINTEGRITY;
 	/* CRAQ: a replica other than the committed tail (the last serving
 	 * member) does not serve a chunk with an update in flight; and none
 	 * serves one it applied but could not pass on: the member below that

@@ -23,7 +23,8 @@
  *  - A replica that applied an update whose forward failed marks the
  *    chunk dirty: it serves no client read of it until an update of it
  *    goes through the whole chain again, or a survey finds that every
- *    member holds it.
+ *    member holds it. So does one that took a newer copy out of chain
+ *    order (a survey's push or fetch, resync.c).
  *
  * A client token's update carries the file's chunk capability with
  * CAP_WRITE (cap_allow), and is never a forwarded one: only daemons
@@ -53,6 +54,7 @@ struct update_op {
 	char succ_addr[CM_ADDR_LEN];
 	uint32_t succ_target;
 	bool local_done, fwd_done;
+	bool pushed;		/* SP_FWD_PUSH installed a newer copy here */
 	bool need_full;		/* the successor lacks the base: resend whole */
 	bool full_sent;
 	uint8_t *full_buf;
@@ -158,10 +160,13 @@ static void update_finish(struct update_op *op)
 
 	/* Applied here but maybe not below: no client reads it here until an
 	 * update of it goes all the way through, or a survey finds every
-	 * member holds it (resync.c). */
-	if (!op->local_status && op->fwd_status)
+	 * member holds it (resync.c). So for a newer copy a member's survey
+	 * pushed here, out of chain order: the members that lack it, before
+	 * or after this one, still serve the older copy until it reaches
+	 * them too. A push says nothing of the others: it clears nothing. */
+	if ((!op->local_status && op->fwd_status) || op->pushed)
 		cstate_set_dirty(t, c, true);
-	else if (!status)
+	else if (!status && op->u.forwarded != SP_FWD_PUSH)
 		cstate_set_dirty(t, c, false);
 	if (status == 0 && op->op == OP_CHUNK_WRITE) {
 		CNT(t->st, n_writes, 1);
@@ -190,6 +195,8 @@ static void on_local_done(void *arg, int status, const struct chunk_info *info)
 	struct update_op *op = arg;
 	struct target *t = op->t;
 
+	/* A newer copy pushed here (not one held already, a replay). */
+	op->pushed = status == 0 && op->u.forwarded == SP_FWD_PUSH;
 	/* A replay of an update this replica already holds is success. */
 	if (status == -EALREADY || (status == -ENOENT && op->op == OP_CHUNK_REMOVE))
 		status = 0;
@@ -440,7 +447,9 @@ static void update_start(struct update_op *op)
 static int check_base(struct target *t, struct update_op *op)
 {
 	const struct sp_update *u = &op->u;
-	uint64_t have = have_version(t, &op->id);
+	struct chunk_info ci;
+	bool absent = chunk_stat(t->cs, &op->id, &ci) == -ENOENT;
+	uint64_t have = ci.version;	/* or the tombstone's */
 
 	if (u->forwarded >= SP_FWD_FULL || op->op == OP_CHUNK_REMOVE)
 		return 0;	/* whole content / absence: no base needed */
@@ -449,6 +458,14 @@ static int check_base(struct target *t, struct update_op *op)
 	 * predecessor sends the chunk whole (a repair fetch in flight is then
 	 * dropped). */
 	if (op->cs->removing || op->cs->needsync)
+		return STRATA_ENEEDFULL;
+	/* No copy here: a delta builds on nothing only as the chunk's first
+	 * update (base 0). A tombstone names absence at its version only when
+	 * the chain removed the chunk there; one left by a resync that dropped
+	 * a copy its source lacked has that version's bytes elsewhere in the
+	 * chain. So the predecessor sends the chunk whole (a re-create after a
+	 * removal costs that resend). */
+	if (absent && u->base && have != u->version)
 		return STRATA_ENEEDFULL;
 	if (have == u->base || have == u->version)
 		return 0;	/* the base, or a replay of this very update */

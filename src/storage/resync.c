@@ -97,6 +97,7 @@ struct resync {
 	uint32_t survey_serving;	/* serving members that answered */
 	bool survey_dirty;		/* of a dirty chunk (else: behind) */
 	bool survey_away;		/* members taken out may come back */
+	bool survey_absent;		/* we hold no copy (maybe a tombstone) */
 	bool survey_fetch;		/* the fetch in flight is a survey's */
 	bool dirty_turn;		/* repairs: a dirty chunk goes first */
 	uint64_t survey_min, survey_max;
@@ -149,15 +150,25 @@ static int pick_source(struct target *t, uint32_t chain_id, uint32_t turn, struc
 
 /* ---- needsync marks ---- */
 
-static void mark(struct target *t, const struct chunk_id *id, uint32_t chain_id, bool behind)
+/* What a mark says of the copy at hand. */
+enum mark_kind {
+	MARK_BEHIND,		/* intact, maybe lacking an update it passed on */
+	MARK_COPY,		/* intact, not what the chain holds: fetched */
+	MARK_DAMAGED,		/* bad (a checksum failed): fetched */
+};
+
+static void mark(struct target *t, const struct chunk_id *id, uint32_t chain_id,
+		 enum mark_kind kind)
 {
 	struct cstate *c = cstate_find(t, id, true);
 
 	if (!c)
 		return;
 	c->sync_gen++;
-	/* A copy known bad stays so, whatever else is learnt of it. */
-	c->behind = behind && (!c->needsync || c->behind);
+	/* A copy known bad stays so, whatever else is learnt of it, and one
+	 * marked to be fetched is not surveyed instead. */
+	c->damaged = kind == MARK_DAMAGED || (c->needsync && c->damaged);
+	c->behind = kind == MARK_BEHIND && (!c->needsync || c->behind);
 	if (chain_id)
 		c->sync_chain = chain_id;
 	if (!c->needsync) {
@@ -166,18 +177,19 @@ static void mark(struct target *t, const struct chunk_id *id, uint32_t chain_id,
 		t->needsync = c;
 		log_info("storage", "target %u: chunk %llx:%llx needs %s from chain %u", t->id,
 			 (unsigned long long)id->ino, (unsigned long long)id->idx,
-			 c->behind ? "a check" : "a copy", c->sync_chain);
+			 c->behind ? "a check" : c->damaged ? "a copy (its own is bad)" : "a copy",
+			 c->sync_chain);
 	}
 }
 
 void resync_mark(struct target *t, const struct chunk_id *id, uint32_t chain_id)
 {
-	mark(t, id, chain_id, false);
+	mark(t, id, chain_id, MARK_DAMAGED);
 }
 
 void resync_mark_behind(struct target *t, const struct chunk_id *id, uint32_t chain_id)
 {
-	mark(t, id, chain_id, true);
+	mark(t, id, chain_id, MARK_BEHIND);
 }
 
 void resync_clear(struct target *t, struct cstate *c)
@@ -190,6 +202,7 @@ void resync_clear(struct target *t, struct cstate *c)
 	}
 	c->needsync = false;
 	c->behind = false;
+	c->damaged = false;
 	c->snext = NULL;
 	cstate_maybe_free(t, c);
 }
@@ -291,6 +304,14 @@ static void on_installed(void *arg, int status, const struct chunk_info *info)
 		CNT(t->st, n_synced_chunks, 1);
 		CNT(t->st, bytes_synced, rs->fetched_len);
 		rs->copied++;
+		/* A survey took a newer copy that a serving member lacks (it
+		 * came from a dirty or a syncing member): not served here
+		 * before every member holds it, as for our own update. */
+		if (c && (rs->src_rd.flags & SP_READ_SURVEY) && rs->fetched_version &&
+		    rs->survey_min < rs->fetched_version) {
+			c->busy_chain = rs->chain_id;	/* its survey asks there */
+			cstate_set_dirty(t, c, true);
+		}
 		/* Cleared only if nothing new was missed while we fetched. */
 		if (c && c->needsync && c->sync_gen == rs->cur_gen) {
 			CNT(t->st, n_repaired, 1);
@@ -363,7 +384,7 @@ static void on_fetched(void *arg, int status, struct rpc_msg *resp)
 		 * next forwarded update brings it whole (and the chain is not
 		 * reported in sync before). */
 		if (rs->full)
-			resync_mark(t, &rs->cur, rs->chain_id);
+			mark(t, &rs->cur, rs->chain_id, MARK_COPY);
 		release_cur(rs, false);
 		rs->copied++;	/* not clean: another pass */
 		if (!rs->full)
@@ -465,12 +486,15 @@ static void fetch(struct resync *rs, const struct chunk_id *id, uint32_t len)
  *
  * Its own write of an update failed, after the update was passed on: the
  * members below (and above) may hold the update, or not. Its copy is
- * intact, and every member's copy is a state the chunk went through. So it
- * asks every other serving member for its version (a read of nothing):
- * the newest copy among them and ours is the one to hold. Newer elsewhere:
- * fetched from there. Ours the newest: kept, and if some member holds less
- * (nobody else applied the update), ours is dirty (below). With no other
- * serving member to ask, ours is held back until one returns.
+ * intact, and every member's intact copy is a state the chunk went
+ * through, even one a syncing member holds back from clients. So it asks
+ * every other member for its version (a read of nothing): the newest copy
+ * among them and ours is the one to hold. Newer elsewhere, on a serving or
+ * a syncing member: fetched from there. Ours the newest: kept, and if some
+ * serving member holds less (nobody else applied the update), ours is
+ * dirty (below). A member that does not answer fails the survey, which is
+ * tried again later; with no other serving member to ask and members away,
+ * ours is held back until one returns.
  *
  * A dirty chunk (applied here, its forward failed) is surveyed the same
  * way, every member counted, syncing ones too: once all hold what we
@@ -562,8 +586,9 @@ static void survey_done(struct resync *rs)
 	if (rs->survey_dirty) {
 		/* Every member holds what we applied (or more): it is
 		 * committed. Else the member with the least gets our copy
-		 * (the newest copy wins, on every member); the next survey
-		 * looks again. */
+		 * (the newest copy wins, on every member), dirty there while
+		 * the others lack it (chain_update.c); the next survey looks
+		 * again. */
 		if (rs->survey_min >= ci.version) {
 			cstate_set_dirty(t, c, false);
 			release_cur(rs, false);
@@ -592,7 +617,12 @@ static void survey_done(struct resync *rs)
 }
 
 /* A serving member's version counts both ways; a syncing member's only
- * when newer (it may hold the update, or be empty because it is new). */
+ * when newer (it may hold the update, or be empty because it is new). So
+ * a member that does not answer fails the survey, syncing or not: its copy
+ * may be the newest, and the survey is tried again at a later tick. A
+ * syncing member whose own copy is bad (STRATA_EINTEGRITY) has nothing to
+ * offer and does not hold a survey of a behind chunk up: it is repaired
+ * from the serving members, maybe from this one once the survey is done. */
 static void on_probed(void *arg, int status, struct rpc_msg *resp)
 {
 	struct probe *p = arg;
@@ -602,7 +632,7 @@ static void on_probed(void *arg, int status, struct rpc_msg *resp)
 	if (!status)
 		status = st_read_rep(resp, &rep);
 	if (status) {
-		if (p->serving || rs->survey_dirty)
+		if (p->serving || rs->survey_dirty || status != STRATA_EINTEGRITY)
 			rs->survey_failed = true;
 	} else {
 		if (rep.version > rs->survey_max) {
@@ -612,7 +642,12 @@ static void on_probed(void *arg, int status, struct rpc_msg *resp)
 		}
 		if (p->serving)
 			rs->survey_serving++;
-		if ((p->serving || rs->survey_dirty) && rep.version < rs->survey_min) {
+		/* A member without a copy answers version 0. When we hold none
+		 * either, it holds what we hold, whatever our tombstone's
+		 * version: compared with that, it would look older for ever
+		 * (and there is no copy to push it). */
+		if ((p->serving || rs->survey_dirty) && rep.version < rs->survey_min &&
+		    !(rs->survey_absent && rep.version == 0)) {
 			rs->survey_min = rep.version;
 			rs->survey_low = p->src;
 		}
@@ -625,11 +660,13 @@ static void on_probed(void *arg, int status, struct rpc_msg *resp)
 static void survey(struct resync *rs, const struct chunk_id *id, bool dirty)
 {
 	struct target *t = rs->t;
+	struct chunk_info ci;
 	struct map_snap *snap = map_get(t->st);
 	const struct cm_chain *c = snap ? cm_find_chain(&snap->map, rs->chain_id) : NULL;
 
 	begin_cur(rs, id);
 	rs->survey_failed = !c || chain_pos(c, t->id) < 0;
+	rs->survey_absent = chunk_stat(t->cs, id, &ci) == -ENOENT;
 	rs->survey_min = UINT64_MAX;
 	rs->survey_max = 0;
 	rs->survey_serving = 0;
@@ -941,7 +978,7 @@ static void task_step(struct resync *rs)
 			 * clean and the next update brings the chunk whole. */
 			if ((ci.version == e->busy || same) && !(c && c->needsync))
 				continue;
-			resync_mark(t, &e->id, rs->chain_id);
+			mark(t, &e->id, rs->chain_id, MARK_COPY);
 			rs->copied++;
 			continue;
 		}
@@ -950,7 +987,7 @@ static void task_step(struct resync *rs)
 			 * copies differ, the chunk is marked so that the pass is
 			 * not clean and the next update brings it whole. */
 			if (!c->repairing && !same) {
-				resync_mark(t, &e->id, rs->chain_id);
+				mark(t, &e->id, rs->chain_id, MARK_COPY);
 				rs->copied++;
 			}
 			continue;

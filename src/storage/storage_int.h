@@ -45,6 +45,10 @@ struct cstate {
 	bool needsync;
 	bool behind;			/* needsync, but the copy is intact: its own
 					 * write of an update failed (resync.c) */
+	bool damaged;			/* needsync, and the copy itself is bad (a
+					 * checksum failed): it has nothing to
+					 * offer a survey. Else a needsync copy
+					 * is intact, only maybe old. */
 	bool repairing;
 	uint32_t sync_gen;		/* bumped by every new mark */
 	uint32_t upd_gen;		/* bumped by every update submitted here:
@@ -222,8 +226,9 @@ void update_queue_drop(struct cstate *c, int status);
 
 /* ---- resync.c: resync, repair, scrub; each on the target's thread ---- */
 
-/* Marks a chunk of t as lacking (refuses reads) and schedules its repair
- * from chain chain_id. Whoever finds a bad copy calls it. */
+/* Marks a chunk of t as damaged (refuses reads, a survey included) and
+ * schedules its repair from chain chain_id. Whoever finds a bad copy
+ * calls it. */
 void resync_mark(struct target *t, const struct chunk_id *id, uint32_t chain_id);
 /* Marks a chunk of t whose own write of an update failed, while other
  * members may hold the update: its copy is intact but maybe behind. It

@@ -56,6 +56,16 @@ static uint32_t memberships(const struct cluster_map *m, uint32_t tid)
 	return n;
 }
 
+/* Position of target tid among the members of c, or -1. */
+static int member_pos(const struct cm_chain *c, uint32_t tid)
+{
+	for (int i = 0; i < c->len; i++) {
+		if (c->targets[i] == tid)
+			return i;
+	}
+	return -1;
+}
+
 static void assert_maps_equal(const struct cluster_map *a, const struct cluster_map *b)
 {
 	assert_true(a->version == b->version);
@@ -353,6 +363,54 @@ static void test_replace_last_serving(void **state)
 	c = cm_find_chain(&m, 1);
 	for (int i = 0; i < c->len; i++)
 		assert_int_equal(c->states[i], TARGET_SYNCING);
+	assert_int_equal(cm_validate(&m), 0);
+	cm_release(&m);
+}
+
+/*
+ * A member that left SYNCING is replaced: it never was the chain's last
+ * up-to-date member, so the last SERVING member to leave still comes back
+ * serving (seed 22348 of tests/sim: the chain had only syncing members
+ * for ever).
+ */
+static void test_replace_syncing_keeps_last_serving(void **state)
+{
+	struct cluster_map m;
+	const struct cm_chain *c;
+	uint32_t a, b, cc;
+	int ia, icc;
+
+	(void)state;
+	make_cluster(&m, 3, 1, 3);
+	reg(&m, 4, 1);	/* spare: 401 */
+	c = cm_find_chain(&m, 1);
+	a = c->targets[0];
+	b = c->targets[1];
+	cc = c->targets[2];
+	assert_true(cm_set_node_offline(&m, cc / 100) > 0);	/* cc leaves serving */
+	assert_true(cm_set_node_offline(&m, b / 100) > 0);
+	reg(&m, b / 100, 1);					/* b is back, syncing */
+	c = cm_find_chain(&m, 1);
+	assert_int_equal(c->len, 2);
+	assert_int_equal(c->states[member_pos(c, b)], TARGET_SYNCING);
+	assert_true(cm_set_node_offline(&m, a / 100) > 0);	/* a leaves last serving */
+	assert_true(cm_set_node_offline(&m, b / 100) > 0);	/* b leaves syncing */
+	c = cm_find_chain(&m, 1);
+	assert_int_equal(c->len, 0);
+	assert_true(cm_replace_target(&m, b, 401) > 0);
+	c = cm_find_chain(&m, 1);
+	assert_int_equal(c->len, 1);
+	assert_int_equal(c->states[0], TARGET_SYNCING);
+	/* a holds every write: it serves again; cc, which left before it,
+	 * resyncs. */
+	reg(&m, cc / 100, 1);
+	reg(&m, a / 100, 1);
+	c = cm_find_chain(&m, 1);
+	ia = member_pos(c, a);
+	icc = member_pos(c, cc);
+	assert_true(ia >= 0 && icc >= 0);
+	assert_int_equal(c->states[ia], TARGET_SERVING);
+	assert_int_equal(c->states[icc], TARGET_SYNCING);
 	assert_int_equal(cm_validate(&m), 0);
 	cm_release(&m);
 }
@@ -724,6 +782,7 @@ int main(void)
 		cmocka_unit_test(test_missing_target_and_leases),
 		cmocka_unit_test(test_replace),
 		cmocka_unit_test(test_replace_last_serving),
+		cmocka_unit_test(test_replace_syncing_keeps_last_serving),
 		cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_codec_roundtrip),
 		cmocka_unit_test(test_codec_malformed),
