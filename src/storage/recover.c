@@ -189,8 +189,9 @@ static void task_end(struct recovery *rc)
 
 /*
  * The targets of chain c other than t, members and taken out, that rc
- * has not covered yet: into rc->members when fill (NULL: a map without
- * one of them), and into the text out (when not NULL). Returns how many.
+ * has not covered yet: into rc->members when fill, and into the text out
+ * (when not NULL). Returns how many, or -1 when fill finds one whose node
+ * the map lacks.
  */
 static int uncovered(struct recovery *rc, const struct cluster_map *m, const struct cm_chain *c,
 		     bool fill, char *out, size_t outlen)
@@ -247,7 +248,6 @@ static void pass_end(struct recovery *rc)
 	map_put(t->st, snap);
 }
 
-/* Member k is done: covered, unless it failed. */
 static void next_member(struct recovery *rc);
 
 static void fail(struct recovery *rc, const char *what, int status)
@@ -446,6 +446,7 @@ static void member_start(struct recovery *rc)
 	list_page(rc);
 }
 
+/* Target k is done: covered, unless it failed; on to the next. */
 static void next_member(struct recovery *rc)
 {
 	uint32_t id = rc->members[rc->k].target;
