@@ -240,7 +240,11 @@ static void target_bring_back(struct cm_change *ch, struct cm_target *t)
 			if (c->out_states[j] == TARGET_SERVING)
 				last_serving = j;
 		/* The last SERVING member to leave an empty chain holds every
-		 * committed write: it may serve at once. */
+		 * acknowledged write: it serves again (a resync needs a serving
+		 * source). If its process restarted, it lost the marks of the
+		 * copies it lacks (updates that failed there after it passed
+		 * them on): it holds the chain back until it has the newest
+		 * copies of the chain's other targets (storage/recover.c). */
 		if (!has_serving && last_serving == i)
 			st = TARGET_SERVING;
 		out_remove(c, i);

@@ -47,6 +47,11 @@
  * the newest of the members' copies is the one to keep. A copy found
  * damaged answers STRATA_EINTEGRITY. */
 #define SP_READ_SURVEY 2u
+/* A member recovering the chain (storage/recover.c) reads the stored copy
+ * whatever this replica's marks: a copy marked for a repair is still a
+ * state the chunk went through, maybe the newest one, and one that is
+ * damaged fails its checksum. */
+#define SP_READ_RECOVER 4u
 
 /*
  * A chunk capability (common/cap.h): what meta gave a client at OPEN or
@@ -107,7 +112,7 @@ PROTO_MSG(sp_update_rep, SP_UPDATE_REP_FIELDS)
 	X(OBJ, ref, sp_ref) \
 	X(U32, offset) \
 	X(U32R, len, FRAME_MAX_BULK) \
-	X(FLAGS, flags, SP_READ_REPAIR | SP_READ_SURVEY)
+	X(FLAGS, flags, SP_READ_REPAIR | SP_READ_SURVEY | SP_READ_RECOVER)
 PROTO_MSG(sp_read, SP_READ_FIELDS)
 
 /* length: the chunk's whole length (a reader that asked for less learns

@@ -6,14 +6,16 @@
  * owns the target (storage_service.c hands the request over).
  *
  * A client reads a serving replica, within this node's lease
- * (storage_map.c). A replica with an update of a chunk in flight is
- * "dirty" for that chunk and refuses to serve reads of it (STRATA_EDIRTY:
- * read the tail), so no reader ever sees an uncommitted version (CRAQ); so
- * does one that applied an update it could not pass on (cstate.dirty), and
- * one that knows it lacks the chunk (needsync, resync.c). A repair
+ * (storage_map.c), that does not hold the chain back (recover.c). A
+ * replica with an update of a chunk in flight is "dirty" for that chunk
+ * and refuses to serve reads of it (STRATA_EDIRTY: read the tail), so no
+ * reader ever sees an uncommitted version (CRAQ); so does one that applied
+ * an update it could not pass on (cstate.dirty), and one that knows it
+ * lacks the chunk (needsync, resync.c). A repair
  * (SP_READ_REPAIR) or a survey (SP_READ_SURVEY) of a member of the chain
  * reads past those rules: an uncommitted copy is still a state the chain
- * went through (proto/storage.h).
+ * went through (proto/storage.h); so does a recovery (SP_READ_RECOVER),
+ * which reads any stored copy.
  *
  * A client token's request carries the chunk capability meta gave it for
  * the file (cap_allow): CAP_READ covers every read, stat and verify here.
@@ -109,7 +111,8 @@ static void on_read_done(void *arg, int status, const struct chunk_info *info,
  * this target's chain at our map's version (a damaged copy is marked for
  * a repair from that chain), and a chunk already marked is being
  * repaired: answered at once. A repair read (SP_READ_REPAIR) may take a
- * copy that is not committed yet. */
+ * copy that is not committed yet; a recovery (SP_READ_RECOVER) any stored
+ * copy, of a member or of a target taken out of the chain. */
 static int read_check(struct storage *st, struct target *t, const struct sp_ref *ref,
 		      bool verify, uint32_t flags)
 {
@@ -117,9 +120,13 @@ static int read_check(struct storage *st, struct target *t, const struct sp_ref 
 	const struct cm_chain *chain;
 	struct chunk_id id = { ref->ino, ref->idx };
 	struct cstate *c;
-	bool repair = flags & (SP_READ_REPAIR | SP_READ_SURVEY);
+	bool repair = flags & (SP_READ_REPAIR | SP_READ_SURVEY | SP_READ_RECOVER);
 	bool survey = flags & SP_READ_SURVEY;
-	int pos, rc = check_ref(st, snap, ref, &chain, &pos);
+	bool recover = flags & SP_READ_RECOVER;
+	/* A recovery reads members taken out too (pos -1: none of the
+	 * checks below apply to it). */
+	int pos, rc = recover && !verify ? check_ref_or_out(st, snap, ref, &chain, &pos) :
+				 check_ref(st, snap, ref, &chain, &pos);
 
 	/* A repair asks a syncing member too: its copy may be the newest. */
 	if (!rc && !verify && !repair && chain->states[pos] != TARGET_SERVING)
@@ -129,13 +136,19 @@ static int read_check(struct storage *st, struct target *t, const struct sp_ref 
 		CNT(st, n_stale, 1);
 		rc = STRATA_ESTALE_MAP;
 	}
+	/* A chain this replica holds back (recover.c) serves no client and no
+	 * repair: its copies may lack what the other members hold. Its stored
+	 * copy still answers a survey or a recovery, which take the newest. */
+	if (!rc && !verify && !survey && !recover && chain_held(t, &snap->map, chain, pos))
+		rc = STRATA_ESYNCING;
 	c = rc ? NULL : cstate_find(t, &id, false);
 	/* A chunk this replica knows it lacks is served by the others. Its
 	 * copy, if intact, still answers a survey: it is a state the chunk
 	 * went through and may be the newest (a syncing member's may be newer
 	 * than any serving member's). A bad one says so: it has nothing to
-	 * offer (resync.c, on_probed). */
-	if (c && c->needsync && !survey)
+	 * offer (resync.c, on_probed). A recovery (recover.c) reads any
+	 * stored copy but a damaged one. */
+	if (c && c->needsync && !survey && !recover)
 		rc = STRATA_ESYNCING;
 	else if (c && c->needsync && c->damaged)
 		rc = STRATA_EINTEGRITY;

@@ -105,6 +105,10 @@ static int route(struct storage *st, struct map_snap *snap, struct update_op *op
 	/* Our lease ran out: mgmt may be giving the chain another head. */
 	if (!op->u.forwarded && !storage_lease_valid(st))
 		return STRATA_ESTALE_MAP;
+	/* A head that holds the chain back (recover.c) may lack versions the
+	 * members hold: no update builds on its copies before it has them. */
+	if (!op->u.forwarded && chain_held(op->t, &snap->map, chain, pos))
+		return STRATA_EUNAVAIL;
 	op->is_head = pos == 0;
 	op->succ_target = 0;
 	op->succ_addr[0] = '\0';

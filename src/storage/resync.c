@@ -1119,6 +1119,7 @@ static void on_sync_tick(void *arg)
 	struct target *t = arg;
 
 	resync_check(t);
+	recover_check(t);
 	reactor_timer_arm(t->r, &t->sync_timer, SYNC_TICK_MS);
 }
 
@@ -1260,7 +1261,14 @@ void op_chunk_list(void *svc, struct svc_req *req)
 	/* Listed at the chain version the resyncing replica works at, so a
 	 * pass never mixes two configurations of the chain. */
 	snap = map_get(st);
-	rc = check_ref(st, snap, &ref, &chain, &pos);
+	/* A target taken out of the chain lists its copies too: a member
+	 * recovering the chain asks it (recover.c); a resync lists serving
+	 * members only. */
+	rc = check_ref_or_out(st, snap, &ref, &chain, &pos);
+	/* A chain held back (recover.c) is no source: a resync from it would
+	 * remove or replace copies newer than its own. */
+	if (!rc && pos >= 0 && chain_held(t, &snap->map, chain, pos))
+		rc = STRATA_ESYNCING;
 	map_put(st, snap);
 	if (rc) {
 		svc_reply(req, rc);

@@ -3,7 +3,8 @@
  * the service, its targets and their chunks, and what each module offers
  * the others. storage_service.c (life cycle, targets, per-chunk state),
  * storage_map.c (this node and mgmt), chain_update.c (updates),
- * chain_read.c (reads) and resync.c (resync, repair, scrub).
+ * chain_read.c (reads), resync.c (resync, repair, scrub) and recover.c
+ * (a restarted member's chains, before it serves them).
  *
  * Threads: a target and everything under it (its chunk store, its cstates,
  * its resync tasks) belong to the target's reactor, t->r; mgmt is spoken
@@ -74,6 +75,7 @@ struct map_snap {
 };
 
 struct resync;
+struct recovery;
 
 struct target {
 	uint32_t id;
@@ -91,6 +93,12 @@ struct target {
 	struct cstate *needsync;	/* list through cstate.snext */
 	struct cstate *dirty;		/* list through cstate.dnext */
 	struct resync *resyncs;		/* running resync/repair tasks */
+	/* recover.c: the chains (a bit per chain id) in which this process
+	 * knows what its copies lack; every chain where it is SERVING and
+	 * whose bit is clear is held back. */
+	uint8_t *known;
+	uint32_t known_len;		/* bytes */
+	struct recovery *recoveries;	/* running chain recoveries */
 	struct reactor_timer sync_timer;
 	struct reactor_timer scrub_timer;
 	struct chunk_id *scrub_ids;
@@ -123,6 +131,9 @@ struct storage {
 	struct map_snap *snap;
 	bool registered;
 	uint64_t incarnation;		/* this process's start, told to mgmt */
+	uint64_t reg_version;		/* atomic: the map version of mgmt's
+					 * answer to this process's registration
+					 * (0: none yet) */
 	uint64_t lease_until_ms;	/* atomic: serve clients until then */
 	bool fetching;
 	struct reactor_timer hb;
@@ -183,6 +194,11 @@ bool storage_lease_valid(struct storage *st);
  * it. */
 int check_ref(struct storage *st, struct map_snap *snap, const struct sp_ref *ref,
 	      const struct cm_chain **chain, int *pos);
+/* check_ref that also takes a target of the chain's out list (*pos -1):
+ * a member recovering the chain lists and reads the copies of members
+ * taken out whose process still answers (recover.c). */
+int check_ref_or_out(struct storage *st, struct map_snap *snap, const struct sp_ref *ref,
+		     const struct cm_chain **chain, int *pos);
 /* Position of target in chain c, or -1. */
 int chain_pos(const struct cm_chain *c, uint32_t target);
 /* Any thread: logs a damaged or lost chunk of a target and reports it to
@@ -252,5 +268,23 @@ void scrub_start(struct target *t, uint64_t rate_mb);
 /* Handler of OP_CHUNK_LIST (a resyncing member lists a chain's chunks
  * here), on the target's thread. */
 void op_chunk_list(void *svc, struct svc_req *req);
+
+/* ---- recover.c: a restarted member's chains, each on the target's thread ---- */
+
+/* Whether t holds back every chunk of chain c of map m, where it is
+ * member pos: it is SERVING there, but its process does not know yet
+ * which of its copies lack updates the other members hold (it restarted,
+ * and came back as the chain's only serving member). Held back: client
+ * reads and updates at the head, listings and repair reads for resyncing
+ * members; a survey or a recovery still reads its stored copies. May mark
+ * the chain known (a new chain: another member serves too). */
+bool chain_held(struct target *t, const struct cluster_map *m, const struct cm_chain *c, int pos);
+/* Applies the map to t's holds: marks the chains this process knows,
+ * and recovers each held one from the other members (recover.c tells
+ * how). Every tick of t's sync timer calls it. */
+void recover_check(struct target *t);
+/* target_quiesce: ends t's recoveries (those with an RPC or an install
+ * in flight end when it completes). */
+void recover_stop_target(struct target *t);
 
 #endif

@@ -190,6 +190,7 @@ static void on_register(void *arg, int status, struct rpc_msg *resp)
 {
 	struct hb_call *hc = arg;
 	struct storage *st = hc->st;
+	uint64_t v;
 
 	if (status) {
 		log_warn("storage", "registration with mgmt '%s' failed: %s (will retry)",
@@ -197,7 +198,12 @@ static void on_register(void *arg, int status, struct rpc_msg *resp)
 		free(hc);
 		return;
 	}
-	(void)renew_lease(hc, resp);
+	/* Maps from this version on show what mgmt made of this process's
+	 * registration (a restart taken out, brought back): recover.c decides
+	 * on no older one. */
+	v = renew_lease(hc, resp);
+	if (v)
+		__atomic_store_n(&st->reg_version, v, __ATOMIC_RELEASE);
 	free(hc);
 	if (!st->registered)
 		log_info("storage", "registered with mgmt '%s' as node %u", st->env.mgmt_addr,
@@ -284,10 +290,11 @@ int chain_pos(const struct cm_chain *c, uint32_t target)
 	return -1;
 }
 
-int check_ref(struct storage *st, struct map_snap *snap, const struct sp_ref *ref,
-		     const struct cm_chain **chain, int *pos)
+static int check_ref_in(struct storage *st, struct map_snap *snap, const struct sp_ref *ref,
+			const struct cm_chain **chain, int *pos, bool out_ok)
 {
 	const struct cm_chain *c = snap ? cm_find_chain(&snap->map, ref->chain_id) : NULL;
+	bool out = false;
 
 	if (!c || c->version != ref->chain_ver) {
 		CNT(st, n_stale, 1);
@@ -296,12 +303,26 @@ int check_ref(struct storage *st, struct map_snap *snap, const struct sp_ref *re
 		return STRATA_ESTALE_MAP;
 	}
 	*pos = chain_pos(c, ref->target_id);
-	if (*pos < 0) {
+	for (int i = 0; out_ok && *pos < 0 && !out && i < c->nout; i++)
+		out = c->out[i] == ref->target_id;
+	if (*pos < 0 && !out) {
 		CNT(st, n_stale, 1);
 		return STRATA_ESTALE_MAP;
 	}
 	*chain = c;
 	return 0;
+}
+
+int check_ref(struct storage *st, struct map_snap *snap, const struct sp_ref *ref,
+	      const struct cm_chain **chain, int *pos)
+{
+	return check_ref_in(st, snap, ref, chain, pos, false);
+}
+
+int check_ref_or_out(struct storage *st, struct map_snap *snap, const struct sp_ref *ref,
+		     const struct cm_chain **chain, int *pos)
+{
+	return check_ref_in(st, snap, ref, chain, pos, true);
 }
 
 /* ---- integrity reports ---- */

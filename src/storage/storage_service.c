@@ -10,7 +10,9 @@
  *    heartbeats and the lease, the checks of a request's ref, reports);
  *  - chain_update.c: updates down the chain, from the head to the tail;
  *  - chain_read.c: reads, and which replica may serve one (CRAQ);
- *  - resync.c: resync, repair and scrub, and the chunk listing they use.
+ *  - resync.c: resync, repair and scrub, and the chunk listing they use;
+ *  - recover.c: the chains a restarted member holds back until it has
+ *    the newest copies of the other members.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -175,6 +177,7 @@ static void target_quiesce(void *arg)
 
 	t->closing = true;
 	resync_stop_target(t);
+	recover_stop_target(t);
 }
 
 /* Last step, once the pools are gone (every forward answered): the

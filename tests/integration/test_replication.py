@@ -12,6 +12,9 @@ traced in the replication path, each against real daemons.
    seen as restarted (mgmt kept incarnations only in memory).
 5. A replica that lacks a write must not serve reads meanwhile (checked in
    1: reads in turn never go back).
+6. A restarted last serving member must not serve, nor be resynced from,
+   before it has the copies it lacked (its process lost their marks): the
+   others' resyncs then replaced a failed write that clients had read.
 
 A disk that fails for one replica only is a small tmpfs mounted on that
 node's target before the cluster starts, filled up with a file when the
@@ -253,6 +256,46 @@ def test_storage_restart_after_mgmt_restart_is_seen(faults):
     members = chain_of(fc)
     assert_same(replica_reads(fc, 0, 65536, members))
     check_copies(fc.storage, 3)
+
+
+def test_restarted_last_serving_member_takes_what_it_lacks(faults, small_disks):
+    """6 (R=2): the head's disk is full; an append fails there with ENOSPC
+    after the tail applied it, and readers see it at the tail. The tail
+    dies, then the head: mgmt saw the head leave last, so when its new
+    process comes back it serves the chain again, having lost the mark of
+    the append it lacks. It must take the append from the tail (back
+    first, syncing) before it serves: reads keep the append, and the
+    tail's resync from the head does not replace it by the older copy."""
+    fc = faults(nstorage=2, replication=2, before_start=small_disks)
+    chain_id, members = chain_and_members(fc)
+    (head_t, head_n), (tail_t, tail_n) = members
+    head, tail = fc.node(head_n), fc.node(tail_n)
+    assert steps(fc, "w:0:0:65536:41")[0][:2] == ["w", "ok"]
+    filler = fill(head)
+    out = steps(fc, "w:0:65536:131072:42", retry_ms=5000)[0]
+    assert out[:2] == ["w", "err"], out
+    seen = [l for l in steps(fc, *["r:0:0:196608"] * 4) if l[1] == "ok"]
+    assert seen and seen[-1][4] == "41x65536,42x131072", "the append is not read: %s" % seen
+    fc.kill9(tail)
+    wait_until(lambda: members_now(fc, chain_id) == [head_t], 20, 0.2,
+               "chain %d to drop its tail" % chain_id)
+    fc.kill9(head)
+    wait_until(lambda: members_now(fc, chain_id) == [], 20, 0.2,
+               "chain %d to lose its head" % chain_id)
+    filler.unlink()
+    fc.restart(tail)
+    wait_until(lambda: members_now(fc, chain_id) == [tail_t], 20, 0.2,
+               "target %d back in chain %d, syncing" % (tail_t, chain_id))
+    since = len(head.log)
+    fc.restart(head)
+    fc.wait_healthy()
+    line = steps(fc, "r:0:0:196608")[0]
+    assert line[1] == "ok" and line[4] == seen[-1][4], "the append is gone: %s" % line
+    assert int(line[2]) >= int(seen[-1][2]), "reads went back: %s then %s" % (seen[-1], line)
+    assert_same(replica_reads(fc, 0, 196608, members))
+    check_copies(fc.storage, 2)
+    assert re.search(r"target %d: chain %d recovered \(\d+ newer cop" % (head_t, chain_id),
+                     head.log[since:]), "no recovery of chain %d" % chain_id
 
 
 def test_replica_cut_off_from_mgmt_stops_serving(faults):

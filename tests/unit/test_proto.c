@@ -101,7 +101,7 @@ static void test_read_flags_and_bounds(void **state)
 	assert_int_equal(sp_read_decode(b.buf, (uint32_t)b.len, &d), 0);
 	assert_int_equal(d.flags, SP_READ_REPAIR);
 	check_prefixes(op_of(storage_ops, storage_NOPS, OP_CHUNK_READ), true, &b);
-	put_le32(b.buf + b.len - 4, SP_READ_SURVEY << 1);	/* an unknown flag */
+	put_le32(b.buf + b.len - 4, SP_READ_RECOVER << 1);	/* an unknown flag */
 	assert_int_equal(sp_read_decode(b.buf, (uint32_t)b.len, &d), STRATA_EBADMSG);
 	put_le32(b.buf + b.len - 4, 0);
 	put_le32(b.buf + b.len - 8, (uint32_t)FRAME_MAX_BULK + 1);	/* len past its max */
