@@ -2,6 +2,7 @@
 #include <stddef.h>
 
 #include "daemon.h"
+#include "composer/composer_service.h"
 #include "compute/compute_service.h"
 #include "mem/mem_service.h"
 #include "meta/meta_service.h"
@@ -14,5 +15,6 @@ const struct service_def *const service_registry[] = {
 	&storage_service,
 	&mem_service,
 	&compute_service,
+	&composer_service,
 	NULL,
 };
