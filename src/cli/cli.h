@@ -38,6 +38,9 @@ int local_cluster_down(const char *dir);
 /* strata keygen and strata token create|list|revoke (cmd_token.c). */
 int cmd_keygen(int argc, char **argv);
 int cmd_token(int argc, char **argv);
+/* strata compose inventory|create|list|show|delete (cmd_compose.c): the
+ * composer's API. */
+int cmd_compose(int argc, char **argv);
 
 /* Writes text and a newline to path, created with mode 0600 (an existing
  * file is -EEXIST). 0 or a negative error. */

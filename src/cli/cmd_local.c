@@ -23,7 +23,8 @@
 #include "strata/errors.h"
 #include "strata/locate.h"
 
-#define LOCAL_CONTROL_SERVICES "mgmt,meta"
+#define LOCAL_CONTROL_SERVICES "mgmt,meta,composer"
+#define LOCAL_GPU_MODEL "H100-80GB"
 
 struct local_opts {
 	const char *dir;
@@ -32,6 +33,9 @@ struct local_opts {
 	int64_t replication;
 	const char *extra;	/* extra flags for every daemon, space-separated */
 	int64_t mem;		/* extra daemons running the mem service */
+	int64_t compute;	/* extra daemons running the compute service */
+	int64_t gpus;		/* GPUs each compute daemon declares */
+	const char *gpu_model;
 	bool keyless;		/* no cluster key: every peer trusted (benchmarks) */
 };
 
@@ -43,6 +47,9 @@ static int parse_local_args(int argc, char **argv, struct local_opts *o)
 	o->replication = 0;
 	o->extra = NULL;
 	o->mem = 0;
+	o->compute = 0;
+	o->gpus = 4;
+	o->gpu_model = LOCAL_GPU_MODEL;
 	o->keyless = false;
 	/* Every option takes a value: two arguments a step. */
 	for (int i = 1; i < argc; i += 2) {
@@ -72,6 +79,18 @@ static int parse_local_args(int argc, char **argv, struct local_opts *o)
 				cli_err("--mem: '%s' is not a number of mem daemons in 0..64", v);
 				return 2;
 			}
+		} else if (strcmp(a, "--compute") == 0 && v) {
+			if (parse_i64(v, &o->compute) || o->compute < 0 || o->compute > 64) {
+				cli_err("--compute: '%s' is not a number of compute daemons in 0..64", v);
+				return 2;
+			}
+		} else if (strcmp(a, "--gpus-per-node") == 0 && v) {
+			if (parse_i64(v, &o->gpus) || o->gpus < 0 || o->gpus > 64) {
+				cli_err("--gpus-per-node: '%s' is not a number of GPUs in 0..64", v);
+				return 2;
+			}
+		} else if (strcmp(a, "--gpu-model") == 0 && v) {
+			o->gpu_model = v;
 		} else if (strcmp(a, "--daemon-flags") == 0 && v) {
 			o->extra = v;
 		} else {
@@ -223,25 +242,32 @@ static int dir_client(const char *dir, struct rpc_client **cl)
 }
 
 /* Whether mgmt's cluster map lists an UP meta service (clients find the
- * namespace there; meta announces itself once it knows a chain table). */
-static bool meta_listed(struct rpc_client *cl, const char *mgmt)
+ * namespace there; meta announces itself once it knows a chain table)
+ * and ncompute UP compute services (the composer's inventory). */
+static bool services_listed(struct rpc_client *cl, const char *mgmt, int ncompute)
 {
 	struct cluster_map m;
 	bool up = false;
+	int compute = 0;
 
 	cm_init(&m);
-	if (cmap_fetch_sync(cl, mgmt, 3000, &m) == 0)
-		for (uint32_t i = 0; i < m.nservices; i++)
+	if (cmap_fetch_sync(cl, mgmt, 3000, &m) == 0) {
+		for (uint32_t i = 0; i < m.nservices; i++) {
 			up |= m.services[i].kind == CM_SVC_META && m.services[i].state == NODE_UP;
+			compute += m.services[i].kind == CM_SVC_COMPUTE &&
+				   m.services[i].state == NODE_UP;
+		}
+	}
 	cm_release(&m);
-	return up;
+	return up && compute >= ncompute;
 }
 
 /* Waits until the cluster takes I/O: the meta service knows a chain table
  * (the storage daemons registered and mgmt built the chains) and is
  * listed in the map, and every storage daemon holds mgmt's current map
  * (no first write is refused for a stale one). */
-static int wait_ready(const char *dir, const char *mgmt, json_t *nodes, int timeout_ms)
+static int wait_ready(const char *dir, const char *mgmt, json_t *nodes, int ncompute,
+		      int timeout_ms)
 {
 	struct rpc_client *cl;
 	uint64_t deadline = reactor_now_ms() + (uint64_t)timeout_ms;
@@ -253,7 +279,7 @@ static int wait_ready(const char *dir, const char *mgmt, json_t *nodes, int time
 		int64_t version = status_value(cl, mgmt, "mgmt", "map_version");
 
 		ready = status_value(cl, mgmt, "meta", "table_len") > 0 && version > 0 &&
-			meta_listed(cl, mgmt);
+			services_listed(cl, mgmt, ncompute);
 		for (size_t i = 0; ready && i < json_array_size(nodes); i++) {
 			json_t *n = json_array_get(nodes, i);
 
@@ -324,9 +350,9 @@ static int local_up(const struct local_opts *o)
 	char path[PATH_MAX];
 	json_t *j = json_object(), *nodes = json_array();
 	int nstorage = (int)(o->storage > 0 ? o->storage : o->nodes);
-	int total = nstorage + 1 + (int)o->mem;
+	int total = nstorage + 1 + (int)o->mem + (int)o->compute;
 	int64_t repl = o->replication ? o->replication : (nstorage < 3 ? nstorage : 3);
-	char mgmt[64] = "", keyfile[PATH_MAX + 32], f_key[PATH_MAX + 48];
+	char mgmt[64] = "", keyfile[PATH_MAX + 32], f_key[PATH_MAX + 48], composer[64];
 	int rc = 0;
 
 	cluster_file(o->dir, path, sizeof(path));
@@ -342,6 +368,10 @@ static int local_up(const struct local_opts *o)
 		return 1;
 	}
 	json_object_set_new(j, "nodes", nodes);
+	/* The composer's API keeps its port across restarts of node 1. */
+	snprintf(composer, sizeof(composer), "127.0.0.1:%d", free_port());
+	if (!o->keyless)
+		json_object_set_new(j, "composer", json_string(composer));
 	rc = o->keyless ? 0 : make_credentials(o->dir, keyfile, sizeof(keyfile));
 	if (rc) {
 		json_decref(j);
@@ -349,15 +379,23 @@ static int local_up(const struct local_opts *o)
 	}
 	for (int i = 1; i <= total; i++) {
 		char data[PATH_MAX], svc[128], f_id[32], f_svc[160], f_mgmt[96], f_repl[48];
-		char extra[1024], addr[64], f_expect[48], f_listen[64];
+		char extra[1024], addr[64], f_expect[48], f_listen[64], f_composer[96], f_gpus[160];
 		const char *flags[48];
 		int nf = 0, pid;
 		json_t *n;
 
 		snprintf(data, sizeof(data), "%s/node%d", o->dir, i);
 		node_services(i, svc, sizeof(svc));
+		/* The composer signs credentials: no key, no composer. */
+		if (i == 1 && o->keyless)
+			snprintf(svc, sizeof(svc), "mgmt,meta");
 		if (i > nstorage + 1)
 			snprintf(svc, sizeof(svc), "mem");	/* pool size: --mem.capacity */
+		if (i > nstorage + 1 + o->mem) {
+			snprintf(svc, sizeof(svc), "compute");
+			snprintf(f_gpus, sizeof(f_gpus), "--compute.gpus=%lldx%s", (long long)o->gpus,
+				 o->gpu_model);
+		}
 		snprintf(f_id, sizeof(f_id), "--node.id=%d", i);
 		snprintf(f_svc, sizeof(f_svc), "--node.services=%s", svc);
 		flags[nf++] = f_id;
@@ -378,8 +416,13 @@ static int local_up(const struct local_opts *o)
 			snprintf(f_expect, sizeof(f_expect), "--mgmt.expect_nodes=%d", nstorage);
 			flags[nf++] = f_repl;
 			flags[nf++] = f_expect;
+			snprintf(f_composer, sizeof(f_composer), "--composer.listen=%s", composer);
+			if (!o->keyless)
+				flags[nf++] = f_composer;
 		}
-		nf += split_flags(o->extra, extra, sizeof(extra), flags + nf, 40);
+		if (strcmp(svc, "compute") == 0 && o->gpus)
+			flags[nf++] = f_gpus;
+		nf += split_flags(o->extra, extra, sizeof(extra), flags + nf, 36);
 		flags[nf] = NULL;
 		rc = cli_spawn_daemon(data, flags, 15000, addr, sizeof(addr), &pid);
 		if (rc) {
@@ -404,7 +447,7 @@ static int local_up(const struct local_opts *o)
 		}
 	}
 	if (!rc) {
-		rc = wait_ready(o->dir, mgmt, nodes, 30000);
+		rc = wait_ready(o->dir, mgmt, nodes, (int)o->compute, 30000);
 		if (rc)
 			cli_err("the cluster did not form within 30 s (storage daemons registered? see '%s/node*/stratad.log')",
 				o->dir);
@@ -416,6 +459,11 @@ static int local_up(const struct local_opts *o)
 	}
 	printf("local cluster up in '%s': %d storage daemon(s), R=%lld, mgmt at %s\n", o->dir,
 	       nstorage, (long long)repl, mgmt);
+	if (o->mem || o->compute)
+		printf("%lld mem daemon(s), %lld compute daemon(s) with %lldx%s each\n",
+		       (long long)o->mem, (long long)o->compute, (long long)o->gpus, o->gpu_model);
+	if (!o->keyless)
+		printf("composer API at http://%s/redfish/v1\n", composer);
 	return 0;
 }
 
@@ -469,7 +517,8 @@ static int local_status(const char *dir)
 static int cluster_up(const char *dir, int nstorage, int replication, const char *extra,
 		      bool keyless, char *mgmt, size_t mgmtlen)
 {
-	struct local_opts o = { dir, nstorage, nstorage, replication, extra, 0, keyless };
+	struct local_opts o = { .dir = dir, .nodes = nstorage, .storage = nstorage,
+				.replication = replication, .extra = extra, .keyless = keyless };
 	int rc = local_up(&o);
 
 	if (rc)

@@ -152,7 +152,7 @@ static void print_services(const struct cluster_map *m)
 	for (uint32_t i = 0; i < m->nservices; i++) {
 		const struct cm_service *sv = &m->services[i];
 
-		printf("%-8s %-6u %-22s %s\n", sv->kind == CM_SVC_META ? "meta" : "mem", sv->node_id,
+		printf("%-8s %-6u %-22s %s\n", cm_service_kind_name(sv->kind), sv->node_id,
 		       sv->addr, node_state(sv->state));
 	}
 }

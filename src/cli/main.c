@@ -184,6 +184,8 @@ static void usage(FILE *f)
 		"cluster:\n"
 		"  local up --dir DIR [--storage N]   start a local cluster: a control daemon\n"
 		"                                     (mgmt, meta) and N storage daemons\n"
+		"                   [--mem N] [--compute N --gpus-per-node G]  with mem daemons\n"
+		"                                     and compute daemons declaring G GPUs each\n"
 		"  local down --dir DIR               stop it\n"
 		"  local status --dir DIR             show its daemons\n"
 		"  ping ADDR [--count N]              round trip to a daemon\n"
@@ -196,6 +198,12 @@ static void usage(FILE *f)
 		"                                     mgmt signs it and records it\n"
 		"  token list                         mgmt's tokens (admin token)\n"
 		"  token revoke ID                    refuse a token everywhere (admin token)\n"
+		"composition (docs/composer.md; an admin token):\n"
+		"  compose inventory                  the pools: GPUs, storage, memory\n"
+		"  compose create [--gpus N] [--model M] [--same-node] [--storage SIZE]\n"
+		"                 [--memory SIZE] [--tenant T] [--ttl TIME] [--retain]\n"
+		"                 [--token-out FILE]  compose a job's resources and credential\n"
+		"  compose list | show ID | delete ID  the compositions; delete releases one\n"
 		"files (the cluster: --mgmt ADDR, --dir DIR of 'local up', or $STRATA_MGMT;\n"
 		"       the credential: --token TOKEN|FILE, $STRATA_TOKEN, $STRATA_TOKEN_FILE,\n"
 		"       or DIR/admin.token):\n"
@@ -246,6 +254,8 @@ int main(int argc, char **argv)
 		return cmd_keygen(argc - 1, argv + 1);
 	if (strcmp(argv[1], "token") == 0)
 		return cmd_token(argc - 1, argv + 1);
+	if (strcmp(argv[1], "compose") == 0)
+		return cmd_compose(argc - 1, argv + 1);
 	if (strcmp(argv[1], "bench") == 0)
 		return cmd_bench(argc - 1, argv + 1);
 	if (strcmp(argv[1], "demo") == 0)

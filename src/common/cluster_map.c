@@ -145,6 +145,13 @@ const struct cm_chain *cm_find_chain(const struct cluster_map *m, uint32_t id)
 	return bsearch_id(m->chains, m->nchains, sizeof(*m->chains), id);
 }
 
+const char *cm_service_kind_name(uint32_t kind)
+{
+	static const char *const names[] = { "?", "meta", "mem", "compute" };
+
+	return kind <= CM_SVC_LAST ? names[kind] : "?";
+}
+
 const struct cm_service *cm_find_service(const struct cluster_map *m, uint32_t kind,
 					 uint32_t node_id)
 {

@@ -20,7 +20,7 @@
  *    they re-enter the same chains when they come back. The targets of a
  *    chain (members and out list) are on distinct nodes.
  *  - The chain table is the chains in id order (ids 1..chain_table_len).
- *  - Services other than storage (meta, mem) are entries of their own:
+ *  - Services other than storage (meta, mem, compute) are entries of their own:
  *    a kind, the node id of the daemon that runs it, the address clients
  *    call, and UP or OFFLINE. Each announces itself to mgmt and renews a
  *    lease like a storage node (mgmt/announce.h); clients find them here,
@@ -85,10 +85,14 @@ enum cm_target_state {
 enum cm_service_kind {
 	CM_SVC_META = 1,
 	CM_SVC_MEM = 2,
+	CM_SVC_COMPUTE = 3,	/* a GPU host (src/compute/): the composer's inventory */
 };
-#define CM_SVC_LAST CM_SVC_MEM
+#define CM_SVC_LAST CM_SVC_COMPUTE
 
-/* A meta or mem service: state NODE_UP or NODE_OFFLINE. */
+/* "meta", "mem", "compute", or "?" for a kind out of range. */
+const char *cm_service_kind_name(uint32_t kind);
+
+/* A meta, mem or compute service: state NODE_UP or NODE_OFFLINE. */
 struct cm_service {
 	uint32_t kind;			/* enum cm_service_kind */
 	uint32_t node_id;		/* of the daemon that runs it; nonzero */

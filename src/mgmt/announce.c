@@ -25,15 +25,10 @@ struct announcer {
 	bool closing;
 };
 
-static const char *kind_name(uint32_t kind)
-{
-	return kind == CM_SVC_META ? "meta" : "mem";
-}
-
 static void failed(struct announcer *a, int status)
 {
 	if (a->state != -1)
-		log_warn(kind_name(a->kind), "cannot announce to mgmt '%s': %s (retrying every %u ms)",
+		log_warn(cm_service_kind_name(a->kind), "cannot announce to mgmt '%s': %s (retrying every %u ms)",
 			 a->env.mgmt_addr, strata_strerror(status), a->env.heartbeat_ms);
 	a->state = -1;
 }
@@ -51,12 +46,12 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 	if (!status)
 		status = cmap_decode_since(resp->body, resp->hdr.body_len, &m, &changed);
 	if (status) {
-		log_warn(kind_name(a->kind), "cannot fetch the cluster map from '%s': %s",
+		log_warn(cm_service_kind_name(a->kind), "cannot fetch the cluster map from '%s': %s",
 			 a->env.mgmt_addr, strata_strerror(status));
 	} else if (changed) {
 		if (net_revoked_update(m.version, (const char (*)[TOKEN_ID_LEN + 1])m.revoked,
 				       m.nrevoked))
-			log_warn(kind_name(a->kind), "cannot apply the revoked tokens of map version %llu",
+			log_warn(cm_service_kind_name(a->kind), "cannot apply the revoked tokens of map version %llu",
 				 (unsigned long long)m.version);
 		else
 			a->map_version = m.version;
@@ -90,7 +85,7 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 		return;
 	}
 	if (a->state != 1)
-		log_info(kind_name(a->kind), "listed in the cluster map by mgmt '%s' as node %u at '%s'",
+		log_info(cm_service_kind_name(a->kind), "listed in the cluster map by mgmt '%s' as node %u at '%s'",
 			 a->env.mgmt_addr, a->env.node_id, a->env.addr);
 	a->state = 1;
 	fetch_map(a, rep.map_version);

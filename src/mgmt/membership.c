@@ -475,7 +475,7 @@ int cm_expire_leases(struct cluster_map *m, uint64_t now_ms)
 		if (s->state != NODE_UP || s->lease_expires_ms > now_ms)
 			continue;
 		log_warn(COMP, "%s service of node %u (%s) missed its lease; marking it offline",
-			 s->kind == CM_SVC_META ? "meta" : "mem", s->node_id, s->addr);
+			 cm_service_kind_name(s->kind), s->node_id, s->addr);
 		s->state = NODE_OFFLINE;
 		change_map(&ch);
 	}

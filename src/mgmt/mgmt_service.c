@@ -228,7 +228,7 @@ static void op_announce(void *svc, struct svc_req *req)
 	}
 	if (rc > 0) {
 		log_info("mgmt", "%s service of node %u at '%s' (map version %llu)",
-			 rq.kind == CM_SVC_META ? "meta" : "mem", rq.node_id, addr,
+			 cm_service_kind_name(rq.kind), rq.node_id, addr,
 			 (unsigned long long)m->map.version);
 		persist(m);	/* the version only: services are not stored */
 	}

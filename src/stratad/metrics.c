@@ -8,7 +8,7 @@
 
 #include "metrics.h"
 #include "common/service.h"
-#include "net/addr.h"
+#include "net/http_listen.h"
 
 struct metrics_server {
 	struct MHD_Daemon *d;
@@ -54,35 +54,22 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
 int metrics_start(const char *addr, metrics_collect_fn collect, void *ctx,
 		  struct metrics_server **out)
 {
-	struct metrics_server *m;
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
-	int port, rc;
-	const union MHD_DaemonInfo *info;
+	struct metrics_server *m = calloc(1, sizeof(*m));
+	int port;
 
-	/* At start-up, on the main thread: a blocking lookup is fine. */
-	rc = addr_resolve(addr, &ss, &sl);
-	if (rc)
-		return rc;
-	if (ss.ss_family == AF_INET6)
-		flags |= MHD_USE_IPv6;
-	port = addr_port(&ss);
-	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
 	m->collect = collect;
 	m->ctx = ctx;
-	m->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_http, m,
-				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-				MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
-	if (!m->d) {
+	/* At start-up, on the main thread: a blocking lookup is fine. */
+	port = http_listen(addr, MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 10, on_http,
+			   NULL, m, &m->d);
+	if (port < 0) {
 		free(m);
-		return -EADDRINUSE;
+		return port;
 	}
-	info = MHD_get_daemon_info(m->d, MHD_DAEMON_INFO_BIND_PORT);
 	*out = m;
-	return info ? info->port : port;
+	return port;
 }
 
 void metrics_stop(struct metrics_server *m)

@@ -2,6 +2,8 @@
 #include <stddef.h>
 
 #include "daemon.h"
+#include "composer/composer_service.h"
+#include "compute/compute_service.h"
 #include "mem/mem_service.h"
 #include "meta/meta_service.h"
 #include "mgmt/mgmt_service.h"
@@ -12,5 +14,7 @@ const struct service_def *const service_registry[] = {
 	&meta_service,
 	&storage_service,
 	&mem_service,
+	&compute_service,
+	&composer_service,
 	NULL,
 };

@@ -1,0 +1,285 @@
+/* The composer's store (comp_store.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "common/log.h"
+#include "composer/comp_store.h"
+
+#define COMP "composer"
+
+struct comp_store {
+	sqlite3 *db;
+};
+
+static const char schema_sql[] =
+	"PRAGMA journal_mode=WAL;"
+	"PRAGMA synchronous=NORMAL;"
+	"CREATE TABLE IF NOT EXISTS compositions ("
+	" seq INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, name TEXT NOT NULL,"
+	" tenant TEXT NOT NULL, state INTEGER NOT NULL, reason TEXT NOT NULL,"
+	" gpu_count INTEGER NOT NULL, gpu_model TEXT NOT NULL, same_node INTEGER NOT NULL,"
+	" storage INTEGER NOT NULL, memory INTEGER NOT NULL, retain INTEGER NOT NULL,"
+	" created INTEGER NOT NULL, changed INTEGER NOT NULL, expires INTEGER NOT NULL,"
+	" mem_share INTEGER NOT NULL, mem_nodes INTEGER NOT NULL, token_id TEXT NOT NULL,"
+	" gpus TEXT NOT NULL);"
+	/* The GPUs held now: one row per GPU, so one owner per GPU. */
+	"CREATE TABLE IF NOT EXISTS comp_gpus ("
+	" node INTEGER NOT NULL, gpu INTEGER NOT NULL, comp TEXT NOT NULL,"
+	" PRIMARY KEY (node, gpu));";
+
+const char *comp_state_name(uint32_t state)
+{
+	static const char *const names[] = { "Requested", "Allocating", "Composed", "Degraded",
+					     "Decomposing", "Released", "Failed" };
+
+	return state <= COMP_STATE_LAST ? names[state] : "?";
+}
+
+bool comp_state_holds(uint32_t state)
+{
+	return state == COMP_ALLOCATING || state == COMP_COMPOSED || state == COMP_DEGRADED ||
+	       state == COMP_DECOMPOSING;
+}
+
+static int db_err(struct comp_store *s, const char *what)
+{
+	log_error(COMP, "store: %s failed: %s", what, sqlite3_errmsg(s->db));
+	return -EIO;
+}
+
+int comp_store_open(const char *path, struct comp_store **out)
+{
+	struct comp_store *s = calloc(1, sizeof(*s));
+	char *msg = NULL;
+
+	if (!s)
+		return -ENOMEM;
+	if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+			    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+		log_error(COMP, "cannot open '%s': %s", path, s->db ? sqlite3_errmsg(s->db) : "");
+		comp_store_close(s);
+		return -EIO;
+	}
+	sqlite3_busy_timeout(s->db, 5000);
+	if (sqlite3_exec(s->db, schema_sql, NULL, NULL, &msg) != SQLITE_OK) {
+		log_error(COMP, "cannot set up '%s': %s", path, msg ? msg : "");
+		sqlite3_free(msg);
+		comp_store_close(s);
+		return -EIO;
+	}
+	*out = s;
+	return 0;
+}
+
+void comp_store_close(struct comp_store *s)
+{
+	if (!s)
+		return;
+	sqlite3_close(s->db);
+	free(s);
+}
+
+/* "node:index:model;..." */
+static void gpus_text(const struct comp *c, char *out, size_t len)
+{
+	size_t o = 0;
+
+	out[0] = 0;
+	for (uint32_t i = 0; i < c->ngpus && o < len; i++)
+		o += (size_t)snprintf(out + o, len - o, "%s%u:%u:%s", i ? ";" : "", c->gpus[i].node,
+				      c->gpus[i].index, c->gpus[i].model);
+}
+
+static void gpus_parse(const char *text, struct comp *c)
+{
+	const char *p = text;
+
+	c->ngpus = 0;
+	while (p && *p && c->ngpus < ALLOC_MAX_GPUS) {
+		struct comp_gpu *g = &c->gpus[c->ngpus];
+		const char *semi = strchr(p, ';');
+		int used = 0;
+
+		if (sscanf(p, "%u:%u:%n", &g->node, &g->index, &used) == 2 && used > 0) {
+			size_t len = semi ? (size_t)(semi - p - used) : strlen(p + used);
+
+			snprintf(g->model, sizeof(g->model), "%.*s", (int)len, p + used);
+			c->ngpus++;
+		}
+		p = semi ? semi + 1 : NULL;
+	}
+}
+
+static const char load_sql[] =
+	"SELECT seq, id, name, tenant, state, reason, gpu_count, gpu_model, same_node, storage,"
+	" memory, retain, created, changed, expires, mem_share, mem_nodes, token_id, gpus"
+	" FROM compositions ORDER BY seq";
+
+static void copy_col(sqlite3_stmt *st, int col, char *out, size_t len)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+
+	snprintf(out, len, "%s", t ? (const char *)t : "");
+}
+
+int comp_store_load(struct comp_store *s, struct comp **out, uint32_t *n)
+{
+	sqlite3_stmt *st = NULL;
+	struct comp *v = NULL;
+	uint32_t cnt = 0, cap = 0;
+	int rc = 0, step;
+
+	*out = NULL;
+	*n = 0;
+	if (sqlite3_prepare_v2(s->db, load_sql, -1, &st, NULL) != SQLITE_OK)
+		return db_err(s, "load");
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		struct comp *c;
+		char gpus[ALLOC_MAX_GPUS * (GPU_MODEL_MAX + 24)];
+
+		if (cnt == cap) {
+			struct comp *nv = realloc(v, (cap ? cap * 2 : 64) * sizeof(*v));
+
+			if (!nv) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			v = nv;
+			cap = cap ? cap * 2 : 64;
+		}
+		c = &v[cnt++];
+		memset(c, 0, sizeof(*c));
+		c->seq = (uint64_t)sqlite3_column_int64(st, 0);
+		copy_col(st, 1, c->id, sizeof(c->id));
+		copy_col(st, 2, c->name, sizeof(c->name));
+		copy_col(st, 3, c->tenant, sizeof(c->tenant));
+		c->state = (uint32_t)sqlite3_column_int(st, 4);
+		copy_col(st, 5, c->reason, sizeof(c->reason));
+		c->rq.gpus = (uint32_t)sqlite3_column_int(st, 6);
+		copy_col(st, 7, c->rq.model, sizeof(c->rq.model));
+		c->rq.same_node = sqlite3_column_int(st, 8) != 0;
+		c->rq.storage = (uint64_t)sqlite3_column_int64(st, 9);
+		c->rq.memory = (uint64_t)sqlite3_column_int64(st, 10);
+		c->retain = sqlite3_column_int(st, 11) != 0;
+		c->created = sqlite3_column_int64(st, 12);
+		c->changed = sqlite3_column_int64(st, 13);
+		c->expires = sqlite3_column_int64(st, 14);
+		c->mem_share = (uint64_t)sqlite3_column_int64(st, 15);
+		c->mem_nodes = (uint32_t)sqlite3_column_int(st, 16);
+		copy_col(st, 17, c->token_id, sizeof(c->token_id));
+		copy_col(st, 18, gpus, sizeof(gpus));
+		gpus_parse(gpus, c);
+		if (c->state > COMP_STATE_LAST)
+			c->state = COMP_FAILED;
+	}
+	if (step != SQLITE_DONE)
+		rc = db_err(s, "load");
+out:
+	sqlite3_finalize(st);
+	if (rc) {
+		free(v);
+		return rc;
+	}
+	*out = v;
+	*n = cnt;
+	return 0;
+}
+
+static const char put_sql[] =
+	"INSERT OR REPLACE INTO compositions (seq, id, name, tenant, state, reason, gpu_count,"
+	" gpu_model, same_node, storage, memory, retain, created, changed, expires, mem_share,"
+	" mem_nodes, token_id, gpus) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+
+static int put_row(struct comp_store *s, const struct comp *c)
+{
+	char gpus[ALLOC_MAX_GPUS * (GPU_MODEL_MAX + 24)];
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(s->db, put_sql, -1, &st, NULL) != SQLITE_OK)
+		return db_err(s, "put");
+	gpus_text(c, gpus, sizeof(gpus));
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)c->seq);
+	sqlite3_bind_text(st, 2, c->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, c->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, c->tenant, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 5, (int)c->state);
+	sqlite3_bind_text(st, 6, c->reason, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 7, (int)c->rq.gpus);
+	sqlite3_bind_text(st, 8, c->rq.model, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 9, c->rq.same_node);
+	sqlite3_bind_int64(st, 10, (sqlite3_int64)c->rq.storage);
+	sqlite3_bind_int64(st, 11, (sqlite3_int64)c->rq.memory);
+	sqlite3_bind_int(st, 12, c->retain);
+	sqlite3_bind_int64(st, 13, c->created);
+	sqlite3_bind_int64(st, 14, c->changed);
+	sqlite3_bind_int64(st, 15, c->expires);
+	sqlite3_bind_int64(st, 16, (sqlite3_int64)c->mem_share);
+	sqlite3_bind_int(st, 17, (int)c->mem_nodes);
+	sqlite3_bind_text(st, 18, c->token_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 19, gpus, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, "put");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int put_gpus(struct comp_store *s, const struct comp *c)
+{
+	sqlite3_stmt *del = NULL, *ins = NULL;
+	int rc = 0;
+
+	if (sqlite3_prepare_v2(s->db, "DELETE FROM comp_gpus WHERE comp = ?", -1, &del, NULL) !=
+		    SQLITE_OK ||
+	    sqlite3_prepare_v2(s->db, "INSERT INTO comp_gpus (node, gpu, comp) VALUES (?,?,?)", -1,
+			       &ins, NULL) != SQLITE_OK) {
+		rc = db_err(s, "put gpus");
+		goto out;
+	}
+	sqlite3_bind_text(del, 1, c->id, -1, SQLITE_STATIC);
+	if (sqlite3_step(del) != SQLITE_DONE) {
+		rc = db_err(s, "free gpus");
+		goto out;
+	}
+	for (uint32_t i = 0; comp_state_holds(c->state) && i < c->ngpus; i++) {
+		sqlite3_reset(ins);
+		sqlite3_bind_int(ins, 1, (int)c->gpus[i].node);
+		sqlite3_bind_int(ins, 2, (int)c->gpus[i].index);
+		sqlite3_bind_text(ins, 3, c->id, -1, SQLITE_STATIC);
+		rc = sqlite3_step(ins);
+		if (rc == SQLITE_CONSTRAINT) {
+			log_error(COMP, "GPU %u of node %u is held by another composition: '%s' refused",
+				  c->gpus[i].index, c->gpus[i].node, c->id);
+			rc = -EEXIST;
+			goto out;
+		}
+		if (rc != SQLITE_DONE) {
+			rc = db_err(s, "hold gpus");
+			goto out;
+		}
+		rc = 0;
+	}
+out:
+	sqlite3_finalize(del);
+	sqlite3_finalize(ins);
+	return rc;
+}
+
+int comp_store_put(struct comp_store *s, const struct comp *c)
+{
+	int rc;
+
+	if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+		return db_err(s, "begin");
+	rc = put_row(s, c);
+	if (!rc)
+		rc = put_gpus(s, c);
+	if (!rc && sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+		rc = db_err(s, "commit");
+	if (rc)
+		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+	return rc;
+}

@@ -1,0 +1,157 @@
+/*
+ * The composer's internals, shared by its files:
+ *   composer_service.c  the service entry, the owner thread and its jobs,
+ *                       the inventory, compose and decompose, recovery;
+ *   attach.c            what a composition makes in the cluster: the
+ *                       volume, its quota, the credential;
+ *   redfish.c           the HTTP API: requests in, resources out.
+ *
+ * Threads: every field of struct composer below "owner thread" belongs to
+ * the owner thread (composer_main). The HTTP server's threads build a
+ * struct job and hand it over with composer_run, which blocks until the
+ * owner thread has run it: compose and decompose requests are so
+ * serialized, with the SQLite transaction of each state change, and two
+ * requests never see the same free GPU.
+ */
+#ifndef STRATA_COMPOSER_INT_H
+#define STRATA_COMPOSER_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "common/cluster_map.h"
+#include "common/config.h"
+#include "common/service.h"
+#include "composer/alloc.h"
+#include "composer/comp_store.h"
+#include "compute/gpu_inventory.h"
+
+#define COMPOSER_MAX_NODES 1024	/* compute nodes in the inventory */
+#define COMPOSER_MAX_MEM 64	/* mem nodes named in a composition */
+#define COMPOSER_BODY_MAX (64u << 10)	/* a request body */
+
+struct composer_cfg {
+	char listen[CFG_STR_MAX];
+	char volumes[CFG_STR_MAX];
+	int64_t refresh_ms;
+};
+
+/* A compute node as last seen: listed in the map, its GPUs from STATUS. */
+struct inv_node {
+	uint32_t node;
+	char addr[CM_ADDR_LEN];
+	bool up;
+	uint64_t host_memory;
+	struct gpu_inventory inv;
+};
+
+enum job_kind {
+	JOB_SERVICE,		/* CompositionService */
+	JOB_BLOCKS,		/* ResourceBlocks */
+	JOB_BLOCK,		/* ResourceBlocks/{id} */
+	JOB_SYSTEMS,		/* Systems */
+	JOB_SYSTEM,		/* Systems/{id} */
+	JOB_COMPOSE,		/* POST Systems */
+	JOB_DECOMPOSE,		/* DELETE Systems/{id} */
+};
+
+/* A request for the owner thread, and its answer. */
+struct job {
+	enum job_kind kind;
+	char id[COMP_ID_MAX + 16];	/* JOB_BLOCK, JOB_SYSTEM, JOB_DECOMPOSE */
+	/* JOB_COMPOSE: name, tenant, rq and retain; expires holds the TTL
+	 * in seconds (0: none) until the owner thread dates it. */
+	struct comp req;
+	/* The answer: an HTTP status and a body (the job owns it), or an
+	 * error (msg, msg_id: a Redfish message id). */
+	unsigned http;
+	json_t *body;
+	char msg[512];
+	const char *msg_id;
+	char location[96];		/* JOB_COMPOSE: the new system's URI */
+	bool done;
+	struct job *next;
+};
+
+struct http_server;
+struct rpc_client;
+struct strata;
+
+struct composer {
+	struct service_env env;		/* borrowed strings: valid until stop */
+	struct composer_cfg cfg;
+	char mgmt[CM_ADDR_LEN];
+	const struct cluster_key *key;
+	struct http_server *http;
+	int port;			/* the HTTP API's */
+
+	pthread_t th;
+	bool started;
+	pthread_mutex_t mu;
+	pthread_cond_t work, done;
+	struct job *head, *tail;	/* under mu */
+	bool stopping;			/* under mu */
+
+	/* For status and metrics on other threads. */
+	volatile uint32_t snap_composed, snap_gpus, snap_gpus_free, snap_nodes;
+	volatile uint64_t snap_composes, snap_refusals, snap_releases;
+
+	/* ---- owner thread ---- */
+	struct comp_store *store;
+	struct comp *comps;
+	uint32_t ncomps, comps_cap;
+	uint64_t next_seq;
+	struct inv_node *nodes;		/* sorted by node id */
+	uint32_t nnodes;
+	struct alloc_gpu *gpus;		/* the nodes' GPUs, sorted by (node, index) */
+	uint32_t ngpus;
+	uint64_t storage_total, storage_used, mem_total, mem_used;
+	uint32_t mem_nodes;
+	char mem_addrs[COMPOSER_MAX_MEM][CM_ADDR_LEN];
+	char meta[CM_ADDR_LEN];
+	bool inv_ok;			/* the last refresh read the map */
+	uint64_t inv_at_ms;
+	struct rpc_client *cl;		/* to mgmt, meta, the nodes: presents the key */
+	struct strata *fs;		/* libstrata, for removing volumes; lazy */
+};
+
+/* Hands j to the owner thread and waits for its answer. */
+void composer_run(struct composer *c, struct job *j);
+/* The composition called id, or NULL (owner thread). */
+struct comp *composer_find(struct composer *c, const char *id);
+
+/* ---- attach.c (owner thread) ---- */
+
+/* Makes the volume of comp: VOLUMES/<id>, owned by nobody (the
+ * credential's identity), mode 0700, with a byte quota of its size. 0 or
+ * a negative error with a sentence in err. */
+int attach_volume(struct composer *c, const struct comp *comp, char *err, size_t errlen);
+/* Removes it (and everything under it); a volume already gone is fine. */
+int detach_volume(struct composer *c, const struct comp *comp, char *err, size_t errlen);
+/* Signs the credential through mgmt's token registry: claims id
+ * comp->token_id (set by the caller), tenant, rw on the volume, the mem
+ * namespace <id> with comp->mem_share, expiring with the composition.
+ * *text is malloc'd (the caller frees it). */
+int attach_credential(struct composer *c, const struct comp *comp, char **text, char *err,
+		      size_t errlen);
+/* Revokes it; a token mgmt does not know is fine. */
+int detach_credential(struct composer *c, const struct comp *comp, char *err, size_t errlen);
+/* The volume's path: VOLUMES/<id>. */
+void comp_volume_path(const struct composer *c, const struct comp *comp, char *out, size_t len);
+
+/* ---- redfish.c ---- */
+
+int http_start(struct composer *c, const char *listen, struct http_server **out);
+void http_stop(struct http_server *h);
+
+/* Bodies, built on the owner thread. */
+json_t *rf_composition_service(struct composer *c);
+json_t *rf_blocks(struct composer *c);
+json_t *rf_block(struct composer *c, const char *id);	/* NULL: none */
+json_t *rf_systems(struct composer *c);
+json_t *rf_system(struct composer *c, const struct comp *comp);
+
+#endif

@@ -1,0 +1,732 @@
+/*
+ * The composer's HTTP API, Redfish-shaped (docs/composer.md): the
+ * ServiceRoot, the CompositionService with the inventory, ResourceBlocks
+ * (a block per GPU, and the storage and memory pools), and Systems (the
+ * compositions: POST composes, DELETE decomposes). Every resource but the
+ * ServiceRoot needs an admin token of the cluster in "Authorization:
+ * Bearer"; errors carry Redfish's error.@Message.ExtendedInfo.
+ *
+ * Each connection has its own MHD thread: it reads and checks the request
+ * there, hands a job to the owner thread (composer_run) and writes what
+ * comes back. Bodies are built on the owner thread (rf_*).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/buf.h"
+#include "common/log.h"
+#include "composer/composer_int.h"
+#include "net/auth.h"
+#include "net/http_listen.h"
+#include "strata/errors.h"
+
+#define RF "/redfish/v1"
+#define RF_SYSTEMS RF "/Systems"
+#define RF_SERVICE RF "/CompositionService"
+#define RF_BLOCKS RF_SERVICE "/ResourceBlocks"
+#define SIZE_MAX_BYTES (1ull << 60)	/* 1 EiB: more is a typo */
+#define TTL_MAX_S (10ll * 366 * 86400)
+
+struct http_server {
+	struct MHD_Daemon *d;
+	struct composer *c;
+};
+
+/* A request being read. */
+struct http_req {
+	struct bbuf body;
+	bool too_big;
+};
+
+/* ---- bodies (owner thread) ---- */
+
+/* {"@odata.id": "BASE/ID"} */
+static json_t *odata(const char *base, const char *id)
+{
+	char uri[256];
+
+	snprintf(uri, sizeof(uri), "%s/%s", base, id);
+	return json_pack("{s:s}", "@odata.id", uri);
+}
+
+static const struct inv_node *find_node(struct composer *c, uint32_t id)
+{
+	for (uint32_t i = 0; i < c->nnodes; i++)
+		if (c->nodes[i].node == id)
+			return &c->nodes[i];
+	return NULL;
+}
+
+static const char *owner_of(struct composer *c, uint32_t node, uint32_t index)
+{
+	for (uint32_t i = 0; i < c->ncomps; i++) {
+		const struct comp *p = &c->comps[i];
+
+		if (!comp_state_holds(p->state))
+			continue;
+		for (uint32_t k = 0; k < p->ngpus; k++)
+			if (p->gpus[k].node == node && p->gpus[k].index == index)
+				return p->id;
+	}
+	return NULL;
+}
+
+static json_t *gpu_block(struct composer *c, const struct alloc_gpu *g)
+{
+	const struct inv_node *n = find_node(c, g->node);
+	const char *owner = owner_of(c, g->node, g->index);
+	const char *state = owner ? "composed" : gpu_state_name(g->state);
+	const char *cstate = !g->node_up ? "Unavailable" : owner ? "Composed" :
+			     g->state == GPU_FAILED ? "Failed" : "Unused";
+	char id[64];
+
+	snprintf(id, sizeof(id), "gpu-%u-%u", g->node, g->index);
+	return json_pack("{s:s, s:s, s:s, s:s, s:[s], s:{s:s, s:b}, s:{s:s, s:s},"
+			 " s:{s:{s:i, s:i, s:s, s:s, s:b, s:s?, s:s}}}",
+			 "@odata.id", "", "@odata.type", "#ResourceBlock.v1_4_0.ResourceBlock",
+			 "Id", id, "Name", g->model, "ResourceBlockType", "Processor",
+			 "CompositionStatus", "CompositionState", cstate, "SharingCapable", 0,
+			 "Status", "State", g->node_up ? "Enabled" : "UnavailableOffline", "Health",
+			 g->state == GPU_FAILED || !g->node_up ? "Critical" : "OK",
+			 "Oem", "Strata", "Node", (int)g->node, "Index", (int)g->index, "Model",
+			 g->model, "State", g->node_up ? state : "unavailable", "NodeUp",
+			 g->node_up, "Composition", owner, "Address", n ? n->addr : "");
+}
+
+static void set_uri(json_t *o, const char *base, const char *id)
+{
+	char uri[256];
+
+	snprintf(uri, sizeof(uri), "%s/%s", base, id);
+	json_object_set_new(o, "@odata.id", json_string(uri));
+}
+
+static json_t *pool(uint64_t total, uint64_t used)
+{
+	return json_pack("{s:I, s:I, s:I}", "Total", (json_int_t)total, "Used", (json_int_t)used,
+			 "Free", (json_int_t)(total > used ? total - used : 0));
+}
+
+static json_t *pool_block(struct composer *c, bool storage)
+{
+	json_t *o = json_pack("{s:s, s:s, s:s, s:[s], s:{s:s, s:b}, s:{s:s, s:s}}",
+			      "@odata.type", "#ResourceBlock.v1_4_0.ResourceBlock", "Id",
+			      storage ? "storage" : "memory", "Name",
+			      storage ? "the storage plane" : "the memory pool", "ResourceBlockType",
+			      storage ? "Storage" : "Memory", "CompositionStatus",
+			      "CompositionState", "Composed", "SharingCapable", 1, "Status", "State",
+			      "Enabled", "Health", "OK");
+	json_t *p = storage ? pool(c->storage_total, c->storage_used) :
+			      pool(c->mem_total, c->mem_used);
+
+	if (!storage)
+		json_object_set_new(p, "Nodes", json_integer(c->mem_nodes));
+	json_object_set_new(o, "Oem", json_pack("{s:o}", "Strata", p));
+	set_uri(o, RF_BLOCKS, storage ? "storage" : "memory");
+	return o;
+}
+
+json_t *rf_block(struct composer *c, const char *id)
+{
+	uint32_t node, index;
+	char extra;
+
+	if (strcmp(id, "storage") == 0 || strcmp(id, "memory") == 0)
+		return pool_block(c, id[0] == 's');
+	if (sscanf(id, "gpu-%u-%u%c", &node, &index, &extra) != 2)
+		return NULL;
+	for (uint32_t i = 0; i < c->ngpus; i++) {
+		if (c->gpus[i].node == node && c->gpus[i].index == index) {
+			json_t *o = gpu_block(c, &c->gpus[i]);
+
+			set_uri(o, RF_BLOCKS, id);
+			return o;
+		}
+	}
+	return NULL;
+}
+
+json_t *rf_blocks(struct composer *c)
+{
+	json_t *members = json_array(), *full = json_array();
+	char id[64];
+
+	for (uint32_t i = 0; i < c->ngpus; i++) {
+		snprintf(id, sizeof(id), "gpu-%u-%u", c->gpus[i].node, c->gpus[i].index);
+		json_array_append_new(members, odata(RF_BLOCKS, id));
+		json_array_append_new(full, rf_block(c, id));
+	}
+	json_array_append_new(members, odata(RF_BLOCKS, "storage"));
+	json_array_append_new(members, odata(RF_BLOCKS, "memory"));
+	json_array_append_new(full, pool_block(c, true));
+	json_array_append_new(full, pool_block(c, false));
+	return json_pack("{s:s, s:s, s:s, s:I, s:o, s:{s:{s:o}}}", "@odata.id", RF_BLOCKS,
+			 "@odata.type", "#ResourceBlockCollection.ResourceBlockCollection", "Name",
+			 "Resource blocks", "Members@odata.count", (json_int_t)json_array_size(members),
+			 "Members", members, "Oem", "Strata", "Blocks", full);
+}
+
+json_t *rf_composition_service(struct composer *c)
+{
+	json_t *nodes = json_array(), *models = json_object();
+	uint32_t nfree = 0, composed = 0, failed = 0, unavail = 0;
+
+	for (uint32_t i = 0; i < c->ngpus; i++) {
+		const struct alloc_gpu *g = &c->gpus[i];
+		json_t *m = json_object_get(models, g->model);
+		bool fits = alloc_gpu_fits(g, "");
+
+		if (!m) {
+			m = json_pack("{s:i, s:i}", "Total", 0, "Free", 0);
+			json_object_set_new(models, g->model, m);
+		}
+		json_object_set_new(m, "Total",
+				    json_integer(json_integer_value(json_object_get(m, "Total")) + 1));
+		json_object_set_new(m, "Free", json_integer(json_integer_value(json_object_get(m, "Free")) +
+							    fits));
+		nfree += fits;
+		unavail += !g->node_up;
+		composed += g->node_up && g->owned;
+		failed += g->node_up && !g->owned && g->state == GPU_FAILED;
+	}
+	for (uint32_t i = 0; i < c->nnodes; i++) {
+		const struct inv_node *n = &c->nodes[i];
+
+		json_array_append_new(nodes, json_pack("{s:i, s:s, s:b, s:I, s:i}", "Node",
+						       (int)n->node, "Address", n->addr, "Up", n->up,
+						       "HostMemory", (json_int_t)n->host_memory,
+						       "Gpus", (int)n->inv.n));
+	}
+	json_t *mem = pool(c->mem_total, c->mem_used);
+
+	json_object_set_new(mem, "Nodes", json_integer(c->mem_nodes));
+	return json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:{s:s, s:s}, s:{s:s},"
+			 " s:{s:{s:{s:{s:i, s:i, s:i, s:i, s:i, s:o}, s:o, s:o, s:o, s:b}}}}",
+			 "@odata.id", RF_SERVICE, "@odata.type",
+			 "#CompositionService.v1_2_0.CompositionService", "Id", "CompositionService",
+			 "Name", "Strata composition service", "ServiceEnabled", 1,
+			 "AllowOverprovisioning", 0, "Status", "State", "Enabled", "Health",
+			 c->inv_ok ? "OK" : "Warning", "ResourceBlocks", "@odata.id", RF_BLOCKS,
+			 "Oem", "Strata", "Inventory", "Gpus", "Total", (int)c->ngpus, "Free",
+			 (int)nfree, "Composed", (int)composed, "Failed", (int)failed, "Unavailable",
+			 (int)unavail, "Models", models, "ComputeNodes", nodes, "Storage",
+			 pool(c->storage_total, c->storage_used), "Memory", mem, "MapRead",
+			 c->inv_ok);
+}
+
+static const char *health(uint32_t state)
+{
+	return state == COMP_FAILED ? "Critical" : state == COMP_DEGRADED ? "Warning" : "OK";
+}
+
+static const char *rf_state(uint32_t state)
+{
+	switch (state) {
+	case COMP_COMPOSED:
+	case COMP_DEGRADED:
+		return "Enabled";
+	case COMP_REQUESTED:
+	case COMP_ALLOCATING:
+		return "Starting";
+	case COMP_DECOMPOSING:
+		return "Disabled";
+	default:
+		return "Absent";
+	}
+}
+
+json_t *rf_system(struct composer *c, const struct comp *p)
+{
+	json_t *gpus = json_array(), *blocks = json_array(), *cuda = json_object();
+	json_t *strata, *o, *mem_nodes = json_array();
+	char path[512];
+
+	for (uint32_t i = 0; i < p->ngpus; i++) {
+		const struct inv_node *n = find_node(c, p->gpus[i].node);
+		char id[64], node[16];
+		const char *was;
+		char *list;
+
+		snprintf(id, sizeof(id), "gpu-%u-%u", p->gpus[i].node, p->gpus[i].index);
+		snprintf(node, sizeof(node), "%u", p->gpus[i].node);
+		json_array_append_new(gpus, json_pack("{s:i, s:i, s:s, s:s}", "Node",
+						      (int)p->gpus[i].node, "Index",
+						      (int)p->gpus[i].index, "Model", p->gpus[i].model,
+						      "Address", n ? n->addr : ""));
+		json_array_append_new(blocks, odata(RF_BLOCKS, id));
+		/* CUDA_VISIBLE_DEVICES of each node: its indices, in order. */
+		was = json_string_value(json_object_get(cuda, node));
+		if (asprintf(&list, "%s%s%u", was ? was : "", was ? "," : "", p->gpus[i].index) > 0) {
+			json_object_set_new(cuda, node, json_string(list));
+			free(list);
+		}
+	}
+	if (p->rq.storage)
+		json_array_append_new(blocks, odata(RF_BLOCKS, "storage"));
+	if (p->rq.memory)
+		json_array_append_new(blocks, odata(RF_BLOCKS, "memory"));
+	for (uint32_t i = 0; p->rq.memory && i < c->mem_nodes; i++)
+		json_array_append_new(mem_nodes, json_string(c->mem_addrs[i]));
+	comp_volume_path(c, p, path, sizeof(path));
+	strata = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:b, s:{s:i, s:s, s:b}, s:o, s:o,"
+			   " s:s, s:{s:s, s:s}}",
+			   "State", comp_state_name(p->state), "Reason", p->reason, "Tenant",
+			   p->tenant, "Created", (json_int_t)p->created, "Changed",
+			   (json_int_t)p->changed, "Expires", (json_int_t)p->expires, "Retain",
+			   p->retain, "GpuRequest", "Count", (int)p->rq.gpus, "Model", p->rq.model,
+			   "SameNode", p->rq.same_node, "Gpus", gpus, "CudaVisibleDevices", cuda,
+			   "CredentialId", p->token_id, "Addresses", "Mgmt", c->mgmt, "Meta",
+			   c->meta);
+	json_object_set_new(strata, "Volume", p->rq.storage ?
+			    json_pack("{s:s, s:I}", "Path", path, "Size", (json_int_t)p->rq.storage) :
+			    json_null());
+	if (p->rq.memory)
+		json_object_set_new(strata, "Memory",
+				    json_pack("{s:s, s:I, s:I, s:i, s:o}", "Namespace", p->id, "Size",
+					      (json_int_t)p->rq.memory, "PerNodeCapacity",
+					      (json_int_t)p->mem_share, "Nodes", (int)p->mem_nodes,
+					      "Addresses", mem_nodes));
+	else
+		json_object_set_new(strata, "Memory", json_null()), json_decref(mem_nodes);
+	o = json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s}, s:{s:o}, s:{s:o}}", "@odata.type",
+		      "#ComputerSystem.v1_20_0.ComputerSystem", "Id", p->id, "Name",
+		      p->name[0] ? p->name : p->id, "SystemType", "Composed", "Status", "State",
+		      rf_state(p->state), "Health", health(p->state), "Links", "ResourceBlocks",
+		      blocks, "Oem", "Strata", strata);
+	set_uri(o, RF_SYSTEMS, p->id);
+	return o;
+}
+
+json_t *rf_systems(struct composer *c)
+{
+	json_t *members = json_array(), *full = json_array();
+
+	for (uint32_t i = 0; i < c->ncomps; i++) {
+		json_array_append_new(members, odata(RF_SYSTEMS, c->comps[i].id));
+		json_array_append_new(full, rf_system(c, &c->comps[i]));
+	}
+	return json_pack("{s:s, s:s, s:s, s:I, s:o, s:{s:{s:o}}}", "@odata.id", RF_SYSTEMS,
+			 "@odata.type", "#ComputerSystemCollection.ComputerSystemCollection",
+			 "Name", "Composed systems", "Members@odata.count",
+			 (json_int_t)json_array_size(members), "Members", members, "Oem", "Strata",
+			 "Systems", full);
+}
+
+static json_t *service_root(void)
+{
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s}, s:{s:s}}", "@odata.id", RF,
+			 "@odata.type", "#ServiceRoot.v1_15_0.ServiceRoot", "Id", "RootService",
+			 "Name", "Strata", "RedfishVersion", "1.15.0", "CompositionService",
+			 "@odata.id", RF_SERVICE, "Systems", "@odata.id", RF_SYSTEMS);
+}
+
+/* ---- the request (HTTP threads) ---- */
+
+static void bad(struct job *j, const char *msg_id, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void bad(struct job *j, const char *msg_id, const char *fmt, ...)
+{
+	va_list ap;
+
+	j->http = 400;
+	j->msg_id = msg_id;
+	va_start(ap, fmt);
+	vsnprintf(j->msg, sizeof(j->msg), fmt, ap);
+	va_end(ap);
+}
+
+static bool name_ok(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (!n || n > max)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '.' || *s == '_' || *s == '-'))
+			return false;
+	return true;
+}
+
+/* A size: a JSON integer of bytes, or a string with a K/M/G/T suffix. */
+static int get_size(struct job *j, json_t *obj, const char *what, uint64_t *out)
+{
+	json_t *v = json_object_get(obj, "Size");
+	const char *k;
+	json_t *x;
+
+	if (!json_is_object(obj)) {
+		bad(j, "Base.1.8.PropertyValueTypeError", "'%s' must be an object such as {\"Size\": \"1G\"}",
+		    what);
+		return -1;
+	}
+	json_object_foreach(obj, k, x) {
+		if (strcmp(k, "Size")) {
+			bad(j, "Base.1.8.PropertyUnknown", "'%s.%s' is not a property (only Size)", what, k);
+			return -1;
+		}
+	}
+	if (json_is_integer(v) && json_integer_value(v) > 0) {
+		*out = (uint64_t)json_integer_value(v);
+	} else if (!json_is_string(v) || parse_size(json_string_value(v), out) || !*out) {
+		bad(j, "Base.1.8.PropertyValueTypeError",
+		    "'%s.Size' must be a positive number of bytes or a size such as \"256M\" or \"1G\"",
+		    what);
+		return -1;
+	}
+	if (*out > SIZE_MAX_BYTES) {
+		bad(j, "Base.1.8.PropertyValueOutOfRange", "'%s.Size' is more than 1 EiB", what);
+		return -1;
+	}
+	return 0;
+}
+
+static int get_gpus(struct job *j, json_t *o)
+{
+	struct alloc_request *rq = &j->req.rq;
+	const char *k;
+	json_t *v;
+
+	if (!json_is_object(o)) {
+		bad(j, "Base.1.8.PropertyValueTypeError",
+		    "'Gpus' must be an object such as {\"Count\": 2, \"Model\": \"H100-80GB\"}");
+		return -1;
+	}
+	json_object_foreach(o, k, v) {
+		if (strcmp(k, "Count") == 0) {
+			if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+			    json_integer_value(v) > ALLOC_MAX_GPUS) {
+				bad(j, "Base.1.8.PropertyValueOutOfRange",
+				    "'Gpus.Count' must be an integer in 0..%d", ALLOC_MAX_GPUS);
+				return -1;
+			}
+			rq->gpus = (uint32_t)json_integer_value(v);
+		} else if (strcmp(k, "Model") == 0) {
+			if (!json_is_string(v) || (json_string_length(v) &&
+						   !name_ok(json_string_value(v), GPU_MODEL_MAX))) {
+				bad(j, "Base.1.8.PropertyValueFormatError",
+				    "'Gpus.Model' must be a model name such as \"H100-80GB\" (letters, digits, '.', '_', '-')");
+				return -1;
+			}
+			snprintf(rq->model, sizeof(rq->model), "%s", json_string_value(v));
+		} else if (strcmp(k, "SameNode") == 0) {
+			if (!json_is_boolean(v)) {
+				bad(j, "Base.1.8.PropertyValueTypeError", "'Gpus.SameNode' must be true or false");
+				return -1;
+			}
+			rq->same_node = json_is_true(v);
+		} else {
+			bad(j, "Base.1.8.PropertyUnknown",
+			    "'Gpus.%s' is not a property (Count, Model, SameNode)", k);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Reads a compose request into j->req; on a fault j->http is 400. */
+static void parse_compose(struct job *j, const char *text, size_t len)
+{
+	json_error_t jerr;
+	json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr), *v;
+	struct comp *r = &j->req;
+	const char *k;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->tenant, sizeof(r->tenant), "default");
+	if (!json_is_object(o)) {
+		if (o)
+			bad(j, "Base.1.8.MalformedJSON", "the body must be a JSON object");
+		else
+			bad(j, "Base.1.8.MalformedJSON", "the body is not JSON: %s (line %d)",
+			    jerr.text, jerr.line);
+		goto out;
+	}
+	json_object_foreach(o, k, v) {
+		if (strcmp(k, "Name") == 0) {
+			if (!json_is_string(v) || !name_ok(json_string_value(v), COMP_NAME_MAX)) {
+				bad(j, "Base.1.8.PropertyValueFormatError",
+				    "'Name' must be 1..%d letters, digits, '.', '_' or '-'", COMP_NAME_MAX);
+				goto out;
+			}
+			snprintf(r->name, sizeof(r->name), "%s", json_string_value(v));
+		} else if (strcmp(k, "Tenant") == 0) {
+			if (!json_is_string(v) || !name_ok(json_string_value(v), TOKEN_TENANT_MAX)) {
+				bad(j, "Base.1.8.PropertyValueFormatError",
+				    "'Tenant' must be 1..%d letters, digits, '.', '_' or '-'",
+				    TOKEN_TENANT_MAX);
+				goto out;
+			}
+			snprintf(r->tenant, sizeof(r->tenant), "%s", json_string_value(v));
+		} else if (strcmp(k, "Gpus") == 0) {
+			if (get_gpus(j, v))
+				goto out;
+		} else if (strcmp(k, "Storage") == 0) {
+			if (get_size(j, v, "Storage", &r->rq.storage))
+				goto out;
+		} else if (strcmp(k, "Memory") == 0) {
+			if (get_size(j, v, "Memory", &r->rq.memory))
+				goto out;
+		} else if (strcmp(k, "TtlSeconds") == 0) {
+			if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+			    json_integer_value(v) > TTL_MAX_S) {
+				bad(j, "Base.1.8.PropertyValueOutOfRange",
+				    "'TtlSeconds' must be an integer of seconds in 0..%lld (0: none)",
+				    (long long)TTL_MAX_S);
+				goto out;
+			}
+			r->expires = json_integer_value(v);
+		} else if (strcmp(k, "Retain") == 0) {
+			if (!json_is_boolean(v)) {
+				bad(j, "Base.1.8.PropertyValueTypeError", "'Retain' must be true or false");
+				goto out;
+			}
+			r->retain = json_is_true(v);
+		} else {
+			bad(j, "Base.1.8.PropertyUnknown",
+			    "'%s' is not a property of a composition request (Name, Tenant, Gpus, Storage, Memory, TtlSeconds, Retain)",
+			    k);
+			goto out;
+		}
+	}
+	if (r->rq.model[0] && !r->rq.gpus)
+		bad(j, "Base.1.8.PropertyValueConflict", "'Gpus.Model' is given without 'Gpus.Count'");
+	else if (!r->rq.gpus && !r->rq.storage && !r->rq.memory)
+		bad(j, "Base.1.8.PropertyMissing",
+		    "a composition asks for at least one of Gpus.Count, Storage.Size, Memory.Size");
+out:
+	json_decref(o);
+}
+
+/* Checks "Authorization: Bearer TOKEN": an admin token of this cluster,
+ * not expired, not revoked. 0, or j holds the refusal. */
+static int authorize(struct composer *c, struct MHD_Connection *conn, struct job *j)
+{
+	const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+	struct token_claims cl;
+	char err[256] = "";
+	int rc;
+
+	j->http = 401;
+	j->msg_id = "Base.1.8.NoValidSession";
+	if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
+		snprintf(j->msg, sizeof(j->msg),
+			 "no credential: send 'Authorization: Bearer TOKEN' with an admin token of the cluster");
+		return -1;
+	}
+	rc = token_verify(c->key, h + 7, &cl, err, sizeof(err));
+	if (rc) {
+		snprintf(j->msg, sizeof(j->msg), "the token is refused: %s",
+			 rc == -EKEYREJECTED ? "not signed by this cluster's key" : err);
+		return -1;
+	}
+	if (cl.exp && cl.exp <= (int64_t)time(NULL)) {
+		snprintf(j->msg, sizeof(j->msg), "the token %s has expired", cl.id);
+		return -1;
+	}
+	if (net_revoked(cl.id)) {
+		snprintf(j->msg, sizeof(j->msg), "the token %s has been revoked", cl.id);
+		return -1;
+	}
+	if (!(cl.flags & TOKEN_F_ADMIN)) {
+		j->http = 403;
+		j->msg_id = "Base.1.8.InsufficientPrivilege";
+		snprintf(j->msg, sizeof(j->msg),
+			 "token %s (tenant '%s') is not an admin token: composing needs one", cl.id,
+			 cl.tenant);
+		return -1;
+	}
+	j->http = 0;
+	return 0;
+}
+
+/* The route of url and method, into j; false: j holds 404 or 405. */
+static bool route(const char *url, const char *method, struct job *j)
+{
+	static const struct {
+		const char *prefix;
+		enum job_kind get, post, del;
+		bool has_id;
+	} routes[] = {
+		{ RF_SERVICE, JOB_SERVICE, 0, 0, false },
+		{ RF_BLOCKS, JOB_BLOCKS, 0, 0, false },
+		{ RF_BLOCKS "/", JOB_BLOCK, 0, 0, true },
+		{ RF_SYSTEMS, JOB_SYSTEMS, JOB_COMPOSE, 0, false },
+		{ RF_SYSTEMS "/", JOB_SYSTEM, 0, JOB_DECOMPOSE, true },
+	};
+	char path[256];
+	size_t len = strlen(url);
+
+	if (len >= sizeof(path)) {
+		bad(j, "Base.1.8.ResourceMissingAtURI", "no resource at this URI");
+		j->http = 404;
+		return false;
+	}
+	memcpy(path, url, len + 1);
+	while (len > 1 && path[len - 1] == '/')
+		path[--len] = 0;
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		size_t pl = strlen(routes[i].prefix);
+		const char *id = path + pl;
+
+		if (routes[i].has_id ? strncmp(path, routes[i].prefix, pl) || !*id || strchr(id, '/') ||
+					       strlen(id) >= sizeof(j->id)
+				     : strcmp(path, routes[i].prefix))
+			continue;
+		if (routes[i].has_id)
+			snprintf(j->id, sizeof(j->id), "%s", id);
+		if (strcmp(method, "GET") == 0) {
+			j->kind = routes[i].get;
+		} else if (strcmp(method, "POST") == 0 && routes[i].post) {
+			j->kind = routes[i].post;
+		} else if (strcmp(method, "DELETE") == 0 && routes[i].del) {
+			j->kind = routes[i].del;
+		} else {
+			j->http = 405;
+			j->msg_id = "Base.1.8.OperationNotAllowed";
+			snprintf(j->msg, sizeof(j->msg), "%s is not allowed on '%s'", method, path);
+			return false;
+		}
+		return true;
+	}
+	j->http = 404;
+	j->msg_id = "Base.1.8.ResourceMissingAtURI";
+	snprintf(j->msg, sizeof(j->msg), "no resource at '%s' (the API is under %s)", path, RF);
+	return false;
+}
+
+static json_t *error_body(const struct job *j)
+{
+	const char *id = j->msg_id ? j->msg_id : "Base.1.8.GeneralError";
+
+	return json_pack("{s:{s:s, s:s, s:[{s:s, s:s, s:s, s:s, s:s}]}}", "error", "code", id,
+			 "message", j->msg, "@Message.ExtendedInfo", "@odata.type",
+			 "#Message.v1_1_1.Message", "MessageId", id, "Message", j->msg, "Severity",
+			 j->http >= 500 ? "Critical" : "Warning", "Resolution",
+			 j->http == 409 ? "Release compositions or add resources, then retry."
+			 : j->http >= 500 ? "Retry the request; see the daemon's log."
+					  : "Correct the request and resubmit it (docs/composer.md).");
+}
+
+static enum MHD_Result respond(struct MHD_Connection *conn, struct job *j)
+{
+	json_t *body = j->msg[0] || !j->body ? error_body(j) : json_incref(j->body);
+	char *text = json_dumps(body, JSON_COMPACT);
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	json_decref(body);
+	if (!text)
+		return MHD_NO;
+	resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	MHD_add_response_header(resp, "OData-Version", "4.0");
+	if (j->location[0])
+		MHD_add_response_header(resp, "Location", j->location);
+	ret = MHD_queue_response(conn, j->http ? j->http : 500, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const char *url,
+			       const char *method, const char *version, const char *upload,
+			       size_t *upload_size, void **req_cls)
+{
+	struct http_server *h = cls;
+	struct http_req *r = *req_cls;
+	struct job *j;
+	enum MHD_Result ret;
+
+	(void)version;
+	if (!r) {
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return MHD_NO;
+		bbuf_init(&r->body);
+		*req_cls = r;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (r->body.len + *upload_size > COMPOSER_BODY_MAX)
+			r->too_big = true;
+		else if (bbuf_append(&r->body, upload, *upload_size))
+			r->too_big = true;
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return MHD_NO;
+	if (strcmp(url, RF) == 0 || strcmp(url, RF "/") == 0) {
+		if (strcmp(method, "GET") == 0) {
+			j->http = 200;
+			j->body = service_root();
+		} else {
+			j->http = 405;
+			j->msg_id = "Base.1.8.OperationNotAllowed";
+			snprintf(j->msg, sizeof(j->msg), "%s is not allowed on '%s'", method, RF);
+		}
+	} else if (route(url, method, j) && !authorize(h->c, conn, j)) {
+		if (r->too_big)
+			bad(j, "Base.1.8.MalformedJSON", "the body is larger than %u bytes",
+			    COMPOSER_BODY_MAX);
+		else if (j->kind == JOB_COMPOSE)
+			parse_compose(j, (const char *)r->body.buf, r->body.len);
+		if (!j->msg[0])
+			composer_run(h->c, j);
+	}
+	ret = respond(conn, j);
+	json_decref(j->body);
+	free(j);
+	return ret;
+}
+
+static void on_done(void *cls, struct MHD_Connection *conn, void **req_cls,
+		    enum MHD_RequestTerminationCode toe)
+{
+	struct http_req *r = *req_cls;
+
+	(void)cls;
+	(void)conn;
+	(void)toe;
+	if (r) {
+		bbuf_release(&r->body);
+		free(r);
+		*req_cls = NULL;
+	}
+}
+
+int http_start(struct composer *c, const char *listen, struct http_server **out)
+{
+	struct http_server *h = calloc(1, sizeof(*h));
+	int port;
+
+	if (!h)
+		return -ENOMEM;
+	h->c = c;
+	/* A thread per connection: each may wait for the owner thread. */
+	port = http_listen(listen, MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+				   MHD_USE_ERROR_LOG, 30, on_http, on_done, h, &h->d);
+	if (port < 0) {
+		free(h);
+		return port;
+	}
+	*out = h;
+	return port;
+}
+
+void http_stop(struct http_server *h)
+{
+	if (!h)
+		return;
+	MHD_stop_daemon(h->d);
+	free(h);
+}

@@ -1,0 +1,130 @@
+/*
+ * Unit tests of the composer's store (src/composer/comp_store.c): a
+ * composition round-trips with its GPUs, a reopened store holds what was
+ * written, one GPU is never held by two compositions (the store refuses
+ * and writes nothing), and a released composition frees its GPUs.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "composer/comp_store.h"
+
+static char dir[] = "/tmp/test_comp_store.XXXXXX";
+static char path[64];
+
+static int setup(void **state)
+{
+	(void)state;
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(path, sizeof(path), "%s/composer.db", dir);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	static const char *const sfx[] = { "", "-wal", "-shm" };
+	char f[96];
+
+	(void)state;
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(f, sizeof(f), "%s%s", path, sfx[i]);
+		unlink(f);
+	}
+	rmdir(dir);
+	return 0;
+}
+
+static void make(struct comp *c, uint64_t seq, uint32_t node, uint32_t first, uint32_t n)
+{
+	memset(c, 0, sizeof(*c));
+	c->seq = seq;
+	snprintf(c->id, sizeof(c->id), "comp-%llu", (unsigned long long)seq);
+	snprintf(c->tenant, sizeof(c->tenant), "t%llu", (unsigned long long)seq);
+	c->state = COMP_COMPOSED;
+	c->rq.gpus = n;
+	snprintf(c->rq.model, sizeof(c->rq.model), "H100-80GB");
+	c->rq.same_node = true;
+	c->rq.storage = 1ull << 30;
+	c->rq.memory = 256ull << 20;
+	c->mem_share = 128ull << 20;
+	c->mem_nodes = 2;
+	c->created = 1000;
+	c->expires = 5000;
+	c->retain = true;
+	snprintf(c->token_id, sizeof(c->token_id), "0123456789abcdef");
+	c->ngpus = n;
+	for (uint32_t i = 0; i < n; i++) {
+		c->gpus[i].node = node;
+		c->gpus[i].index = first + i;
+		snprintf(c->gpus[i].model, sizeof(c->gpus[i].model), "H100-80GB");
+	}
+}
+
+static void test_round_trip_and_exclusive(void **state)
+{
+	struct comp_store *s;
+	struct comp a, b, *all;
+	uint32_t n;
+
+	(void)state;
+	assert_int_equal(comp_store_open(path, &s), 0);
+	make(&a, 1, 7, 0, 2);
+	assert_int_equal(comp_store_put(s, &a), 0);
+	/* GPU 1 of node 7 is a's: b is refused, and not written. */
+	make(&b, 2, 7, 1, 2);
+	assert_int_equal(comp_store_put(s, &b), -EEXIST);
+	assert_int_equal(comp_store_load(s, &all, &n), 0);
+	assert_int_equal(n, 1);
+	free(all);
+	/* Released, a holds nothing: b fits. */
+	a.state = COMP_RELEASED;
+	assert_int_equal(comp_store_put(s, &a), 0);
+	assert_int_equal(comp_store_put(s, &b), 0);
+	comp_store_close(s);
+
+	assert_int_equal(comp_store_open(path, &s), 0);
+	assert_int_equal(comp_store_load(s, &all, &n), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(all[0].id, "comp-1");
+	assert_int_equal(all[0].state, COMP_RELEASED);
+	assert_int_equal(all[0].ngpus, 2);	/* kept for the record */
+	assert_string_equal(all[1].id, "comp-2");
+	assert_int_equal(all[1].state, COMP_COMPOSED);
+	assert_string_equal(all[1].tenant, "t2");
+	assert_int_equal(all[1].ngpus, 2);
+	assert_int_equal(all[1].gpus[1].node, 7);
+	assert_int_equal(all[1].gpus[1].index, 2);
+	assert_string_equal(all[1].gpus[1].model, "H100-80GB");
+	assert_int_equal(all[1].rq.storage, 1ull << 30);
+	assert_int_equal(all[1].mem_share, 128ull << 20);
+	assert_true(all[1].rq.same_node);
+	assert_true(all[1].retain);
+	assert_int_equal(all[1].expires, 5000);
+	assert_string_equal(all[1].token_id, "0123456789abcdef");
+	free(all);
+	/* a cannot take its GPU back while b holds it. */
+	a.state = COMP_COMPOSED;
+	assert_int_equal(comp_store_put(s, &a), -EEXIST);
+	comp_store_close(s);
+	assert_string_equal(comp_state_name(COMP_DECOMPOSING), "Decomposing");
+	assert_true(comp_state_holds(COMP_DEGRADED));
+	assert_false(comp_state_holds(COMP_FAILED));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_round_trip_and_exclusive, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
