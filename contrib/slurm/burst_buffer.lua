@@ -48,6 +48,7 @@ local function load_conf()
 		granularity = "1048576",
 		tenant = "user",	-- "user": the job's user name; "job": job-ID
 		retain = "no",		-- "yes": volumes outlive their jobs
+		setup_wait = "240",	-- seconds setup waits for room in the pools
 	}
 	local path = script_dir() .. "/strata_bb.conf"
 	local f = io.open(path, "r")
@@ -176,6 +177,20 @@ local function parse_request(job_script, conf)
 	return out, nil
 end
 
+-- A size for people: 1 GiB, 256 MiB, 100 B.
+local function human(n)
+	local units = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" }
+	local i = 1
+	while n >= 1024 and i < #units do
+		n = n / 1024
+		i = i + 1
+	end
+	if i == 1 or n == math.floor(n) then
+		return string.format("%d %s", n, units[i])
+	end
+	return string.format("%.1f %s", n, units[i])
+end
+
 -- ---- running strata ----
 
 local function shquote(s)
@@ -269,10 +284,10 @@ function slurm_bb_job_process(job_script)
 	local inv = read_file(conf.state_dir .. "/inventory")
 	local st, mt = inv and tonumber(inv:match("storage_total=(%d+)")), inv and tonumber(inv:match("memory_total=(%d+)"))
 	if st and req.storage > st then
-		return slurm.ERROR, string.format("strata: capacity= asks for %d bytes, the Strata storage pool holds %d", req.storage, st)
+		return slurm.ERROR, string.format("strata: capacity= asks for %s, the Strata storage pool holds %s", human(req.storage), human(st))
 	end
 	if mt and req.memory > mt then
-		return slurm.ERROR, string.format("strata: mem= asks for %d bytes, the Strata memory pool holds %d", req.memory, mt)
+		return slurm.ERROR, string.format("strata: mem= asks for %s, the Strata memory pool holds %s", human(req.memory), human(mt))
 	end
 	return slurm.SUCCESS
 end
@@ -332,14 +347,27 @@ function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
 	if conf.retain == "yes" then
 		args[#args + 1] = "--retain"
 	end
-	local ok, out, err = strata(conf, "setup-" .. job_id, args)
+	-- Memory is no Slurm pool (a job line accounts one), and the
+	-- composer's free space is read every 30 s: a composition that does
+	-- not fit now (HTTP 409) waits here, the job pending in stage-in,
+	-- for up to setup_wait seconds (below burst_buffer.conf's
+	-- StageInTimeout). A setup that fails is held by Slurm.
+	local deadline = os.time() + (tonumber(conf.setup_wait) or 0)
+	local ok, out, err
+	while true do
+		ok, out, err = strata(conf, "setup-" .. job_id, args)
+		if ok or not err:match("%(HTTP 409%)") or os.time() >= deadline then
+			break
+		end
+		os.execute("sleep 2")
+	end
 	local id = json_str(out, "Id")
 	if id then
 		write_file(state_path(conf, job_id, "comp"), id .. "\n")
 	end
 	if not ok or not id then
 		slurm.log_error("%s: job %s: compose create failed: %s", NAME, job_id, err)
-		return slurm.ERROR, "strata: " .. last_line(err)
+		return slurm.ERROR, last_line(err)
 	end
 	local env = { "STRATA_COMPOSITION=" .. id,
 		"STRATA_MGMT=" .. (json_str(out:match('"Addresses"%s*:%s*(%b{})') or "", "Mgmt") or conf.mgmt) }

@@ -267,7 +267,8 @@ static int install(struct slurm_args *a)
 	n = asprintf(&text,
 		     "# Strata's burst_buffer.lua settings, written by 'strata slurm install'.\n"
 		     "strata = %s\nmgmt = %s\ncomposer = %s\ntoken_file = %s\nstate_dir = %s\n"
-		     "pool = %s\ngranularity = 1048576\ntenant = %s\nretain = %s\n",
+		     "pool = %s\ngranularity = 1048576\ntenant = %s\nretain = %s\n"
+		     "# seconds a setup waits for room (below StageInTimeout)\nsetup_wait = 240\n",
 		     a->strata, mgmt, a->composer ? a->composer : "", token, a->state_dir, a->pool,
 		     a->tenant, a->retain ? "yes" : "no");
 	if (n < 0) {
