@@ -7,10 +7,12 @@ burst buffers) and check what a job sees and what it leaves behind:
 - a job writes and reads through its slice and sees STRATA_* variables;
 - malformed '#BB_LUA strata' lines are refused at sbatch with the reason;
 - two jobs that together ask more than the pool holds run one after the
-  other, the second held as BurstBufferResources;
+  other, the second held as BurstBufferResources; two jobs over the memory
+  pool too, the second waiting in stage-in;
 - scancel mid-job releases everything: the inventory returns to its
   baseline and the volume is gone;
-- a job writing past its capacity gets EDQUOT.
+- a job writing past its capacity gets EDQUOT;
+- the job of docs/slurm.md runs as it is written there.
 
 One host: slurm-wlm (Debian's, 22.05) runs with auth/none, one slurmd
 (Debian's build has no multiple-slurmd support) declaring the composer's
@@ -39,8 +41,8 @@ from conftest import (REGISTRY, STRATA, Cluster, pid_alive, run_strata, spawn,
 
 SLURM_USER = "slurm"
 JOB_USER = "nobody"
-POOL = 256 << 20            # --storage.capacity of the one storage daemon, R=1
-MEM_POOL = 64 << 20
+POOL = 2 << 30              # --storage.capacity of the one storage daemon, R=1
+MEM_POOL = 512 << 20
 GPUS = 2
 
 
@@ -163,6 +165,13 @@ class Slurm:
         return "\n".join(out)
 
 
+def _times(out):
+    """(start, end) a job printed as 'start T' and 'end T'."""
+    t = dict(l.split() for l in out.read_text().splitlines()
+             if l.split()[:1] in (["start"], ["end"]))
+    return float(t["start"]), float(t["end"])
+
+
 def _write_conf(s, ctld_port, slurmd_port):
     host = socket.gethostname()
     b = s.base
@@ -244,7 +253,7 @@ def slurm():
         for i in range(GPUS):
             os.mknod(base / "dev" / ("nvidia%d" % i), 0o666 | stat.S_IFCHR, os.makedev(1, 3))
 
-        # Strata: one storage daemon of 256 MiB (R=1), a mem node of 64
+        # Strata: one storage daemon of 2 GiB (R=1), a mem node of 512
         # MiB, a compute node declaring 2 GPUs; the composer beside mgmt.
         s.cluster = Cluster(base / "strata" / "cluster", run_strata)
         r = run_strata("local", "up", "--dir", s.cluster.dir, "--nodes", "1", "--mem", "1",
@@ -308,7 +317,7 @@ def test_gres_from_the_inventory(slurm_logs):
     node = s.cmd("scontrol", "show", "node", "n1").stdout
     assert "Gres=gpu:h100_80gb:2" in node, node
     bb = s.cmd("scontrol", "show", "burstbuffer").stdout
-    assert "PoolName[0]=strata Granularity=1MiB TotalSpace=256MiB" in bb, bb
+    assert "PoolName[0]=strata Granularity=1MiB TotalSpace=2GiB" in bb, bb
 
 
 @pytest.mark.timeout(120)
@@ -353,8 +362,8 @@ BAD = [
     ("#BB_LUA strata", "asks for nothing"),
     ("#BB_LUA strata pool=strata capacity=1M\n#BB_LUA strata mem=1M", "more than one"),
     ("#BB_LUA strata pool=strata capacity=1M dataset=/data/x", "not supported yet"),
-    ("#BB_LUA strata pool=strata capacity=1T", "the Strata storage pool holds %d" % POOL),
-    ("#BB_LUA strata pool=strata capacity=1M mem=1G", "the Strata memory pool holds %d" % MEM_POOL),
+    ("#BB_LUA strata pool=strata capacity=1T", "asks for 1 TiB, the Strata storage pool holds 2 GiB"),
+    ("#BB_LUA strata pool=strata capacity=1M mem=1G", "asks for 1 GiB, the Strata memory pool holds 512 MiB"),
     # Slurm's own refusals, before the script: capacity= without pool=,
     # a pool nobody reports.
     ("#BB_LUA strata capacity=1M", "Burst Buffer request invalid"),
@@ -379,14 +388,14 @@ def test_malformed_requests_are_refused_at_sbatch(slurm_logs):
 @pytest.mark.timeout(180)
 def test_jobs_past_the_pool_run_one_after_the_other(slurm_logs):
     s = slurm_logs
-    body = """#BB_LUA strata pool=strata capacity=160M
+    body = """#BB_LUA strata pool=strata capacity=1280M
 echo start $(date +%s.%N)
 sleep 4
 echo end $(date +%s.%N)
 """
     a, out_a = s.sbatch(body)
     b, out_b = s.sbatch(body)
-    # While a holds its 160 MiB, b (160 MiB more, of 256) waits for the pool.
+    # While a holds its 1280 MiB, b (as much again, of 2 GiB) waits for the pool.
     wait_until(lambda: s.job_state(a) and s.job_state(a)[0] == "RUNNING", 60, interval=0.2,
                what="job %s running" % a)
     st = s.job_state(b)
@@ -394,11 +403,8 @@ echo end $(date +%s.%N)
     s.wait_gone(a)
     s.wait_gone(b, timeout=120)
 
-    def times(out):
-        t = dict(l.split() for l in out.read_text().splitlines() if l.split()[:1] in (["start"], ["end"]))
-        return float(t["start"]), float(t["end"])
-    a_start, a_end = times(out_a)
-    b_start, b_end = times(out_b)
+    a_start, a_end = _times(out_a)
+    b_start, b_end = _times(out_b)
     assert b_start >= a_end, (a_start, a_end, b_start, b_end)
     s.wait_released(a)
     s.wait_released(b)
@@ -464,3 +470,47 @@ def test_install_refuses_a_missing_slurm_user(slurm_logs):
     assert r.returncode == 1 and "is not a directory" in r.stderr, r.stderr
     r = s.strata("slurm", "gres", "--names", "a,b")
     assert r.returncode == 2 and "--names gives 2 name(s)" in r.stderr, r.stderr
+
+
+@pytest.mark.timeout(120)
+def test_the_job_of_the_docs_runs_as_is(slurm_logs):
+    """docs/slurm.md's job, copied as is, with strata on PATH."""
+    s = slurm_logs
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "slurm.md").read_text()
+    script = re.search(r"```bash\n(#!/bin/bash\n.*?)```", doc, re.S).group(1)
+    path = s.jobs / "example.sh"
+    path.write_text(script)
+    path.chmod(0o755)
+    env = dict(s.env(), PATH="%s:%s" % (Path(STRATA).parent, s.env()["PATH"]))
+    r = subprocess.run(["runuser", "-u", JOB_USER, "--", "sbatch", "--parsable", str(path)],
+                       env=env, cwd=str(s.jobs), capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    job = r.stdout.strip().split(";")[0]
+    s.wait_gone(job)
+    text = (s.jobs / ("strata-example-%s.out" % job)).read_text()
+    assert "resumed from step-100.ckpt" in text, text
+    comp = s.wait_released(job)
+    assert "slice /volumes/%s (composition %s)" % (comp["Id"], comp["Id"]) in text, text
+    assert comp["Volume"]["Size"] == 1 << 30 and comp["Memory"]["Size"] == 256 << 20
+
+
+@pytest.mark.timeout(150)
+def test_memory_past_the_pool_waits_in_stage_in(slurm_logs):
+    """Memory is not a Slurm pool: a job whose mem= does not fit now is
+    accepted and waits in stage-in (the composer refusing, setup
+    retrying) until the job holding the memory is done."""
+    s = slurm_logs
+    body = "#BB_LUA strata mem=384M\necho start $(date +%s.%N)\nsleep 4\necho end $(date +%s.%N)\n"
+    a, out_a = s.sbatch(body)
+    wait_until(lambda: s.job_state(a) and s.job_state(a)[0] == "RUNNING", 60, interval=0.2,
+               what="job %s running" % a)
+    b, out_b = s.sbatch(body)
+    wait_until(lambda: "BurstBufferState=staging-in" in s.cmd("scontrol", "show", "job", b).stdout,
+               30, interval=0.2, what="job %s staging in" % b)
+    assert s.job_state(b)[0] == "PENDING"
+    s.wait_gone(a)
+    s.wait_gone(b, timeout=120)
+
+    assert _times(out_b)[0] >= _times(out_a)[1]
+    s.wait_released(a)
+    s.wait_released(b)
