@@ -493,11 +493,11 @@ static void parse_compose(struct job *j, const char *text, size_t len)
 			goto out;
 		}
 	}
-	if (!r->rq.gpus && !r->rq.storage && !r->rq.memory)
+	if (r->rq.model[0] && !r->rq.gpus)
+		bad(j, "Base.1.8.PropertyValueConflict", "'Gpus.Model' is given without 'Gpus.Count'");
+	else if (!r->rq.gpus && !r->rq.storage && !r->rq.memory)
 		bad(j, "Base.1.8.PropertyMissing",
 		    "a composition asks for at least one of Gpus.Count, Storage.Size, Memory.Size");
-	else if (r->rq.model[0] && !r->rq.gpus)
-		bad(j, "Base.1.8.PropertyValueConflict", "'Gpus.Model' is given without 'Gpus.Count'");
 out:
 	json_decref(o);
 }

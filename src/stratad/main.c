@@ -551,6 +551,12 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 	rc = rpc_server_listen(d.srv, d.cfg.listen);
 	if (rc < 0) {
 		log_error("stratad", "cannot listen on '%s': %s", d.cfg.listen, strata_strerror(rc));
+		/* Nothing runs yet: free what was made, so that a refused
+		 * start (a port still taken) leaves no leak report. */
+		rpc_server_free(d.srv);
+		for (int i = 0; i < d.nreactors; i++)
+			reactor_free(d.reactors[i]);
+		free(d.reactors);
 		return 1;
 	}
 	d.port = rc;

@@ -569,8 +569,9 @@ class Cluster:
         self.strata = strata_fn
         self.nodes = []
 
-    def up(self, nodes=1, daemon_flags=None, timeout=60):
-        args = ["local", "up", "--dir", self.dir, "--nodes", str(nodes)]
+    def up(self, nodes=1, daemon_flags=None, timeout=60, local_args=()):
+        """local_args: more 'local up' options (--mem N, --compute N, ...)."""
+        args = ["local", "up", "--dir", self.dir, "--nodes", str(nodes)] + list(local_args)
         if daemon_flags:
             args += ["--daemon-flags", daemon_flags]
         r = self.strata(*args, timeout=timeout)
@@ -858,10 +859,10 @@ def shared_daemon(tmp_path_factory, request):
 def _make_cluster_factory(base_dir, request):
     made = []
 
-    def make(n=3, daemon_flags=None, name=None, timeout=60):
+    def make(n=3, daemon_flags=None, name=None, timeout=60, local_args=()):
         c = Cluster(Path(base_dir) / (name or "cluster%d" % (len(made) + 1)), run_strata)
         made.append(c)
-        c.up(n, daemon_flags, timeout=timeout)
+        c.up(n, daemon_flags, timeout=timeout, local_args=local_args)
         return c
 
     def finish():
