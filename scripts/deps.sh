@@ -22,6 +22,7 @@ PKGS=(
   redis-server                                   # bench mem: the peer it is compared with
   slurm-wlm                                      # tests/integration/test_slurm.py: slurmctld, slurmd,
                                                  # burst_buffer/lua (auth/none there: one host, no munged)
+  libslurm-dev                                   # slurm/spank.h: src/slurm/spank_strata.so
 )
 
 missing=()

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (REGISTRY, STRATA, Cluster, pid_alive, run_strata, spawn,
+from conftest import (BUILD, REGISTRY, STRATA, Cluster, run_strata, spawn,
                       wait_until)
 
 SLURM_USER = "slurm"
@@ -44,6 +44,19 @@ JOB_USER = "nobody"
 POOL = 2 << 30              # --storage.capacity of the one storage daemon, R=1
 MEM_POOL = 512 << 20
 GPUS = 2
+SPANK = BUILD / "src" / "slurm" / "spank_strata.so"
+STRATA_FUSE = BUILD / "src" / "fuse" / "strata-fuse"
+
+
+def _no_mount():
+    """Why the SPANK plugin cannot be tried here, or None."""
+    if not SPANK.exists():
+        return "spank_strata.so was not built (no slurm/spank.h: libslurm-dev)"
+    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
+        return "no /dev/fuse or fusermount3"
+    if not STRATA_FUSE.exists():
+        return "strata-fuse was not built"
+    return None
 
 
 def _missing():
@@ -208,6 +221,7 @@ SlurmdParameters=config_overrides
 ReturnToService=2
 KillWait=2
 BurstBufferType=burst_buffer/lua
+PlugStackConfig={b}/etc/plugstack.conf
 GresTypes=gpu
 NodeName=n1 NodeHostname={host} NodeAddr=127.0.0.1 CPUs=4 RealMemory=2000 Gres=gpu:h100_80gb:{gpus} State=UNKNOWN
 PartitionName=batch Nodes=ALL Default=YES MaxTime=10 State=UP
@@ -269,6 +283,11 @@ def slurm():
                      "--out", s.etc / "gres.conf")
         assert r.returncode == 0, r.stdout + r.stderr
         _write_conf(s, _free_port(), _free_port())
+        (base / "mnt").mkdir()
+        (base / "mnt").chmod(0o1777)
+        (s.etc / "plugstack.conf").write_text(
+            "optional %s mount_root=%s strata_fuse=%s\n" % (SPANK, base / "mnt", STRATA_FUSE)
+            if _no_mount() is None else "")
 
         env = dict(s.env())
         s.procs.append(spawn(["slurmctld", "-D", "-f", s.conf], log_path=base / "log" / "ctld.out",
@@ -514,3 +533,58 @@ def test_memory_past_the_pool_waits_in_stage_in(slurm_logs):
     assert _times(out_b)[0] >= _times(out_a)[1]
     s.wait_released(a)
     s.wait_released(b)
+
+
+def _mounted(path):
+    with open("/proc/mounts") as f:
+        return any(l.split()[1] == str(path) for l in f)
+
+
+@pytest.mark.timeout(120)
+def test_spank_mounts_the_volume_with_strata_fuse(slurm_logs):
+    why = _no_mount()
+    if why:
+        pytest.skip(why)
+    s = slurm_logs
+    job, out = s.sbatch("""#BB_LUA strata pool=strata capacity=8M
+echo "mount=$STRATA_MOUNT dir=$STRATA_VOLUME_DIR"
+grep -q " $STRATA_MOUNT fuse" /proc/mounts && echo mounted
+echo "private=$(stat -c '%a %U' "$(dirname "$STRATA_MOUNT")")"
+echo "through fuse $SLURM_JOB_ID" > "$STRATA_VOLUME_DIR/viafuse" && echo write=ok
+echo "read: $({strata} cat "$STRATA_VOLUME/viafuse")"
+head -c 16777216 /dev/zero > "$STRATA_VOLUME_DIR/big" 2>"$W/fuse-err-$SLURM_JOB_ID"; echo big_rc=$?
+cat "$W/fuse-err-$SLURM_JOB_ID"; rm -f "$W/fuse-err-$SLURM_JOB_ID"
+""".format(strata=STRATA))
+    s.wait_gone(job)
+    text = out.read_text()
+    private = s.base / "mnt" / ("strata-%s.batch" % job)
+    mnt = private / "mnt"
+    comp = s.wait_released(job)
+    assert "mount=%s dir=%s/volumes/%s" % (mnt, mnt, comp["Id"]) in text, text
+    assert "mounted" in text and "write=ok" in text, text
+    assert "read: through fuse %s" % job in text, text
+    # Past the slice's capacity through the mount: EDQUOT.
+    assert "big_rc=1" in text and "Disk quota exceeded" in text, text
+    assert "private=700 nobody" in text, text
+    # The step's end unmounted it and removed the mount point.
+    wait_until(lambda: not _mounted(mnt) and not private.exists(), 20, interval=0.2,
+               what="%s unmounted and removed" % mnt)
+
+
+@pytest.mark.timeout(120)
+def test_spank_strata_mount_no_and_bad_values(slurm_logs):
+    why = _no_mount()
+    if why:
+        pytest.skip(why)
+    s = slurm_logs
+    job, out = s.sbatch("#BB_LUA strata pool=strata capacity=8M\n#SBATCH --strata-mount=no\n"
+                        "echo \"mount=[$STRATA_MOUNT] vol=$STRATA_VOLUME\"\n")
+    s.wait_gone(job)
+    text = out.read_text()
+    assert "mount=[] vol=/volumes/" in text, text
+    assert not (s.base / "mnt" / ("strata-%s.batch" % job)).exists()
+    s.wait_released(job)
+    path, _ = s.script("#BB_LUA strata pool=strata capacity=8M\n#SBATCH --strata-mount=maybe\ntrue\n",
+                       name="badmount")
+    r = s.cmd("sbatch", path, user=JOB_USER)
+    assert r.returncode != 0 and "--strata-mount=maybe: give yes or no" in r.stderr, r.stderr
