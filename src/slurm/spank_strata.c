@@ -11,7 +11,9 @@
  * STRATA_MOUNT (the mount) and STRATA_VOLUME_DIR (the volume inside it).
  * At the step's end it unmounts (fusermount3 -u -z) and removes both
  * directories. A job passes --strata-mount=no to go without; a job
- * without STRATA_VOLUME is left alone.
+ * without STRATA_VOLUME is left alone; a mount that fails leaves the step
+ * without STRATA_MOUNT and with STRATA_MOUNT_ERROR (why), and the node in
+ * service.
  *
  * plugstack.conf:
  *   optional /usr/lib/strata/spank_strata.so [mount_root=/tmp] [strata_fuse=PATH]
@@ -124,11 +126,22 @@ static void remove_dirs(void)
 	mountpoint[0] = parent[0] = 0;
 }
 
+/* A mount that cannot be made: logged, and said to the step in
+ * STRATA_MOUNT_ERROR. The step runs without it: a plugin's error here
+ * would fail the batch step, and slurmd drains the node for that. */
+static int mount_failed(spank_t sp, const char *why)
+{
+	slurm_error("strata: %s", why);
+	spank_setenv(sp, "STRATA_MOUNT_ERROR", why, 1);
+	remove_dirs();
+	return 0;
+}
+
 /* In slurmstepd, as root, before the step's tasks: mount. */
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
 	char vol[PATH_MAX], mgmt[512], dir[sizeof(mountpoint) + PATH_MAX], step[16];
-	char env_token[STRATA_ENV_MAX + 16], env_mgmt[sizeof(mgmt) + 16];
+	char env_token[STRATA_ENV_MAX + 16], env_mgmt[sizeof(mgmt) + 16], why[PATH_MAX * 2 + 256];
 	uint32_t job = 0, stepid = 0;
 	uid_t uid;
 	gid_t gid;
@@ -142,17 +155,13 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 		return 0;		/* not a job of Strata's burst buffer */
 	memcpy(env_token, "STRATA_TOKEN=", 13);
 	if (get_env(sp, "STRATA_TOKEN", env_token + 13, STRATA_ENV_MAX) ||
-	    get_env(sp, "STRATA_MGMT", mgmt, sizeof(mgmt))) {
-		slurm_error("strata: the job has STRATA_VOLUME but no STRATA_TOKEN or STRATA_MGMT: not mounting");
-		return -1;
-	}
+	    get_env(sp, "STRATA_MGMT", mgmt, sizeof(mgmt)))
+		return mount_failed(sp, "the job has STRATA_VOLUME but no STRATA_TOKEN or STRATA_MGMT: not mounted");
 	if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
-	    spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS) {
-		slurm_error("strata: cannot read the job's id, step and user");
-		return -1;
-	}
+	    spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
+		return mount_failed(sp, "cannot read the job's id, step and user: not mounted");
 	if (stepid == SLURM_BATCH_SCRIPT)
 		snprintf(step, sizeof(step), "batch");
 	else
@@ -161,10 +170,9 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	snprintf(mountpoint, sizeof(mountpoint), "%s/mnt", parent);
 	if (mkdir(parent, 0700) < 0 || chown(parent, uid, gid) < 0 || mkdir(mountpoint, 0700) < 0 ||
 	    chown(mountpoint, uid, gid) < 0) {
-		slurm_error("strata: cannot make the mount point '%s': %s", mountpoint,
-			    strerror(errno));
-		remove_dirs();
-		return -1;
+		snprintf(why, sizeof(why), "cannot make the mount point '%s': %s", mountpoint,
+			 strerror(errno));
+		return mount_failed(sp, why);
 	}
 	snprintf(env_mgmt, sizeof(env_mgmt), "STRATA_MGMT=%s", mgmt);
 	{
@@ -176,10 +184,9 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 	}
 	memset(env_token, 0, sizeof(env_token));
 	if (rc) {
-		slurm_error("strata: strata-fuse '%s' could not mount the volume on '%s' (exit %d); --strata-mount=no goes without",
-			    fuse_bin, mountpoint, rc);
-		remove_dirs();
-		return -1;
+		snprintf(why, sizeof(why), "strata-fuse '%s' could not mount the volume on '%s' (exit %d; its reason is in slurmd's log)",
+			 fuse_bin, mountpoint, rc);
+		return mount_failed(sp, why);
 	}
 	snprintf(dir, sizeof(dir), "%s%s", mountpoint, vol);
 	spank_setenv(sp, "STRATA_MOUNT", mountpoint, 1);

@@ -110,6 +110,9 @@ class Slurm:
     def strata(self, *args, timeout=30):
         return run_strata(*args, "--dir", self.cluster.dir, timeout=timeout)
 
+    def cluster_mgmt(self):
+        return json.loads((self.cluster.dir / "cluster.json").read_text())["mgmt"]
+
     def compose_json(self, *args):
         r = self.strata("compose", *args, "--json")
         assert r.returncode == 0, r.stderr
@@ -588,3 +591,25 @@ def test_spank_strata_mount_no_and_bad_values(slurm_logs):
                        name="badmount")
     r = s.cmd("sbatch", path, user=JOB_USER)
     assert r.returncode != 0 and "--strata-mount=maybe: give yes or no" in r.stderr, r.stderr
+
+
+@pytest.mark.timeout(120)
+def test_spank_a_failed_mount_is_said_and_the_node_stays(slurm_logs):
+    """A mount that fails (here a credential that is not one): the step
+    runs without STRATA_MOUNT, STRATA_MOUNT_ERROR says why, nothing is
+    left on the node, and the node stays in service."""
+    why = _no_mount()
+    if why:
+        pytest.skip(why)
+    s = slurm_logs
+    path, out = s.script('echo "mount=[$STRATA_MOUNT] error=[$STRATA_MOUNT_ERROR]"\n', name="badcred")
+    r = s.cmd("sbatch", "--parsable", "--export=ALL,STRATA_VOLUME=/volumes/none,"
+              "STRATA_TOKEN=st1.not-a-token,STRATA_MGMT=%s" % s.cluster_mgmt(), path, user=JOB_USER)
+    assert r.returncode == 0, r.stderr
+    job = r.stdout.strip().split(";")[0]
+    s.wait_gone(job)
+    text = out.read_text()
+    assert "mount=[] error=[strata-fuse '%s' could not mount the volume" % STRATA_FUSE in text, text
+    assert not (s.base / "mnt" / ("strata-%s.batch" % job)).exists()
+    state = s.cmd("sinfo", "-h", "-o", "%T").stdout.strip()
+    assert state in ("idle", "mixed", "allocated"), state
