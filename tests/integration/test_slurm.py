@@ -613,3 +613,28 @@ def test_spank_a_failed_mount_is_said_and_the_node_stays(slurm_logs):
     assert not (s.base / "mnt" / ("strata-%s.batch" % job)).exists()
     state = s.cmd("sinfo", "-h", "-o", "%T").stdout.strip()
     assert state in ("idle", "mixed", "allocated"), state
+
+
+@pytest.mark.timeout(150)
+def test_scancel_of_a_waiting_job_composes_nothing(slurm_logs):
+    """A job cancelled while it waits for the pool never composed: its
+    teardown finds nothing to release and the pool is whole after."""
+    s = slurm_logs
+    baseline = s.inventory()
+    a, out_a = s.sbatch("#BB_LUA strata pool=strata capacity=1280M\necho running\nsleep 300\n")
+    b, _ = s.sbatch("#BB_LUA strata pool=strata capacity=1280M\necho b ran\n")
+    wait_until(lambda: out_a.exists() and "running" in out_a.read_text(), 60, interval=0.2,
+               what="job %s running" % a)
+    st = s.job_state(b)
+    assert st == ("PENDING", "BurstBufferResources"), st
+    assert s.cmd("scancel", b, user=JOB_USER).returncode == 0
+    s.wait_gone(b)
+    assert s.cmd("scancel", a, user=JOB_USER).returncode == 0
+    s.wait_gone(a)
+    s.wait_released(a)
+    assert s.composition_of(b) is None
+    wait_until(lambda: s.inventory() == baseline, 30, interval=0.2,
+               what="the inventory back to its baseline %r" % (baseline,))
+    state = sorted(p.name for p in (s.base / "bbstate").iterdir()
+                   if p.name.split(".")[0] in (a, b))
+    assert state == [], state
