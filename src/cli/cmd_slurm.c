@@ -377,7 +377,7 @@ static int gres(struct slurm_args *a)
 {
 	const char *v[16] = { "strata", "compose", "inventory", "--json" }, *names[SLURM_MAX_NAMES];
 	char *text = NULL, *list = NULL, *save = NULL, type[64] = "";
-	json_t *inv, *nodes, *models;
+	json_t *svc = NULL, *inv, *nodes, *models;
 	size_t nnames = 0;
 	FILE *f = stdout;
 	int n = 4, rc;
@@ -391,18 +391,16 @@ static int gres(struct slurm_args *a)
 	rc = run_self(v, &text);
 	if (rc)
 		return rc;
-	inv = json_loads(text, 0, NULL);
+	svc = json_loads(text, 0, NULL);
 	free(text);
-	inv = json_object_get(json_object_get(json_object_get(json_object_get(inv, "Oem"), "Strata"),
-					      "Inventory"), "Gpus") ? inv : (json_decref(inv), NULL);
-	if (!inv) {
-		cli_err("%s: the composer's inventory has no GPUs section", a->cmd);
-		return 1;
+	inv = json_object_get(json_object_get(json_object_get(svc, "Oem"), "Strata"), "Inventory");
+	nodes = json_object_get(inv, "ComputeNodes");
+	models = json_object_get(json_object_get(inv, "Gpus"), "Models");
+	if (!json_is_array(nodes) || !json_is_object(models)) {
+		cli_err("%s: the composer's inventory lists no compute nodes and GPU models", a->cmd);
+		rc = 1;
+		goto out;
 	}
-	nodes = json_object_get(json_object_get(json_object_get(json_object_get(inv, "Oem"), "Strata"),
-						"Inventory"), "ComputeNodes");
-	models = json_object_get(json_object_get(json_object_get(json_object_get(json_object_get(
-		inv, "Oem"), "Strata"), "Inventory"), "Gpus"), "Models");
 	/* Type= only when every GPU is of one model: the inventory does not
 	 * say which node holds which model. */
 	if (json_object_size(models) == 1)
@@ -464,7 +462,7 @@ out:
 		rc = 1;
 	}
 	free(list);
-	json_decref(inv);
+	json_decref(svc);
 	return rc;
 }
 
