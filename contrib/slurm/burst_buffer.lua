@@ -3,7 +3,7 @@ Strata's burst_buffer/lua script for Slurm 22.05 (docs/slurm.md).
 
 A job asks for a Strata storage slice and pooled memory with one line:
 
-    #BB_LUA strata pool=strata capacity=50G mem=16G
+    #BB_LUA strata pool=strata capacity=50G mem=16G dataset=/datasets/x
 
 (pool= is Slurm's: burst_buffer/lua refuses a capacity= without it; it
 must name the pool this script reports, "strata" unless strata_bb.conf
@@ -16,8 +16,9 @@ says otherwise). The stages:
   setup        composes the slice and the memory ('strata compose create'),
                recording the composition and its credential under the
                state directory, keyed by job id.
+  data_in      copies dataset= into the slice, inside the cluster.
   paths        gives the job STRATA_VOLUME, STRATA_TOKEN, STRATA_MGMT,
-               STRATA_MEM_NS and STRATA_COMPOSITION.
+               STRATA_MEM_NS, STRATA_COMPOSITION (and STRATA_DATASET).
   teardown     releases the composition ('strata compose delete'), after
                the job or when it is cancelled; also a composition whose
                id was never recorded (found by its name, slurm-job-ID).
@@ -49,6 +50,7 @@ local function load_conf()
 		tenant = "user",	-- "user": the job's user name; "job": job-ID
 		retain = "no",		-- "yes": volumes outlive their jobs
 		setup_wait = "240",	-- seconds setup waits for room in the pools
+		datasets = "",		-- dataset= reads under this prefix ("": none)
 	}
 	local path = script_dir() .. "/strata_bb.conf"
 	local f = io.open(path, "r")
@@ -134,7 +136,7 @@ local function parse_request(job_script, conf)
 					return nil, "'" .. words[i] .. "' is not key=value (keys: pool, capacity, mem)"
 				end
 				if not KEYS[k] then
-					return nil, "unknown key '" .. k .. "' (keys: pool, capacity, mem)"
+					return nil, "unknown key '" .. k .. "' (keys: pool, capacity, mem, dataset)"
 				end
 				if req[k] then
 					return nil, "'" .. k .. "=' is given twice"
@@ -150,10 +152,24 @@ local function parse_request(job_script, conf)
 	if not found then
 		return nil, "no '#BB_LUA strata' line in the job script"
 	end
-	if req.dataset or req.stage_out then
-		return nil, "dataset= and stage_out= are not supported yet: copy with 'strata cp' inside the job"
+	if req.stage_out then
+		return nil, "stage_out= is not supported yet: copy with 'strata cp' inside the job"
 	end
 	local out = { storage = 0, memory = 0 }
+	if req.dataset then
+		local d, pre = req.dataset, conf.datasets
+		if pre == "" then
+			return nil, "dataset= is not enabled on this cluster (strata slurm install --datasets PREFIX)"
+		end
+		if d:sub(1, #pre + 1) ~= pre .. "/" or #d == #pre + 1 or d:match("/%.%.?/") or d:match("/%.%.?$")
+		    or d:match("//") or d:match("/$") or not d:match("^[%w._/+-]+$") then
+			return nil, "dataset='" .. d .. "' is not a path under " .. pre .. "/ (letters, digits, . _ + - and /)"
+		end
+		if not req.capacity then
+			return nil, "dataset= needs capacity=: the dataset is copied into the slice"
+		end
+		out.dataset = d
+	end
 	if req.capacity then
 		out.storage = parse_size(req.capacity)
 		if not out.storage or out.storage == 0 then
@@ -380,7 +396,34 @@ function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
 	return slurm.SUCCESS
 end
 
+-- Stage-in: dataset= is copied into the slice inside the cluster ('strata
+-- cp -r', with SlurmUser's token, which reads the datasets' prefix and
+-- writes the volumes), and the job is told where: STRATA_DATASET.
 function slurm_bb_data_in(job_id, job_script)
+	local conf, cerr = load_conf()
+	if cerr then
+		return slurm.ERROR, "strata: " .. cerr
+	end
+	local req, why = parse_request(job_script, conf)
+	if not req then
+		return slurm.ERROR, "strata: " .. why
+	end
+	if not req.dataset then
+		return slurm.SUCCESS
+	end
+	local env = read_file(state_path(conf, job_id, "env")) or ""
+	local vol = env:match("STRATA_VOLUME=([^\n]+)")
+	if not vol then
+		return slurm.ERROR, "strata: job " .. job_id .. " has no volume to stage its dataset in"
+	end
+	local dest = vol .. "/" .. req.dataset:match("([^/]+)$")
+	local ok, _, err = strata(conf, "stagein-" .. job_id, { "cp", "-r", "-j", "8", req.dataset, dest })
+	if not ok then
+		slurm.log_error("%s: job %s: stage-in of %s failed: %s", NAME, job_id, req.dataset, err)
+		return slurm.ERROR, "strata: stage-in of " .. req.dataset .. ": " .. last_line(err)
+	end
+	write_file(state_path(conf, job_id, "env"), env .. "STRATA_DATASET=" .. dest .. "\n")
+	slurm.log_info("%s: job %s: dataset %s staged in to %s", NAME, job_id, req.dataset, dest)
 	return slurm.SUCCESS
 end
 

@@ -44,6 +44,7 @@ struct slurm_args {
 	const char *mgmt, *dir, *composer, *token;
 	/* install */
 	const char *conf_dir, *slurm_user, *state_dir, *strata, *pool, *tenant;
+	const char *datasets, *volumes;
 	bool retain;
 	/* gres */
 	const char *names, *files, *out;
@@ -56,12 +57,15 @@ static int usage(const char *msg)
 	fprintf(stderr,
 		"usage: strata slurm install [--conf-dir DIR] [--slurm-user USER] [--state-dir DIR]\n"
 		"                            [--pool NAME] [--tenant user|job] [--retain] [--strata PATH]\n"
+		"                            [--datasets PREFIX [--volumes PREFIX]]\n"
 		"       strata slurm gres [--names N1,N2,...] [--files PREFIX] [--out FILE]\n"
 		"  the cluster: --mgmt ADDR, --dir DIR or $STRATA_MGMT; --composer HOST:PORT;\n"
 		"  an admin token (--token, ...)\n"
 		"  install: the burst_buffer/lua script into DIR (default /etc/slurm), its\n"
 		"    settings (strata_bb.conf) and an admin token of its own for USER (default\n"
-		"    slurm); then set BurstBufferType=burst_buffer/lua in slurm.conf\n"
+		"    slurm); then set BurstBufferType=burst_buffer/lua in slurm.conf;\n"
+		"    --datasets: jobs may stage in dataset= under PREFIX (the token then reads\n"
+		"    PREFIX and writes the composer's volumes, default /volumes)\n"
 		"  gres: gres.conf lines for the composer's GPUs; --names: Slurm's NodeName of\n"
 		"    each compute node, in the inventory's order (default: its host);\n"
 		"    --files /dev/nvidia: File=/dev/nvidia[0-N] (default: Count= only)\n");
@@ -71,7 +75,7 @@ static int usage(const char *msg)
 static int parse(int argc, char **argv, struct slurm_args *a)
 {
 	enum { O_MGMT = 256, O_DIR, O_COMPOSER, O_TOKEN, O_CONF, O_USER, O_STATE, O_STRATA,
-	       O_POOL, O_TENANT, O_RETAIN, O_NAMES, O_FILES, O_OUT };
+	       O_POOL, O_TENANT, O_RETAIN, O_DATASETS, O_VOLUMES, O_NAMES, O_FILES, O_OUT };
 	static const struct option opts[] = {
 		{ "mgmt", required_argument, NULL, O_MGMT },
 		{ "dir", required_argument, NULL, O_DIR },
@@ -84,6 +88,8 @@ static int parse(int argc, char **argv, struct slurm_args *a)
 		{ "pool", required_argument, NULL, O_POOL },
 		{ "tenant", required_argument, NULL, O_TENANT },
 		{ "retain", no_argument, NULL, O_RETAIN },
+		{ "datasets", required_argument, NULL, O_DATASETS },
+		{ "volumes", required_argument, NULL, O_VOLUMES },
 		{ "names", required_argument, NULL, O_NAMES },
 		{ "files", required_argument, NULL, O_FILES },
 		{ "out", required_argument, NULL, O_OUT },
@@ -112,6 +118,8 @@ static int parse(int argc, char **argv, struct slurm_args *a)
 		case O_POOL: a->pool = optarg; break;
 		case O_TENANT: a->tenant = optarg; break;
 		case O_RETAIN: a->retain = true; break;
+		case O_DATASETS: a->datasets = optarg; break;
+		case O_VOLUMES: a->volumes = optarg; break;
 		case O_NAMES: a->names = optarg; break;
 		case O_FILES: a->files = optarg; break;
 		case O_OUT: a->out = optarg; break;
@@ -184,10 +192,20 @@ static int make_token(const struct slurm_args *a, const char *path, const struct
 {
 	const char *v[24] = { "token", "create", "--admin", "--tenant", "slurm", "--expires",
 			      "never", "--out", path };
+	char rd[PATH_MAX + 8], wr[PATH_MAX + 8];
 	int n = cluster_argv(a, v, 9), rc;
 
+	/* Stage-in reads the datasets and writes the volumes, as nobody
+	 * (the owner of every volume the composer makes). */
+	if (a->datasets) {
+		snprintf(rd, sizeof(rd), "r:%s", a->datasets);
+		snprintf(wr, sizeof(wr), "rw:%s", a->volumes);
+		v[n++] = "--path", v[n++] = rd;
+		v[n++] = "--path", v[n++] = wr;
+	}
+
 	if (access(path, F_OK) == 0) {
-		printf("kept the token in %s\n", path);
+		printf("kept the token in %s (remove it for one with this install's scopes)\n", path);
 	} else {
 		v[n] = NULL;
 		rc = cmd_token(n, (char **)v);
@@ -231,6 +249,12 @@ static int install(struct slurm_args *a)
 	}
 	if (a->pool[strspn(a->pool, "abcdefghijklmnopqrstuvwxyz0123456789_-")] || !a->pool[0])
 		return usage("slurm install: --pool: a name of a-z, 0-9, '_' and '-'");
+	if (!a->volumes)
+		a->volumes = "/volumes";
+	if ((a->datasets && (a->datasets[0] != '/' || !plain_word(a->datasets) ||
+			     strlen(a->datasets) < 2 || a->datasets[strlen(a->datasets) - 1] == '/')) ||
+	    a->volumes[0] != '/' || !plain_word(a->volumes))
+		return usage("slurm install: --datasets and --volumes are absolute paths, not '/', without a trailing '/'");
 	if (a->state_dir[0] != '/' || !plain_word(a->state_dir) || !plain_word(a->strata) ||
 	    (a->composer && !plain_word(a->composer)))
 		return usage("slurm install: --state-dir and --strata are absolute paths without spaces or quotes");
@@ -268,9 +292,10 @@ static int install(struct slurm_args *a)
 		     "# Strata's burst_buffer.lua settings, written by 'strata slurm install'.\n"
 		     "strata = %s\nmgmt = %s\ncomposer = %s\ntoken_file = %s\nstate_dir = %s\n"
 		     "pool = %s\ngranularity = 1048576\ntenant = %s\nretain = %s\n"
-		     "# seconds a setup waits for room (below StageInTimeout)\nsetup_wait = 240\n",
+		     "# seconds a setup waits for room (below StageInTimeout)\nsetup_wait = 240\n"
+		     "# dataset= reads under this prefix (empty: dataset= is refused)\ndatasets = %s\n",
 		     a->strata, mgmt, a->composer ? a->composer : "", token, a->state_dir, a->pool,
-		     a->tenant, a->retain ? "yes" : "no");
+		     a->tenant, a->retain ? "yes" : "no", a->datasets ? a->datasets : "");
 	if (n < 0) {
 		cli_err("%s: out of memory", a->cmd);
 		return 1;

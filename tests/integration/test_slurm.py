@@ -280,7 +280,7 @@ def slurm():
         assert r.returncode == 0, r.stdout + r.stderr
 
         r = s.strata("slurm", "install", "--conf-dir", s.etc, "--state-dir", base / "bbstate",
-                     "--slurm-user", SLURM_USER)
+                     "--slurm-user", SLURM_USER, "--datasets", "/datasets")
         assert r.returncode == 0, r.stdout + r.stderr
         r = s.strata("slurm", "gres", "--names", "n1", "--files", base / "dev" / "nvidia",
                      "--out", s.etc / "gres.conf")
@@ -383,7 +383,12 @@ BAD = [
     ("#BB_LUA strata mem=1M pool=strata", "pool= without capacity="),
     ("#BB_LUA strata", "asks for nothing"),
     ("#BB_LUA strata pool=strata capacity=1M\n#BB_LUA strata mem=1M", "more than one"),
-    ("#BB_LUA strata pool=strata capacity=1M dataset=/data/x", "not supported yet"),
+    ("#BB_LUA strata pool=strata capacity=1M stage_out=/results/x", "stage_out= is not supported yet"),
+    ("#BB_LUA strata pool=strata capacity=1M dataset=/etc/passwd", "dataset='/etc/passwd' is not a path under /datasets/"),
+    ("#BB_LUA strata pool=strata capacity=1M dataset=/datasets/../etc", "is not a path under /datasets/"),
+    ("#BB_LUA strata pool=strata capacity=1M dataset=/datasets/", "is not a path under /datasets/"),
+    ("#BB_LUA strata pool=strata capacity=1M dataset=/datasets/a;rm", "is not a path under /datasets/"),
+    ("#BB_LUA strata mem=1M dataset=/datasets/a", "dataset= needs capacity="),
     ("#BB_LUA strata pool=strata capacity=1T", "asks for 1 TiB, the Strata storage pool holds 2 GiB"),
     ("#BB_LUA strata pool=strata capacity=1M mem=1G", "asks for 1 GiB, the Strata memory pool holds 512 MiB"),
     # Slurm's own refusals, before the script: capacity= without pool=,
@@ -638,3 +643,42 @@ def test_scancel_of_a_waiting_job_composes_nothing(slurm_logs):
     state = sorted(p.name for p in (s.base / "bbstate").iterdir()
                    if p.name.split(".")[0] in (a, b))
     assert state == [], state
+
+
+@pytest.mark.timeout(150)
+def test_dataset_is_staged_in_to_the_slice(slurm_logs):
+    s = slurm_logs
+    src = s.base / "jobs" / "dataset"
+    src.mkdir(exist_ok=True)
+    for i in range(3):
+        (src / ("shard-%d" % i)).write_bytes(bytes([i]) * (100000 + i))
+    r = s.strata("mkdir", "-p", "/datasets")
+    assert r.returncode == 0, r.stderr
+    r = s.strata("put", "-q", src, "/datasets/mnist")
+    assert r.returncode == 0, r.stderr
+    job, out = s.sbatch("""#BB_LUA strata pool=strata capacity=16M dataset=/datasets/mnist
+echo "dataset=$STRATA_DATASET"
+{strata} du -s "$STRATA_DATASET"
+{strata} ls /datasets >/dev/null 2>&1 || echo datasets=unreachable
+""".format(strata=STRATA))
+    s.wait_gone(job)
+    text = out.read_text()
+    comp = s.wait_released(job)
+    assert "dataset=/volumes/%s/mnist" % comp["Id"] in text, text
+    assert "%d\t3\t/volumes/%s/mnist" % (3 * 100000 + 3, comp["Id"]) in text, text
+    # The job reads its copy; the datasets themselves stay out of its reach.
+    assert "datasets=unreachable" in text, text
+
+    # A dataset that is not there: stage-in fails, Slurm holds the job
+    # with the reason; cancelled, its composition is released.
+    baseline = s.inventory()
+    job, out = s.sbatch("#BB_LUA strata pool=strata capacity=16M dataset=/datasets/nope\necho ran\n")
+    wait_until(lambda: "stage-in of /datasets/nope" in s.cmd("scontrol", "show", "job", job).stdout,
+               60, interval=0.3, what="job %s's stage-in refused" % job)
+    assert "Priority=0" in s.cmd("scontrol", "show", "job", job).stdout
+    assert s.cmd("scancel", job, user=JOB_USER).returncode == 0
+    s.wait_gone(job)
+    s.wait_released(job)
+    wait_until(lambda: s.inventory() == baseline, 30, interval=0.2,
+               what="the inventory back to its baseline")
+    assert not out.exists() or "ran" not in out.read_text()
