@@ -99,9 +99,9 @@ end
 local KEYS = { pool = true, capacity = true, mem = true, dataset = true, stage_out = true }
 
 --[[ Reads the job script's "#BB_LUA strata" line. Returns the request
-{ storage = bytes, memory = bytes } or nil and the reason it is refused.
-Lines of the script after the first that is not a comment are not
-directives (Slurm stops there too). ]]
+{ storage = bytes, memory = bytes, dataset = path } or nil and the reason
+it is refused. As Slurm does, empty lines are skipped and the first other
+line that is not a comment ends the directives. ]]
 local function parse_request(job_script, conf)
 	local f = io.open(job_script, "r")
 	if not f then
@@ -109,10 +109,10 @@ local function parse_request(job_script, conf)
 	end
 	local text = f:read("*a")
 	f:close()
-	local found, req, first = nil, nil, true
+	local found, req = nil, nil
 	for line in (text .. "\n"):gmatch("([^\n]*)\n") do
-		if line:sub(1, 1) ~= "#" then
-			if not first then break end
+		if line ~= "" and line:sub(1, 1) ~= "#" then
+			break
 		elseif line:match("^#BB_LUA") then
 			local words = {}
 			for w in line:sub(8):gmatch("%S+") do
@@ -133,7 +133,7 @@ local function parse_request(job_script, conf)
 			for i = 2, #words do
 				local k, v = words[i]:match("^([%w_]+)=(.*)$")
 				if not k then
-					return nil, "'" .. words[i] .. "' is not key=value (keys: pool, capacity, mem)"
+					return nil, "'" .. words[i] .. "' is not key=value (keys: pool, capacity, mem, dataset)"
 				end
 				if not KEYS[k] then
 					return nil, "unknown key '" .. k .. "' (keys: pool, capacity, mem, dataset)"
@@ -147,7 +147,6 @@ local function parse_request(job_script, conf)
 				req[k] = v
 			end
 		end
-		first = false
 	end
 	if not found then
 		return nil, "no '#BB_LUA strata' line in the job script"

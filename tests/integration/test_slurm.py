@@ -141,7 +141,8 @@ class Slurm:
         lines = body.split("\n")
         n = next((i for i, l in enumerate(lines) if not l.startswith("#")), len(lines))
         head, rest = "\n".join(lines[:n]), "\n".join(lines[n:])
-        text = "#!/bin/bash\n#SBATCH -o %s\n#SBATCH -t 2\n%s\nW=%s\n%s" % (out, head, self.jobs, rest)
+        # (An empty line before the directives: Slurm and the script skip it.)
+        text = "#!/bin/bash\n#SBATCH -o %s\n#SBATCH -t 2\n\n%s\nW=%s\n%s" % (out, head, self.jobs, rest)
         path.write_text(text)
         path.chmod(0o755)
         return path, out
