@@ -171,6 +171,13 @@ class Slurm:
             self.composition_of(job)), timeout, interval=0.2,
             what="job %s's composition to be released" % job)
 
+    def start_slurmd(self):
+        self.procs.append(spawn(["slurmd", "-D", "-N", "n1", "-f", self.conf],
+                                log_path=self.base / "log" / "slurmd.out", what="slurmd",
+                                env=self.env()))
+        wait_until(lambda: re.search(r"\bidle\b", self.cmd("sinfo", "-h", "-o", "%T").stdout),
+                   60, interval=0.2, what="node n1 idle")
+
     def log(self):
         out = []
         for f in ("slurmctld.log", "slurmd.log"):
@@ -224,12 +231,46 @@ SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
 ReturnToService=2
 KillWait=2
+SlurmdTimeout=10
+JobRequeue=0
 BurstBufferType=burst_buffer/lua
 PlugStackConfig={b}/etc/plugstack.conf
 GresTypes=gpu
 NodeName=n1 NodeHostname={host} NodeAddr=127.0.0.1 CPUs=4 RealMemory=2000 Gres=gpu:h100_80gb:{gpus} State=UNKNOWN
 PartitionName=batch Nodes=ALL Default=YES MaxTime=10 State=UP
 """.format(host=host, ctld=ctld_port, slurmd=slurmd_port, user=SLURM_USER, b=b, gpus=GPUS))
+
+
+def _unmount_all(base, timeout=20):
+    """Lazily unmounts every mount under base (strata-fuse mounts the
+    SPANK plugin made and a dead step left), and waits for their
+    strata-fuse to exit, killing one that does not."""
+    with open("/proc/mounts") as f:
+        points = [l.split()[1] for l in f if l.split()[1].startswith(str(base) + "/")]
+    for m in points:
+        subprocess.run(["fusermount3", "-u", "-z", m], capture_output=True, timeout=30)
+
+    def fuse_pids():
+        out = []
+        for name in os.listdir("/proc"):
+            try:
+                with open("/proc/%s/cmdline" % name, "rb") as f:
+                    argv = f.read().split(b"\0")
+            except (OSError, ValueError):
+                continue
+            if argv and argv[0].endswith(b"strata-fuse") and any(
+                    a.decode(errors="replace") in points for a in argv[1:2]):
+                out.append(int(name))
+        return out
+    deadline = time.monotonic() + timeout
+    while fuse_pids() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in fuse_pids():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return points
 
 
 def _stop(p, timeout=20):
@@ -298,10 +339,7 @@ def slurm():
                              what="slurmctld", env=env))
         wait_until(lambda: s.cmd("scontrol", "ping").returncode == 0, 30, interval=0.2,
                    what="slurmctld to answer")
-        s.procs.append(spawn(["slurmd", "-D", "-N", "n1", "-f", s.conf],
-                             log_path=base / "log" / "slurmd.out", what="slurmd", env=env))
-        wait_until(lambda: re.search(r"\bidle\b", s.cmd("sinfo", "-h", "-o", "%T").stdout), 30,
-                   interval=0.2, what="node n1 idle")
+        s.start_slurmd()
         wait_until(lambda: "PoolName[0]=strata" in s.cmd("scontrol", "show", "burstbuffer").stdout,
                    30, interval=0.2, what="the strata pool reported to Slurm")
         yield s
@@ -320,9 +358,11 @@ def slurm():
         finally:
             for p in reversed(s.procs):
                 _stop(p)
+            left = _unmount_all(base)
             if s.cluster:
                 s.cluster.stop_all()
             shutil.rmtree(base, ignore_errors=True)
+            assert not left, "mounts left behind: %r" % left
 
 
 @pytest.fixture
@@ -683,3 +723,61 @@ echo "dataset=$STRATA_DATASET"
     wait_until(lambda: s.inventory() == baseline, 30, interval=0.2,
                what="the inventory back to its baseline")
     assert not out.exists() or "ran" not in out.read_text()
+
+
+def _job_pids(job):
+    """The slurmstepd of job and the job's processes (SLURM_JOB_ID=job)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % name, "rb") as f:
+                cmd = f.read()
+            with open("/proc/%s/environ" % name, "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if cmd.startswith(b"slurmstepd: [%s." % job.encode()) or \
+                ("SLURM_JOB_ID=%s" % job).encode() in env:
+            out.append(int(name))
+    return out
+
+
+@pytest.mark.timeout(180)
+def test_node_failure_releases_everything(slurm_logs):
+    """The node dies under a running job (slurmd and the job's processes
+    killed): Slurm ends the job NODE_FAIL once slurmd misses its
+    SlurmdTimeout, teardown releases the composition, and the node comes
+    back when slurmd starts again. Runs last: it restarts slurmd."""
+    s = slurm_logs
+    baseline = s.inventory()
+    job, out = s.sbatch("#BB_LUA strata pool=strata capacity=32M mem=8M\necho running\nsleep 300\n")
+    wait_until(lambda: out.exists() and "running" in out.read_text(), 60, interval=0.2,
+               what="job %s running" % job)
+    assert s.composition_of(job)["State"] == "Composed"
+    slurmd = s.procs.pop()
+    try:
+        os.killpg(slurmd.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    slurmd.wait(timeout=10)
+    REGISTRY.discard(slurmd.pid)
+    for pid in _job_pids(job):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    # What the dead node held is gone with it: its mount of the volume.
+    _unmount_all(s.base)
+    try:
+        wait_until(lambda: s.job_state(job) is None, 90, interval=0.5,
+                   what="job %s ended by the node's failure" % job)
+        comp = s.wait_released(job)
+        assert comp["State"] == "Released"
+        wait_until(lambda: s.inventory() == baseline, 30, interval=0.2,
+                   what="the inventory back to its baseline")
+        st = s.cmd("scontrol", "show", "job", job).stdout
+        assert "JobState=NODE_FAIL" in st or not st.strip(), st
+    finally:
+        s.start_slurmd()
