@@ -533,3 +533,29 @@ def test_compute_node_killed_degrades_its_compositions(cc):
     release(cc, s["Id"])
     release(cc, other["Id"])
     audit(cc)
+
+
+def test_failed_gpus_and_models(cc, daemon_factory):
+    """A compute node joining with other GPUs, one reported failed: the
+    inventory counts it Failed, its block says so, and compositions get
+    only its healthy GPU (by model)."""
+    n = daemon_factory(node_id=40, extra_flags=[
+        "--node.services=compute", "--compute.gpus=2xL4-24GB", "--compute.failed=1",
+        "--node.key_file=%s" % (cc.dir / "cluster.key"),
+        "--mgmt.address=%s" % cc.mgmt_node.addr])
+    wait_until(lambda: any(x["Node"] == 40 and x["Up"] for x in inventory(cc)["ComputeNodes"]),
+               BOUND_S, 0.2, "the new compute node in the inventory")
+    inv = inventory(cc)
+    assert inv["Gpus"]["Failed"] == 1
+    assert inv["Gpus"]["Models"]["L4-24GB"] == {"Total": 2, "Free": 1}
+    code, b = http(cc, "GET", RF + "/CompositionService/ResourceBlocks/gpu-40-1")
+    assert b["CompositionStatus"]["CompositionState"] == "Failed"
+    assert b["Oem"]["Strata"]["State"] == "failed" and b["Status"]["Health"] == "Critical"
+    code, body = compose(cc, Gpus={"Count": 2, "Model": "L4-24GB"})
+    assert code == 409 and error_of(body) == "needs 2 L4-24GB, 1 free"
+    code, s = compose(cc, Gpus={"Count": 1, "Model": "L4-24GB"})
+    assert code == 201, s
+    assert s["Oem"]["Strata"]["Gpus"] == [{"Node": 40, "Index": 0, "Model": "L4-24GB",
+                                          "Address": n.addr}]
+    audit(cc)
+    release(cc, s["Id"])
