@@ -538,6 +538,33 @@ def test_install_refuses_a_missing_slurm_user(slurm_logs):
     assert r.returncode == 1 and "is not a directory" in r.stderr, r.stderr
     r = s.strata("slurm", "gres", "--names", "a,b")
     assert r.returncode == 2 and "--names gives 2 name(s)" in r.stderr, r.stderr
+    for bad in ("datasets", "/", "/datasets/", "/data sets"):
+        r = s.strata("slurm", "install", "--conf-dir", s.etc, "--datasets", bad)
+        assert r.returncode == 2 and "--datasets and --volumes are absolute paths" in r.stderr, \
+            (bad, r.stderr)
+    r = s.strata("slurm", "install", "--conf-dir", s.etc, "--tenant", "group")
+    assert r.returncode == 2 and "--tenant is 'user'" in r.stderr, r.stderr
+    r = s.strata("slurm", "gres", "--conf-dir", s.etc)
+    assert r.returncode == 2 and "is an option of 'slurm install'" in r.stderr, r.stderr
+
+
+def test_install_again_keeps_the_token(slurm_logs):
+    """A second install rewrites the script and its settings and keeps
+    SlurmUser's token (still SlurmUser's, 0600)."""
+    s = slurm_logs
+    tok = s.etc / "strata-slurm.token"
+    before = tok.read_text()
+    r = s.strata("slurm", "install", "--conf-dir", s.etc, "--state-dir", s.base / "bbstate",
+                 "--slurm-user", SLURM_USER, "--datasets", "/datasets")
+    assert r.returncode == 0, r.stderr
+    assert "kept the token in %s" % tok in r.stdout
+    st = tok.stat()
+    assert tok.read_text() == before
+    assert (st.st_mode & 0o777, st.st_uid) == (0o600, pwd.getpwnam(SLURM_USER).pw_uid)
+    conf = (s.etc / "strata_bb.conf").read_text()
+    assert "datasets = /datasets\n" in conf and "token_file = %s\n" % tok in conf, conf
+    assert (s.etc / "burst_buffer.lua").read_bytes() == \
+        (Path(__file__).resolve().parents[2] / "contrib" / "slurm" / "burst_buffer.lua").read_bytes()
 
 
 @pytest.mark.timeout(120)
@@ -600,6 +627,7 @@ echo "mount=$STRATA_MOUNT dir=$STRATA_VOLUME_DIR"
 grep -q " $STRATA_MOUNT fuse" /proc/mounts && echo mounted
 echo "private=$(stat -c '%a %U' "$(dirname "$STRATA_MOUNT")")"
 echo "through fuse $SLURM_JOB_ID" > "$STRATA_VOLUME_DIR/viafuse" && echo write=ok
+srun -n1 bash -c 'echo "step mount=$STRATA_MOUNT read=$(cat "$STRATA_VOLUME_DIR/viafuse")"'
 echo "read: $({strata} cat "$STRATA_VOLUME/viafuse")"
 head -c 16777216 /dev/zero > "$STRATA_VOLUME_DIR/big" 2>"$W/fuse-err-$SLURM_JOB_ID"; echo big_rc=$?
 cat "$W/fuse-err-$SLURM_JOB_ID"; rm -f "$W/fuse-err-$SLURM_JOB_ID"
@@ -615,6 +643,9 @@ cat "$W/fuse-err-$SLURM_JOB_ID"; rm -f "$W/fuse-err-$SLURM_JOB_ID"
     # Past the slice's capacity through the mount: EDQUOT.
     assert "big_rc=1" in text and "Disk quota exceeded" in text, text
     assert "private=700 nobody" in text, text
+    # An srun step gets a mount of its own, which sees the batch step's file.
+    assert "step mount=%s read=through fuse %s" % (private.parent / ("strata-%s.0" % job) / "mnt",
+                                                   job) in text, text
     # The step's end unmounted it and removed the mount point.
     wait_until(lambda: not _mounted(mnt) and not private.exists(), 20, interval=0.2,
                what="%s unmounted and removed" % mnt)
