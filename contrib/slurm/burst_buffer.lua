@@ -229,9 +229,13 @@ local function write_file(path, text)
 end
 
 --[[ Runs 'strata ARGS' with the cluster and the credential of the
-settings; returns ok, stdout, stderr. tag names the capture files. ]]
-local function strata(conf, tag, args)
+settings; returns ok, stdout, stderr. tag names the capture files; limit,
+when given, is the seconds it may take (coreutils' timeout kills it). ]]
+local function strata(conf, tag, args, limit)
 	local cmd = { shquote(conf.strata) }
+	if limit then
+		table.insert(cmd, 1, string.format("timeout -k 1 %d", limit))
+	end
 	for _, a in ipairs(args) do
 		cmd[#cmd + 1] = shquote(a)
 	end
@@ -313,7 +317,9 @@ function slurm_bb_pools()
 		slurm.log_error("%s: %s", NAME, cerr)
 		return slurm.ERROR, cerr
 	end
-	local ok, out, err = strata(conf, "pools", { "compose", "inventory", "--json" })
+	-- slurmctld waits for this, holding its locks: a composer that does
+	-- not answer within 5 s is taken as away.
+	local ok, out, err = strata(conf, "pools", { "compose", "inventory", "--json" }, 5)
 	local total = ok and json_obj_int(out, "Storage", "Total")
 	local free = ok and json_obj_int(out, "Storage", "Free")
 	local mem = ok and json_obj_int(out, "Memory", "Total")
