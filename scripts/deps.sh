@@ -20,6 +20,9 @@ PKGS=(
   fio                                            # FUSE tests and benchmark (--verify=crc32c)
   python3-numpy python3-torch                    # python/strata: arrays, tensors, datasets
   redis-server                                   # bench mem: the peer it is compared with
+  slurm-wlm                                      # tests/integration/test_slurm.py: slurmctld, slurmd,
+                                                 # burst_buffer/lua (auth/none there: one host, no munged)
+  libslurm-dev                                   # slurm/spank.h: src/slurm/spank_strata.so
 )
 
 missing=()

@@ -204,6 +204,10 @@ static void usage(FILE *f)
 		"                 [--memory SIZE] [--tenant T] [--ttl TIME] [--retain]\n"
 		"                 [--token-out FILE]  compose a job's resources and credential\n"
 		"  compose list | show ID | delete ID  the compositions; delete releases one\n"
+		"slurm (docs/slurm.md):\n"
+		"  slurm install [--conf-dir DIR]     the burst_buffer/lua script, its settings\n"
+		"                                     and SlurmUser's token\n"
+		"  slurm gres [--names N1,N2]         gres.conf lines for the composer's GPUs\n"
 		"files (the cluster: --mgmt ADDR, --dir DIR of 'local up', or $STRATA_MGMT;\n"
 		"       the credential: --token TOKEN|FILE, $STRATA_TOKEN, $STRATA_TOKEN_FILE,\n"
 		"       or DIR/admin.token):\n"
@@ -256,6 +260,8 @@ int main(int argc, char **argv)
 		return cmd_token(argc - 1, argv + 1);
 	if (strcmp(argv[1], "compose") == 0)
 		return cmd_compose(argc - 1, argv + 1);
+	if (strcmp(argv[1], "slurm") == 0)
+		return cmd_slurm(argc - 1, argv + 1);
 	if (strcmp(argv[1], "bench") == 0)
 		return cmd_bench(argc - 1, argv + 1);
 	if (strcmp(argv[1], "demo") == 0)
