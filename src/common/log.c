@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 
 #include "log.h"
@@ -85,28 +86,39 @@ void log_msg(enum log_level level, const char *comp, const char *fmt, ...)
 void log_limited(struct log_limit *l, enum log_level level, const char *comp, const char *fmt,
 		 ...)
 {
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	struct timespec ts;
-	uint64_t now, next;
-	uint32_t dropped;
+	uint32_t dropped = 0;
+	bool last = false;
 	char msg[900];
+	uint64_t now;
 	va_list ap;
 
 	if ((int)level < g_level || level >= LOG_OFF)
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-	next = __atomic_load_n(&l->next_ms, __ATOMIC_RELAXED);
-	if (now < next || !__atomic_compare_exchange_n(&l->next_ms, &next, now + LOG_LIMIT_MS,
-						      false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-		__atomic_add_fetch(&l->dropped, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&lock);
+	if (now - l->window_ms >= LOG_LIMIT_MS || l->window_ms > now) {
+		l->window_ms = now;
+		l->used = 0;
+		dropped = l->dropped;
+		l->dropped = 0;
+	}
+	if (l->used >= LOG_LIMIT_BURST) {
+		l->dropped++;
+		pthread_mutex_unlock(&lock);
 		return;
 	}
-	dropped = __atomic_exchange_n(&l->dropped, 0, __ATOMIC_RELAXED);
+	last = ++l->used == LOG_LIMIT_BURST;
+	pthread_mutex_unlock(&lock);
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (dropped)
-		log_msg(level, comp, "%s (and %u more like it in the last %d s)", msg, dropped,
+		log_msg(level, comp, "%s (and %u more like it dropped before)", msg, dropped);
+	else if (last)
+		log_msg(level, comp, "%s (more lines like this in the next %d s are dropped)", msg,
 			LOG_LIMIT_MS / 1000);
 	else
 		log_msg(level, comp, "%s", msg);

@@ -39,15 +39,18 @@ void log_vmsg(enum log_level level, const char *comp, const char *fmt, va_list a
 
 /*
  * Rate-limited lines, for what a peer can make happen as often as it likes
- * (malformed frames, refused credentials, connection floods): at most one
- * line per LOG_LIMIT_MS per call site; the next line that passes says how
- * many were dropped meanwhile. log_warn_limited keeps its state in a
- * static of the call site. Thread-safe.
+ * (malformed frames, connection floods): at most LOG_LIMIT_BURST lines per
+ * LOG_LIMIT_MS per call site; the first line past them says that more are
+ * dropped, and the first line of a later window how many were.
+ * log_warn_limited keeps its state in a static of the call site.
+ * Thread-safe.
  */
 #define LOG_LIMIT_MS 10000
+#define LOG_LIMIT_BURST 32
 struct log_limit {
-	uint64_t next_ms;	/* atomic */
-	uint32_t dropped;	/* atomic */
+	uint64_t window_ms;	/* when the current window began */
+	uint32_t used;		/* lines logged in it */
+	uint32_t dropped;	/* lines dropped since the last one logged */
 };
 void log_limited(struct log_limit *l, enum log_level level, const char *comp, const char *fmt,
 		 ...) __attribute__((format(printf, 4, 5)));

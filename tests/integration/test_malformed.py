@@ -185,7 +185,7 @@ def test_stray_response_is_ignored(shared_daemon):
 @pytest.mark.timeout(90)
 def test_flood_of_garbage_connections(shared_daemon):
     """200 connections sending garbage at once: all closed in bounded time,
-    each counted, and the daemon still serves."""
+    each counted, the log kept short, and the daemon still serves."""
     d = shared_daemon
     n = 200
     rnd = random.Random(99)
@@ -239,7 +239,10 @@ def test_flood_of_garbage_connections(shared_daemon):
     assert st["bad_frames"] >= before + n
     wait_ok = d.metric(BAD_FRAMES)
     assert wait_ok == before + n
-    assert d.log.count("malformed frame from") >= n
+    # Every one is counted, but the log is rate-limited (src/common/log.h:
+    # 32 lines per 10 s per call site), and says so.
+    assert d.log.count("malformed frame from") < n
+    assert "more lines like this in the next 10 s are dropped" in d.log
 
 
 # The meta service's table (src/proto/meta.h).
