@@ -1,8 +1,8 @@
 """Layer streaming and model switching over the memory plane.
 
-    import strata.mem, strata.torch
+    import strata.mem, strata.pytorch
     pool = strata.mem.Pool(...)
-    h = strata.torch.offload(model, pool, prefix="llm-a")   # weights -> pool
+    h = strata.pytorch.offload(model, pool, prefix="llm-a")   # weights -> pool
     y = model(x)        # layer i+1 is fetched while layer i computes
     h.remove()          # weights back in the module, hooks gone
 

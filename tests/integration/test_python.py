@@ -155,7 +155,7 @@ def test_datasets_workers_order_resume_ranks(cluster):
     c = cluster(3)
     run_py(c, """
         import torch
-        import strata, strata.torch as st
+        import strata, strata.pytorch as st
         from strata.dataset import ShardWriter, SampleIndex, epoch_order
         c = strata.Client()
         N = 48

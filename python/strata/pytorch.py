@@ -1,7 +1,7 @@
-"""PyTorch datasets over Strata (import strata.torch).
+"""PyTorch datasets over Strata (import strata.pytorch).
 
-    ds = strata.torch.StrataDataset("/data/train", client)          # map-style
-    it = strata.torch.StrataIterableDataset("/data/train", client,
+    ds = strata.pytorch.StrataDataset("/data/train", client)          # map-style
+    it = strata.pytorch.StrataIterableDataset("/data/train", client,
             batch_size=64, seed=1, epoch=e, start=pos)                # prefetching
     loader = torch.utils.data.DataLoader(it, batch_size=64, num_workers=4)
 
@@ -19,7 +19,7 @@ seed): position = samples of the epoch already consumed by this rank.
 """
 import math
 
-import torch    # the real PyTorch: absolute import (this module is strata.torch)
+import torch    # the real PyTorch (this module is strata.pytorch, so nothing shadows it)
 from torch.utils.data import Dataset, IterableDataset, Sampler, get_worker_info
 
 from .dataset import PrefetchReader, SampleIndex, epoch_order, open_client

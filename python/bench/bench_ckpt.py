@@ -1,4 +1,4 @@
-"""strata bench ckpt (python3 -m strata.bench_ckpt): checkpoint save and
+"""strata bench ckpt (python/bench/bench_ckpt.py): checkpoint save and
 restore of a llama-style model shard, scaled down, on a local cluster
 (3 storage daemons, R=3) against torch.save / torch.load on a local
 directory, in the same run.
