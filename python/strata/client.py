@@ -12,10 +12,21 @@ CPU torch tensors -- and libstrata reads straight into its memory (no
 intermediate copy). write takes bytes-like objects, numpy arrays and CPU
 tensors the same way.
 
+Files follow open(): Client.open returns a BufferedReader, BufferedWriter
+or BufferedRandom (a buffer of the file's chunk size by default), a
+TextIOWrapper in text mode, or the raw File with buffering=0.
+
+Paths follow os: str, bytes or os.PathLike, encoded with os.fsencode; a
+directory listed with a bytes path gives bytes names, with a str path str
+names decoded with os.fsdecode (undecodable bytes as surrogates), so every
+name listed can be opened again.
+
 Errors are OSError subclasses with the path in the message:
 FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
 PermissionError, or OSError with .errno (ENOTEMPTY, ENOSPC, ...).
 """
+from __future__ import annotations
+
 import ctypes
 import errno
 import io
@@ -23,6 +34,10 @@ import os
 import stat as _stat
 import sys
 import threading
+import warnings
+from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
+
+StrPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 from ._lib import Closable, check, declare, strerror
 
@@ -109,9 +124,10 @@ def _lib():
 
 
 def _b(path):
-    if isinstance(path, bytes):
-        return path
-    return os.fspath(path).encode()
+    """The bytes libstrata takes for a path: os.fsencode (str, bytes or
+    os.PathLike; a str's surrogates turn back into the bytes they stand
+    for)."""
+    return os.fsencode(path)
 
 
 def _raise2(rc, src, dst):
@@ -119,7 +135,7 @@ def _raise2(rc, src, dst):
     code = -rc
     if 0 < code < 4096:
         raise OSError(code, strerror(rc), os.fspath(src), None, os.fspath(dst))
-    check(rc, "%s -> %s" % (src, dst))
+    check(rc, "%s -> %s" % (os.fsdecode(src), os.fsdecode(dst)))
 
 
 # ---------------------------------------------------------------------------
@@ -203,12 +219,15 @@ class StatResult:
 
 
 class DirEntry:
-    """One entry of Client.scandir: name, path, inode, mode."""
+    """One entry of Client.scandir: name, path, inode, mode. name and path
+    are bytes when the directory was named by bytes, else str (os.scandir's
+    rule)."""
     __slots__ = ("name", "path", "inode", "mode")
 
     def __init__(self, parent, name, ino, mode):
         self.name = name
-        self.path = parent.rstrip("/") + "/" + name
+        sep = b"/" if isinstance(name, bytes) else "/"
+        self.path = parent.rstrip(sep) + sep + name
         self.inode, self.mode = ino, mode
 
     def is_dir(self):
@@ -329,20 +348,66 @@ class Client:
 
     # -- files --
 
-    def open(self, path, mode="rb", perm=0o644):
-        """Opens a file: mode is 'r', 'w', 'x', 'a' with optional 'b' and
-        '+' (binary only). Returns a File."""
-        return File(self, path, mode, perm)
+    def open(self, path: StrPath, mode: str = "r", buffering: int = -1,
+             encoding: Optional[str] = None, errors: Optional[str] = None,
+             newline: Optional[str] = None, *, perm: int = 0o644) -> Any:
+        """Opens a file the way open() does. mode: 'r', 'w', 'x', 'a', with
+        '+', and 'b' (binary) or 't' (text, the default). Returns:
+        - binary, buffering=0: the raw File (every read and write goes
+          straight to libstrata);
+        - binary: a BufferedReader ('r'), BufferedWriter ('w', 'x', 'a') or
+          BufferedRandom ('+'), with a buffer of buffering bytes; -1 (the
+          default) uses the file's chunk size;
+        - text: a TextIOWrapper over the buffered file (encoding, errors,
+          newline as open(); buffering=1 is line buffering).
+        The buffered files also offer pread/pread_into/pwrite/size/stat/
+        fsync, flush() publishes the length written (strata_fsync), and
+        close() flushes. perm: the new file's permission bits."""
+        flags, append, readable, writable, text = _parse_mode(mode)
+        if buffering == 0 and text:
+            raise ValueError("can't have unbuffered text I/O")
+        if not text and (encoding is not None or errors is not None or newline is not None):
+            raise ValueError("binary mode doesn't take an encoding, errors or newline "
+                             "argument")
+        line = False
+        if buffering == 1:
+            if text:
+                line = True
+            else:
+                warnings.warn("line buffering (buffering=1) isn't supported in binary mode, "
+                              "the default buffer size will be used", RuntimeWarning, 2)
+            buffering = -1
+        raw = File(self, path, mode, perm)
+        if buffering == 0:
+            return raw
+        try:
+            if buffering < 0:
+                buffering = raw.chunk_size or io.DEFAULT_BUFFER_SIZE
+            if readable and writable:
+                f = BufferedRandom(raw, buffering)
+            elif writable:
+                f = BufferedWriter(raw, buffering)
+            else:
+                f = BufferedReader(raw, buffering)
+            if not text:
+                return f
+            t = io.TextIOWrapper(f, io.text_encoding(encoding), errors, newline,
+                                 line_buffering=line)
+            t.mode = mode
+            return t
+        except BaseException:
+            raw.close()
+            raise
 
-    def read_bytes(self, path):
-        with self.open(path, "rb") as f:
+    def read_bytes(self, path: StrPath) -> bytes:
+        with self.open(path, "rb", buffering=0) as f:
             return f.readall()
 
-    def write_bytes(self, path, data):
-        with self.open(path, "wb") as f:
+    def write_bytes(self, path: StrPath, data: Any) -> int:
+        with self.open(path, "wb", buffering=0) as f:
             return f.write(data)
 
-    def read_batch(self, reads, depth=64):
+    def read_batch(self, reads: Iterable[Tuple[Any, int, Any]], depth: int = 64) -> List[int]:
         """Reads many (path_or_File, offset, buffer) at once through the
         batch ring, straight into each buffer; up to depth in flight.
         Returns the byte counts (short at end of file). Raises the first
@@ -381,35 +446,38 @@ class Client:
         except (FileNotFoundError, NotADirectoryError):
             return False
 
-    def scandir(self, path="/"):
-        """Every entry of a directory (DirEntry: name, path, inode, mode)."""
+    def scandir(self, path: StrPath = "/") -> List[DirEntry]:
+        """Every entry of a directory (DirEntry: name, path, inode, mode);
+        bytes names for a bytes path, else str (os.fsdecode)."""
         L = _lib()
         d = _P()
         check(L.strata_opendir(self.handle, _b(path), ctypes.byref(d)), path)
         out = []
         ent = _Dirent()
         p = os.fspath(path)
+        raw = isinstance(p, bytes)
         try:
             while True:
                 rc = L.strata_readdir(d, ctypes.byref(ent))
                 check(rc, path)
                 if rc == 0:
                     break
-                out.append(DirEntry(p, ent.name.decode(errors="surrogateescape"), ent.ino,
-                                    ent.mode))
+                name = ent.name if raw else os.fsdecode(ent.name)
+                out.append(DirEntry(p, name, ent.ino, ent.mode))
         finally:
             L.strata_closedir(d)
         return out
 
-    def listdir(self, path="/"):
+    def listdir(self, path: StrPath = "/") -> List[Union[str, bytes]]:
+        """The names in a directory (bytes for a bytes path, as os.listdir)."""
         return [e.name for e in self.scandir(path)]
 
-    def mkdir(self, path, mode=0o755):
+    def mkdir(self, path: StrPath, mode: int = 0o755) -> None:
         check(_lib().strata_mkdir(self.handle, _b(path), mode), path)
 
-    def makedirs(self, path, mode=0o755, exist_ok=False):
+    def makedirs(self, path: StrPath, mode: int = 0o755, exist_ok: bool = False) -> None:
         """Creates path and its missing parents."""
-        p = "/" + "/".join(c for c in os.fspath(path).split("/") if c)
+        p = "/" + "/".join(c for c in os.fsdecode(path).split("/") if c)
         parts = p.split("/")
         for i in range(2, len(parts) + 1):
             sub = "/".join(parts[:i])
@@ -470,10 +538,12 @@ class Client:
     def symlink(self, target, linkpath):
         check(_lib().strata_symlink(self.handle, _b(target), _b(linkpath)), linkpath)
 
-    def readlink(self, path):
+    def readlink(self, path: StrPath) -> Union[str, bytes]:
+        """The target of a symlink (bytes for a bytes path, as os.readlink)."""
         buf = ctypes.create_string_buffer(4096)
         n = check(_lib().strata_readlink(self.handle, _b(path), buf, 4096), path)
-        return buf.raw[:n].decode(errors="surrogateescape")
+        t = buf.raw[:n]
+        return t if isinstance(os.fspath(path), bytes) else os.fsdecode(t)
 
     def statfs(self):
         st = _Statfs()
@@ -491,16 +561,20 @@ class Client:
 
 
 def _parse_mode(mode):
-    if not isinstance(mode, str) or "t" in mode or "U" in mode:
-        raise ValueError("strata: invalid mode %r (binary modes only: r, w, x, a, +, b)" % mode)
-    m = mode.replace("b", "")
-    plus = "+" in m
-    m = m.replace("+", "")
-    if len(m) != 1 or m not in "rwxa":
-        raise ValueError("strata: invalid mode %r" % mode)
+    """open()'s mode -> (flags, append, readable, writable, text)."""
+    if not isinstance(mode, str):
+        raise TypeError("open() argument 'mode' must be str, not %s" % type(mode).__name__)
+    if len(set(mode)) != len(mode) or set(mode) - set("rwxabt+"):
+        raise ValueError("invalid mode: %r" % mode)
+    if "b" in mode and "t" in mode:
+        raise ValueError("can't have text and binary mode at once")
+    m = "".join(c for c in mode if c in "rwxa")
+    plus = "+" in mode
+    if len(m) != 1:
+        raise ValueError("must have exactly one of create/read/write/append mode")
     acc = O_RDWR if plus else (O_RDONLY if m == "r" else O_WRONLY)
     flags = {"r": 0, "w": O_CREAT | O_TRUNC, "x": O_CREAT | O_EXCL, "a": O_CREAT}[m]
-    return acc | flags, m == "a", m == "r" or plus, m != "r" or plus
+    return acc | flags, m == "a", m == "r" or plus, m != "r" or plus, "b" not in mode
 
 
 class File(io.RawIOBase):
@@ -508,20 +582,28 @@ class File(io.RawIOBase):
     write, seek, tell, plus positional pread/pwrite). Reads and writes go
     straight between libstrata and the caller's buffer."""
 
-    def __init__(self, client, path, mode="rb", perm=0o644):
+    def __init__(self, client: "Client", path: StrPath, mode: str = "rb", perm: int = 0o644):
         super().__init__()
         self.client = client
         self.name = os.fspath(path)
         self.mode = mode
-        flags, self._append, self._readable, self._writable = _parse_mode(mode)
+        flags, self._append, self._readable, self._writable, _ = _parse_mode(mode)
         out = _P()
         check(_lib().strata_open(client.handle, _b(path), flags, perm, ctypes.byref(out)),
               self.name)
         self._f = out.value
         self._pid = os.getpid()
         self._pos = 0
+        self._chunk = None
         if self._append:
             self._pos = self.size()
+
+    @property
+    def chunk_size(self) -> int:
+        """The file's chunk size (its layout), the default buffer size."""
+        if self._chunk is None:
+            self._chunk = self.stat().chunk_size
+        return self._chunk
 
     @property
     def handle(self):
@@ -561,14 +643,15 @@ class File(io.RawIOBase):
         except Exception:
             pass
 
-    def size(self):
+    def size(self) -> int:
         st = _Stat()
         check(_lib().strata_fstat(self.handle, ctypes.byref(st)), self.name)
         return st.size
 
-    def stat(self):
+    def stat(self) -> StatResult:
         st = _Stat()
         check(_lib().strata_fstat(self.handle, ctypes.byref(st)), self.name)
+        self._chunk = st.chunk_size
         return StatResult(st)
 
     def seek(self, off, whence=0):
@@ -683,6 +766,98 @@ class File(io.RawIOBase):
         return size
 
 
+def _as_buffer(obj, writable):
+    """obj itself when it has the buffer protocol, else (a CPU tensor) a
+    memoryview of its memory, for io's buffered read/write paths."""
+    try:
+        memoryview(obj).release()
+        return obj
+    except TypeError:
+        pass
+    addr, n, keep = buffer_info(obj, writable)
+    if n == 0:
+        return bytearray()
+    # The view refers to the array, which refers to keep (the tensor).
+    arr = (ctypes.c_char * n).from_address(addr)
+    arr._keep = keep
+    return memoryview(arr).cast("B")
+
+
+class _Positional:
+    """What a buffered Strata file adds to io's: the raw File's positional
+    I/O and metadata, kept coherent with the buffer (pending writes are
+    flushed first; a pwrite drops what was read ahead)."""
+
+    @property
+    def handle(self):
+        return self.raw.handle
+
+    def readinto(self, buf: Any) -> int:
+        return super().readinto(_as_buffer(buf, True))
+
+    def write(self, data: Any) -> int:
+        return super().write(_as_buffer(data, False))
+
+    @property
+    def client(self) -> "Client":
+        return self.raw.client
+
+    def size(self) -> int:
+        self.flush()
+        return self.raw.size()
+
+    def stat(self) -> StatResult:
+        self.flush()
+        return self.raw.stat()
+
+    def pread_into(self, buf: Any, off: int) -> int:
+        self.flush()
+        return self.raw.pread_into(buf, off)
+
+    def pread(self, n: int, off: int) -> bytes:
+        self.flush()
+        return self.raw.pread(n, off)
+
+    def pwrite(self, data: Any, off: int) -> int:
+        self.flush()
+        r = self.raw.pwrite(data, off)
+        if self.readable():
+            pos = self.tell()
+            self.seek(0, 2)         # whence 2 always drops the read buffer
+            self.seek(pos)
+        return r
+
+    def flush(self) -> None:
+        """Writes the buffer out and publishes the length (strata_fsync)."""
+        super().flush()
+        if not self.closed:
+            self.raw.flush()
+
+    def fsync(self) -> None:
+        self.flush()
+
+
+class BufferedReader(_Positional, io.BufferedReader):
+    """A Strata file opened 'rb' (io.BufferedReader)."""
+
+
+class BufferedWriter(_Positional, io.BufferedWriter):
+    """A Strata file opened 'wb', 'xb' or 'ab' (io.BufferedWriter)."""
+
+
+class BufferedRandom(_Positional, io.BufferedRandom):
+    """A Strata file opened with '+' (io.BufferedRandom)."""
+
+
+def _raw_file(f):
+    """The raw File of a File or a buffered one, else None."""
+    if isinstance(f, File):
+        return f
+    if isinstance(f, _Positional):
+        return f.raw
+    return None
+
+
 class Ring(Closable):
     """A batch of asynchronous reads and writes (a libstrata ring), used
     by one thread at a time. prep_read/prep_write queue I/Os (the buffer
@@ -709,6 +884,7 @@ class Ring(Closable):
             self.inflight = 0
 
     def _prep(self, fn, f, buf, off, user_data, writable, length=None):
+        f = _raw_file(f) or f
         addr, n, keep = buffer_info(buf, writable)
         if length is not None:
             n = min(n, length)
@@ -750,12 +926,13 @@ class Ring(Closable):
         files = []
         try:
             for src, _, _ in reads:
-                if isinstance(src, File):
-                    files.append(src)
+                raw = _raw_file(src)
+                if raw is not None:
+                    files.append(raw)
                 else:
                     key = os.fspath(src)
                     if key not in opened:
-                        opened[key] = self.client.open(key, "rb")
+                        opened[key] = self.client.open(key, "rb", buffering=0)
                     files.append(opened[key])
             res = [None] * len(reads)
             nxt = 0

@@ -195,7 +195,7 @@ class SampleIndex:
         if files is not None and k in files:
             files[k].pread_into(buf, int(self.offsets[i]))
             return buf
-        f = client.open(self.paths[k], "rb")
+        f = client.open(self.paths[k], "rb", buffering=0)
         try:
             f.pread_into(buf, int(self.offsets[i]))
         finally:
@@ -237,9 +237,10 @@ class PrefetchReader:
                     if idx.packed:
                         f = shards.get(k)
                         if f is None:
-                            f = shards[k] = self.client.open(idx.paths[k], "rb")
+                            f = shards[k] = self.client.open(idx.paths[k], "rb",
+                                                             buffering=0)
                     else:
-                        f = own = self.client.open(idx.paths[k], "rb")
+                        f = own = self.client.open(idx.paths[k], "rb", buffering=0)
                     if len(buf):
                         ring.prep_read(f, buf, int(idx.offsets[i]), nxt)
                         pending[nxt] = (i, buf, own)

@@ -80,7 +80,7 @@ def test_file_api_buffers_errors_fork(cluster):
             assert f.write(memoryview(data)[1000:]) == len(data) - 1000
         assert c.stat("/t/a/f.bin").st_size == len(data)
         assert c.stat("/t/a").is_dir() and c.isfile("/t/a/f.bin")
-        with c.open("/t/a/f.bin") as f:
+        with c.open("/t/a/f.bin", "rb") as f:
             assert f.read() == data
             f.seek(7)
             ba = bytearray(5000); assert f.readinto(ba) == 5000 and ba == data[7:5007]
