@@ -157,3 +157,58 @@ def test_paths_str_bytes_non_utf8(cluster):
         assert not c.exists("/p")
         print("OK")
     """)
+
+
+@pytest.mark.timeout(120)
+def test_checkpoint_parents_and_safe_load(cluster):
+    c = cluster(3)
+    run_py(c, """
+        import collections, fractions
+        import numpy as np, torch
+        import strata, strata.checkpoint as ck
+        c = strata.Client()
+        # missing parents are created, str and bytes paths alike
+        ck.save({"w": torch.ones(3)}, "/ck/a/b/c/step-1", client=c, async_=False)
+        ck.save({"w": torch.zeros(3)}, b"/ck/a/\\xff/step-2", client=c).wait()
+        assert ck.load(b"/ck/a/\\xff/step-2", client=c)["w"].tolist() == [0, 0, 0]
+        assert ck.latest(b"/ck/a/\\xff", client=c) == b"/ck/a/\\xff/step-2"
+        # pickled leaves of tensors, containers and scalars load by default
+        safe = {(1, "k"): torch.arange(4), "set": {1, 2}, "c": 1 + 2j, "dt": torch.bfloat16,
+                "sz": torch.Size([2, 3]), "od": collections.OrderedDict(a=1),
+                "np": np.float32(1.5), "arr": {(0,): np.arange(3)}}
+        ck.save(safe, "/ck/safe", client=c, async_=False)
+        got = ck.load("/ck/safe", client=c)
+        assert torch.equal(got[(1, "k")], torch.arange(4)) and got["set"] == {1, 2}
+        assert got["c"] == 1 + 2j and got["dt"] is torch.bfloat16 and got["sz"] == (2, 3)
+        assert got["np"] == 1.5 and got["arr"][(0,)].tolist() == [0, 1, 2]
+        # anything else is refused by name, with the key path; allow_pickle loads it
+        ck.save({"opt": {"sched": [1, fractions.Fraction(1, 3)]}}, "/ck/unsafe", client=c,
+                async_=False)
+        try:
+            ck.load("/ck/unsafe", client=c)
+        except ck.UnsafeCheckpointError as e:
+            assert "fractions.Fraction" in str(e) and "opt.sched.1" in str(e), e
+            assert e.name == "fractions.Fraction" and e.key == "opt.sched.1"
+            assert "allow_pickle=True" in str(e)
+        else:
+            raise AssertionError("an arbitrary pickle loaded without allow_pickle")
+        got = ck.load("/ck/unsafe", client=c, allow_pickle=True)
+        assert got["opt"]["sched"][1] == fractions.Fraction(1, 3)
+        # a hand-made pickle calling os.system is refused before anything runs
+        import base64, json, pickle
+        class Evil:
+            def __reduce__(self):
+                return (__import__("os").system, ("touch /tmp/strata-pwned",))
+        ck.save({"x": torch.ones(1)}, "/ck/evil", client=c, async_=False)
+        man = json.loads(c.read_bytes("/ck/evil/manifest.json"))
+        man["shards"][0]["meta"]["$d"].append(
+            ["evil", {"$pickle": base64.b64encode(pickle.dumps(Evil())).decode()}])
+        c.write_bytes("/ck/evil/manifest.json", json.dumps(man).encode())
+        try:
+            ck.load("/ck/evil", client=c)
+        except ck.UnsafeCheckpointError as e:
+            assert e.name in ("posix.system", "os.system"), e
+        else:
+            raise AssertionError("os.system unpickled")
+        print("OK")
+    """)
