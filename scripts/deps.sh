@@ -19,6 +19,7 @@ PKGS=(
   libfuse3-dev fuse3                             # strata-fuse (libfuse3 low-level API)
   fio                                            # FUSE tests and benchmark (--verify=crc32c)
   python3-numpy python3-torch                    # python/strata: arrays, tensors, datasets
+  python3-fsspec python3-pandas                  # strata.fsspec, its pandas round trip
   redis-server                                   # bench mem: the peer it is compared with
 )
 
