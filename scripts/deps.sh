@@ -20,6 +20,7 @@ PKGS=(
   fio                                            # FUSE tests and benchmark (--verify=crc32c)
   python3-numpy python3-torch                    # python/strata: arrays, tensors, datasets
   python3-fsspec python3-pandas                  # strata.fsspec, its pandas round trip
+  python3-pip python3-setuptools                 # pip install ./python (offline, tested)
   redis-server                                   # bench mem: the peer it is compared with
 )
 
