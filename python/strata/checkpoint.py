@@ -34,7 +34,7 @@ import os
 import pickle
 import sys
 import threading
-from typing import Any, Optional, Union
+from typing import Any, List, Optional, Tuple, Union
 
 from ._lib import Closable, check, declare
 from .client import Client, buffer_info
@@ -93,7 +93,7 @@ def _lib():
     return declare(_PROTOS)
 
 
-def crc32c(data, crc=0):
+def crc32c(data: Any, crc: int = 0) -> int:
     """CRC32C of a buffer (libstrata's, hardware accelerated)."""
     addr, n, keep = buffer_info(data, False)
     r = _lib().strata_crc32c(crc, addr, n)
@@ -333,10 +333,10 @@ class SaveHandle:
         self._ev = threading.Event()
         self.thread = None
 
-    def done(self):
+    def done(self) -> bool:
         return self._ev.is_set()
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: Optional[float] = None) -> Any:
         if not self._ev.wait(timeout):
             raise TimeoutError("checkpoint save of %r still running" % self.path)
         if self.error is not None:
@@ -348,7 +348,7 @@ _pending_lock = threading.Lock()
 _pending = []
 
 
-def wait_all():
+def wait_all() -> None:
     """Waits for every save of this process still in flight; raises the
     first error."""
     with _pending_lock:
@@ -466,7 +466,7 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
 class Checkpoint(Closable):
     """An open committed checkpoint: its tensors (info) and shards' meta."""
 
-    def __init__(self, path, client=None):
+    def __init__(self, path: Any, client: Optional[Client] = None):
         self.client = _client(client)
         self.path = os.fspath(path)
         out = _P()
@@ -483,16 +483,16 @@ class Checkpoint(Closable):
                                  "rank": info.rank, "shape": tuple(info.shape[:info.ndim]),
                                  "length": info.len, "crc32c": info.crc32c, "index": i})
 
-    def meta(self, rank):
+    def meta(self, rank: int) -> Any:
         m = _lib().strata_ckpt_meta(self._c, rank)
         return json.loads(m) if m else None
 
-    def close(self):
+    def close(self) -> None:
         if self._c is not None:
             _lib().strata_ckpt_close(self._c)
             self._c = None
 
-    def read(self, pairs, depth=32):
+    def read(self, pairs: List[Tuple[int, Any]], depth: int = 32) -> None:
         """pairs: [(tensor index, destination buffer)], read in one batch,
         each checked against its CRC32C."""
         n = len(pairs)
@@ -586,7 +586,7 @@ def load(path: Union[str, bytes, os.PathLike], into: Optional[dict] = None,
     return trees
 
 
-def latest(directory, client=None):
+def latest(directory: Any, client: Optional[Client] = None) -> Union[str, bytes, None]:
     """Path of the newest committed checkpoint in directory, or None
     (bytes for a bytes directory, as os does)."""
     client = _client(client)
@@ -598,7 +598,8 @@ def latest(directory, client=None):
     return buf.value if isinstance(os.fspath(directory), bytes) else os.fsdecode(buf.value)
 
 
-def clean_partial(directory, older_than=24 * 3600, client=None):
+def clean_partial(directory: Any, older_than: float = 24 * 3600,
+                  client: Optional[Client] = None) -> int:
     """Removes the partial saves in directory (NAME.tmp-* left by a save
     that died, NAME.old-* by a commit that died) in which nothing changed
     for older_than seconds; returns how many were removed. A file's time
@@ -613,7 +614,7 @@ def clean_partial(directory, older_than=24 * 3600, client=None):
                                                   int(older_than)), directory)
 
 
-def prune(directory, keep_last, client=None):
+def prune(directory: Any, keep_last: int, client: Optional[Client] = None) -> int:
     """Keeps the keep_last newest committed checkpoints of directory;
     returns how many were removed."""
     client = _client(client)

@@ -35,7 +35,7 @@ import stat as _stat
 import sys
 import threading
 import warnings
-from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 StrPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
@@ -142,7 +142,7 @@ def _raise2(rc, src, dst):
 # ---------------------------------------------------------------------------
 # Buffers: the address and size of caller memory, without a copy.
 
-def buffer_info(obj, writable):
+def buffer_info(obj: Any, writable: bool) -> Tuple[int, int, Any]:
     """Returns (address, nbytes, keepalive) of a C-contiguous buffer: numpy
     array, CPU torch tensor, bytearray, memoryview, bytes (read-only) or
     any object with the buffer protocol. keepalive must be held while the
@@ -208,10 +208,10 @@ class StatResult:
     st_mtime = property(lambda self: self.st_mtime_ns / 1e9)
     st_ctime = property(lambda self: self.st_ctime_ns / 1e9)
 
-    def is_dir(self):
+    def is_dir(self) -> bool:
         return _stat.S_ISDIR(self.st_mode)
 
-    def is_file(self):
+    def is_file(self) -> bool:
         return _stat.S_ISREG(self.st_mode)
 
     def __repr__(self):
@@ -231,10 +231,10 @@ class DirEntry:
         self.path = parent.rstrip(sep) + sep + name
         self.inode, self.mode = ino, mode
 
-    def is_dir(self):
+    def is_dir(self) -> bool:
         return _stat.S_ISDIR(self.mode)
 
-    def is_file(self):
+    def is_file(self) -> bool:
         return _stat.S_ISREG(self.mode)
 
     def __repr__(self):
@@ -282,7 +282,9 @@ class Client:
     the admin token of the local cluster directory. Connects on first use.
     Use as a context manager or call close()."""
 
-    def __init__(self, mgmt=None, timeout_ms=None, retry_ms=None, io_threads=None, token=None):
+    def __init__(self, mgmt: Optional[StrPath] = None, timeout_ms: Optional[int] = None,
+                 retry_ms: Optional[int] = None, io_threads: Optional[int] = None,
+                 token: Optional[StrPath] = None):
         self._token = _resolve_token(token, mgmt).encode()
         self.mgmt = _resolve_mgmt(mgmt)
         self._opts = (timeout_ms, retry_ms, io_threads)
@@ -294,7 +296,7 @@ class Client:
     # -- connection --
 
     @property
-    def handle(self):
+    def handle(self) -> int:
         """The struct strata * of this process (connects, or reconnects in a
         forked child, as needed)."""
         pid = os.getpid()
@@ -324,7 +326,7 @@ class Client:
             self.generation += 1
             return self._s
 
-    def close(self):
+    def close(self) -> None:
         """Disconnects (only a connection made by this process)."""
         with self._lock:
             if self._s is not None and self._pid == os.getpid():
@@ -418,30 +420,30 @@ class Client:
 
     # -- namespace --
 
-    def stat(self, path):
+    def stat(self, path: StrPath) -> StatResult:
         st = _Stat()
         check(_lib().strata_stat(self.handle, _b(path), ctypes.byref(st)), path)
         return StatResult(st)
 
-    def lstat(self, path):
+    def lstat(self, path: StrPath) -> StatResult:
         st = _Stat()
         check(_lib().strata_lstat(self.handle, _b(path), ctypes.byref(st)), path)
         return StatResult(st)
 
-    def exists(self, path):
+    def exists(self, path: StrPath) -> bool:
         try:
             self.stat(path)
             return True
         except FileNotFoundError:
             return False
 
-    def isdir(self, path):
+    def isdir(self, path: StrPath) -> bool:
         try:
             return self.stat(path).is_dir()
         except (FileNotFoundError, NotADirectoryError):
             return False
 
-    def isfile(self, path):
+    def isfile(self, path: StrPath) -> bool:
         try:
             return self.stat(path).is_file()
         except (FileNotFoundError, NotADirectoryError):
@@ -491,15 +493,15 @@ class Client:
                 elif not self.isdir(sub):
                     raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), sub)
 
-    def remove(self, path):
+    def remove(self, path: StrPath) -> None:
         check(_lib().strata_unlink(self.handle, _b(path)), path)
 
     unlink = remove
 
-    def rmdir(self, path):
+    def rmdir(self, path: StrPath) -> None:
         check(_lib().strata_rmdir(self.handle, _b(path)), path)
 
-    def rmtree(self, path, missing_ok=False):
+    def rmtree(self, path: StrPath, missing_ok: bool = False) -> None:
         """Removes a file or a directory tree."""
         try:
             st = self.lstat(path)
@@ -524,7 +526,7 @@ class Client:
             if not missing_ok:
                 raise
 
-    def rename(self, src, dst, flags=0):
+    def rename(self, src: StrPath, dst: StrPath, flags: int = 0) -> None:
         """Atomically renames src to dst (replacing a file or an empty
         directory; flags: RENAME_NOREPLACE, RENAME_EXCHANGE)."""
         rc = _lib().strata_rename(self.handle, _b(src), _b(dst), flags)
@@ -533,10 +535,10 @@ class Client:
 
     replace = rename
 
-    def truncate(self, path, size):
+    def truncate(self, path: StrPath, size: int) -> None:
         check(_lib().strata_truncate(self.handle, _b(path), size), path)
 
-    def symlink(self, target, linkpath):
+    def symlink(self, target: StrPath, linkpath: StrPath) -> None:
         check(_lib().strata_symlink(self.handle, _b(target), _b(linkpath)), linkpath)
 
     def readlink(self, path: StrPath) -> Union[str, bytes]:
@@ -546,16 +548,16 @@ class Client:
         t = buf.raw[:n]
         return t if isinstance(os.fspath(path), bytes) else os.fsdecode(t)
 
-    def statfs(self):
+    def statfs(self) -> Dict[str, int]:
         st = _Statfs()
         check(_lib().strata_statfs(self.handle, ctypes.byref(st)))
         return {k: getattr(st, k) for k, _ in _Statfs._fields_}
 
-    def set_layout(self, path, chunk_size=0, stripe=0):
+    def set_layout(self, path: StrPath, chunk_size: int = 0, stripe: int = 0) -> None:
         l = _Layout(chunk_size, stripe)
         check(_lib().strata_set_layout(self.handle, _b(path), ctypes.byref(l)), path)
 
-    def get_layout(self, path):
+    def get_layout(self, path: StrPath) -> Tuple[int, int]:
         l = _Layout()
         check(_lib().strata_get_layout(self.handle, _b(path), ctypes.byref(l)), path)
         return l.chunk_size, l.stripe
@@ -607,7 +609,7 @@ class File(io.RawIOBase):
         return self._chunk
 
     @property
-    def handle(self):
+    def handle(self) -> int:
         if self._f is None:
             raise ValueError("strata: I/O on closed file %r" % self.name)
         if self._pid != os.getpid():
@@ -615,19 +617,19 @@ class File(io.RawIOBase):
                              "fork); open it again in this one" % self.name)
         return self._f
 
-    def readable(self):
+    def readable(self) -> bool:
         return self._readable
 
-    def writable(self):
+    def writable(self) -> bool:
         return self._writable
 
-    def seekable(self):
+    def seekable(self) -> bool:
         return True
 
-    def fileno(self):
+    def fileno(self) -> int:
         raise io.UnsupportedOperation("strata files have no file descriptor")
 
-    def close(self):
+    def close(self) -> None:
         if self._f is not None and not self.closed:
             f, self._f = self._f, None
             if self._pid == os.getpid():
@@ -655,7 +657,7 @@ class File(io.RawIOBase):
         self._chunk = st.chunk_size
         return StatResult(st)
 
-    def seek(self, off, whence=0):
+    def seek(self, off: int, whence: int = 0) -> int:
         if whence == 0:
             pos = off
         elif whence == 1:
@@ -669,7 +671,7 @@ class File(io.RawIOBase):
         self._pos = pos
         return pos
 
-    def tell(self):
+    def tell(self) -> int:
         return self._pos
 
     # -- positional I/O --
@@ -688,7 +690,7 @@ class File(io.RawIOBase):
             done += r
         return done
 
-    def pread_into(self, buf, off):
+    def pread_into(self, buf: Any, off: int) -> int:
         """Reads into buf (bytearray, memoryview, numpy array, CPU tensor)
         at file offset off, filling it unless the file ends. Returns the
         number of bytes read."""
@@ -699,14 +701,14 @@ class File(io.RawIOBase):
         del keep
         return r
 
-    def pread(self, n, off):
+    def pread(self, n: int, off: int) -> bytes:
         """Returns up to n bytes at off."""
         b = bytearray(n)
         r = self.pread_into(b, off)
         del b[r:]
         return bytes(b)
 
-    def pwrite(self, data, off):
+    def pwrite(self, data: Any, off: int) -> int:
         """Writes data (bytes-like, numpy array, CPU tensor) at off. Returns
         the byte count."""
         addr, n, keep = buffer_info(data, False)
@@ -718,14 +720,14 @@ class File(io.RawIOBase):
 
     # -- stream I/O --
 
-    def readinto(self, buf):
+    def readinto(self, buf: Any) -> int:
         if not self._readable:
             raise io.UnsupportedOperation("file %r not open for reading" % self.name)
         r = self.pread_into(buf, self._pos)
         self._pos += r
         return r
 
-    def readall(self):
+    def readall(self) -> bytes:
         n = max(0, self.size() - self._pos)
         b = bytearray(n)
         r = self.readinto(b) if n else 0
@@ -738,12 +740,12 @@ class File(io.RawIOBase):
             b += rest[:k]
         return bytes(b)
 
-    def read(self, n=-1):
+    def read(self, n: Optional[int] = -1) -> bytes:
         if n is None or n < 0:
             return self.readall()
         return super().read(n)
 
-    def write(self, data):
+    def write(self, data: Any) -> int:
         if not self._writable:
             raise io.UnsupportedOperation("file %r not open for writing" % self.name)
         if self._append:
@@ -752,15 +754,15 @@ class File(io.RawIOBase):
         self._pos += r
         return r
 
-    def flush(self):
+    def flush(self) -> None:
         """Publishes the length written so far (strata_fsync)."""
         if self._f is not None and self._writable and self._pid == os.getpid():
             self.fsync()
 
-    def fsync(self):
+    def fsync(self) -> None:
         check(_lib().strata_fsync(self.handle), self.name)
 
-    def truncate(self, size=None):
+    def truncate(self, size: Optional[int] = None) -> int:
         if size is None:
             size = self._pos
         check(_lib().strata_ftruncate(self.handle, size), self.name)
@@ -790,7 +792,7 @@ class _Positional:
     flushed first; a pwrite drops what was read ahead)."""
 
     @property
-    def handle(self):
+    def handle(self) -> int:
         return self.raw.handle
 
     def readinto(self, buf: Any) -> int:
@@ -865,7 +867,7 @@ class Ring(Closable):
     is kept alive until its completion is reaped), submit sends them, wait
     reaps (user_data, result) pairs."""
 
-    def __init__(self, client, depth=64):
+    def __init__(self, client: Client, depth: int = 64):
         self.client = client
         self.depth = depth
         out = _P()
@@ -876,7 +878,7 @@ class Ring(Closable):
         self._cqes = (_Cqe * depth)()
         self.inflight = 0
 
-    def close(self):
+    def close(self) -> None:
         if self._r is not None:
             if self._pid == os.getpid():
                 _lib().strata_ring_free(self._r)
@@ -896,17 +898,17 @@ class Ring(Closable):
         self._keep[user_data] = (keep, f)
         self.inflight += 1
 
-    def prep_read(self, f, buf, off, user_data):
+    def prep_read(self, f: Any, buf: Any, off: int, user_data: int) -> None:
         """Queues a read of len(buf) bytes at off of File f into buf."""
         self._prep(_lib().strata_ring_prep_read, f, buf, off, user_data, True)
 
-    def prep_write(self, f, buf, off, user_data):
+    def prep_write(self, f: Any, buf: Any, off: int, user_data: int) -> None:
         self._prep(_lib().strata_ring_prep_write, f, buf, off, user_data, False)
 
-    def submit(self):
+    def submit(self) -> int:
         return check(_lib().strata_ring_submit(self._r))
 
-    def wait(self, min_complete=1, timeout_ms=-1):
+    def wait(self, min_complete: int = 1, timeout_ms: int = -1) -> List[Tuple[int, int]]:
         """Returns [(user_data, res)], at least min_complete of them unless
         the timeout passed; res is bytes or a negative error code."""
         n = check(_lib().strata_ring_wait(self._r, self._cqes, self.depth,
@@ -919,7 +921,7 @@ class Ring(Closable):
         self.inflight -= n
         return out
 
-    def read_many(self, reads):
+    def read_many(self, reads: Iterable[Tuple[Any, int, Any]]) -> List[int]:
         """reads: iterable of (path_or_File, offset, buffer). Keeps up to
         depth in flight; returns the byte counts in order."""
         reads = list(reads)

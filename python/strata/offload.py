@@ -19,6 +19,10 @@ put_module()/load_module() store a whole model's weights in the pool and
 load them back into a module (all tensors fetched concurrently): switching
 models on a compute node without reading files.
 """
+from __future__ import annotations
+
+from typing import Optional
+
 import torch
 
 from .mem import Pool  # noqa: F401  (the pool type offload expects)
@@ -40,7 +44,7 @@ def _key(prefix, layer, attr):
     return "%s/%s/%s" % (prefix, layer, attr)
 
 
-def put_module(pool, prefix, module):
+def put_module(pool: Pool, prefix: str, module: torch.nn.Module) -> int:
     """Stores every parameter and buffer of module under prefix/<layer>/<name>.
     Returns the number of bytes stored."""
     total = 0
@@ -51,7 +55,7 @@ def put_module(pool, prefix, module):
     return total
 
 
-def load_module(pool, prefix, module):
+def load_module(pool: Pool, prefix: str, module: torch.nn.Module) -> int:
     """Fills module's parameters and buffers in place from the pool (every
     tensor fetched concurrently, straight into its storage). Returns the
     number of bytes loaded."""
@@ -150,7 +154,8 @@ class Offloaded:
                         pass
 
 
-def offload(module, pool, prefix=None, release=True):
+def offload(module: torch.nn.Module, pool: Pool, prefix: Optional[str] = None,
+            release: bool = True) -> "Offloaded":
     """Moves module's weights into pool and streams them layer by layer
     during forward passes (see the module's doc). prefix names the model in
     the pool (default: a unique name). release=False keeps layers resident
