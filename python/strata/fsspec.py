@@ -75,6 +75,14 @@ def _ring_read(raw: File, start: int, length: int, ring: Optional[Ring] = None) 
     return bytes(mv[:total])
 
 
+def _bounds(size: int, start: Optional[int], end: Optional[int]) -> "tuple[int, int]":
+    """fsspec's (start, end) -- None for the file's ends, negative from its
+    end, end clipped to size -- as absolute offsets."""
+    s = 0 if start is None else (max(0, size + start) if start < 0 else start)
+    e = size if end is None else (max(0, size + end) if end < 0 else min(end, size))
+    return s, max(s, e)
+
+
 class StrataFile(AbstractBufferedFile):
     """A Strata file opened for reading through fsspec: its blocks are
     fetched through the batch ring (_fetch_range)."""
@@ -261,9 +269,7 @@ class StrataFileSystem(AbstractFileSystem):
                  **kwargs: Any) -> bytes:
         path = self._strip_protocol(path)
         with self.client.open(path, "rb", buffering=0) as raw:
-            size = raw.size()
-            start = 0 if start is None else (max(0, size + start) if start < 0 else start)
-            end = size if end is None else (max(0, size + end) if end < 0 else min(end, size))
+            start, end = _bounds(raw.size(), start, end)
             return _ring_read(raw, start, end - start)
 
     def cat_ranges(self, paths: List[str], starts: Any, ends: Any, max_gap: Any = None,
@@ -293,9 +299,8 @@ class StrataFileSystem(AbstractFileSystem):
                         raise
                     out[i] = err
                     continue
-                s = 0 if s is None else (max(0, size + s) if s < 0 else s)
-                e = size if e is None else (max(0, size + e) if e < 0 else min(e, size))
-                buf = bytearray(max(0, e - s))
+                s, e = _bounds(size, s, e)
+                buf = bytearray(e - s)
                 out[i] = buf
                 if buf:
                     reads.append((f, s, buf))
