@@ -5,8 +5,10 @@
     with c.open("/data/x.bin", "wb") as f:
         f.write(b"...")
     arr = numpy.empty(n, numpy.uint8)
-    with c.open("/data/x.bin") as f:
-        f.readinto(arr)                        # straight into the array
+    with c.open("/data/x.bin", "rb") as f:   # open()'s rules: buffered, text by default
+        f.readinto(arr)
+    with c.open("/ckpt/m.pt", "wb") as f:
+        torch.save(model.state_dict(), f)
 
 Submodules (imported on first use): strata.checkpoint (async, atomic,
 sharded checkpoints), strata.dataset (packed shards: writer and reader),
