@@ -82,7 +82,7 @@ class ShardWriter:
     def __init__(self, client: Client, directory: Any, samples_per_shard: int = 1024,
                  shard_bytes: int = 1 << 30):
         self.client = client
-        self.dir = os.fspath(directory)
+        self.dir = os.fsdecode(directory)       # str or bytes in, str (os.fsdecode) kept
         parent = os.path.dirname(self.dir.rstrip("/"))
         if parent and parent != "/":
             client.makedirs(parent, exist_ok=True)
@@ -92,7 +92,7 @@ class ShardWriter:
         o.samples_per_shard = samples_per_shard
         o.shard_bytes = shard_bytes
         h = _P()
-        check(L.strata_pack_new(client.handle, self.dir.encode(), ctypes.byref(o),
+        check(L.strata_pack_new(client.handle, os.fsencode(self.dir), ctypes.byref(o),
                                 ctypes.byref(h)), self.dir)
         self._h = h
         self.count = 0
@@ -159,7 +159,7 @@ class SampleIndex:
 
     @classmethod
     def open(cls, client: Client, path: Any) -> "SampleIndex":
-        path = os.fspath(path)
+        path = os.fsdecode(path)
         if client.exists(_join(path, "dataset.json")):
             return cls._packed(client, path)
         return cls._files(client, path)
@@ -168,11 +168,11 @@ class SampleIndex:
     def _packed(cls, client, path):
         L = _plib()
         h = _P()
-        _check_pack(L.strata_pack_index_open(client.handle, path.encode(), ctypes.byref(h)),
+        _check_pack(L.strata_pack_index_open(client.handle, os.fsencode(path), ctypes.byref(h)),
                     path)
         try:
             n = L.strata_pack_index_count(h)
-            paths = [L.strata_pack_index_shard_path(h, k).decode()
+            paths = [os.fsdecode(L.strata_pack_index_shard_path(h, k))
                      for k in range(L.strata_pack_index_shards(h))]
             shard_of = np.empty(n, np.int32)
             offs = np.empty(n, np.int64)

@@ -153,6 +153,17 @@ def test_paths_str_bytes_non_utf8(cluster):
         else:
             raise AssertionError("opened a missing file")
         c.remove(b"/p/link")
+        # datasets: a bytes path, a directory whose name is not UTF-8
+        from strata.dataset import SampleIndex, ShardWriter
+        with ShardWriter(c, b"/p/ds-\\xff", samples_per_shard=2) as w:
+            for i in range(3):
+                w.add(bytes([i]) * 10)
+        for src in (b"/p/ds-\\xff", "/p/ds-\\udcff"):
+            idx = SampleIndex.open(c, src)
+            assert len(idx) == 3 and bytes(idx.read(c, 2)) == b"\\x02" * 10
+        c.makedirs(b"/p/files-\\xfe")
+        c.write_bytes(b"/p/files-\\xfe/s\\xff", b"one")
+        assert bytes(SampleIndex.open(c, b"/p/files-\\xfe").read(c, 0)) == b"one"
         c.rmtree(b"/p")
         assert not c.exists("/p")
         print("OK")
