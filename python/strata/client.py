@@ -37,9 +37,10 @@ import threading
 import warnings
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
-StrPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
-
 from ._lib import Closable, check, declare, strerror
+
+# A path as os takes one.
+StrPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 c_int, c_uint, c_u32, c_u64, c_i64 = (ctypes.c_int, ctypes.c_uint, ctypes.c_uint32,
                                        ctypes.c_uint64, ctypes.c_int64)
