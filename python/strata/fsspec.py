@@ -24,7 +24,8 @@ cat_file's ranges and cat_ranges, are read through libstrata's batch ring:
 a range is split at chunk boundaries and every piece is in flight at once.
 Writes go through strata.Client.open's BufferedWriter. Writing a file
 creates its missing parent directories (as put does), unless the
-filesystem is made with auto_mkdir=False.
+filesystem is made with auto_mkdir=False. Inside `with fs.transaction:`
+files are written aside and renamed into place at the commit.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from typing import Any, Dict, List, Optional, Union
 import fsspec
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
-from .client import Client, File, Ring, _resolve_token
+from .client import BufferedWriter, Client, File, Ring, _resolve_token
 
 __all__ = ["StrataFileSystem", "StrataFile"]
 
@@ -124,6 +125,30 @@ class StrataFile(AbstractBufferedFile):
                 self._ring = None
             self._raw.close()
             self._raw = None
+
+
+class _DeferredWriter(BufferedWriter):
+    """A file written inside an fsspec transaction (autocommit=False): the
+    bytes go to a hidden sibling, NAME.tmp-strata-<id>; commit() renames it
+    onto the path (atomically), discard() removes it."""
+
+    def __init__(self, fs: "StrataFileSystem", path: str, tmp: str, buffering: int):
+        raw = fs.client.open(tmp, "xb", buffering=0)
+        if buffering < 0:
+            buffering = raw.chunk_size or 1 << 20
+        super().__init__(raw, buffering)
+        self.fs, self.path, self.tmp = fs, path, tmp
+
+    def commit(self) -> None:
+        self.close()
+        self.fs.client.rename(self.tmp, self.path)
+
+    def discard(self) -> None:
+        self.close()
+        try:
+            self.fs.client.remove(self.tmp)
+        except FileNotFoundError:
+            pass
 
 
 def _info(path: str, st: Any) -> Dict[str, Any]:
@@ -255,14 +280,18 @@ class StrataFileSystem(AbstractFileSystem):
               autocommit: bool = True, cache_options: Optional[dict] = None,
               **kwargs: Any) -> Any:
         path = self._strip_protocol(path)
-        if not autocommit:
-            raise NotImplementedError("strata: fsspec transactions (autocommit=False)")
         if mode == "rb":
             return StrataFile(self, path, mode, block_size=block_size,
                               cache_options=cache_options, **kwargs)
         if self.auto_mkdir and "r" not in mode:
             self.client.makedirs(self._parent(path), exist_ok=True)
         buffering = block_size if isinstance(block_size, int) and block_size > 0 else -1
+        if not autocommit:
+            if mode != "wb":
+                raise ValueError("strata: a transaction writes whole files (mode 'wb'), "
+                                 "not %r" % mode)
+            tmp = "%s.tmp-strata-%s" % (path, os.urandom(6).hex())
+            return _DeferredWriter(self, path, tmp, buffering)
         return self.client.open(path, mode, buffering=buffering)
 
     def cat_file(self, path: str, start: Optional[int] = None, end: Optional[int] = None,

@@ -1,6 +1,6 @@
 """strata.fsspec against a local cluster: pandas reads and writes a CSV
 through a strata:// URL, and the fsspec operations (ls, info, open, cat,
-put, get, rm, mkdir, mv) keep fsspec's semantics; ranged reads go through
+put, get, rm, mkdir, mv, transactions) keep fsspec's semantics; ranged reads go through
 the batch ring, one read per chunk the range touches; the connection
 options (mgmt=, local_dir=, token=, strata://host:port/) reach the
 cluster; a filesystem survives pickling (Dask ships it to workers).
@@ -144,6 +144,21 @@ def test_fsspec_operations(cluster, tmp_path):
         fs.rmdir("/f/up/sub")
         fs.rm("/f", recursive=True)
         assert not fs.exists("/f")
+        # transactions: files appear at the commit, none when abandoned
+        with fs.transaction:
+            with fs.open("/t/a", "wb") as f:
+                f.write(b"1")
+            assert not fs.exists("/t/a")
+        assert fs.cat("/t/a") == b"1" and fs.ls("/t", detail=False) == ["/t/a"]
+        try:
+            with fs.transaction:
+                with fs.open("/t/b", "wb") as f:
+                    f.write(b"2")
+                raise KeyError("abandon")
+        except KeyError:
+            pass
+        assert fs.ls("/t", detail=False) == ["/t/a"]
+        fs.rm("/t", recursive=True)
         # pickled (Dask ships filesystems to workers): the same cluster
         fs.pipe("/g", b"x")
         assert pickle.loads(pickle.dumps(fs)).cat("/g") == b"x"
