@@ -19,6 +19,8 @@ PKGS=(
   libfuse3-dev fuse3                             # strata-fuse (libfuse3 low-level API)
   fio                                            # FUSE tests and benchmark (--verify=crc32c)
   python3-numpy python3-torch                    # python/strata: arrays, tensors, datasets
+  python3-fsspec python3-pandas                  # strata.fsspec, its pandas round trip
+  python3-pip python3-setuptools                 # pip install ./python (offline, tested)
   redis-server                                   # bench mem: the peer it is compared with
   slurm-wlm                                      # tests/integration/test_slurm.py: slurmctld, slurmd,
                                                  # burst_buffer/lua (auth/none there: one host, no munged)

@@ -17,15 +17,24 @@ A state is any tree of dicts, lists and tuples whose leaves are torch
 tensors, numpy arrays, numbers, strings, None (other objects are pickled
 into the manifest). Tensors are stored as raw bytes under their key path
 ("layer.weight", "state.0.exp_avg"); the tree is the shard's "meta".
+
+Loading is safe by default, like torch.load(weights_only=True): pickled
+leaves are read by a restricted unpickler that builds only tensors,
+containers and plain scalars, and refuses anything else by name
+(UnsafeCheckpointError) unless load(..., allow_pickle=True).
 """
+from __future__ import annotations
+
 import base64
 import ctypes
+import io
 import json
 import math
 import os
 import pickle
 import sys
 import threading
+from typing import Any, List, Optional, Tuple, Union
 
 from ._lib import Closable, check, declare
 from .client import Client, buffer_info
@@ -84,7 +93,7 @@ def _lib():
     return declare(_PROTOS)
 
 
-def crc32c(data, crc=0):
+def crc32c(data: Any, crc: int = 0) -> int:
     """CRC32C of a buffer (libstrata's, hardware accelerated)."""
     addr, n, keep = buffer_info(data, False)
     r = _lib().strata_crc32c(crc, addr, n)
@@ -151,21 +160,94 @@ def _encode(obj, prefix, leaves, names):
     return {"$pickle": base64.b64encode(pickle.dumps(obj)).decode()}
 
 
-def _decode(j, get):
+class UnsafeCheckpointError(pickle.UnpicklingError):
+    """A checkpoint holds a pickled object that is not a tensor, a
+    container or a plain scalar, and load() was not given allow_pickle=True.
+    .name is the refused global ("module.qualname"), .key the key path of
+    the leaf that holds it."""
+
+    def __init__(self, msg, name, key):
+        super().__init__(msg)
+        self.name, self.key = name, key
+
+
+def _torch_load_tensor_bytes(b):
+    # What pickle.dumps(tensor) stores (torch.storage._load_from_bytes),
+    # read back with torch's own restricted unpickler.
+    torch = _torch() or __import__("torch")
+    return torch.load(io.BytesIO(b), weights_only=True)
+
+
+# Globals a pickled leaf may name without allow_pickle: containers, plain
+# scalars, numpy scalars and arrays, torch tensors, sizes and dtypes.
+_SAFE_GLOBALS = {
+    ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "complex"),
+    ("builtins", "slice"), ("builtins", "range"), ("builtins", "bytearray"),
+    ("builtins", "list"), ("builtins", "dict"), ("builtins", "tuple"),
+    ("collections", "OrderedDict"), ("collections", "deque"),
+    ("numpy", "dtype"), ("numpy", "ndarray"),
+    ("numpy.core.multiarray", "scalar"), ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "scalar"), ("numpy._core.multiarray", "_reconstruct"),
+    ("torch", "Size"), ("torch", "device"),
+    ("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_parameter"),
+}
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    """pickle.Unpickler that resolves only _SAFE_GLOBALS (and torch dtypes,
+    numpy dtype classes); the rest is refused by name."""
+
+    def __init__(self, data, key):
+        super().__init__(io.BytesIO(data))
+        self.key = key
+
+    def find_class(self, module, name):
+        if (module, name) in _SAFE_GLOBALS:
+            return super().find_class(module, name)
+        if (module, name) == ("torch.storage", "_load_from_bytes"):
+            return _torch_load_tensor_bytes
+        if module == "torch":
+            torch = _torch()
+            if torch is not None and isinstance(getattr(torch, name, None), torch.dtype):
+                return getattr(torch, name)
+        if module in ("numpy.dtypes",) and name.endswith("DType"):
+            return super().find_class(module, name)
+        what = "%s.%s" % (module, name)
+        raise UnsafeCheckpointError(
+            "strata: refusing to unpickle '%s' at key %r: only tensors, containers and plain "
+            "scalars load by default; pass allow_pickle=True to load a checkpoint you trust"
+            % (what, self.key or "<root>"), what, self.key)
+
+    def persistent_load(self, pid):
+        raise UnsafeCheckpointError("strata: refusing a persistent id at key %r"
+                                    % (self.key or "<root>"), "persistent_load", self.key)
+
+
+def _unpickle(b64, key, allow_pickle):
+    data = base64.b64decode(b64)
+    if allow_pickle:
+        return pickle.loads(data)
+    return _SafeUnpickler(data, key).load()
+
+
+def _decode(j, get, allow_pickle=False, key=""):
+    def sub(k):
+        return "%s.%s" % (key, k) if key else str(k)
     if isinstance(j, list):
-        return [_decode(x, get) for x in j]
+        return [_decode(x, get, allow_pickle, sub(i)) for i, x in enumerate(j)]
     if isinstance(j, dict):
         if "$t" in j:
             return get(j["$t"], bool(j.get("np")))
         if "$d" in j:
-            return {k: _decode(v, get) for k, v in j["$d"]}
+            return {k: _decode(v, get, allow_pickle, sub(k)) for k, v in j["$d"]}
         if "$tuple" in j:
-            return tuple(_decode(x, get) for x in j["$tuple"])
+            return tuple(_decode(x, get, allow_pickle, sub(i))
+                         for i, x in enumerate(j["$tuple"]))
         if "$f" in j:
             return float(j["$f"])
         if "$pickle" in j:
-            return pickle.loads(base64.b64decode(j["$pickle"]))
-        return {k: _decode(v, get) for k, v in j.items()}
+            return _unpickle(j["$pickle"], key, allow_pickle)
+        return {k: _decode(v, get, allow_pickle, sub(k)) for k, v in j.items()}
     return j
 
 
@@ -251,10 +333,10 @@ class SaveHandle:
         self._ev = threading.Event()
         self.thread = None
 
-    def done(self):
+    def done(self) -> bool:
         return self._ev.is_set()
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: Optional[float] = None) -> Any:
         if not self._ev.wait(timeout):
             raise TimeoutError("checkpoint save of %r still running" % self.path)
         if self.error is not None:
@@ -266,7 +348,7 @@ _pending_lock = threading.Lock()
 _pending = []
 
 
-def wait_all():
+def wait_all() -> None:
     """Waits for every save of this process still in flight; raises the
     first error."""
     with _pending_lock:
@@ -297,13 +379,16 @@ def _persist(client, path, layout, base, meta, rank, world_size, tag, keep_last,
         o.depth = depth
     if io_size:
         o.io_size = io_size
-    check(L.strata_ckpt_save(client.handle, path.encode(), arr, n, ctypes.byref(o)), path)
+    check(L.strata_ckpt_save(client.handle, os.fsencode(path), arr, n, ctypes.byref(o)), path)
 
 
-def save(state, path, client=None, async_=True, rank=None, world_size=None, tag=None,
-         keep_last=0, replace=True, depth=32, io_size=4 << 20):
+def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Client] = None,
+         async_: bool = True, rank: Optional[int] = None, world_size: Optional[int] = None,
+         tag: Optional[str] = None, keep_last: int = 0, replace: bool = True, depth: int = 32,
+         io_size: int = 4 << 20) -> Optional["SaveHandle"]:
     """Saves state (a state_dict or any tree of tensors) as checkpoint
-    path (a cluster path; its parent must exist).
+    path (a cluster path, str or bytes; missing parent directories are
+    created).
 
     async_: return a SaveHandle right after the snapshot (the tensors may
     change from then on) and persist in the background; else persist
@@ -317,6 +402,9 @@ def save(state, path, client=None, async_=True, rank=None, world_size=None, tag=
     from an earlier call is waited for first."""
     client = _client(client)
     path = os.fspath(path)
+    parent = os.path.dirname(path.rstrip(b"/" if isinstance(path, bytes) else "/"))
+    if parent and parent not in ("/", b"/"):
+        client.makedirs(parent, exist_ok=True)
     if rank is None or world_size is None:
         torch = _torch()
         dist = getattr(torch, "distributed", None) if torch else None
@@ -378,11 +466,11 @@ def save(state, path, client=None, async_=True, rank=None, world_size=None, tag=
 class Checkpoint(Closable):
     """An open committed checkpoint: its tensors (info) and shards' meta."""
 
-    def __init__(self, path, client=None):
+    def __init__(self, path: Any, client: Optional[Client] = None):
         self.client = _client(client)
         self.path = os.fspath(path)
         out = _P()
-        check(_lib().strata_ckpt_open(self.client.handle, self.path.encode(),
+        check(_lib().strata_ckpt_open(self.client.handle, os.fsencode(self.path),
                                       ctypes.byref(out)), self.path)
         self._c = out.value
         L = _lib()
@@ -395,16 +483,16 @@ class Checkpoint(Closable):
                                  "rank": info.rank, "shape": tuple(info.shape[:info.ndim]),
                                  "length": info.len, "crc32c": info.crc32c, "index": i})
 
-    def meta(self, rank):
+    def meta(self, rank: int) -> Any:
         m = _lib().strata_ckpt_meta(self._c, rank)
         return json.loads(m) if m else None
 
-    def close(self):
+    def close(self) -> None:
         if self._c is not None:
             _lib().strata_ckpt_close(self._c)
             self._c = None
 
-    def read(self, pairs, depth=32):
+    def read(self, pairs: List[Tuple[int, Any]], depth: int = 32) -> None:
         """pairs: [(tensor index, destination buffer)], read in one batch,
         each checked against its CRC32C."""
         n = len(pairs)
@@ -431,7 +519,9 @@ def _lookup(into, path):
     return into.get(path) if isinstance(into, dict) else None
 
 
-def load(path, into=None, client=None, rank=None, depth=32):
+def load(path: Union[str, bytes, os.PathLike], into: Optional[dict] = None,
+         client: Optional[Client] = None, rank: Optional[int] = None, depth: int = 32,
+         allow_pickle: bool = False) -> Any:
     """Loads checkpoint path. Returns the saved tree with its tensors
     restored bitwise. into: a flat dict of existing tensors (e.g.
     model.state_dict()) restored in place, by name -- a CPU contiguous
@@ -439,7 +529,10 @@ def load(path, into=None, client=None, rank=None, depth=32):
     copied into (GPU tensors included); the returned tree holds those same
     tensors. rank: load that rank's shard only; None loads every rank's
     (their trees are merged: dicts united). A checkpoint written by the C
-    API without meta loads as a flat {name: tensor} dict."""
+    API without meta loads as a flat {name: tensor} dict. allow_pickle:
+    also unpickle leaves that are not tensors, containers or plain
+    scalars (arbitrary code: only for checkpoints you trust); without it
+    such a leaf raises UnsafeCheckpointError naming the refused object."""
     torch = None
     try:
         import torch    # noqa: F401 (the real PyTorch; absolute import)
@@ -473,7 +566,7 @@ def load(path, into=None, client=None, rank=None, depth=32):
             if m is None:
                 m = {"$d": [[t["name"], {"$t": t["name"]}] for t in ck.tensors
                             if t["rank"] == r]}
-            trees.append(_decode(m, getter(r)))
+            trees.append(_decode(m, getter(r), allow_pickle))
         ck.read(pairs, depth)
         for cur, x in fixups:
             with torch.no_grad():
@@ -493,18 +586,20 @@ def load(path, into=None, client=None, rank=None, depth=32):
     return trees
 
 
-def latest(directory, client=None):
-    """Path of the newest committed checkpoint in directory, or None."""
+def latest(directory: Any, client: Optional[Client] = None) -> Union[str, bytes, None]:
+    """Path of the newest committed checkpoint in directory, or None
+    (bytes for a bytes directory, as os does)."""
     client = _client(client)
     buf = ctypes.create_string_buffer(4096)
-    r = _lib().strata_ckpt_latest(client.handle, os.fspath(directory).encode(), buf, 4096)
+    r = _lib().strata_ckpt_latest(client.handle, os.fsencode(directory), buf, 4096)
     if r == -2:
         return None
     check(r, directory)
-    return buf.value.decode()
+    return buf.value if isinstance(os.fspath(directory), bytes) else os.fsdecode(buf.value)
 
 
-def clean_partial(directory, older_than=24 * 3600, client=None):
+def clean_partial(directory: Any, older_than: float = 24 * 3600,
+                  client: Optional[Client] = None) -> int:
     """Removes the partial saves in directory (NAME.tmp-* left by a save
     that died, NAME.old-* by a commit that died) in which nothing changed
     for older_than seconds; returns how many were removed. A file's time
@@ -515,13 +610,13 @@ def clean_partial(directory, older_than=24 * 3600, client=None):
     if older_than < 0 or older_than > 0xFFFFFFFF:
         raise ValueError("older_than must be in 0..%d seconds" % 0xFFFFFFFF)
     client = _client(client)
-    return check(_lib().strata_ckpt_clean_partial(client.handle, os.fspath(directory).encode(),
+    return check(_lib().strata_ckpt_clean_partial(client.handle, os.fsencode(directory),
                                                   int(older_than)), directory)
 
 
-def prune(directory, keep_last, client=None):
+def prune(directory: Any, keep_last: int, client: Optional[Client] = None) -> int:
     """Keeps the keep_last newest committed checkpoints of directory;
     returns how many were removed."""
     client = _client(client)
-    return check(_lib().strata_ckpt_prune(client.handle, os.fspath(directory).encode(),
+    return check(_lib().strata_ckpt_prune(client.handle, os.fsencode(directory),
                                           keep_last), directory)

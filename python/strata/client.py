@@ -12,10 +12,21 @@ CPU torch tensors -- and libstrata reads straight into its memory (no
 intermediate copy). write takes bytes-like objects, numpy arrays and CPU
 tensors the same way.
 
+Files follow open(): Client.open returns a BufferedReader, BufferedWriter
+or BufferedRandom (a buffer of the file's chunk size by default), a
+TextIOWrapper in text mode, or the raw File with buffering=0.
+
+Paths follow os: str, bytes or os.PathLike, encoded with os.fsencode; a
+directory listed with a bytes path gives bytes names, with a str path str
+names decoded with os.fsdecode (undecodable bytes as surrogates), so every
+name listed can be opened again.
+
 Errors are OSError subclasses with the path in the message:
 FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
 PermissionError, or OSError with .errno (ENOTEMPTY, ENOSPC, ...).
 """
+from __future__ import annotations
+
 import ctypes
 import errno
 import io
@@ -23,8 +34,13 @@ import os
 import stat as _stat
 import sys
 import threading
+import warnings
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from ._lib import Closable, check, declare, strerror
+
+# A path as os takes one.
+StrPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 c_int, c_uint, c_u32, c_u64, c_i64 = (ctypes.c_int, ctypes.c_uint, ctypes.c_uint32,
                                        ctypes.c_uint64, ctypes.c_int64)
@@ -37,8 +53,9 @@ RENAME_NOREPLACE, RENAME_EXCHANGE = 0x1, 0x2
 
 
 class _Opts(ctypes.Structure):
+    # tls_ca is left as strata_opts_init sets it ($STRATA_TLS_CA or none).
     _fields_ = [("opts_size", c_size), ("timeout_ms", c_u32), ("retry_ms", c_u32),
-                ("io_threads", c_u32), ("token", c_char_p)]
+                ("io_threads", c_u32), ("token", c_char_p), ("tls_ca", c_char_p)]
 
 
 class _Stat(ctypes.Structure):
@@ -109,9 +126,10 @@ def _lib():
 
 
 def _b(path):
-    if isinstance(path, bytes):
-        return path
-    return os.fspath(path).encode()
+    """The bytes libstrata takes for a path: os.fsencode (str, bytes or
+    os.PathLike; a str's surrogates turn back into the bytes they stand
+    for)."""
+    return os.fsencode(path)
 
 
 def _raise2(rc, src, dst):
@@ -119,13 +137,13 @@ def _raise2(rc, src, dst):
     code = -rc
     if 0 < code < 4096:
         raise OSError(code, strerror(rc), os.fspath(src), None, os.fspath(dst))
-    check(rc, "%s -> %s" % (src, dst))
+    check(rc, "%s -> %s" % (os.fsdecode(src), os.fsdecode(dst)))
 
 
 # ---------------------------------------------------------------------------
 # Buffers: the address and size of caller memory, without a copy.
 
-def buffer_info(obj, writable):
+def buffer_info(obj: Any, writable: bool) -> Tuple[int, int, Any]:
     """Returns (address, nbytes, keepalive) of a C-contiguous buffer: numpy
     array, CPU torch tensor, bytearray, memoryview, bytes (read-only) or
     any object with the buffer protocol. keepalive must be held while the
@@ -191,10 +209,10 @@ class StatResult:
     st_mtime = property(lambda self: self.st_mtime_ns / 1e9)
     st_ctime = property(lambda self: self.st_ctime_ns / 1e9)
 
-    def is_dir(self):
+    def is_dir(self) -> bool:
         return _stat.S_ISDIR(self.st_mode)
 
-    def is_file(self):
+    def is_file(self) -> bool:
         return _stat.S_ISREG(self.st_mode)
 
     def __repr__(self):
@@ -203,18 +221,21 @@ class StatResult:
 
 
 class DirEntry:
-    """One entry of Client.scandir: name, path, inode, mode."""
+    """One entry of Client.scandir: name, path, inode, mode. name and path
+    are bytes when the directory was named by bytes, else str (os.scandir's
+    rule)."""
     __slots__ = ("name", "path", "inode", "mode")
 
     def __init__(self, parent, name, ino, mode):
         self.name = name
-        self.path = parent.rstrip("/") + "/" + name
+        sep = b"/" if isinstance(name, bytes) else "/"
+        self.path = parent.rstrip(sep) + sep + name
         self.inode, self.mode = ino, mode
 
-    def is_dir(self):
+    def is_dir(self) -> bool:
         return _stat.S_ISDIR(self.mode)
 
-    def is_file(self):
+    def is_file(self) -> bool:
         return _stat.S_ISREG(self.mode)
 
     def __repr__(self):
@@ -262,7 +283,9 @@ class Client:
     the admin token of the local cluster directory. Connects on first use.
     Use as a context manager or call close()."""
 
-    def __init__(self, mgmt=None, timeout_ms=None, retry_ms=None, io_threads=None, token=None):
+    def __init__(self, mgmt: Optional[StrPath] = None, timeout_ms: Optional[int] = None,
+                 retry_ms: Optional[int] = None, io_threads: Optional[int] = None,
+                 token: Optional[StrPath] = None):
         self._token = _resolve_token(token, mgmt).encode()
         self.mgmt = _resolve_mgmt(mgmt)
         self._opts = (timeout_ms, retry_ms, io_threads)
@@ -274,7 +297,7 @@ class Client:
     # -- connection --
 
     @property
-    def handle(self):
+    def handle(self) -> int:
         """The struct strata * of this process (connects, or reconnects in a
         forked child, as needed)."""
         pid = os.getpid()
@@ -304,7 +327,7 @@ class Client:
             self.generation += 1
             return self._s
 
-    def close(self):
+    def close(self) -> None:
         """Disconnects (only a connection made by this process)."""
         with self._lock:
             if self._s is not None and self._pid == os.getpid():
@@ -329,20 +352,66 @@ class Client:
 
     # -- files --
 
-    def open(self, path, mode="rb", perm=0o644):
-        """Opens a file: mode is 'r', 'w', 'x', 'a' with optional 'b' and
-        '+' (binary only). Returns a File."""
-        return File(self, path, mode, perm)
+    def open(self, path: StrPath, mode: str = "r", buffering: int = -1,
+             encoding: Optional[str] = None, errors: Optional[str] = None,
+             newline: Optional[str] = None, *, perm: int = 0o644) -> Any:
+        """Opens a file the way open() does. mode: 'r', 'w', 'x', 'a', with
+        '+', and 'b' (binary) or 't' (text, the default). Returns:
+        - binary, buffering=0: the raw File (every read and write goes
+          straight to libstrata);
+        - binary: a BufferedReader ('r'), BufferedWriter ('w', 'x', 'a') or
+          BufferedRandom ('+'), with a buffer of buffering bytes; -1 (the
+          default) uses the file's chunk size;
+        - text: a TextIOWrapper over the buffered file (encoding, errors,
+          newline as open(); buffering=1 is line buffering).
+        The buffered files also offer pread/pread_into/pwrite/size/stat/
+        fsync, flush() publishes the length written (strata_fsync), and
+        close() flushes. perm: the new file's permission bits."""
+        flags, append, readable, writable, text = _parse_mode(mode)
+        if buffering == 0 and text:
+            raise ValueError("can't have unbuffered text I/O")
+        if not text and (encoding is not None or errors is not None or newline is not None):
+            raise ValueError("binary mode doesn't take an encoding, errors or newline "
+                             "argument")
+        line = False
+        if buffering == 1:
+            if text:
+                line = True
+            else:
+                warnings.warn("line buffering (buffering=1) isn't supported in binary mode, "
+                              "the default buffer size will be used", RuntimeWarning, 2)
+            buffering = -1
+        raw = File(self, path, mode, perm)
+        if buffering == 0:
+            return raw
+        try:
+            if buffering < 0:
+                buffering = raw.chunk_size or io.DEFAULT_BUFFER_SIZE
+            if readable and writable:
+                f = BufferedRandom(raw, buffering)
+            elif writable:
+                f = BufferedWriter(raw, buffering)
+            else:
+                f = BufferedReader(raw, buffering)
+            if not text:
+                return f
+            t = io.TextIOWrapper(f, io.text_encoding(encoding), errors, newline,
+                                 line_buffering=line)
+            t.mode = mode
+            return t
+        except BaseException:
+            raw.close()
+            raise
 
-    def read_bytes(self, path):
-        with self.open(path, "rb") as f:
+    def read_bytes(self, path: StrPath) -> bytes:
+        with self.open(path, "rb", buffering=0) as f:
             return f.readall()
 
-    def write_bytes(self, path, data):
-        with self.open(path, "wb") as f:
+    def write_bytes(self, path: StrPath, data: Any) -> int:
+        with self.open(path, "wb", buffering=0) as f:
             return f.write(data)
 
-    def read_batch(self, reads, depth=64):
+    def read_batch(self, reads: Iterable[Tuple[Any, int, Any]], depth: int = 64) -> List[int]:
         """Reads many (path_or_File, offset, buffer) at once through the
         batch ring, straight into each buffer; up to depth in flight.
         Returns the byte counts (short at end of file). Raises the first
@@ -352,64 +421,67 @@ class Client:
 
     # -- namespace --
 
-    def stat(self, path):
+    def stat(self, path: StrPath) -> StatResult:
         st = _Stat()
         check(_lib().strata_stat(self.handle, _b(path), ctypes.byref(st)), path)
         return StatResult(st)
 
-    def lstat(self, path):
+    def lstat(self, path: StrPath) -> StatResult:
         st = _Stat()
         check(_lib().strata_lstat(self.handle, _b(path), ctypes.byref(st)), path)
         return StatResult(st)
 
-    def exists(self, path):
+    def exists(self, path: StrPath) -> bool:
         try:
             self.stat(path)
             return True
         except FileNotFoundError:
             return False
 
-    def isdir(self, path):
+    def isdir(self, path: StrPath) -> bool:
         try:
             return self.stat(path).is_dir()
         except (FileNotFoundError, NotADirectoryError):
             return False
 
-    def isfile(self, path):
+    def isfile(self, path: StrPath) -> bool:
         try:
             return self.stat(path).is_file()
         except (FileNotFoundError, NotADirectoryError):
             return False
 
-    def scandir(self, path="/"):
-        """Every entry of a directory (DirEntry: name, path, inode, mode)."""
+    def scandir(self, path: StrPath = "/") -> List[DirEntry]:
+        """Every entry of a directory (DirEntry: name, path, inode, mode);
+        bytes names for a bytes path, else str (os.fsdecode)."""
         L = _lib()
         d = _P()
         check(L.strata_opendir(self.handle, _b(path), ctypes.byref(d)), path)
         out = []
         ent = _Dirent()
         p = os.fspath(path)
+        raw = isinstance(p, bytes)
         try:
             while True:
                 rc = L.strata_readdir(d, ctypes.byref(ent))
                 check(rc, path)
                 if rc == 0:
                     break
-                out.append(DirEntry(p, ent.name.decode(errors="surrogateescape"), ent.ino,
-                                    ent.mode))
+                name = ent.name if raw else os.fsdecode(ent.name)
+                out.append(DirEntry(p, name, ent.ino, ent.mode))
         finally:
             L.strata_closedir(d)
         return out
 
-    def listdir(self, path="/"):
+    def listdir(self, path: StrPath = "/") -> List[Union[str, bytes]]:
+        """The names in a directory (bytes for a bytes path, as os.listdir)."""
         return [e.name for e in self.scandir(path)]
 
-    def mkdir(self, path, mode=0o755):
+    def mkdir(self, path: StrPath, mode: int = 0o755) -> None:
         check(_lib().strata_mkdir(self.handle, _b(path), mode), path)
 
-    def makedirs(self, path, mode=0o755, exist_ok=False):
+    def makedirs(self, path: StrPath, mode: int = 0o755, exist_ok: bool = False) -> None:
         """Creates path and its missing parents."""
-        p = "/" + "/".join(c for c in os.fspath(path).split("/") if c)
+        p = "/" + "/".join(c for c in os.fsdecode(path).split("/") if c)
         parts = p.split("/")
         for i in range(2, len(parts) + 1):
             sub = "/".join(parts[:i])
@@ -422,15 +494,15 @@ class Client:
                 elif not self.isdir(sub):
                     raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), sub)
 
-    def remove(self, path):
+    def remove(self, path: StrPath) -> None:
         check(_lib().strata_unlink(self.handle, _b(path)), path)
 
     unlink = remove
 
-    def rmdir(self, path):
+    def rmdir(self, path: StrPath) -> None:
         check(_lib().strata_rmdir(self.handle, _b(path)), path)
 
-    def rmtree(self, path, missing_ok=False):
+    def rmtree(self, path: StrPath, missing_ok: bool = False) -> None:
         """Removes a file or a directory tree."""
         try:
             st = self.lstat(path)
@@ -455,7 +527,7 @@ class Client:
             if not missing_ok:
                 raise
 
-    def rename(self, src, dst, flags=0):
+    def rename(self, src: StrPath, dst: StrPath, flags: int = 0) -> None:
         """Atomically renames src to dst (replacing a file or an empty
         directory; flags: RENAME_NOREPLACE, RENAME_EXCHANGE)."""
         rc = _lib().strata_rename(self.handle, _b(src), _b(dst), flags)
@@ -464,43 +536,49 @@ class Client:
 
     replace = rename
 
-    def truncate(self, path, size):
+    def truncate(self, path: StrPath, size: int) -> None:
         check(_lib().strata_truncate(self.handle, _b(path), size), path)
 
-    def symlink(self, target, linkpath):
+    def symlink(self, target: StrPath, linkpath: StrPath) -> None:
         check(_lib().strata_symlink(self.handle, _b(target), _b(linkpath)), linkpath)
 
-    def readlink(self, path):
+    def readlink(self, path: StrPath) -> Union[str, bytes]:
+        """The target of a symlink (bytes for a bytes path, as os.readlink)."""
         buf = ctypes.create_string_buffer(4096)
         n = check(_lib().strata_readlink(self.handle, _b(path), buf, 4096), path)
-        return buf.raw[:n].decode(errors="surrogateescape")
+        t = buf.raw[:n]
+        return t if isinstance(os.fspath(path), bytes) else os.fsdecode(t)
 
-    def statfs(self):
+    def statfs(self) -> Dict[str, int]:
         st = _Statfs()
         check(_lib().strata_statfs(self.handle, ctypes.byref(st)))
         return {k: getattr(st, k) for k, _ in _Statfs._fields_}
 
-    def set_layout(self, path, chunk_size=0, stripe=0):
+    def set_layout(self, path: StrPath, chunk_size: int = 0, stripe: int = 0) -> None:
         l = _Layout(chunk_size, stripe)
         check(_lib().strata_set_layout(self.handle, _b(path), ctypes.byref(l)), path)
 
-    def get_layout(self, path):
+    def get_layout(self, path: StrPath) -> Tuple[int, int]:
         l = _Layout()
         check(_lib().strata_get_layout(self.handle, _b(path), ctypes.byref(l)), path)
         return l.chunk_size, l.stripe
 
 
 def _parse_mode(mode):
-    if not isinstance(mode, str) or "t" in mode or "U" in mode:
-        raise ValueError("strata: invalid mode %r (binary modes only: r, w, x, a, +, b)" % mode)
-    m = mode.replace("b", "")
-    plus = "+" in m
-    m = m.replace("+", "")
-    if len(m) != 1 or m not in "rwxa":
-        raise ValueError("strata: invalid mode %r" % mode)
+    """open()'s mode -> (flags, append, readable, writable, text)."""
+    if not isinstance(mode, str):
+        raise TypeError("open() argument 'mode' must be str, not %s" % type(mode).__name__)
+    if len(set(mode)) != len(mode) or set(mode) - set("rwxabt+"):
+        raise ValueError("invalid mode: %r" % mode)
+    if "b" in mode and "t" in mode:
+        raise ValueError("can't have text and binary mode at once")
+    m = "".join(c for c in mode if c in "rwxa")
+    plus = "+" in mode
+    if len(m) != 1:
+        raise ValueError("must have exactly one of create/read/write/append mode")
     acc = O_RDWR if plus else (O_RDONLY if m == "r" else O_WRONLY)
     flags = {"r": 0, "w": O_CREAT | O_TRUNC, "x": O_CREAT | O_EXCL, "a": O_CREAT}[m]
-    return acc | flags, m == "a", m == "r" or plus, m != "r" or plus
+    return acc | flags, m == "a", m == "r" or plus, m != "r" or plus, "b" not in mode
 
 
 class File(io.RawIOBase):
@@ -508,23 +586,31 @@ class File(io.RawIOBase):
     write, seek, tell, plus positional pread/pwrite). Reads and writes go
     straight between libstrata and the caller's buffer."""
 
-    def __init__(self, client, path, mode="rb", perm=0o644):
+    def __init__(self, client: "Client", path: StrPath, mode: str = "rb", perm: int = 0o644):
         super().__init__()
         self.client = client
         self.name = os.fspath(path)
         self.mode = mode
-        flags, self._append, self._readable, self._writable = _parse_mode(mode)
+        flags, self._append, self._readable, self._writable, _ = _parse_mode(mode)
         out = _P()
         check(_lib().strata_open(client.handle, _b(path), flags, perm, ctypes.byref(out)),
               self.name)
         self._f = out.value
         self._pid = os.getpid()
         self._pos = 0
+        self._chunk = None
         if self._append:
             self._pos = self.size()
 
     @property
-    def handle(self):
+    def chunk_size(self) -> int:
+        """The file's chunk size (its layout), the default buffer size."""
+        if self._chunk is None:
+            self._chunk = self.stat().chunk_size
+        return self._chunk
+
+    @property
+    def handle(self) -> int:
         if self._f is None:
             raise ValueError("strata: I/O on closed file %r" % self.name)
         if self._pid != os.getpid():
@@ -532,19 +618,19 @@ class File(io.RawIOBase):
                              "fork); open it again in this one" % self.name)
         return self._f
 
-    def readable(self):
+    def readable(self) -> bool:
         return self._readable
 
-    def writable(self):
+    def writable(self) -> bool:
         return self._writable
 
-    def seekable(self):
+    def seekable(self) -> bool:
         return True
 
-    def fileno(self):
+    def fileno(self) -> int:
         raise io.UnsupportedOperation("strata files have no file descriptor")
 
-    def close(self):
+    def close(self) -> None:
         if self._f is not None and not self.closed:
             f, self._f = self._f, None
             if self._pid == os.getpid():
@@ -561,17 +647,18 @@ class File(io.RawIOBase):
         except Exception:
             pass
 
-    def size(self):
+    def size(self) -> int:
         st = _Stat()
         check(_lib().strata_fstat(self.handle, ctypes.byref(st)), self.name)
         return st.size
 
-    def stat(self):
+    def stat(self) -> StatResult:
         st = _Stat()
         check(_lib().strata_fstat(self.handle, ctypes.byref(st)), self.name)
+        self._chunk = st.chunk_size
         return StatResult(st)
 
-    def seek(self, off, whence=0):
+    def seek(self, off: int, whence: int = 0) -> int:
         if whence == 0:
             pos = off
         elif whence == 1:
@@ -585,7 +672,7 @@ class File(io.RawIOBase):
         self._pos = pos
         return pos
 
-    def tell(self):
+    def tell(self) -> int:
         return self._pos
 
     # -- positional I/O --
@@ -604,7 +691,7 @@ class File(io.RawIOBase):
             done += r
         return done
 
-    def pread_into(self, buf, off):
+    def pread_into(self, buf: Any, off: int) -> int:
         """Reads into buf (bytearray, memoryview, numpy array, CPU tensor)
         at file offset off, filling it unless the file ends. Returns the
         number of bytes read."""
@@ -615,14 +702,14 @@ class File(io.RawIOBase):
         del keep
         return r
 
-    def pread(self, n, off):
+    def pread(self, n: int, off: int) -> bytes:
         """Returns up to n bytes at off."""
         b = bytearray(n)
         r = self.pread_into(b, off)
         del b[r:]
         return bytes(b)
 
-    def pwrite(self, data, off):
+    def pwrite(self, data: Any, off: int) -> int:
         """Writes data (bytes-like, numpy array, CPU tensor) at off. Returns
         the byte count."""
         addr, n, keep = buffer_info(data, False)
@@ -634,14 +721,14 @@ class File(io.RawIOBase):
 
     # -- stream I/O --
 
-    def readinto(self, buf):
+    def readinto(self, buf: Any) -> int:
         if not self._readable:
             raise io.UnsupportedOperation("file %r not open for reading" % self.name)
         r = self.pread_into(buf, self._pos)
         self._pos += r
         return r
 
-    def readall(self):
+    def readall(self) -> bytes:
         n = max(0, self.size() - self._pos)
         b = bytearray(n)
         r = self.readinto(b) if n else 0
@@ -654,12 +741,12 @@ class File(io.RawIOBase):
             b += rest[:k]
         return bytes(b)
 
-    def read(self, n=-1):
+    def read(self, n: Optional[int] = -1) -> bytes:
         if n is None or n < 0:
             return self.readall()
         return super().read(n)
 
-    def write(self, data):
+    def write(self, data: Any) -> int:
         if not self._writable:
             raise io.UnsupportedOperation("file %r not open for writing" % self.name)
         if self._append:
@@ -668,19 +755,111 @@ class File(io.RawIOBase):
         self._pos += r
         return r
 
-    def flush(self):
+    def flush(self) -> None:
         """Publishes the length written so far (strata_fsync)."""
         if self._f is not None and self._writable and self._pid == os.getpid():
             self.fsync()
 
-    def fsync(self):
+    def fsync(self) -> None:
         check(_lib().strata_fsync(self.handle), self.name)
 
-    def truncate(self, size=None):
+    def truncate(self, size: Optional[int] = None) -> int:
         if size is None:
             size = self._pos
         check(_lib().strata_ftruncate(self.handle, size), self.name)
         return size
+
+
+def _as_buffer(obj, writable):
+    """obj itself when it has the buffer protocol, else (a CPU tensor) a
+    memoryview of its memory, for io's buffered read/write paths."""
+    try:
+        memoryview(obj).release()
+        return obj
+    except TypeError:
+        pass
+    addr, n, keep = buffer_info(obj, writable)
+    if n == 0:
+        return bytearray()
+    # The view refers to the array, which refers to keep (the tensor).
+    arr = (ctypes.c_char * n).from_address(addr)
+    arr._keep = keep
+    return memoryview(arr).cast("B")
+
+
+class _Positional:
+    """What a buffered Strata file adds to io's: the raw File's positional
+    I/O and metadata, kept coherent with the buffer (pending writes are
+    flushed first; a pwrite drops what was read ahead)."""
+
+    @property
+    def handle(self) -> int:
+        return self.raw.handle
+
+    def readinto(self, buf: Any) -> int:
+        return super().readinto(_as_buffer(buf, True))
+
+    def write(self, data: Any) -> int:
+        return super().write(_as_buffer(data, False))
+
+    @property
+    def client(self) -> "Client":
+        return self.raw.client
+
+    def size(self) -> int:
+        self.flush()
+        return self.raw.size()
+
+    def stat(self) -> StatResult:
+        self.flush()
+        return self.raw.stat()
+
+    def pread_into(self, buf: Any, off: int) -> int:
+        self.flush()
+        return self.raw.pread_into(buf, off)
+
+    def pread(self, n: int, off: int) -> bytes:
+        self.flush()
+        return self.raw.pread(n, off)
+
+    def pwrite(self, data: Any, off: int) -> int:
+        self.flush()
+        r = self.raw.pwrite(data, off)
+        if self.readable():
+            pos = self.tell()
+            self.seek(0, 2)         # whence 2 always drops the read buffer
+            self.seek(pos)
+        return r
+
+    def flush(self) -> None:
+        """Writes the buffer out and publishes the length (strata_fsync)."""
+        super().flush()
+        if not self.closed:
+            self.raw.flush()
+
+    def fsync(self) -> None:
+        self.flush()
+
+
+class BufferedReader(_Positional, io.BufferedReader):
+    """A Strata file opened 'rb' (io.BufferedReader)."""
+
+
+class BufferedWriter(_Positional, io.BufferedWriter):
+    """A Strata file opened 'wb', 'xb' or 'ab' (io.BufferedWriter)."""
+
+
+class BufferedRandom(_Positional, io.BufferedRandom):
+    """A Strata file opened with '+' (io.BufferedRandom)."""
+
+
+def _raw_file(f):
+    """The raw File of a File or a buffered one, else None."""
+    if isinstance(f, File):
+        return f
+    if isinstance(f, _Positional):
+        return f.raw
+    return None
 
 
 class Ring(Closable):
@@ -689,7 +868,7 @@ class Ring(Closable):
     is kept alive until its completion is reaped), submit sends them, wait
     reaps (user_data, result) pairs."""
 
-    def __init__(self, client, depth=64):
+    def __init__(self, client: Client, depth: int = 64):
         self.client = client
         self.depth = depth
         out = _P()
@@ -700,7 +879,7 @@ class Ring(Closable):
         self._cqes = (_Cqe * depth)()
         self.inflight = 0
 
-    def close(self):
+    def close(self) -> None:
         if self._r is not None:
             if self._pid == os.getpid():
                 _lib().strata_ring_free(self._r)
@@ -709,6 +888,7 @@ class Ring(Closable):
             self.inflight = 0
 
     def _prep(self, fn, f, buf, off, user_data, writable, length=None):
+        f = _raw_file(f) or f
         addr, n, keep = buffer_info(buf, writable)
         if length is not None:
             n = min(n, length)
@@ -719,17 +899,17 @@ class Ring(Closable):
         self._keep[user_data] = (keep, f)
         self.inflight += 1
 
-    def prep_read(self, f, buf, off, user_data):
+    def prep_read(self, f: Any, buf: Any, off: int, user_data: int) -> None:
         """Queues a read of len(buf) bytes at off of File f into buf."""
         self._prep(_lib().strata_ring_prep_read, f, buf, off, user_data, True)
 
-    def prep_write(self, f, buf, off, user_data):
+    def prep_write(self, f: Any, buf: Any, off: int, user_data: int) -> None:
         self._prep(_lib().strata_ring_prep_write, f, buf, off, user_data, False)
 
-    def submit(self):
+    def submit(self) -> int:
         return check(_lib().strata_ring_submit(self._r))
 
-    def wait(self, min_complete=1, timeout_ms=-1):
+    def wait(self, min_complete: int = 1, timeout_ms: int = -1) -> List[Tuple[int, int]]:
         """Returns [(user_data, res)], at least min_complete of them unless
         the timeout passed; res is bytes or a negative error code."""
         n = check(_lib().strata_ring_wait(self._r, self._cqes, self.depth,
@@ -742,7 +922,7 @@ class Ring(Closable):
         self.inflight -= n
         return out
 
-    def read_many(self, reads):
+    def read_many(self, reads: Iterable[Tuple[Any, int, Any]]) -> List[int]:
         """reads: iterable of (path_or_File, offset, buffer). Keeps up to
         depth in flight; returns the byte counts in order."""
         reads = list(reads)
@@ -750,12 +930,13 @@ class Ring(Closable):
         files = []
         try:
             for src, _, _ in reads:
-                if isinstance(src, File):
-                    files.append(src)
+                raw = _raw_file(src)
+                if raw is not None:
+                    files.append(raw)
                 else:
                     key = os.fspath(src)
                     if key not in opened:
-                        opened[key] = self.client.open(key, "rb")
+                        opened[key] = self.client.open(key, "rb", buffering=0)
                     files.append(opened[key])
             res = [None] * len(reads)
             nxt = 0

@@ -7,8 +7,11 @@ written and indexed by libstrata itself (strata_pack_*, through ctypes):
 the same code as `strata pack`, so there is one implementation of the
 format.
 """
+from __future__ import annotations
+
 import ctypes
 import os
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 
@@ -57,7 +60,7 @@ def _check_pack(rc, path):
     return check(rc, path)
 
 
-def epoch_order(n, seed, epoch, shuffle=True):
+def epoch_order(n: int, seed: int, epoch: int, shuffle: bool = True) -> np.ndarray:
     """The sample order of an epoch: a permutation of range(n) that depends
     only on (seed, epoch) -- the same on every rank, worker and run."""
     if not shuffle:
@@ -76,9 +79,10 @@ class ShardWriter:
     the last index and dataset.json. Leaving a with block by an exception
     abandons the dataset (no dataset.json: readers never see it)."""
 
-    def __init__(self, client, directory, samples_per_shard=1024, shard_bytes=1 << 30):
+    def __init__(self, client: Client, directory: Any, samples_per_shard: int = 1024,
+                 shard_bytes: int = 1 << 30):
         self.client = client
-        self.dir = os.fspath(directory)
+        self.dir = os.fsdecode(directory)       # str or bytes in, str (os.fsdecode) kept
         parent = os.path.dirname(self.dir.rstrip("/"))
         if parent and parent != "/":
             client.makedirs(parent, exist_ok=True)
@@ -88,13 +92,13 @@ class ShardWriter:
         o.samples_per_shard = samples_per_shard
         o.shard_bytes = shard_bytes
         h = _P()
-        check(L.strata_pack_new(client.handle, self.dir.encode(), ctypes.byref(o),
+        check(L.strata_pack_new(client.handle, os.fsencode(self.dir), ctypes.byref(o),
                                 ctypes.byref(h)), self.dir)
         self._h = h
         self.count = 0
         self.shards = 0
 
-    def add(self, sample):
+    def add(self, sample: Any) -> int:
         """Appends one sample; returns its global index."""
         if self._h is None:
             raise ValueError("strata: ShardWriter is closed")
@@ -105,7 +109,7 @@ class ShardWriter:
         self.count = i.value + 1
         return i.value
 
-    def close(self):
+    def close(self) -> None:
         """Closes the last shard and writes dataset.json."""
         if self._h is None:
             return
@@ -115,7 +119,7 @@ class ShardWriter:
         self.count, self.shards = n.value, k.value
         _check_pack(rc, self.dir)
 
-    def abort(self):
+    def abort(self) -> None:
         """Stops without writing dataset.json."""
         if self._h is not None:
             h, self._h = self._h, None
@@ -154,8 +158,8 @@ class SampleIndex:
         return len(self.lengths)
 
     @classmethod
-    def open(cls, client, path):
-        path = os.fspath(path)
+    def open(cls, client: Client, path: Any) -> "SampleIndex":
+        path = os.fsdecode(path)
         if client.exists(_join(path, "dataset.json")):
             return cls._packed(client, path)
         return cls._files(client, path)
@@ -164,11 +168,11 @@ class SampleIndex:
     def _packed(cls, client, path):
         L = _plib()
         h = _P()
-        _check_pack(L.strata_pack_index_open(client.handle, path.encode(), ctypes.byref(h)),
+        _check_pack(L.strata_pack_index_open(client.handle, os.fsencode(path), ctypes.byref(h)),
                     path)
         try:
             n = L.strata_pack_index_count(h)
-            paths = [L.strata_pack_index_shard_path(h, k).decode()
+            paths = [os.fsdecode(L.strata_pack_index_shard_path(h, k))
                      for k in range(L.strata_pack_index_shards(h))]
             shard_of = np.empty(n, np.int32)
             offs = np.empty(n, np.int64)
@@ -187,7 +191,7 @@ class SampleIndex:
         return cls(paths, np.arange(len(paths), dtype=np.int32), np.zeros(len(paths), np.int64),
                    lens, False)
 
-    def read(self, client, i, files=None):
+    def read(self, client: Client, i: int, files: Optional[Dict[int, Any]] = None) -> bytearray:
         """Reads sample i into a new bytearray (files: a cache of open
         File objects by path index, reused)."""
         k = int(self.shard_of[i])
@@ -195,7 +199,7 @@ class SampleIndex:
         if files is not None and k in files:
             files[k].pread_into(buf, int(self.offsets[i]))
             return buf
-        f = client.open(self.paths[k], "rb")
+        f = client.open(self.paths[k], "rb", buffering=0)
         try:
             f.pread_into(buf, int(self.offsets[i]))
         finally:
@@ -212,13 +216,13 @@ class PrefetchReader:
     bytearray) in that order. Packed shards stay open for the whole run;
     sample files are opened as their reads are queued."""
 
-    def __init__(self, client, index, order, depth=64):
+    def __init__(self, client: Client, index: SampleIndex, order: Any, depth: int = 64):
         self.client = client
         self.index = index
         self.order = order
         self.depth = max(1, depth)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tuple[int, bytearray]]:
         idx = self.index
         shards = {}
         pending = {}            # position -> (sample, buf, file or None)
@@ -237,9 +241,10 @@ class PrefetchReader:
                     if idx.packed:
                         f = shards.get(k)
                         if f is None:
-                            f = shards[k] = self.client.open(idx.paths[k], "rb")
+                            f = shards[k] = self.client.open(idx.paths[k], "rb",
+                                                             buffering=0)
                     else:
-                        f = own = self.client.open(idx.paths[k], "rb")
+                        f = own = self.client.open(idx.paths[k], "rb", buffering=0)
                     if len(buf):
                         ring.prep_read(f, buf, int(idx.offsets[i]), nxt)
                         pending[nxt] = (i, buf, own)
@@ -273,6 +278,6 @@ class PrefetchReader:
                 f.close()
 
 
-def open_client(client):
+def open_client(client: Any) -> Client:
     """A Client from a Client, an address or a cluster directory."""
     return client if isinstance(client, Client) else Client(client)

@@ -13,9 +13,12 @@ tensor or array is stored as its raw bytes under the key, with its dtype
 and shape in a small companion object (key + "\\x1emeta"), so get_into
 fills a caller's tensor straight from the network.
 """
+from __future__ import annotations
+
 import ctypes
 import json
 import os
+from typing import Any, Dict, Iterable, List, Mapping, Optional
 from ctypes import POINTER, c_char_p, c_int, c_size_t, c_ssize_t, c_uint, c_uint32, c_uint64, c_void_p
 
 from ._lib import Closable, check, declare
@@ -84,7 +87,7 @@ def _key(k):
     return bytes(k)
 
 
-def local_addrs(local_dir=None):
+def local_addrs(local_dir: Optional[str] = None) -> str:
     """The mem nodes of a 'strata local up --mem N' cluster (its
     cluster.json), as "host:port,..."."""
     d = local_dir or os.environ.get("STRATA_LOCAL_DIR", "./strata-local")
@@ -135,7 +138,8 @@ class Pool(Closable):
     $STRATA_TOKEN_FILE, or local_dir's admin token; a token reaches the
     keys of its mem scopes ("NS/...")."""
 
-    def __init__(self, addrs=None, replicas=1, timeout_ms=10000, local_dir=None, token=None):
+    def __init__(self, addrs: Optional[str] = None, replicas: int = 1, timeout_ms: int = 10000,
+                 local_dir: Optional[str] = None, token: Optional[str] = None):
         if addrs is None:
             addrs = os.environ.get("STRATA_MEM") or local_addrs(local_dir)
         if not isinstance(addrs, str):
@@ -159,7 +163,7 @@ class Pool(Closable):
             self._h = None
 
     # ---- bytes ----
-    def put(self, key, value, pin=False, nx=False):
+    def put(self, key: Any, value: Any, pin: bool = False, nx: bool = False) -> None:
         """Stores value (bytes-like, numpy array or CPU tensor: its raw
         bytes) under key."""
         k = _key(key)
@@ -168,7 +172,7 @@ class Pool(Closable):
         check(_lib().strata_mem_put(self._h, k, addr, n, flags), _name(k))
         del keep
 
-    def get_into(self, key, buf):
+    def get_into(self, key: Any, buf: Any) -> int:
         """Fills buf (writable bytes-like, array or CPU tensor) with key's
         value, received straight into it. Returns the value's length."""
         k = _key(key)
@@ -177,7 +181,7 @@ class Pool(Closable):
         del keep
         return check(r, _name(k))
 
-    def get(self, key, default=None):
+    def get(self, key: Any, default: Any = None) -> Any:
         k = _key(key)
         n = _lib().strata_mem_exists(self._h, k)
         if n == -2:
@@ -209,12 +213,12 @@ class Pool(Closable):
         k = _key(key)
         check(_lib().strata_mem_prefetch(self._h, k), _name(k))
 
-    def exists(self, key):
+    def exists(self, key: Any) -> bool:
         """The value's length, or None."""
         n = _lib().strata_mem_exists(self._h, _key(key))
         return None if n == -2 else check(n, _name(key))
 
-    def remove(self, key):
+    def remove(self, key: Any) -> None:
         k = _key(key)
         check(_lib().strata_mem_remove(self._h, k), _name(k))
 
@@ -225,7 +229,7 @@ class Pool(Closable):
     def unpin(self, key):
         self.pin(key, False)
 
-    def keys(self, prefix=""):
+    def keys(self, prefix: str = "") -> List[str]:
         out = []
 
         def cb(_arg, key, _len):
@@ -264,7 +268,7 @@ class Pool(Closable):
     def _items(self, n):
         return (_Item * max(n, 1))()
 
-    def mput(self, mapping, pin=False):
+    def mput(self, mapping: Mapping[Any, Any], pin: bool = False) -> None:
         """Stores every key: value of mapping in one request per node."""
         pairs = list(mapping.items())
         items = self._items(len(pairs))
@@ -299,7 +303,7 @@ class Pool(Closable):
                 out[k] = items[i].len
         return out
 
-    def mget(self, keys):
+    def mget(self, keys: Iterable[Any]) -> Dict[Any, Any]:
         """{key: bytes or None} of keys, sized with one batched exists."""
         keys = list(keys)
         sizes = self.mexists(keys)
@@ -326,7 +330,7 @@ class Pool(Closable):
         return [items[i].status == 0 for i in range(len(keys))]
 
     # ---- tensors and arrays ----
-    def put_tensor(self, key, t, pin=False):
+    def put_tensor(self, key: Any, t: Any, pin: bool = False) -> None:
         """Stores a CPU tensor or numpy array (made contiguous) and its
         dtype and shape."""
         import numpy as np
@@ -349,7 +353,7 @@ class Pool(Closable):
             raise KeyError(key)
         return json.loads(m)
 
-    def get_tensor(self, key, out=None):
+    def get_tensor(self, key: Any, out: Any = None) -> Any:
         """Returns key's tensor (or array, as it was put): into out when
         given (filled in place), else a new one."""
         if out is not None:
@@ -375,7 +379,7 @@ class Pool(Closable):
         except FileNotFoundError:
             pass
 
-    def stats(self):
+    def stats(self) -> Dict[str, int]:
         s = _Stats()
         check(_lib().strata_mem_stats(self._h, ctypes.byref(s)))
         return {f: getattr(s, f) for f, _ in _Stats._fields_}

@@ -1,8 +1,8 @@
 """Layer streaming and model switching over the memory plane.
 
-    import strata.mem, strata.torch
+    import strata.mem, strata.pytorch
     pool = strata.mem.Pool(...)
-    h = strata.torch.offload(model, pool, prefix="llm-a")   # weights -> pool
+    h = strata.pytorch.offload(model, pool, prefix="llm-a")   # weights -> pool
     y = model(x)        # layer i+1 is fetched while layer i computes
     h.remove()          # weights back in the module, hooks gone
 
@@ -19,6 +19,10 @@ put_module()/load_module() store a whole model's weights in the pool and
 load them back into a module (all tensors fetched concurrently): switching
 models on a compute node without reading files.
 """
+from __future__ import annotations
+
+from typing import Optional
+
 import torch
 
 from .mem import Pool  # noqa: F401  (the pool type offload expects)
@@ -40,7 +44,7 @@ def _key(prefix, layer, attr):
     return "%s/%s/%s" % (prefix, layer, attr)
 
 
-def put_module(pool, prefix, module):
+def put_module(pool: Pool, prefix: str, module: torch.nn.Module) -> int:
     """Stores every parameter and buffer of module under prefix/<layer>/<name>.
     Returns the number of bytes stored."""
     total = 0
@@ -51,7 +55,7 @@ def put_module(pool, prefix, module):
     return total
 
 
-def load_module(pool, prefix, module):
+def load_module(pool: Pool, prefix: str, module: torch.nn.Module) -> int:
     """Fills module's parameters and buffers in place from the pool (every
     tensor fetched concurrently, straight into its storage). Returns the
     number of bytes loaded."""
@@ -150,7 +154,8 @@ class Offloaded:
                         pass
 
 
-def offload(module, pool, prefix=None, release=True):
+def offload(module: torch.nn.Module, pool: Pool, prefix: Optional[str] = None,
+            release: bool = True) -> "Offloaded":
     """Moves module's weights into pool and streams them layer by layer
     during forward passes (see the module's doc). prefix names the model in
     the pool (default: a unique name). release=False keeps layers resident
@@ -174,106 +179,3 @@ def offload(module, pool, prefix=None, release=True):
         h.hooks.append(L.module.register_forward_pre_hook(h._pre(i)))
         h.hooks.append(L.module.register_forward_hook(h._post(i)))
     return h
-
-
-# ---- benchmark: python3 -m strata.offload bench --pool ADDRS [--mgmt M] ----
-
-def _bench_model(nlayers, width):
-    torch.manual_seed(1)
-    return torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(width, width),
-                                                     torch.nn.GELU())
-                                 for _ in range(nlayers)]).eval()
-
-
-def _timeit(fn, reps):
-    import time
-    fn()        # warm up
-    best = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        best.append(time.perf_counter() - t0)
-    best.sort()
-    return best[len(best) // 2]
-
-
-def _bench(argv):
-    import argparse
-    import time
-    ap = argparse.ArgumentParser(prog="python3 -m strata.offload bench")
-    ap.add_argument("--pool", required=True)
-    ap.add_argument("--mgmt", default=None)
-    ap.add_argument("--layers", type=int, default=16)
-    ap.add_argument("--width", type=int, default=1024)
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--reps", type=int, default=5)
-    a = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    pool = Pool(a.pool)
-    m = _bench_model(a.layers, a.width)
-    x = torch.randn(a.batch, a.width)
-    wbytes = sum(p.numel() * p.element_size() for p in m.parameters())
-    with torch.no_grad():
-        ref = m(x)
-        t_res = _timeit(lambda: m(x), a.reps)
-        h = offload(m, pool, prefix="bench/stream")
-        t_str = _timeit(lambda: m(x), a.reps)
-        same = torch.equal(m(x), ref)
-        peak = max(sum(t.numel() * t.element_size() for _a, t, _o in (L.pending or []))
-                   for L in h.layers) if h.layers else 0
-        h.remove()
-    print("layer streaming: %d layers x %.1f MiB (%.0f MiB of weights), batch %d, 1 torch thread: "
-          "resident %.2f ms/forward, streamed %.2f ms/forward (overhead %.2fx, +%.2f ms), "
-          "outputs identical: %s; resident weights while streaming <= 2 layers"
-          % (a.layers, wbytes / a.layers / 2**20, wbytes / 2**20, a.batch, t_res * 1e3,
-             t_str * 1e3, t_str / t_res, (t_str - t_res) * 1e3, same))
-    del peak
-    # Model switching: the same weights from the pool vs from files.
-    put_module(pool, "bench/modelA", m)
-    m2 = _bench_model(a.layers, a.width)
-    for p in m2.parameters():
-        p.data.zero_()
-    t_pool = _timeit(lambda: load_module(pool, "bench/modelA", m2), a.reps)
-    with torch.no_grad():
-        ok = torch.equal(m2(x), ref)
-    line = ("model switch (%.0f MiB): from the pool %.1f ms (%.2f GB/s), identical: %s"
-            % (wbytes / 2**20, t_pool * 1e3, wbytes / t_pool / 1e9, ok))
-    if a.mgmt:
-        from .client import Client
-        c = Client(a.mgmt)
-        c.makedirs("/bench-models/A", exist_ok=True)
-        files = []
-        for lname, _mod, ts in _layers(m):
-            for attr, t, _ in ts:
-                path = "/bench-models/A/%s.%s" % (lname, attr)
-                with c.open(path, "wb") as f:
-                    f.write(t.detach().contiguous().numpy().tobytes())
-                files.append(path)
-        tensors = [t for _l, _m, ts in _layers(m2) for _a, t, _ in ts]
-
-        def from_files():
-            c.read_batch([(p, 0, t.data) for p, t in zip(files, tensors)])
-        for p in m2.parameters():
-            p.data.zero_()
-        t_file = _timeit(from_files, a.reps)
-        with torch.no_grad():
-            okf = torch.equal(m2(x), ref)
-        line += ("; from files on the storage plane %.1f ms (%.2f GB/s), identical: %s; "
-                 "pool is %.2fx faster" % (t_file * 1e3, wbytes / t_file / 1e9, okf,
-                                           t_file / t_pool))
-        c.rmtree("/bench-models", missing_ok=True)
-        c.close()
-    print(line)
-    for k in pool.keys("bench/"):
-        pool.remove(k)
-    pool.close()
-    del time
-    return 0
-
-
-if __name__ == "__main__":
-    import sys
-    if len(sys.argv) < 2 or sys.argv[1] != "bench":
-        print("usage: python3 -m strata.offload bench --pool ADDRS [--mgmt MGMT]")
-        sys.exit(2)
-    sys.exit(_bench(sys.argv[2:]))

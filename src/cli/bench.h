@@ -25,7 +25,7 @@ int bench_chunk(int argc, char **argv);
 int bench_io(int argc, char **argv);
 /* strata bench train (bench_train.c): MLPerf-Storage-style training I/O, AU. */
 int bench_train(int argc, char **argv);
-/* strata bench ckpt (bench_train.c): runs python3 -m strata.bench_ckpt. */
+/* strata bench ckpt (bench_train.c): runs python/bench/bench_ckpt.py. */
 int bench_ckpt(int argc, char **argv);
 /* strata bench mem (bench_mem.c): the memory plane vs Redis, layer streaming. */
 int bench_mem(int argc, char **argv);

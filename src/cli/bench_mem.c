@@ -13,8 +13,8 @@
  * Figures: ops/s, MB/s, p50/p99 latency per call, and strata/redis ratios.
  *
  * Last, unless --no-layers, it runs the layer-streaming and model-switch
- * measurements of python/strata/offload.py (python3 -m strata.offload
- * bench) against the same pool and a local storage cluster it starts.
+ * measurements of python/bench/bench_offload.py (run from the repository
+ * root) against the same pool and a local storage cluster it starts.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -403,6 +403,8 @@ static int start_mem(struct bm *b)
 static void run_layers(struct bm *b)
 {
 	char exe[PATH_MAX], cmd[PATH_MAX * 2 + 512], clus[PATH_MAX + 16], mgmt[64] = "";
+	char np[PATH_MAX + 16];
+	const char *pp = getenv("PYTHONPATH");
 	char *p;
 	int rc;
 
@@ -414,24 +416,24 @@ static void run_layers(struct bm *b)
 			setenv("STRATA_BUILD", exe, 0);
 		}
 	}
-	if (access("python/strata/offload.py", R_OK) == 0) {
-		const char *pp = getenv("PYTHONPATH");
-		char np[PATH_MAX + 16];
-
-		snprintf(np, sizeof(np), "python%s%s", pp ? ":" : "", pp ? pp : "");
-		setenv("PYTHONPATH", np, 1);
+	if (access("python/bench/bench_offload.py", R_OK) != 0) {
+		printf("layer streaming: skipped (python/bench/bench_offload.py not found: run "
+		       "from the repository root)\n");
+		return;
 	}
+	snprintf(np, sizeof(np), "python%s%s", pp ? ":" : "", pp ? pp : "");
+	setenv("PYTHONPATH", np, 1);
 	snprintf(clus, sizeof(clus), "%s/cluster", b->dir);
 	if (local_cluster_up(clus, 1, 1, NULL, mgmt, sizeof(mgmt)) != 0)
 		mgmt[0] = '\0';
-	snprintf(cmd, sizeof(cmd), "%s -m strata.offload",
+	snprintf(cmd, sizeof(cmd), "%s python/bench/bench_offload.py",
 		 access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3");
-	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " bench --pool %s%s%s",
+	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " --pool %s%s%s",
 		 b->mem_addr, mgmt[0] ? " --mgmt " : "", mgmt);
 	fflush(stdout);
 	rc = system(cmd);
 	if (rc != 0)
-		printf("layer streaming: skipped (python3 -m strata.offload failed, status %d: "
+		printf("layer streaming: skipped (python/bench/bench_offload.py failed, status %d: "
 		       "needs python3 with torch and strata on PYTHONPATH)\n", rc);
 	if (mgmt[0])
 		local_cluster_down(clus);

@@ -603,7 +603,7 @@ static int bt_python_dir(const char *build, char *out, size_t len)
 
 int bench_ckpt(int argc, char **argv)
 {
-	char self[PATH_MAX], build[PATH_MAX], py[PATH_MAX], lib[PATH_MAX];
+	char self[PATH_MAX], build[PATH_MAX], py[PATH_MAX], lib[PATH_MAX], script[PATH_MAX];
 	const char *args[64];
 	int k = 0, rc = cli_self_path(self, sizeof(self));
 
@@ -622,14 +622,20 @@ int bench_ckpt(int argc, char **argv)
 		cli_err("bench ckpt: cannot find python/strata (set STRATA_PYTHON to the repository's python dir)");
 		return 1;
 	}
+	/* The benchmark lives beside the package, not in it. */
+	if (snprintf(script, sizeof(script), "%s/bench/bench_ckpt.py", py) >= (int)sizeof(script) ||
+	    access(script, R_OK) != 0) {
+		cli_err("bench ckpt: cannot find '%s/bench/bench_ckpt.py' (set STRATA_PYTHON "
+			"to the repository's python dir)", py);
+		return 1;
+	}
 	snprintf(lib, sizeof(lib), "%s/libstrata.so", build);
 	setenv("PYTHONPATH", py, 1);
 	if (!getenv("STRATA_LIB") && access(lib, R_OK) == 0)
 		setenv("STRATA_LIB", lib, 1);
 	setenv("STRATA_CLI", self, 1);
 	args[k++] = "/usr/bin/python3";
-	args[k++] = "-m";
-	args[k++] = "strata.bench_ckpt";
+	args[k++] = script;
 	for (int i = 1; i < argc && k < 63; i++)
 		args[k++] = argv[i];
 	args[k] = NULL;

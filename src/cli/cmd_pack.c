@@ -64,7 +64,7 @@ static int pack_usage(void)
 	       "each) into the packed dataset DEST on the cluster: shard-NNNNN.data (samples back\n"
 	       "to back), shard-NNNNN.idx (offsets) and dataset.json, written last. A shard closes\n"
 	       "at N samples (default 1024) or M MiB (default 1024). Read it with\n"
-	       "strata.torch.StrataDataset / StrataIterableDataset.\n");
+	       "strata.pytorch.StrataDataset / StrataIterableDataset.\n");
 	return 0;
 }
 

@@ -201,9 +201,9 @@ def test_two_nodes_hashing_and_replicas(daemon_factory):
 def test_layer_streaming_identical(daemon_factory):
     d = mem_node(daemon_factory, capacity="64M")
     run_py(d.addr, """
-        import strata.torch
+        import strata.pytorch
         from strata.offload import put_module, load_module
-        offload = strata.torch.offload
+        offload = strata.pytorch.offload
         torch.manual_seed(0)
         def make():
             return torch.nn.Sequential(*[torch.nn.Sequential(

@@ -80,7 +80,7 @@ def test_file_api_buffers_errors_fork(cluster):
             assert f.write(memoryview(data)[1000:]) == len(data) - 1000
         assert c.stat("/t/a/f.bin").st_size == len(data)
         assert c.stat("/t/a").is_dir() and c.isfile("/t/a/f.bin")
-        with c.open("/t/a/f.bin") as f:
+        with c.open("/t/a/f.bin", "rb") as f:
             assert f.read() == data
             f.seek(7)
             ba = bytearray(5000); assert f.readinto(ba) == 5000 and ba == data[7:5007]
@@ -155,7 +155,7 @@ def test_datasets_workers_order_resume_ranks(cluster):
     c = cluster(3)
     run_py(c, """
         import torch
-        import strata, strata.torch as st
+        import strata, strata.pytorch as st
         from strata.dataset import ShardWriter, SampleIndex, epoch_order
         c = strata.Client()
         N = 48
@@ -174,37 +174,83 @@ def test_datasets_workers_order_resume_ranks(cluster):
                 assert bytes(SampleIndex.open(c, src).read(c, i)) == sample(i)
             want = epoch_order(N, 5, 2).tolist()
             assert sorted(want) == list(range(N)) and want != epoch_order(N, 5, 3).tolist()
-            # iterable, prefetching, 2 workers: the seeded order exactly, each sample once
-            ds = st.StrataIterableDataset(src, c, batch_size=4, seed=5, epoch=2, depth=8)
-            got = [ident(s) for b in torch.utils.data.DataLoader(ds, batch_size=4, num_workers=2,
-                                                                collate_fn=coll) for s in b]
+            # iterable, prefetching, 2 workers, the batch size given once (to the loader):
+            # the seeded order exactly, each sample once
+            ds = st.StrataIterableDataset(src, c, seed=5, epoch=2, depth=8)
+            got = [ident(s) for b in st.DataLoader(ds, batch_size=4, num_workers=2,
+                                                   collate_fn=coll) for s in b]
             assert got == want, (src, got, want)
-            # content intact
-            ds1 = st.StrataIterableDataset(src, c, batch_size=4, seed=5, epoch=2)
+            # torch's own DataLoader with workers needs it on the dataset (the old form)
+            ds_old = st.StrataIterableDataset(src, c, batch_size=4, seed=5, epoch=2)
+            got = [ident(s) for b in torch.utils.data.DataLoader(ds_old, batch_size=4,
+                   num_workers=2, collate_fn=coll) for s in b]
+            assert got == want
+            try:
+                list(torch.utils.data.DataLoader(st.StrataIterableDataset(src, c), batch_size=4,
+                                                 num_workers=2, collate_fn=coll))
+            except ValueError as e:
+                assert "batch size" in str(e), e
+            else:
+                raise AssertionError("workers without a batch size kept no order")
+            # content intact; iterating in this process keeps the position
+            ds1 = st.StrataIterableDataset(src, c, seed=5, epoch=2)
             for s in ds1:
                 assert bytes(s.numpy()) == sample(ident(s))
-            # resume mid-epoch from (epoch, position, seed)
-            st_ = ds.state_dict(position=20)
+            assert ds1.state_dict() == {"epoch": 2, "position": N, "seed": 5}
+            # resume a DataLoader mid-epoch: 5 batches, state_dict(), a new loader
+            loader = st.DataLoader(st.StrataIterableDataset(src, c, seed=5, epoch=2),
+                                   batch_size=4, num_workers=2, collate_fn=coll)
+            first = []
+            for k, b in enumerate(loader):
+                first += [ident(s) for s in b]
+                if k == 4:
+                    break
+            state = loader.state_dict()
+            assert state == {"epoch": 2, "position": 20, "seed": 5}, state
+            loader2 = st.DataLoader(st.StrataIterableDataset(src, c), batch_size=4,
+                                    num_workers=2, collate_fn=coll)
+            loader2.load_state_dict(state)
+            rest = [ident(s) for b in loader2 for s in b]
+            assert first + rest == want and loader2.state_dict()["position"] == N
+            # the old call form: state_dict(position)
             ds2 = st.StrataIterableDataset(src, c, batch_size=4)
-            ds2.load_state_dict(st_)
+            ds2.load_state_dict(ds.state_dict(position=20))
             got2 = [ident(s) for b in torch.utils.data.DataLoader(ds2, batch_size=4, num_workers=2,
                                                                  collate_fn=coll) for s in b]
             assert got2 == want[20:]
-            # map-style with the resumable sampler, 2 workers
+            # map-style with the resumable sampler, 2 workers, resumed mid-epoch
             m = st.StrataDataset(src, c)
-            sm = st.ResumableSampler(len(m), seed=5, epoch=2)
-            got3 = [ident(s) for b in torch.utils.data.DataLoader(m, batch_size=4, sampler=sm,
-                                                                 num_workers=2, collate_fn=coll)
-                    for s in b]
-            assert got3 == want
+            lm = st.DataLoader(m, batch_size=4, sampler=st.ResumableSampler(len(m), seed=5, epoch=2),
+                               num_workers=2, collate_fn=coll)
+            it = iter(lm)
+            first = [ident(s) for _ in range(3) for s in next(it)]
+            state = lm.state_dict()
+            assert state["position"] == 12, state      # not what the workers prefetched
+            del it
+            lm2 = st.DataLoader(m, batch_size=4, sampler=st.ResumableSampler(len(m)),
+                                num_workers=2, collate_fn=coll)
+            lm2.load_state_dict(state)
+            assert first + [ident(s) for b in lm2 for s in b] == want
             # 3 ranks x 2 workers: every sample exactly once across ranks
             seen = []
             for r in range(3):
-                dr = st.StrataIterableDataset(src, c, batch_size=4, seed=5, epoch=2, rank=r,
-                                              world_size=3)
-                seen += [ident(s) for b in torch.utils.data.DataLoader(dr, batch_size=4,
-                         num_workers=2, collate_fn=coll) for s in b]
+                dr = st.StrataIterableDataset(src, c, seed=5, epoch=2, rank=r, world_size=3)
+                seen += [ident(s) for b in st.DataLoader(dr, batch_size=4, num_workers=2,
+                                                         collate_fn=coll) for s in b]
             assert sorted(seen) == list(range(N))
+            # 5 ranks (48 = 5 x 9 + 3): drop_last=False keeps the tail, padded as
+            # DistributedSampler pads; drop_last=True drops it
+            for drop in (False, True):
+                seen = []
+                for r in range(5):
+                    sm = st.ResumableSampler(N, seed=5, epoch=2, rank=r, world_size=5,
+                                             drop_last=drop)
+                    assert len(sm) == (9 if drop else 10)
+                    seen += list(sm)
+                if drop:
+                    assert len(seen) == 45 and len(set(seen)) == 45
+                else:
+                    assert len(seen) == 50 and set(seen) == set(range(N))
         print("OK")
     """, timeout=140)
 

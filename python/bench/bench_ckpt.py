@@ -1,4 +1,4 @@
-"""strata bench ckpt (python3 -m strata.bench_ckpt): checkpoint save and
+"""strata bench ckpt (python/bench/bench_ckpt.py): checkpoint save and
 restore of a llama-style model shard, scaled down, on a local cluster
 (3 storage daemons, R=3) against torch.save / torch.load on a local
 directory, in the same run.
@@ -9,6 +9,12 @@ state, save GB/s (until committed) and restore GB/s (into existing
 tensors), and torch.save / torch.load (each file fsync'ed) on a local
 directory. The local restore reads from the page cache (the file was
 just written), so it is a memory-speed upper bound.
+
+Also torch.save / torch.load through strata.Client.open (a BufferedWriter
+of the file's chunk size; closing it publishes the file), the way a
+PyTorch user writes to Strata without strata.checkpoint; with --raw, also
+torch.save through the unbuffered file (buffering=0), what Client.open
+returned before it followed open().
 """
 import argparse
 import json
@@ -68,6 +74,8 @@ def main(argv=None):
     ap.add_argument("--mgmt", help="an existing cluster (else a local one is started)")
     ap.add_argument("--strata", default=os.environ.get("STRATA_CLI", "strata"),
                     help="the strata command (to start the local cluster)")
+    ap.add_argument("--raw", action="store_true",
+                    help="also torch.save through Client.open(buffering=0) (slow)")
     a = ap.parse_args(argv)
     root = tempfile.mkdtemp(prefix="strata-bench-ckpt-")
     up = False
@@ -90,7 +98,9 @@ def main(argv=None):
         # warm-up: the host snapshot buffer is allocated once and reused
         ck.save(sd, "/bench-ckpt/warm", client=c).wait()
         rows = {"async_stall": [], "async_total": [], "sync": [], "restore": [],
-                "torch_save": [], "torch_load": []}
+                "torch_save": [], "torch_load": [], "open_save": [], "open_load": []}
+        if a.raw:
+            rows["open_save_raw"] = []
         for i in range(a.repeat):
             t0 = time.perf_counter()
             h = ck.save(sd, "/bench-ckpt/async-%d" % i, client=c)
@@ -113,6 +123,24 @@ def main(argv=None):
             torch.load(lp)
             rows["torch_load"].append(time.perf_counter() - t0)
             os.unlink(lp)
+            sp = "/bench-ckpt/open-%d.pt" % i
+            t0 = time.perf_counter()
+            with c.open(sp, "wb") as f:
+                torch.save(sd, f)
+            rows["open_save"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            with c.open(sp, "rb") as f:
+                back = torch.load(f)
+            rows["open_load"].append(time.perf_counter() - t0)
+            assert all(torch.equal(back[k].view(torch.int16), sd[k].view(torch.int16)) for k in sd)
+            del back
+            c.remove(sp)
+            if a.raw:
+                t0 = time.perf_counter()
+                with c.open(sp, "wb", buffering=0) as f:
+                    torch.save(sd, f)
+                rows["open_save_raw"].append(time.perf_counter() - t0)
+                c.remove(sp)
             c.rmtree("/bench-ckpt/async-%d" % i)
             c.rmtree("/bench-ckpt/sync-%d" % i)
         med = {k: sorted(v)[len(v) // 2] for k, v in rows.items()}
@@ -123,8 +151,14 @@ def main(argv=None):
                           ("strata sync save (stall = whole save)", "sync"),
                           ("strata restore into existing tensors", "restore"),
                           ("torch.save to local dir + fsync", "torch_save"),
-                          ("torch.load from local dir (page cache)", "torch_load")):
-            print("%-44s %10.4f %10.2f" % (name, med[key], gb / med[key]))
+                          ("torch.load from local dir (page cache)", "torch_load"),
+                          ("torch.save through Client.open", "open_save"),
+                          ("torch.save through Client.open(buffering=0)", "open_save_raw"),
+                          ("torch.load through Client.open", "open_load")):
+            if key in med:
+                print("%-44s %10.4f %10.2f" % (name, med[key], gb / med[key]))
+        print("torch.save through Client.open / local torch.save + fsync = %.2f"
+              % (med["open_save"] / med["torch_save"]))
         ratio = med["async_stall"] / med["sync"]
         print("async stall / sync save = %.3f (%s 1/10)"
               % (ratio, "<=" if ratio <= 0.1 else "> "))
