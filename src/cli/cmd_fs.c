@@ -537,6 +537,7 @@ static int cmd_stat(int argc, char **argv)
 
 int fs_mkdir_p(struct strata *s, const char *path)
 {
+	struct strata_stat st;
 	char *p = strdup(path);
 	int rc = 0;
 
@@ -548,10 +549,15 @@ int fs_mkdir_p(struct strata *s, const char *path)
 		char save = *q;
 
 		*q = '\0';
-		rc = strata_mkdir(s, p, 0755);
+		/* An existing directory is passed without a create: a token
+		 * scoped below it may look it up, but not create in its
+		 * parent (meta would answer EACCES before EEXIST). */
+		rc = strata_stat(s, p, &st);
+		if (rc == 0 && !S_ISDIR(st.mode))
+			rc = save ? -ENOTDIR : -EEXIST;
+		else if (rc)
+			rc = strata_mkdir(s, p, 0755);
 		if (rc == -EEXIST) {
-			struct strata_stat st;
-
 			rc = strata_stat(s, p, &st);
 			if (rc == 0 && !S_ISDIR(st.mode))
 				rc = save ? -ENOTDIR : -EEXIST;

@@ -164,10 +164,15 @@ def test_metrics_counters_grow(daemon):
     with daemon.client() as c:
         for _ in range(10):
             c.ping(b"y" * 1000)
-    after = daemon.metrics()
-    assert after["strata_net_frames_in_total"] >= before["strata_net_frames_in_total"] + 11
-    assert after["strata_net_bytes_in_total"] >= before["strata_net_bytes_in_total"] + 10000
-    assert after["strata_net_bytes_out_total"] >= before["strata_net_bytes_out_total"] + 10000
+    # A reply's bytes are counted once its write completed, which may be
+    # after the client read it: wait for the counters, do not race them.
+    def grown():
+        after = daemon.metrics()
+        return (after["strata_net_frames_in_total"] >= before["strata_net_frames_in_total"] + 11
+                and after["strata_net_bytes_in_total"] >= before["strata_net_bytes_in_total"]
+                + 10000 and after["strata_net_bytes_out_total"]
+                >= before["strata_net_bytes_out_total"] + 10000)
+    wait_until(grown, 10, 0.05, "the net counters to count 10 pings")
 
 
 def test_metrics_other_paths(daemon):

@@ -124,6 +124,10 @@ def test_tenant_works_inside_its_scope_only(ten):
     ten.ok(t1, "put", ten.src, "/t1/a")
     assert ten.ok(t1, "cat", "/t1/a").stdout == "secret data\n"
     ten.ok(t1, "mkdir", "/t1/d")
+    # -p passes the parents it may look up but not create in.
+    ten.ok(t1, "mkdir", "-p", "/t1/p/q/r")
+    ten.ok(t1, "mkdir", "-p", "/t1/p/q/r")
+    ten.denied(t1, "mkdir", "-p", "/t2/p")
     ten.ok(t1, "mv", "/t1/a", "/t1/d/b")
     assert "b" in ten.ok(t1, "ls", "/t1/d").stdout
     # Created inodes belong to the token's identity.
