@@ -404,13 +404,39 @@ out:
 	return rc;
 }
 
+/*
+ * Was node drained while OFFLINE? Draining replaces the node's state, so
+ * the map keeps only its targets' states: none in service, one OFFLINE
+ * (taken out when the node went offline). Such a node must register again,
+ * as an OFFLINE one does, for its targets to return to their chains: one
+ * may be the last SERVING member of a chain whose other members can only
+ * resync from it, and a drain never ends without them.
+ */
+static bool drained_offline(const struct cluster_map *m, const struct cm_node *node)
+{
+	bool offline = false;
+
+	if (node->state != NODE_DRAINING)
+		return false;
+	for (uint32_t k = 0; k < m->ntargets; k++) {
+		const struct cm_target *t = &m->targets[k];
+
+		if (t->node_id != node->id)
+			continue;
+		if (t->state == TARGET_SERVING || t->state == TARGET_SYNCING)
+			return false;
+		offline |= t->state == TARGET_OFFLINE;
+	}
+	return offline;
+}
+
 int cm_heartbeat(struct cluster_map *m, uint32_t node_id, uint64_t lease_expires_ms)
 {
 	struct cm_node *node = node_get(m, node_id);
 
 	if (!node)
 		return -ENOENT;
-	if (node->state == NODE_OFFLINE)
+	if (node->state == NODE_OFFLINE || drained_offline(m, node))
 		return -ENOTCONN;
 	node->lease_expires_ms = lease_expires_ms;
 	return 0;

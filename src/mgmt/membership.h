@@ -50,7 +50,9 @@ int cm_register_node(struct cluster_map *m, uint32_t node_id, const char *addr,
 		     uint64_t lease_expires_ms);
 
 /* Renews node_id's lease. Returns 0, -ENOENT (unknown node) or -ENOTCONN
- * (the node is OFFLINE: it must register again). */
+ * (the node is OFFLINE, or DRAINING with no target in service and one
+ * OFFLINE: drained while offline; it must register again to bring its
+ * targets back). */
 int cm_heartbeat(struct cluster_map *m, uint32_t node_id, uint64_t lease_expires_ms);
 /*
  * A meta or mem service announces itself (mgmt/announce.h): it is added UP,

@@ -101,6 +101,8 @@ struct resync {
 	bool survey_fetch;		/* the fetch in flight is a survey's */
 	bool dirty_turn;		/* repairs: a dirty chunk goes first */
 	uint64_t survey_min, survey_max;
+	uint64_t survey_least;		/* survey_min, members without a copy
+					 * counted at 0 whatever ours */
 	struct source survey_best;	/* holds survey_max */
 	uint32_t survey_len;		/* its chunk's length */
 	struct source survey_low;	/* holds survey_min */
@@ -306,9 +308,11 @@ static void on_installed(void *arg, int status, const struct chunk_info *info)
 		rs->copied++;
 		/* A survey took a newer copy that a serving member lacks (it
 		 * came from a dirty or a syncing member): not served here
-		 * before every member holds it, as for our own update. */
+		 * before every member holds it, as for our own update. A
+		 * member without a copy lacks it too, even where survey_min
+		 * leaves it out (we held none either). */
 		if (c && (rs->src_rd.flags & SP_READ_SURVEY) && rs->fetched_version &&
-		    rs->survey_min < rs->fetched_version) {
+		    rs->survey_least < rs->fetched_version) {
 			c->busy_chain = rs->chain_id;	/* its survey asks there */
 			cstate_set_dirty(t, c, true);
 		}
@@ -642,6 +646,8 @@ static void on_probed(void *arg, int status, struct rpc_msg *resp)
 		}
 		if (p->serving)
 			rs->survey_serving++;
+		if ((p->serving || rs->survey_dirty) && rep.version < rs->survey_least)
+			rs->survey_least = rep.version;
 		/* A member without a copy answers version 0. When we hold none
 		 * either, it holds what we hold, whatever our tombstone's
 		 * version: compared with that, it would look older for ever
@@ -667,7 +673,7 @@ static void survey(struct resync *rs, const struct chunk_id *id, bool dirty)
 	begin_cur(rs, id);
 	rs->survey_failed = !c || chain_pos(c, t->id) < 0;
 	rs->survey_absent = chunk_stat(t->cs, id, &ci) == -ENOENT;
-	rs->survey_min = UINT64_MAX;
+	rs->survey_min = rs->survey_least = UINT64_MAX;
 	rs->survey_max = 0;
 	rs->survey_serving = 0;
 	rs->survey_dirty = dirty;

@@ -460,6 +460,46 @@ static void test_replace(void **state)
 	cm_release(&m);
 }
 
+/*
+ * A node drained while OFFLINE (seeds 62724, 79509, 96743 of sim_chain):
+ * its heartbeats are refused until it registers again, so that its
+ * targets return to their chains; here 301 is the last SERVING member of
+ * a chain whose other members can only resync from it.
+ */
+static void test_drain_offline(void **state)
+{
+	struct cluster_map m;
+	const struct cm_chain *c;
+	uint32_t k = 0;
+	int pos;
+
+	(void)state;
+	make_cluster(&m, 3, 1, 2);
+	reg(&m, 4, 1);
+	assert_true(cm_set_node_offline(&m, 2) > 0);
+	assert_true(cm_set_node_offline(&m, 3) > 0);
+	/* The chain of 201 and 301 has no member left; 301 left last. */
+	while (k < m.nchains && m.chains[k].len)
+		k++;
+	assert_true(k < m.nchains);
+	c = &m.chains[k];
+	assert_true(cm_drain_node(&m, 3, NULL) > 0);
+	assert_int_equal(cm_find_node(&m, 3)->state, NODE_DRAINING);
+	assert_int_equal(c->len, 1);
+	assert_int_equal(c->states[0], TARGET_SYNCING);
+
+	assert_int_equal(cm_heartbeat(&m, 3, 5000), -ENOTCONN);
+	assert_int_equal(cm_heartbeat(&m, 1, 5000), 0);
+	reg(&m, 3, 1);
+	assert_int_equal(cm_find_node(&m, 3)->state, NODE_DRAINING);
+	pos = member_pos(c, 301);
+	assert_true(pos >= 0);
+	assert_int_equal(c->states[pos], TARGET_SERVING);
+	assert_int_equal(cm_heartbeat(&m, 3, 5000), 0);
+	assert_int_equal(cm_validate(&m), 0);
+	cm_release(&m);
+}
+
 static void test_drain(void **state)
 {
 	struct cluster_map m;
@@ -784,6 +824,7 @@ int main(void)
 		cmocka_unit_test(test_replace_last_serving),
 		cmocka_unit_test(test_replace_syncing_keeps_last_serving),
 		cmocka_unit_test(test_drain),
+		cmocka_unit_test(test_drain_offline),
 		cmocka_unit_test(test_codec_roundtrip),
 		cmocka_unit_test(test_codec_malformed),
 		cmocka_unit_test(test_services),
