@@ -17,6 +17,7 @@ import random
 import signal
 import struct
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -424,7 +425,12 @@ def restart_control_node(c, sig):
         if wait_until(started, 30, what="node 1 to restart") is True:
             break
         REGISTRY.discard(p.pid)
-        assert "Address already in use" in node.log.splitlines()[-1], node.log_tail()
+        # Or the previous attempt, refused its port, had not yet let go
+        # of the data directory's lock (stratad.lock).
+        last = node.log.splitlines()[-1]
+        assert "Address already in use" in last or "is in use by another stratad" in last, \
+            node.log_tail()
+        time.sleep(0.2)
     else:
         raise AssertionError("node 1 could not take its port again")
     j = json.loads((c.dir / "cluster.json").read_text())
