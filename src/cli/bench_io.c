@@ -748,18 +748,6 @@ static void run_seq_rows(struct bio *b)
  */
 #define AUTH_ROUNDS 3
 
-static void median_of(double *v, int n, double *out)
-{
-	for (int i = 1; i < n; i++)
-		for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-			double t = v[j];
-
-			v[j] = v[j - 1];
-			v[j - 1] = t;
-		}
-	*out = v[n / 2];
-}
-
 static void run_auth_twin(struct bio *b)
 {
 	struct strata *on = b->s, *off = NULL;
@@ -816,8 +804,10 @@ static void run_auth_twin(struct bio *b)
 					err[side] = e;
 			}
 		}
-		median_of(v[0], AUTH_ROUNDS, &med[0]);
-		median_of(v[1], AUTH_ROUNDS, &med[1]);
+		bench_sort(v[0], AUTH_ROUNDS);
+		bench_sort(v[1], AUTH_ROUNDS);
+		med[0] = v[0][AUTH_ROUNDS / 2];
+		med[1] = v[1][AUTH_ROUNDS / 2];
 		snprintf(name, sizeof(name), "seq %s 1 MiB, %d thr%s", write ? "write" : "read",
 			 b->threads, write ? "" : ", cached");
 		row(b, name, med[0], err[0], med[1], err[1] ? -EIO : 0, false);

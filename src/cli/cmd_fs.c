@@ -553,15 +553,15 @@ int fs_mkdir_p(struct strata *s, const char *path)
 		 * scoped below it may look it up, but not create in its
 		 * parent (meta would answer EACCES before EEXIST). */
 		rc = strata_stat(s, p, &st);
+		if (rc) {
+			rc = strata_mkdir(s, p, 0755);
+			if (rc == -EEXIST)	/* made meanwhile */
+				rc = strata_stat(s, p, &st);
+			else if (rc == 0)
+				st.mode = S_IFDIR;
+		}
 		if (rc == 0 && !S_ISDIR(st.mode))
 			rc = save ? -ENOTDIR : -EEXIST;
-		else if (rc)
-			rc = strata_mkdir(s, p, 0755);
-		if (rc == -EEXIST) {
-			rc = strata_stat(s, p, &st);
-			if (rc == 0 && !S_ISDIR(st.mode))
-				rc = save ? -ENOTDIR : -EEXIST;
-		}
 		*q = save;
 		if (rc || !save)
 			break;

@@ -15,22 +15,23 @@ uint64_t service_incarnation(void)
 	return inc ? inc : 1;
 }
 
-void metrics_put(struct bbuf *out, const char *name, const char *type, const char *help,
-		 double value)
-{
-	char line[512];
-	int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n",
-			 name, help, name, type, name, value);
-
-	if (n > 0)
-		bbuf_append(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
-}
-
 void metrics_head(struct bbuf *out, const char *name, const char *type, const char *help)
 {
 	char line[512];
 	int n = snprintf(line, sizeof(line), "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 
+	if (n > 0)
+		bbuf_append(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+void metrics_put(struct bbuf *out, const char *name, const char *type, const char *help,
+		 double value)
+{
+	char line[160];
+	int n;
+
+	metrics_head(out, name, type, help);
+	n = snprintf(line, sizeof(line), "%s %.17g\n", name, value);
 	if (n > 0)
 		bbuf_append(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }

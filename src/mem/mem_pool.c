@@ -317,7 +317,7 @@ int mem_pool_put(struct mem_pool *p, const void *key, size_t klen, void *data, u
 		 unsigned flags, uint64_t quota)
 {
 	struct mem_obj *o, *old, *evicted = NULL, *dead = NULL, **slot;
-	struct mem_ns *ns;
+	struct mem_ns *ns = NULL;
 	uint64_t freed, need;
 	uint32_t h;
 	int rc = mem_pool_check(p, klen, len);
@@ -354,8 +354,6 @@ int mem_pool_put(struct mem_pool *p, const void *key, size_t klen, void *data, u
 		uint64_t had = ns ? ns->used - (old && old->ns == ns ? freed : 0) : 0;
 
 		if (!ns || had + o->charge > quota) {
-			if (ns && ns->objects == 0)
-				ns_drop(p, ns);
 			rc = ns ? -EDQUOT : -ENOMEM;
 			p->st.over_quota += ns != NULL;
 			goto refuse;
@@ -365,13 +363,19 @@ int mem_pool_put(struct mem_pool *p, const void *key, size_t klen, void *data, u
 	if (need > p->o.capacity) {
 		if (!p->o.evict ||
 		    evictable_bytes(p, need - p->o.capacity, old) < need - p->o.capacity) {
-			if (ns && ns->objects == 0)
-				ns_drop(p, ns);
 			rc = -ENOSPC;
 			goto refuse;
 		}
-		evict_until(p, o->charge - freed, p->o.capacity, old, &evicted);
 	}
+	/* Charged to its namespace now: the evictions and the old object's
+	 * discharge below cannot then drop the namespace under us. */
+	o->ns = ns;
+	if (ns) {
+		ns->used += o->charge;
+		ns->objects++;
+	}
+	if (need > p->o.capacity)
+		evict_until(p, o->charge - freed, p->o.capacity, old, &evicted);
 	if (old) {
 		o->pinned = o->pinned || old->pinned;
 		if (old->refs > 1)
@@ -386,13 +390,6 @@ int mem_pool_put(struct mem_pool *p, const void *key, size_t klen, void *data, u
 	lru_add_head(p, o);
 	p->st.used += o->charge;
 	p->st.objects++;
-	/* After the old object's discharge, which may have dropped a
-	 * namespace whose last object it was. */
-	o->ns = ns_get(p, key, klen);
-	if (o->ns) {
-		o->ns->used += o->charge;
-		o->ns->objects++;
-	}
 	if (o->pinned)
 		p->st.pinned++;
 	if (p->o.evict && p->st.used > p->high)
@@ -405,6 +402,8 @@ int mem_pool_put(struct mem_pool *p, const void *key, size_t klen, void *data, u
 	finish_evicted(p, evicted);
 	return 0;
 refuse:
+	if (ns && ns->objects == 0)	/* made for this put only */
+		ns_drop(p, ns);
 	p->st.refused++;
 	pthread_mutex_unlock(&p->lock);
 	free(o);

@@ -795,7 +795,9 @@ static void op_mexists(void *svc, struct svc_req *req)
 	mp_keys_release(&rq);
 }
 
-static void fill_stats(struct memsvc *ms, struct mp_stats *s)
+/* The pool's counters as the wire has them, and (when over_quota is not
+ * NULL) the puts refused for a namespace's quota. */
+static void fill_stats(struct memsvc *ms, struct mp_stats *s, uint64_t *over_quota)
 {
 	struct mem_pool_stats ps;
 
@@ -813,6 +815,8 @@ static void fill_stats(struct memsvc *ms, struct mp_stats *s)
 	s->evictions = ps.evictions;
 	s->evicted_bytes = ps.evicted_bytes;
 	s->refused = ps.refused;
+	if (over_quota)
+		*over_quota = ps.over_quota;
 	if (ms->sp) {
 		pthread_mutex_lock(&ms->sp->lock);
 		s->spilled = ms->sp->spilled;
@@ -828,7 +832,7 @@ static void op_stats(void *svc, struct svc_req *req)
 
 	if (mm_stats_req(req, &none))
 		return;
-	fill_stats(svc, &s);
+	fill_stats(svc, &s, NULL);
 	mm_stats_reply(req, 0, &s);
 }
 
@@ -957,19 +961,11 @@ fail:
 	return rc;
 }
 
-static uint64_t mem_over_quota(struct memsvc *ms)
-{
-	struct mem_pool_stats ps;
-
-	mem_pool_stats(ms->pool, &ps);
-	return ps.over_quota;
-}
-
 /* status and /metrics name the namespaces with the most bytes, up to: */
 #define NS_REPORT_MAX 32
 
 /* "namespaces": {NS: {"used": BYTES, "objects": N}} */
-static void ns_status(struct memsvc *ms, json_t *o)
+static void ns_status(struct memsvc *ms, json_t *o, uint64_t over_quota)
 {
 	struct mem_ns_stat st[NS_REPORT_MAX];
 	uint32_t n = mem_pool_ns_stats(ms->pool, st, NS_REPORT_MAX);
@@ -981,7 +977,7 @@ static void ns_status(struct memsvc *ms, json_t *o)
 							     (json_int_t)st[i].objects));
 	json_object_set_new(o, "namespaces", all);
 	json_object_set_new(o, "namespaces_total", json_integer((json_int_t)n));
-	json_object_set_new(o, "over_quota", json_integer((json_int_t)mem_over_quota(ms)));
+	json_object_set_new(o, "over_quota", json_integer((json_int_t)over_quota));
 }
 
 static void ns_metrics(struct memsvc *ms, struct bbuf *out)
@@ -1002,8 +998,9 @@ static void ns_metrics(struct memsvc *ms, struct bbuf *out)
 static void mem_status(void *svc, json_t *o)
 {
 	struct mp_stats s;
+	uint64_t over_quota;
 
-	fill_stats(svc, &s);
+	fill_stats(svc, &s, &over_quota);
 #define J(f) json_object_set_new(o, #f, json_integer((json_int_t)s.f))
 	J(capacity);
 	J(used);
@@ -1015,14 +1012,15 @@ static void mem_status(void *svc, json_t *o)
 	J(reloaded);
 #undef J
 	json_object_set_new(o, "eviction", json_string("lru"));
-	ns_status(svc, o);
+	ns_status(svc, o, over_quota);
 }
 
 static void mem_metrics(void *svc, struct bbuf *out)
 {
 	struct mp_stats s;
+	uint64_t over_quota;
 
-	fill_stats(svc, &s);
+	fill_stats(svc, &s, &over_quota);
 #define M(name, type, help, f) metrics_put(out, name, type, help, (double)s.f)
 	M("strata_mem_capacity_bytes", "gauge", "pool capacity", capacity);
 	M("strata_mem_used_bytes", "gauge", "pool bytes in use", used);
@@ -1037,7 +1035,7 @@ static void mem_metrics(void *svc, struct bbuf *out)
 	M("strata_mem_reloaded_total", "counter", "objects reloaded from spill", reloaded);
 #undef M
 	metrics_put(out, "strata_mem_over_quota_total", "counter",
-		    "puts refused: a namespace's quota", (double)mem_over_quota(svc));
+		    "puts refused: a namespace's quota", (double)over_quota);
 	ns_metrics(svc, out);
 }
 

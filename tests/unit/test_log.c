@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -23,7 +24,7 @@ static void sink(void *arg, enum log_level level, const char *comp, const char *
 	(void)level;
 	(void)comp;
 	lines++;
-	strncpy(last, msg, sizeof(last) - 1);
+	snprintf(last, sizeof(last), "%s", msg);
 }
 
 static void site_a(int i)
