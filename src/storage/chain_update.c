@@ -382,6 +382,15 @@ static int forward(struct update_op *op)
 			   op->op == OP_CHUNK_WRITE ? op->u.len : 0, on_fwd_done);
 }
 
+/* Has the store more room now than when c's repair failed for lack of
+ * it? (Someone freed space: the failure is stale.) */
+static bool space_came_back(struct target *t, const struct cstate *c)
+{
+	uint64_t avail;
+
+	return !chunk_space_avail(t->cs, &avail) && avail > c->sync_err_avail;
+}
+
 static void update_start(struct update_op *op)
 {
 	struct target *t = op->t;
@@ -404,9 +413,12 @@ static void update_start(struct update_op *op)
 			map_put(t->st, snap);
 		}
 		/* Our copy lacks what the chain holds: repaired first. A
-		 * full disk keeps it from that, and says so. */
+		 * disk still as full as when the repair failed keeps it from
+		 * that, and says so; once space came back, the client
+		 * retries while the next tick's repair runs. */
 		if (!rc && c->needsync)
-			rc = c->sync_err == -ENOSPC ? -ENOSPC : STRATA_EUNAVAIL;
+			rc = c->sync_err == -ENOSPC && !space_came_back(t, c) ? -ENOSPC
+									      : STRATA_EUNAVAIL;
 		if (rc) {
 			svc_reply(op->req, rc);
 			op_free(op);

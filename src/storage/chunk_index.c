@@ -397,6 +397,21 @@ int chunk_space(struct chunk_store *cs, uint64_t *total, uint64_t *used)
 	return 0;
 }
 
+int chunk_space_avail(struct chunk_store *cs, uint64_t *avail)
+{
+	struct statvfs sv;
+	uint64_t used = cs->used > 0 ? (uint64_t)cs->used : 0;
+
+	if (cs->o.capacity) {
+		*avail = cs->o.capacity > used ? cs->o.capacity - used : 0;
+		return 0;
+	}
+	if (statvfs(cs->dir, &sv) < 0)
+		return -errno;
+	*avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	return 0;
+}
+
 /* ---- open / close ---- */
 
 void chunk_store_opts_init(struct chunk_store_opts *o, size_t size)

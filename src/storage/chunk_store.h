@@ -241,4 +241,12 @@ int chunk_list(struct chunk_store *cs, int (*fn)(void *arg, const struct chunk_i
  */
 int chunk_space(struct chunk_store *cs, uint64_t *total, uint64_t *used);
 
+/*
+ * Bytes the store can still take now: the configured capacity less used,
+ * or the space the filesystem has free for unprivileged writers when
+ * capacity is 0 (other files on it count). Into *avail; returns 0 or a
+ * negative errno from statvfs.
+ */
+int chunk_space_avail(struct chunk_store *cs, uint64_t *avail);
+
 #endif

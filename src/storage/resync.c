@@ -294,8 +294,11 @@ static void on_installed(void *arg, int status, const struct chunk_info *info)
 		log_warn("storage", "target %u: cannot install chunk %llx:%llx: %s", t->id,
 			 (unsigned long long)rs->cur.ino, (unsigned long long)rs->cur.idx,
 			 strata_strerror(status));
-		if (c)
+		if (c) {
 			c->sync_err = status;
+			if (status == -ENOSPC && chunk_space_avail(t->cs, &c->sync_err_avail))
+				c->sync_err_avail = UINT64_MAX;
+		}
 		rs->copied++;	/* not clean */
 		if (!rs->full) {
 			/* Tried again at the next tick, not at once. */

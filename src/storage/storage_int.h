@@ -58,6 +58,7 @@ struct cstate {
 	uint32_t sync_chain;		/* chain to repair from */
 	int sync_err;			/* why its last repair failed (0: none
 					 * or one is running) */
+	uint64_t sync_err_avail;	/* -ENOSPC: the store's free bytes then */
 	uint64_t assigned;		/* head: the last version handed out */
 	bool dirty;			/* applied an update a member below may
 					 * lack: no client read until a survey

@@ -908,9 +908,39 @@ static void fault_cut(struct world *w)
 	}
 }
 
+/* Does another target of chain c, on a live node, hold chunk k at least
+ * as new as target t does (same lifetime)? A serving member can be behind
+ * on one chunk (its write failed after it forwarded, R2), so the chain's
+ * state alone does not say who holds a chunk: the copies do. */
+static bool copy_elsewhere(const struct world *w, const struct cluster_map *m,
+			   const struct cm_chain *c, uint32_t k, uint32_t t)
+{
+	const struct sim_disk *d = sim_disk_of_target(t);
+	const struct sim_copy *mine = d ? sim_disk_chunk(d, &w->ids[k]) : NULL;
+
+	if (!mine || !mine->exists || mine->born != w->lifetime[k])
+		return true;
+	for (int j = 0; j < c->len + c->nout; j++) {
+		uint32_t o = j < c->len ? c->targets[j] : c->out[j - c->len];
+		const struct cm_target *ot = cm_find_target(m, o);
+		const struct sim_copy *cp;
+
+		if (o == t || !ot || !w->procs[ot->node_id])
+			continue;
+		cp = copy_at(o, &w->ids[k]);
+		if (cp && cp->exists && cp->born == mine->born && cp->version >= mine->version)
+			return true;
+	}
+	return false;
+}
+
 /* Does every chain where a target of node id holds committed data (a
  * serving member, or taken out while serving) keep another serving member
- * on a live node? Destroying id then loses no acknowledged write. */
+ * on a live node, and does every chunk copy node id holds of the current
+ * lifetime exist at least as new on another live target of its chain?
+ * Destroying id then loses no write a client may have seen (white-box:
+ * the injector looks at the copies, as no real operator could; a node
+ * destroyed holding a chunk's only copy is a loss beyond R). */
 static bool others_serve(struct world *w, uint32_t id)
 {
 	const struct cluster_map *m = mgmt_map();
@@ -939,6 +969,17 @@ static bool others_serve(struct world *w, uint32_t id)
 		}
 		if (mine && !other)
 			return false;
+	}
+	for (uint32_t k = 0; k < w->sc.nchunks; k++) {
+		const struct cm_chain *c = chain_of(m, w, k);
+
+		for (int j = 0; c && j < c->len + c->nout; j++) {
+			uint32_t t = j < c->len ? c->targets[j] : c->out[j - c->len];
+			const struct cm_target *ct = cm_find_target(m, t);
+
+			if (ct && ct->node_id == id && !copy_elsewhere(w, m, c, k, t))
+				return false;
+		}
 	}
 	return true;
 }

@@ -1012,6 +1012,14 @@ int chunk_space(struct chunk_store *cs, uint64_t *total, uint64_t *used)
 	return 0;
 }
 
+int chunk_space_avail(struct chunk_store *cs, uint64_t *avail)
+{
+	uint64_t total = cs->o.capacity ? cs->o.capacity : BIG_CAPACITY, used = store_used(cs);
+
+	*avail = total > used ? total - used : 0;
+	return 0;
+}
+
 /* ---- crashes ---- */
 
 void sim_disk_crash(struct sim_disk *d)
