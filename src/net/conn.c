@@ -67,7 +67,7 @@ struct rpc_req {
 
 static struct {
 	uint64_t frames_in, frames_out, bytes_in, bytes_out, bad_frames, conns_accepted;
-	uint64_t tls_conns, ktls_tx_conns, ktls_rx_conns;
+	uint64_t tls_conns, ktls_tx_conns, ktls_rx_conns, hello_timeouts;
 } g_stats;
 
 struct conn {
@@ -100,6 +100,8 @@ struct conn {
 	bool ktls_tx, ktls_rx;	/* the kernel encrypts / decrypts */
 	bool tls_wpend;		/* OpenSSL holds a record of queued bytes */
 	char peer[64];
+	struct sockaddr_storage peer_ss;	/* accepted: the peer's address */
+	struct reactor_timer hello_timer;	/* accepted: HELLO due */
 	struct conn_handler h;
 	bool has_handler;
 	void *user;
@@ -144,6 +146,7 @@ void net_stats_get(struct net_stats *out)
 	out->tls_conns = __atomic_load_n(&g_stats.tls_conns, __ATOMIC_RELAXED);
 	out->ktls_tx_conns = __atomic_load_n(&g_stats.ktls_tx_conns, __ATOMIC_RELAXED);
 	out->ktls_rx_conns = __atomic_load_n(&g_stats.ktls_rx_conns, __ATOMIC_RELAXED);
+	out->hello_timeouts = __atomic_load_n(&g_stats.hello_timeouts, __ATOMIC_RELAXED);
 }
 
 #define STAT_ADD(f, v) __atomic_fetch_add(&g_stats.f, (v), __ATOMIC_RELAXED)
@@ -192,6 +195,7 @@ const struct net_ident *conn_ident(const struct conn *c)
 	return c->ident ? c->ident : &open_ident;
 }
 const char *conn_peer(const struct conn *c) { return c->peer; }
+const struct sockaddr_storage *conn_peer_addr(const struct conn *c) { return &c->peer_ss; }
 struct reactor *conn_reactor(const struct conn *c) { return c->r; }
 void conn_set_user(struct conn *c, void *user) { c->user = user; }
 void *conn_user(const struct conn *c) { return c->user; }
@@ -604,6 +608,7 @@ int conn_reply(struct conn *c, const struct frame_hdr *req, int status, const vo
 static void conn_teardown(struct conn *c)
 {
 	conn_get(c);
+	reactor_timer_cancel(c->r, &c->hello_timer);
 	reactor_watch_del(c->r, &c->watch);
 	if (c->ssl) {
 		/* close_notify, if it fits now; the peer takes a bare close
@@ -1369,6 +1374,7 @@ static int conn_alloc(struct reactor *r, int fd, const struct conn_handler *h, s
 	c->out_tail = &c->out_head;
 	c->held_tail = &c->held_head;
 	c->default_timeout_ms = DEFAULT_TIMEOUT_MS;
+	reactor_timer_init(&c->hello_timer, NULL, NULL);
 	bbuf_init(&c->body);
 	if (h) {
 		c->h = *h;
@@ -1376,6 +1382,19 @@ static int conn_alloc(struct reactor *r, int fd, const struct conn_handler *h, s
 	}
 	*out = c;
 	return 0;
+}
+
+/* An accepted peer that has not said HELLO (or passed AUTH) in time. */
+static void hello_due(void *arg)
+{
+	struct conn *c = arg;
+
+	if (!c->open || (c->hello_done && !c->await_auth))
+		return;
+	STAT_ADD(hello_timeouts, 1);
+	log_warn_limited("net", "closing connection from '%s': no HELLO within %u ms", c->peer,
+			 c->h.hello_timeout_ms);
+	conn_close(c, "no HELLO in time");
 }
 
 int conn_accept(struct reactor *r, int fd, const struct conn_handler *h, struct conn **out)
@@ -1397,15 +1416,21 @@ int conn_accept(struct reactor *r, int fd, const struct conn_handler *h, struct 
 		return rc;
 	}
 	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 &&
-	    (ss.ss_family == AF_INET || ss.ss_family == AF_INET6))
+	    (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)) {
 		addr_format(&ss, c->peer, sizeof(c->peer));
-	else
+		c->peer_ss = ss;
+	} else {
 		snprintf(c->peer, sizeof(c->peer), "fd %d", fd);
+	}
 	rc = reactor_watch_add(r, &c->watch, fd, EPOLLIN, conn_on_event, c);
 	if (rc) {
 		close(fd);
 		conn_destroy(c);
 		return rc;
+	}
+	if (h && h->hello_timeout_ms) {
+		reactor_timer_init(&c->hello_timer, hello_due, c);
+		reactor_timer_arm(r, &c->hello_timer, h->hello_timeout_ms);
 	}
 	STAT_ADD(conns_accepted, 1);
 	if (c->has_handler && c->h.on_accept)

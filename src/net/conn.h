@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "addr.h"
 #include "auth.h"
@@ -74,6 +75,10 @@ struct conn_handler {
 	 * with STRATA_ETLSREQ. NULL: plain TCP. Must outlive the
 	 * connections. */
 	const struct net_tls *tls;
+	/* Accepting side: a peer that has not said HELLO (and, with a key,
+	 * passed AUTH) this many ms after the accept is closed, so idle
+	 * sockets cannot hold a daemon's descriptors. 0: no limit. */
+	uint32_t hello_timeout_ms;
 };
 
 /* Wraps an accepted socket; the peer must send HELLO first. The
@@ -117,6 +122,9 @@ bool conn_is_open(const struct conn *c);
  * answers NET_ROLE_OPEN. */
 const struct net_ident *conn_ident(const struct conn *c);
 const char *conn_peer(const struct conn *c);
+/* The peer's socket address of an accepted connection (family AF_UNSPEC
+ * when unknown); valid for the connection's life, after close too. */
+const struct sockaddr_storage *conn_peer_addr(const struct conn *c);
 struct reactor *conn_reactor(const struct conn *c);
 void conn_set_user(struct conn *c, void *user);
 void *conn_user(const struct conn *c);
@@ -141,6 +149,8 @@ struct net_stats {
 	/* TLS handshakes done, and how many of those connections the kernel
 	 * encrypts (kTLS send) and decrypts (kTLS receive). */
 	uint64_t tls_conns, ktls_tx_conns, ktls_rx_conns;
+	/* Accepted connections closed for want of HELLO in time. */
+	uint64_t hello_timeouts;
 };
 void net_stats_get(struct net_stats *out);
 

@@ -13,7 +13,34 @@
 #include "conn.h"
 #include "reactor.h"
 
+#include <stddef.h>
+#include <sys/socket.h>
+
 struct listener;
+
+/* Admission of an accepted socket, on reactors[0]'s thread, before it is
+ * handed over: 0 takes it, a negative errno refuses it (the socket is
+ * closed at once, so a flood drains the backlog instead of filling it). */
+typedef int (*listener_admit_fn)(void *ctx, const struct sockaddr_storage *peer);
+/* A socket admitted that never became a connection (its setup failed):
+ * undo the admission. (Once it is a connection, its on_close is where
+ * the owner undoes it.) */
+typedef void (*listener_unadmit_fn)(void *ctx, const struct sockaddr_storage *peer);
+
+struct listener_opts {
+	size_t size;
+	listener_admit_fn admit;	/* NULL: every socket is taken */
+	listener_unadmit_fn unadmit;
+	void *ctx;
+	/* accept() failing for lack of descriptors or memory (EMFILE,
+	 * ENFILE, ENOBUFS, ENOMEM) pauses accepting for this long, doubling
+	 * to 16 times it while the failures go on: the socket stays ready,
+	 * and retrying at once would spin. */
+	uint32_t backoff_ms;
+};
+
+/* Defaults: no admission hook, backoff 50 ms. */
+void listener_opts_init(struct listener_opts *o, size_t size);
 
 /*
  * Listens on addr ("host:port"; port 0 picks a free one). A host name is
@@ -24,8 +51,14 @@ struct listener;
  */
 int listener_new(struct reactor **reactors, int nreactors, const char *addr,
 		 const struct conn_handler *h, struct listener **out);
+/* Same, with opts (NULL: the defaults). */
+int listener_new_opts(struct reactor **reactors, int nreactors, const char *addr,
+		      const struct conn_handler *h, const struct listener_opts *opts,
+		      struct listener **out);
 /* The bound port (useful with port 0). */
 int listener_port(const struct listener *l);
+/* accept() pauses taken so far (EMFILE and the like). */
+uint64_t listener_pauses(const struct listener *l);
 /* Stops listening and frees l (connections already accepted live on).
  * Must run on reactors[0]'s thread, or after it stopped. NULL is a no-op. */
 void listener_free(struct listener *l);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "addr.h"
 #include "codec.h"
 #include "frame.h"
 #include "listener.h"
@@ -31,6 +32,7 @@ struct rpc_server {
 	struct conn_handler h;
 	struct net_auth auth;
 	struct net_tls *tls;	/* a reference, or NULL */
+	struct net_gate *gate;	/* NULL: no caps */
 };
 
 static void req_free(struct svc_req *req)
@@ -221,8 +223,11 @@ static void on_accept(void *ctx, struct conn *c)
 
 static void on_close(void *ctx, struct conn *c)
 {
+	struct rpc_server *s = ctx;
 	struct conn_list *l = list_of(ctx, c);
 
+	if (s->gate)
+		net_gate_leave(s->gate, conn_peer_addr(c));
 	for (int i = 0; l && i < l->n; i++) {
 		if (l->v[i] == c) {
 			l->v[i] = l->v[--l->n];
@@ -282,9 +287,84 @@ int rpc_server_new(struct reactor **reactors, int nreactors, uint32_t node_id,
 	return 0;
 }
 
+void rpc_server_limits_init(struct rpc_server_limits *o, size_t size)
+{
+	struct rpc_server_limits def = { .size = sizeof(def) };
+
+	memset(o, 0, size);
+	memcpy(o, &def, size < sizeof(def) ? size : sizeof(def));
+	o->size = size;
+}
+
+int rpc_server_set_limits(struct rpc_server *s, const struct rpc_server_limits *lim)
+{
+	struct rpc_server_limits l;
+	struct net_gate_opts go;
+
+	rpc_server_limits_init(&l, sizeof(l));
+	memcpy(&l, lim, lim->size < sizeof(l) ? lim->size : sizeof(l));
+	s->h.hello_timeout_ms = l.hello_timeout_ms;
+	net_gate_free(s->gate);
+	s->gate = NULL;
+	if (!l.max_conns && !l.max_conns_per_peer)
+		return 0;
+	net_gate_opts_init(&go, sizeof(go));
+	go.max_conns = l.max_conns;
+	go.max_per_peer = l.max_conns_per_peer;
+	return net_gate_new(&go, &s->gate);
+}
+
+/* The listener's admission hook: the caps, with a (rate-limited) line
+ * naming the key that refused. */
+static int admit(void *ctx, const struct sockaddr_storage *peer)
+{
+	struct rpc_server *s = ctx;
+	char who[64];
+	int rc = net_gate_enter(s->gate, peer);
+
+	if (!rc)
+		return 0;
+	addr_format(peer, who, sizeof(who));
+	if (rc == -EUSERS)
+		log_warn_limited("net", "refused a connection from '%s': it holds the most "
+				 "connections one address may (net.max_conns_per_peer)", who);
+	else
+		log_warn_limited("net", "refused a connection from '%s': this daemon holds the most "
+				 "connections it may (net.max_conns): %s", who, strata_strerror(rc));
+	return rc;
+}
+
+static void unadmit(void *ctx, const struct sockaddr_storage *peer)
+{
+	struct rpc_server *s = ctx;
+
+	net_gate_leave(s->gate, peer);
+}
+
+void rpc_server_stats_get(struct rpc_server *s, struct rpc_server_stats *out)
+{
+	struct net_gate_stats gs = { 0 };
+
+	if (s->gate)
+		net_gate_stats_get(s->gate, &gs);
+	out->conns_held = gs.held;
+	out->refused_full = gs.refused_full;
+	out->refused_peer = gs.refused_peer;
+	out->accept_pauses = s->listener ? listener_pauses(s->listener) : 0;
+}
+
 int rpc_server_listen(struct rpc_server *s, const char *addr)
 {
-	int rc = listener_new(s->reactors, s->nreactors, addr, &s->h, &s->listener);
+	struct listener_opts lo;
+	int rc;
+
+	listener_opts_init(&lo, sizeof(lo));
+	if (s->gate) {
+		lo.admit = admit;
+		lo.unadmit = unadmit;
+		lo.ctx = s;
+	}
+	rc = listener_new_opts(s->reactors, s->nreactors, addr, &s->h, &lo, &s->listener);
 
 	if (rc)
 		return rc;
@@ -300,6 +380,7 @@ void rpc_server_free(struct rpc_server *s)
 		free(s->conns[i].v);
 	free(s->conns);
 	net_tls_put(s->tls);
+	net_gate_free(s->gate);
 	free(s);
 }
 

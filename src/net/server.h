@@ -14,6 +14,7 @@
 #include "auth.h"
 #include "common/buf.h"
 #include "conn.h"
+#include "gate.h"
 #include "proto.h"
 
 struct rpc_server;
@@ -54,6 +55,25 @@ enum svc_access {
 
 int rpc_server_new(struct reactor **reactors, int nreactors, uint32_t node_id,
 		   struct rpc_server **out);
+/* Limits on the connections a server holds (net.* keys of stratad). */
+struct rpc_server_limits {
+	size_t size;
+	uint32_t max_conns;		/* in all (0: no cap) */
+	uint32_t max_conns_per_peer;	/* from one IP address (0: no cap) */
+	uint32_t hello_timeout_ms;	/* HELLO (and AUTH) due after accept (0: none) */
+};
+/* Defaults: no caps, no HELLO deadline. */
+void rpc_server_limits_init(struct rpc_server_limits *o, size_t size);
+/* Applies lim to the connections accepted from now on. Before listening.
+ * Returns 0 or -ENOMEM. */
+int rpc_server_set_limits(struct rpc_server *s, const struct rpc_server_limits *lim);
+/* Connections refused by the caps, and accept pauses (EMFILE and the
+ * like), for metrics. */
+struct rpc_server_stats {
+	uint64_t conns_held, refused_full, refused_peer, accept_pauses;
+};
+void rpc_server_stats_get(struct rpc_server *s, struct rpc_server_stats *out);
+
 /* Listens on addr ("host:port", port 0 = any). Returns the port (> 0) or a
  * negative error. */
 int rpc_server_listen(struct rpc_server *s, const char *addr);

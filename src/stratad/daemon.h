@@ -17,7 +17,7 @@
 #include "net/reactor.h"
 #include "net/server.h"
 
-/* The node's own keys: [node], mgmt.address, mgmt.heartbeat, [rpc]. Each
+/* The node's own keys: [node], mgmt.address, mgmt.heartbeat, [rpc], [net]. Each
  * service's keys live in its own struct (service_def.schema). */
 struct daemon_cfg {
 	/* [node] */
@@ -40,6 +40,10 @@ struct daemon_cfg {
 	int64_t heartbeat_ms;
 	/* [rpc] */
 	int64_t rpc_timeout_ms;
+	/* [net]: what the listener admits */
+	int64_t max_conns;		/* 0: from the open-file limit */
+	int64_t max_conns_per_peer;	/* 0: no cap */
+	int64_t hello_timeout_ms;	/* 0: none */
 };
 
 #define DAEMON_MAX_SERVICES 8

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,14 @@ static const struct cfg_key node_keys[] = {
 	K("mgmt", "heartbeat", CFG_MS, heartbeat_ms, "1s", 10, 600000,
 	  "how often this node renews its lease with mgmt"),
 	K("rpc", "timeout", CFG_MS, rpc_timeout_ms, "10s", 10, 600000, "RPC timeout"),
+	K("net", "max_conns", CFG_INT, max_conns, "0", 0, 10000000,
+	  "connections held at once (0: seven eighths of the open-file limit, which stratad "
+	  "raises to its hard limit); beyond it new ones are closed at once"),
+	K("net", "max_conns_per_peer", CFG_INT, max_conns_per_peer, "1024", 0, 10000000,
+	  "connections held at once from one IP address (0: no cap)"),
+	K("net", "hello_timeout", CFG_MS, hello_timeout_ms, "10s", 0, 600000,
+	  "a peer that has not said HELLO (and passed AUTH) this long after connecting is "
+	  "closed (0: never)"),
 };
 
 /*
@@ -207,12 +216,48 @@ static void op_status(void *svc, struct svc_req *req)
 	svc_reply(req, 0);
 }
 
+/* Raises the open-file limit to its hard limit (a daemon holds a socket
+ * per client and files besides) and gives the server its caps. */
+static int set_limits(struct daemon *d)
+{
+	struct rpc_server_limits lim;
+	struct rlimit rl;
+	int64_t max = d->cfg.max_conns;
+	int rc;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (!max && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+		/* An eighth (at least 64) stays for files, pipes and the
+		 * connections this daemon opens itself. */
+		uint64_t reserve = rl.rlim_cur / 8 < 64 ? 64 : rl.rlim_cur / 8;
+
+		max = rl.rlim_cur > reserve + 16 ? (int64_t)(rl.rlim_cur - reserve) : 16;
+	}
+	rpc_server_limits_init(&lim, sizeof(lim));
+	lim.max_conns = (uint32_t)(max > UINT32_MAX ? UINT32_MAX : max);
+	lim.max_conns_per_peer = (uint32_t)d->cfg.max_conns_per_peer;
+	lim.hello_timeout_ms = (uint32_t)d->cfg.hello_timeout_ms;
+	rc = rpc_server_set_limits(d->srv, &lim);
+	if (rc)
+		log_error("stratad", "cannot set connection limits: %s", strata_strerror(rc));
+	else
+		log_info("stratad", "accepting at most %u connections, %u per address", lim.max_conns,
+			 lim.max_conns_per_peer);
+	return rc;
+}
+
 static void collect_metrics(void *ctx, struct bbuf *out)
 {
 	struct daemon *d = ctx;
+	struct rpc_server_stats ss;
 	struct net_stats ns;
 
 	net_stats_get(&ns);
+	rpc_server_stats_get(d->srv, &ss);
 	metrics_put(out, "strata_up", "gauge", "1 while the daemon runs", 1);
 	metrics_put(out, "strata_uptime_seconds", "gauge", "seconds since start",
 		    (double)(reactor_now_ms() - d->start_ms) / 1000.0);
@@ -224,6 +269,20 @@ static void collect_metrics(void *ctx, struct bbuf *out)
 		    "malformed frames (connection closed)", (double)ns.bad_frames);
 	metrics_put(out, "strata_net_connections_accepted_total", "counter",
 		    "connections accepted", (double)ns.conns_accepted);
+	metrics_put(out, "strata_net_connections", "gauge", "connections held now",
+		    (double)ss.conns_held);
+	metrics_put(out, "strata_net_connections_refused_total", "counter",
+		    "connections closed at accept: net.max_conns reached",
+		    (double)ss.refused_full);
+	metrics_put(out, "strata_net_connections_refused_peer_total", "counter",
+		    "connections closed at accept: net.max_conns_per_peer reached",
+		    (double)ss.refused_peer);
+	metrics_put(out, "strata_net_hello_timeouts_total", "counter",
+		    "connections closed for want of HELLO within net.hello_timeout",
+		    (double)ns.hello_timeouts);
+	metrics_put(out, "strata_net_accept_pauses_total", "counter",
+		    "pauses of accept() for lack of descriptors or memory",
+		    (double)ss.accept_pauses);
 	for (int i = 0; i < d->nservices; i++) {
 		if (d->defs[i]->metrics)
 			d->defs[i]->metrics(d->svcs[i], out);
@@ -600,6 +659,8 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 		net_tls_put(tls);
 	}
 	memset(&auth, 0, sizeof(auth));
+	if (set_limits(&d))
+		return 1;
 	rc = rpc_server_listen(d.srv, d.cfg.listen);
 	if (rc < 0) {
 		log_error("stratad", "cannot listen on '%s': %s", d.cfg.listen, strata_strerror(rc));
