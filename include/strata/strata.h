@@ -153,6 +153,15 @@ int strata_unlink(struct strata *s, const char *path);
 int strata_rename(struct strata *s, const char *from, const char *to, unsigned flags);
 int strata_truncate(struct strata *s, const char *path, uint64_t size);
 int strata_symlink(struct strata *s, const char *target, const char *linkpath);
+/* Creates a fifo or a socket: mode's type is S_IFIFO or S_IFSOCK (else
+ * -EINVAL; a device, S_IFCHR or S_IFBLK, -EPERM), its low bits the
+ * permissions. The name holds no data. */
+int strata_mknod(struct strata *s, const char *path, uint32_t mode);
+/* Gives the file at oldpath (not followed if a symlink) the new name
+ * newpath: a hard link. -EPERM for a directory (or a file whose owner is
+ * another user and that the caller may not read and write), -EEXIST,
+ * -EXDEV when a quota root lies between the two names, -EMLINK. */
+int strata_link(struct strata *s, const char *oldpath, const char *newpath);
 /* Copies the link's target into buf (NUL-terminated, truncated to len-1);
  * returns the target's length. */
 ssize_t strata_readlink(struct strata *s, const char *path, char *buf, size_t len);
@@ -249,6 +258,13 @@ int strata_mkdirat(struct strata *s, struct strata_handle dir, const char *name,
  * receive it. */
 int strata_symlinkat(struct strata *s, const char *target, struct strata_handle dir,
 		     const char *name, struct strata_handle *out, struct strata_stat *st);
+/* strata_mknod in dir; *out and *st (may be NULL) receive it. */
+int strata_mknodat(struct strata *s, struct strata_handle dir, const char *name, uint32_t mode,
+		   struct strata_handle *out, struct strata_stat *st);
+/* strata_link of the object h names as name in dir; *out and *st (may be
+ * NULL) receive it (its nlink counts the new name). */
+int strata_linkat(struct strata *s, struct strata_handle h, struct strata_handle dir,
+		  const char *name, struct strata_handle *out, struct strata_stat *st);
 /* Copies the target of symlink h into buf (NUL-terminated, truncated to
  * len-1); returns the target's length. -EINVAL if h is not a symlink. */
 ssize_t strata_readlinkat(struct strata *s, struct strata_handle h, char *buf, size_t len);

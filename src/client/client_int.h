@@ -100,6 +100,12 @@ int at_mkdir(struct strata *s, struct mt_handle dir, const char *name, uint32_t 
 	     struct mt_inode *out);
 int at_symlink(struct strata *s, struct mt_handle dir, const char *name, const char *target,
 	       struct mt_inode *out);
+/* A fifo or socket (mode carries S_IFIFO or S_IFSOCK). */
+int at_mknod(struct strata *s, struct mt_handle dir, const char *name, uint32_t mode,
+	     struct mt_inode *out);
+/* Another name for non-directory h. */
+int at_link(struct strata *s, struct mt_handle h, struct mt_handle dir, const char *name,
+	    struct mt_inode *out);
 int at_remove(struct strata *s, struct mt_handle dir, const char *name, bool rmdir);
 int at_rename(struct strata *s, struct mt_handle from_dir, const char *from,
 	      struct mt_handle to_dir, const char *to, unsigned flags);

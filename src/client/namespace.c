@@ -65,6 +65,25 @@ int at_symlink(struct strata *s, struct mt_handle dir, const char *name, const c
 	return name && target ? MC_CALL(&s->mc, md_symlink, &rq, out) : -EINVAL;
 }
 
+int at_mknod(struct strata *s, struct mt_handle dir, const char *name, uint32_t mode,
+	     struct mt_inode *out)
+{
+	struct mt_create rq = {
+		.dir = dir, .name = pstr_c(name), .mode = mode & (S_IFMT | 07777),
+		.uid = getuid(), .gid = getgid(),
+	};
+
+	return name ? MC_CALL(&s->mc, md_mknod, &rq, out) : -EINVAL;
+}
+
+int at_link(struct strata *s, struct mt_handle h, struct mt_handle dir, const char *name,
+	    struct mt_inode *out)
+{
+	struct mt_link rq = { .h = h, .dir = dir, .name = pstr_c(name) };
+
+	return name ? MC_CALL(&s->mc, md_link, &rq, out) : -EINVAL;
+}
+
 int at_remove(struct strata *s, struct mt_handle dir, const char *name, bool rmdir)
 {
 	struct mt_name rq = { .dir = dir, .name = pstr_c(name) };
@@ -276,6 +295,28 @@ int strata_symlinkat(struct strata *s, const char *target, struct strata_handle 
 	if (!s || !wire(dir, &d))
 		return -EINVAL;
 	return gave(at_symlink(s, d, name, target, &in), &in, out, st);
+}
+
+int strata_mknodat(struct strata *s, struct strata_handle dir, const char *name, uint32_t mode,
+		   struct strata_handle *out, struct strata_stat *st)
+{
+	struct mt_handle d;
+	struct mt_inode in;
+
+	if (!s || !wire(dir, &d))
+		return -EINVAL;
+	return gave(at_mknod(s, d, name, mode, &in), &in, out, st);
+}
+
+int strata_linkat(struct strata *s, struct strata_handle h, struct strata_handle dir,
+		  const char *name, struct strata_handle *out, struct strata_stat *st)
+{
+	struct mt_handle w, d;
+	struct mt_inode in;
+
+	if (!s || !wire(h, &w) || !wire(dir, &d))
+		return -EINVAL;
+	return gave(at_link(s, w, d, name, &in), &in, out, st);
 }
 
 ssize_t strata_readlinkat(struct strata *s, struct strata_handle h, char *buf, size_t len)

@@ -903,6 +903,33 @@ int strata_symlink(struct strata *s, const char *target, const char *linkpath)
 	return at_symlink(s, by_number(&parent), name, target, &in);
 }
 
+int strata_mknod(struct strata *s, const char *path, uint32_t mode)
+{
+	struct mt_inode parent, in;
+	char name[MD_NAME_MAX + 1];
+	int rc;
+
+	if (!s)
+		return -EINVAL;
+	rc = resolve_parent(s, path, &parent, name);
+	return rc ? rc : at_mknod(s, by_number(&parent), name, mode, &in);
+}
+
+int strata_link(struct strata *s, const char *oldpath, const char *newpath)
+{
+	struct mt_inode src, parent, in;
+	char name[MD_NAME_MAX + 1];
+	int rc = check_path(oldpath);
+
+	if (!s)
+		return -EINVAL;
+	if (!rc)
+		rc = resolve(s, oldpath, 0, &src);	/* link(2) does not follow */
+	if (!rc)
+		rc = resolve_parent(s, newpath, &parent, name);
+	return rc ? rc : at_link(s, by_number(&src), by_number(&parent), name, &in);
+}
+
 ssize_t strata_readlink(struct strata *s, const char *path, char *buf, size_t len)
 {
 	struct mt_inode in;

@@ -166,6 +166,9 @@ static void to_stat(struct sfuse *sf, const struct strata_stat *st, struct stat 
 	out->st_ino = st->ino;
 	out->st_mode = st->mode;
 	out->st_nlink = st->nlink ? st->nlink : 1;
+	/* Unlinked while open here: its hidden name is not a link. */
+	if (!S_ISDIR(st->mode) && orphans_is_orphan(&sf->orphans, st->ino))
+		out->st_nlink = st->nlink ? st->nlink - 1 : 0;
 	out->st_uid = st->uid;
 	out->st_gid = st->gid;
 	out->st_size = (off_t)st->size;
@@ -453,18 +456,47 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 		reply_rc(req, rc, "symlink", parent, name);
 		return;
 	}
+	chown_to_caller(req, h, &st);
 	reply_entry(req, h, &st, "symlink", name);
+}
+
+/* name in d is about to lose its entry (unlink, or a rename over it). If
+ * that is the last name of a file open through this mount, it is renamed
+ * to its hidden name instead (orphans.h): 1 when done so, 0 when the
+ * caller goes on, or an error. */
+static int keep_if_open(struct sfuse *sf, struct strata_handle d, const char *name)
+{
+	struct strata_handle h;
+	struct strata_stat st;
+	char hidden[ORPHAN_NAME_MAX];
+	int rc = strata_lookupat(sf->s, d, name, &h, &st);
+
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	if (S_ISDIR(st.mode) || st.nlink > 1 || !orphans_is_open(&sf->orphans, h.ino))
+		return 0;
+	orphans_name(h, hidden);
+	rc = strata_renameat(sf->s, d, name, d, hidden, STRATA_RENAME_NOREPLACE);
+	if (rc)
+		return rc;
+	orphans_orphaned(&sf->orphans, h, d);
+	return 1;
 }
 
 static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bool dir)
 {
 	const char *op = dir ? "rmdir" : "unlink";
 	struct strata_handle d;
+	int rc;
 
 	if (node(req, parent, &d, op))
 		return;
-	reply_rc(req, strata_unlinkat(SF(req)->s, d, name, dir ? STRATA_AT_REMOVEDIR : 0), op,
-		 parent, name);
+	rc = dir ? 0 : keep_if_open(SF(req), d, name);
+	if (!rc)
+		rc = strata_unlinkat(SF(req)->s, d, name, dir ? STRATA_AT_REMOVEDIR : 0);
+	reply_rc(req, rc < 0 ? rc : 0, op, parent, name);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -497,6 +529,21 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		sflags |= STRATA_RENAME_EXCHANGE;
 	if (node(req, parent, &from, "rename") || node(req, newparent, &to, "rename"))
 		return;
+	/* A file it replaces that is open here stays reachable (orphans.h);
+	 * the source is looked up first, so a rename onto another name of
+	 * the same file is left to meta (a no-op). */
+	if (!sflags) {
+		struct strata_handle src, dst;
+		int rc = strata_lookupat(SF(req)->s, from, name, &src, NULL);
+
+		if (!rc && strata_lookupat(SF(req)->s, to, newname, &dst, NULL) == 0 &&
+		    dst.ino != src.ino)
+			rc = keep_if_open(SF(req), to, newname);
+		if (rc < 0) {
+			reply_rc(req, rc, "rename", parent, name);
+			return;
+		}
+	}
 	/* Node ids name objects, not paths: nothing to fix up after it. */
 	reply_rc(req, strata_renameat(SF(req)->s, from, name, to, newname, sflags), "rename",
 		 parent, name);
@@ -504,10 +551,57 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
-	(void)ino;
-	(void)newparent;
-	(void)newname;
-	fuse_reply_err(req, EPERM);	/* Strata has no hard links */
+	struct strata_handle h, dir, out;
+	struct strata_stat st;
+	int rc;
+
+	act_for(req);
+	if (node(req, ino, &h, "link") || node(req, newparent, &dir, "link"))
+		return;
+	rc = strata_linkat(SF(req)->s, h, dir, newname, &out, &st);
+	if (rc) {
+		reply_rc(req, rc, "link", newparent, newname);
+		return;
+	}
+	reply_entry(req, out, &st, "link", newname);
+}
+
+/* Fifos and sockets (a name with attributes); regular files as create
+ * without an open; devices are refused (the mount is nodev). */
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev)
+{
+	struct strata_handle dir, h;
+	struct strata_stat st;
+	int rc;
+
+	(void)rdev;
+	act_for(req);
+	if (node(req, parent, &dir, "mknod"))
+		return;
+	if (S_ISREG(mode)) {
+		struct strata_file *f = NULL;
+
+		rc = strata_openat(SF(req)->s, dir, name,
+				   STRATA_O_WRONLY | STRATA_O_CREAT | STRATA_O_EXCL, mode & 07777, &f);
+		if (!rc)
+			rc = strata_fhandle(f, &h);
+		if (!rc)
+			rc = strata_fstat(f, &st);
+		if (f) {
+			int crc = strata_close(f);
+
+			rc = rc ? rc : crc;
+		}
+	} else {
+		rc = strata_mknodat(SF(req)->s, dir, name, mode & (S_IFMT | 07777), &h, &st);
+	}
+	if (rc) {
+		reply_rc(req, rc, "mknod", parent, name);
+		return;
+	}
+	chown_to_caller(req, h, &st);
+	reply_entry(req, h, &st, "mknod", name);
 }
 
 /* libstrata open flags for the kernel's; O_APPEND is the kernel's job
@@ -531,6 +625,10 @@ static struct sfile *new_sfile(struct sfuse *sf, struct strata_file *f, uint64_t
 
 	if (!h)
 		return NULL;
+	if (orphans_open(&sf->orphans, ino, 1, NULL, NULL)) {
+		free(h);
+		return NULL;
+	}
 	h->f = f;
 	h->ino = ino;
 	h->writable = (sflags & 3) != STRATA_O_RDONLY;
@@ -543,6 +641,18 @@ static struct sfile *new_sfile(struct sfuse *sf, struct strata_file *f, uint64_t
 
 static void free_sfile(struct sfuse *sf, struct sfile *h)
 {
+	struct strata_handle dir;
+	char name[ORPHAN_NAME_MAX];
+
+	/* The last close of a file unlinked while open here: its hidden
+	 * name goes, and the inode with it. */
+	if (orphans_open(&sf->orphans, h->ino, -1, &dir, name) == 1) {
+		int rc = strata_unlinkat(sf->s, dir, name, 0);
+
+		if (rc && rc != -ENOENT)
+			log_warn(COMP, "cannot remove '%s' (inode %llu, unlinked while open): %s",
+				 name, (unsigned long long)h->ino, strata_strerror(rc));
+	}
 	handle_del(sf, &h->h);
 	if (h->writable)
 		nodes_writer(&sf->nodes, h->ino, -1);
@@ -779,6 +889,12 @@ static int fill_cb(void *arg, const struct strata_direntplus *e)
 		df->d->pos++;
 		return 0;
 	}
+	/* A hidden name (orphans.h) keeps its place in the numbering,
+	 * which seeks count, but is not shown. */
+	if (orphans_hidden(e->name)) {
+		df->d->pos++;
+		return 0;
+	}
 	fill_entry(df->sf, e->h, &e->st, &fe);
 	if (df->plus)
 		n = fuse_add_direntry_plus(df->req, df->buf + df->used, rem, e->name, &fe,
@@ -944,6 +1060,7 @@ const struct fuse_lowlevel_ops sfuse_ops = {
 	.symlink = op_symlink,
 	.rename = op_rename,
 	.link = op_link,
+	.mknod = op_mknod,
 	.open = op_open,
 	.read = op_read,
 	.write = op_write,
@@ -966,6 +1083,7 @@ int sfuse_init(struct sfuse *sf, struct strata *s)
 	sf->attr_timeout = 1.0;
 	sf->entry_timeout = 1.0;
 	pthread_mutex_init(&sf->hlock, NULL);
+	orphans_init(&sf->orphans);
 	wb_init(&sf->wb, 8u << 20);
 	return nodes_init(&sf->nodes);
 }
@@ -997,5 +1115,6 @@ void sfuse_release(struct sfuse *sf)
 		}
 	}
 	nodes_release(&sf->nodes);
+	orphans_release(&sf->orphans);
 	pthread_mutex_destroy(&sf->hlock);
 }

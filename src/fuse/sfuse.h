@@ -16,6 +16,7 @@
 #include <stdbool.h>
 
 #include "fuse/nodes.h"
+#include "fuse/orphans.h"
 #include "fuse/write_behind.h"
 #include "strata/strata.h"
 
@@ -34,6 +35,7 @@ struct sfuse {
 	struct fuse_session *se;	/* set once the session exists */
 	pthread_mutex_t hlock;
 	struct sfuse_handle *handles;	/* open files and directories */
+	struct orphans orphans;		/* files unlinked while open here */
 	/* Write-behind (write_behind.h): set wb.max before sfuse_start; 0
 	 * makes every write wait for all replicas. */
 	struct wb wb;

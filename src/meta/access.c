@@ -76,6 +76,16 @@ int acc_sticky(const struct acc_cred *c, const struct meta_inode *dir,
 	return -EPERM;
 }
 
+int acc_link(const struct acc_cred *c, const struct meta_inode *in)
+{
+	if (c->uid == 0 || c->uid == in->uid)
+		return 0;
+	if (!S_ISREG(in->mode) || (in->mode & S_ISUID) ||
+	    (in->mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+		return -EPERM;
+	return acc_check(c, in, ACC_R | ACC_W) ? -EPERM : 0;
+}
+
 int acc_setattr(const struct acc_cred *c, const struct meta_inode *in, uint32_t mask,
 		const struct meta_inode *to, uint32_t *mode)
 {

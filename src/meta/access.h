@@ -62,6 +62,12 @@ int acc_check(const struct acc_cred *c, const struct meta_inode *in, unsigned wa
  * dir are acc_check's. */
 int acc_sticky(const struct acc_cred *c, const struct meta_inode *dir,
 	       const struct meta_inode *victim);
+/* A new name (hard link) for in, as Linux's protected_hardlinks: root and
+ * the owner may; anyone else only for a regular file that is neither
+ * setuid nor setgid-executable and that they may read and write (-EPERM),
+ * so nobody gains a name for a file that a later chown -R of their own
+ * tree would hand them. */
+int acc_link(const struct acc_cred *c, const struct meta_inode *in);
 /*
  * SETATTR of in with mask (NS_ATTR_*) and the values in to:
  *   mode    the owner or root (-EPERM); a non-root caller setting the

@@ -811,6 +811,56 @@ static void op_mkdir(void *svc, struct svc_req *req)
 	reply_inode(m, req, md_mkdir_reply, rc, &in);
 }
 
+static void op_mknod(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	char name[MD_NAME_MAX + 1];
+	struct meta_inode in, dir;
+	struct mt_create rq;
+	struct acc_ctx ac;
+	int rc;
+
+	if (counted(m, md_mknod_req(req, &rq)))
+		return;
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
+	rc = rq.flags ? -EINVAL : pstr_copy(rq.name, name, sizeof(name));
+	if (!rc)
+		rc = check_ino(m, &ac, &rq.dir, ACC_WRITE, ACC_W | ACC_X, &dir);
+	if (!rc && !ac.trusted)
+		owner_of_new(&ac, &dir, &rq.uid, &rq.gid, NULL);
+	acc_ctx_release(&ac);
+	if (!rc)
+		rc = ns_mknod(&m->ns, ref_of(&rq.dir), name, rq.mode, rq.uid, rq.gid, &in);
+	reply_inode(m, req, md_mknod_reply, rc, &in);
+}
+
+static void op_link(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	char name[MD_NAME_MAX + 1];
+	struct meta_inode in, dir, src;
+	struct mt_link rq;
+	struct acc_ctx ac;
+	int rc;
+
+	if (counted(m, md_link_req(req, &rq)))
+		return;
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
+	rc = pstr_copy(rq.name, name, sizeof(name));
+	if (!rc)
+		rc = check_ino(m, &ac, &rq.dir, ACC_WRITE, ACC_W | ACC_X, &dir);
+	/* The file itself must be in a scope that may write (a new name
+	 * is a way to keep it), and the caller one who may name it. */
+	if (!rc)
+		rc = check_ino(m, &ac, &rq.h, ACC_WRITE, 0, &src);
+	if (!rc && !ac.trusted)
+		rc = acc_link(&ac.cred, &src);
+	acc_ctx_release(&ac);
+	if (!rc)
+		rc = ns_link(&m->ns, ref_of(&rq.h), ref_of(&rq.dir), name, &in);
+	reply_inode(m, req, md_link_reply, rc, &in);
+}
+
 static void op_symlink(void *svc, struct svc_req *req)
 {
 	struct meta *m = count_op(svc, req);
@@ -1351,6 +1401,8 @@ static const struct meta_handlers handlers = {
 	.md_open = op_open,
 	.md_mkdir = op_mkdir,
 	.md_symlink = op_symlink,
+	.md_mknod = op_mknod,
+	.md_link = op_link,
 	.md_readlink = op_readlink,
 	.md_unlink = op_unlink,
 	.md_rmdir = op_rmdir,

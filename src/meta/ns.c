@@ -501,6 +501,61 @@ static int quota_move(struct ns *ns, uint64_t from, uint64_t to, const struct me
 }
 
 /* Deletes an inode whose last entry is gone; queues a file's chunks. */
+/* Whether directories a and b charge the same quota roots (none lies
+ * between either and their common ancestor): a file may have names in
+ * both only then, so that its usage is charged to one set of roots
+ * whichever name it is reached by. */
+static int same_quota_domain(struct ns *ns, uint64_t a, uint64_t b, bool *out)
+{
+	uint64_t top;
+	bool any, qa, qb;
+	int err;
+
+	*out = true;
+	if (a == b)
+		return 0;
+	err = quotas_exist(ns, &any);
+	if (err || !any)
+		return err;
+	err = common_ancestor(ns, a, b, &top);
+	if (!err)
+		err = chain_has_quota(ns, a, top, &qa);
+	if (!err)
+		err = chain_has_quota(ns, b, top, &qb);
+	if (!err)
+		*out = !qa && !qb;
+	return err;
+}
+
+/* The nearest quota root at or above dir (the root when none): where a
+ * file with several names is charged once the name in its parent goes
+ * (every name lies in one quota domain, same_quota_domain()). */
+static int quota_domain(struct ns *ns, uint64_t dir, uint64_t *out)
+{
+	struct meta_inode in;
+	struct meta_quota q;
+	bool any;
+	int err = quotas_exist(ns, &any);
+
+	*out = NS_ROOT_INO;
+	if (err || !any)
+		return err;
+	for (int depth = 0; depth < MAX_DEPTH && dir != NS_ROOT_INO; depth++) {
+		err = CALL(ns, get_quota, dir, &q);
+		if (!err) {
+			*out = dir;
+			return 0;
+		}
+		if (err != -ENOENT)
+			return err;
+		err = CALL(ns, get_inode, dir, &in);
+		if (err)
+			return err == -ENOENT ? -EIO : err;
+		dir = in.parent;
+	}
+	return 0;
+}
+
 static int drop_inode(struct ns *ns, const struct meta_inode *in)
 {
 	int err = CALL(ns, del_inode, in->ino);
@@ -516,6 +571,27 @@ static int drop_inode(struct ns *ns, const struct meta_inode *in)
 				   &in->layout);
 	}
 	return err;
+}
+
+/* The name of non-directory in in directory dir is gone (the caller
+ * deleted the entry): the inode goes with its last name (its usage
+ * leaves dir's quota roots), else it loses a link. */
+static int drop_link(struct ns *ns, uint64_t dir, struct meta_inode *in, int64_t now)
+{
+	int err;
+
+	if (in->nlink <= 1 || is_dir(in)) {
+		err = quota_charge(ns, dir, 0, is_reg(in) ? -(int64_t)in->size : 0, -1);
+		return err ? err : drop_inode(ns, in);
+	}
+	in->nlink--;
+	in->ctime_ns = now;
+	if (in->parent == dir) {
+		err = quota_domain(ns, dir, &in->parent);
+		if (err)
+			return err;
+	}
+	return CALL(ns, put_inode, in);
 }
 
 static void touch_dir(struct meta_inode *dir, int64_t now)
@@ -718,9 +794,11 @@ static int do_create(struct ns *ns, void *a)
 		in.layout = dir.layout;
 		in.layout.seed = 0;
 		in.nlink = 2;
-	} else {
+	} else if (type == S_IFLNK) {
 		in.nlink = 1;
 		in.size = strlen(args->target);
+	} else {
+		in.nlink = 1;	/* a fifo or a socket: a name, no data */
 	}
 	err = CALL(ns, alloc_ino, &in.ino, &in.gen);
 	if (err)
@@ -787,6 +865,78 @@ int ns_symlink(struct ns *ns, struct ns_ref parent, const char *name, const char
 	return err < 0 ? err : 0;
 }
 
+int ns_mknod(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mode,
+	     uint32_t uid, uint32_t gid, struct meta_inode *out)
+{
+	struct create_args a = { parent, name, mode & (S_IFMT | 07777), uid, gid,
+				 true, NULL, out };
+	int err = name_check(name);
+
+	if (err)
+		return err;
+	if ((mode & S_IFMT) == S_IFCHR || (mode & S_IFMT) == S_IFBLK)
+		return -EPERM;
+	if ((mode & S_IFMT) != S_IFIFO && (mode & S_IFMT) != S_IFSOCK)
+		return -EINVAL;
+	err = run_txn(ns, true, do_create, &a);
+	return err < 0 ? err : 0;
+}
+
+struct link_args {
+	struct ns_ref ino, parent;
+	const char *name;
+	struct meta_inode *out;
+};
+
+static int do_link(struct ns *ns, void *a)
+{
+	struct link_args *args = a;
+	struct meta_inode dir, in;
+	uint64_t have;
+	bool same;
+	int64_t now;
+	int err = get_dir(ns, args->parent, &dir);
+
+	if (!err)
+		err = load(ns, args->ino, &in);
+	if (err)
+		return err;
+	if (is_dir(&in))
+		return -EPERM;
+	if (in.nlink >= NS_LINK_MAX)
+		return -EMLINK;
+	err = CALL(ns, get_dentry, dir.ino, args->name, &have, NULL);
+	if (!err)
+		return -EEXIST;
+	if (err != -ENOENT)
+		return err;
+	err = same_quota_domain(ns, in.parent, dir.ino, &same);
+	if (err)
+		return err;
+	if (!same)
+		return -EXDEV;
+	now = now_ns();
+	in.nlink++;
+	in.ctime_ns = now;
+	err = CALL(ns, put_dentry, dir.ino, args->name, in.ino, in.mode & S_IFMT);
+	if (!err)
+		err = CALL(ns, put_inode, &in);
+	if (err)
+		return err;
+	touch_dir(&dir, now);
+	err = CALL(ns, put_inode, &dir);
+	return err ? err : inode_out(ns, &in, args->out);
+}
+
+int ns_link(struct ns *ns, struct ns_ref ino, struct ns_ref parent, const char *name,
+	    struct meta_inode *out)
+{
+	struct link_args a = { ino, parent, name, out };
+	int err = name_check(name);
+
+	return err ? err : run_txn(ns, true, do_link, &a);
+}
+
 struct readlink_args {
 	struct ns_ref ino;
 	char *buf;
@@ -846,11 +996,9 @@ static int do_remove(struct ns *ns, void *a)
 			return err < 0 ? err : -ENOTEMPTY;
 		dir.nlink--;
 	}
-	err = quota_charge(ns, dir.ino, 0, is_reg(&in) ? -(int64_t)in.size : 0, -1);
+	err = CALL(ns, del_dentry, dir.ino, args->name);
 	if (!err)
-		err = CALL(ns, del_dentry, dir.ino, args->name);
-	if (!err)
-		err = drop_inode(ns, &in);
+		err = drop_link(ns, dir.ino, &in, now_ns());
 	if (err)
 		return err;
 	touch_dir(&dir, now_ns());
@@ -965,6 +1113,19 @@ static int do_rename(struct ns *ns, void *a)
 			return err < 0 ? err : -EINVAL;
 	}
 
+	/* A file with other names stays in their quota domain. */
+	if (!same && ((!is_dir(&src) && src.nlink > 1) ||
+		      (have_dst && (args->flags & NS_RENAME_EXCHANGE) && !is_dir(&dst) &&
+		       dst.nlink > 1))) {
+		bool ok;
+
+		err = same_quota_domain(ns, spd.ino, dpd->ino, &ok);
+		if (err)
+			return err;
+		if (!ok)
+			return -EXDEV;
+	}
+
 	now = now_ns();
 	if (args->flags & NS_RENAME_EXCHANGE) {
 		err = quota_move(ns, spd.ino, dpd->ino, &src, &dst);
@@ -1000,12 +1161,13 @@ static int do_rename(struct ns *ns, void *a)
 			dpd->nlink--;
 		}
 		/* The replaced entry's usage is freed first: a file replacing
-		 * one of its size fits a full quota. */
-		err = quota_charge(ns, dpd->ino, 0, is_reg(&dst) ? -(int64_t)dst.size : 0, -1);
+		 * one of its size fits a full quota. A name of the source
+		 * itself (a hard link) is only a name: rename does nothing. */
+		if (dst.ino == src.ino)
+			return 0;
+		err = CALL(ns, del_dentry, dpd->ino, args->dn);
 		if (!err)
-			err = CALL(ns, del_dentry, dpd->ino, args->dn);
-		if (!err)
-			err = drop_inode(ns, &dst);
+			err = drop_link(ns, dpd->ino, &dst, now);
 		if (err)
 			return err;
 	}

@@ -184,6 +184,29 @@ int ns_symlink(struct ns *ns, struct ns_ref parent, const char *name, const char
 	       uint32_t uid, uint32_t gid, struct meta_inode *out);
 
 /*
+ * Creates a fifo or a socket (mode's S_IFMT: S_IFIFO, S_IFSOCK): a name
+ * with attributes and no data. Device nodes (S_IFCHR, S_IFBLK) are refused
+ * with -EPERM (Strata mounts are nodev); another type is -EINVAL.
+ */
+int ns_mknod(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mode,
+	     uint32_t uid, uint32_t gid, struct meta_inode *out);
+
+/* Most names one inode may have (-EMLINK beyond). */
+#define NS_LINK_MAX 65000u
+
+/*
+ * Gives non-directory ino another name, parent/name (a hard link): nlink
+ * grows, the data stays one. -EPERM for a directory, -EEXIST, -EMLINK,
+ * and -EXDEV when a quota root lies between parent and the file's other
+ * names (its usage is charged to one set of quota roots, as XFS project
+ * quotas do). The inode's parent stays the directory of its first name;
+ * when that name goes while others stay, parent becomes the nearest quota
+ * root above it (or the root), so quota charges still find their roots.
+ */
+int ns_link(struct ns *ns, struct ns_ref ino, struct ns_ref parent, const char *name,
+	    struct meta_inode *out);
+
+/*
  * Copies the target of symlink ino into buf (cap bytes, NUL-terminated,
  * cut short if it does not fit) and returns its full length. -EINVAL if
  * ino is not a symlink.
@@ -191,8 +214,9 @@ int ns_symlink(struct ns *ns, struct ns_ref parent, const char *name, const char
 int ns_readlink(struct ns *ns, struct ns_ref ino, char *buf, size_t cap);
 
 /*
- * Removes the entry of a file or symlink. The inode goes with it; a file's
- * chunks [0, ceil(size / chunk_size)) are queued for GC. -EISDIR for a
+ * Removes the entry of a file, symlink, fifo or socket. With its last name
+ * the inode goes too, and a file's chunks [0, ceil(size / chunk_size))
+ * are queued for GC; with other names left it loses a link. -EISDIR for a
  * directory.
  */
 int ns_unlink(struct ns *ns, struct ns_ref parent, const char *name);

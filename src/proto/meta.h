@@ -17,6 +17,11 @@
  *   OPEN       inode, MD_O_*                    -> attr_rep (created 0)
  *   MKDIR      as CREATE, flags 0 (else -EINVAL) -> inode
  *   SYMLINK    dir, name, target, uid, gid      -> inode
+ *   MKNOD      as CREATE, mode's type S_IFIFO or S_IFSOCK, flags 0 (else
+ *              -EINVAL; a device, S_IFCHR or S_IFBLK, -EPERM) -> inode
+ *   LINK       inode, dir, name                 -> inode: a new name for
+ *              a non-directory (-EPERM for a directory, -EXDEV across
+ *              quota roots, -EMLINK)
  *   READLINK   inode                            -> target
  *   UNLINK, RMDIR   dir, name                   -> (empty)
  *   RENAME     src dir and name, dst dir and name, MD_RENAME_* -> (empty)
@@ -199,6 +204,12 @@ PROTO_MSG_CHECKED(mt_open, MT_OPEN_FIELDS)
 	X(U32, gid)
 PROTO_MSG(mt_symlink, MT_SYMLINK_FIELDS)
 
+#define MT_LINK_FIELDS(X) \
+	X(OBJ, h, mt_handle) \
+	X(OBJ, dir, mt_handle) \
+	X(STR, name, MD_NAME_MAX)
+PROTO_MSG(mt_link, MT_LINK_FIELDS)
+
 #define MT_RENAME_FIELDS(X) \
 	X(OBJ, src_dir, mt_handle) \
 	X(STR, src_name, MD_NAME_MAX) \
@@ -357,7 +368,9 @@ PROTO_MSG(mt_quota_list_rep, MT_QUOTA_LIST_REP_FIELDS)
 	OP(META_READDIRPLUS, 82, md_readdirplus, mt_readdir,    mt_readdirplus_rep, ANY) \
 	OP(META_QUOTA_SET,   83, md_quota_set,   mt_quota_set,  mt_quota, ADMIN) \
 	OP(META_QUOTA_GET,   84, md_quota_get,   mt_ino,        mt_quota, ANY) \
-	OP(META_QUOTA_LIST,  85, md_quota_list,  mt_quota_list, mt_quota_list_rep, ADMIN)
+	OP(META_QUOTA_LIST,  85, md_quota_list,  mt_quota_list, mt_quota_list_rep, ADMIN) \
+	OP(META_MKNOD,       86, md_mknod,       mt_create,     mt_inode, ANY) \
+	OP(META_LINK,        87, md_link,        mt_link,       mt_inode, ANY)
 PROTO_OPS(meta, META_OPS)
 
 /* Every op's number lies in the range net/proto.h gives meta. */
