@@ -397,6 +397,12 @@ int chunk_space(struct chunk_store *cs, uint64_t *total, uint64_t *used)
 	return 0;
 }
 
+int chunk_fs(struct chunk_store *cs, uint64_t *fs)
+{
+	*fs = 0;
+	return cs->o.capacity ? 0 : fs_identity(cs->dir, fs);
+}
+
 /* ---- open / close ---- */
 
 void chunk_store_opts_init(struct chunk_store_opts *o, size_t size)
