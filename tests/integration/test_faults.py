@@ -756,7 +756,7 @@ def test_meta_found_through_the_map(faults, tmp_path):
     wait_until(lambda: fc.map().services.get(("meta", meta.id), ("", ""))[1] == "offline",
                LEASE_S * 3, 0.2, "mgmt to mark the meta service offline")
     r = subprocess.run(cli + ["status"], env=env, capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr     # health is not ok
     assert re.search(r"^services\s+meta 0 up of 1", r.stdout, re.M), r.stdout
     assert re.search(r"^namespace\s+unavailable \(no meta service up", r.stdout, re.M), r.stdout
     assert re.search(r"^health\s+unavailable \(no meta service up\)", r.stdout, re.M), r.stdout
