@@ -17,7 +17,9 @@
 #include "proto/server.h"
 #include "common/errors_int.h"
 #include "common/token.h"
+#include "net/addr.h"
 #include "net/auth.h"
+#include "net/server.h"
 
 PROTO_SERVER(mgmt, MGMT_OPS)
 
@@ -158,6 +160,23 @@ static void target_infos(const struct mg_target_info *w, uint32_t n, struct cm_t
 		tis[i] = (struct cm_target_info){ w[i].id, w[i].capacity, w[i].used, w[i].fs };
 }
 
+/* A node that registers a loopback address from another host (a wildcard
+ * listen advertised as 127.0.0.1, a copied config) is unreachable for
+ * every other host: said, rate-limited, since the node retries. */
+static void check_registered_addr(struct svc_req *req, uint32_t node_id, const char *addr)
+{
+	const char *peer = svc_req_peer(req);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	if (!addr_is_loopback(addr) || !peer || addr_parse_numeric(peer, &ss, &sl) ||
+	    addr_is_loopback(peer))
+		return;
+	log_warn_limited("mgmt", "node %u registers the loopback address '%s' from '%s': other "
+			 "hosts cannot reach it there; set its node.advertise to an address they "
+			 "reach", node_id, addr, peer);
+}
+
 static void op_register(void *svc, struct svc_req *req)
 {
 	struct mgmt *m = svc;
@@ -206,6 +225,7 @@ static void op_register(void *svc, struct svc_req *req)
 	}
 	log_info("mgmt", "node %u registered at '%s' with %u target(s)", rq.node_id, addr,
 		 rq.targets_n);
+	check_registered_addr(req, rq.node_id, addr);
 	mg_register_release(&rq);
 	maybe_build_chains(m);
 	persist(m);
