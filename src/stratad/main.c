@@ -38,6 +38,8 @@ static const struct cfg_key node_keys[] = {
 	K("node", "advertise", CFG_STR, advertise, "", 0, 0, "address peers use (default: listen)"),
 	K("node", "threads", CFG_INT, threads, "0", 0, 256, "reactor threads (0 = one per core)"),
 	K("node", "log_level", CFG_STR, log_level, "info", 0, 0, "debug, info, warn, error"),
+	K("node", "log_file", CFG_STR, log_file, "", 0, 0,
+	  "append the log to this file (empty = stderr); SIGHUP reopens it (rotation)"),
 	K("node", "services", CFG_STR, services, "", 0, 0,
 	  "comma-separated services to run (see the sections below)"),
 	K("node", "metrics_listen", CFG_STR, metrics_listen, "", 0, 0,
@@ -611,6 +613,11 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 		return 2;
 	}
 	log_set_level(lvl);
+	if (d.cfg.log_file[0] && (rc = log_open_file(d.cfg.log_file))) {
+		fprintf(stderr, "stratad: key 'node.log_file': cannot open '%s': %s\n",
+			d.cfg.log_file, strata_strerror(rc));
+		return 1;
+	}
 	rc = mkdir_p(d.cfg.data, 0755);
 	if (rc) {
 		log_error("stratad", "cannot create data directory '%s': %s", d.cfg.data, strata_strerror(rc));
@@ -623,6 +630,7 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);	/* reopens node.log_file */
 	sigaddset(&sigs, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
@@ -714,6 +722,15 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 	while (sig != SIGTERM && sig != SIGINT) {
 		if (sigwait(&sigs, &sig) != 0)
 			break;
+		if (sig == SIGHUP && d.cfg.log_file[0]) {
+			rc = log_open_file(d.cfg.log_file);
+			if (rc)
+				log_error("stratad", "cannot reopen the log file '%s': %s (still "
+					  "writing to the old one)", d.cfg.log_file,
+					  strata_strerror(rc));
+			else
+				log_info("stratad", "log file '%s' reopened", d.cfg.log_file);
+		}
 	}
 	log_info("stratad", "signal %d: shutting down", sig);
 	rc = 0;
