@@ -35,7 +35,9 @@ static const struct cfg_key node_keys[] = {
 	K("node", "id", CFG_INT, node_id, "1", 1, 65535, "node id, unique in the cluster"),
 	K("node", "data", CFG_STR, data, "./strata-data", 0, 0, "data directory"),
 	K("node", "listen", CFG_STR, listen, "127.0.0.1:7300", 0, 0, "RPC address (port 0 = any)"),
-	K("node", "advertise", CFG_STR, advertise, "", 0, 0, "address peers use (default: listen)"),
+	K("node", "advertise", CFG_STR, advertise, "", 0, 0,
+	  "address peers use, HOST:PORT or HOST (the listen port); default: listen, which "
+	  "must then not be a wildcard (0.0.0.0, [::])"),
 	K("node", "threads", CFG_INT, threads, "0", 0, 256, "reactor threads (0 = one per core)"),
 	K("node", "log_level", CFG_STR, log_level, "info", 0, 0, "debug, info, warn, error"),
 	K("node", "log_file", CFG_STR, log_file, "", 0, 0,
