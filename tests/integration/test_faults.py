@@ -32,7 +32,6 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -43,8 +42,8 @@ import pytest
 
 import netns
 import conftest
-from conftest import (BUILD, REGISTRY, STRATA, STRATAD, LogFile, run, sanitizer_reports, spawn,
-                      wait_until)
+from conftest import (BUILD, REGISTRY, STRATA, STRATAD, LogFile, free_port, run,
+                      sanitizer_reports, spawn, wait_until)
 from test_storage import DATA_OFF, flip_byte, parse_chunk_file
 
 FAULT = BUILD / "tests" / "integration" / "fault_driver"
@@ -66,15 +65,6 @@ def _report(kind, **kw):
     if path:
         with open(path, "a") as f:
             f.write(json.dumps(rec) + "\n")
-
-
-def _free_port(host):
-    s = socket.socket()
-    try:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
 
 
 def _log_time(line):
@@ -196,7 +186,7 @@ class FaultCluster:
         self.flags = list(FLAGS) + ["--node.key_file=%s" % key,
                                     "--node.insecure=true"] + list(flags)
         host = fabric.service_ip if fabric else "127.0.0.1"
-        self.mgmt_addr = "%s:%d" % (host, _free_port(host))
+        self.mgmt_addr = "%s:%d" % (host, free_port(host))
         self.nodes = []
         first = "mgmt" if meta_apart else "mgmt,meta"
         argv = [STRATAD, "--data", self.dir / "node1", "--node.id=1",

@@ -10,13 +10,12 @@ cannot be reached (docs/cli.md)."""
 import json
 import os
 import re
-import socket
 import time
 
 import pytest
 
 import netns
-from conftest import BUILD, REPO, run, run_strata, wait_until
+from conftest import BUILD, REPO, free_port, run, run_strata, wait_until
 
 HEARTBEAT_S = 1.0       # mgmt.heartbeat's default
 
@@ -34,14 +33,6 @@ def _status_json(*args):
 def _fs_size(path):
     st = os.statvfs(path)
     return st.f_blocks * st.f_frsize
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def test_status_json_counts_each_filesystem_once(cluster, tmp_path):
@@ -128,7 +119,7 @@ def test_status_answers_while_forming(daemon_factory):
 
 def test_status_without_mgmt_exits_3():
     t0 = time.monotonic()
-    r = _status("--mgmt", "127.0.0.1:%d" % _free_port(), timeout=30)
+    r = _status("--mgmt", "127.0.0.1:%d" % free_port(), timeout=30)
     assert r.returncode == 3, r.stdout + r.stderr
     assert "cannot read the cluster map from mgmt" in r.stderr, r.stderr
     assert time.monotonic() - t0 < 15
@@ -164,10 +155,7 @@ def test_loopback_address_from_afar_is_warned(daemon_factory):
     fabric = netns.Fabric().create()
     try:
         ip = fabric.service_ip
-        s = socket.socket()
-        s.bind((ip, 0))
-        port = s.getsockname()[1]
-        s.close()
+        port = free_port(ip)
         mgmt = daemon_factory(node_id=1, extra_flags=[
             "--node.services=mgmt", "--node.listen=%s:%d" % (ip, port),
             "--node.insecure=true"])
