@@ -117,7 +117,8 @@ struct cm_target {
 	/* The filesystem holding it (fs_identity(), common/fileio.h): targets
 	 * with the same nonzero fs share one capacity; 0: a capacity of its
 	 * own (storage.capacity). Reported with every heartbeat; not stored
-	 * by mgmt (0 after its restart until the next heartbeat). */
+	 * by mgmt (0 after its restart until the next heartbeat, whose new
+	 * fs makes a new version: cm_update_space()). */
 	uint64_t fs;
 };
 

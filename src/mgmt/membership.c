@@ -436,18 +436,22 @@ uint32_t cm_update_space(struct cluster_map *m, uint32_t node_id,
 			 const struct cm_target_info *targets, uint32_t n)
 {
 	uint32_t changed = 0;
+	bool fs_moved = false;
 
 	for (uint32_t i = 0; i < n; i++) {
 		struct cm_target *t = target_get(m, targets[i].id);
 
 		if (!t || t->node_id != node_id)
 			continue;
+		fs_moved |= t->fs != targets[i].fs;
 		changed += t->capacity != targets[i].capacity || t->used != targets[i].used ||
 			   t->fs != targets[i].fs;
 		t->capacity = targets[i].capacity;
 		t->used = targets[i].used;
 		t->fs = targets[i].fs;
 	}
+	if (fs_moved)
+		m->version++;
 	return changed;
 }
 

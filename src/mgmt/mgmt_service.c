@@ -245,9 +245,13 @@ static void op_heartbeat(void *svc, struct svc_req *req)
 	/* Usage is as fresh as the last heartbeat: kept in the map (no new
 	 * version), seen by GET_MAP from version 0, status and /metrics. */
 	if (!rc) {
+		uint64_t v = m->map.version;
+
 		target_infos(rq.targets, rq.targets_n, tis);
 		if (cm_update_space(&m->map, rq.node_id, tis, rq.targets_n))
 			snapshot_space(m);
+		if (m->map.version != v)
+			persist(m);
 	}
 	mg_heartbeat_release(&rq);
 	if (rc) {

@@ -845,6 +845,13 @@ static void test_capacity_counts_each_fs_once(void **state)
 	assert_int_equal(cm_update_space(&m, 1, hb, 1), 0);
 	assert_int_equal(cm_capacity(&m, &cap, NULL), 0);
 	assert_true(cap == 120 + 30);	/* the largest figure of fs 7 */
+	/* A new fs (as after mgmt's restart: it does not store it) is a new
+	 * version, so that clients count the filesystem once again. */
+	hb[0].fs = 8;
+	assert_int_equal(cm_update_space(&m, 1, hb, 1), 1);
+	assert_true(m.version == v + 1);
+	assert_int_equal(cm_capacity(&m, &cap, NULL), 0);
+	assert_true(cap == 120 + 100 + 30);
 	cm_release(&m);
 }
 
