@@ -15,7 +15,8 @@ import time
 import pytest
 
 import netns
-from conftest import BUILD, REPO, free_port, run, run_strata, wait_until
+from conftest import (BUILD, REPO, fetch_metrics_text, free_port, parse_metrics, run, run_strata,
+                      wait_until)
 
 HEARTBEAT_S = 1.0       # mgmt.heartbeat's default
 
@@ -56,10 +57,12 @@ def test_status_json_counts_each_filesystem_once(cluster, tmp_path):
     assert j["chains"]["total"] == j["chains"]["healthy"] >= 1, j["chains"]
     assert j["namespace"] is not None and j["namespace"]["files"] >= 0, j
 
-    # The text form says the same total.
+    # The text form and mgmt's /metrics say the same total.
     r = _status("--dir", c.dir)
     assert r.returncode == 0, r.stderr
     assert re.search(r"^health\s+ok$", r.stdout, re.M), r.stdout
+    m = parse_metrics(fetch_metrics_text(c.mgmt_node.metrics_port)[2])
+    assert m["strata_mgmt_capacity_bytes"] == size, m
 
     before = j["capacity"]["used"]
     blob = tmp_path / "blob"
