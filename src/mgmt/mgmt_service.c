@@ -23,6 +23,10 @@
 
 PROTO_SERVER(mgmt, MGMT_OPS)
 
+/* How often heartbeats refresh the capacity and usage of STATUS and
+ * /metrics (a change of the map refreshes them at once). */
+#define SPACE_SNAPSHOT_MS 250
+
 /* [mgmt] keys of the service (mgmt.address and mgmt.heartbeat are the
  * node's: every node needs them). */
 struct mgmt_cfg {
@@ -44,6 +48,8 @@ struct mgmt {
 	volatile uint64_t version_snapshot;
 	volatile uint32_t nodes_up, nodes_total, chains, chains_short, storage_nodes;
 	volatile uint64_t capacity, used;	/* cm_capacity() */
+	uint64_t space_ms;			/* when they were computed */
+	bool space_stale;			/* a heartbeat changed them since */
 	uint64_t reports;
 };
 
@@ -71,11 +77,13 @@ static int incarnation_changed(struct mgmt *m, uint32_t node, uint64_t inc, bool
 
 static uint32_t nodes_with_targets(const struct cluster_map *map);
 
-/* The space figures of status and /metrics, after every heartbeat. */
+/* The space figures of status and /metrics. */
 static void snapshot_space(struct mgmt *m)
 {
 	uint64_t cap, used;
 
+	m->space_ms = reactor_now_ms();
+	m->space_stale = false;
 	if (cm_capacity(&m->map, &cap, &used) == 0) {
 		m->capacity = cap;
 		m->used = used;
@@ -248,7 +256,12 @@ static void op_heartbeat(void *svc, struct svc_req *req)
 		uint64_t v = m->map.version;
 
 		target_infos(rq.targets, rq.targets_n, tis);
+		/* cm_capacity sorts every target: at most a few times a
+		 * second, however many nodes heartbeat; a change waits for
+		 * the next heartbeat past that. */
 		if (cm_update_space(&m->map, rq.node_id, tis, rq.targets_n))
+			m->space_stale = true;
+		if (m->space_stale && reactor_now_ms() - m->space_ms >= SPACE_SNAPSHOT_MS)
 			snapshot_space(m);
 		if (m->map.version != v)
 			persist(m);
