@@ -251,7 +251,8 @@ static void op_heartbeat(void *svc, struct svc_req *req)
 		return;
 	rc = cm_heartbeat(&m->map, rq.node_id, reactor_now_ms() + m->lease_ms);
 	/* Usage is as fresh as the last heartbeat: kept in the map (no new
-	 * version), seen by GET_MAP from version 0, status and /metrics. */
+	 * version), seen by whoever fetches the whole map (strata status),
+	 * STATUS and /metrics. */
 	if (!rc) {
 		uint64_t v = m->map.version;
 

@@ -6,7 +6,7 @@
  *              -> mg_lease (the map version, and the lease it renews)
  *   HEARTBEAT  renews the lease; the targets' current capacity, usage
  *              and filesystem, which mgmt keeps in its map (without a
- *              new version: GET_MAP from version 0 sees them)
+ *              new version: a GET_MAP of the whole map sees them)
  *              -> mg_lease (-ENOTCONN / -ENOENT: register again)
  *   GET_MAP    the cluster map, when newer than the caller's version
  *   REPORT     a replica found a chunk damaged
