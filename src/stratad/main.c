@@ -472,7 +472,7 @@ static int check_advertise(const struct daemon *d, bool *host_only)
 		size_t n = strlen(a);
 
 		if (n + 8 > sizeof(d->addr) ||
-		    (a[0] == '[' ? a[n - 1] != ']' : strchr(a, ':') != NULL) ||
+		    (a[0] == '[' ? n < 3 || a[n - 1] != ']' : strchr(a, ':') != NULL) ||
 		    strchr(a, ' ')) {
 			log_error("stratad", "key 'node.advertise': '%s' is not HOST or HOST:PORT "
 				  "(IPv6 as [ADDR] or [ADDR]:PORT)", a);
