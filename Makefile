@@ -8,6 +8,9 @@
 #   make bench   benchmarks, each beside its baseline (see bench/RESULTS.md)
 #   make fuzz    libFuzzer targets, briefly (FUZZ_SECONDS each)
 #   make soak    the long randomized fault test, and SIM_SOAK_SEEDS seeds of the simulation
+#   make install build/ and install it under PREFIX (default /usr/local), staged
+#                under DESTDIR when set: stratad, strata, strata-fuse, libstrata
+#                with its headers and strata.pc, the systemd unit
 #   make clean
 
 PY ?= /usr/bin/python3
@@ -15,8 +18,10 @@ FUZZ_SECONDS ?= 20
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 SIM_SOAK_SEEDS ?= 200000
+PREFIX ?= /usr/local
+DESTDIR ?=
 
-.PHONY: all deps build test unit sim integration demo bench fuzz soak clean
+.PHONY: all deps build test unit sim integration demo bench fuzz soak install clean
 
 all: build
 
@@ -70,6 +75,13 @@ soak: asan-build
 		-p no:cacheprovider tests/integration -k soak
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		./scripts/sim_soak.sh $(ASAN_BUILD) 0 $(SIM_SOAK_SEEDS)
+
+# meson's own install (each target's install: in meson.build); the prefix
+# is set on build/ first, so the unit's paths name it.
+install: deps $(BUILD)/build.ninja
+	meson configure $(BUILD) -Dprefix=$(abspath $(PREFIX)) >/dev/null
+	ninja -C $(BUILD)
+	meson install -C $(BUILD) --no-rebuild $(if $(DESTDIR),--destdir "$(abspath $(DESTDIR))")
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

@@ -189,7 +189,10 @@ int strata_readdir(struct strata_dir *d, struct strata_dirent *ent);
 void strata_closedir(struct strata_dir *d);
 
 struct strata_statfs {
-	uint64_t capacity, used;	/* bytes over all targets */
+	/* capacity: raw bytes of the storage targets, each filesystem
+	 * counted once (targets on one disk share it); used: bytes of the
+	 * files in the namespace (before replication). */
+	uint64_t capacity, used;
 	uint64_t files, dirs;
 	uint32_t nodes, targets, chains, replication;
 };

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "net/auth.h"
 #include "net/rpc.h"
 
@@ -72,6 +74,14 @@ int cli_find_cred(const char *token, const char *mgmt, const char *dir, struct n
 /* rpc_client_new with that credential set on its pool. 0 or 1 (reported). */
 int cli_rpc_client(const char *name, uint32_t timeout_ms, const char *token, const char *mgmt,
 		   const char *dir, struct rpc_client **out);
+
+/* The object of service svc ("mgmt", "storage", ...) in the STATUS of the
+ * node at addr (OP_STATUS: JSON with "services": [{ "name": ... }]).
+ * Returns 0 and *out (the caller json_decref's it), -ENOENT when the node
+ * runs no such service, STRATA_EBADMSG when the reply is not that JSON, or
+ * the call's negative error. Not reported. */
+int cli_service_status(struct rpc_client *cl, const char *addr, const char *svc,
+		       uint32_t timeout_ms, json_t **out);
 
 struct strata;
 /* strata_connect to mgmt presenting DIR/admin.token when dir is given (a

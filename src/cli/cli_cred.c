@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "net/proto.h"
 #include "strata/errors.h"
 #include "strata/locate.h"
 #include "strata/strata.h"
@@ -82,5 +83,33 @@ int cli_connect(const char *mgmt, const char *dir, struct strata **out)
 	if (!rc)
 		rc = strata_connect(mgmt, &o, out);
 	free(text);
+	return rc;
+}
+
+int cli_service_status(struct rpc_client *cl, const char *addr, const char *svc,
+		       uint32_t timeout_ms, json_t **out)
+{
+	struct rpc_sync_args a = { .op = OP_STATUS, .timeout_ms = timeout_ms };
+	struct rpc_result res;
+	json_t *st = NULL, *svcs;
+	int rc;
+
+	*out = NULL;
+	rc = rpc_call_sync(cl, addr, &a, &res);
+	if (!rc) {
+		st = json_loadb((const char *)res.body.buf, res.body.len, 0, NULL);
+		rc = st ? -ENOENT : STRATA_EBADMSG;
+	}
+	rpc_result_release(&res);
+	svcs = json_object_get(st, "services");
+	for (size_t i = 0; i < json_array_size(svcs) && rc == -ENOENT; i++) {
+		json_t *sv = json_array_get(svcs, i);
+
+		if (strcmp(json_string_value(json_object_get(sv, "name")) ?: "", svc) == 0) {
+			*out = json_incref(sv);
+			rc = 0;
+		}
+	}
+	json_decref(st);
 	return rc;
 }

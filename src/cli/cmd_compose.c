@@ -153,11 +153,9 @@ out:
 
 static int find_composer(const struct compose_args *a, char *out, size_t len)
 {
-	struct rpc_sync_args ra = { .op = OP_STATUS, .timeout_ms = 5000 };
 	struct rpc_client *cl = NULL;
-	struct rpc_result res;
 	char mgmt[256];
-	json_t *st = NULL;
+	json_t *sv = NULL;
 	const char *env = getenv("STRATA_COMPOSER");
 	int rc;
 
@@ -173,19 +171,14 @@ static int find_composer(const struct compose_args *a, char *out, size_t len)
 	}
 	if (cli_rpc_client("strata-compose", 5000, a->token, a->mgmt, a->dir, &cl))
 		return 1;
-	rc = rpc_call_sync(cl, mgmt, &ra, &res);
-	if (!rc)
-		st = json_loadb((const char *)res.body.buf, res.body.len, 0, NULL);
-	rpc_result_release(&res);
+	rc = cli_service_status(cl, mgmt, "composer", 5000, &sv);
 	rpc_client_free(cl);
 	out[0] = 0;
-	for (size_t i = 0; i < json_array_size(json_object_get(st, "services")); i++) {
-		json_t *sv = json_array_get(json_object_get(st, "services"), i);
-
-		if (strcmp(json_string_value(json_object_get(sv, "name")) ?: "", "composer") == 0)
-			snprintf(out, len, "%s", json_string_value(json_object_get(sv, "listen")) ?: "");
-	}
-	json_decref(st);
+	if (!rc)
+		snprintf(out, len, "%s", json_string_value(json_object_get(sv, "listen")) ?: "");
+	json_decref(sv);
+	if (rc == -ENOENT)
+		rc = 0;
 	if (rc || !out[0]) {
 		cli_err("%s: %s '%s'%s%s", a->cmd, rc ? "cannot ask mgmt at" : "no composer runs beside mgmt at",
 			mgmt, rc ? ": " : "", rc ? strata_strerror(rc) : "");

@@ -42,6 +42,7 @@ static const struct option fs_longopts[] = {
 	{ "long", no_argument, NULL, 'l' },
 	{ "bytes", required_argument, NULL, 'b' },
 	{ "inodes", required_argument, NULL, 'i' },
+	{ "json", no_argument, NULL, 'J' },
 	{ NULL, 0, NULL, 0 },
 };
 

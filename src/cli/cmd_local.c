@@ -201,25 +201,15 @@ static int free_port(void)
 static int64_t status_value(struct rpc_client *cl, const char *addr, const char *svc,
 			    const char *key)
 {
-	struct rpc_sync_args a = { .op = OP_STATUS, .timeout_ms = 3000 };
-	struct rpc_result res;
-	json_error_t jerr;
+	json_t *sv, *k;
 	int64_t v = -1;
 
-	if (rpc_call_sync(cl, addr, &a, &res) == 0) {
-		json_t *st = json_loadb((const char *)res.body.buf, res.body.len, 0, &jerr);
-		json_t *svcs = json_object_get(st, "services");
-
-		for (size_t i = 0; i < json_array_size(svcs); i++) {
-			json_t *sv = json_array_get(svcs, i);
-			json_t *k = json_object_get(sv, key);
-
-			if (strcmp(json_string_value(json_object_get(sv, "name")) ?: "", svc) == 0 && k)
-				v = json_integer_value(k);
-		}
-		json_decref(st);
-	}
-	rpc_result_release(&res);
+	if (cli_service_status(cl, addr, svc, 3000, &sv))
+		return -1;
+	k = json_object_get(sv, key);
+	if (k)
+		v = json_integer_value(k);
+	json_decref(sv);
 	return v;
 }
 

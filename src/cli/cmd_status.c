@@ -1,14 +1,23 @@
 /*
- * strata status: the cluster's health at a glance. Capacity and namespace
- * counts come from strata_statfs (the public API); nodes, targets and
- * chains with their states from mgmt's cluster map (GET_MAP), which the
- * public API does not expose; quota roots from meta (cmd_quota.c). When the map cannot be read the counts of
- * strata_statfs stand in and health is "unknown".
+ * strata status: the cluster's health at a glance, as text or (--json) as
+ * one JSON object. Nodes, targets, chains, services and capacity come from
+ * mgmt's cluster map (GET_MAP, which answers from the first moment mgmt
+ * runs, also while no node has registered); what mgmt waits for before it
+ * builds chains from its STATUS (expect_nodes); file counts from
+ * strata_statfs when a meta service is up; quota roots from meta
+ * (cmd_quota.c, text only).
+ *
+ * Exit status: 0 health ok; 1 health not ok (forming, degraded,
+ * unavailable); 2 usage error; 3 mgmt cannot be reached or read.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
 
 #include "cli.h"
 #include "cli_fs.h"
@@ -16,6 +25,23 @@
 #include "net/rpc.h"
 #include "proto/mgmt.h"
 #include "strata/strata.h"
+
+#define STATUS_EXIT_NOT_OK 1
+#define STATUS_EXIT_NO_MGMT 3
+
+/* Everything status shows, computed once for both forms. */
+struct status_view {
+	const char *addr;
+	struct cluster_map map;
+	uint32_t nodes_up, serving, healthy, dark;
+	uint32_t meta_n, meta_up, mem_n, mem_up;
+	int64_t expect_nodes, storage_nodes;	/* -1: mgmt did not say */
+	uint64_t capacity, used;		/* cm_capacity() */
+	int statrc;				/* of strata_statfs */
+	struct strata_statfs sf;
+	const char *health;			/* ok, forming, degraded, unavailable */
+	char waiting[256];			/* what health waits for; "" when ok */
+};
 
 static const char *node_state(uint32_t st)
 {
@@ -38,21 +64,6 @@ static const char *target_state(uint32_t st)
 	}
 }
 
-/* The cluster map from mgmt. Returns 0 and m (the caller releases it) or a
- * negative error. */
-static int fetch_map(const struct fs_args *a, const char *addr, struct cluster_map *m)
-{
-	struct rpc_client *cl;
-	int rc;
-
-	cm_init(m);
-	if (cli_rpc_client("strata-cli", 5000, a->token, a->mgmt, a->dir, &cl))
-		return -EINVAL;
-	rc = cmap_fetch_sync(cl, addr, 5000, m);
-	rpc_client_free(cl);
-	return rc;
-}
-
 static bool chain_healthy(const struct cluster_map *m, const struct cm_chain *c)
 {
 	bool ok = c->len >= m->replication;
@@ -62,71 +73,13 @@ static bool chain_healthy(const struct cluster_map *m, const struct cm_chain *c)
 	return ok;
 }
 
-/* The summary lines from the map; returns how many nodes, targets and
- * chains are not healthy. */
-static int print_map_summary(const struct cluster_map *m)
+static unsigned chain_serving(const struct cm_chain *c)
 {
-	uint32_t up = 0, serving = 0, healthy = 0;
+	unsigned n = 0;
 
-	for (uint32_t i = 0; i < m->nnodes; i++)
-		up += m->nodes[i].state == NODE_UP;
-	for (uint32_t i = 0; i < m->ntargets; i++)
-		serving += m->targets[i].state == TARGET_SERVING;
-	for (uint32_t i = 0; i < m->nchains; i++)
-		healthy += chain_healthy(m, &m->chains[i]);
-	printf("nodes      %u up of %u\n", up, m->nnodes);
-	printf("targets    %u serving of %u\n", serving, m->ntargets);
-	printf("chains     %u healthy of %u (replication %u)\n", healthy, m->nchains,
-	       m->replication);
-	return (int)(m->nnodes - up) + (int)(m->ntargets - serving) + (int)(m->nchains - healthy);
-}
-
-/* How many chains have no replica serving: their data cannot be read or
- * written until a member that holds it returns. */
-static uint32_t chains_unavailable(const struct cluster_map *m)
-{
-	uint32_t n = 0;
-
-	for (uint32_t i = 0; i < m->nchains; i++) {
-		const struct cm_chain *c = &m->chains[i];
-		bool any = false;
-
-		for (uint8_t k = 0; k < c->len && k < CM_CHAIN_SLOTS; k++)
-			any |= c->states[k] == TARGET_SERVING;
-		n += !any;
-	}
+	for (uint8_t k = 0; k < c->len && k < CM_CHAIN_SLOTS; k++)
+		n += c->states[k] == TARGET_SERVING;
 	return n;
-}
-
-static void print_map_tables(const struct cluster_map *m)
-{
-	char cap[32], used[32];
-
-	printf("\n%-6s %-22s %s\n", "NODE", "ADDRESS", "STATE");
-	for (uint32_t i = 0; i < m->nnodes; i++)
-		printf("%-6u %-22s %s\n", m->nodes[i].id, m->nodes[i].addr, node_state(m->nodes[i].state));
-	printf("\n%-6s %-6s %-8s %12s %12s\n", "TARGET", "NODE", "STATE", "CAPACITY", "USED");
-	for (uint32_t i = 0; i < m->ntargets; i++) {
-		const struct cm_target *t = &m->targets[i];
-
-		printf("%-6u %-6u %-8s %12s %12s\n", t->id, t->node_id, target_state(t->state),
-		       fs_human(t->capacity, cap, sizeof(cap)), fs_human(t->used, used, sizeof(used)));
-	}
-	for (uint32_t i = 0; i < m->nchains; i++) {
-		const struct cm_chain *c = &m->chains[i];
-
-		unsigned ok = 0;
-
-		if (chain_healthy(m, c))
-			continue;
-		for (uint8_t k = 0; k < c->len && k < CM_CHAIN_SLOTS; k++)
-			ok += c->states[k] == TARGET_SERVING;
-		if (ok == 0)
-			printf("chain %u unavailable: no replica serving\n", c->id);
-		else
-			printf("chain %u degraded: %u of %u replicas serving\n", c->id, ok,
-			       m->replication);
-	}
 }
 
 /* Services of kind in the map, and how many are up. */
@@ -144,8 +97,154 @@ static uint32_t count_services(const struct cluster_map *m, uint32_t kind, uint3
 	return n;
 }
 
-static void print_services(const struct cluster_map *m)
+/* Appends ", " (unless first) and the formatted text to v->waiting. */
+static void __attribute__((format(printf, 2, 3))) waiting_add(struct status_view *v,
+							      const char *fmt, ...)
 {
+	size_t len = strlen(v->waiting);
+	va_list ap;
+
+	if (len && len + 2 < sizeof(v->waiting)) {
+		memcpy(v->waiting + len, ", ", 3);
+		len += 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(v->waiting + len, sizeof(v->waiting) - len, fmt, ap);
+	va_end(ap);
+}
+
+static const char *plural(uint32_t n)
+{
+	return n == 1 ? "" : "s";
+}
+
+/* Health, and what it waits for, from the counts. */
+static void judge(struct status_view *v)
+{
+	const struct cluster_map *m = &v->map;
+	uint32_t down = m->nnodes - v->nodes_up, idle = m->ntargets - v->serving;
+	uint32_t short_chains = m->nchains - v->healthy;
+	uint32_t svc_down = v->meta_n - v->meta_up + v->mem_n - v->mem_up;
+
+	v->waiting[0] = 0;
+	if (!m->nchains) {
+		v->health = "forming";
+		if (v->expect_nodes > v->storage_nodes && v->storage_nodes >= 0)
+			waiting_add(v, "%lld of %lld storage nodes registered",
+				    (long long)v->storage_nodes, (long long)v->expect_nodes);
+		else
+			waiting_add(v, "no chains built yet (see mgmt's log)");
+		return;
+	}
+	if (v->dark || !v->meta_up) {
+		v->health = "unavailable";
+		if (v->dark)
+			waiting_add(v, "%u chain%s without a serving replica", v->dark,
+				    plural(v->dark));
+		if (!v->meta_up)
+			waiting_add(v, "no meta service up");
+		return;
+	}
+	if (!down && !idle && !short_chains && !svc_down) {
+		v->health = "ok";
+		return;
+	}
+	v->health = "degraded";
+	if (down)
+		waiting_add(v, "%u node%s not up", down, plural(down));
+	if (idle)
+		waiting_add(v, "%u target%s not serving", idle, plural(idle));
+	if (short_chains)
+		waiting_add(v, "%u chain%s short of replicas", short_chains, plural(short_chains));
+	if (svc_down)
+		waiting_add(v, "%u service%s down", svc_down, plural(svc_down));
+}
+
+/* Reads the map (required), mgmt's STATUS (for expect_nodes) and, with a
+ * meta service up, strata_statfs. Returns 0, or the exit status after
+ * reporting why mgmt cannot be read. */
+static int gather(const struct fs_args *a, struct status_view *v)
+{
+	struct rpc_client *cl;
+	struct strata_opts o;
+	struct strata *s;
+	json_t *mg = NULL;
+	int rc;
+
+	cm_init(&v->map);
+	v->expect_nodes = v->storage_nodes = -1;
+	v->statrc = STRATA_EUNAVAIL;
+	if (cli_rpc_client("strata-cli", 5000, a->token, a->mgmt, a->dir, &cl))
+		return STATUS_EXIT_NO_MGMT;
+	rc = cmap_fetch_sync(cl, v->addr, 5000, &v->map);
+	if (!rc && !cli_service_status(cl, v->addr, "mgmt", 5000, &mg)) {
+		json_t *e = json_object_get(mg, "expect_nodes"), *n = json_object_get(mg, "storage_nodes");
+
+		if (json_is_integer(e) && json_is_integer(n)) {
+			v->expect_nodes = json_integer_value(e);
+			v->storage_nodes = json_integer_value(n);
+		}
+		json_decref(mg);
+	}
+	rpc_client_free(cl);
+	if (rc) {
+		cli_err("status: cannot read the cluster map from mgmt '%s': %s; check that a stratad "
+			"with the mgmt service listens there (--mgmt, --dir or $STRATA_MGMT)",
+			v->addr, strata_strerror(rc));
+		return STATUS_EXIT_NO_MGMT;
+	}
+	for (uint32_t i = 0; i < v->map.nnodes; i++)
+		v->nodes_up += v->map.nodes[i].state == NODE_UP;
+	for (uint32_t i = 0; i < v->map.ntargets; i++)
+		v->serving += v->map.targets[i].state == TARGET_SERVING;
+	for (uint32_t i = 0; i < v->map.nchains; i++) {
+		v->healthy += chain_healthy(&v->map, &v->map.chains[i]);
+		v->dark += chain_serving(&v->map.chains[i]) == 0;
+	}
+	v->meta_n = count_services(&v->map, CM_SVC_META, &v->meta_up);
+	v->mem_n = count_services(&v->map, CM_SVC_MEM, &v->mem_up);
+	(void)cm_capacity(&v->map, &v->capacity, &v->used);
+	/* Only a meta service the map lists as up is asked: while the
+	 * cluster forms there is none, and status answers at once. */
+	if (v->meta_up) {
+		strata_opts_init(&o, sizeof(o));
+		o.retry_ms = 3000;
+		v->statrc = strata_connect(v->addr, &o, &s);
+		if (!v->statrc) {
+			v->statrc = strata_statfs(s, &v->sf);
+			strata_disconnect(s);
+		}
+	}
+	judge(v);
+	return 0;
+}
+
+static void print_tables(const struct cluster_map *m)
+{
+	char cap[32], used[32];
+
+	printf("\n%-6s %-22s %s\n", "NODE", "ADDRESS", "STATE");
+	for (uint32_t i = 0; i < m->nnodes; i++)
+		printf("%-6u %-22s %s\n", m->nodes[i].id, m->nodes[i].addr, node_state(m->nodes[i].state));
+	printf("\n%-6s %-6s %-8s %12s %12s\n", "TARGET", "NODE", "STATE", "CAPACITY", "USED");
+	for (uint32_t i = 0; i < m->ntargets; i++) {
+		const struct cm_target *t = &m->targets[i];
+
+		printf("%-6u %-6u %-8s %12s %12s\n", t->id, t->node_id, target_state(t->state),
+		       fs_human(t->capacity, cap, sizeof(cap)), fs_human(t->used, used, sizeof(used)));
+	}
+	for (uint32_t i = 0; i < m->nchains; i++) {
+		const struct cm_chain *c = &m->chains[i];
+		unsigned ok = chain_serving(c);
+
+		if (chain_healthy(m, c))
+			continue;
+		if (ok == 0)
+			printf("chain %u unavailable: no replica serving\n", c->id);
+		else
+			printf("chain %u degraded: %u of %u replicas serving\n", c->id, ok,
+			       m->replication);
+	}
 	if (!m->nservices)
 		return;
 	printf("\n%-8s %-6s %-22s %s\n", "SERVICE", "NODE", "ADDRESS", "STATE");
@@ -157,18 +256,158 @@ static void print_services(const struct cluster_map *m)
 	}
 }
 
+static void print_text(const struct status_view *v)
+{
+	const struct cluster_map *m = &v->map;
+	char cap[32], used[32], bytes[32];
+
+	printf("cluster    %s (map version %llu)\n", v->addr, (unsigned long long)m->version);
+	printf("nodes      %u up of %u\n", v->nodes_up, m->nnodes);
+	printf("targets    %u serving of %u\n", v->serving, m->ntargets);
+	printf("chains     %u healthy of %u (replication %u)\n", v->healthy, m->nchains,
+	       m->replication);
+	printf("services   meta %u up of %u, mem %u up of %u\n", v->meta_up, v->meta_n, v->mem_up,
+	       v->mem_n);
+	printf("capacity   %s, %s used (%.1f%%)\n", fs_human(v->capacity, cap, sizeof(cap)),
+	       fs_human(v->used, used, sizeof(used)),
+	       v->capacity ? 100.0 * (double)v->used / (double)v->capacity : 0.0);
+	if (v->statrc == 0)
+		printf("namespace  %llu files, %llu directories, %s\n",
+		       (unsigned long long)v->sf.files, (unsigned long long)v->sf.dirs,
+		       fs_human(v->sf.used, bytes, sizeof(bytes)));
+	else
+		printf("namespace  unavailable (%s)\n", v->meta_up ? strata_strerror(v->statrc) :
+		       "no meta service up in the cluster map");
+	if (strcmp(v->health, "forming") == 0)
+		printf("health     forming: %s\n", v->waiting);
+	else if (v->waiting[0])
+		printf("health     %s (%s)\n", v->health, v->waiting);
+	else
+		printf("health     %s\n", v->health);
+	print_tables(m);
+}
+
+#define JSET(o, k, v) json_object_set_new(o, k, v)
+
+static json_t *json_chains(const struct status_view *v)
+{
+	const struct cluster_map *m = &v->map;
+	json_t *o = json_object(), *bad = json_array();
+
+	JSET(o, "total", json_integer(m->nchains));
+	JSET(o, "healthy", json_integer(v->healthy));
+	JSET(o, "replication", json_integer(m->replication));
+	for (uint32_t i = 0; i < m->nchains; i++) {
+		const struct cm_chain *c = &m->chains[i];
+		json_t *e;
+
+		if (chain_healthy(m, c))
+			continue;
+		e = json_object();
+		JSET(e, "id", json_integer(c->id));
+		JSET(e, "serving", json_integer(chain_serving(c)));
+		JSET(e, "state", json_string(chain_serving(c) ? "degraded" : "unavailable"));
+		json_array_append_new(bad, e);
+	}
+	JSET(o, "unhealthy", bad);
+	return o;
+}
+
+static json_t *json_members(const struct status_view *v)
+{
+	const struct cluster_map *m = &v->map;
+	json_t *o = json_object(), *nodes = json_array(), *targets = json_array();
+	json_t *svcs = json_array();
+	char fs[20];
+
+	for (uint32_t i = 0; i < m->nnodes; i++) {
+		json_t *e = json_object();
+
+		JSET(e, "id", json_integer(m->nodes[i].id));
+		JSET(e, "address", json_string(m->nodes[i].addr));
+		JSET(e, "state", json_string(node_state(m->nodes[i].state)));
+		json_array_append_new(nodes, e);
+	}
+	for (uint32_t i = 0; i < m->ntargets; i++) {
+		const struct cm_target *t = &m->targets[i];
+		json_t *e = json_object();
+
+		snprintf(fs, sizeof(fs), "%016llx", (unsigned long long)t->fs);
+		JSET(e, "id", json_integer(t->id));
+		JSET(e, "node", json_integer(t->node_id));
+		JSET(e, "state", json_string(target_state(t->state)));
+		JSET(e, "capacity", json_integer((json_int_t)t->capacity));
+		JSET(e, "used", json_integer((json_int_t)t->used));
+		JSET(e, "fs", t->fs ? json_string(fs) : json_null());
+		json_array_append_new(targets, e);
+	}
+	for (uint32_t i = 0; i < m->nservices; i++) {
+		const struct cm_service *sv = &m->services[i];
+		json_t *e = json_object();
+
+		JSET(e, "kind", json_string(cm_service_kind_name(sv->kind)));
+		JSET(e, "node", json_integer(sv->node_id));
+		JSET(e, "address", json_string(sv->addr));
+		JSET(e, "state", json_string(node_state(sv->state)));
+		json_array_append_new(svcs, e);
+	}
+	JSET(o, "nodes", nodes);
+	JSET(o, "targets", targets);
+	JSET(o, "services", svcs);
+	return o;
+}
+
+static int print_json(const struct status_view *v)
+{
+	json_t *o = json_object(), *cap = json_object(), *ns = json_null(), *w = json_array();
+	int rc;
+
+	JSET(o, "cluster", json_string(v->addr));
+	JSET(o, "map_version", json_integer((json_int_t)v->map.version));
+	JSET(o, "health", json_string(v->health));
+	/* One reason a string, as the text form lists them. */
+	for (const char *p = v->waiting; *p;) {
+		size_t n = strcspn(p, ",");
+
+		json_array_append_new(w, json_stringn(p, n));
+		p += n;
+		p += strspn(p, ", ");
+	}
+	JSET(o, "waiting_for", w);
+	JSET(o, "nodes_up", json_integer(v->nodes_up));
+	JSET(o, "targets_serving", json_integer(v->serving));
+	JSET(o, "storage_nodes", v->storage_nodes >= 0 ? json_integer(v->storage_nodes) : json_null());
+	JSET(o, "expect_nodes", v->expect_nodes >= 0 ? json_integer(v->expect_nodes) : json_null());
+	JSET(o, "chains", json_chains(v));
+	JSET(cap, "total", json_integer((json_int_t)v->capacity));
+	JSET(cap, "used", json_integer((json_int_t)v->used));
+	JSET(o, "capacity", cap);
+	if (v->statrc == 0) {
+		ns = json_object();
+		JSET(ns, "files", json_integer((json_int_t)v->sf.files));
+		JSET(ns, "directories", json_integer((json_int_t)v->sf.dirs));
+		JSET(ns, "bytes", json_integer((json_int_t)v->sf.used));
+	}
+	JSET(o, "namespace", ns);
+	json_object_update_new(o, json_members(v));
+	rc = json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	if (rc) {
+		cli_err("status: cannot write the JSON: out of memory");
+		return 1;
+	}
+	putchar('\n');
+	return 0;
+}
+
 int fs_cmd_status(int argc, char **argv)
 {
-	struct strata_statfs sf;
-	struct strata_opts o;
-	struct cluster_map m;
+	struct status_view v;
 	struct fs_args a;
-	struct strata *s = NULL;
-	char addr[256], cap[32], used[32];
-	uint32_t meta_n = 0, meta_up = 0, mem_n = 0, mem_up = 0, dark = 0;
-	int rc, maprc, statrc = STRATA_EUNAVAIL, problems = 0;
+	char addr[256];
+	int rc;
 
-	rc = fs_parse(argc, argv, "", false, &a);
+	rc = fs_parse(argc, argv, "J", false, &a);
 	if (rc)
 		return rc;
 	if (a.npos) {
@@ -177,71 +416,25 @@ int fs_cmd_status(int argc, char **argv)
 	}
 	rc = fs_mgmt_addr(&a, addr, sizeof(addr));
 	if (rc)
+		return rc == 1 ? STATUS_EXIT_NO_MGMT : rc;
+	memset(&v, 0, sizeof(v));
+	v.addr = addr;
+	rc = gather(&a, &v);
+	if (rc) {
+		cm_release(&v.map);
 		return rc;
-	/* The map first: it answers while the namespace is away, and says
-	 * whether there is a meta service to ask at all. */
-	maprc = fetch_map(&a, addr, &m);
-	if (maprc == 0) {
-		meta_n = count_services(&m, CM_SVC_META, &meta_up);
-		mem_n = count_services(&m, CM_SVC_MEM, &mem_up);
-		dark = chains_unavailable(&m);
 	}
-	if (maprc || meta_up) {
-		strata_opts_init(&o, sizeof(o));
-		o.retry_ms = 10000;
-		statrc = strata_connect(addr, &o, &s);
-		if (!statrc) {
-			statrc = strata_statfs(s, &sf);
-			strata_disconnect(s);
-		}
-	}
-	if (maprc && statrc) {
-		cli_err("cannot get the cluster's status from '%s': %s", addr, strata_strerror(statrc));
-		return 1;
-	}
-	if (maprc == 0) {
-		printf("cluster    %s (map version %llu)\n", addr, (unsigned long long)m.version);
-		problems = print_map_summary(&m);
-		printf("services   meta %u up of %u, mem %u up of %u\n", meta_up, meta_n, mem_up,
-		       mem_n);
-		problems += (int)(meta_n - meta_up + mem_n - mem_up);
+	if (a.flag['J']) {
+		rc = print_json(&v);
 	} else {
-		printf("cluster    %s\n", addr);
-		printf("nodes      %u\n", sf.nodes);
-		printf("targets    %u\n", sf.targets);
-		printf("chains     %u (replication %u)\n", sf.chains, sf.replication);
-	}
-	if (statrc == 0) {
-		printf("capacity   %s, %s used (%.1f%%)\n", fs_human(sf.capacity, cap, sizeof(cap)),
-		       fs_human(sf.used, used, sizeof(used)),
-		       sf.capacity ? 100.0 * (double)sf.used / (double)sf.capacity : 0.0);
-		printf("namespace  %llu files, %llu directories\n", (unsigned long long)sf.files,
-		       (unsigned long long)sf.dirs);
-	} else {
-		printf("namespace  unavailable (%s)\n", meta_up ? strata_strerror(statrc) :
-		       "no meta service up in the cluster map");
-	}
-	if (maprc == 0) {
-		if (dark || !meta_up) {
-			printf("health     unavailable (");
-			if (dark)
-				printf("%u chain%s without a serving replica%s", dark,
-				       dark == 1 ? "" : "s", meta_up ? "" : ", ");
-			if (!meta_up)
-				printf("no meta service up");
-			printf(")\n");
-		} else {
-			printf("health     %s\n", problems ? "degraded" : "ok");
-		}
-		print_map_tables(&m);
-		print_services(&m);
-		cm_release(&m);
+		print_text(&v);
 		/* Quota roots need an admin token (their paths name every
 		 * tenant's); without one status leaves them out. */
-		if (statrc == 0)
+		if (v.statrc == 0)
 			(void)fs_quota_roots(&a);
-	} else {
-		printf("health     unknown (cannot read the cluster map: %s)\n", strata_strerror(maprc));
 	}
-	return 0;
+	cm_release(&v.map);
+	if (rc)
+		return rc;
+	return strcmp(v.health, "ok") ? STATUS_EXIT_NOT_OK : 0;
 }

@@ -204,10 +204,10 @@ static void publish_map(struct sclient *sc, int err)
 
 	for (uint32_t i = 0; i < sc->map.nnodes; i++)
 		sum.nodes += sc->map.nodes[i].state == NODE_UP;
-	for (uint32_t i = 0; i < sc->map.ntargets; i++) {
+	for (uint32_t i = 0; i < sc->map.ntargets; i++)
 		sum.targets += sc->map.targets[i].state == TARGET_SERVING;
-		sum.capacity += sc->map.targets[i].capacity;
-	}
+	/* Each filesystem once (on -ENOMEM: 0, "unknown"). */
+	(void)cm_capacity(&sc->map, &sum.capacity, NULL);
 	pthread_mutex_lock(&sc->lock);
 	if (!cm_reserve_services(&sc->svcs, sc->map.nservices)) {
 		sc->svcs.nservices = sc->map.nservices;

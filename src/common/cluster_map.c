@@ -218,6 +218,60 @@ bool cm_chain_ok(const struct cluster_map *m, const struct cm_chain *c)
 	return true;
 }
 
+struct fs_cap {
+	uint64_t fs, capacity;
+};
+
+static int cmp_fs_cap(const void *a, const void *b)
+{
+	const struct fs_cap *x = a, *y = b;
+
+	return x->fs < y->fs ? -1 : x->fs > y->fs;
+}
+
+int cm_capacity(const struct cluster_map *m, uint64_t *capacity, uint64_t *used)
+{
+	struct fs_cap *shared = m->ntargets ? malloc(m->ntargets * sizeof(*shared)) : NULL;
+	uint64_t cap = 0, use = 0;
+	uint32_t n = 0;
+
+	if (capacity)
+		*capacity = 0;
+	if (used)
+		*used = 0;
+	if (m->ntargets && !shared)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < m->ntargets; i++) {
+		const struct cm_target *t = &m->targets[i];
+
+		if (t->state == TARGET_LOST)
+			continue;
+		use += t->used;
+		if (t->fs)
+			shared[n++] = (struct fs_cap){ t->fs, t->capacity };
+		else
+			cap += t->capacity;
+	}
+	if (n)
+		qsort(shared, n, sizeof(*shared), cmp_fs_cap);
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t most = shared[i].capacity;
+
+		while (i + 1 < n && shared[i + 1].fs == shared[i].fs) {
+			i++;
+			if (shared[i].capacity > most)
+				most = shared[i].capacity;
+		}
+		cap += most;
+	}
+	free(shared);
+	if (capacity)
+		*capacity = cap;
+	if (used)
+		*used = use;
+	return 0;
+}
+
 int cm_validate(const struct cluster_map *m)
 {
 	if (m->replication > CM_MAX_R || m->nnodes > CM_MAX_NODES ||

@@ -114,6 +114,12 @@ struct cm_target {
 	uint32_t node_id;
 	uint64_t capacity, used;	/* bytes */
 	uint32_t state;			/* enum cm_target_state */
+	/* The filesystem holding it (fs_identity(), common/fileio.h): targets
+	 * with the same nonzero fs share one capacity; 0: a capacity of its
+	 * own (storage.capacity). Reported with every heartbeat; not stored
+	 * by mgmt (0 after its restart until the next heartbeat, whose new
+	 * fs makes a new version: cm_update_space()). */
+	uint64_t fs;
 };
 
 struct cm_chain {
@@ -177,6 +183,16 @@ bool cm_chain_ok(const struct cluster_map *m, const struct cm_chain *c);
 uint32_t cm_node_of(const struct cluster_map *m, uint32_t target_id);
 /* Index of c's last SERVING member (its committed tail), or -1. */
 int cm_serving_tail(const struct cm_chain *c);
+
+/*
+ * The cluster's raw space, counting each filesystem once: capacity sums
+ * the targets' capacities, except that targets reporting the same nonzero
+ * fs (several targets, or several nodes of one machine, on one disk) add
+ * it once, the largest they report; used sums what every target holds.
+ * LOST targets are left out. Either pointer may be NULL.
+ * Returns 0, or -ENOMEM (both left at 0).
+ */
+int cm_capacity(const struct cluster_map *m, uint64_t *capacity, uint64_t *used);
 
 /*
  * Structural check of a map: ids nonzero and strictly increasing, states

@@ -1,5 +1,6 @@
 /* Whole-buffer file I/O and mkdir -p (fileio.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <string.h>
@@ -96,4 +97,53 @@ int mkdir_p(const char *path, mode_t mode)
 			return rc;
 	}
 	return mkdir_one(tmp, mode, true);
+}
+
+/* FNV-1a over len bytes, continuing from h. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t len)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+/* The first line of the first of the files that can be read, into buf
+ * (NUL-terminated); "" when none can. */
+static void machine_identity(char *buf, size_t len)
+{
+	static const char *const files[] = { "/etc/machine-id",
+					     "/proc/sys/kernel/random/boot_id" };
+
+	buf[0] = 0;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]) && !buf[0]; i++) {
+		int fd = open(files[i], O_RDONLY | O_CLOEXEC);
+		ssize_t n;
+
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, len - 1);
+		close(fd);
+		buf[n > 0 ? n : 0] = 0;
+		buf[strcspn(buf, "\n")] = 0;
+	}
+}
+
+int fs_identity(const char *path, uint64_t *id)
+{
+	char machine[128];
+	uint64_t dev, h = 0xcbf29ce484222325ULL;
+	struct stat sb;
+
+	if (stat(path, &sb) < 0)
+		return -errno;
+	machine_identity(machine, sizeof(machine));
+	dev = (uint64_t)sb.st_dev;
+	h = fnv1a(h, machine, strlen(machine));
+	h = fnv1a(h, &dev, sizeof(dev));
+	*id = h ? h : 1;
+	return 0;
 }

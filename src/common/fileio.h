@@ -26,4 +26,15 @@ int pread_full(int fd, void *buf, size_t len, uint64_t off);
  * something else than a directory, -ENAMETOOLONG past PATH_MAX. */
 int mkdir_p(const char *path, mode_t mode);
 
+/*
+ * An id of the filesystem that holds path, the same for every path on that
+ * filesystem of this machine and (with overwhelming likelihood) different
+ * for any other filesystem, of this machine or another: a hash of the
+ * machine's identity (/etc/machine-id, else the boot id) and the device
+ * number (st_dev). Never 0. Targets that report the same id share one
+ * capacity (cm_capacity() in common/cluster_map.h).
+ * Returns 0 and *id, or -errno from stat(2).
+ */
+int fs_identity(const char *path, uint64_t *id);
+
 #endif

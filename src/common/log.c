@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include <errno.h>
 #include <pthread.h>
@@ -128,4 +129,18 @@ void assert_fail_abort(const char *file, int line, const char *cond, const char 
 {
 	log_msg(LOG_ERROR, "assert", "%s:%d: assertion '%s' failed: %s", file, line, cond, reason);
 	abort();
+}
+
+int log_open_file(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	int rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fd != g_fd && dup2(fd, g_fd) < 0)
+		rc = -errno;
+	if (fd != g_fd)
+		close(fd);
+	return rc;
 }

@@ -15,6 +15,16 @@ enum log_level log_get_level(void);
 /* Sends log lines to fd (default 2). */
 void log_set_fd(int fd);
 /*
+ * Makes the log fd (2 unless log_set_fd changed it) the file path, opened
+ * for appending (created with mode 0640): log lines, and whatever else
+ * the process writes there (sanitizer reports), go to it. Calling it again
+ * reopens path, which is how a daemon follows a rotation (logrotate moves
+ * the file, then sends SIGHUP). Another thread's line goes whole to the
+ * old file or the new one (dup2 replaces the fd atomically).
+ * Returns 0 or -errno (the log fd then unchanged).
+ */
+int log_open_file(const char *path);
+/*
  * Sends log lines to fn instead of the fd; NULL restores the fd. fn gets
  * the level, the component and the formatted message (no time stamp, no
  * newline; valid during the call) and runs on the logging thread. For

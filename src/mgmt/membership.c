@@ -356,6 +356,7 @@ int cm_register_node(struct cluster_map *m, uint32_t node_id, const char *addr,
 		t->node_id = node_id;
 		t->capacity = info[i].capacity;
 		t->used = info[i].used;
+		t->fs = info[i].fs;
 		t->state = TARGET_SERVING;
 		change_map(&ch);
 	}
@@ -389,6 +390,7 @@ int cm_register_node(struct cluster_map *m, uint32_t node_id, const char *addr,
 			t->used = ti->used;
 			change_map(&ch);
 		}
+		t->fs = ti->fs;	/* not persisted: no new version for it */
 		if (t->state == TARGET_OFFLINE) {
 			target_bring_back(&ch, t);
 			change_map(&ch);
@@ -428,6 +430,29 @@ static bool drained_offline(const struct cluster_map *m, const struct cm_node *n
 		offline |= t->state == TARGET_OFFLINE;
 	}
 	return offline;
+}
+
+uint32_t cm_update_space(struct cluster_map *m, uint32_t node_id,
+			 const struct cm_target_info *targets, uint32_t n)
+{
+	uint32_t changed = 0;
+	bool fs_moved = false;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct cm_target *t = target_get(m, targets[i].id);
+
+		if (!t || t->node_id != node_id)
+			continue;
+		fs_moved |= t->fs != targets[i].fs;
+		changed += t->capacity != targets[i].capacity || t->used != targets[i].used ||
+			   t->fs != targets[i].fs;
+		t->capacity = targets[i].capacity;
+		t->used = targets[i].used;
+		t->fs = targets[i].fs;
+	}
+	if (fs_moved)
+		m->version++;
+	return changed;
 }
 
 int cm_heartbeat(struct cluster_map *m, uint32_t node_id, uint64_t lease_expires_ms)

@@ -24,6 +24,7 @@
 struct cm_target_info {
 	uint32_t id;
 	uint64_t capacity, used;
+	uint64_t fs;		/* as struct cm_target's */
 };
 
 /*
@@ -48,6 +49,20 @@ struct cm_target_info {
 int cm_register_node(struct cluster_map *m, uint32_t node_id, const char *addr,
 		     const struct cm_target_info *targets, uint32_t n,
 		     uint64_t lease_expires_ms);
+
+/*
+ * What a heartbeat tells of node_id's targets: the capacity, usage and fs
+ * of each listed target that belongs to node_id are updated, without a new
+ * map version (they are informational: nobody routes by them, and a
+ * version per heartbeat would make every holder refetch the map), except
+ * when a target's fs changed (mgmt does not store it: after its restart
+ * the first heartbeat tells it again), so that clients' capacity totals
+ * (strata_statfs) count the filesystem once again. Targets not listed, or
+ * of another node, are left alone.
+ * Returns how many targets changed.
+ */
+uint32_t cm_update_space(struct cluster_map *m, uint32_t node_id,
+			 const struct cm_target_info *targets, uint32_t n);
 
 /* Renews node_id's lease. Returns 0, -ENOENT (unknown node) or -ENOTCONN
  * (the node is OFFLINE, or DRAINING with no target in service and one

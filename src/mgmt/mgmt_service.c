@@ -17,9 +17,15 @@
 #include "proto/server.h"
 #include "common/errors_int.h"
 #include "common/token.h"
+#include "net/addr.h"
 #include "net/auth.h"
+#include "net/server.h"
 
 PROTO_SERVER(mgmt, MGMT_OPS)
+
+/* How often heartbeats refresh the capacity and usage of STATUS and
+ * /metrics (a change of the map refreshes them at once). */
+#define SPACE_SNAPSHOT_MS 250
 
 /* [mgmt] keys of the service (mgmt.address and mgmt.heartbeat are the
  * node's: every node needs them). */
@@ -40,7 +46,10 @@ struct mgmt {
 	const struct cluster_key *key;	/* env->key: signs the registry's tokens */
 	/* For status/metrics from other threads. */
 	volatile uint64_t version_snapshot;
-	volatile uint32_t nodes_up, nodes_total, chains, chains_short;
+	volatile uint32_t nodes_up, nodes_total, chains, chains_short, storage_nodes;
+	volatile uint64_t capacity, used;	/* cm_capacity() */
+	uint64_t space_ms;			/* when they were computed */
+	bool space_stale;			/* a heartbeat changed them since */
 	uint64_t reports;
 };
 
@@ -66,6 +75,21 @@ static int incarnation_changed(struct mgmt *m, uint32_t node, uint64_t inc, bool
 	return was == inc ? 0 : mgmt_store_set_incarnation(m->store, node, inc);
 }
 
+static uint32_t nodes_with_targets(const struct cluster_map *map);
+
+/* The space figures of status and /metrics. */
+static void snapshot_space(struct mgmt *m)
+{
+	uint64_t cap, used;
+
+	m->space_ms = reactor_now_ms();
+	m->space_stale = false;
+	if (cm_capacity(&m->map, &cap, &used) == 0) {
+		m->capacity = cap;
+		m->used = used;
+	}
+}
+
 static void snapshot(struct mgmt *m)
 {
 	uint32_t up = 0, short_chains = 0;
@@ -83,7 +107,9 @@ static void snapshot(struct mgmt *m)
 	m->nodes_up = up;
 	m->nodes_total = m->map.nnodes;
 	m->chains = m->map.nchains;
+	m->storage_nodes = nodes_with_targets(&m->map);
 	m->chains_short = short_chains;
+	snapshot_space(m);
 }
 
 static void persist(struct mgmt *m)
@@ -134,6 +160,31 @@ static void reply_lease(struct mgmt *m, struct svc_req *req)
 	mg_register_reply(req, 0, &rep);
 }
 
+/* The targets of a REGISTER or HEARTBEAT (at most
+ * MGMT_MAX_TARGETS_PER_NODE, the decoder's bound) into tis. */
+static void target_infos(const struct mg_target_info *w, uint32_t n, struct cm_target_info *tis)
+{
+	for (uint32_t i = 0; i < n; i++)
+		tis[i] = (struct cm_target_info){ w[i].id, w[i].capacity, w[i].used, w[i].fs };
+}
+
+/* A node that registers a loopback address from another host (a wildcard
+ * listen advertised as 127.0.0.1, a copied config) is unreachable for
+ * every other host: said, rate-limited, since the node retries. */
+static void check_registered_addr(struct svc_req *req, uint32_t node_id, const char *addr)
+{
+	const char *peer = svc_req_peer(req);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	if (!addr_is_loopback(addr) || !peer || addr_parse_numeric(peer, &ss, &sl) ||
+	    addr_is_loopback(peer))
+		return;
+	log_warn_limited("mgmt", "node %u registers the loopback address '%s' from '%s': other "
+			 "hosts cannot reach it there; set its node.advertise to an address they "
+			 "reach", node_id, addr, peer);
+}
+
 static void op_register(void *svc, struct svc_req *req)
 {
 	struct mgmt *m = svc;
@@ -146,9 +197,7 @@ static void op_register(void *svc, struct svc_req *req)
 	if (mg_register_req(req, &rq))
 		return;
 	rc = rq.node_id && rq.incarnation ? pstr_copy(rq.addr, addr, sizeof(addr)) : STRATA_EBADMSG;
-	for (uint32_t i = 0; i < rq.targets_n; i++)
-		tis[i] = (struct cm_target_info){ rq.targets[i].id, rq.targets[i].capacity,
-						  rq.targets[i].used };
+	target_infos(rq.targets, rq.targets_n, tis);
 	if (rc) {
 		mg_register_release(&rq);
 		svc_reply(req, STRATA_EBADMSG);
@@ -184,6 +233,7 @@ static void op_register(void *svc, struct svc_req *req)
 	}
 	log_info("mgmt", "node %u registered at '%s' with %u target(s)", rq.node_id, addr,
 		 rq.targets_n);
+	check_registered_addr(req, rq.node_id, addr);
 	mg_register_release(&rq);
 	maybe_build_chains(m);
 	persist(m);
@@ -193,13 +243,30 @@ static void op_register(void *svc, struct svc_req *req)
 static void op_heartbeat(void *svc, struct svc_req *req)
 {
 	struct mgmt *m = svc;
+	struct cm_target_info tis[MGMT_MAX_TARGETS_PER_NODE];
 	struct mg_heartbeat rq;
 	int rc;
 
 	if (mg_heartbeat_req(req, &rq))
 		return;
-	/* Target usage updates are informational; not kept yet. */
 	rc = cm_heartbeat(&m->map, rq.node_id, reactor_now_ms() + m->lease_ms);
+	/* Usage is as fresh as the last heartbeat: kept in the map (no new
+	 * version), seen by whoever fetches the whole map (strata status),
+	 * STATUS and /metrics. */
+	if (!rc) {
+		uint64_t v = m->map.version;
+
+		target_infos(rq.targets, rq.targets_n, tis);
+		/* cm_capacity sorts every target: at most a few times a
+		 * second, however many nodes heartbeat; a change waits for
+		 * the next heartbeat past that. */
+		if (cm_update_space(&m->map, rq.node_id, tis, rq.targets_n))
+			m->space_stale = true;
+		if (m->space_stale && reactor_now_ms() - m->space_ms >= SPACE_SNAPSHOT_MS)
+			snapshot_space(m);
+		if (m->map.version != v)
+			persist(m);
+	}
 	mg_heartbeat_release(&rq);
 	if (rc) {
 		svc_reply(req, rc);
@@ -579,6 +646,12 @@ static void mgmt_status(void *svc, json_t *o)
 	json_object_set_new(o, "nodes_up", json_integer(m->nodes_up));
 	json_object_set_new(o, "chains", json_integer(m->chains));
 	json_object_set_new(o, "chains_short", json_integer(m->chains_short));
+	/* What the cluster waits for before it builds chains (strata status
+	 * says "forming: N of M storage nodes registered"). */
+	json_object_set_new(o, "storage_nodes", json_integer(m->storage_nodes));
+	json_object_set_new(o, "expect_nodes", json_integer(m->expect_nodes));
+	json_object_set_new(o, "capacity", json_integer((json_int_t)m->capacity));
+	json_object_set_new(o, "used", json_integer((json_int_t)m->used));
 }
 
 static void mgmt_metrics(void *svc, struct bbuf *out)
@@ -590,6 +663,11 @@ static void mgmt_metrics(void *svc, struct bbuf *out)
 	metrics_put(out, "strata_mgmt_nodes_up", "gauge", "storage nodes up", m->nodes_up);
 	metrics_put(out, "strata_mgmt_chains_short", "gauge",
 		    "chains with fewer serving replicas than R", m->chains_short);
+	metrics_put(out, "strata_mgmt_capacity_bytes", "gauge",
+		    "raw capacity of the storage targets, each filesystem counted once",
+		    (double)m->capacity);
+	metrics_put(out, "strata_mgmt_used_bytes", "gauge",
+		    "bytes the storage targets hold (as of their last heartbeat)", (double)m->used);
 }
 
 #define K(name, type, field, def, min, max, help) \

@@ -4,7 +4,9 @@
  *   REGISTER   a storage node (re)joins: its address, targets and
  *              incarnation (nonzero, new for every start of the process)
  *              -> mg_lease (the map version, and the lease it renews)
- *   HEARTBEAT  renews the lease; the targets' current usage
+ *   HEARTBEAT  renews the lease; the targets' current capacity, usage
+ *              and filesystem, which mgmt keeps in its map (without a
+ *              new version: a GET_MAP of the whole map sees them)
  *              -> mg_lease (-ENOTCONN / -ENOENT: register again)
  *   GET_MAP    the cluster map, when newer than the caller's version
  *   REPORT     a replica found a chunk damaged
@@ -45,10 +47,13 @@ enum mgmt_admin_action {
 };
 #define MGMT_ADMIN_LAST MGMT_ADMIN_SYNCED
 
+/* fs: the filesystem holding the target (fs_identity(), common/fileio.h),
+ * or 0 when the target has a capacity of its own (storage.capacity). */
 #define MG_TARGET_INFO_FIELDS(X) \
 	X(U32, id) \
 	X(U64, capacity) \
-	X(U64, used)
+	X(U64, used) \
+	X(U64, fs)
 PROTO_MSG(mg_target_info, MG_TARGET_INFO_FIELDS)
 
 #define MG_REGISTER_FIELDS(X) \
@@ -92,7 +97,8 @@ PROTO_MSG(cm_node_w, CM_NODE_W_FIELDS)
 	X(U32, node_id) \
 	X(U64, capacity) \
 	X(U64, used) \
-	X(U32R, state, TARGET_LOST)
+	X(U32R, state, TARGET_LOST) \
+	X(U64, fs)
 PROTO_MSG(cm_target_w, CM_TARGET_W_FIELDS)
 
 #define CM_MEMBER_W_FIELDS(X) \

@@ -54,7 +54,10 @@ int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 int cmap_fetch_sync(struct rpc_client *cl, const char *addr, uint32_t timeout_ms,
 		    struct cluster_map *out)
 {
-	struct mg_since rq = { 0 };	/* since 0: always the whole map */
+	/* No version is UINT64_MAX: mgmt sends the whole map, also the empty
+	 * one of version 0 (since 0 got nothing back from a cluster where no
+	 * node had registered yet). */
+	struct mg_since rq = { UINT64_MAX };
 	struct bbuf body;
 	struct proto_sync s = { .timeout_ms = timeout_ms, .body = &body };
 	struct mg_map rep;

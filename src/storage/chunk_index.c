@@ -412,6 +412,12 @@ int chunk_space_avail(struct chunk_store *cs, uint64_t *avail)
 	return 0;
 }
 
+int chunk_fs(struct chunk_store *cs, uint64_t *fs)
+{
+	*fs = 0;
+	return cs->o.capacity ? 0 : fs_identity(cs->dir, fs);
+}
+
 /* ---- open / close ---- */
 
 void chunk_store_opts_init(struct chunk_store_opts *o, size_t size)

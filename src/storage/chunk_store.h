@@ -240,6 +240,13 @@ int chunk_list(struct chunk_store *cs, int (*fn)(void *arg, const struct chunk_i
  * Returns 0 or a negative errno from statvfs.
  */
 int chunk_space(struct chunk_store *cs, uint64_t *total, uint64_t *used);
+/*
+ * The filesystem that holds the store (fs_identity(), common/fileio.h),
+ * or 0 when the store has a capacity of its own (opts.capacity): stores
+ * with the same nonzero id share one capacity. Returns 0 or a negative
+ * errno from stat(2).
+ */
+int chunk_fs(struct chunk_store *cs, uint64_t *fs);
 
 /*
  * Bytes the store can still take now: the configured capacity less used,

@@ -89,6 +89,10 @@ struct target {
 	struct reactor_watch w;
 	struct cstate *buckets[CSTATE_BUCKETS];
 	char dir[CFG_STR_MAX + 32];
+	/* The filesystem of dir (fs_identity()), or 0 when the target has a
+	 * capacity of its own (storage.capacity): told to mgmt with every
+	 * heartbeat, so that targets on one disk count it once. */
+	uint64_t fs;
 	/* Chunks this replica knows it lacks (missed updates, bad copies):
 	 * reads of them are refused until repaired. */
 	struct cstate *needsync;	/* list through cstate.snext */

@@ -182,6 +182,7 @@ static void fill_targets(struct storage *st, struct mg_target_info *ti)
 		ti[i].id = st->targets[i].id;
 		ti[i].capacity = 0;
 		ti[i].used = 0;
+		ti[i].fs = st->targets[i].fs;
 		chunk_space(st->targets[i].cs, &ti[i].capacity, &ti[i].used);
 	}
 }

@@ -341,6 +341,8 @@ static int storage_start(const struct service_env *env, void **out)
 		o.on_done = poll_soon;
 		o.on_done_arg = t;
 		rc = chunk_store_open(t->dir, &o, &t->cs);
+		if (!rc)
+			rc = chunk_fs(t->cs, &t->fs);
 		if (rc) {
 			log_error("storage", "cannot open target %u in '%s': %s", t->id, t->dir,
 				  strata_strerror(rc));

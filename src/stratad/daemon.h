@@ -27,6 +27,7 @@ struct daemon_cfg {
 	char advertise[CFG_STR_MAX];
 	int64_t threads;
 	char log_level[CFG_STR_MAX];
+	char log_file[CFG_STR_MAX];	/* "" = stderr */
 	char services[CFG_STR_MAX];
 	char metrics_listen[CFG_STR_MAX];
 	char key_file[CFG_STR_MAX];	/* the cluster key ("" = none) */

@@ -36,9 +36,13 @@ static const struct cfg_key node_keys[] = {
 	K("node", "id", CFG_INT, node_id, "1", 1, 65535, "node id, unique in the cluster"),
 	K("node", "data", CFG_STR, data, "./strata-data", 0, 0, "data directory"),
 	K("node", "listen", CFG_STR, listen, "127.0.0.1:7300", 0, 0, "RPC address (port 0 = any)"),
-	K("node", "advertise", CFG_STR, advertise, "", 0, 0, "address peers use (default: listen)"),
+	K("node", "advertise", CFG_STR, advertise, "", 0, 0,
+	  "address peers use, HOST:PORT or HOST (the listen port); default: listen, which "
+	  "must then not be a wildcard (0.0.0.0, [::])"),
 	K("node", "threads", CFG_INT, threads, "0", 0, 256, "reactor threads (0 = one per core)"),
 	K("node", "log_level", CFG_STR, log_level, "info", 0, 0, "debug, info, warn, error"),
+	K("node", "log_file", CFG_STR, log_file, "", 0, 0,
+	  "append the log to this file (empty = stderr); SIGHUP reopens it (rotation)"),
 	K("node", "services", CFG_STR, services, "", 0, 0,
 	  "comma-separated services to run (see the sections below)"),
 	K("node", "metrics_listen", CFG_STR, metrics_listen, "", 0, 0,
@@ -490,6 +494,62 @@ static int setup_auth(struct daemon *d, struct net_auth *auth_out)
 	return 0;
 }
 
+static bool is_wildcard(const char *host)
+{
+	return strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0;
+}
+
+/*
+ * The address peers are told (node.advertise, else node.listen): a
+ * wildcard listen address names no host, and advertising it (or a
+ * loopback stand-in) sends every remote peer to itself, so it needs
+ * node.advertise. node.advertise is HOST:PORT, or HOST alone for the port
+ * this node listens on (node.listen's, or the one the kernel picks for
+ * port 0). Sets *host_only. Returns 0, or -EINVAL after logging which key
+ * to set.
+ */
+static int check_advertise(const struct daemon *d, bool *host_only)
+{
+	char host[ADDR_HOST_MAX];
+	int port;
+
+	*host_only = false;
+	if (parse_hostport(d->cfg.listen, host, sizeof(host), &port))
+		return -EINVAL;	/* setup_auth said why */
+	if (!d->cfg.advertise[0]) {
+		if (!is_wildcard(host))
+			return 0;
+		log_error("stratad", "key 'node.listen' is the wildcard address '%s' and "
+			  "'node.advertise' is not set: peers would be told no address of this "
+			  "host; set node.advertise to the address other hosts reach it at "
+			  "(HOST or HOST:PORT)", d->cfg.listen);
+		return -EINVAL;
+	}
+	if (parse_hostport(d->cfg.advertise, host, sizeof(host), &port)) {
+		/* HOST alone: a name or IPv4 literal, or [IPv6]. */
+		const char *a = d->cfg.advertise;
+		size_t n = strlen(a);
+
+		if (n + 8 > sizeof(d->addr) ||
+		    (a[0] == '[' ? n < 3 || a[n - 1] != ']' : strchr(a, ':') != NULL) ||
+		    strchr(a, ' ')) {
+			log_error("stratad", "key 'node.advertise': '%s' is not HOST or HOST:PORT "
+				  "(IPv6 as [ADDR] or [ADDR]:PORT)", a);
+			return -EINVAL;
+		}
+		snprintf(host, sizeof(host), "%.*s", a[0] == '[' ? (int)n - 2 : (int)n,
+			 a + (a[0] == '['));
+		*host_only = true;
+	}
+	if (is_wildcard(host) || (!*host_only && port == 0)) {
+		log_error("stratad", "key 'node.advertise': '%s' is not an address peers can "
+			  "reach (a wildcard host or port 0); name this host and its port, or "
+			  "the host alone", d->cfg.advertise);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /*
  * TLS: what this node serves (server_out, NULL: plain TCP) and, with
  * node.tls_ca, how its own connections check their peers (the process
@@ -605,6 +665,7 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 	struct net_tls *tls;
 	sigset_t sigs;
 	enum log_level lvl;
+	bool advertise_host_only;
 	int rc, sig = 0;
 
 	if (log_level_parse(d.cfg.log_level, &lvl)) {
@@ -613,6 +674,11 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 		return 2;
 	}
 	log_set_level(lvl);
+	if (d.cfg.log_file[0] && (rc = log_open_file(d.cfg.log_file))) {
+		fprintf(stderr, "stratad: key 'node.log_file': cannot open '%s': %s\n",
+			d.cfg.log_file, strata_strerror(rc));
+		return 1;
+	}
 	rc = mkdir_p(d.cfg.data, 0755);
 	if (rc) {
 		log_error("stratad", "cannot create data directory '%s': %s", d.cfg.data, strata_strerror(rc));
@@ -625,11 +691,14 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);	/* reopens node.log_file */
 	sigaddset(&sigs, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
 	if (setup_auth(&d, &auth))
 		return 1;
+	if (check_advertise(&d, &advertise_host_only))
+		return 2;
 	if (setup_tls(&d, &tls))
 		return 1;
 	d.start_ms = reactor_now_ms();
@@ -673,16 +742,18 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 		return 1;
 	}
 	d.port = rc;
-	if (d.cfg.advertise[0]) {
+	if (advertise_host_only) {
+		snprintf(d.addr, sizeof(d.addr), "%s:%d", d.cfg.advertise, d.port);
+	} else if (d.cfg.advertise[0]) {
 		snprintf(d.addr, sizeof(d.addr), "%s", d.cfg.advertise);
 	} else {
-		char host[64];
+		char host[ADDR_HOST_MAX];
 		int port;
 
+		/* Not a wildcard (check_advertise); IPv6 keeps its brackets. */
 		parse_hostport(d.cfg.listen, host, sizeof(host), &port);
-		if (strcmp(host, "0.0.0.0") == 0)
-			snprintf(host, sizeof(host), "127.0.0.1");
-		snprintf(d.addr, sizeof(d.addr), "%s:%d", host, d.port);
+		snprintf(d.addr, sizeof(d.addr), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host,
+			 d.port);
 	}
 	if (!d.cfg.mgmt_addr[0])
 		snprintf(d.cfg.mgmt_addr, sizeof(d.cfg.mgmt_addr), "%s", d.addr);
@@ -714,6 +785,15 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 	while (sig != SIGTERM && sig != SIGINT) {
 		if (sigwait(&sigs, &sig) != 0)
 			break;
+		if (sig == SIGHUP && d.cfg.log_file[0]) {
+			rc = log_open_file(d.cfg.log_file);
+			if (rc)
+				log_error("stratad", "cannot reopen the log file '%s': %s (still "
+					  "writing to the old one)", d.cfg.log_file,
+					  strata_strerror(rc));
+			else
+				log_info("stratad", "log file '%s' reopened", d.cfg.log_file);
+		}
 	}
 	log_info("stratad", "signal %d: shutting down", sig);
 	rc = 0;

@@ -24,6 +24,7 @@ import ctypes
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -288,6 +289,14 @@ def wait_until(pred, timeout, interval=0.02, what="condition"):
         if time.monotonic() >= deadline:
             raise AssertionError("timed out after %.1f s waiting for %s" % (timeout, what))
         time.sleep(interval)
+
+
+def free_port(host="127.0.0.1"):
+    """A TCP port of host that was free a moment ago (bound, then closed):
+    for a daemon to listen on, or a closed port to fail against."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 def pid_alive(pid):

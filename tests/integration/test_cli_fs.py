@@ -132,7 +132,8 @@ def test_cluster_from_mgmt_dir_and_env(fs_cluster, mgmt, tmp_path):
     r = _strata_fn("ls", "--mgmt", fs_cluster.dir, "/")
     assert r.returncode == 0, r.stderr
     r = _strata_fn("status", env={"STRATA_MGMT": str(fs_cluster.dir)})
-    assert r.returncode == 0, r.stderr
+    # 1: read, health not ok (earlier tests load the shared cluster).
+    assert r.returncode in (0, 1), r.stderr
     assert "cluster    %s" % mgmt in r.stdout
 
 

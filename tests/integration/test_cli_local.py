@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from conftest import pid_alive, wait_until
+from conftest import free_port, pid_alive, wait_until
 
 
 def _procs_mentioning(text):
@@ -26,14 +26,6 @@ def _procs_mentioning(text):
         if text in cmd and pid_alive(int(name)):
             out.append(int(name))
     return out
-
-
-def _closed_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def test_up_status_ping_down(cluster, strata):
@@ -139,7 +131,7 @@ def test_down_without_cluster(tmp_path, strata):
 
 
 def test_ping_unreachable(strata):
-    addr = "127.0.0.1:%d" % _closed_port()
+    addr = "127.0.0.1:%d" % free_port()
     r = strata("ping", addr, "--count", "1", timeout=30)
     assert r.returncode == 1
     assert addr in r.stdout + r.stderr

@@ -346,6 +346,28 @@ def test_signal_shuts_down_cleanly_with_clients(daemon, sig):
     assert not daemon.sanitizer_reports()
 
 
+def test_log_file_follows_a_rotation(daemon_factory, tmp_path, run_stratad):
+    """node.log_file: the log goes there; after logrotate's move, SIGHUP
+    reopens the path and the daemon goes on there, still serving."""
+    path = tmp_path / "logs" / "stratad.log"
+    path.parent.mkdir()
+    d = daemon_factory(extra_flags=["--node.log_file=%s" % path])
+    wait_until(lambda: path.exists() and "serving on" in path.read_text(), 10, 0.05,
+               "the log in node.log_file")
+    rotated = path.with_suffix(".log.1")
+    path.rename(rotated)
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: path.exists() and "reopened" in path.read_text(), 10, 0.05,
+               "a new log file after SIGHUP")
+    assert "reopened" not in rotated.read_text()
+    d.client().ping()
+    assert d.running
+    assert d.stop() == 0
+    assert "stopped" in path.read_text()
+    r = run_stratad("--data", tmp_path / "x", "--node.log_file=%s" % (tmp_path / "no" / "f"))
+    assert r.returncode == 1 and "key 'node.log_file': cannot open" in r.stderr, r.stderr
+
+
 def test_restart_on_same_data_dir(daemon):
     daemon.client().ping()
     assert daemon.stop() == 0

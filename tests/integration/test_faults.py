@@ -32,7 +32,6 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -43,8 +42,8 @@ import pytest
 
 import netns
 import conftest
-from conftest import (BUILD, REGISTRY, STRATA, STRATAD, LogFile, run, sanitizer_reports, spawn,
-                      wait_until)
+from conftest import (BUILD, REGISTRY, STRATA, STRATAD, LogFile, free_port, run,
+                      sanitizer_reports, spawn, wait_until)
 from test_storage import DATA_OFF, flip_byte, parse_chunk_file
 
 FAULT = BUILD / "tests" / "integration" / "fault_driver"
@@ -66,15 +65,6 @@ def _report(kind, **kw):
     if path:
         with open(path, "a") as f:
             f.write(json.dumps(rec) + "\n")
-
-
-def _free_port(host):
-    s = socket.socket()
-    try:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
 
 
 def _log_time(line):
@@ -196,7 +186,7 @@ class FaultCluster:
         self.flags = list(FLAGS) + ["--node.key_file=%s" % key,
                                     "--node.insecure=true"] + list(flags)
         host = fabric.service_ip if fabric else "127.0.0.1"
-        self.mgmt_addr = "%s:%d" % (host, _free_port(host))
+        self.mgmt_addr = "%s:%d" % (host, free_port(host))
         self.nodes = []
         first = "mgmt" if meta_apart else "mgmt,meta"
         argv = [STRATAD, "--data", self.dir / "node1", "--node.id=1",
@@ -756,7 +746,7 @@ def test_meta_found_through_the_map(faults, tmp_path):
     wait_until(lambda: fc.map().services.get(("meta", meta.id), ("", ""))[1] == "offline",
                LEASE_S * 3, 0.2, "mgmt to mark the meta service offline")
     r = subprocess.run(cli + ["status"], env=env, capture_output=True, text=True, timeout=30)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr     # health is not ok
     assert re.search(r"^services\s+meta 0 up of 1", r.stdout, re.M), r.stdout
     assert re.search(r"^namespace\s+unavailable \(no meta service up", r.stdout, re.M), r.stdout
     assert re.search(r"^health\s+unavailable \(no meta service up\)", r.stdout, re.M), r.stdout

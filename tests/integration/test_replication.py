@@ -337,7 +337,7 @@ def test_chain_without_a_serving_member_is_reported(faults):
     r = subprocess.run([str(STRATA), "status"], capture_output=True, text=True, timeout=60,
                        env=env)
     print(r.stdout, r.stderr)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr     # health is not ok
     assert re.search(r"^health\s+unavailable \(2 chains", r.stdout, re.M), r.stdout
     assert re.search(r"^chain \d+ unavailable: no replica serving", r.stdout, re.M), r.stdout
     line = steps(fc, "r:0:0:4096", retry_ms=1000, timeout_ms=3000)[0]

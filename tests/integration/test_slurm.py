@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (BUILD, REGISTRY, STRATA, Cluster, run_strata, spawn,
+from conftest import (BUILD, REGISTRY, STRATA, Cluster, free_port, run_strata, spawn,
                       wait_until)
 
 SLURM_USER = "slurm"
@@ -74,12 +74,6 @@ def _missing():
         except KeyError:
             return "no user '%s' (slurm-wlm's package makes 'slurm')" % u
     return None
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Slurm:
@@ -327,7 +321,7 @@ def slurm():
         r = s.strata("slurm", "gres", "--names", "n1", "--files", base / "dev" / "nvidia",
                      "--out", s.etc / "gres.conf")
         assert r.returncode == 0, r.stdout + r.stderr
-        _write_conf(s, _free_port(), _free_port())
+        _write_conf(s, free_port(), free_port())
         (base / "mnt").mkdir()
         (base / "mnt").chmod(0o1777)
         (s.etc / "plugstack.conf").write_text(

@@ -158,7 +158,8 @@ def test_beyond_loopback_without_tls_needs_insecure(daemon_factory, tmp_path):
     key = tmp_path / "cluster.key"
     r = strata("keygen", key)
     assert r.returncode == 0, r.stderr
-    flags = ["--node.listen=0.0.0.0:0", "--node.key_file=%s" % key]
+    flags = ["--node.listen=0.0.0.0:0", "--node.advertise=127.0.0.1",
+             "--node.key_file=%s" % key]
     d = daemon_factory(extra_flags=flags, start=False)
     with pytest.raises(Exception):
         d.start(flags)

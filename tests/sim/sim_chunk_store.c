@@ -1020,6 +1020,13 @@ int chunk_space_avail(struct chunk_store *cs, uint64_t *avail)
 	return 0;
 }
 
+/* Every simulated disk is one filesystem: no file system is touched. */
+int chunk_fs(struct chunk_store *cs, uint64_t *fs)
+{
+	*fs = cs->o.capacity ? 0 : 1;
+	return 0;
+}
+
 /* ---- crashes ---- */
 
 void sim_disk_crash(struct sim_disk *d)

@@ -895,20 +895,3 @@ void net_stats_get(struct net_stats *out)
 	out->frames_out = g_net.st.sent;
 	out->frames_in = g_net.st.delivered;
 }
-
-int parse_hostport(const char *addr, char *host, size_t hostlen, int *port)
-{
-	const char *colon = strrchr(addr, ':');
-	char *end;
-	long v;
-
-	if (!colon || (size_t)(colon - addr) >= hostlen)
-		return -EINVAL;
-	v = strtol(colon + 1, &end, 10);
-	if (end == colon + 1 || *end || v < 0 || v > 65535)
-		return -EINVAL;
-	memcpy(host, addr, (size_t)(colon - addr));
-	host[colon - addr] = '\0';
-	*port = (int)v;
-	return 0;
-}

@@ -28,6 +28,7 @@ static void reg(struct cluster_map *m, uint32_t k, uint32_t per)
 		ti[i].id = k * 100 + 1 + i;
 		ti[i].capacity = 1ull << 40;
 		ti[i].used = i;
+		ti[i].fs = 0;
 	}
 	snprintf(addr, sizeof(addr), "10.0.0.%u:7000", k);
 	assert_true(cm_register_node(m, k, addr, ti, per, 1000) >= 0);
@@ -124,7 +125,7 @@ static int quiet(void **state)
 static void test_register_and_build(void **state)
 {
 	struct cluster_map m;
-	struct cm_target_info ti[2] = { { 101, 5, 1 }, { 102, 5, 0 } };
+	struct cm_target_info ti[2] = { { 101, 5, 1, 0 }, { 102, 5, 0, 0 } };
 	uint64_t v;
 
 	(void)state;
@@ -296,7 +297,7 @@ static void test_empty_chain_return(void **state)
 static void test_missing_target_and_leases(void **state)
 {
 	struct cluster_map m;
-	struct cm_target_info ti = { 101, 1ull << 40, 0 };
+	struct cm_target_info ti = { 101, 1ull << 40, 0, 0 };
 	int rc;
 
 	(void)state;
@@ -813,6 +814,47 @@ static void test_revoked(void **state)
 	cm_release(&m);
 }
 
+/* Targets on one filesystem (same nonzero fs, on one node or several)
+ * count it once; fs 0 is a capacity of its own; a heartbeat's figures
+ * land without a new version, and only for the node's own targets. */
+static void test_capacity_counts_each_fs_once(void **state)
+{
+	struct cluster_map m;
+	struct cm_target_info a[2] = { { 101, 100, 10, 7 }, { 102, 100, 20, 7 } };
+	struct cm_target_info b[2] = { { 201, 100, 5, 7 }, { 202, 30, 1, 0 } };
+	struct cm_target_info hb[2] = { { 101, 120, 40, 7 }, { 201, 999, 999, 9 } };
+	uint64_t cap, used, v;
+
+	(void)state;
+	cm_init(&m);
+	assert_int_equal(cm_capacity(&m, &cap, &used), 0);
+	assert_true(cap == 0 && used == 0);
+	assert_true(cm_register_node(&m, 1, "10.0.0.1:7000", a, 2, 1000) >= 0);
+	assert_true(cm_register_node(&m, 2, "10.0.0.2:7000", b, 2, 1000) >= 0);
+	assert_int_equal(cm_capacity(&m, &cap, &used), 0);
+	assert_true(cap == 100 + 30);
+	assert_true(used == 10 + 20 + 5 + 1);
+	assert_true(cm_find_target(&m, 101)->fs == 7);
+
+	v = m.version;
+	/* Node 1 tells about its 101, and (wrongly) about node 2's 201. */
+	assert_int_equal(cm_update_space(&m, 1, hb, 2), 1);
+	assert_true(m.version == v);
+	assert_true(cm_find_target(&m, 101)->used == 40);
+	assert_true(cm_find_target(&m, 201)->used == 5);
+	assert_int_equal(cm_update_space(&m, 1, hb, 1), 0);
+	assert_int_equal(cm_capacity(&m, &cap, NULL), 0);
+	assert_true(cap == 120 + 30);	/* the largest figure of fs 7 */
+	/* A new fs (as after mgmt's restart: it does not store it) is a new
+	 * version, so that clients count the filesystem once again. */
+	hb[0].fs = 8;
+	assert_int_equal(cm_update_space(&m, 1, hb, 1), 1);
+	assert_true(m.version == v + 1);
+	assert_int_equal(cm_capacity(&m, &cap, NULL), 0);
+	assert_true(cap == 120 + 100 + 30);
+	cm_release(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -829,6 +871,7 @@ int main(void)
 		cmocka_unit_test(test_codec_malformed),
 		cmocka_unit_test(test_services),
 		cmocka_unit_test(test_revoked),
+		cmocka_unit_test(test_capacity_counts_each_fs_once),
 	};
 
 	return cmocka_run_group_tests(tests, quiet, NULL);
