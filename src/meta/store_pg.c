@@ -250,6 +250,18 @@ static size_t col_bytes(const PGresult *r, int row, int col, char *buf, size_t c
 	return n;
 }
 
+/* libpq's messages span lines; a log line must not. */
+static const char *one_line(const char *msg, char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	for (; *msg && n + 1 < cap; msg++)
+		if (*msg != '\n' || (msg[1] && n && buf[n - 1] != ' '))
+			buf[n++] = *msg == '\n' || *msg == '\t' ? ' ' : *msg;
+	buf[n] = '\0';
+	return buf;
+}
+
 static void notice_quiet(void *arg, const char *msg)
 {
 	(void)arg;
@@ -261,9 +273,13 @@ static bool check_lost(struct pg_store *s)
 {
 	if (s->conn && PQstatus(s->conn) == CONNECTION_OK)
 		return false;
-	if (!s->lost)
+	if (!s->lost) {
+		char msg[256];
+
 		log_error(COMP, "%s: connection lost: %s; reconnecting at the next request",
-			  s->where, s->conn ? PQerrorMessage(s->conn) : "no connection");
+			  s->where, s->conn ? one_line(PQerrorMessage(s->conn), msg, sizeof(msg)) :
+			  "no connection");
+	}
 	s->lost = true;
 	s->prepared = false;
 	s->in_txn = false;
@@ -291,8 +307,12 @@ static int map_result(struct pg_store *s, const PGresult *r, const char *what)
 		if (!strcmp(state, "25006"))
 			return -EROFS;
 	}
-	log_error(COMP, "%s: %s failed: %s", s->where, what,
-		  r ? PQresultErrorMessage(r) : PQerrorMessage(s->conn));
+	{
+		char msg[256];
+
+		log_error(COMP, "%s: %s failed: %s", s->where, what, one_line(r ?
+			  PQresultErrorMessage(r) : PQerrorMessage(s->conn), msg, sizeof(msg)));
+	}
 	return -EIO;
 }
 
@@ -383,8 +403,10 @@ static int reconnect(struct pg_store *s)
 
 	PQreset(s->conn);
 	if (PQstatus(s->conn) != CONNECTION_OK) {
+		char msg[256];
+
 		log_warn_limited(COMP, "%s: cannot reconnect: %s", s->where,
-				 PQerrorMessage(s->conn));
+				 one_line(PQerrorMessage(s->conn), msg, sizeof(msg)));
 		return -EIO;
 	}
 	snprintf(sql, sizeof(sql), "SET statement_timeout = %u", s->o.statement_timeout_ms);
@@ -1106,10 +1128,11 @@ static int pg_connect(struct pg_store *s)
 		 PQhost(s->conn) ? PQhost(s->conn) : "?", PQport(s->conn) ? PQport(s->conn) : "?");
 	PQsetNoticeProcessor(s->conn, notice_quiet, NULL);
 	if (PQstatus(s->conn) != CONNECTION_OK) {
-		char *msg = PQerrorMessage(s->conn);
+		char msg[256];
 
-		log_error(COMP, "cannot connect to PostgreSQL %s: %.*s; check meta.store and that"
-			  " the server runs", s->where, (int)strcspn(msg, "\n"), msg);
+		log_error(COMP, "cannot connect to PostgreSQL %s: %s; check meta.store and that"
+			  " the server runs", s->where,
+			  one_line(PQerrorMessage(s->conn), msg, sizeof(msg)));
 		return -EIO;
 	}
 	return 0;

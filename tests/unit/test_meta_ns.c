@@ -1,6 +1,9 @@
 /*
- * Unit tests of the meta namespace (src/meta/ns.c) over the SQLite store.
- * Each test gets a fresh database in its own temporary directory.
+ * Unit tests of the meta namespace (src/meta/ns.c) over a metadata store:
+ * the SQLite one, or, with $STRATA_TEST_PG_HOST set (tests/pg_tmp.sh run
+ * does, as meson's test_meta_ns_pg), the PostgreSQL one, so both backends
+ * pass the same tests. Each test gets a fresh database: a file in its own
+ * temporary directory, or a database of its own on the server.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +19,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
 
 #include "meta/ns.h"
@@ -25,14 +29,65 @@
 
 struct fx {
 	char dir[64];
-	char db[128];
+	char db[256];		/* the store: a file path, or a libpq conninfo */
+	char pgname[32];	/* PostgreSQL: the test's database */
 	struct meta_store st;
 	struct ns ns;
 };
 
+/* PostgreSQL: the server's socket directory and port (NULL: SQLite). */
+static const char *pg_host;
+static const char *pg_port = "5432";
+static unsigned pg_serial;
+
+static void pg_quiet(void *arg, const char *msg)
+{
+	(void)arg;
+	(void)msg;
+}
+
+/* Runs sql on database db of the test server (maintenance statements). */
+static void pg_admin(const char *db, const char *sql)
+{
+	char ci[256];
+	PGconn *c;
+	PGresult *r;
+
+	snprintf(ci, sizeof(ci), "host=%s port=%s user=postgres dbname=%s", pg_host, pg_port,
+		 db);
+	c = PQconnectdb(ci);
+	assert_int_equal(PQstatus(c), CONNECTION_OK);
+	PQsetNoticeProcessor(c, pg_quiet, NULL);
+	r = PQexec(c, sql);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+		fail_msg("'%s': %s", sql, PQresultErrorMessage(r));
+	PQclear(r);
+	PQfinish(c);
+}
+
+/* A new empty store named name for fixture f: its address into out. */
+static void store_new(struct fx *f, const char *name, char *out, size_t len)
+{
+	char sql[128];
+
+	if (!pg_host) {
+		snprintf(out, len, "%s/%s.db", f->dir, name);
+		return;
+	}
+	snprintf(sql, sizeof(sql), "CREATE DATABASE %s_%s", f->pgname, name);
+	pg_admin("postgres", sql);
+	snprintf(out, len, "host=%s port=%s user=postgres dbname=%s_%s", pg_host, pg_port,
+		 f->pgname, name);
+}
+
+static int store_open(const char *db, struct meta_store *st)
+{
+	return pg_host ? meta_store_pg_open(db, NULL, st) : meta_store_sqlite_open(db, NULL, st);
+}
+
 static int fx_open(struct fx *f)
 {
-	int err = meta_store_sqlite_open(f->db, NULL, &f->st);
+	int err = store_open(f->db, &f->st);
 
 	if (!err)
 		err = ns_init(&f->ns, &f->st, 0);
@@ -46,24 +101,40 @@ static int setup(void **state)
 	assert_non_null(f);
 	snprintf(f->dir, sizeof(f->dir), "/tmp/test_meta_ns.XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
-	snprintf(f->db, sizeof(f->db), "%s/meta.db", f->dir);
-	assert_int_equal(meta_store_sqlite_open(f->db, NULL, &f->st), 0);
+	snprintf(f->pgname, sizeof(f->pgname), "t%u_%d", pg_serial++, (int)getpid());
+	store_new(f, "meta", f->db, sizeof(f->db));
+	assert_int_equal(store_open(f->db, &f->st), 0);
 	assert_int_equal(ns_init(&f->ns, &f->st, TABLE_LEN), 0);
 	*state = f;
 	return 0;
 }
 
+/* Removes what store_new made (the files of SQLite's WAL mode too). */
+static void store_drop(struct fx *f, const char *name)
+{
+	char path[192];
+
+	if (pg_host) {
+		snprintf(path, sizeof(path), "DROP DATABASE IF EXISTS %s_%s WITH (FORCE)",
+			 f->pgname, name);
+		pg_admin("postgres", path);
+		return;
+	}
+	for (const char *const *s = (const char *const[]){ "", "-wal", "-shm", NULL }; *s; s++) {
+		snprintf(path, sizeof(path), "%s/%s.db%s", f->dir, name, *s);
+		unlink(path);
+	}
+}
+
 static int teardown(void **state)
 {
 	struct fx *f = *state;
-	char path[192];
 
 	ns_release(&f->ns);
 	meta_store_close(&f->st);
-	for (const char *const *s = (const char *const[]){ "", "-wal", "-shm", NULL }; *s; s++) {
-		snprintf(path, sizeof(path), "%s%s", f->db, *s);
-		unlink(path);
-	}
+	for (const char *const *s = (const char *const[]){ "meta", "empty", "src", "copy", NULL };
+	     *s; s++)
+		store_drop(f, *s);
 	rmdir(f->dir);
 	free(f);
 	return 0;
@@ -333,13 +404,13 @@ static void test_create_lookup_open(void **state)
 static void test_no_chain_table(void **state)
 {
 	struct fx *f = *state;
-	char db[160];
+	char db[256];
 	struct meta_store st;
 	struct ns ns;
 
 	/* A fresh database whose table length was never given. */
-	snprintf(db, sizeof(db), "%s/empty.db", f->dir);
-	assert_int_equal(meta_store_sqlite_open(db, NULL, &st), 0);
+	store_new(f, "empty", db, sizeof(db));
+	assert_int_equal(store_open(db, &st), 0);
 	assert_int_equal(ns_init(&ns, &st, 0), 0);
 	assert_int_equal(ns_create(&ns, ns_any(NS_ROOT_INO), "x", 0644, 0, 0, true, NULL), STRATA_EUNAVAIL);
 	assert_int_equal(ns_mkdir(&ns, ns_any(NS_ROOT_INO), "d", 0755, 0, 0, NULL), 0);
@@ -347,11 +418,6 @@ static void test_no_chain_table(void **state)
 	assert_int_equal(ns_create(&ns, ns_any(NS_ROOT_INO), "x", 0644, 0, 0, true, NULL), 1);
 	ns_release(&ns);
 	meta_store_close(&st);
-	unlink(db);
-	snprintf(db, sizeof(db), "%s/empty.db-wal", f->dir);
-	unlink(db);
-	snprintf(db, sizeof(db), "%s/empty.db-shm", f->dir);
-	unlink(db);
 }
 
 static void test_mkdir_rmdir_unlink(void **state)
@@ -748,7 +814,7 @@ static void *create_worker(void *arg)
 	struct meta_store st;
 	struct ns ns;
 
-	if (meta_store_sqlite_open(w->db, NULL, &st) || ns_init(&ns, &st, 0)) {
+	if (store_open(w->db, &st) || ns_init(&ns, &st, 0)) {
 		w->errors++;
 		return NULL;
 	}
@@ -1186,6 +1252,8 @@ static void test_schema_v1_migration(void **state)
 	sqlite3 *db;
 	int64_t v;
 
+	if (pg_host)
+		skip();		/* SQLite's own history; test_pg_schema is PostgreSQL's */
 	ns_release(&f->ns);
 	meta_store_close(&f->st);
 	unlink(f->db);
@@ -1419,6 +1487,145 @@ static void test_quota_rename(void **state)
 	assert_int_equal(q.max_bytes, 300);
 }
 
+/* ---- backends: copy, byte order, PostgreSQL's schema and connection ---- */
+
+/* A populated SQLite namespace copied into an empty store of the backend
+ * under test reads back the same, and allocates after what it held. */
+static void test_store_copy(void **state)
+{
+	struct fx *f = *state;
+	char src[128], dst[256];
+	struct meta_store a, b;
+	struct ns na, nb;
+	struct meta_copy_stats cs;
+	struct meta_inode x, y;
+	struct meta_quota qa, qb;
+	char *before, *after;
+	uint64_t d, e;
+
+	snprintf(src, sizeof(src), "%s/src.db", f->dir);
+	assert_int_equal(meta_store_sqlite_open(src, NULL, &a), 0);
+	assert_int_equal(ns_init(&na, &a, TABLE_LEN), 0);
+	d = mkdir_(&na, NS_ROOT_INO, "d");
+	e = mkdir_(&na, d, "e");
+	mkfile(&na, d, "f", 12345);
+	mkfile(&na, e, "g", 5u << 20);
+	mkfile(&na, NS_ROOT_INO, "\xc3\xa9t\xc3\xa9", 1);
+	assert_int_equal(ns_symlink(&na, ns_any(e), "l", "../f", 0, 0, NULL), 0);
+	assert_int_equal(ns_unlink(&na, ns_any(e), "g"), 0);	/* queues its chunks */
+	assert_int_equal(ns_quota_set(&na, ns_any(d), 1u << 30, 100, NULL), 0);
+	before = dump_ns(&na);
+
+	store_new(f, "copy", dst, sizeof(dst));
+	assert_int_equal(store_open(dst, &b), 0);
+	assert_int_equal(meta_store_copy(&a, &b, &cs), 0);
+	assert_int_equal(cs.inodes, 6);		/* root, d, e, f, the accented one, l */
+	assert_int_equal(cs.dentries, 5);
+	assert_int_equal(cs.links, 1);
+	assert_int_equal(cs.quotas, 1);
+	assert_true(cs.gc_items >= 1);
+	assert_true(cs.counters >= 3);		/* inodes, bytes, table_len at least */
+	/* A second copy finds the target in use. */
+	assert_int_equal(meta_store_copy(&a, &b, NULL), -ENOTEMPTY);
+
+	assert_int_equal(ns_init(&nb, &b, 0), 0);
+	after = dump_ns(&nb);
+	assert_string_equal(before, after);
+	assert_int_equal(ns_quota_get(&na, ns_any(d), &qa), 0);
+	assert_int_equal(ns_quota_get(&nb, ns_any(d), &qb), 0);
+	assert_memory_equal(&qa, &qb, sizeof(qa));
+	/* The next inode gets the number and generation the source would. */
+	assert_int_equal(ns_create(&na, ns_any(NS_ROOT_INO), "n", 0644, 0, 0, true, &x), 1);
+	assert_int_equal(ns_create(&nb, ns_any(NS_ROOT_INO), "n", 0644, 0, 0, true, &y), 1);
+	assert_int_equal(x.ino, y.ino);
+	assert_int_equal(x.gen, y.gen);
+	free(before);
+	free(after);
+	ns_release(&na);
+	ns_release(&nb);
+	meta_store_close(&a);
+	meta_store_close(&b);
+	for (const char *const *sfx = (const char *const[]){ "", "-wal", "-shm", NULL }; *sfx;
+	     sfx++) {
+		snprintf(dst, sizeof(dst), "%s%s", src, *sfx);
+		unlink(dst);
+	}
+}
+
+/* Directory order is the byte order of names, whatever the database's
+ * collation: uppercase before lowercase, UTF-8 after ASCII. */
+static void test_name_byte_order(void **state)
+{
+	static const char *const sorted[] = {
+		"A", "Z", "_", "a", "ab", "b", "\x7f", "\xc3\xa9", "\xff\x01",
+	};
+	struct fx *f = *state;
+	struct name_list l = { 0 };
+	uint64_t d = mkdir_(&f->ns, NS_ROOT_INO, "order");
+	size_t n = sizeof(sorted) / sizeof(sorted[0]);
+
+	for (size_t i = n; i-- > 0;)
+		mkfile(&f->ns, d, sorted[i], 0);
+	list_all(&f->ns, d, 2, &l);
+	assert_int_equal(l.n, n);
+	for (size_t i = 0; i < n; i++)
+		assert_string_equal(l.names[i], sorted[i]);
+	list_free(&l);
+}
+
+/* PostgreSQL: a schema newer than the build's is refused; an open of a
+ * current one does not migrate again. */
+static void test_pg_schema(void **state)
+{
+	struct fx *f = *state;
+	struct meta_inode in;
+
+	if (!pg_host)
+		skip();
+	mkfile(&f->ns, NS_ROOT_INO, "kept", 7);
+	ns_release(&f->ns);
+	meta_store_close(&f->st);
+	assert_int_equal(fx_open(f), 0);
+	assert_int_equal(ns_resolve(&f->ns, "/kept", 0, &in), 0);
+	assert_int_equal(in.size, 7);
+	ns_release(&f->ns);
+	meta_store_close(&f->st);
+	{
+		char db[64];
+
+		snprintf(db, sizeof(db), "%s_meta", f->pgname);
+		pg_admin(db, "UPDATE schema_version SET version = 99 WHERE component = 'meta'");
+	}
+	assert_int_equal(store_open(f->db, &f->st), -EIO);
+	assert_int_equal(fx_open(f), -EIO);
+	memset(&f->st, 0, sizeof(f->st));
+	memset(&f->ns, 0, sizeof(f->ns));
+}
+
+/* PostgreSQL: a connection the server drops fails the operation with
+ * -EIO, and the next one reconnects. */
+static void test_pg_reconnect(void **state)
+{
+	struct fx *f = *state;
+	char db[64], sql[192];
+	struct meta_inode in;
+	int err;
+
+	if (!pg_host)
+		skip();
+	mkfile(&f->ns, NS_ROOT_INO, "before", 0);
+	snprintf(db, sizeof(db), "%s_meta", f->pgname);
+	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+		 " WHERE datname = '%s' AND pid <> pg_backend_pid()", db);
+	pg_admin("postgres", sql);
+	err = ns_create(&f->ns, ns_any(NS_ROOT_INO), "during", 0644, 0, 0, true, NULL);
+	assert_true(err == -EIO || err == 1);	/* libpq may see the close only later */
+	assert_int_equal(ns_create(&f->ns, ns_any(NS_ROOT_INO), "after", 0644, 0, 0, true, NULL),
+			 1);
+	assert_int_equal(ns_resolve(&f->ns, "/before", 0, &in), 0);
+	assert_int_equal(ns_resolve(&f->ns, "/after", 0, &in), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1443,7 +1650,17 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_quota_inodes_nested, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_quota_set_counts_tree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_quota_rename, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store_copy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_name_byte_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pg_schema, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pg_reconnect, setup, teardown),
 	};
+
+	pg_host = getenv("STRATA_TEST_PG_HOST");
+	if (pg_host && !*pg_host)
+		pg_host = NULL;
+	if (getenv("STRATA_TEST_PG_PORT"))
+		pg_port = getenv("STRATA_TEST_PG_PORT");
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
