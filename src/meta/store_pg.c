@@ -1014,28 +1014,37 @@ bool meta_store_is_pg(const char *spec)
 	return spec && (!strncmp(spec, "postgresql://", 13) || !strncmp(spec, "postgres://", 11));
 }
 
-/* A password file given explicitly must be private: libpq would only warn
- * about a loose one and go on without it. */
-static int check_passfile(const char *path)
+int meta_store_pg_check_passfile(const char *path, char *err, size_t errlen)
 {
 	struct stat st;
 
 	if (stat(path, &st) < 0) {
-		int err = -errno;
+		int e = -errno;
 
-		log_error(COMP, "password file '%s': %s", path, strerror(-err));
-		return err;
+		snprintf(err, errlen, "password file '%s': %s", path, strerror(-e));
+		return e;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		log_error(COMP, "password file '%s' is not a regular file", path);
+		snprintf(err, errlen, "password file '%s' is not a regular file", path);
 		return -EACCES;
 	}
+	/* libpq would only warn about a loose one and go on without it. */
 	if (st.st_mode & 077) {
-		log_error(COMP, "password file '%s' has mode %04o; it must be 0600 or stricter"
-			  " (chmod 600 '%s')", path, (unsigned)(st.st_mode & 07777), path);
+		snprintf(err, errlen, "password file '%s' has mode %04o; it must be 0600 or"
+			 " stricter (chmod 600 '%s')", path, (unsigned)(st.st_mode & 07777), path);
 		return -EACCES;
 	}
 	return 0;
+}
+
+static int check_passfile(const char *path)
+{
+	char msg[512];
+	int err = meta_store_pg_check_passfile(path, msg, sizeof(msg));
+
+	if (err)
+		log_error(COMP, "%s", msg);
+	return err;
 }
 
 /* The schema's version for component 'meta' (0: none yet). */
