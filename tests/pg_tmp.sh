@@ -2,9 +2,10 @@
 # A throwaway PostgreSQL cluster for tests, the one way both the unit tests
 # (meson) and the integration tests (tests/integration/pgtmp.py) make one.
 #
-#   pg_tmp.sh start DIR   initdb in DIR/data (DIR is created, must not hold a
-#                         cluster), start it listening only on a unix socket
-#                         in DIR, print its URI (postgresql:///postgres?...)
+#   pg_tmp.sh start DIR   initdb in DIR/data (DIR is created) unless a cluster
+#                         is there already (a restart), start it listening
+#                         only on a unix socket in DIR, print its URI
+#                         (postgresql:///postgres?host=DIR&port=...)
 #   pg_tmp.sh stop DIR    stop it at once (pg_ctl stop -m immediate)
 #   pg_tmp.sh run CMD...  start one in a fresh temporary directory, run CMD
 #                         with STRATA_TEST_PG_HOST/_PORT/_URI set, stop it
@@ -50,11 +51,12 @@ start() {
 	local dir=$1
 	have_pg
 	mkdir -p "$dir"
-	[ -e "$dir/data" ] && die "'$dir/data' exists; give an empty directory"
-	chmod 0700 "$dir"
-	[ "$(id -u)" -eq 0 ] && chown postgres: "$dir"
-	as_owner "$PGBIN/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C \
-		--no-sync >"$dir/initdb.log" 2>&1 || die "initdb failed; see '$dir/initdb.log'"
+	if [ ! -e "$dir/data/PG_VERSION" ]; then
+		chmod 0700 "$dir"
+		if [ "$(id -u)" -eq 0 ]; then chown postgres: "$dir"; fi
+		as_owner "$PGBIN/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C \
+			--no-sync >"$dir/initdb.log" 2>&1 || die "initdb failed; see '$dir/initdb.log'"
+	fi
 	as_owner "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t "$WAIT_S" \
 		-o "-k $dir -p $PORT -c listen_addresses='' -c fsync=off" start >/dev/null ||
 		die "the server did not start within ${WAIT_S}s; see '$dir/server.log'"

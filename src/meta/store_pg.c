@@ -32,6 +32,7 @@
 
 #include <libpq-fe.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "meta/meta_store.h"
 
@@ -44,6 +45,10 @@
 
 /* pg_advisory_xact_lock key of schema set-up: "STRATAMS". */
 #define SCHEMA_LOCK_KEY "6076327939519844691"
+/* After a failed reconnect, requests fail at once for this long: a server
+ * that is down (or a connect_timeout on a lost host) must not stall every
+ * request of the meta service's thread. */
+#define RECONNECT_BACKOFF_MS 500
 #define MAX_PARAMS 15
 
 enum pst {
@@ -192,6 +197,7 @@ struct pg_store {
 	bool prepared;		/* the statements exist on this connection */
 	bool in_txn;
 	bool lost;		/* the connection broke: reconnect at begin() */
+	uint64_t retry_at_ms;	/* no reconnect before (mono_ms) */
 };
 
 /* Parameters of one statement, in binary format. */
@@ -401,10 +407,13 @@ static int reconnect(struct pg_store *s)
 	char sql[64];
 	int err;
 
+	if (mono_ms() < s->retry_at_ms)
+		return -EIO;
 	PQreset(s->conn);
 	if (PQstatus(s->conn) != CONNECTION_OK) {
 		char msg[256];
 
+		s->retry_at_ms = mono_ms() + RECONNECT_BACKOFF_MS;
 		log_warn_limited(COMP, "%s: cannot reconnect: %s", s->where,
 				 one_line(PQerrorMessage(s->conn), msg, sizeof(msg)));
 		return -EIO;
