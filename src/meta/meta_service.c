@@ -1604,8 +1604,8 @@ static const struct cfg_key meta_keys[] = {
 	K("gc_interval", CFG_MS, gc_interval_ms, "1s", 10, 3600000,
 	  "chunk garbage collection interval"),
 	K("store", CFG_STR, store, "", 0, 0,
-	  "namespace database: empty for SQLite (meta.db in the data directory), or a"
-	  " postgresql:// URI (docs/namespace.md)"),
+	  "namespace database: empty: SQLite (meta.db in the data directory);"
+	  " postgresql://...: PostgreSQL"),
 	K("store_passfile", CFG_STR, store_passfile, "", 0, 0,
 	  "PostgreSQL password file (mode 0600); empty: libpq's default"),
 };
