@@ -143,8 +143,8 @@ static const struct pstmt pstmts[P_COUNT] = {
 	/* Names are COLLATE "C": byte order, whatever the database's locale. */
 	[P_LIST_COUNTERS] = { "SELECT name, value FROM meta_counters WHERE name > $1"
 		" ORDER BY name LIMIT $2", "ti" },
-	[P_GC_LIST] = { "SELECT " GC_COLS " FROM meta_gc_queue WHERE id > $2 ORDER BY id"
-		" LIMIT $1", "ii" },
+	[P_GC_LIST] = { "SELECT " GC_COLS " FROM meta_gc_queue WHERE id > $1 ORDER BY id"
+		" LIMIT $2", "ii" },
 	[P_ALLOC_PEEK] = { "SELECT " SEQ_LAST("meta_ino_seq") ", " SEQ_LAST("meta_gen_seq"), "" },
 	[P_ALLOC_RESERVE] = { "SELECT setval('meta_ino_seq', GREATEST($1, "
 		SEQ_LAST("meta_ino_seq") ", 1)), setval('meta_gen_seq', GREATEST($2, "
@@ -739,13 +739,8 @@ static int list_rows(struct pg_store *s, enum pst id, uint64_t after, uint32_t m
 {
 	struct args a = { 0 };
 
-	if (id == P_GC_LIST) {		/* "LIMIT $1 ... id > $2", as gc_pop */
-		arg_i64(&a, max);
-		arg_i64(&a, (int64_t)after);
-	} else {
-		arg_i64(&a, (int64_t)after);
-		arg_i64(&a, max);
-	}
+	arg_i64(&a, (int64_t)after);
+	arg_i64(&a, max);
 	return run(s, id, &a, what, r);
 }
 

@@ -104,7 +104,7 @@ static const char *const stmt_sql[ST_COUNT] = {
 		" CAST(?1 AS BLOB) AND name NOT IN ('schema_version', 'next_ino', 'next_gen')"
 		" ORDER BY CAST(name AS BLOB) LIMIT ?2",
 	[ST_GC_LIST] = "SELECT id, ino, chunk_from, chunk_to, chunk_size, stripe, table_len,"
-		" seed FROM gc_queue WHERE id > ?2 ORDER BY id LIMIT ?1",
+		" seed FROM gc_queue WHERE id > ?1 ORDER BY id LIMIT ?2",
 };
 
 /*
@@ -641,28 +641,36 @@ static int sq_gc_pop(void *impl, uint64_t ino, struct meta_gc_item *out, uint32_
 	return gc_rows(s, st, out);
 }
 
+/* Listing statement id, bound to the key to start after (?1) and the
+ * number of rows (?2); NULL (logged) if it cannot be prepared. */
+static sqlite3_stmt *list_stmt(struct sqlite_store *s, enum stmt_id id, uint64_t after,
+			       uint32_t max)
+{
+	sqlite3_stmt *st = stmt_get(s, id);
+
+	if (st) {
+		sqlite3_bind_int64(st, 1, (int64_t)after);
+		sqlite3_bind_int64(st, 2, max);
+	}
+	return st;
+}
+
 static int sq_gc_list(void *impl, uint64_t after, struct meta_gc_item *out, uint32_t max)
 {
 	struct sqlite_store *s = impl;
-	sqlite3_stmt *st = stmt_get(s, ST_GC_LIST);
+	sqlite3_stmt *st = list_stmt(s, ST_GC_LIST, after, max);
 
-	if (!st)
-		return -EIO;
-	sqlite3_bind_int64(st, 1, max);
-	sqlite3_bind_int64(st, 2, (int64_t)after);
-	return gc_rows(s, st, out);
+	return st ? gc_rows(s, st, out) : -EIO;
 }
 
 static int sq_list_inodes(void *impl, uint64_t after, struct meta_inode *out, uint32_t max)
 {
 	struct sqlite_store *s = impl;
-	sqlite3_stmt *st = stmt_get(s, ST_LIST_INODES);
+	sqlite3_stmt *st = list_stmt(s, ST_LIST_INODES, after, max);
 	int rc, n = 0;
 
 	if (!st)
 		return -EIO;
-	sqlite3_bind_int64(st, 1, (int64_t)after);
-	sqlite3_bind_int64(st, 2, max);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct meta_inode *in = &out[n++];
 
@@ -799,13 +807,11 @@ static int sq_del_quota(void *impl, uint64_t ino)
 static int sq_list_quotas(void *impl, uint64_t after, struct meta_quota *out, uint32_t max)
 {
 	struct sqlite_store *s = impl;
-	sqlite3_stmt *st = stmt_get(s, ST_LIST_QUOTAS);
+	sqlite3_stmt *st = list_stmt(s, ST_LIST_QUOTAS, after, max);
 	int rc, n = 0;
 
 	if (!st)
 		return -EIO;
-	sqlite3_bind_int64(st, 1, (int64_t)after);
-	sqlite3_bind_int64(st, 2, max);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct meta_quota *q = &out[n++];
 
