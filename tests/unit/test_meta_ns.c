@@ -2,8 +2,7 @@
  * Unit tests of the meta namespace (src/meta/ns.c) over a metadata store:
  * the SQLite one, or, with $STRATA_TEST_PG_HOST set (tests/pg_tmp.sh run
  * does, as meson's test_meta_ns_pg), the PostgreSQL one, so both backends
- * pass the same tests. Each test gets a fresh database: a file in its own
- * temporary directory, or a database of its own on the server.
+ * pass the same tests. The fixture is meta_fx.h's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,296 +18,12 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-#include <libpq-fe.h>
 #include <sqlite3.h>
 
 #include "meta/ns.h"
 #include "strata/errors.h"
 
-#define TABLE_LEN 8
-
-struct fx {
-	char dir[64];
-	char db[256];		/* the store: a file path, or a libpq conninfo */
-	char pgname[32];	/* PostgreSQL: the test's database */
-	struct meta_store st;
-	struct ns ns;
-};
-
-/* PostgreSQL: the server's socket directory and port (NULL: SQLite). */
-static const char *pg_host;
-static const char *pg_port = "5432";
-static unsigned pg_serial;
-
-static void pg_quiet(void *arg, const char *msg)
-{
-	(void)arg;
-	(void)msg;
-}
-
-/* Runs sql on database db of the test server (maintenance statements). */
-static void pg_admin(const char *db, const char *sql)
-{
-	char ci[256];
-	PGconn *c;
-	PGresult *r;
-
-	snprintf(ci, sizeof(ci), "host=%s port=%s user=postgres dbname=%s", pg_host, pg_port,
-		 db);
-	c = PQconnectdb(ci);
-	assert_int_equal(PQstatus(c), CONNECTION_OK);
-	PQsetNoticeProcessor(c, pg_quiet, NULL);
-	r = PQexec(c, sql);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
-		fail_msg("'%s': %s", sql, PQresultErrorMessage(r));
-	PQclear(r);
-	PQfinish(c);
-}
-
-/* A new empty store named name for fixture f: its address into out. */
-static void store_new(struct fx *f, const char *name, char *out, size_t len)
-{
-	char sql[128];
-
-	if (!pg_host) {
-		snprintf(out, len, "%s/%s.db", f->dir, name);
-		return;
-	}
-	snprintf(sql, sizeof(sql), "CREATE DATABASE %s_%s", f->pgname, name);
-	pg_admin("postgres", sql);
-	snprintf(out, len, "host=%s port=%s user=postgres dbname=%s_%s", pg_host, pg_port,
-		 f->pgname, name);
-}
-
-static int store_open(const char *db, struct meta_store *st)
-{
-	return pg_host ? meta_store_pg_open(db, NULL, st) : meta_store_sqlite_open(db, NULL, st);
-}
-
-static int fx_open(struct fx *f)
-{
-	int err = store_open(f->db, &f->st);
-
-	if (!err)
-		err = ns_init(&f->ns, &f->st, 0);
-	return err;
-}
-
-static int setup(void **state)
-{
-	struct fx *f = calloc(1, sizeof(*f));
-
-	assert_non_null(f);
-	snprintf(f->dir, sizeof(f->dir), "/tmp/test_meta_ns.XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	snprintf(f->pgname, sizeof(f->pgname), "t%u_%d", pg_serial++, (int)getpid());
-	store_new(f, "meta", f->db, sizeof(f->db));
-	assert_int_equal(store_open(f->db, &f->st), 0);
-	assert_int_equal(ns_init(&f->ns, &f->st, TABLE_LEN), 0);
-	*state = f;
-	return 0;
-}
-
-/* Removes what store_new made (the files of SQLite's WAL mode too). */
-static void store_drop(struct fx *f, const char *name)
-{
-	char path[192];
-
-	if (pg_host) {
-		snprintf(path, sizeof(path), "DROP DATABASE IF EXISTS %s_%s WITH (FORCE)",
-			 f->pgname, name);
-		pg_admin("postgres", path);
-		return;
-	}
-	for (const char *const *s = (const char *const[]){ "", "-wal", "-shm", NULL }; *s; s++) {
-		snprintf(path, sizeof(path), "%s/%s.db%s", f->dir, name, *s);
-		unlink(path);
-	}
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-
-	ns_release(&f->ns);
-	meta_store_close(&f->st);
-	for (const char *const *s = (const char *const[]){ "meta", "empty", "src", "copy", NULL };
-	     *s; s++)
-		store_drop(f, *s);
-	rmdir(f->dir);
-	free(f);
-	return 0;
-}
-
-/* ---- helpers ---- */
-
-struct dump {
-	char *buf;
-	size_t len, cap;
-};
-
-static void dump_add(struct dump *d, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void dump_add(struct dump *d, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(d->buf + d->len, d->cap - d->len, fmt, ap);
-		va_end(ap);
-		assert_true(n >= 0);
-		if ((size_t)n < d->cap - d->len)
-			break;
-		d->cap = d->cap * 2 + n + 64;
-		d->buf = realloc(d->buf, d->cap);
-		assert_non_null(d->buf);
-	}
-	d->len += (size_t)n;
-}
-
-struct name_list {
-	char (*names)[NS_NAME_MAX + 1];
-	uint64_t *inos;
-	size_t n, cap;
-};
-
-static int collect_cb(void *arg, const char *name, uint64_t ino, uint32_t type)
-{
-	struct name_list *l = arg;
-
-	(void)type;
-	if (l->n == l->cap) {
-		l->cap = l->cap * 2 + 16;
-		l->names = realloc(l->names, l->cap * sizeof(*l->names));
-		l->inos = realloc(l->inos, l->cap * sizeof(*l->inos));
-		assert_non_null(l->names);
-		assert_non_null(l->inos);
-	}
-	snprintf(l->names[l->n], sizeof(l->names[0]), "%s", name);
-	l->inos[l->n++] = ino;
-	return 0;
-}
-
-static void list_free(struct name_list *l)
-{
-	free(l->names);
-	free(l->inos);
-	memset(l, 0, sizeof(*l));
-}
-
-/* Reads all of directory dir with pages of `page` entries. */
-static void list_all(struct ns *ns, uint64_t dir, uint32_t page, struct name_list *l)
-{
-	char cookie[NS_NAME_MAX + 1] = "";
-	int n;
-
-	do {
-		size_t before = l->n;
-
-		n = ns_readdir(ns, ns_any(dir), cookie, page, collect_cb, l);
-		assert_true(n >= 0);
-		assert_int_equal(l->n - before, (size_t)n);
-		if (n)
-			snprintf(cookie, sizeof(cookie), "%s", l->names[l->n - 1]);
-	} while ((uint32_t)n == page);
-}
-
-static void dump_tree(struct ns *ns, uint64_t dir, const char *path, struct dump *d)
-{
-	struct name_list l = { 0 };
-
-	list_all(ns, dir, 3, &l);
-	for (size_t i = 0; i < l.n; i++) {
-		struct meta_inode in;
-		char sub[1024];
-
-		assert_int_equal(ns_lookup(ns, ns_any(dir), l.names[i], &in), 0);
-		assert_int_equal(in.ino, l.inos[i]);
-		dump_add(d, "%s/%s ino=%llu gen=%llu mode=%o nlink=%u size=%llu uid=%u gid=%u"
-			 " parent=%llu layout=%u/%u/%u/%llx mtime=%lld\n", path, l.names[i],
-			 (unsigned long long)in.ino, (unsigned long long)in.gen, in.mode, in.nlink,
-			 (unsigned long long)in.size, in.uid, in.gid,
-			 (unsigned long long)in.parent, in.layout.chunk_size, in.layout.stripe,
-			 in.layout.table_len, (unsigned long long)in.layout.seed,
-			 (long long)in.mtime_ns);
-		if (S_ISDIR(in.mode)) {
-			snprintf(sub, sizeof(sub), "%s/%s", path, l.names[i]);
-			dump_tree(ns, in.ino, sub, d);
-		} else if (S_ISLNK(in.mode)) {
-			char t[NS_PATH_MAX];
-
-			assert_true(ns_readlink(ns, ns_any(in.ino), t, sizeof(t)) >= 0);
-			dump_add(d, "  -> %s\n", t);
-		}
-	}
-	list_free(&l);
-}
-
-/* The whole namespace as text: tree, attributes, totals, GC queue. */
-static char *dump_ns(struct ns *ns)
-{
-	struct dump d = { 0 };
-	struct meta_inode root;
-	struct ns_statfs sf;
-	struct meta_gc_item gc[64];
-	int n;
-
-	d.cap = 4096;
-	d.buf = malloc(d.cap);
-	assert_non_null(d.buf);
-	d.buf[0] = '\0';
-	assert_int_equal(ns_getattr(ns, ns_any(NS_ROOT_INO), &root), 0);
-	dump_add(&d, "root nlink=%u mtime=%lld\n", root.nlink, (long long)root.mtime_ns);
-	dump_tree(ns, NS_ROOT_INO, "", &d);
-	assert_int_equal(ns_statfs(ns, &sf), 0);
-	dump_add(&d, "statfs inodes=%llu bytes=%llu\n", (unsigned long long)sf.inodes,
-		 (unsigned long long)sf.bytes);
-	n = ns_gc_next(ns, 0, gc, 64);
-	assert_true(n >= 0);
-	for (int i = 0; i < n; i++)
-		dump_add(&d, "gc %llu [%llu,%llu)\n", (unsigned long long)gc[i].ino,
-			 (unsigned long long)gc[i].from, (unsigned long long)gc[i].to);
-	return d.buf;
-}
-
-static uint64_t mkfile(struct ns *ns, uint64_t dir, const char *name, uint64_t size)
-{
-	struct meta_inode in;
-
-	assert_int_equal(ns_create(ns, ns_any(dir), name, 0644, 1000, 1000, true, &in), 1);
-	if (size)
-		assert_int_equal(ns_set_size(ns, ns_any(in.ino), size, 0, NULL), 0);
-	return in.ino;
-}
-
-static uint64_t mkdir_(struct ns *ns, uint64_t dir, const char *name)
-{
-	struct meta_inode in;
-
-	assert_int_equal(ns_mkdir(ns, ns_any(dir), name, 0755, 1000, 1000, &in), 0);
-	return in.ino;
-}
-
-static int gc_all(struct ns *ns, uint64_t ino, struct meta_gc_item *out, uint32_t n)
-{
-	int got = ns_gc_next(ns, ino, out, n);
-
-	assert_true(got >= 0);
-	return got;
-}
-
-static void gc_drain(struct ns *ns)
-{
-	struct meta_gc_item it[32];
-	int n;
-
-	while ((n = gc_all(ns, 0, it, 32)) > 0)
-		for (int i = 0; i < n; i++)
-			assert_int_equal(ns_gc_done(ns, &it[i]), 0);
-}
+#include "meta_fx.h"
 
 /* ---- tests ---- */
 
@@ -1487,180 +1202,33 @@ static void test_quota_rename(void **state)
 	assert_int_equal(q.max_bytes, 300);
 }
 
-/* ---- backends: copy, byte order, PostgreSQL's schema and connection ---- */
-
-/* A populated SQLite namespace copied into an empty store of the backend
- * under test reads back the same, and allocates after what it held. */
-static void test_store_copy(void **state)
-{
-	struct fx *f = *state;
-	char src[128], dst[256];
-	struct meta_store a, b;
-	struct ns na, nb;
-	struct meta_copy_stats cs;
-	struct meta_inode x, y;
-	struct meta_quota qa, qb;
-	char *before, *after;
-	uint64_t d, e;
-
-	snprintf(src, sizeof(src), "%s/src.db", f->dir);
-	assert_int_equal(meta_store_sqlite_open(src, NULL, &a), 0);
-	assert_int_equal(ns_init(&na, &a, TABLE_LEN), 0);
-	d = mkdir_(&na, NS_ROOT_INO, "d");
-	e = mkdir_(&na, d, "e");
-	mkfile(&na, d, "f", 12345);
-	mkfile(&na, e, "g", 5u << 20);
-	mkfile(&na, NS_ROOT_INO, "\xc3\xa9t\xc3\xa9", 1);
-	assert_int_equal(ns_symlink(&na, ns_any(e), "l", "../f", 0, 0, NULL), 0);
-	assert_int_equal(ns_unlink(&na, ns_any(e), "g"), 0);	/* queues its chunks */
-	assert_int_equal(ns_quota_set(&na, ns_any(d), 1u << 30, 100, NULL), 0);
-	before = dump_ns(&na);
-
-	store_new(f, "copy", dst, sizeof(dst));
-	assert_int_equal(store_open(dst, &b), 0);
-	assert_int_equal(meta_store_copy(&a, &b, &cs), 0);
-	assert_int_equal(cs.inodes, 6);		/* root, d, e, f, the accented one, l */
-	assert_int_equal(cs.dentries, 5);
-	assert_int_equal(cs.links, 1);
-	assert_int_equal(cs.quotas, 1);
-	assert_true(cs.gc_items >= 1);
-	assert_true(cs.counters >= 3);		/* inodes, bytes, table_len at least */
-	/* A second copy finds the target in use. */
-	assert_int_equal(meta_store_copy(&a, &b, NULL), -ENOTEMPTY);
-
-	assert_int_equal(ns_init(&nb, &b, 0), 0);
-	after = dump_ns(&nb);
-	assert_string_equal(before, after);
-	assert_int_equal(ns_quota_get(&na, ns_any(d), &qa), 0);
-	assert_int_equal(ns_quota_get(&nb, ns_any(d), &qb), 0);
-	assert_memory_equal(&qa, &qb, sizeof(qa));
-	/* The next inode gets the number and generation the source would. */
-	assert_int_equal(ns_create(&na, ns_any(NS_ROOT_INO), "n", 0644, 0, 0, true, &x), 1);
-	assert_int_equal(ns_create(&nb, ns_any(NS_ROOT_INO), "n", 0644, 0, 0, true, &y), 1);
-	assert_int_equal(x.ino, y.ino);
-	assert_int_equal(x.gen, y.gen);
-	free(before);
-	free(after);
-	ns_release(&na);
-	ns_release(&nb);
-	meta_store_close(&a);
-	meta_store_close(&b);
-	for (const char *const *sfx = (const char *const[]){ "", "-wal", "-shm", NULL }; *sfx;
-	     sfx++) {
-		snprintf(dst, sizeof(dst), "%s%s", src, *sfx);
-		unlink(dst);
-	}
-}
-
-/* Directory order is the byte order of names, whatever the database's
- * collation: uppercase before lowercase, UTF-8 after ASCII. */
-static void test_name_byte_order(void **state)
-{
-	static const char *const sorted[] = {
-		"A", "Z", "_", "a", "ab", "b", "\x7f", "\xc3\xa9", "\xff\x01",
-	};
-	struct fx *f = *state;
-	struct name_list l = { 0 };
-	uint64_t d = mkdir_(&f->ns, NS_ROOT_INO, "order");
-	size_t n = sizeof(sorted) / sizeof(sorted[0]);
-
-	for (size_t i = n; i-- > 0;)
-		mkfile(&f->ns, d, sorted[i], 0);
-	list_all(&f->ns, d, 2, &l);
-	assert_int_equal(l.n, n);
-	for (size_t i = 0; i < n; i++)
-		assert_string_equal(l.names[i], sorted[i]);
-	list_free(&l);
-}
-
-/* PostgreSQL: a schema newer than the build's is refused; an open of a
- * current one does not migrate again. */
-static void test_pg_schema(void **state)
-{
-	struct fx *f = *state;
-	struct meta_inode in;
-
-	if (!pg_host)
-		skip();
-	mkfile(&f->ns, NS_ROOT_INO, "kept", 7);
-	ns_release(&f->ns);
-	meta_store_close(&f->st);
-	assert_int_equal(fx_open(f), 0);
-	assert_int_equal(ns_resolve(&f->ns, "/kept", 0, &in), 0);
-	assert_int_equal(in.size, 7);
-	ns_release(&f->ns);
-	meta_store_close(&f->st);
-	{
-		char db[64];
-
-		snprintf(db, sizeof(db), "%s_meta", f->pgname);
-		pg_admin(db, "UPDATE schema_version SET version = 99 WHERE component = 'meta'");
-	}
-	assert_int_equal(store_open(f->db, &f->st), -EIO);
-	assert_int_equal(fx_open(f), -EIO);
-	memset(&f->st, 0, sizeof(f->st));
-	memset(&f->ns, 0, sizeof(f->ns));
-}
-
-/* PostgreSQL: a connection the server drops fails the operation with
- * -EIO, and the next one reconnects. */
-static void test_pg_reconnect(void **state)
-{
-	struct fx *f = *state;
-	char db[64], sql[192];
-	struct meta_inode in;
-	int err;
-
-	if (!pg_host)
-		skip();
-	mkfile(&f->ns, NS_ROOT_INO, "before", 0);
-	snprintf(db, sizeof(db), "%s_meta", f->pgname);
-	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-		 " WHERE datname = '%s' AND pid <> pg_backend_pid()", db);
-	pg_admin("postgres", sql);
-	err = ns_create(&f->ns, ns_any(NS_ROOT_INO), "during", 0644, 0, 0, true, NULL);
-	assert_true(err == -EIO || err == 1);	/* libpq may see the close only later */
-	assert_int_equal(ns_create(&f->ns, ns_any(NS_ROOT_INO), "after", 0644, 0, 0, true, NULL),
-			 1);
-	assert_int_equal(ns_resolve(&f->ns, "/before", 0, &in), 0);
-	assert_int_equal(ns_resolve(&f->ns, "/after", 0, &in), 0);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_root_and_table_len, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_create_lookup_open, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_no_chain_table, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_mkdir_rmdir_unlink, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_symlink_resolve, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_errors_leave_namespace_unchanged, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_rename, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_readdir_paging, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_concurrent_creates, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_truncate_unlink_gc, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_layout, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_setattr_statfs, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_generations, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_readdirplus, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_schema_v1_migration, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_quota_bytes_exact, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_quota_inodes_nested, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_quota_set_counts_tree, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_quota_rename, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_store_copy, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_name_byte_order, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_pg_schema, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_pg_reconnect, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_root_and_table_len, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_create_lookup_open, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_no_chain_table, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_mkdir_rmdir_unlink, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_symlink_resolve, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_errors_leave_namespace_unchanged, fx_setup,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_rename, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_readdir_paging, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent_creates, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_truncate_unlink_gc, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_layout, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_setattr_statfs, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_reopen, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_generations, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_readdirplus, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_schema_v1_migration, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_quota_bytes_exact, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_quota_inodes_nested, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_quota_set_counts_tree, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_quota_rename, fx_setup, fx_teardown),
 	};
 
-	pg_host = getenv("STRATA_TEST_PG_HOST");
-	if (pg_host && !*pg_host)
-		pg_host = NULL;
-	if (getenv("STRATA_TEST_PG_PORT"))
-		pg_port = getenv("STRATA_TEST_PG_PORT");
+	fx_backend_from_env();
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
