@@ -229,8 +229,10 @@ void meta_store_pg_opts_init(struct meta_store_pg_opts *opts, size_t size);
  * under an advisory lock so several servers may open it at once) and
  * fills *out. A schema newer than this build's is refused (-EIO,
  * logged). Transactions are SERIALIZABLE (writes) or REPEATABLE READ
- * (reads); a serialization failure or deadlock is -EBUSY. A lost
- * connection fails the call with -EIO, and the next begin() reconnects.
+ * (reads); a serialization failure or deadlock is -EBUSY. A connection
+ * found lost at begin() is made again at once; one lost inside a
+ * transaction fails that call with -EIO, and the next begin() reconnects
+ * (at most every 500 ms while the server stays away).
  * Inode numbers and generations come from database sequences: nothing
  * durable is cached in the process. Logs never show conninfo (it may hold
  * a password); they name the host, port and database.

@@ -432,6 +432,8 @@ static int reconnect(struct pg_store *s)
 static int pg_begin(void *impl, bool write)
 {
 	struct pg_store *s = impl;
+	const char *sql = write ? "BEGIN ISOLATION LEVEL SERIALIZABLE" :
+			  "BEGIN ISOLATION LEVEL REPEATABLE READ";
 	int err;
 
 	if (s->in_txn) {
@@ -443,8 +445,15 @@ static int pg_begin(void *impl, bool write)
 		if (err)
 			return err;
 	}
-	err = exec_sql(s, write ? "BEGIN ISOLATION LEVEL SERIALIZABLE" :
-		       "BEGIN ISOLATION LEVEL REPEATABLE READ", "begin");
+	err = exec_sql(s, sql, "begin");
+	/* An idle connection learns that the server went away (a restart,
+	 * a failover) only now, before anything was done: connect again and
+	 * go on, once, so the caller never sees it. */
+	if (err && s->lost) {
+		err = reconnect(s);
+		if (!err)
+			err = exec_sql(s, sql, "begin");
+	}
 	if (!err)
 		s->in_txn = true;
 	return err;
