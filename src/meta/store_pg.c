@@ -401,10 +401,17 @@ static int prepare_all(struct pg_store *s)
 
 /* ---- transactions ---- */
 
+static int set_timeout(struct pg_store *s)
+{
+	char sql[64];
+
+	snprintf(sql, sizeof(sql), "SET statement_timeout = %u", s->o.statement_timeout_ms);
+	return exec_sql(s, sql, "setting the statement timeout");
+}
+
 /* (Re)connects and prepares after a loss. */
 static int reconnect(struct pg_store *s)
 {
-	char sql[64];
 	int err;
 
 	if (mono_ms() < s->retry_at_ms)
@@ -418,9 +425,8 @@ static int reconnect(struct pg_store *s)
 				 one_line(PQerrorMessage(s->conn), msg, sizeof(msg)));
 		return -EIO;
 	}
-	snprintf(sql, sizeof(sql), "SET statement_timeout = %u", s->o.statement_timeout_ms);
 	s->lost = false;
-	err = exec_sql(s, sql, "setting the statement timeout");
+	err = set_timeout(s);
 	if (!err)
 		err = prepare_all(s);
 	if (err)
@@ -1164,7 +1170,7 @@ int meta_store_pg_open(const char *conninfo, const struct meta_store_pg_opts *op
 		       struct meta_store *out)
 {
 	struct pg_store *s;
-	char sql[64];
+	bool want_pf;
 	int err;
 
 	out->ops = NULL;
@@ -1177,11 +1183,11 @@ int meta_store_pg_open(const char *conninfo, const struct meta_store_pg_opts *op
 		memcpy(&s->o, opts, opts->size < sizeof(s->o) ? opts->size : sizeof(s->o));
 	s->o.size = sizeof(s->o);
 	snprintf(s->where, sizeof(s->where), "PostgreSQL");
+	want_pf = s->o.passfile && *s->o.passfile;
 	s->conninfo = strdup(conninfo);
-	s->passfile = s->o.passfile && *s->o.passfile ? strdup(s->o.passfile) : NULL;
-	s->o.passfile = NULL;
-	if (!s->conninfo || (opts && opts->size > offsetof(struct meta_store_pg_opts, passfile) &&
-			     opts->passfile && *opts->passfile && !s->passfile)) {
+	s->passfile = want_pf ? strdup(s->o.passfile) : NULL;
+	s->o.passfile = NULL;		/* the caller's; ours is s->passfile */
+	if (!s->conninfo || (want_pf && !s->passfile)) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -1191,10 +1197,8 @@ int meta_store_pg_open(const char *conninfo, const struct meta_store_pg_opts *op
 			goto fail;
 	}
 	err = pg_connect(s);
-	if (err)
-		goto fail;
-	snprintf(sql, sizeof(sql), "SET statement_timeout = %u", s->o.statement_timeout_ms);
-	err = exec_sql(s, sql, "setting the statement timeout");
+	if (!err)
+		err = set_timeout(s);
 	if (!err)
 		err = setup_schema(s);
 	if (!err)
