@@ -81,6 +81,9 @@ run() {
 	have_pg
 	RUN_DIR=$(mktemp -d /tmp/strata-pg.XXXXXX)
 	trap cleanup EXIT
+	# A timeout's SIGTERM (meson's) must stop the server too: exit, so
+	# that the EXIT trap runs.
+	trap 'exit 143' TERM INT HUP
 	uri=$(start "$RUN_DIR")
 	STRATA_TEST_PG_HOST=$RUN_DIR STRATA_TEST_PG_PORT=$PORT STRATA_TEST_PG_URI=$uri "$@" ||
 		rc=$?
