@@ -12,6 +12,8 @@ PKGS=(
   libmicrohttpd-dev                              # /metrics endpoint
   libisal-dev                                    # CRC32C (and later erasure codes)
   libsqlite3-dev                                 # embedded metadata store
+  libpq-dev                                      # the metadata store on PostgreSQL (libpq)
+  postgresql                                     # its tests start a throwaway server (tests/pg_tmp.sh)
   libssl-dev openssl                             # HMAC-SHA256, TLS; scripts/tls-cert.sh
   libcmocka-dev                                  # unit tests
   python3-pytest                                 # integration tests (/usr/bin/python3)

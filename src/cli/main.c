@@ -208,6 +208,9 @@ static void usage(FILE *f)
 		"  slurm install [--conf-dir DIR]     the burst_buffer/lua script, its settings\n"
 		"                                     and SlurmUser's token\n"
 		"  slurm gres [--names N1,N2]         gres.conf lines for the composer's GPUs\n"
+		"namespace database (docs/namespace.md):\n"
+		"  meta migrate --from DATA/meta.db --to postgresql://... [--passfile FILE]\n"
+		"                                     copy a SQLite namespace into PostgreSQL\n"
 		"files (the cluster: --mgmt ADDR, --dir DIR of 'local up', or $STRATA_MGMT;\n"
 		"       the credential: --token TOKEN|FILE, $STRATA_TOKEN, $STRATA_TOKEN_FILE,\n"
 		"       or DIR/admin.token):\n"
@@ -263,6 +266,8 @@ int main(int argc, char **argv)
 		return cmd_compose(argc - 1, argv + 1);
 	if (strcmp(argv[1], "slurm") == 0)
 		return cmd_slurm(argc - 1, argv + 1);
+	if (strcmp(argv[1], "meta") == 0)
+		return cmd_meta(argc - 1, argv + 1);
 	if (strcmp(argv[1], "bench") == 0)
 		return cmd_bench(argc - 1, argv + 1);
 	if (strcmp(argv[1], "demo") == 0)

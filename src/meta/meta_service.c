@@ -31,6 +31,7 @@
 
 #include "client/storage_client.h"
 #include "common/cap.h"
+#include "common/errors_int.h"
 #include "common/clock.h"
 #include "common/layout.h"
 #include "common/log.h"
@@ -110,6 +111,8 @@ struct meta_cfg {
 	uint64_t chunk_size;
 	int64_t stripe;
 	int64_t gc_interval_ms;
+	char store[CFG_STR_MAX];		/* "": SQLite; postgresql://... */
+	char store_passfile[CFG_STR_MAX];	/* PostgreSQL's password file */
 };
 
 struct meta {
@@ -1513,10 +1516,10 @@ static int meta_start(const struct service_env *env, void **out)
 		m->ios[i].next_free = m->free_ios;
 		m->free_ios = &m->ios[i];
 	}
-	snprintf(path, sizeof(path), "%s/meta.db", env->data);
-	rc = meta_store_sqlite_open(path, NULL, &m->store);
+	rc = meta_store_open_spec(m->cfg->store, m->cfg->store_passfile, env->data, &m->store,
+				  path, sizeof(path));
 	if (rc) {
-		log_error(COMP, "cannot open the namespace database '%s': %s", path,
+		log_error(COMP, "cannot open the namespace database (meta.store): %s",
 			  strata_strerror(rc));
 		goto fail;
 	}
@@ -1652,14 +1655,46 @@ static const struct cfg_key meta_keys[] = {
 	K("stripe", CFG_INT, stripe, "16", 1, 256, "default stripe width"),
 	K("gc_interval", CFG_MS, gc_interval_ms, "1s", 10, 3600000,
 	  "chunk garbage collection interval"),
+	K("store", CFG_STR, store, "", 0, 0,
+	  "namespace database: empty: SQLite (meta.db in the data directory);"
+	  " postgresql://...: PostgreSQL"),
+	K("store_passfile", CFG_STR, store_passfile, "", 0, 0,
+	  "PostgreSQL password file (mode 0600); empty: libpq's default"),
 };
 #undef K
 static const struct cfg_schema meta_schema = CFG_SCHEMA(meta_keys);
+
+/* meta.store names a backend this build has; a password file is private. */
+static int meta_check(const void *cfg, char *err, size_t errlen)
+{
+	const struct meta_cfg *c = cfg;
+	char msg[512];
+
+	if (c->store[0] && !meta_store_is_pg(c->store)) {
+		/* The scheme only: the rest may hold a password. */
+		snprintf(err, errlen, "key 'meta.store': unknown store '%.*s'; leave it empty for"
+			 " the embedded SQLite database, or give a postgresql:// URI",
+			 (int)strcspn(c->store, ":@/ "), c->store);
+		return STRATA_ECONFIG;
+	}
+	if (c->store_passfile[0] && !c->store[0]) {
+		snprintf(err, errlen, "key 'meta.store_passfile' is set but 'meta.store' is not a"
+			 " postgresql:// URI");
+		return STRATA_ECONFIG;
+	}
+	if (c->store_passfile[0] &&
+	    meta_store_pg_check_passfile(c->store_passfile, msg, sizeof(msg))) {
+		snprintf(err, errlen, "key 'meta.store_passfile': %s", msg);
+		return STRATA_ECONFIG;
+	}
+	return 0;
+}
 
 const struct service_def meta_service = {
 	.name = "meta",
 	.schema = &meta_schema,
 	.cfg_size = sizeof(struct meta_cfg),
+	.check = meta_check,
 	.start = meta_start,
 	.stop = meta_stop,
 	.status = meta_status,

@@ -1,6 +1,7 @@
 /*
- * The meta service of stratad: the namespace (ns.h) over an SQLite store
- * at DATA/meta.db, served over RPC (proto/meta.h), and the GC worker that
+ * The meta service of stratad: the namespace (ns.h) over the store
+ * meta.store names (an SQLite database at DATA/meta.db by default, or
+ * PostgreSQL), served over RPC (proto/meta.h), and the GC worker that
  * removes the chunks of unlinked and truncated files.
  *
  * All namespace state is owned by reactor 0's thread: every request is
@@ -8,6 +9,9 @@
  *
  * Config keys read from struct daemon_cfg:
  *   data            directory of meta.db
+ *   meta.store      "" (SQLite) or a postgresql:// URI; another scheme is
+ *                   refused by the config check, naming the key
+ *   meta.store_passfile  PostgreSQL's password file, mode 0600 or stricter
  *   mgmt.address    where the storage client fetches the cluster map
  *   meta.chunk_size chunk size of the root directory of a new namespace
  *   meta.stripe     stripe width of the root directory of a new namespace

@@ -2,8 +2,9 @@
  * The metadata store interface of the meta service.
  *
  * Every byte of SQL lives behind this vtable, in one backend file per
- * database (store_sqlite.c today; a PostgreSQL backend later), so the
- * namespace logic in ns.c never changes when the backend does.
+ * database (store_sqlite.c, the embedded default; store_pg.c, PostgreSQL
+ * through libpq), so the namespace logic in ns.c never changes when the
+ * backend does.
  *
  * A handle (struct meta_store) is used by one thread at a time. Several
  * handles, one per thread, may be open on the same database; the backend
@@ -12,7 +13,10 @@
  *
  * Return values: 0 (or a non-negative count) on success, a negative errno
  * on failure. -EBUSY means "the database was locked by another writer for
- * longer than the busy timeout": roll back and retry the whole transaction.
+ * longer than the busy timeout" (SQLite) or "the transaction lost a
+ * serialization conflict or a deadlock" (PostgreSQL): roll back and retry
+ * the whole transaction. -EIO is any other failure, a lost connection to
+ * the database server included (logged by the backend).
  */
 #ifndef STRATA_META_STORE_H
 #define STRATA_META_STORE_H
@@ -64,6 +68,13 @@ struct meta_quota {
  * S_IFMT bits of the target inode. Return 0 to go on, anything else to
  * stop (that value is returned by list_dentries). */
 typedef int (*meta_dentry_cb)(void *arg, const char *name, uint64_t ino, uint32_t type);
+
+/* One named counter (counter_get/add/set), for list_counters. */
+#define META_COUNTER_NAME_MAX 64
+struct meta_counter {
+	char name[META_COUNTER_NAME_MAX];
+	int64_t value;
+};
 
 struct meta_store_ops {
 	/* Opens a transaction; write = true takes the write lock up front
@@ -135,6 +146,25 @@ struct meta_store_ops {
 	/* Removes queue entry id (0 if already gone). */
 	int (*gc_ack)(void *impl, uint64_t id);
 
+	/* Whole-store iteration, for copying a namespace between backends
+	 * (meta_store_copy). Each copies up to max records into out, in key
+	 * order, after the given key, and returns the count. */
+	/* Inodes numbered above after, in inode order. */
+	int (*list_inodes)(void *impl, uint64_t after, struct meta_inode *out, uint32_t max);
+	/* The counters whose name sorts (bytes) after after ("": all); only
+	 * those written through counter_add/set, not the backend's own
+	 * bookkeeping (schema version, allocation state). */
+	int (*list_counters)(void *impl, const char *after, struct meta_counter *out,
+			     uint32_t max);
+	/* Queue entries with an id above after, oldest first. */
+	int (*gc_list)(void *impl, uint64_t after, struct meta_gc_item *out, uint32_t max);
+	/* The highest inode number and generation alloc_ino has handed out
+	 * (1 and 1 on a fresh store: the root's). */
+	int (*alloc_peek)(void *impl, uint64_t *ino, uint64_t *gen);
+	/* Makes alloc_ino hand out numbers above ino and generations above
+	 * gen from now on; never lowers what it would hand out. */
+	int (*alloc_reserve)(void *impl, uint64_t ino, uint64_t gen);
+
 	/* Frees the handle and everything it holds. impl may be NULL. */
 	void (*close)(void *impl);
 };
@@ -169,6 +199,90 @@ void meta_store_sqlite_opts_init(struct meta_store_sqlite_opts *opts, size_t siz
  */
 int meta_store_sqlite_open(const char *path, const struct meta_store_sqlite_opts *opts,
 			   struct meta_store *out);
+
+/* Options for meta_store_pg_open(); set up with meta_store_pg_opts_init(). */
+struct meta_store_pg_opts {
+	size_t size;
+	/* A libpq password file (hostname:port:database:username:password
+	 * lines), or NULL: libpq's default (~/.pgpass, $PGPASSFILE). One
+	 * given here must be a regular file of mode 0600 or stricter, else
+	 * the open is refused (-EACCES, logged). Copied by the open. */
+	const char *passfile;
+	/* Seconds a connection attempt may take (libpq connect_timeout). */
+	uint32_t connect_timeout_s;
+	/* Milliseconds a statement may run before the server cancels it
+	 * (0: no limit). */
+	uint32_t statement_timeout_ms;
+};
+
+/*
+ * Sets opts to the defaults (libpq's passfile, connect timeout 5 s,
+ * statement timeout 30 s). size is sizeof(*opts) as the caller knows it.
+ */
+void meta_store_pg_opts_init(struct meta_store_pg_opts *opts, size_t size);
+
+/*
+ * Connects to the PostgreSQL database named by conninfo (a libpq URI,
+ * "postgresql://[user@]host[:port]/db?...", or "key=value" pairs; a
+ * password belongs in the passfile, not here), creates the schema if
+ * absent, brings an older one up to this build's (ordered migrations,
+ * under an advisory lock so several servers may open it at once) and
+ * fills *out. A schema newer than this build's is refused (-EIO,
+ * logged). Transactions are SERIALIZABLE (writes) or REPEATABLE READ
+ * (reads); a serialization failure or deadlock is -EBUSY. A connection
+ * found lost at begin() is made again at once; one lost inside a
+ * transaction fails that call with -EIO, and the next begin() reconnects
+ * (at most every 500 ms while the server stays away).
+ * Inode numbers and generations come from database sequences: nothing
+ * durable is cached in the process. Logs never show conninfo (it may hold
+ * a password); they name the host, port and database.
+ * opts may be NULL (defaults). Returns 0, -EIO (cannot connect or set up;
+ * logged), -EACCES (passfile refused; logged) or -ENOMEM. The caller owns
+ * the handle and frees it with meta_store_close().
+ */
+int meta_store_pg_open(const char *conninfo, const struct meta_store_pg_opts *opts,
+		       struct meta_store *out);
+
+/*
+ * Checks that path is a regular file of mode 0600 or stricter, as a
+ * password file must be. Returns 0, or a negative errno (-EACCES for a
+ * loose mode or not a file) with a message naming the file in err.
+ */
+int meta_store_pg_check_passfile(const char *path, char *err, size_t errlen);
+
+/* True when spec names a PostgreSQL database: it starts with
+ * "postgresql://" or "postgres://". */
+bool meta_store_is_pg(const char *spec);
+
+/*
+ * Opens the store a meta.store setting names: "" (the default) is the
+ * SQLite database meta.db in data_dir; a postgresql:// or postgres:// URI
+ * is PostgreSQL, with passfile ("" or NULL: libpq's default) for its
+ * password. Anything else is refused (-EINVAL), with a message naming
+ * the key 'meta.store'. desc receives a description fit for logs (the
+ * SQLite path, or the PostgreSQL host and database: never a password).
+ * Returns 0 or a negative errno (logged).
+ */
+int meta_store_open_spec(const char *spec, const char *passfile, const char *data_dir,
+			 struct meta_store *out, char *desc, size_t desclen);
+
+/* Counts of what meta_store_copy moved. */
+struct meta_copy_stats {
+	uint64_t inodes, dentries, links, quotas, counters, gc_items;
+	uint64_t next_ino, next_gen;	/* the allocation state carried over */
+};
+
+/*
+ * Copies the whole namespace of store from into store to, which must be
+ * empty (no inode, counter, quota or queued gc item: else -ENOTEMPTY):
+ * inodes, directory entries, symlink targets, quotas, counters, the gc
+ * queue and the inode/generation allocation state, in one read
+ * transaction on from and one write transaction on to. Then counts both
+ * again and compares (-EIO, logged, on a mismatch). stats may be NULL.
+ * Returns 0 or a negative errno; on failure to holds nothing new.
+ */
+int meta_store_copy(struct meta_store *from, struct meta_store *to,
+		    struct meta_copy_stats *stats);
 
 /* Closes a handle filled by an open function; safe on a zeroed struct and
  * on an already closed one. */

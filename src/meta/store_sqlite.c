@@ -8,6 +8,7 @@
  * and cached, BEGIN IMMEDIATE for write transactions.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -46,6 +47,9 @@ enum stmt_id {
 	ST_PUT_QUOTA,
 	ST_DEL_QUOTA,
 	ST_LIST_QUOTAS,
+	ST_LIST_INODES,
+	ST_LIST_COUNTERS,
+	ST_GC_LIST,
 	ST_COUNT,
 };
 
@@ -92,6 +96,15 @@ static const char *const stmt_sql[ST_COUNT] = {
 	[ST_DEL_QUOTA] = "DELETE FROM quotas WHERE ino = ?1",
 	[ST_LIST_QUOTAS] = "SELECT ino, max_bytes, max_inodes, bytes, inodes FROM quotas"
 		" WHERE ino > ?1 ORDER BY ino LIMIT ?2",
+	[ST_LIST_INODES] = "SELECT mode, uid, gid, nlink, size, atime, mtime, ctime, parent,"
+		" chunk_size, stripe, table_len, seed, gen, ino FROM inodes WHERE ino > ?1"
+		" ORDER BY ino LIMIT ?2",
+	/* The store's own rows are not namespace counters. */
+	[ST_LIST_COUNTERS] = "SELECT name, value FROM counters WHERE CAST(name AS BLOB) >"
+		" CAST(?1 AS BLOB) AND name NOT IN ('schema_version', 'next_ino', 'next_gen')"
+		" ORDER BY CAST(name AS BLOB) LIMIT ?2",
+	[ST_GC_LIST] = "SELECT id, ino, chunk_from, chunk_to, chunk_size, stripe, table_len,"
+		" seed FROM gc_queue WHERE id > ?1 ORDER BY id LIMIT ?2",
 };
 
 /*
@@ -255,6 +268,25 @@ static void sq_rollback(void *impl)
 	s->in_txn = false;
 }
 
+/* Columns col.. of st: mode .. gen as ST_GET_INODE selects them. */
+static void inode_row(sqlite3_stmt *st, int col, struct meta_inode *out)
+{
+	out->mode = (uint32_t)sqlite3_column_int64(st, col + 0);
+	out->uid = (uint32_t)sqlite3_column_int64(st, col + 1);
+	out->gid = (uint32_t)sqlite3_column_int64(st, col + 2);
+	out->nlink = (uint32_t)sqlite3_column_int64(st, col + 3);
+	out->size = (uint64_t)sqlite3_column_int64(st, col + 4);
+	out->atime_ns = sqlite3_column_int64(st, col + 5);
+	out->mtime_ns = sqlite3_column_int64(st, col + 6);
+	out->ctime_ns = sqlite3_column_int64(st, col + 7);
+	out->parent = (uint64_t)sqlite3_column_int64(st, col + 8);
+	out->layout.chunk_size = (uint32_t)sqlite3_column_int64(st, col + 9);
+	out->layout.stripe = (uint32_t)sqlite3_column_int64(st, col + 10);
+	out->layout.table_len = (uint32_t)sqlite3_column_int64(st, col + 11);
+	out->layout.seed = (uint64_t)sqlite3_column_int64(st, col + 12);
+	out->gen = (uint64_t)sqlite3_column_int64(st, col + 13);
+}
+
 static int sq_get_inode(void *impl, uint64_t ino, struct meta_inode *out)
 {
 	struct sqlite_store *s = impl;
@@ -268,20 +300,7 @@ static int sq_get_inode(void *impl, uint64_t ino, struct meta_inode *out)
 	if (rc == SQLITE_ROW) {
 		memset(out, 0, sizeof(*out));
 		out->ino = ino;
-		out->mode = (uint32_t)sqlite3_column_int64(st, 0);
-		out->uid = (uint32_t)sqlite3_column_int64(st, 1);
-		out->gid = (uint32_t)sqlite3_column_int64(st, 2);
-		out->nlink = (uint32_t)sqlite3_column_int64(st, 3);
-		out->size = (uint64_t)sqlite3_column_int64(st, 4);
-		out->atime_ns = sqlite3_column_int64(st, 5);
-		out->mtime_ns = sqlite3_column_int64(st, 6);
-		out->ctime_ns = sqlite3_column_int64(st, 7);
-		out->parent = (uint64_t)sqlite3_column_int64(st, 8);
-		out->layout.chunk_size = (uint32_t)sqlite3_column_int64(st, 9);
-		out->layout.stripe = (uint32_t)sqlite3_column_int64(st, 10);
-		out->layout.table_len = (uint32_t)sqlite3_column_int64(st, 11);
-		out->layout.seed = (uint64_t)sqlite3_column_int64(st, 12);
-		out->gen = (uint64_t)sqlite3_column_int64(st, 13);
+		inode_row(st, 0, out);
 	} else if (rc == SQLITE_DONE) {
 		err = -ENOENT;
 	} else {
@@ -541,6 +560,32 @@ static int sq_alloc_ino(void *impl, uint64_t *ino, uint64_t *gen)
 	return err ? err : counter_next(impl, "next_gen", gen);
 }
 
+static int sq_alloc_peek(void *impl, uint64_t *ino, uint64_t *gen)
+{
+	int64_t i, g;
+	int err = sq_counter_get(impl, "next_ino", &i);
+
+	if (!err)
+		err = sq_counter_get(impl, "next_gen", &g);
+	if (!err) {
+		*ino = (uint64_t)i;
+		*gen = (uint64_t)g;
+	}
+	return err;
+}
+
+static int sq_alloc_reserve(void *impl, uint64_t ino, uint64_t gen)
+{
+	uint64_t i, g;
+	int err = sq_alloc_peek(impl, &i, &g);
+
+	if (!err && ino > i)
+		err = sq_counter_set(impl, "next_ino", (int64_t)ino);
+	if (!err && gen > g)
+		err = sq_counter_set(impl, "next_gen", (int64_t)gen);
+	return err;
+}
+
 static int sq_gc_push(void *impl, uint64_t ino, uint64_t from, uint64_t to,
 		      const struct file_layout *l)
 {
@@ -559,17 +604,11 @@ static int sq_gc_push(void *impl, uint64_t ino, uint64_t from, uint64_t to,
 	return stmt_exec(s, st, "push gc item");
 }
 
-static int sq_gc_pop(void *impl, uint64_t ino, struct meta_gc_item *out, uint32_t max)
+/* Reads the rows of a gc_queue select (bound) into out. */
+static int gc_rows(struct sqlite_store *s, sqlite3_stmt *st, struct meta_gc_item *out)
 {
-	struct sqlite_store *s = impl;
-	sqlite3_stmt *st = stmt_get(s, ino ? ST_GC_POP_INO : ST_GC_POP);
 	int rc, n = 0;
 
-	if (!st)
-		return -EIO;
-	sqlite3_bind_int64(st, 1, max);
-	if (ino)
-		sqlite3_bind_int64(st, 2, (int64_t)ino);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct meta_gc_item *it = &out[n++];
 
@@ -584,7 +623,91 @@ static int sq_gc_pop(void *impl, uint64_t ino, struct meta_gc_item *out, uint32_
 		it->layout.seed = (uint64_t)sqlite3_column_int64(st, 7);
 	}
 	if (rc != SQLITE_DONE)
-		n = map_rc(s, rc, "pop gc items");
+		n = map_rc(s, rc, "read gc items");
+	stmt_done(st);
+	return n;
+}
+
+static int sq_gc_pop(void *impl, uint64_t ino, struct meta_gc_item *out, uint32_t max)
+{
+	struct sqlite_store *s = impl;
+	sqlite3_stmt *st = stmt_get(s, ino ? ST_GC_POP_INO : ST_GC_POP);
+
+	if (!st)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, max);
+	if (ino)
+		sqlite3_bind_int64(st, 2, (int64_t)ino);
+	return gc_rows(s, st, out);
+}
+
+/* Listing statement id, bound to the key to start after (?1) and the
+ * number of rows (?2); NULL (logged) if it cannot be prepared. */
+static sqlite3_stmt *list_stmt(struct sqlite_store *s, enum stmt_id id, uint64_t after,
+			       uint32_t max)
+{
+	sqlite3_stmt *st = stmt_get(s, id);
+
+	if (st) {
+		sqlite3_bind_int64(st, 1, (int64_t)after);
+		sqlite3_bind_int64(st, 2, max);
+	}
+	return st;
+}
+
+static int sq_gc_list(void *impl, uint64_t after, struct meta_gc_item *out, uint32_t max)
+{
+	struct sqlite_store *s = impl;
+	sqlite3_stmt *st = list_stmt(s, ST_GC_LIST, after, max);
+
+	return st ? gc_rows(s, st, out) : -EIO;
+}
+
+static int sq_list_inodes(void *impl, uint64_t after, struct meta_inode *out, uint32_t max)
+{
+	struct sqlite_store *s = impl;
+	sqlite3_stmt *st = list_stmt(s, ST_LIST_INODES, after, max);
+	int rc, n = 0;
+
+	if (!st)
+		return -EIO;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct meta_inode *in = &out[n++];
+
+		memset(in, 0, sizeof(*in));
+		inode_row(st, 0, in);
+		in->ino = (uint64_t)sqlite3_column_int64(st, 14);
+	}
+	if (rc != SQLITE_DONE)
+		n = map_rc(s, rc, "list inodes");
+	stmt_done(st);
+	return n;
+}
+
+static int sq_list_counters(void *impl, const char *after, struct meta_counter *out,
+			    uint32_t max)
+{
+	struct sqlite_store *s = impl;
+	sqlite3_stmt *st = stmt_get(s, ST_LIST_COUNTERS);
+	int rc, n = 0;
+
+	if (!st)
+		return -EIO;
+	sqlite3_bind_text(st, 1, after ? after : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, max);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *name = (const char *)sqlite3_column_text(st, 0);
+
+		if (!name || strlen(name) >= META_COUNTER_NAME_MAX) {
+			log_error(COMP, "database '%s': counter name too long", s->path);
+			n = -EIO;
+			break;
+		}
+		snprintf(out[n].name, sizeof(out[n].name), "%s", name);
+		out[n++].value = sqlite3_column_int64(st, 1);
+	}
+	if (n >= 0 && rc != SQLITE_DONE)
+		n = map_rc(s, rc, "list counters");
 	stmt_done(st);
 	return n;
 }
@@ -684,13 +807,11 @@ static int sq_del_quota(void *impl, uint64_t ino)
 static int sq_list_quotas(void *impl, uint64_t after, struct meta_quota *out, uint32_t max)
 {
 	struct sqlite_store *s = impl;
-	sqlite3_stmt *st = stmt_get(s, ST_LIST_QUOTAS);
+	sqlite3_stmt *st = list_stmt(s, ST_LIST_QUOTAS, after, max);
 	int rc, n = 0;
 
 	if (!st)
 		return -EIO;
-	sqlite3_bind_int64(st, 1, (int64_t)after);
-	sqlite3_bind_int64(st, 2, max);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct meta_quota *q = &out[n++];
 
@@ -744,6 +865,11 @@ static const struct meta_store_ops sqlite_ops = {
 	.gc_push = sq_gc_push,
 	.gc_pop = sq_gc_pop,
 	.gc_ack = sq_gc_ack,
+	.list_inodes = sq_list_inodes,
+	.list_counters = sq_list_counters,
+	.gc_list = sq_gc_list,
+	.alloc_peek = sq_alloc_peek,
+	.alloc_reserve = sq_alloc_reserve,
 	.close = sq_close,
 };
 

@@ -572,6 +572,52 @@ def forget_token_of(c):
     _name_token()
 
 
+def restart_control_node(c, sig, extra_flags=(), between=None):
+    """Signals node 1 (mgmt, meta, composer) and starts it again with its
+    command line (extra_flags appended: they override), records it in
+    cluster.json; returns its Popen once it serves. between(node), if
+    given, runs once the old process is gone and before the new starts."""
+    import json
+    node = c.mgmt_node
+    with open("/proc/%d/cmdline" % node.pid, "rb") as f:
+        argv = [a.decode() for a in f.read().split(b"\0") if a]
+    argv += list(extra_flags)
+    os.kill(node.pid, sig)
+    wait_until(lambda: not pid_alive(node.pid), 30, what="node 1 to exit")
+    REGISTRY.discard(node.pid)
+    addr_file = node.data / "stratad.addr"
+    if addr_file.exists():
+        addr_file.unlink()
+    if between:
+        between(node)
+    # Its fixed port can be taken for a moment by a peer's reconnection
+    # (a loopback connect may pick the freed port as its own): the start
+    # is then refused, and tried again.
+    for attempt in range(20):
+        p = spawn(argv, node.log_path, "stratad node 1 (restarted)", cwd=c.dir)
+
+        def started():
+            if p.poll() is not None:
+                return "exited"
+            return addr_file.exists() and addr_file.read_text().split("\n")[2:3] == [str(p.pid)]
+        if wait_until(started, 30, what="node 1 to restart") is True:
+            break
+        REGISTRY.discard(p.pid)
+        # Or the previous attempt, refused its port, had not yet let go
+        # of the data directory's lock (stratad.lock).
+        last = node.log.splitlines()[-1]
+        assert "Address already in use" in last or "is in use by another stratad" in last, \
+            node.log_tail()
+        time.sleep(0.2)
+    else:
+        raise AssertionError("node 1 could not take its port again")
+    j = json.loads((c.dir / "cluster.json").read_text())
+    j["nodes"][0]["pid"] = p.pid
+    (c.dir / "cluster.json").write_text(json.dumps(j, indent=2))
+    c.reload()
+    return p
+
+
 class Cluster:
     def __init__(self, directory, strata_fn):
         self.dir = Path(directory)

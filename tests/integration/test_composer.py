@@ -17,14 +17,13 @@ import random
 import signal
 import struct
 import threading
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 
 import strata_wire as sw
-from conftest import REGISTRY, pid_alive, signed_token, spawn, wait_until
+from conftest import restart_control_node, signed_token, wait_until
 from conftest import strata_nocred as strata
 
 EACCES = -13
@@ -68,6 +67,14 @@ def http(c, method, path, body=None, token=True, raw=None):
             return r.status, json.loads(r.read() or b"null")
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"null")
+
+
+
+def _answers(c):
+    try:
+        return http(c, "GET", RF, token=False)[0] == 200
+    except OSError:
+        return False
 
 
 def inventory(c):
@@ -400,52 +407,6 @@ def test_ttl_expiry_releases(cc):
     audit(cc)
 
 
-def restart_control_node(c, sig):
-    """Signals node 1 (mgmt, meta, composer) and starts it again with its
-    command line; returns once its API answers."""
-    node = c.mgmt_node
-    with open("/proc/%d/cmdline" % node.pid, "rb") as f:
-        argv = [a.decode() for a in f.read().split(b"\0") if a]
-    os.kill(node.pid, sig)
-    wait_until(lambda: not pid_alive(node.pid), 30, what="node 1 to exit")
-    REGISTRY.discard(node.pid)
-    addr_file = node.data / "stratad.addr"
-    if addr_file.exists():
-        addr_file.unlink()
-    # Its fixed port can be taken for a moment by a peer's reconnection
-    # (a loopback connect may pick the freed port as its own): the start
-    # is then refused, and tried again.
-    for attempt in range(20):
-        p = spawn(argv, node.log_path, "stratad node 1 (restarted)", cwd=c.dir)
-
-        def started():
-            if p.poll() is not None:
-                return "exited"
-            return addr_file.exists() and addr_file.read_text().split("\n")[2:3] == [str(p.pid)]
-        if wait_until(started, 30, what="node 1 to restart") is True:
-            break
-        REGISTRY.discard(p.pid)
-        # Or the previous attempt, refused its port, had not yet let go
-        # of the data directory's lock (stratad.lock).
-        last = node.log.splitlines()[-1]
-        assert "Address already in use" in last or "is in use by another stratad" in last, \
-            node.log_tail()
-        time.sleep(0.2)
-    else:
-        raise AssertionError("node 1 could not take its port again")
-    j = json.loads((c.dir / "cluster.json").read_text())
-    j["nodes"][0]["pid"] = p.pid
-    (c.dir / "cluster.json").write_text(json.dumps(j, indent=2))
-    c.reload()
-
-    def answers():
-        try:
-            return http(c, "GET", RF, token=False)[0] == 200
-        except OSError:
-            return False
-    wait_until(answers, BOUND_S, 0.1, "the composer to answer after the restart")
-
-
 def test_restart_mid_flight_recovers_every_composition(cc):
     """mgmt's process (mgmt, meta, the composer) is killed with kill -9
     while 4 clients compose and release, and started again: every
@@ -472,6 +433,7 @@ def test_restart_mid_flight_recovers_every_composition(cc):
         n = len(systems(cc))
         wait_until(lambda: len(systems(cc)) > n + 3, BOUND_S, 0.05, "requests in flight")
         restart_control_node(cc, signal.SIGKILL)
+        wait_until(lambda: _answers(cc), BOUND_S, 0.1, "the composer to answer after the restart")
     finally:
         stop.set()
         for t in threads:
