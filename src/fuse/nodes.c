@@ -13,6 +13,8 @@ struct node {
 	uint64_t nlookup;
 	uint32_t nwriters;
 	uint64_t wend;		/* largest end written by this mount's writers */
+	bool keep_mtime;	/* set explicitly after the last write */
+	int64_t mtime_ns;
 };
 
 static size_t slot(const struct nodes *nm, uint64_t ino)
@@ -162,8 +164,10 @@ void nodes_writer(struct nodes *nm, uint64_t ino, int delta)
 			n->nwriters++;
 		else if (n->nwriters)
 			n->nwriters--;
-		if (!n->nwriters)
+		if (!n->nwriters) {
 			n->wend = 0;
+			n->keep_mtime = false;
+		}
 		drop_if_unused(nm, n);
 	}
 	pthread_mutex_unlock(&nm->lock);
@@ -175,7 +179,31 @@ void nodes_wrote(struct nodes *nm, uint64_t ino, uint64_t end)
 
 	if (n && n->nwriters && end > n->wend)
 		n->wend = end;
+	if (n)
+		n->keep_mtime = false;	/* this write is newer */
 	pthread_mutex_unlock(&nm->lock);
+}
+
+void nodes_set_mtime(struct nodes *nm, uint64_t ino, int64_t mtime_ns)
+{
+	struct node *n = locked(nm, ino);
+
+	if (n && n->nwriters) {
+		n->keep_mtime = true;
+		n->mtime_ns = mtime_ns;
+	}
+	pthread_mutex_unlock(&nm->lock);
+}
+
+bool nodes_kept_mtime(struct nodes *nm, uint64_t ino, int64_t *mtime_ns)
+{
+	struct node *n = locked(nm, ino);
+	bool keep = n && n->keep_mtime;
+
+	if (keep)
+		*mtime_ns = n->mtime_ns;
+	pthread_mutex_unlock(&nm->lock);
+	return keep;
 }
 
 void nodes_truncated(struct nodes *nm, uint64_t ino, uint64_t size)

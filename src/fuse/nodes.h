@@ -21,6 +21,7 @@
 #define STRATA_FUSE_NODES_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,6 +61,13 @@ void nodes_forget(struct nodes *nm, uint64_t ino, uint64_t n);
 void nodes_writer(struct nodes *nm, uint64_t ino, int delta);
 /* A write through this mount ended at end. */
 void nodes_wrote(struct nodes *nm, uint64_t ino, uint64_t end);
+/* A time was set explicitly (utimensat, futimens) while this mount has
+ * writers on ino: a length they publish later (at close) stamps the time
+ * of the publish, which must not replace this one. Kept until the next
+ * write through the mount or the last writer's release. */
+void nodes_set_mtime(struct nodes *nm, uint64_t ino, int64_t mtime_ns);
+/* Whether such a time is kept for ino (*mtime_ns receives it). */
+bool nodes_kept_mtime(struct nodes *nm, uint64_t ino, int64_t *mtime_ns);
 /* The file was truncated to size through this mount. */
 void nodes_truncated(struct nodes *nm, uint64_t ino, uint64_t size);
 /* Returns the size the kernel should see: size, or the unpublished end

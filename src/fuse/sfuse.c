@@ -33,6 +33,7 @@
 struct sfile {
 	struct sfuse_handle h;	/* first */
 	struct strata_file *f;
+	struct sfuse *sf;
 	uint64_t ino;
 	bool writable;
 	struct wb_file wb;	/* its queued writes */
@@ -398,6 +399,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	}
 	if (!rc && mask)
 		rc = strata_setattrat(sf->s, h, mask, &st, NULL);
+	/* A time set while this mount writes the file (tar x sets it with
+	 * futimens before close) outlives the publish at close. */
+	if (!rc && (mask & STRATA_SET_MTIME))
+		nodes_set_mtime(&sf->nodes, ino, st.mtime_ns);
 	if (!rc && (to_set & FUSE_SET_ATTR_SIZE))
 		nodes_truncated(&sf->nodes, ino, (uint64_t)attr->st_size);
 	if (rc) {
@@ -630,6 +635,7 @@ static struct sfile *new_sfile(struct sfuse *sf, struct strata_file *f, uint64_t
 		return NULL;
 	}
 	h->f = f;
+	h->sf = sf;
 	h->ino = ino;
 	h->writable = (sflags & 3) != STRATA_O_RDONLY;
 	wb_file_init(&h->wb, f, ino);
@@ -785,6 +791,21 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	fuse_reply_write(req, (size_t)n);
 }
 
+/* After h published its length (which stamps the publish time as the
+ * mtime), puts back a time set explicitly since its last write. */
+static int keep_mtime(struct sfile *h)
+{
+	struct strata_handle fh;
+	struct strata_stat st;
+	int rc;
+
+	memset(&st, 0, sizeof(st));
+	if (!nodes_kept_mtime(&h->sf->nodes, h->ino, &st.mtime_ns))
+		return 0;
+	rc = strata_fhandle(h->f, &fh);
+	return rc ? rc : strata_setattrat(h->sf->s, fh, STRATA_SET_MTIME, &st, NULL);
+}
+
 /* Waits for the queued writes, then publishes the length. */
 static int sync_file(struct sfile *h)
 {
@@ -794,6 +815,8 @@ static int sync_file(struct sfile *h)
 		return 0;
 	err = wb_drain(&h->wb, true);
 	rc = strata_fsync(h->f);
+	if (!rc && !err)
+		rc = keep_mtime(h);
 	return err ? err : rc;
 }
 

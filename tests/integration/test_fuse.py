@@ -13,6 +13,8 @@ import errno
 import hashlib
 import json
 import os
+import socket
+import stat
 import random
 import shutil
 import signal
@@ -411,7 +413,8 @@ def test_error_codes(mnt, tmp_path):
     assert err(os.rmdir, mnt / "d" / "f") == errno.ENOTDIR
     assert err(os.mkdir, mnt / "d" / "f" / "x") == errno.ENOTDIR
     assert err(os.rename, mnt / "d" / "f", tmp_path / "f") == errno.EXDEV
-    assert err(os.link, mnt / "d" / "f", mnt / "d" / "hard") == errno.EPERM
+    assert err(os.link, mnt / "d", mnt / "dirlink") == errno.EPERM
+    assert err(os.mknod, mnt / "dev", 0o644 | stat.S_IFCHR, os.makedev(1, 3)) == errno.EPERM
     (mnt / "g").write_bytes(b"g")
     # RENAME_NOREPLACE and RENAME_EXCHANGE
     assert _renameat2(mnt / "g", mnt / "d" / "f", 1) == errno.EEXIST
@@ -421,6 +424,118 @@ def test_error_codes(mnt, tmp_path):
     assert _renameat2(mnt / "h", mnt / "i", 4) == errno.EINVAL     # RENAME_WHITEOUT
     assert err(os.rename, mnt / "d", mnt / "d" / "sub") == errno.EINVAL
     assert err(os.open, mnt / ("n" * 256), os.O_CREAT | os.O_WRONLY) == errno.ENAMETOOLONG
+
+
+def test_hard_links(mnt):
+    """link(2): one file, several names; writes through one are read
+    through the other; unlinking a name keeps the file until the last;
+    rename onto another name of the same file does nothing."""
+    (mnt / "a").mkdir()
+    (mnt / "b").mkdir()
+    (mnt / "a" / "f").write_bytes(b"one")
+    os.link(mnt / "a" / "f", mnt / "b" / "g")
+    sa, sb = os.stat(mnt / "a" / "f"), os.stat(mnt / "b" / "g")
+    assert sa.st_ino == sb.st_ino and sa.st_nlink == sb.st_nlink == 2
+    with open(mnt / "b" / "g", "ab") as f:
+        f.write(b"+two")
+    assert (mnt / "a" / "f").read_bytes() == b"one+two"
+    os.rename(mnt / "a" / "f", mnt / "b" / "g")     # the same file: a no-op
+    assert (mnt / "a" / "f").exists()
+    os.unlink(mnt / "a" / "f")
+    assert os.stat(mnt / "b" / "g").st_nlink == 1
+    assert (mnt / "b" / "g").read_bytes() == b"one+two"
+    os.rmdir(mnt / "a")
+    os.unlink(mnt / "b" / "g")
+    assert not os.listdir(mnt / "b")
+    with pytest.raises(FileExistsError):
+        (mnt / "b" / "h").write_bytes(b"x")
+        os.link(mnt / "b" / "h", mnt / "b" / "h")
+
+
+def test_fifos_and_sockets(mnt):
+    """mkfifo and a bound Unix socket make their objects; a fifo carries
+    data between two processes on this host, as on any file system."""
+    os.mkfifo(mnt / "p", 0o640)
+    st = os.stat(mnt / "p")
+    assert stat.S_ISFIFO(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o640
+    w = subprocess.Popen(["sh", "-c", "echo through > '%s'" % (mnt / "p")])
+    with open(mnt / "p") as f:
+        assert f.read() == "through\n"
+    assert w.wait(timeout=30) == 0
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.bind(str(mnt / "sock"))
+        assert stat.S_ISSOCK(os.stat(mnt / "sock").st_mode)
+    finally:
+        s.close()
+    assert sorted(os.listdir(mnt)) == ["p", "sock"]
+    os.unlink(mnt / "p")
+    os.unlink(mnt / "sock")
+
+
+def test_unlinked_open_file(mnt, fuse_cluster):
+    """An unlinked file stays readable and writable through its open
+    descriptors (fstat shows 0 links), hidden from listings, and goes at
+    the last close; so does a file replaced by a rename."""
+    fd = os.open(mnt / "u", os.O_CREAT | os.O_RDWR)
+    try:
+        os.write(fd, b"abc")
+        os.unlink(mnt / "u")
+        assert not (mnt / "u").exists()
+        assert os.listdir(mnt) == []
+        st = os.fstat(fd)
+        assert st.st_size == 3 and st.st_nlink == 0
+        os.pwrite(fd, b"XY", 1)
+        assert os.pread(fd, 3, 0) == b"aXY"
+        (mnt / "u").write_bytes(b"new file, same name")
+        assert os.pread(fd, 3, 0) == b"aXY"
+    finally:
+        os.close(fd)
+    assert os.listdir(mnt) == ["u"]
+    fd = os.open(mnt / "u", os.O_RDONLY)
+    try:
+        (mnt / "v").write_bytes(b"v")
+        os.rename(mnt / "v", mnt / "u")
+        assert os.read(fd, 3) == b"new"
+        assert (mnt / "u").read_bytes() == b"v"
+    finally:
+        os.close(fd)
+    assert os.listdir(mnt) == ["u"]
+    # The hidden names went with the last close: the cluster holds "u" only.
+    r = _strata_fn("ls", "--mgmt", _mgmt(fuse_cluster), "/" + mnt.name)
+    assert r.returncode == 0 and r.stdout.split() == ["u"], r.stdout
+
+
+def test_tar_and_cp_keep_times_and_links(mnt, tmp_path):
+    """tar x and cp -a through the mount keep mtimes, modes, symlinks,
+    hard links and fifos; rsync -aH too where rsync is installed."""
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "x").write_bytes(b"x" * 5000)
+    os.link(src / "d" / "x", src / "d" / "y")
+    os.symlink("d/x", src / "l")
+    os.mkfifo(src / "p")
+    os.chmod(src / "d" / "x", 0o640)
+    old = 1_000_000_000
+    os.utime(src / "d" / "x", (old, old))
+    os.utime(src / "l", (old + 5, old + 5), follow_symlinks=False)
+    tar = tmp_path / "t.tar"
+    _sh("tar -C %s -cf %s ." % (src, tar))
+    tools = [("tar", "mkdir %s && tar -C %s -xf %s" % ("{dst}", "{dst}", tar)),
+             ("cp", "cp -a %s {dst}" % src)]
+    if shutil.which("rsync"):
+        tools.append(("rsync", "rsync -aH %s/ {dst}/" % src))
+    for name, cmd in tools:
+        dst = mnt / name
+        _sh(cmd.format(dst=dst))
+        x, y = os.stat(dst / "d" / "x"), os.stat(dst / "d" / "y")
+        assert int(x.st_mtime) == old, name
+        assert stat.S_IMODE(x.st_mode) == 0o640, name
+        assert x.st_ino == y.st_ino and x.st_nlink == 2, name
+        assert os.readlink(dst / "l") == "d/x", name
+        assert int(os.lstat(dst / "l").st_mtime) == old + 5, name
+        assert stat.S_ISFIFO(os.stat(dst / "p").st_mode), name
+        assert (dst / "d" / "y").read_bytes() == b"x" * 5000, name
 
 
 @pytest.mark.timeout(120)

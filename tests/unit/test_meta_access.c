@@ -154,6 +154,30 @@ static void test_sticky(void **state)
 	assert_int_equal(acc_sticky(&them, &dir, &mine), 0);
 }
 
+/* protected_hardlinks: a non-owner names only what they may read and
+ * write, never a setuid or setgid-executable file. */
+static void test_link(void **state)
+{
+	struct meta_inode secret = ino(S_IFREG | 0600, 0, 0);
+	struct meta_inode shared = ino(S_IFREG | 0666, 0, 0);
+	struct meta_inode suid = ino(S_IFREG | 04777, 0, 0);
+	struct meta_inode sgid = ino(S_IFREG | 02777, 0, 0);
+	struct meta_inode fifo = ino(S_IFIFO | 0666, 0, 0);
+	struct acc_cred me = cred(1000, 1000), root = cred(0, 0);
+
+	(void)state;
+	assert_int_equal(acc_link(&me, &secret), -EPERM);
+	assert_int_equal(acc_link(&root, &secret), 0);
+	assert_int_equal(acc_link(&me, &shared), 0);
+	assert_int_equal(acc_link(&me, &suid), -EPERM);
+	assert_int_equal(acc_link(&me, &sgid), -EPERM);
+	sgid.mode = S_IFREG | 02767;	/* setgid without group x: a lock file */
+	assert_int_equal(acc_link(&me, &sgid), 0);
+	assert_int_equal(acc_link(&me, &fifo), -EPERM);
+	secret.uid = 1000;		/* the owner may */
+	assert_int_equal(acc_link(&me, &secret), 0);
+}
+
 static void test_setattr(void **state)
 {
 	struct meta_inode f = ino(S_IFREG | 0644, 1000, 1000), to = { 0 };
@@ -247,6 +271,7 @@ int main(void)
 		cmocka_unit_test(test_cred_of_caller),
 		cmocka_unit_test(test_permission_bits),
 		cmocka_unit_test(test_sticky),
+		cmocka_unit_test(test_link),
 		cmocka_unit_test(test_setattr),
 		cmocka_unit_test(test_reach),
 	};

@@ -1044,6 +1044,131 @@ static void q_usage(struct fx *f, uint64_t dir, uint64_t bytes, uint64_t inodes)
 	assert_int_equal(q.inodes, inodes);
 }
 
+/* Hard links: one inode, several names; unlink drops names until the
+ * last, which drops the inode and queues its chunks; rename onto another
+ * name of the same file does nothing. */
+static void test_link(void **state)
+{
+	struct fx *f = *state;
+	struct meta_inode in, l, d;
+	struct ns_statfs st;
+	uint64_t a = mkdir_(&f->ns, NS_ROOT_INO, "a"), b = mkdir_(&f->ns, NS_ROOT_INO, "b");
+	uint64_t file = mkfile(&f->ns, a, "f", 5000);
+
+	assert_int_equal(ns_link(&f->ns, ns_any(file), ns_any(b), "g", &l), 0);
+	assert_int_equal(l.ino, file);
+	assert_int_equal(l.nlink, 2);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(b), "g", &in), 0);
+	assert_int_equal(in.ino, file);
+	assert_int_equal(ns_statfs(&f->ns, &st), 0);
+	assert_int_equal(st.inodes, 4);		/* root, a, b, f: a link is no inode */
+	assert_int_equal(st.bytes, 5000);
+	/* Refusals. */
+	assert_int_equal(ns_link(&f->ns, ns_any(file), ns_any(b), "g", NULL), -EEXIST);
+	assert_int_equal(ns_link(&f->ns, ns_any(a), ns_any(b), "dir", NULL), -EPERM);
+	assert_int_equal(ns_link(&f->ns, ns_any(file), ns_any(file), "x", NULL), -ENOTDIR);
+	assert_int_equal(ns_link(&f->ns, ns_any(file), ns_any(b), "", NULL), -EINVAL);
+	/* Rename onto the other name: nothing happens. */
+	assert_int_equal(ns_rename(&f->ns, ns_any(a), "f", ns_any(b), "g", 0), 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(a), "f", &in), 0);
+	assert_int_equal(in.nlink, 2);
+	/* The first name goes: the file stays, with one link, reachable by
+	 * the other name and by its handle. */
+	assert_int_equal(ns_unlink(&f->ns, ns_any(a), "f"), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(file), &in), 0);
+	assert_int_equal(in.nlink, 1);
+	assert_int_equal(in.size, 5000);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(b), "g", &in), 0);
+	assert_int_equal(ns_statfs(&f->ns, &st), 0);
+	assert_int_equal(st.bytes, 5000);
+	/* a can go now: nothing in it. */
+	assert_int_equal(ns_rmdir(&f->ns, ns_any(NS_ROOT_INO), "a"), 0);
+	assert_int_equal(ns_set_size(&f->ns, ns_any(file), 6000, 0, NULL), 0);
+	/* The last name: the inode goes. */
+	assert_int_equal(ns_unlink(&f->ns, ns_any(b), "g"), 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(file), &in), -ENOENT);
+	assert_int_equal(ns_statfs(&f->ns, &st), 0);
+	assert_int_equal(st.bytes, 0);
+	assert_int_equal(st.inodes, 2);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(b), &d), 0);
+	assert_int_equal(d.nlink, 2);
+}
+
+/* A rename over one name of a file with two keeps the file. */
+static void test_link_rename_over(void **state)
+{
+	struct fx *f = *state;
+	struct meta_inode in;
+	uint64_t file = mkfile(&f->ns, NS_ROOT_INO, "f", 10);
+	uint64_t other = mkfile(&f->ns, NS_ROOT_INO, "o", 20);
+
+	assert_int_equal(ns_link(&f->ns, ns_any(file), ns_any(NS_ROOT_INO), "f2", NULL), 0);
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "o", ns_any(NS_ROOT_INO), "f", 0),
+			 0);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(file), &in), 0);
+	assert_int_equal(in.nlink, 1);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "f", &in), 0);
+	assert_int_equal(in.ino, other);
+}
+
+/* Names of one file stay in one quota domain; usage is counted once. */
+static void test_link_quota(void **state)
+{
+	struct fx *f = *state;
+	uint64_t q = q_dir(f, NS_ROOT_INO, "q"), x = mkdir_(&f->ns, q, "x"),
+		 y = mkdir_(&f->ns, q, "y"), file;
+	struct meta_inode in;
+
+	assert_int_equal(ns_quota_set(&f->ns, ns_any(q), 100000, 0, NULL), 0);
+	file = q_file(f, x, "f", 700);
+	q_usage(f, q, 700, 3);
+	assert_int_equal(ns_link(&f->ns, ns_any(file), ns_any(y), "g", NULL), 0);
+	q_usage(f, q, 700, 3);
+	/* Out of the quota root: refused, both by link and by rename. */
+	assert_int_equal(ns_link(&f->ns, ns_any(file), ns_any(NS_ROOT_INO), "h", NULL), -EXDEV);
+	assert_int_equal(ns_rename(&f->ns, ns_any(y), "g", ns_any(NS_ROOT_INO), "h", 0), -EXDEV);
+	/* Within it, a rename moves a name. */
+	assert_int_equal(ns_rename(&f->ns, ns_any(y), "g", ns_any(q), "g", 0), 0);
+	/* The first name goes: the file is charged to q still. */
+	assert_int_equal(ns_unlink(&f->ns, ns_any(x), "f"), 0);
+	q_usage(f, q, 700, 3);
+	assert_int_equal(ns_set_size(&f->ns, ns_any(file), 900, 0, NULL), 0);
+	q_usage(f, q, 900, 3);
+	assert_int_equal(ns_getattr(&f->ns, ns_any(file), &in), 0);
+	assert_int_equal(in.nlink, 1);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(q), "g"), 0);
+	q_usage(f, q, 0, 2);
+}
+
+/* Fifos and sockets are names with attributes; devices are refused. */
+static void test_mknod(void **state)
+{
+	struct fx *f = *state;
+	struct meta_inode in;
+
+	assert_int_equal(ns_mknod(&f->ns, ns_any(NS_ROOT_INO), "p", S_IFIFO | 0640, 7, 8, &in), 0);
+	assert_true(S_ISFIFO(in.mode));
+	assert_int_equal(in.mode & 07777, 0640);
+	assert_int_equal(in.uid, 7);
+	assert_int_equal(in.nlink, 1);
+	assert_int_equal(ns_mknod(&f->ns, ns_any(NS_ROOT_INO), "s", S_IFSOCK | 0755, 0, 0, &in), 0);
+	assert_true(S_ISSOCK(in.mode));
+	assert_int_equal(ns_mknod(&f->ns, ns_any(NS_ROOT_INO), "c", S_IFCHR | 0644, 0, 0, NULL),
+			 -EPERM);
+	assert_int_equal(ns_mknod(&f->ns, ns_any(NS_ROOT_INO), "b", S_IFBLK | 0644, 0, 0, NULL),
+			 -EPERM);
+	assert_int_equal(ns_mknod(&f->ns, ns_any(NS_ROOT_INO), "r", S_IFREG | 0644, 0, 0, NULL),
+			 -EINVAL);
+	assert_int_equal(ns_mknod(&f->ns, ns_any(NS_ROOT_INO), "p", S_IFIFO | 0644, 0, 0, NULL),
+			 -EEXIST);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "p", &in), 0);
+	assert_true(S_ISFIFO(in.mode));
+	assert_int_equal(ns_link(&f->ns, ns_any(in.ino), ns_any(NS_ROOT_INO), "p2", NULL), 0);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(NS_ROOT_INO), "p"), 0);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(NS_ROOT_INO), "p2"), 0);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(NS_ROOT_INO), "s"), 0);
+}
+
 static void test_quota_bytes_exact(void **state)
 {
 	struct fx *f = *state;
@@ -1222,6 +1347,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_generations, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_readdirplus, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_schema_v1_migration, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_link, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_link_rename_over, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_link_quota, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_mknod, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_quota_bytes_exact, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_quota_inodes_nested, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_quota_set_counts_tree, fx_setup, fx_teardown),

@@ -315,6 +315,28 @@ static void test_symlink_rename(void **state)
 	REFUSED(f, mt_rename);
 }
 
+/* LINK: the file, the new directory and name; a name past MD_NAME_MAX
+ * is refused. */
+static void test_link(void **state)
+{
+	struct fix *f = *state;
+	struct mt_link l = { .h = { 7, 8 }, .dir = H, .name = pstr_c("again") }, got;
+
+	put(f, mt_link_enc_any, &l);
+	STRICT(f, mt_link, &got);
+	assert_true(got.h.ino == 7 && got.h.gen == 8);
+	assert_handle(got.dir);
+	assert_true(pstr_eq(got.name, "again"));
+
+	reset(f);
+	mt_handle_enc(&f->w, &l.h);
+	mt_handle_enc(&f->w, &H);
+	wb_bytes(&f->w, rep_str('n', MD_NAME_MAX + 1).p, MD_NAME_MAX + 1);
+	REFUSED(f, mt_link);
+	assert_string_equal(meta_ops[OP_META_LINK - OP_META_LOOKUP].name, "META_LINK");
+	assert_string_equal(meta_ops[OP_META_MKNOD - OP_META_LOOKUP].name, "META_MKNOD");
+}
+
 static void test_attrs_sizes(void **state)
 {
 	struct fix *f = *state;
@@ -637,7 +659,7 @@ static void test_readdir_full_page(void **state)
 static void test_table(void **state)
 {
 	(void)state;
-	assert_int_equal(meta_NOPS, 22);
+	assert_int_equal(meta_NOPS, 24);
 	for (uint32_t i = 0; i < meta_NOPS; i++) {
 		assert_int_equal(meta_ops[i].op, OP_META_LOOKUP + i);
 		assert_true(strncmp(meta_ops[i].name, "META_", 5) == 0);
@@ -738,6 +760,7 @@ int main(void)
 		T(test_create_open),
 		T(test_open_flags),
 		T(test_symlink_rename),
+		T(test_link),
 		T(test_attrs_sizes),
 		T(test_readdir_layout_resolve),
 		T(test_inode_attr_reps),
