@@ -42,6 +42,7 @@ extern "C" {
 #define STRATA_CKPT_MAX_DIMS 16
 
 struct strata_ckpt;
+struct strata_ckpt_save_stats;
 
 /* One tensor to save: name (unique within a rank), dtype name, ndim and
  * shape, and len bytes at data. Everything is borrowed for the call. */
@@ -69,6 +70,31 @@ struct strata_ckpt_save_opts {
 	uint32_t keep_last;	/* rank 0: after the commit keep only this many
 				 * checkpoints in PATH's parent; 0 keeps all */
 	int replace;		/* 1: an existing PATH is replaced; 0: -EEXIST */
+	/* Writer threads of this rank's shard, each with its own ring
+	 * (depth / writers writes in flight each); the shard is cut into
+	 * pieces at chunk boundaries so each write lands on one chain, and
+	 * each writer checksums the pieces it writes. Default 4; 1 writes
+	 * from the calling thread only. Fewer run when a thread cannot be
+	 * started. */
+	uint32_t writers;
+	/* Filled in when not NULL (set its stats_size first), whatever the
+	 * result; owned by the caller. */
+	struct strata_ckpt_save_stats *stats;
+};
+
+/* Where a save's time went (seconds, on this rank). */
+struct strata_ckpt_save_stats {
+	size_t stats_size;	/* sizeof(struct strata_ckpt_save_stats) */
+	double write_s;		/* shard data: checksums and writes, all writers */
+	double sync_s;		/* strata_fsync of the shard (length published) */
+	double part_s;		/* this rank's part of the manifest */
+	double wait_s;		/* rank 0: waiting for the other ranks' parts */
+	double manifest_s;	/* rank 0: manifest.json written */
+	double commit_s;	/* rank 0: the rename into place */
+	double prune_s;		/* rank 0: keep_last's removals */
+	uint64_t bytes;		/* shard bytes written */
+	uint32_t writers;	/* writer threads that ran */
+	uint32_t pieces;	/* writes issued */
 };
 
 /* Sets opts to the defaults; size = sizeof(*opts). */

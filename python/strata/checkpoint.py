@@ -34,6 +34,7 @@ import os
 import pickle
 import sys
 import threading
+import time
 from typing import Any, List, Optional, Tuple, Union
 
 from ._lib import Closable, check, declare
@@ -50,12 +51,22 @@ class _Tensor(ctypes.Structure):
                 ("len", ctypes.c_uint64)]
 
 
+class _SaveStats(ctypes.Structure):
+    _fields_ = [("stats_size", ctypes.c_size_t), ("write_s", ctypes.c_double),
+                ("sync_s", ctypes.c_double), ("part_s", ctypes.c_double),
+                ("wait_s", ctypes.c_double), ("manifest_s", ctypes.c_double),
+                ("commit_s", ctypes.c_double), ("prune_s", ctypes.c_double),
+                ("bytes", ctypes.c_uint64), ("writers", ctypes.c_uint32),
+                ("pieces", ctypes.c_uint32)]
+
+
 class _SaveOpts(ctypes.Structure):
     _fields_ = [("opts_size", ctypes.c_size_t), ("rank", ctypes.c_uint32),
                 ("world_size", ctypes.c_uint32), ("tag", ctypes.c_char_p),
                 ("meta_json", ctypes.c_char_p), ("depth", ctypes.c_uint32),
                 ("io_size", ctypes.c_uint32), ("wait_ms", ctypes.c_uint32),
-                ("keep_last", ctypes.c_uint32), ("replace", ctypes.c_int)]
+                ("keep_last", ctypes.c_uint32), ("replace", ctypes.c_int),
+                ("writers", ctypes.c_uint32), ("stats", ctypes.POINTER(_SaveStats))]
 
 
 class _Info(ctypes.Structure):
@@ -358,7 +369,7 @@ def wait_all() -> None:
 
 
 def _persist(client, path, layout, base, meta, rank, world_size, tag, keep_last, replace, depth,
-             io_size):
+             io_size, writers=0, stats=None):
     n = len(layout)
     arr = (_Tensor * max(n, 1))()
     keep = []
@@ -379,13 +390,24 @@ def _persist(client, path, layout, base, meta, rank, world_size, tag, keep_last,
         o.depth = depth
     if io_size:
         o.io_size = io_size
-    check(L.strata_ckpt_save(client.handle, os.fsencode(path), arr, n, ctypes.byref(o)), path)
+    if writers:
+        o.writers = writers
+    st = _SaveStats()
+    st.stats_size = ctypes.sizeof(st)
+    o.stats = ctypes.pointer(st)
+    t0 = time.perf_counter()
+    rc = L.strata_ckpt_save(client.handle, os.fsencode(path), arr, n, ctypes.byref(o))
+    if stats is not None:
+        stats.update({k: getattr(st, k) for k, _ in _SaveStats._fields_[1:]})
+        stats["save_s"] = time.perf_counter() - t0
+    check(rc, path)
 
 
 def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Client] = None,
          async_: bool = True, rank: Optional[int] = None, world_size: Optional[int] = None,
          tag: Optional[str] = None, keep_last: int = 0, replace: bool = True, depth: int = 32,
-         io_size: int = 4 << 20) -> Optional["SaveHandle"]:
+         io_size: int = 4 << 20, writers: int = 0,
+         stats: Optional[dict] = None) -> Optional["SaveHandle"]:
     """Saves state (a state_dict or any tree of tensors) as checkpoint
     path (a cluster path, str or bytes; missing parent directories are
     created).
@@ -398,8 +420,12 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
     $STRATA_CKPT_TAG or "shared"); rank 0 commits once every rank's shard
     is written. keep_last: after the commit keep only the newest N
     checkpoints of path's parent directory. replace: an existing path is
-    replaced atomically (else FileExistsError). A save still in flight
-    from an earlier call is waited for first."""
+    replaced atomically (else FileExistsError). writers: threads writing
+    this rank's shard (0: libstrata's default). stats: a dict filled with
+    where the time went (seconds: snapshot_s, write_s, sync_s, part_s,
+    wait_s, manifest_s, commit_s, prune_s, save_s; bytes, writers,
+    pieces) once the save is done. A save still in flight from an earlier
+    call is waited for first."""
     client = _client(client)
     path = os.fspath(path)
     parent = os.path.dirname(path.rstrip(b"/" if isinstance(path, bytes) else "/"))
@@ -435,16 +461,19 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
             addr = buffer_info(x, False)[0] if _nbytes(x) else 0
             layout.append((name, _dtype_name(x), tuple(x.shape), addr, _nbytes(x)))
         _persist(client, path, layout, 0, meta, rank, world_size, tag, keep_last, replace,
-                 depth, io_size)
+                 depth, io_size, writers, stats)
         del keep
         return None
+    t0 = time.perf_counter()
     buf, layout = _snapshot(leaves)
     base = buffer_info(buf, True)[0]
+    if stats is not None:
+        stats["snapshot_s"] = time.perf_counter() - t0
 
     def run():
         try:
             _persist(client, path, layout, base, meta, rank, world_size, tag, keep_last,
-                     replace, depth, io_size)
+                     replace, depth, io_size, writers, stats)
         except BaseException as e:     # handed to wait()
             h.error = e
         finally:

@@ -2,7 +2,8 @@
  * Internals of libstrata's checkpoints (include/strata/checkpoint.h),
  * split by concept: checkpoint_save.c writes and commits one,
  * checkpoint_load.c opens and reads one, checkpoint_retention.c lists,
- * prunes and cleans them up. Built only on the public API (and
+ * prunes and cleans them up, checkpoint_write.c writes a shard's data
+ * with several threads. Built only on the public API (and
  * client/fsutil.h, itself built on it), plus CRC32C and jansson.
  */
 #ifndef STRATA_CLIENT_CHECKPOINT_INT_H
@@ -18,6 +19,10 @@
 #define CK_DEF_WAIT_MS 600000
 #define CK_JSON_MAX (256u << 20)	/* a manifest larger than this is refused */
 #define CK_FORMAT "strata-checkpoint"
+#define CK_DEF_WRITERS 4
+#define CK_MAX_WRITERS 64
+
+struct strata_file;
 
 /* A tensor as the manifest records it. */
 struct ck_tensor {
@@ -41,5 +46,25 @@ struct strata_ckpt {
 	char **files;			/* per rank: shard file name */
 	struct strata_file **open;	/* per rank, opened on first read */
 };
+
+struct ck_write_opts {
+	const char *path;	/* the shard's path (for its layout), or NULL */
+	uint32_t writers;	/* 0: CK_DEF_WRITERS */
+	uint32_t depth;		/* writes in flight in all; 0: CK_DEF_DEPTH */
+	uint32_t io_size;	/* largest write; 0: CK_DEF_IO */
+};
+
+struct ck_write_result {
+	uint32_t writers;	/* writer threads that ran */
+	uint32_t pieces;	/* writes issued */
+};
+
+/* Writes n tensors' bytes into f, tensor i at offs[i] (in increasing
+ * order), with o->writers threads (the caller's among them), and sets
+ * crcs[i] to tensor i's CRC32C. Every write is reaped before it returns.
+ * Returns 0 or the first error (crcs then undefined). */
+int ck_write_data(struct strata *s, struct strata_file *f, const struct strata_ckpt_tensor *t,
+		  size_t n, const uint64_t *offs, uint32_t *crcs, const struct ck_write_opts *o,
+		  struct ck_write_result *res);
 
 #endif
