@@ -63,7 +63,7 @@ struct strata_ckpt_save_opts {
 	 * tag. NULL: "p<pid>-<time>" (only valid when world_size is 1). */
 	const char *tag;
 	const char *meta_json;	/* JSON stored as this shard's "meta", or NULL */
-	uint32_t depth;		/* writes in flight; default 32 */
+	uint32_t depth;		/* writes in flight, over all writers; default 8 */
 	uint32_t io_size;	/* bytes per write; default 4 MiB */
 	uint32_t wait_ms;	/* rank 0: how long to wait for the other ranks'
 				 * parts; default 600000 */

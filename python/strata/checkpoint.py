@@ -405,7 +405,7 @@ def _persist(client, path, layout, base, meta, rank, world_size, tag, keep_last,
 
 def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Client] = None,
          async_: bool = True, rank: Optional[int] = None, world_size: Optional[int] = None,
-         tag: Optional[str] = None, keep_last: int = 0, replace: bool = True, depth: int = 32,
+         tag: Optional[str] = None, keep_last: int = 0, replace: bool = True, depth: int = 0,
          io_size: int = 4 << 20, writers: int = 0,
          stats: Optional[dict] = None) -> Optional["SaveHandle"]:
     """Saves state (a state_dict or any tree of tensors) as checkpoint
@@ -421,7 +421,8 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
     is written. keep_last: after the commit keep only the newest N
     checkpoints of path's parent directory. replace: an existing path is
     replaced atomically (else FileExistsError). writers: threads writing
-    this rank's shard (0: libstrata's default). stats: a dict filled with
+    this rank's shard, depth: writes in flight over all of them (0:
+    libstrata's defaults, 4 and 8). stats: a dict filled with
     where the time went (seconds: snapshot_s, write_s, sync_s, part_s,
     wait_s, manifest_s, commit_s, prune_s, save_s; bytes, writers,
     pieces) once the save is done. A save still in flight from an earlier

@@ -14,7 +14,11 @@
 #include "strata/checkpoint.h"
 
 #define CK_PATH_MAX 4096
-#define CK_DEF_DEPTH 32
+#define CK_DEF_DEPTH 32		/* reads in flight */
+/* Writes in flight in a save, over all its writers: more only queues
+ * 4 MiB pieces in the storage daemons (docs/python.md, "Where a save's
+ * time goes"). */
+#define CK_DEF_SAVE_DEPTH 8
 #define CK_DEF_IO (4u << 20)
 #define CK_DEF_WAIT_MS 600000
 #define CK_JSON_MAX (256u << 20)	/* a manifest larger than this is refused */
@@ -50,7 +54,7 @@ struct strata_ckpt {
 struct ck_write_opts {
 	const char *path;	/* the shard's path (for its layout), or NULL */
 	uint32_t writers;	/* 0: CK_DEF_WRITERS */
-	uint32_t depth;		/* writes in flight in all; 0: CK_DEF_DEPTH */
+	uint32_t depth;		/* writes in flight in all; 0: CK_DEF_SAVE_DEPTH */
 	uint32_t io_size;	/* largest write; 0: CK_DEF_IO */
 };
 

@@ -23,7 +23,7 @@ void strata_ckpt_save_opts_init(struct strata_ckpt_save_opts *opts, size_t size)
 	struct strata_ckpt_save_opts d = {
 		.opts_size = sizeof(d),
 		.world_size = 1,
-		.depth = CK_DEF_DEPTH,
+		.depth = CK_DEF_SAVE_DEPTH,
 		.io_size = CK_DEF_IO,
 		.wait_ms = CK_DEF_WAIT_MS,
 		.writers = CK_DEF_WRITERS,

@@ -165,7 +165,7 @@ int ck_write_data(struct strata *s, struct strata_file *f, const struct strata_c
 		k += ck_cut(&t[i], (uint32_t)i, offs[i], chunk, io_size, w.p + k);
 	if (writers > w.np)
 		writers = w.np ? (uint32_t)w.np : 1;
-	w.depth = (o->depth ? o->depth : CK_DEF_DEPTH) / writers;
+	w.depth = (o->depth ? o->depth : CK_DEF_SAVE_DEPTH) / writers;
 	if (w.depth < 2)
 		w.depth = 2;
 	/* The calling thread is one of the writers. */
