@@ -80,6 +80,15 @@ struct strata_ckpt_save_opts {
 	/* Filled in when not NULL (set its stats_size first), whatever the
 	 * result; owned by the caller. */
 	struct strata_ckpt_save_stats *stats;
+	/* NULL: every tensor's data is in place at the call. Else a counter
+	 * that another thread raises as it fills the tensors in order (a
+	 * snapshot copying them while the save already writes): tensor i is
+	 * read only once *ready > i. Setting it to UINT64_MAX abandons the
+	 * save (-ECANCELED, nothing committed). It must reach n within
+	 * wait_ms (else -ETIMEDOUT); read with acquire semantics, so the
+	 * filling thread stores it with release semantics (a plain aligned
+	 * store on x86). Borrowed for the call. */
+	const uint64_t *ready;
 };
 
 /* Where a save's time went (seconds, on this rank). */

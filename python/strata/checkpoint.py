@@ -6,9 +6,10 @@
     h.wait()                                              # optional
     strata.checkpoint.load("/ckpt/step-000100", into=model.state_dict(), client=c)
 
-save() copies every tensor into a host buffer (reused across saves), then
-a background thread hands the buffers to libstrata's strata_ckpt_save
-(include/strata/checkpoint.h; the GIL is released for the whole write):
+save() copies every tensor into a host buffer (reused across saves) while
+a background thread already hands the buffer to libstrata's
+strata_ckpt_save (include/strata/checkpoint.h; the GIL is released for
+the whole write), which writes each tensor as soon as it is copied:
 the shard is written with many writes in flight, the manifest last, and
 the directory is renamed into place, so PATH exists only when complete
 and an interrupted save leaves the previous checkpoint as it was.
@@ -66,7 +67,8 @@ class _SaveOpts(ctypes.Structure):
                 ("meta_json", ctypes.c_char_p), ("depth", ctypes.c_uint32),
                 ("io_size", ctypes.c_uint32), ("wait_ms", ctypes.c_uint32),
                 ("keep_last", ctypes.c_uint32), ("replace", ctypes.c_int),
-                ("writers", ctypes.c_uint32), ("stats", ctypes.POINTER(_SaveStats))]
+                ("writers", ctypes.c_uint32), ("stats", ctypes.POINTER(_SaveStats)),
+                ("ready", ctypes.POINTER(ctypes.c_uint64))]
 
 
 class _Info(ctypes.Structure):
@@ -301,37 +303,46 @@ def _give_buffer(b):
         del _pool[:-2]      # keep the two largest
 
 
-def _snapshot(leaves):
-    """Copies every leaf into one host buffer. Returns (buffer, [(name,
+def _plan(leaves):
+    """Lays the leaves out in one host buffer. Returns (buffer, [(name,
     dtype, shape, offset, nbytes)])."""
-    torch = _torch()
     layout = []
     off = 0
     for name, x in leaves:
         n = _nbytes(x)
         layout.append((name, _dtype_name(x), tuple(x.shape), off, n))
         off += (n + ALIGN - 1) // ALIGN * ALIGN
-    buf = _take_buffer(off)
+    return _take_buffer(off), layout
+
+
+def _snapshot(leaves, buf, layout, ready=None):
+    """Copies every leaf into buf at its place in layout, in order. ready
+    (a ctypes.c_uint64, or None): raised to i + 1 once leaf i is in place,
+    so a save already running writes it while the later ones are copied
+    (GPU leaves count only once every copy is synchronized)."""
+    torch = _torch()
     base = buffer_info(buf, True)[0]
-    for (name, x), (_, _, _, o, n) in zip(leaves, layout):
-        if n == 0:
-            continue
-        if _is_tensor(x) and x.device.type != "cpu":
+    cuda = False
+    for i, ((name, x), (_, _, _, o, n)) in enumerate(zip(leaves, layout)):
+        if n and _is_tensor(x) and x.device.type != "cpu":
             dst = buf[o:o + n].view(x.dtype).view(x.shape)
             dst.copy_(x.detach(), non_blocking=True)
-            continue
-        if _is_tensor(x):
+            cuda = True
+        elif n and _is_tensor(x):
             x = x.detach()
             if not x.is_contiguous():
                 x = x.contiguous()
             ctypes.memmove(base + o, x.data_ptr(), n)
-        else:
+        elif n:
             import numpy
             x = numpy.ascontiguousarray(x)
             ctypes.memmove(base + o, x.ctypes.data, n)
+        if ready is not None and not cuda:
+            ready.value = i + 1
     if torch is not None and torch.cuda.is_available():
         torch.cuda.synchronize()
-    return buf, layout
+    if ready is not None:
+        ready.value = len(leaves)
 
 
 class SaveHandle:
@@ -369,7 +380,7 @@ def wait_all() -> None:
 
 
 def _persist(client, path, layout, base, meta, rank, world_size, tag, keep_last, replace, depth,
-             io_size, writers=0, stats=None):
+             io_size, writers=0, stats=None, ready=None):
     n = len(layout)
     arr = (_Tensor * max(n, 1))()
     keep = []
@@ -392,6 +403,8 @@ def _persist(client, path, layout, base, meta, rank, world_size, tag, keep_last,
         o.io_size = io_size
     if writers:
         o.writers = writers
+    if ready is not None:
+        o.ready = ctypes.pointer(ready)
     st = _SaveStats()
     st.stats_size = ctypes.sizeof(st)
     o.stats = ctypes.pointer(st)
@@ -465,16 +478,18 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
                  depth, io_size, writers, stats)
         del keep
         return None
+    # The save starts at once and writes each leaf as soon as the snapshot
+    # has copied it: the copy overlaps the writes, so the commit comes no
+    # later than a synchronous save's would.
     t0 = time.perf_counter()
-    buf, layout = _snapshot(leaves)
+    buf, layout = _plan(leaves)
     base = buffer_info(buf, True)[0]
-    if stats is not None:
-        stats["snapshot_s"] = time.perf_counter() - t0
+    ready = ctypes.c_uint64(0)
 
     def run():
         try:
             _persist(client, path, layout, base, meta, rank, world_size, tag, keep_last,
-                     replace, depth, io_size, writers, stats)
+                     replace, depth, io_size, writers, stats, ready)
         except BaseException as e:     # handed to wait()
             h.error = e
         finally:
@@ -488,6 +503,14 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
         _pending.append(h)
     h.thread = threading.Thread(target=run, name="strata-ckpt-save", daemon=True)
     h.thread.start()
+    try:
+        _snapshot(leaves, buf, layout, ready)
+    except BaseException:
+        ready.value = 2**64 - 1        # abandons the save: nothing is committed
+        h.thread.join()
+        raise
+    if stats is not None:
+        stats["snapshot_s"] = time.perf_counter() - t0
     return h
 
 

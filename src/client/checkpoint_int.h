@@ -56,6 +56,8 @@ struct ck_write_opts {
 	uint32_t writers;	/* 0: CK_DEF_WRITERS */
 	uint32_t depth;		/* writes in flight in all; 0: CK_DEF_SAVE_DEPTH */
 	uint32_t io_size;	/* largest write; 0: CK_DEF_IO */
+	const uint64_t *ready;	/* strata_ckpt_save_opts.ready, or NULL */
+	uint32_t wait_ms;	/* how long to wait for *ready */
 };
 
 struct ck_write_result {

@@ -83,7 +83,8 @@ static int ck_write_shard(struct strata *s, const char *tmp, const struct strata
 	struct strata_file *f = NULL;
 	struct ck_write_result wr;
 	struct ck_write_opts wo = { .writers = o->writers, .depth = o->depth,
-				    .io_size = o->io_size };
+				    .io_size = o->io_size, .ready = o->ready,
+				    .wait_ms = o->wait_ms };
 	uint64_t *offs = NULL;
 	uint32_t *crcs = NULL;
 	json_t *part = NULL, *arr, *meta = NULL;

@@ -15,8 +15,10 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client/checkpoint_int.h"
+#include "common/clock.h"
 #include "common/crc32c.h"
 #include "strata/strata.h"
 
@@ -36,6 +38,8 @@ struct ck_wctx {
 	size_t next;		/* the next piece to take */
 	int err;		/* the first error, 0 while none */
 	uint32_t depth;		/* writes in flight per writer */
+	const uint64_t *ready;	/* tensors in place (NULL: all) */
+	uint64_t deadline_ms;	/* for *ready to cover a tensor */
 };
 
 static void ck_set_err(struct ck_wctx *w, int rc)
@@ -49,6 +53,24 @@ static void ck_set_err(struct ck_wctx *w, int rc)
 static bool ck_failed(struct ck_wctx *w)
 {
 	return __atomic_load_n(&w->err, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* Waits until tensor is in place (the caller's snapshot may still be
+ * filling the later ones). Returns 0, -ECANCELED or -ETIMEDOUT. */
+static int ck_wait_ready(struct ck_wctx *w, uint32_t tensor)
+{
+	while (w->ready) {
+		uint64_t r = __atomic_load_n(w->ready, __ATOMIC_ACQUIRE);
+
+		if (r == UINT64_MAX)
+			return -ECANCELED;
+		if (tensor < r || ck_failed(w))
+			return 0;
+		if (mono_ms() >= w->deadline_ms)
+			return -ETIMEDOUT;
+		usleep(50);
+	}
+	return 0;
 }
 
 /* One writer: takes pieces until none is left (or a writer failed), each
@@ -80,6 +102,11 @@ static void ck_writer_run(struct ck_wctx *w)
 				break;
 			}
 			p = &w->p[i];
+			rc = ck_wait_ready(w, p->tensor);
+			if (rc) {
+				ck_set_err(w, rc);
+				break;
+			}
 			p->crc = crc32c(0, p->buf, p->len);
 			rc = strata_ring_prep_write(r, w->f, p->buf, p->len, p->off, p->len);
 			if (rc) {
@@ -145,13 +172,14 @@ int ck_write_data(struct strata *s, struct strata_file *f, const struct strata_c
 		  struct ck_write_result *res)
 {
 	struct strata_layout l = { 0 };
-	struct ck_wctx w = { .s = s, .f = f };
+	struct ck_wctx w = { .s = s, .f = f, .ready = o->ready };
 	pthread_t tid[CK_MAX_WRITERS];
 	uint32_t writers = o->writers ? o->writers : CK_DEF_WRITERS, started = 0;
 	uint64_t chunk = CK_DEF_IO, io_size = o->io_size ? o->io_size : CK_DEF_IO;
 	size_t k = 0;
 
 	memset(res, 0, sizeof(*res));
+	w.deadline_ms = mono_ms() + (o->wait_ms ? o->wait_ms : CK_DEF_WAIT_MS);
 	if (writers > CK_MAX_WRITERS)
 		writers = CK_MAX_WRITERS;
 	if (o->path && strata_get_layout(s, o->path, &l) == 0 && l.chunk_size)
@@ -177,6 +205,14 @@ int ck_write_data(struct strata *s, struct strata_file *f, const struct strata_c
 	ck_writer_run(&w);
 	for (uint32_t i = 0; i < started; i++)
 		pthread_join(tid[i], NULL);
+	/* Nothing is committed before the caller has filled every tensor
+	 * (a trailing empty one has no piece to wait on), or once it gave up. */
+	if (!w.err && n) {
+		int rc = ck_wait_ready(&w, (uint32_t)(n - 1));
+
+		if (rc)
+			ck_set_err(&w, rc);
+	}
 	res->writers = started + 1;
 	res->pieces = (uint32_t)w.np;
 	if (!w.err) {

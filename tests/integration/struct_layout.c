@@ -91,6 +91,7 @@ int main(void)
 	FIELD(strata_ckpt_save_opts, io_size); FIELD(strata_ckpt_save_opts, wait_ms);
 	FIELD(strata_ckpt_save_opts, keep_last); FIELD(strata_ckpt_save_opts, replace);
 	FIELD(strata_ckpt_save_opts, writers); FIELD(strata_ckpt_save_opts, stats);
+	FIELD(strata_ckpt_save_opts, ready);
 	end();
 
 	BEGIN(strata_ckpt_save_stats);

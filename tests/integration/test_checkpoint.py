@@ -246,6 +246,28 @@ def test_parallel_writers_roundtrip_sizes(cluster):
                 # every piece lies within one 64 KiB chunk
                 assert st["pieces"] >= sum(-(-n // (64 << 10)) for n in sizes), (name, st)
                 assert st["bytes"] >= sum(sizes)
+        # A snapshot that fails midway abandons the save already writing
+        # its first tensors: nothing is committed, the next save is clean.
+        real, calls = ck.ctypes.memmove, [0]
+        def failing(dst, src, n):
+            calls[0] += 1
+            if calls[0] == 6:
+                raise MemoryError("injected")
+            return real(dst, src, n)
+        ck.ctypes.memmove = failing
+        try:
+            ck.save(state, "/ckw/w4", client=c, writers=4)
+            raise AssertionError("the failed snapshot was not raised")
+        except MemoryError:
+            pass
+        finally:
+            ck.ctypes.memmove = real
+        ck.wait_all()
+        back = ck.load("/ckw/w4", client=c)
+        assert all(torch.equal(back[k].view(torch.uint8), v.view(torch.uint8))
+                   for k, v in state.items())
+        ck.save({"x": torch.ones(3)}, "/ckw/w4", client=c).wait()
+        assert ck.load("/ckw/w4", client=c)["x"].tolist() == [1.0] * 3
         print("OK")
     """, timeout=140)
     assert "OK" in out
