@@ -420,7 +420,7 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
          async_: bool = True, rank: Optional[int] = None, world_size: Optional[int] = None,
          tag: Optional[str] = None, keep_last: int = 0, replace: bool = True, depth: int = 0,
          io_size: int = 4 << 20, writers: int = 0,
-         stats: Optional[dict] = None) -> Optional["SaveHandle"]:
+         stats: Optional[dict] = None, overlap: bool = True) -> Optional["SaveHandle"]:
     """Saves state (a state_dict or any tree of tensors) as checkpoint
     path (a cluster path, str or bytes; missing parent directories are
     created).
@@ -438,8 +438,11 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
     libstrata's defaults, 4 and 8). stats: a dict filled with
     where the time went (seconds: snapshot_s, write_s, sync_s, part_s,
     wait_s, manifest_s, commit_s, prune_s, save_s; bytes, writers,
-    pieces) once the save is done. A save still in flight from an earlier
-    call is waited for first."""
+    pieces) once the save is done. overlap: the async save writes each
+    tensor as soon as the snapshot has copied it (the commit comes
+    sooner; the snapshot shares the CPU with the writers); False: it
+    starts writing once the whole snapshot is taken. A save still in
+    flight from an earlier call is waited for first."""
     client = _client(client)
     path = os.fspath(path)
     parent = os.path.dirname(path.rstrip(b"/" if isinstance(path, bytes) else "/"))
@@ -499,12 +502,20 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
                     _pending.remove(h)
             h._ev.set()
 
+    if not overlap:
+        try:
+            _snapshot(leaves, buf, layout)
+        except BaseException:
+            _give_buffer(buf)
+            raise
+        ready.value = len(leaves)
     with _pending_lock:
         _pending.append(h)
     h.thread = threading.Thread(target=run, name="strata-ckpt-save", daemon=True)
     h.thread.start()
     try:
-        _snapshot(leaves, buf, layout, ready)
+        if overlap:
+            _snapshot(leaves, buf, layout, ready)
     except BaseException:
         ready.value = 2**64 - 1        # abandons the save: nothing is committed
         h.thread.join()
