@@ -109,8 +109,8 @@ struct strata_ckpt_save_stats {
 /* Sets opts to the defaults; size = sizeof(*opts). */
 void strata_ckpt_save_opts_init(struct strata_ckpt_save_opts *opts, size_t size);
 
-/* Writes this rank's n tensors of checkpoint path (many writes in flight
- * through a ring), then its part of the manifest. Rank 0 then waits for
+/* Writes this rank's n tensors of checkpoint path (opts->writers threads,
+ * opts->depth writes in flight), then its part of the manifest. Rank 0 then waits for
  * every rank's part, writes manifest.json and renames PATH.tmp-TAG to path
  * (atomically: a reader sees the old checkpoint or the new one). Other
  * ranks return once their shard is durable. opts may be NULL. Returns 0,
