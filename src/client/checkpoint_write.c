@@ -56,15 +56,16 @@ static bool ck_failed(struct ck_wctx *w)
 }
 
 /* Waits until tensor is in place (the caller's snapshot may still be
- * filling the later ones). Returns 0, -ECANCELED or -ETIMEDOUT. */
+ * filling the later ones). Returns 0, -ECANCELED (the caller gave up,
+ * or another writer failed) or -ETIMEDOUT. */
 static int ck_wait_ready(struct ck_wctx *w, uint32_t tensor)
 {
 	while (w->ready) {
 		uint64_t r = __atomic_load_n(w->ready, __ATOMIC_ACQUIRE);
 
-		if (r == UINT64_MAX)
-			return -ECANCELED;
-		if (tensor < r || ck_failed(w))
+		if (r == UINT64_MAX || ck_failed(w))
+			return -ECANCELED;	/* ck_set_err keeps the first error */
+		if (tensor < r)
 			return 0;
 		if (mono_ms() >= w->deadline_ms)
 			return -ETIMEDOUT;
