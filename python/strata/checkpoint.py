@@ -6,10 +6,11 @@
     h.wait()                                              # optional
     strata.checkpoint.load("/ckpt/step-000100", into=model.state_dict(), client=c)
 
-save() copies every tensor into a host buffer (reused across saves) while
-a background thread already hands the buffer to libstrata's
-strata_ckpt_save (include/strata/checkpoint.h; the GIL is released for
-the whole write), which writes each tensor as soon as it is copied:
+save() copies every tensor into a host buffer (reused across saves), then
+a background thread hands the buffer to libstrata's strata_ckpt_save
+(include/strata/checkpoint.h; the GIL is released for the whole write;
+with overlap=True it starts during the copy and writes each tensor as
+soon as it is copied):
 the shard is written with many writes in flight, the manifest last, and
 the directory is renamed into place, so PATH exists only when complete
 and an interrupted save leaves the previous checkpoint as it was.
@@ -420,7 +421,7 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
          async_: bool = True, rank: Optional[int] = None, world_size: Optional[int] = None,
          tag: Optional[str] = None, keep_last: int = 0, replace: bool = True, depth: int = 0,
          io_size: int = 4 << 20, writers: int = 0,
-         stats: Optional[dict] = None, overlap: bool = True) -> Optional["SaveHandle"]:
+         stats: Optional[dict] = None, overlap: bool = False) -> Optional["SaveHandle"]:
     """Saves state (a state_dict or any tree of tensors) as checkpoint
     path (a cluster path, str or bytes; missing parent directories are
     created).
@@ -439,9 +440,11 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
     where the time went (seconds: snapshot_s, write_s, sync_s, part_s,
     wait_s, manifest_s, commit_s, prune_s, save_s; bytes, writers,
     pieces) once the save is done. overlap: the async save writes each
-    tensor as soon as the snapshot has copied it (the commit comes
-    sooner; the snapshot shares the CPU with the writers); False: it
-    starts writing once the whole snapshot is taken. A save still in
+    tensor as soon as the snapshot has copied it, so the copy is not in
+    series with the writes; the copy then shares the CPU with the writers
+    (on 2 cores: the stall doubled and the commit came no sooner, so it
+    is off by default). False: writing starts once the snapshot is
+    taken. A save still in
     flight from an earlier call is waited for first."""
     client = _client(client)
     path = os.fspath(path)
@@ -481,9 +484,8 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
                  depth, io_size, writers, stats)
         del keep
         return None
-    # The save starts at once and writes each leaf as soon as the snapshot
-    # has copied it: the copy overlaps the writes, so the commit comes no
-    # later than a synchronous save's would.
+    # overlap: the save starts at once and writes each leaf as soon as the
+    # snapshot has copied it (the copy overlaps the writes).
     t0 = time.perf_counter()
     buf, layout = _plan(leaves)
     base = buffer_info(buf, True)[0]

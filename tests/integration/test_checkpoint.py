@@ -231,9 +231,10 @@ def test_parallel_writers_roundtrip_sizes(cluster):
         for name, kw in (("w4", dict(writers=4, depth=8)), ("w1", dict(writers=1)),
                          ("small-io", dict(writers=3, depth=6, io_size=16 << 10)),
                          ("big-io", dict(writers=8, depth=64, io_size=1 << 20))):
-            for async_ in (False, True):
+            for async_, overlap in ((False, False), (True, False), (True, True)):
                 st = {}
-                h = ck.save(state, "/ckw/" + name, client=c, async_=async_, stats=st, **kw)
+                h = ck.save(state, "/ckw/" + name, client=c, async_=async_, overlap=overlap,
+                            stats=st, **kw)
                 if h:
                     h.wait()
                 back = ck.load("/ckw/" + name, client=c)
@@ -254,14 +255,16 @@ def test_parallel_writers_roundtrip_sizes(cluster):
             if calls[0] == 6:
                 raise MemoryError("injected")
             return real(dst, src, n)
-        ck.ctypes.memmove = failing
-        try:
-            ck.save(state, "/ckw/w4", client=c, writers=4)
-            raise AssertionError("the failed snapshot was not raised")
-        except MemoryError:
-            pass
-        finally:
-            ck.ctypes.memmove = real
+        for overlap in (False, True):
+            calls[0] = 0
+            ck.ctypes.memmove = failing
+            try:
+                ck.save(state, "/ckw/w4", client=c, writers=4, overlap=overlap)
+                raise AssertionError("the failed snapshot was not raised")
+            except MemoryError:
+                pass
+            finally:
+                ck.ctypes.memmove = real
         ck.wait_all()
         back = ck.load("/ckw/w4", client=c)
         assert all(torch.equal(back[k].view(torch.uint8), v.view(torch.uint8))
