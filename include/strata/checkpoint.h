@@ -42,6 +42,7 @@ extern "C" {
 #define STRATA_CKPT_MAX_DIMS 16
 
 struct strata_ckpt;
+struct strata_ckpt_save_stats;
 
 /* One tensor to save: name (unique within a rank), dtype name, ndim and
  * shape, and len bytes at data. Everything is borrowed for the call. */
@@ -62,20 +63,54 @@ struct strata_ckpt_save_opts {
 	 * tag. NULL: "p<pid>-<time>" (only valid when world_size is 1). */
 	const char *tag;
 	const char *meta_json;	/* JSON stored as this shard's "meta", or NULL */
-	uint32_t depth;		/* writes in flight; default 32 */
+	uint32_t depth;		/* writes in flight, over all writers; default 8 */
 	uint32_t io_size;	/* bytes per write; default 4 MiB */
 	uint32_t wait_ms;	/* rank 0: how long to wait for the other ranks'
 				 * parts; default 600000 */
 	uint32_t keep_last;	/* rank 0: after the commit keep only this many
 				 * checkpoints in PATH's parent; 0 keeps all */
 	int replace;		/* 1: an existing PATH is replaced; 0: -EEXIST */
+	/* Writer threads of this rank's shard, each with its own ring
+	 * (depth / writers writes in flight each); the shard is cut into
+	 * pieces at chunk boundaries so each write lands on one chain, and
+	 * each writer checksums the pieces it writes. Default 4; 1 writes
+	 * from the calling thread only. Fewer run when a thread cannot be
+	 * started. */
+	uint32_t writers;
+	/* Filled in when not NULL (set its stats_size first), whatever the
+	 * result; owned by the caller. */
+	struct strata_ckpt_save_stats *stats;
+	/* NULL: every tensor's data is in place at the call. Else a counter
+	 * that another thread raises as it fills the tensors in order (a
+	 * snapshot copying them while the save already writes): tensor i is
+	 * read only once *ready > i. Setting it to UINT64_MAX abandons the
+	 * save (-ECANCELED, nothing committed). It must reach n within
+	 * wait_ms (else -ETIMEDOUT); read with acquire semantics, so the
+	 * filling thread stores it with release semantics (a plain aligned
+	 * store on x86). Borrowed for the call. */
+	const uint64_t *ready;
+};
+
+/* Where a save's time went (seconds, on this rank). */
+struct strata_ckpt_save_stats {
+	size_t stats_size;	/* sizeof(struct strata_ckpt_save_stats) */
+	double write_s;		/* shard data: checksums and writes, all writers */
+	double sync_s;		/* strata_fsync of the shard (length published) */
+	double part_s;		/* this rank's part of the manifest */
+	double wait_s;		/* rank 0: waiting for the other ranks' parts */
+	double manifest_s;	/* rank 0: manifest.json written */
+	double commit_s;	/* rank 0: the rename into place */
+	double prune_s;		/* rank 0: keep_last's removals */
+	uint64_t bytes;		/* shard bytes written */
+	uint32_t writers;	/* writer threads that ran */
+	uint32_t pieces;	/* writes issued */
 };
 
 /* Sets opts to the defaults; size = sizeof(*opts). */
 void strata_ckpt_save_opts_init(struct strata_ckpt_save_opts *opts, size_t size);
 
-/* Writes this rank's n tensors of checkpoint path (many writes in flight
- * through a ring), then its part of the manifest. Rank 0 then waits for
+/* Writes this rank's n tensors of checkpoint path (opts->writers threads,
+ * opts->depth writes in flight), then its part of the manifest. Rank 0 then waits for
  * every rank's part, writes manifest.json and renames PATH.tmp-TAG to path
  * (atomically: a reader sees the old checkpoint or the new one). Other
  * ranks return once their shard is durable. opts may be NULL. Returns 0,

@@ -15,6 +15,9 @@ of the file's chunk size; closing it publishes the file), the way a
 PyTorch user writes to Strata without strata.checkpoint; with --raw, also
 torch.save through the unbuffered file (buffering=0), what Client.open
 returned before it followed open().
+
+With --ranks N[,N...]: a checkpoint burst of N ranks at once, R=1 and
+R=3, against N local torch.save + fsync (bench_ckpt_ranks.py).
 """
 import argparse
 import json
@@ -76,7 +79,16 @@ def main(argv=None):
                     help="the strata command (to start the local cluster)")
     ap.add_argument("--raw", action="store_true",
                     help="also torch.save through Client.open(buffering=0) (slow)")
+    ap.add_argument("--ranks", help="N[,N...]: N ranks save at the same moment "
+                    "(bench_ckpt_ranks.py); the other size flags are then ignored")
+    ap.add_argument("--replication", default="1,3", help="--ranks: R of the clusters started")
+    ap.add_argument("--size-mib", type=float, default=64, help="--ranks: each rank's shard")
+    ap.add_argument("--writers", type=int, default=0,
+                    help="writer threads per save (0: libstrata's default)")
     a = ap.parse_args(argv)
+    if a.ranks:
+        import bench_ckpt_ranks
+        return bench_ckpt_ranks.main(a)
     root = tempfile.mkdtemp(prefix="strata-bench-ckpt-")
     up = False
     try:
@@ -96,20 +108,39 @@ def main(argv=None):
               "baseline torch.save/torch.load on %s (fsync'ed)"
               % (a.hidden, a.layers, a.vocab, a.tp, len(sd), size / 2**20, root))
         # warm-up: the host snapshot buffer is allocated once and reused
-        ck.save(sd, "/bench-ckpt/warm", client=c).wait()
+        ck.save(sd, "/bench-ckpt/warm", client=c, writers=a.writers).wait()
         rows = {"async_stall": [], "async_total": [], "sync": [], "restore": [],
                 "torch_save": [], "torch_load": [], "open_save": [], "open_load": []}
+        phases = {"async": [], "sync": []}
         if a.raw:
             rows["open_save_raw"] = []
-        for i in range(a.repeat):
+        # Nothing is removed until every round is done: a removal's chunk GC
+        # runs in the background for a while and slows whatever is timed
+        # next (measured on its own below). Async and sync take turns
+        # going first.
+        gone = []
+
+        def timed_async(path):
+            st = {}
             t0 = time.perf_counter()
-            h = ck.save(sd, "/bench-ckpt/async-%d" % i, client=c)
-            rows["async_stall"].append(time.perf_counter() - t0)
+            h = ck.save(sd, path, client=c, writers=a.writers, stats=st)
+            stall = time.perf_counter() - t0
             h.wait()
-            rows["async_total"].append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            ck.save(sd, "/bench-ckpt/sync-%d" % i, client=c, async_=False)
-            rows["sync"].append(time.perf_counter() - t0)
+            return stall, time.perf_counter() - t0, st
+
+        for i in range(a.repeat):
+            for mode in (("async", "sync") if i % 2 == 0 else ("sync", "async")):
+                if mode == "async":
+                    stall, total, st = timed_async("/bench-ckpt/async-%d" % i)
+                    rows["async_stall"].append(stall)
+                    rows["async_total"].append(total)
+                else:
+                    st = {}
+                    t0 = time.perf_counter()
+                    ck.save(sd, "/bench-ckpt/sync-%d" % i, client=c, async_=False,
+                            writers=a.writers, stats=st)
+                    rows["sync"].append(time.perf_counter() - t0)
+                phases[mode].append(st)
             into = {k: torch.empty_like(v) for k, v in sd.items()}
             t0 = time.perf_counter()
             ck.load("/bench-ckpt/sync-%d" % i, into=into, client=c)
@@ -134,20 +165,33 @@ def main(argv=None):
             rows["open_load"].append(time.perf_counter() - t0)
             assert all(torch.equal(back[k].view(torch.int16), sd[k].view(torch.int16)) for k in sd)
             del back
-            c.remove(sp)
+            gone.append(sp)
             if a.raw:
+                sp = "/bench-ckpt/open-raw-%d.pt" % i
                 t0 = time.perf_counter()
                 with c.open(sp, "wb", buffering=0) as f:
                     torch.save(sd, f)
                 rows["open_save_raw"].append(time.perf_counter() - t0)
-                c.remove(sp)
-            c.rmtree("/bench-ckpt/async-%d" % i)
-            c.rmtree("/bench-ckpt/sync-%d" % i)
+                gone.append(sp)
+            gone += ["/bench-ckpt/async-%d" % i, "/bench-ckpt/sync-%d" % i]
+        # What the old order measured: an async save right after two
+        # checkpoints were removed, while their chunks are being freed.
+        rows["async_gc"] = []
+        for i in range(a.repeat):
+            for p in gone[:2]:
+                c.rmtree(p)
+            gone = gone[2:]
+            stall, total, st = timed_async("/bench-ckpt/gc-%d" % i)
+            rows["async_gc"].append(total)
+            gone.append("/bench-ckpt/gc-%d" % i)
+        for p in gone:
+            c.rmtree(p)
         med = {k: sorted(v)[len(v) // 2] for k, v in rows.items()}
         gb = size / 1e9
         print("%-44s %10s %10s" % ("(median of %d)" % a.repeat, "seconds", "GB/s"))
         for name, key in (("strata async save: training stall", "async_stall"),
                           ("strata async save: until committed", "async_total"),
+                          ("  the same while chunk GC runs", "async_gc"),
                           ("strata sync save (stall = whole save)", "sync"),
                           ("strata restore into existing tensors", "restore"),
                           ("torch.save to local dir + fsync", "torch_save"),
@@ -157,6 +201,16 @@ def main(argv=None):
                           ("torch.load through Client.open", "open_load")):
             if key in med:
                 print("%-44s %10.4f %10.2f" % (name, med[key], gb / med[key]))
+        for mode in ("async", "sync"):
+            ph = {k: sorted(x.get(k, 0) for x in phases[mode])[len(phases[mode]) // 2]
+                  for k in ("snapshot_s", "write_s", "sync_s", "part_s", "manifest_s",
+                            "commit_s")}
+            print("%s save phases (median s): %s; %d writers, %d writes" % (
+                mode, " ".join("%s %.4f" % (k[:-2], v) for k, v in ph.items()
+                               if k in phases[mode][0]),
+                phases[mode][0].get("writers", 0), phases[mode][0].get("pieces", 0)))
+        print("async commit / sync save = %.2f (%s 1)" % (
+            med["async_total"] / med["sync"], "<=" if med["async_total"] <= med["sync"] else "> "))
         print("torch.save through Client.open / local torch.save + fsync = %.2f"
               % (med["open_save"] / med["torch_save"]))
         ratio = med["async_stall"] / med["sync"]

@@ -7,8 +7,10 @@
     strata.checkpoint.load("/ckpt/step-000100", into=model.state_dict(), client=c)
 
 save() copies every tensor into a host buffer (reused across saves), then
-a background thread hands the buffers to libstrata's strata_ckpt_save
-(include/strata/checkpoint.h; the GIL is released for the whole write):
+a background thread hands the buffer to libstrata's strata_ckpt_save
+(include/strata/checkpoint.h; the GIL is released for the whole write;
+with overlap=True it starts during the copy and writes each tensor as
+soon as it is copied):
 the shard is written with many writes in flight, the manifest last, and
 the directory is renamed into place, so PATH exists only when complete
 and an interrupted save leaves the previous checkpoint as it was.
@@ -34,6 +36,7 @@ import os
 import pickle
 import sys
 import threading
+import time
 from typing import Any, List, Optional, Tuple, Union
 
 from ._lib import Closable, check, declare
@@ -50,12 +53,23 @@ class _Tensor(ctypes.Structure):
                 ("len", ctypes.c_uint64)]
 
 
+class _SaveStats(ctypes.Structure):
+    _fields_ = [("stats_size", ctypes.c_size_t), ("write_s", ctypes.c_double),
+                ("sync_s", ctypes.c_double), ("part_s", ctypes.c_double),
+                ("wait_s", ctypes.c_double), ("manifest_s", ctypes.c_double),
+                ("commit_s", ctypes.c_double), ("prune_s", ctypes.c_double),
+                ("bytes", ctypes.c_uint64), ("writers", ctypes.c_uint32),
+                ("pieces", ctypes.c_uint32)]
+
+
 class _SaveOpts(ctypes.Structure):
     _fields_ = [("opts_size", ctypes.c_size_t), ("rank", ctypes.c_uint32),
                 ("world_size", ctypes.c_uint32), ("tag", ctypes.c_char_p),
                 ("meta_json", ctypes.c_char_p), ("depth", ctypes.c_uint32),
                 ("io_size", ctypes.c_uint32), ("wait_ms", ctypes.c_uint32),
-                ("keep_last", ctypes.c_uint32), ("replace", ctypes.c_int)]
+                ("keep_last", ctypes.c_uint32), ("replace", ctypes.c_int),
+                ("writers", ctypes.c_uint32), ("stats", ctypes.POINTER(_SaveStats)),
+                ("ready", ctypes.POINTER(ctypes.c_uint64))]
 
 
 class _Info(ctypes.Structure):
@@ -290,37 +304,46 @@ def _give_buffer(b):
         del _pool[:-2]      # keep the two largest
 
 
-def _snapshot(leaves):
-    """Copies every leaf into one host buffer. Returns (buffer, [(name,
+def _plan(leaves):
+    """Lays the leaves out in one host buffer. Returns (buffer, [(name,
     dtype, shape, offset, nbytes)])."""
-    torch = _torch()
     layout = []
     off = 0
     for name, x in leaves:
         n = _nbytes(x)
         layout.append((name, _dtype_name(x), tuple(x.shape), off, n))
         off += (n + ALIGN - 1) // ALIGN * ALIGN
-    buf = _take_buffer(off)
+    return _take_buffer(off), layout
+
+
+def _snapshot(leaves, buf, layout, ready=None):
+    """Copies every leaf into buf at its place in layout, in order. ready
+    (a ctypes.c_uint64, or None): raised to i + 1 once leaf i is in place,
+    so a save already running writes it while the later ones are copied
+    (GPU leaves count only once every copy is synchronized)."""
+    torch = _torch()
     base = buffer_info(buf, True)[0]
-    for (name, x), (_, _, _, o, n) in zip(leaves, layout):
-        if n == 0:
-            continue
-        if _is_tensor(x) and x.device.type != "cpu":
+    cuda = False
+    for i, ((name, x), (_, _, _, o, n)) in enumerate(zip(leaves, layout)):
+        if n and _is_tensor(x) and x.device.type != "cpu":
             dst = buf[o:o + n].view(x.dtype).view(x.shape)
             dst.copy_(x.detach(), non_blocking=True)
-            continue
-        if _is_tensor(x):
+            cuda = True
+        elif n and _is_tensor(x):
             x = x.detach()
             if not x.is_contiguous():
                 x = x.contiguous()
             ctypes.memmove(base + o, x.data_ptr(), n)
-        else:
+        elif n:
             import numpy
             x = numpy.ascontiguousarray(x)
             ctypes.memmove(base + o, x.ctypes.data, n)
+        if ready is not None and not cuda:
+            ready.value = i + 1
     if torch is not None and torch.cuda.is_available():
         torch.cuda.synchronize()
-    return buf, layout
+    if ready is not None:
+        ready.value = len(leaves)
 
 
 class SaveHandle:
@@ -358,7 +381,7 @@ def wait_all() -> None:
 
 
 def _persist(client, path, layout, base, meta, rank, world_size, tag, keep_last, replace, depth,
-             io_size):
+             io_size, writers=0, stats=None, ready=None):
     n = len(layout)
     arr = (_Tensor * max(n, 1))()
     keep = []
@@ -379,13 +402,26 @@ def _persist(client, path, layout, base, meta, rank, world_size, tag, keep_last,
         o.depth = depth
     if io_size:
         o.io_size = io_size
-    check(L.strata_ckpt_save(client.handle, os.fsencode(path), arr, n, ctypes.byref(o)), path)
+    if writers:
+        o.writers = writers
+    if ready is not None:
+        o.ready = ctypes.pointer(ready)
+    st = _SaveStats()
+    st.stats_size = ctypes.sizeof(st)
+    o.stats = ctypes.pointer(st)
+    t0 = time.perf_counter()
+    rc = L.strata_ckpt_save(client.handle, os.fsencode(path), arr, n, ctypes.byref(o))
+    if stats is not None:
+        stats.update({k: getattr(st, k) for k, _ in _SaveStats._fields_[1:]})
+        stats["save_s"] = time.perf_counter() - t0
+    check(rc, path)
 
 
 def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Client] = None,
          async_: bool = True, rank: Optional[int] = None, world_size: Optional[int] = None,
-         tag: Optional[str] = None, keep_last: int = 0, replace: bool = True, depth: int = 32,
-         io_size: int = 4 << 20) -> Optional["SaveHandle"]:
+         tag: Optional[str] = None, keep_last: int = 0, replace: bool = True, depth: int = 0,
+         io_size: int = 4 << 20, writers: int = 0,
+         stats: Optional[dict] = None, overlap: bool = False) -> Optional["SaveHandle"]:
     """Saves state (a state_dict or any tree of tensors) as checkpoint
     path (a cluster path, str or bytes; missing parent directories are
     created).
@@ -398,8 +434,18 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
     $STRATA_CKPT_TAG or "shared"); rank 0 commits once every rank's shard
     is written. keep_last: after the commit keep only the newest N
     checkpoints of path's parent directory. replace: an existing path is
-    replaced atomically (else FileExistsError). A save still in flight
-    from an earlier call is waited for first."""
+    replaced atomically (else FileExistsError). writers: threads writing
+    this rank's shard, depth: writes in flight over all of them (0:
+    libstrata's defaults, 4 and 8). stats: a dict filled with
+    where the time went (seconds: snapshot_s, write_s, sync_s, part_s,
+    wait_s, manifest_s, commit_s, prune_s, save_s; bytes, writers,
+    pieces) once the save is done. overlap: the async save writes each
+    tensor as soon as the snapshot has copied it, so the copy is not in
+    series with the writes; the copy then shares the CPU with the writers
+    (on 2 cores: the stall doubled and the commit came no sooner, so it
+    is off by default). False: writing starts once the snapshot is
+    taken. A save still in
+    flight from an earlier call is waited for first."""
     client = _client(client)
     path = os.fspath(path)
     parent = os.path.dirname(path.rstrip(b"/" if isinstance(path, bytes) else "/"))
@@ -435,16 +481,20 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
             addr = buffer_info(x, False)[0] if _nbytes(x) else 0
             layout.append((name, _dtype_name(x), tuple(x.shape), addr, _nbytes(x)))
         _persist(client, path, layout, 0, meta, rank, world_size, tag, keep_last, replace,
-                 depth, io_size)
+                 depth, io_size, writers, stats)
         del keep
         return None
-    buf, layout = _snapshot(leaves)
+    # overlap: the save starts at once and writes each leaf as soon as the
+    # snapshot has copied it (the copy overlaps the writes).
+    t0 = time.perf_counter()
+    buf, layout = _plan(leaves)
     base = buffer_info(buf, True)[0]
+    ready = ctypes.c_uint64(0)
 
     def run():
         try:
             _persist(client, path, layout, base, meta, rank, world_size, tag, keep_last,
-                     replace, depth, io_size)
+                     replace, depth, io_size, writers, stats, ready)
         except BaseException as e:     # handed to wait()
             h.error = e
         finally:
@@ -454,10 +504,26 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
                     _pending.remove(h)
             h._ev.set()
 
+    if not overlap:
+        try:
+            _snapshot(leaves, buf, layout)
+        except BaseException:
+            _give_buffer(buf)
+            raise
+        ready.value = len(leaves)
     with _pending_lock:
         _pending.append(h)
     h.thread = threading.Thread(target=run, name="strata-ckpt-save", daemon=True)
     h.thread.start()
+    try:
+        if overlap:
+            _snapshot(leaves, buf, layout, ready)
+    except BaseException:
+        ready.value = 2**64 - 1        # abandons the save: nothing is committed
+        h.thread.join()
+        raise
+    if stats is not None:
+        stats["snapshot_s"] = time.perf_counter() - t0
     return h
 
 

@@ -16,7 +16,6 @@
 #include "client/checkpoint_int.h"
 #include "client/fsutil.h"
 #include "common/clock.h"
-#include "common/crc32c.h"
 #include "strata/strata.h"
 
 void strata_ckpt_save_opts_init(struct strata_ckpt_save_opts *opts, size_t size)
@@ -24,9 +23,10 @@ void strata_ckpt_save_opts_init(struct strata_ckpt_save_opts *opts, size_t size)
 	struct strata_ckpt_save_opts d = {
 		.opts_size = sizeof(d),
 		.world_size = 1,
-		.depth = CK_DEF_DEPTH,
+		.depth = CK_DEF_SAVE_DEPTH,
 		.io_size = CK_DEF_IO,
 		.wait_ms = CK_DEF_WAIT_MS,
+		.writers = CK_DEF_WRITERS,
 	};
 
 	if (!opts)
@@ -73,16 +73,24 @@ static int ck_check_tensors(const struct strata_ckpt_tensor *t, size_t n)
 	return 0;
 }
 
-/* Writes rank's shard-R.bin and then shard-R.json into tmp. */
+/* Writes rank's shard-R.bin (ck_write_data's writers) and then
+ * shard-R.json into tmp; times its phases into st. */
 static int ck_write_shard(struct strata *s, const char *tmp, const struct strata_ckpt_tensor *t,
-			  size_t n, const struct strata_ckpt_save_opts *o)
+			  size_t n, const struct strata_ckpt_save_opts *o,
+			  struct strata_ckpt_save_stats *st)
 {
 	char name[64], path[CK_PATH_MAX], jpath[CK_PATH_MAX], jtmp[CK_PATH_MAX];
 	struct strata_file *f = NULL;
-	struct fsu_io *io = NULL;
+	struct ck_write_result wr;
+	struct ck_write_opts wo = { .writers = o->writers, .depth = o->depth,
+				    .io_size = o->io_size, .ready = o->ready,
+				    .wait_ms = o->wait_ms };
+	uint64_t *offs = NULL;
+	uint32_t *crcs = NULL;
 	json_t *part = NULL, *arr, *meta = NULL;
 	char *text = NULL;
 	uint64_t off = 0;
+	double t0;
 	int rc;
 
 	snprintf(name, sizeof(name), "shard-%05u.bin", o->rank);
@@ -94,34 +102,46 @@ static int ck_write_shard(struct strata *s, const char *tmp, const struct strata
 		if (!meta)
 			return -EINVAL;
 	}
-	io = calloc(n ? n : 1, sizeof(*io));
+	offs = calloc(n ? n : 1, sizeof(*offs));
+	crcs = calloc(n ? n : 1, sizeof(*crcs));
 	part = json_object();
 	arr = json_array();
-	if (!io || !part || !arr) {
+	if (!offs || !crcs || !part || !arr) {
 		json_decref(arr);
 		rc = -ENOMEM;
 		goto out;
 	}
 	json_object_set_new(part, "tensors", arr);
+	for (size_t i = 0; i < n; i++) {
+		offs[i] = off;
+		off += (t[i].len + STRATA_CKPT_ALIGN - 1) / STRATA_CKPT_ALIGN * STRATA_CKPT_ALIGN;
+	}
 	rc = strata_open(s, path, STRATA_O_WRONLY | STRATA_O_CREAT | STRATA_O_TRUNC, 0644, &f);
 	if (rc)
 		goto out;
+	t0 = mono_sec();
+	wo.path = path;
+	rc = ck_write_data(s, f, t, n, offs, crcs, &wo, &wr);
+	st->write_s = mono_sec() - t0;
+	st->writers = wr.writers;
+	st->pieces = wr.pieces;
+	st->bytes = off;
+	if (rc)
+		goto out;
+	t0 = mono_sec();
+	rc = strata_fsync(f);
+	st->sync_s = mono_sec() - t0;
+	if (rc)
+		goto out;
+	t0 = mono_sec();
 	for (size_t i = 0; i < n; i++) {
-		uint32_t crc = crc32c(0, t[i].data, t[i].len);
-		json_t *tj = ck_tensor_json(&t[i], o->rank, off, crc);
+		json_t *tj = ck_tensor_json(&t[i], o->rank, offs[i], crcs[i]);
 
 		if (!tj || json_array_append_new(arr, tj)) {
 			rc = -ENOMEM;
 			goto out;
 		}
-		io[i] = (struct fsu_io){ f, (uint8_t *)t[i].data, off, t[i].len };
-		off += (t[i].len + STRATA_CKPT_ALIGN - 1) / STRATA_CKPT_ALIGN * STRATA_CKPT_ALIGN;
 	}
-	rc = fsu_ring_run(s, io, n, true, o->depth, o->io_size);
-	if (!rc)
-		rc = strata_fsync(f);
-	if (rc)
-		goto out;
 	json_object_set_new(part, "rank", json_integer(o->rank));
 	json_object_set_new(part, "world_size", json_integer(o->world_size));
 	json_object_set_new(part, "file", json_string(name));
@@ -144,6 +164,7 @@ static int ck_write_shard(struct strata *s, const char *tmp, const struct strata
 		rc = fsu_write_file(s, jtmp, text, strlen(text));
 	if (!rc)
 		rc = strata_rename(s, jtmp, jpath, 0);
+	st->part_s = mono_sec() - t0;
 out:
 	if (f) {
 		int crc = strata_close(f);
@@ -153,17 +174,20 @@ out:
 	json_decref(meta);
 	json_decref(part);
 	free(text);
-	free(io);
+	free(offs);
+	free(crcs);
 	return rc;
 }
 
 /* Rank 0: waits for every part, merges them into manifest.json. */
 static int ck_write_manifest(struct strata *s, const char *tmp,
-			     const struct strata_ckpt_save_opts *o)
+			     const struct strata_ckpt_save_opts *o,
+			     struct strata_ckpt_save_stats *st)
 {
 	char name[64], path[CK_PATH_MAX];
 	json_t *man = json_object(), *shards = json_array(), *tensors = json_array();
 	uint64_t deadline = mono_ms() + o->wait_ms;
+	double t0 = mono_sec();
 	char *text = NULL;
 	int rc = 0;
 
@@ -199,6 +223,10 @@ static int ck_write_manifest(struct strata *s, const char *tmp,
 		}
 		if (!part)
 			goto out;
+		if (r + 1 == o->world_size) {
+			st->wait_s = mono_sec() - t0;
+			t0 = mono_sec();
+		}
 		sh = json_object();
 		json_object_set(sh, "rank", json_object_get(part, "rank"));
 		json_object_set(sh, "file", json_object_get(part, "file"));
@@ -218,6 +246,7 @@ static int ck_write_manifest(struct strata *s, const char *tmp,
 	rc = fsu_join(path, sizeof(path), tmp, "manifest.json");
 	if (!rc)
 		rc = fsu_write_file(s, path, text, strlen(text));
+	st->manifest_s = mono_sec() - t0;
 out:
 	free(text);
 	json_decref(man);
@@ -269,35 +298,46 @@ static int ck_parent(const char *path, char *out, size_t len)
 	return 0;
 }
 
-int strata_ckpt_save(struct strata *s, const char *path, const struct strata_ckpt_tensor *t,
-		     size_t n, const struct strata_ckpt_save_opts *opts)
+/* Copies what this save measured into the caller's stats, as far as the
+ * caller's struct reaches. */
+static void ck_give_stats(const struct strata_ckpt_save_stats *st,
+			  struct strata_ckpt_save_stats *out)
 {
-	struct strata_ckpt_save_opts o;
+	size_t n;
+
+	if (!out || out->stats_size < sizeof(out->stats_size))
+		return;
+	n = out->stats_size < sizeof(*st) ? out->stats_size : sizeof(*st);
+	memcpy((char *)out + sizeof(out->stats_size), (const char *)st + sizeof(st->stats_size),
+	       n - sizeof(st->stats_size));
+}
+
+static int ck_save(struct strata *s, const char *path, const struct strata_ckpt_tensor *t,
+		   size_t n, struct strata_ckpt_save_opts *o, struct strata_ckpt_save_stats *st)
+{
 	char tmp[CK_PATH_MAX], tagbuf[64], parent[CK_PATH_MAX];
-	struct strata_stat st;
+	struct strata_stat sst;
+	double t0;
 	int rc;
 
-	strata_ckpt_save_opts_init(&o, sizeof(o));
-	if (opts)
-		memcpy(&o, opts, opts->opts_size < sizeof(o) ? opts->opts_size : sizeof(o));
-	if (!s || !path || path[0] != '/' || (n && !t) || !o.world_size ||
-	    o.rank >= o.world_size || (!o.tag && o.world_size > 1))
+	if (!s || !path || path[0] != '/' || (n && !t) || !o->world_size ||
+	    o->rank >= o->world_size || (!o->tag && o->world_size > 1))
 		return -EINVAL;
-	if (o.tag && (!*o.tag || strchr(o.tag, '/')))
+	if (o->tag && (!*o->tag || strchr(o->tag, '/')))
 		return -EINVAL;
 	rc = ck_check_tensors(t, n);
 	if (rc)
 		return rc;
-	if (!o.tag) {
+	if (!o->tag) {
 		snprintf(tagbuf, sizeof(tagbuf), "p%d-%" PRIu64, (int)getpid(), now_ns());
-		o.tag = tagbuf;
+		o->tag = tagbuf;
 	}
-	if (!o.replace && strata_stat(s, path, &st) == 0)
+	if (!o->replace && strata_stat(s, path, &sst) == 0)
 		return -EEXIST;
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp-%s", path, o.tag) >= (int)sizeof(tmp))
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp-%s", path, o->tag) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
 	rc = strata_mkdir(s, tmp, 0755);
-	if (rc == -EEXIST && o.world_size == 1) {
+	if (rc == -EEXIST && o->world_size == 1) {
 		/* A stale attempt with the same tag: start over. */
 		rc = fsu_rmtree(s, tmp);
 		if (!rc)
@@ -307,17 +347,37 @@ int strata_ckpt_save(struct strata *s, const char *path, const struct strata_ckp
 	}
 	if (rc)
 		return rc;
-	rc = ck_write_shard(s, tmp, t, n, &o);
-	if (rc || o.rank != 0)
+	rc = ck_write_shard(s, tmp, t, n, o, st);
+	if (rc || o->rank != 0)
 		return rc;
-	rc = ck_write_manifest(s, tmp, &o);
+	rc = ck_write_manifest(s, tmp, o, st);
+	t0 = mono_sec();
 	if (!rc)
-		rc = ck_commit(s, tmp, path, o.tag, o.replace);
-	if (!rc && o.keep_last && ck_parent(path, parent, sizeof(parent)) == 0) {
-		int pr = strata_ckpt_prune(s, parent, o.keep_last);
+		rc = ck_commit(s, tmp, path, o->tag, o->replace);
+	st->commit_s = mono_sec() - t0;
+	t0 = mono_sec();
+	if (!rc && o->keep_last && ck_parent(path, parent, sizeof(parent)) == 0) {
+		int pr = strata_ckpt_prune(s, parent, o->keep_last);
 
 		if (pr < 0)
 			rc = pr;
 	}
+	st->prune_s = mono_sec() - t0;
+	return rc;
+}
+
+int strata_ckpt_save(struct strata *s, const char *path, const struct strata_ckpt_tensor *t,
+		     size_t n, const struct strata_ckpt_save_opts *opts)
+{
+	struct strata_ckpt_save_opts o;
+	struct strata_ckpt_save_stats st = { .stats_size = sizeof(st) };
+	int rc;
+
+	strata_ckpt_save_opts_init(&o, sizeof(o));
+	if (opts)
+		memcpy(&o, opts, opts->opts_size < sizeof(o) ? opts->opts_size : sizeof(o));
+	o.opts_size = sizeof(o);
+	rc = ck_save(s, path, t, n, &o, &st);
+	ck_give_stats(&st, o.stats);
 	return rc;
 }

@@ -90,6 +90,17 @@ int main(void)
 	FIELD(strata_ckpt_save_opts, meta_json); FIELD(strata_ckpt_save_opts, depth);
 	FIELD(strata_ckpt_save_opts, io_size); FIELD(strata_ckpt_save_opts, wait_ms);
 	FIELD(strata_ckpt_save_opts, keep_last); FIELD(strata_ckpt_save_opts, replace);
+	FIELD(strata_ckpt_save_opts, writers); FIELD(strata_ckpt_save_opts, stats);
+	FIELD(strata_ckpt_save_opts, ready);
+	end();
+
+	BEGIN(strata_ckpt_save_stats);
+	FIELD(strata_ckpt_save_stats, stats_size); FIELD(strata_ckpt_save_stats, write_s);
+	FIELD(strata_ckpt_save_stats, sync_s); FIELD(strata_ckpt_save_stats, part_s);
+	FIELD(strata_ckpt_save_stats, wait_s); FIELD(strata_ckpt_save_stats, manifest_s);
+	FIELD(strata_ckpt_save_stats, commit_s); FIELD(strata_ckpt_save_stats, prune_s);
+	FIELD(strata_ckpt_save_stats, bytes); FIELD(strata_ckpt_save_stats, writers);
+	FIELD(strata_ckpt_save_stats, pieces);
 	end();
 
 	BEGIN(strata_ckpt_info);

@@ -2,14 +2,17 @@
 bitwise round trips (into new and existing tensors), async save while
 training goes on, sharded save and load from 4 processes, keep-last-N, a
 save killed mid-way leaving the previous checkpoint loadable, corruption
-detected, a checkpoint written through the C API directly (no meta)."""
+detected, a checkpoint written through the C API directly (no meta);
+the parallel writers' round trips around every boundary they cut at, a
+3-rank burst killed in every rank, and 'bench ckpt --ranks' (structure)."""
+import re
 import signal
 import textwrap
 import time
 
 import pytest
 
-from conftest import REPO, spawn
+from conftest import REPO, STRATA, run, spawn
 from test_python import PY, py_env, run_py, pytestmark  # noqa: F401
 
 
@@ -203,6 +206,165 @@ def test_killed_save_leaves_previous(cluster):
         print("OK")
     """)
     assert "OK" in out
+
+
+@pytest.mark.timeout(150)
+def test_parallel_writers_roundtrip_sizes(cluster):
+    # Tensors around every boundary the writers cut at (4 KiB alignment,
+    # a 64 KiB chunk, the io size) and several chunks long, written by 4
+    # writers, by 1, and with pieces smaller than a chunk; each loads back
+    # bitwise (load checks every CRC32C, combined from the pieces').
+    c = cluster(3)
+    out = run_py(c, """
+        import numpy as np, torch
+        import strata, strata.checkpoint as ck
+        c = strata.Client()
+        c.makedirs("/ckw")
+        c.set_layout("/ckw", chunk_size=64 << 10)
+        rng = np.random.default_rng(7)
+        sizes = [0, 1, 4095, 4096, 4097, 65535, 65536, 65537, 200001, (1 << 20) + 123,
+                 (3 << 20) + 5]
+        state = {"t%d" % i: torch.from_numpy(rng.integers(0, 256, n, dtype=np.uint8))
+                 for i, n in enumerate(sizes)}
+        state["bf16"] = torch.randn(513, 257).to(torch.bfloat16)
+        state["i64"] = torch.arange(70000, dtype=torch.int64)
+        for name, kw in (("w4", dict(writers=4, depth=8)), ("w1", dict(writers=1)),
+                         ("small-io", dict(writers=3, depth=6, io_size=16 << 10)),
+                         ("big-io", dict(writers=8, depth=64, io_size=1 << 20))):
+            for async_, overlap in ((False, False), (True, False), (True, True)):
+                st = {}
+                h = ck.save(state, "/ckw/" + name, client=c, async_=async_, overlap=overlap,
+                            stats=st, **kw)
+                if h:
+                    h.wait()
+                back = ck.load("/ckw/" + name, client=c)
+                assert sorted(back) == sorted(state), name
+                for k, v in state.items():
+                    assert v.dtype == back[k].dtype and v.shape == back[k].shape, (name, k)
+                    assert v.view(torch.uint8).numpy().tobytes() == \
+                        back[k].view(torch.uint8).numpy().tobytes(), (name, k)
+                assert st["writers"] == kw.get("writers", 4), (name, st)
+                # every piece lies within one 64 KiB chunk
+                assert st["pieces"] >= sum(-(-n // (64 << 10)) for n in sizes), (name, st)
+                assert st["bytes"] >= sum(sizes)
+        # A snapshot that fails midway abandons the save already writing
+        # its first tensors: nothing is committed, the next save is clean.
+        real, calls = ck.ctypes.memmove, [0]
+        def failing(dst, src, n):
+            calls[0] += 1
+            if calls[0] == 6:
+                raise MemoryError("injected")
+            return real(dst, src, n)
+        for overlap in (False, True):
+            calls[0] = 0
+            ck.ctypes.memmove = failing
+            try:
+                ck.save(state, "/ckw/w4", client=c, writers=4, overlap=overlap)
+                raise AssertionError("the failed snapshot was not raised")
+            except MemoryError:
+                pass
+            finally:
+                ck.ctypes.memmove = real
+        ck.wait_all()
+        back = ck.load("/ckw/w4", client=c)
+        assert all(torch.equal(back[k].view(torch.uint8), v.view(torch.uint8))
+                   for k, v in state.items())
+        ck.save({"x": torch.ones(3)}, "/ckw/w4", client=c).wait()
+        assert ck.load("/ckw/w4", client=c)["x"].tolist() == [1.0] * 3
+        print("OK")
+    """, timeout=140)
+    assert "OK" in out
+
+
+@pytest.mark.timeout(200)
+def test_burst_killed_in_every_rank_leaves_previous(cluster):
+    # A committed 3-rank checkpoint, then a 3-rank burst replacing it,
+    # every rank SIGKILLed while its shard is being written: the previous
+    # checkpoint still loads, and its files are byte for byte the same.
+    c = cluster(3)
+    run_py(c, """
+        import torch
+        import strata, strata.checkpoint as ck
+        c = strata.Client(); c.makedirs("/ck")
+        for r in (1, 2, 0):        # rank 0 last: it waits for the others' parts
+            torch.manual_seed(r)
+            ck.save({"r%d" % r: torch.randn(5000 + r)}, "/ck/model", client=c, rank=r,
+                    world_size=3, tag="t0", async_=False)
+    """)
+    digest = """
+        import hashlib
+        import strata
+        c = strata.Client()
+        for n in sorted(c.listdir("/ck/model")):
+            with c.open("/ck/model/" + n, "rb") as f:
+                print(n, hashlib.sha256(f.read()).hexdigest())
+    """
+    before = run_py(c, digest)
+    code = textwrap.dedent("""
+        import sys, time, torch
+        import strata, strata.checkpoint as ck
+        r = int(sys.argv[1])
+        c = strata.Client()
+        state = {"w%d" % i: torch.full((1 << 20,), float(r * 100 + i)) for i in range(16)}
+        h = ck.save(state, "/ck/model", client=c, rank=r, world_size=3, tag="burst",
+                    writers=2, depth=2, io_size=256 << 10)
+        print("snapshot", flush=True)
+        mine = "shard-%05d.bin" % r
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if mine in c.listdir("/ck/model.tmp-burst"):
+                    break
+            except FileNotFoundError:
+                pass
+            time.sleep(0.001)
+        print("partial", flush=True)
+        h.wait()
+        print("committed", flush=True)
+    """)
+    procs = [spawn([PY, "-c", code, str(r)], env=py_env(c.dir)) for r in range(3)]
+    for p in procs:
+        for want in ("snapshot", "partial"):
+            line = p.stdout.readline().decode()
+            assert line.startswith(want), line + p.stderr.read().decode()[-3000:]
+    for p in procs:
+        p.send_signal(signal.SIGKILL)
+    for p in procs:
+        out, _ = p.communicate(timeout=30)
+        assert b"committed" not in out, "a rank's save committed before the kill"
+    after = run_py(c, digest)
+    assert after == before, (before, after)
+    out = run_py(c, """
+        import torch
+        import strata, strata.checkpoint as ck
+        c = strata.Client()
+        names = sorted(c.listdir("/ck"))
+        assert names == ["model", "model.tmp-burst"], names
+        back = ck.load("/ck/model", client=c)
+        for r in range(3):
+            torch.manual_seed(r)
+            assert torch.equal(back["r%d" % r], torch.randn(5000 + r)), r
+        assert ck.clean_partial("/ck", older_than=0, client=c) == 1
+        assert c.listdir("/ck") == ["model"]
+        print("OK")
+    """)
+    assert "OK" in out
+
+
+@pytest.mark.timeout(300)
+def test_bench_ckpt_ranks_smoke():
+    # Structure only (no timing): two ranks, R=1 and R=3, tiny shards.
+    r = run([str(STRATA), "bench", "ckpt", "--ranks", "2", "--size-mib", "1", "--repeat", "1"],
+            timeout=280, env=py_env())
+    assert r.returncode == 0, r.stdout + r.stderr[-4000:]
+    for R in (1, 3):
+        assert re.search(r"R=%d ranks=2: aggregate commit +[0-9.]+ GB/s .*\| local "
+                         r"torch.save\+fsync +[0-9.]+ GB/s .*\| ratio [0-9.]+" % R, r.stdout), \
+            r.stdout
+        for k in range(2):
+            assert re.search(r"R=%d ranks=2: rank %d stall [0-9.]+ s \| local "
+                             r"torch.save\+fsync [0-9.]+ s \| ratio 1/[0-9]+" % (R, k),
+                             r.stdout), r.stdout
 
 
 def _have_cuda():

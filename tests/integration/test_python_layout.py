@@ -24,6 +24,7 @@ m = {
     "strata_layout": client._Layout, "strata_cqe": client._Cqe,
     "strata_pack_opts": dataset._PackOpts,
     "strata_ckpt_tensor": checkpoint._Tensor, "strata_ckpt_save_opts": checkpoint._SaveOpts,
+    "strata_ckpt_save_stats": checkpoint._SaveStats,
     "strata_ckpt_info": checkpoint._Info, "strata_ckpt_dst": checkpoint._Dst,
     "strata_mem_opts": mem._Opts, "strata_mem_item": mem._Item,
     "strata_mem_stats": mem._Stats,
