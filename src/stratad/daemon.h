@@ -51,6 +51,7 @@ struct daemon_cfg {
 
 struct daemon {
 	struct daemon_cfg cfg;
+	bool check_only;	/* --check-config: check, then exit */
 	void *cfg_blob;		/* every registered service's config, together */
 	struct reactor **reactors;
 	int nreactors;

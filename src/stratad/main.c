@@ -141,7 +141,8 @@ static void print_keys(FILE *f, const struct cfg_key *keys, size_t n)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: stratad [--config FILE] [--data DIR] [--SECTION.KEY=VALUE ...]\n\n"
+	fprintf(f, "usage: stratad [--config FILE] [--data DIR] [--SECTION.KEY=VALUE ...]\n"
+		   "       stratad --check-config [the same]: check, start nothing (exit 0 or 2)\n\n"
 		   "keys (INI [section] key = value, or a flag --section.key=value):\n\n"
 		   "the node:\n");
 	print_keys(f, node_keys, sizeof(node_keys) / sizeof(node_keys[0]));
@@ -295,6 +296,52 @@ static void collect_metrics(void *ctx, struct bbuf *out)
 
 /* ---- start and stop ---- */
 
+/* Every name in node.services is a registered service, listed once.
+ * Returns 0 or STRATA_ECONFIG after logging the key, the name and the
+ * names it may take. */
+static int services_check(const char *services)
+{
+	char list[CFG_STR_MAX], known[256];
+	const char *seen[DAEMON_MAX_SERVICES];
+	char *save = NULL;
+	int nseen = 0, n = 0;
+
+	known[0] = '\0';
+	for (int i = 0; service_registry[i] && n < (int)sizeof(known); i++)
+		n += snprintf(known + n, sizeof(known) - (size_t)n, "%s%s", i ? ", " : "",
+			      service_registry[i]->name);
+	snprintf(list, sizeof(list), "%s", services);
+	for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+		bool found = false;
+
+		while (*name == ' ')
+			name++;
+		if (!*name)
+			continue;
+		for (int i = 0; service_registry[i]; i++)
+			found |= strcmp(service_registry[i]->name, name) == 0;
+		if (!found) {
+			log_error("stratad", "key 'node.services': unknown service '%s' (known: %s)",
+				  name, known);
+			return STRATA_ECONFIG;
+		}
+		for (int i = 0; i < nseen; i++) {
+			if (strcmp(seen[i], name) == 0) {
+				log_error("stratad", "key 'node.services': service '%s' listed twice",
+					  name);
+				return STRATA_ECONFIG;
+			}
+		}
+		if (nseen == DAEMON_MAX_SERVICES) {
+			log_error("stratad", "key 'node.services': more than %d services",
+				  DAEMON_MAX_SERVICES);
+			return STRATA_ECONFIG;
+		}
+		seen[nseen++] = name;
+	}
+	return 0;
+}
+
 static int start_services(struct daemon *d, const struct all_keys *a)
 {
 	char list[CFG_STR_MAX];
@@ -316,19 +363,8 @@ static int start_services(struct daemon *d, const struct all_keys *a)
 				reg = i;
 			}
 		}
-		if (!def) {
-			log_error("stratad", "unknown service '%s' in node.services (known:%s%s%s%s)", name,
-				  service_registry[0] ? " " : " none",
-				  service_registry[0] ? service_registry[0]->name : "",
-				  service_registry[0] && service_registry[1] ? " ..." : "", "");
-			return STRATA_ECONFIG;
-		}
-		if (service_running(d, name)) {
-			log_error("stratad", "service '%s' listed twice in node.services", name);
-			return STRATA_ECONFIG;
-		}
-		if (d->nservices == DAEMON_MAX_SERVICES)
-			return STRATA_ECONFIG;
+		if (!def || service_running(d, name) || d->nservices == DAEMON_MAX_SERVICES)
+			return STRATA_ECONFIG;	/* services_check() said why */
 		d->defs[d->nservices] = def;
 		env = &d->envs[d->nservices];
 		*env = (struct service_env){
@@ -407,6 +443,10 @@ static int parse_args(struct daemon *d, const struct all_keys *a, int argc, char
 			printf("stratad 0.1.0 (protocol %d)\n", 1);
 			exit(0);
 		}
+		if (strcmp(argv[i], "--check-config") == 0) {
+			d->check_only = true;
+			continue;
+		}
 		if ((v = flag_value(argc, argv, &i, "--config", &missing)))
 			config = v;
 		else if ((v = flag_value(argc, argv, &i, "--data", &missing)))
@@ -423,7 +463,8 @@ static int parse_args(struct daemon *d, const struct all_keys *a, int argc, char
 	}
 	for (int i = 1; i < argc; i++) {
 		if (flag_value(argc, argv, &i, "--config", &missing) ||
-		    flag_value(argc, argv, &i, "--data", &missing))
+		    flag_value(argc, argv, &i, "--data", &missing) ||
+		    strcmp(argv[i], "--check-config") == 0)
 			continue;
 		rc = cfg_apply_args(&a->schema, d->cfg_blob, 1, &argv[i], NULL, err, sizeof(err));
 		if (rc)
@@ -658,6 +699,25 @@ static int lock_data_dir(const char *data)
 }
 
 /* Runs the node once its config is read; returns main's exit status. */
+/* --check-config: what a start would refuse, without starting, binding or
+ * locking anything: the keys and the rules between them (parse_args), the
+ * services, the addresses, the cluster key and the TLS files. 0 when the
+ * start would get past them, 2 (with the reason logged) when not. */
+static int check_config(struct daemon *d)
+{
+	struct net_auth auth;
+	struct net_tls *tls = NULL;
+	bool host_only;
+
+	if (setup_auth(d, &auth) || check_advertise(d, &host_only) || setup_tls(d, &tls))
+		return 2;
+	net_tls_put(tls);
+	memset(&auth, 0, sizeof(auth));
+	printf("stratad: configuration ok (node %lld, services '%s', listen '%s', data '%s')\n",
+	       (long long)d->cfg.node_id, d->cfg.services, d->cfg.listen, d->cfg.data);
+	return 0;
+}
+
 static int serve(struct daemon *d_, const struct all_keys *keys)
 {
 	struct daemon d = *d_;
@@ -674,6 +734,10 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 		return 2;
 	}
 	log_set_level(lvl);
+	if (services_check(d.cfg.services))
+		return 2;
+	if (d.check_only)
+		return check_config(&d);
 	if (d.cfg.log_file[0] && (rc = log_open_file(d.cfg.log_file))) {
 		fprintf(stderr, "stratad: key 'node.log_file': cannot open '%s': %s\n",
 			d.cfg.log_file, strata_strerror(rc));

@@ -254,10 +254,39 @@ def test_unknown_service_names_it(tmp_path, run_stratad):
     msg = r.stderr + r.stdout
     assert r.returncode != 0, msg
     assert "warpdrive" in msg
-    assert re.search(r"ERROR.*unknown service 'warpdrive'", msg), msg
-    assert "serving on" not in msg
-    assert "stopped" in msg             # it tore down what it had started
+    assert re.search(r"ERROR.*key 'node.services': unknown service 'warpdrive' "
+                     r"\(known: mgmt, meta, storage", msg), msg
+    assert r.returncode == 2
+    assert "serving on" not in msg      # refused before anything started
+    assert not (tmp_path / "data" / "stratad.lock").exists()
     assert "AddressSanitizer" not in msg and "LeakSanitizer" not in msg, msg
+
+
+def test_check_config(tmp_path, run_stratad, daemon_factory):
+    """--check-config: what a start would refuse, refused the same way
+    (exit 2, the key named), and nothing started, bound or locked; a good
+    configuration says ok, even beside a live daemon on the same directory
+    and port."""
+    conf = tmp_path / "stratad.conf"
+    conf.write_text("[node]\nlisten = 127.0.0.1:0\nservices = mgmt,meta,storage\n")
+    r = run_stratad("--check-config", "--config", conf, "--data", tmp_path / "d")
+    assert r.returncode == 0, r.stderr
+    assert "configuration ok" in r.stdout and "mgmt,meta,storage" in r.stdout
+    assert not (tmp_path / "d").exists()
+    for flag, key in [("--node.services=mgmt,warp", "node.services"),
+                      ("--node.services=mgmt,mgmt", "node.services"),
+                      ("--node.listen=0.0.0.0:7300", "node.key_file"),
+                      ("--node.key_file=%s" % (tmp_path / "missing"), "missing"),
+                      ("--mem.low_pct=95", "mem.low_pct"),
+                      ("--node.bogus=1", "node.bogus")]:
+        r = run_stratad("--check-config", "--config", conf, flag)
+        assert r.returncode == 2, (flag, r.stdout, r.stderr)
+        assert key in r.stderr, (flag, r.stderr)
+        assert "configuration ok" not in r.stdout
+    d = daemon_factory()
+    r = run_stratad("--check-config", "--data", d.data, "--node.listen=%s" % d.addr)
+    assert r.returncode == 0, r.stderr
+    assert d.running
 
 
 def test_help_lists_keys(run_stratad):
