@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The main job, end to end on this machine: 'strata demo' starts a local
-# cluster (3 storage daemons, R=3), copies a generated training dataset in
-# with 'strata put', reads it back shuffled through the batch ring, checks
-# every file's CRC32C and prints throughput and latency (docs/demo.md);
+# cluster (3 storage daemons, R=3, a mem daemon, a compute daemon with 4
+# GPUs), composes a job's slice (2 GPUs + a 2 GiB volume + 256 MiB of
+# pooled memory) through the composer's API, copies a generated training
+# dataset into the volume with 'strata put' as the job, reads it back
+# shuffled through the batch ring, checks every file's CRC32C, prints
+# throughput and latency and releases the slice (docs/demo.md);
 # then a short training-I/O run (accelerator utilization) and a checkpoint
 # save/restore (the async save's training stall).
 #

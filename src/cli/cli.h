@@ -91,6 +91,14 @@ struct strata;
  * a negative error (not reported). */
 int cli_connect(const char *mgmt, const char *dir, struct strata **out);
 
+struct json_t;
+/* One call to the composer of the local cluster in dir (its address from
+ * mgmt, its admin token from dir): method on path with body (JSON text,
+ * or NULL). Returns 0 with *out (the caller json_decref's it), or an exit
+ * status after printing the refusal (cmd_compose.c). */
+int cli_compose_call(const char *dir, const char *method, const char *path, const char *body,
+		     struct json_t **out);
+
 /* Prints "strata: " + message to stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

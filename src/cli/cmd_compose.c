@@ -218,6 +218,14 @@ static int call(const struct compose_args *a, const char *method, const char *pa
 	return 1;
 }
 
+int cli_compose_call(const char *dir, const char *method, const char *path, const char *body,
+		     json_t **out)
+{
+	struct compose_args a = { .cmd = "compose", .dir = dir };
+
+	return call(&a, method, path, body, out);
+}
+
 /* ---- printing ---- */
 
 static json_t *oem(json_t *o)

@@ -1,18 +1,23 @@
 /*
  * strata demo: the data-ingest job end to end on one machine.
  *
- * 1. starts a local cluster (3 storage daemons, R=3) in DIR/cluster;
- * 2. generates a training-like dataset in DIR/dataset: many ~100 KB
+ * 1. starts a local cluster (3 storage daemons, R=3, a mem daemon and a
+ *    compute daemon declaring 4 GPUs) in DIR/cluster;
+ * 2. composes the job's slice out of the pools through the composer's API,
+ *    as a scheduler would: 2 GPUs, a 2 GB storage volume, 256 MB of pooled
+ *    memory, and a credential that reaches only those;
+ * 3. generates a training-like dataset in DIR/dataset: many ~100 KB
  *    samples in a few directories and a few ~100 MB shards, random bytes
  *    from a seed, sizes varying a little; the CRC32C of every file (and of
  *    every 4 MiB piece of a shard) is taken as it is written;
- * 3. copies it into the cluster with the real 'strata put' command (this
- *    program run as a child);
- * 4. reads everything back through the batch ring, a few epochs, each in
+ * 4. copies it into the job's volume with the real 'strata put' command
+ *    (this program run as a child), presenting the job's credential;
+ * 5. reads everything back through the batch ring, a few epochs, each in
  *    a new shuffled order (samples whole, QD 64; shards in 4 MiB pieces,
  *    QD 16), checks every read's CRC32C against the local copy's and
- *    reports throughput and per-read latency percentiles;
- * 5. stops the cluster and removes what it created.
+ *    reports throughput and per-read latency percentiles, again as the job;
+ * 6. releases the slice (the volume, the memory, the GPUs go back);
+ * 7. stops the cluster and removes what it created.
  *
  * CRC32C (src/common/crc32c.h) is the check: the library and the targets
  * check their own per-chunk CRCs, this one is end to end, from the bytes
@@ -33,6 +38,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "bench.h"
 #include "cli.h"
 #include "common/clock.h"
@@ -40,11 +47,14 @@
 #include "common/crc32c.h"
 #include "common/fileio.h"
 #include "common/rand.h"
+#include "strata/locate.h"
 #include "strata/strata.h"
 
 #define DEMO_PIECE (4u << 20)		/* shards are read in pieces of this size */
 #define DEMO_GEN_BUF (1u << 20)		/* generation buffer; divides DEMO_PIECE */
-#define DEMO_ROOT "/demo"
+#define DEMO_GPUS 2			/* the job's slice */
+#define DEMO_STORAGE (2ull << 30)	/* bytes */
+#define DEMO_MEMORY (256ull << 20)
 #define DEMO_STALL_S 60.0		/* no completion for this long: fail */
 #define DEMO_SHOW_BAD 10		/* mismatches printed in full */
 
@@ -76,6 +86,9 @@ struct demo {
 	char cdir[PATH_MAX];	/* the cluster's directory */
 	char ddir[PATH_MAX];	/* the local dataset */
 	char mgmt[64];
+	char vol[PATH_MAX];	/* the job's volume, in the cluster */
+	char job[64];		/* its composition's id ("" until composed) */
+	char job_token[PATH_MAX];	/* its credential, a 0600 file */
 	bool own_root;
 	bool keep;
 	struct demo_file *files;
@@ -184,7 +197,7 @@ static int add_file(struct demo *d, const char *rel, uint64_t size, bool shard)
 	struct demo_file *f = &d->files[d->nfiles];
 
 	f->local = dup_printf("%s/%s", d->ddir, rel);
-	f->remote = dup_printf("%s/%s", DEMO_ROOT, rel);
+	f->remote = dup_printf("%s/%s", d->vol, rel);
 	f->size = size;
 	f->shard = shard;
 	if (!f->local || !f->remote)
@@ -296,18 +309,14 @@ static int put_dataset(struct demo *d, struct strata *s)
 {
 	char self[PATH_MAX], train[PATH_MAX], shards[PATH_MAX], tok[PATH_MAX + 16];
 	char *argv[] = { self, "put", "-j", "8", "--mgmt", d->mgmt, "--token", tok, train, shards,
-			 DEMO_ROOT, NULL };
+			 d->vol, NULL };
 	double t0;
 	int rc;
 
-	/* The put presents the cluster's own admin token. */
-	snprintf(tok, sizeof(tok), "%s/admin.token", d->cdir);
-	rc = strata_mkdir(s, DEMO_ROOT, 0755);
-	if (rc) {
-		cli_err("demo: cannot create '%s' in the cluster: %s", DEMO_ROOT,
-			strata_strerror(rc));
-		return rc;
-	}
+	/* The put presents the job's credential: it reaches the volume the
+	 * composer made for the job, nothing else. */
+	(void)s;
+	snprintf(tok, sizeof(tok), "%s", d->job_token);
 	rc = cli_self_path(self, sizeof(self));
 	if (rc) {
 		cli_err("demo: cannot find this program (/proc/self/exe): %s", strerror(-rc));
@@ -654,6 +663,93 @@ static void demo_release(struct demo *d)
 	d->files = NULL;
 }
 
+/* ---- steps 1, 2 and 6: the cluster, the job's slice ---- */
+
+/* 'strata local up' with the pools a job is carved from: storage, a mem
+ * daemon, a compute daemon declaring 4 GPUs. */
+static int cluster_up(struct demo *d)
+{
+	char self[PATH_MAX];
+	char *argv[] = { self, "local", "up", "--dir", d->cdir, "--storage", "3", "--replication",
+			 "3", "--mem", "1", "--compute", "1", "--gpus-per-node", "4",
+			 "--daemon-flags", "--node.log_level=warn", NULL };
+	int rc = cli_self_path(self, sizeof(self));
+
+	if (rc) {
+		cli_err("demo: cannot find this program (/proc/self/exe): %s", strerror(-rc));
+		return rc;
+	}
+	rc = run_child(argv);
+	if (rc) {
+		if (rc > 0)
+			cli_err("demo: 'strata local up' failed (exit %d)", rc);
+		return -EIO;
+	}
+	rc = strata_find_mgmt(NULL, d->cdir, d->mgmt, sizeof(d->mgmt));
+	if (rc)
+		cli_err("demo: no mgmt address in '%s': %s", d->cdir, strata_strerror(rc));
+	return rc;
+}
+
+/* POSTs the job's slice to the composer and keeps what it hands over:
+ * the volume's path, the GPUs, the credential (written 0600). */
+static int compose(struct demo *d)
+{
+	json_t *out = NULL, *o, *cuda, *v;
+	const char *id, *vol, *cred, *k;
+	char body[256];
+	int rc;
+
+	snprintf(body, sizeof(body),
+		 "{\"Name\": \"demo-job\", \"Gpus\": {\"Count\": %d}, \"Storage\": {\"Size\": %llu}, "
+		 "\"Memory\": {\"Size\": %llu}}", DEMO_GPUS, (unsigned long long)DEMO_STORAGE,
+		 (unsigned long long)DEMO_MEMORY);
+	printf("  POST /redfish/v1/Systems %s\n", body);
+	rc = cli_compose_call(d->cdir, "POST", "/redfish/v1/Systems", body, &out);
+	if (rc)
+		return -EIO;
+	o = json_object_get(json_object_get(out, "Oem"), "Strata");
+	id = json_string_value(json_object_get(out, "Id"));
+	vol = json_string_value(json_object_get(json_object_get(o, "Volume"), "Path"));
+	cred = json_string_value(json_object_get(o, "Credential"));
+	if (!id || !vol || !cred) {
+		cli_err("demo: the composer's answer lacks the id, the volume or the credential");
+		json_decref(out);
+		return -EPROTO;
+	}
+	snprintf(d->job, sizeof(d->job), "%s", id);
+	snprintf(d->vol, sizeof(d->vol), "%s", vol);
+	snprintf(d->job_token, sizeof(d->job_token), "%s/job.token", d->root);
+	rc = cli_write_secret(d->job_token, cred);
+	printf("  composition %s: volume %s (%llu GiB), pooled memory %llu MiB, credential in %s\n",
+	       id, vol, DEMO_STORAGE >> 30, DEMO_MEMORY >> 20, d->job_token);
+	cuda = json_object_get(o, "CudaVisibleDevices");
+	json_object_foreach(cuda, k, v)
+		printf("  GPUs on compute node %s: CUDA_VISIBLE_DEVICES=%s\n", k, json_string_value(v));
+	json_decref(out);
+	if (rc)
+		cli_err("demo: cannot write the job's credential to '%s': %s", d->job_token,
+			strata_strerror(rc));
+	return rc;
+}
+
+/* Gives the slice back: the composer removes the volume, frees the memory
+ * and the GPUs. */
+static int release(struct demo *d)
+{
+	char path[128];
+	json_t *out = NULL;
+	int rc;
+
+	snprintf(path, sizeof(path), "/redfish/v1/Systems/%s", d->job);
+	printf("  DELETE %s\n", path);
+	rc = cli_compose_call(d->cdir, "DELETE", path, NULL, &out);
+	json_decref(out);
+	if (!rc)
+		d->job[0] = '\0';
+	return rc ? -EIO : 0;
+}
+
 static int parse_args(int argc, char **argv, struct demo *d, const char **dir)
 {
 	bool small = false;
@@ -663,13 +759,16 @@ static int parse_args(int argc, char **argv, struct demo *d, const char **dir)
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			printf("usage: strata demo [--dir DIR] [--small] [--seed N] [--keep]\n\n"
-			       "Starts a local cluster (3 storage daemons, R=3) in DIR/cluster (DIR: a temp\n"
-			       "dir by default), generates a dataset in DIR/dataset (2000 ~100 KB samples,\n"
-			       "3 ~100 MB shards; --small: 500 samples, one 20 MB shard), copies it in\n"
-			       "with 'strata put', reads it back through the batch ring (3 epochs, 2 with\n"
-			       "--small, each in a new shuffled order), checks every read's CRC32C,\n"
-			       "prints throughput and latency, stops the cluster and removes what it\n"
-			       "created (--keep: leave DIR's files). Exits 1 on any mismatch.\n");
+			       "Starts a local cluster (3 storage daemons, R=3, a mem daemon, a compute\n"
+			       "daemon with 4 GPUs) in DIR/cluster (DIR: a temp dir by default), composes\n"
+			       "a job's slice (2 GPUs, a 2 GB volume, 256 MB of pooled memory), generates\n"
+			       "a dataset in DIR/dataset (2000 ~100 KB samples, 3 ~100 MB shards; --small:\n"
+			       "500 samples, one 20 MB shard), copies it into the job's volume with\n"
+			       "'strata put' as the job, reads it back through the batch ring (3 epochs,\n"
+			       "2 with --small, each in a new shuffled order), checks every read's CRC32C,\n"
+			       "prints throughput and latency, releases the slice, stops the cluster and\n"
+			       "removes what it created (--keep: leave DIR's files). Exits 1 on any\n"
+			       "mismatch.\n");
 			return 1;
 		}
 		if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
@@ -744,24 +843,35 @@ int cmd_demo(int argc, char **argv)
 	printf("strata demo: %d samples (~%.0f KB) in %d directories and %d shard(s) (~%.0f MB), seed %llu, in '%s'\n",
 	       d.cfg.nsamples, (double)d.cfg.sample_mean / 1e3, d.cfg.ndirs, d.cfg.nshards,
 	       (double)d.cfg.shard_mean / 1e6, (unsigned long long)d.cfg.seed, d.root);
-	printf("[1/5] starting a local cluster in '%s': 3 storage daemons, R=3\n", d.cdir);
+	printf("[1/7] starting a local cluster in '%s': 3 storage daemons (R=3), a mem daemon, "
+	       "a compute daemon with 4 GPUs\n", d.cdir);
 	fflush(stdout);
-	if (local_cluster_up(d.cdir, 3, 3, "--node.log_level=warn", d.mgmt, sizeof(d.mgmt)))
+	if (cluster_up(&d))
 		goto out;
-	rc = cli_connect(d.mgmt, d.cdir, &s);
+	printf("[2/7] composing the job's slice: %d GPUs + %llu GiB of storage + %llu MiB of pooled "
+	       "memory\n", DEMO_GPUS, DEMO_STORAGE >> 30, DEMO_MEMORY >> 20);
+	fflush(stdout);
+	if (compose(&d))
+		goto out;
+	/* From here on the demo is the job: it presents the slice's
+	 * credential, which reaches its volume and nothing else. */
+	rc = setenv("STRATA_TOKEN_FILE", d.job_token, 1);
+	if (!rc)
+		rc = cli_connect(d.mgmt, d.cdir, &s);
 	if (rc) {
-		cli_err("demo: cannot connect to the cluster at %s: %s", d.mgmt, strata_strerror(rc));
+		cli_err("demo: cannot connect to the cluster at %s as the job: %s", d.mgmt,
+			strata_strerror(rc));
 		goto out;
 	}
-	printf("[2/5] generating the dataset in '%s'\n", d.ddir);
+	printf("[3/7] generating the dataset in '%s'\n", d.ddir);
 	fflush(stdout);
 	if (gen_dataset(&d))
 		goto out;
-	printf("[3/5] writing it into the cluster under '%s'\n", DEMO_ROOT);
+	printf("[4/7] writing it into the job's volume '%s'\n", d.vol);
 	fflush(stdout);
 	if (put_dataset(&d, s))
 		goto out;
-	printf("[4/5] reading it back through the batch ring, %d epoch(s) in shuffled order, checking CRC32C\n", d.cfg.epochs);
+	printf("[5/7] reading it back through the batch ring, %d epoch(s) in shuffled order, checking CRC32C\n", d.cfg.epochs);
 	fflush(stdout);
 	if (open_all(&d, s) || read_back(&d, s, &sam, &sha))
 		goto out;
@@ -773,7 +883,15 @@ out:
 		cli_err("demo: interrupted; cleaning up");
 	demo_release(&d);
 	strata_disconnect(s);
-	printf("[5/5] stopping the cluster\n");
+	unsetenv("STRATA_TOKEN_FILE");	/* composing takes the admin token again */
+	if (d.job[0]) {
+		printf("[6/7] releasing the job's slice %s (volume, memory and GPUs go back to the pools)\n",
+		       d.job);
+		fflush(stdout);
+		if (release(&d))
+			exit_code = 1;
+	}
+	printf("[7/7] stopping the cluster\n");
 	fflush(stdout);
 	if (access(d.cdir, F_OK) == 0) {
 		char path[PATH_MAX];
@@ -782,11 +900,17 @@ out:
 		if (access(path, F_OK) == 0 && local_cluster_down(d.cdir))
 			exit_code = 1;
 	}
+	if (d.job_token[0])
+		unlink(d.job_token);
 	if (!d.keep) {
 		bench_rmtree(d.own_root ? d.root : d.cdir);
 		if (!d.own_root)
 			bench_rmtree(d.ddir);
 	}
+	if (read_done && !d.job[0])
+		printf("summary: the job's slice (%d GPUs, %llu GiB volume, %llu MiB pooled memory) was "
+		       "composed, used with its own credential and released\n", DEMO_GPUS,
+		       DEMO_STORAGE >> 30, DEMO_MEMORY >> 20);
 	if (read_done) {
 		printf("summary: verified %d/%d files (CRC32C of every byte against the local copy)\n",
 		       ok, d.nfiles);

@@ -7,6 +7,7 @@ shuffled order through the batch ring and checks every file's CRC32C. It
 must exit 0, print its summary lines, stop its cluster and clean up."""
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -27,11 +28,23 @@ def test_demo_small(tmp_path, strata):
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
     # The steps, in order.
-    steps = [int(m) for m in re.findall(r"^\[(\d)/5\]", r.stdout, re.M)]
-    assert steps == [1, 2, 3, 4, 5], out
-    # The real 'strata put' ran (not the library fallback).
-    assert re.search(r"^\s+\$ \S+/strata put .* /demo$", r.stdout, re.M), out
+    steps = [int(m) for m in re.findall(r"^\[(\d)/7\]", r.stdout, re.M)]
+    assert steps == [1, 2, 3, 4, 5, 6, 7], out
+    # The job's slice was composed (2 GPUs of the compute node, a volume,
+    # pooled memory), used with its own credential, and released.
+    m = re.search(r"^  composition (\S+): volume (/volumes/\S+) \(2 GiB\), pooled memory "
+                  r"256 MiB, credential in (\S+)$", r.stdout, re.M)
+    assert m, out
+    job, vol, cred = m.groups()
+    assert re.search(r"^  GPUs on compute node \d+: CUDA_VISIBLE_DEVICES=\d,\d$", r.stdout, re.M), out
+    # The real 'strata put' ran, into the volume, as the job.
+    assert re.search(r"^\s+\$ \S+/strata put .* --token %s .* %s$" % (re.escape(cred),
+                     re.escape(vol)), r.stdout, re.M), out
     assert "not available" not in r.stdout, out
+    assert "  DELETE /redfish/v1/Systems/%s" % job in r.stdout, out
+    assert re.search(r"^summary: the job's slice .* was composed, used with its own "
+                     r"credential and released$", r.stdout, re.M), out
+    assert not Path(cred).exists()
 
     m = re.search(r"^summary: verified (\d+)/(\d+) files \(CRC32C", r.stdout, re.M)
     assert m, out
