@@ -232,8 +232,9 @@ static void usage(FILE *f)
 		"                                     token; 0 removes a limit)\n"
 		"  quota get PATH...                  a directory's limits and usage\n"
 		"the main job:\n"
-		"  demo [--dir DIR] [--small]         a local cluster, a dataset put in, read back\n"
-		"                                     shuffled through the batch ring, verified\n"
+		"  demo [--dir DIR] [--small]         a local cluster, a job's slice composed, a\n"
+		"                                     dataset put in and read back shuffled as\n"
+		"                                     the job, verified, the slice released\n"
 		"benchmarks:\n"
 		"  bench rpc [--addr ADDR] [--tls DIR]  RPC round trips and bulk vs raw TCP (TLS: DIR\n"
 		"                                     from scripts/tls-cert.sh)\n"
@@ -241,6 +242,38 @@ static void usage(FILE *f)
 		"  bench train [--workload W] [--seconds S]  training I/O: accelerator utilization\n"
 		"datasets:\n"
 		"  pack SRC DEST                      local sample files into a packed dataset\n");
+}
+
+/* 'strata CMD --help' for a command without its own: the lines of the
+ * usage above that name CMD, with their continuation lines. 0 when some
+ * matched, else -ENOENT. */
+static int command_help(const char *cmd)
+{
+	char *text = NULL, *line, *save = NULL;
+	size_t len = 0, n = strlen(cmd);
+	bool in = false, any = false;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		return -ENOMEM;
+	usage(f);
+	fclose(f);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		bool cont = strncmp(line, "      ", 6) == 0 || strncmp(line, "                 ", 17) == 0;
+
+		if (!strncmp(line, "  ", 2) && !strncmp(line + 2, cmd, n) &&
+		    (line[2 + n] == ' ' || line[2 + n] == '\0')) {
+			if (!any)
+				printf("usage: strata COMMAND [ARGS]; '%s' takes:\n", cmd);
+			in = any = true;
+		} else if (!cont) {
+			in = false;
+		}
+		if (in)
+			printf("%s\n", line);
+	}
+	free(text);
+	return any ? 0 : -ENOENT;
 }
 
 int main(int argc, char **argv)
@@ -252,6 +285,11 @@ int main(int argc, char **argv)
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
 	}
+	/* Commands without a --help of their own answer from the list above. */
+	if (argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) &&
+	    strcmp(argv[1], "demo") && strcmp(argv[1], "meta") && strcmp(argv[1], "pack") &&
+	    strcmp(argv[1], "bench") && command_help(argv[1]) == 0)
+		return 0;
 	if (strcmp(argv[1], "local") == 0)
 		return cmd_local(argc - 1, argv + 1);
 	if (strcmp(argv[1], "node") == 0 || strcmp(argv[1], "target") == 0)

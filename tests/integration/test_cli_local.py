@@ -230,3 +230,23 @@ def test_a_peer_that_is_not_strata_is_named_at_once(strata):
     assert r.returncode == 1, r.stderr
     assert "the peer is not Strata" in r.stderr, r.stderr
     assert conns[0] < 20, conns[0]
+
+
+@pytest.mark.parametrize("cmd,line", [
+    ("ping", "ping ADDR [--count N]"),
+    ("local", "local up --dir DIR"),
+    ("compose", "compose create"),
+    ("token", "token revoke ID"),
+    ("ls", "ls [-l] PATH..."),
+    ("status", "status [--json]"),
+])
+def test_command_help(strata, cmd, line):
+    """'strata CMD --help' answers (exit 0) with that command's lines of
+    the usage, not "unexpected argument"."""
+    for flag in ("--help", "-h"):
+        r = strata(cmd, flag)
+        assert r.returncode == 0, r.stderr
+        assert line in r.stdout, r.stdout
+        assert "unexpected argument" not in r.stderr
+    r = strata("nosuch", "--help")
+    assert r.returncode == 2 and "unknown command 'nosuch'" in r.stderr
