@@ -40,6 +40,7 @@ struct compose_args {
 	bool same_node, retain;
 	uint64_t storage, memory;
 	int64_t ttl_s;
+	int64_t owner_uid, owner_gid;	/* -1: not given */
 	const char *id;			/* show, delete */
 };
 
@@ -221,7 +222,7 @@ static int call(const struct compose_args *a, const char *method, const char *pa
 int cli_compose_call(const char *dir, const char *method, const char *path, const char *body,
 		     json_t **out)
 {
-	struct compose_args a = { .cmd = "compose", .dir = dir };
+	struct compose_args a = { .cmd = "compose", .dir = dir, .owner_uid = -1, .owner_gid = -1 };
 
 	return call(&a, method, path, body, out);
 }
@@ -306,6 +307,10 @@ static void print_system(json_t *s)
 	       json_string_value(json_object_get(o, "State")) ?: "?", reason && reason[0] ? ": " : "",
 	       reason ? reason : "");
 	printf("  tenant   %s\n", json_string_value(json_object_get(o, "Tenant")) ?: "");
+	if (json_is_object(json_object_get(o, "Owner")))
+		printf("  owner    uid %lld gid %lld\n",
+		       (long long)json_integer_value(json_object_get(json_object_get(o, "Owner"), "Uid")),
+		       (long long)json_integer_value(json_object_get(json_object_get(o, "Owner"), "Gid")));
 	json_object_foreach(cuda, k, v)
 		printf("  gpus     node %s: CUDA_VISIBLE_DEVICES=%s\n", k, json_string_value(v));
 	if (json_is_object(vol))
@@ -368,6 +373,11 @@ static int create(const struct compose_args *a)
 		json_object_set_new(rq, "TtlSeconds", json_integer(a->ttl_s));
 	if (a->retain)
 		json_object_set_new(rq, "Retain", json_true());
+	if (a->owner_uid >= 0)
+		json_object_set_new(rq, "Owner", json_pack("{s:I, s:I}", "Uid",
+							   (json_int_t)a->owner_uid, "Gid",
+							   (json_int_t)(a->owner_gid >= 0 ? a->owner_gid
+											  : a->owner_uid)));
 	body = json_dumps(rq, JSON_COMPACT);
 	json_decref(rq);
 	if (!body)
@@ -407,7 +417,8 @@ static int usage(const char *msg)
 		"usage: strata compose inventory [--json]\n"
 		"       strata compose create [--gpus N] [--model M] [--same-node] [--storage SIZE]\n"
 		"                             [--memory SIZE] [--tenant T] [--name NAME] [--ttl TIME]\n"
-		"                             [--retain] [--token-out FILE] [--json]\n"
+		"                             [--retain] [--owner UID[:GID]] [--token-out FILE]\n"
+		"                             [--json]\n"
 		"       strata compose list [--json]\n"
 		"       strata compose show ID [--json]\n"
 		"       strata compose delete ID [--json]\n"
@@ -419,7 +430,7 @@ static int usage(const char *msg)
 static int parse(int argc, char **argv, struct compose_args *a)
 {
 	enum { O_COMPOSER = 256, O_MGMT, O_DIR, O_TOKEN, O_JSON, O_GPUS, O_MODEL, O_SAME,
-	       O_STORAGE, O_MEMORY, O_TENANT, O_NAME, O_TTL, O_RETAIN, O_OUT };
+	       O_STORAGE, O_MEMORY, O_TENANT, O_NAME, O_TTL, O_RETAIN, O_OUT, O_OWNER };
 	static const struct option opts[] = {
 		{ "composer", required_argument, NULL, O_COMPOSER },
 		{ "mgmt", required_argument, NULL, O_MGMT },
@@ -436,6 +447,7 @@ static int parse(int argc, char **argv, struct compose_args *a)
 		{ "ttl", required_argument, NULL, O_TTL },
 		{ "retain", no_argument, NULL, O_RETAIN },
 		{ "token-out", required_argument, NULL, O_OUT },
+		{ "owner", required_argument, NULL, O_OWNER },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool create = strcmp(argv[0], "create") == 0;
@@ -475,6 +487,21 @@ static int parse(int argc, char **argv, struct compose_args *a)
 				return 2;
 			}
 			break;
+		case O_OWNER: {
+			char *colon = strchr(optarg, ':');
+			char uid[32];
+
+			snprintf(uid, sizeof(uid), "%.*s", colon ? (int)(colon - optarg) : 31, optarg);
+			if (parse_i64(uid, &a->owner_uid) || a->owner_uid < 1 ||
+			    a->owner_uid > 65534 ||
+			    (colon && (parse_i64(colon + 1, &a->owner_gid) || a->owner_gid < 0 ||
+				       a->owner_gid > 65534))) {
+				cli_err("%s: --owner: '%s' is not UID[:GID] (a uid in 1..65534, not root; "
+					"a gid in 0..65534)", a->cmd, optarg);
+				return 2;
+			}
+			break;
+		}
 		case O_TTL:
 			if (parse_ms(optarg, &ms) || ms < 1000) {
 				cli_err("%s: --ttl: '%s' is not a time of 1 s or more (e.g. 90s, 30m)",
@@ -500,7 +527,7 @@ static int parse(int argc, char **argv, struct compose_args *a)
 int cmd_compose(int argc, char **argv)
 {
 	static const char *const actions[] = { "inventory", "create", "list", "show", "delete" };
-	struct compose_args a = { 0 };
+	struct compose_args a = { .owner_uid = -1, .owner_gid = -1 };
 	char cmd[32], path[160];
 	json_t *out = NULL;
 	bool takes_id;

@@ -40,7 +40,7 @@ static int resolve(struct composer *c, const char *path, struct mt_handle *h)
 
 /* Makes dir/name (an existing directory is fine); *h its handle. */
 static int make_dir(struct composer *c, const char *parent, const char *name, uint32_t mode,
-		    uint32_t owner, struct mt_handle *h)
+		    uint32_t uid, uint32_t gid, struct mt_handle *h)
 {
 	struct proto_sync s = { .timeout_ms = ATTACH_TIMEOUT_MS };
 	struct mt_handle dir;
@@ -51,7 +51,7 @@ static int make_dir(struct composer *c, const char *parent, const char *name, ui
 	if (rc)
 		return rc;
 	rc = md_mkdir_call_sync(c->cl, c->meta,
-				&(struct mt_create){ dir, pstr_c(name), mode, owner, owner, 0 }, &s,
+				&(struct mt_create){ dir, pstr_c(name), mode, uid, gid, 0 }, &s,
 				&in);
 	if (!rc) {
 		*h = (struct mt_handle){ in.ino, in.gen };
@@ -76,9 +76,10 @@ int attach_volume(struct composer *c, const struct comp *comp, char *err, size_t
 		return STRATA_EUNAVAIL;
 	}
 	/* The volumes' directory: made once, only root may create in it. */
-	rc = strcmp(vols, "/") ? make_dir(c, "/", vols + 1, 0755, 0, &root) : resolve(c, "/", &root);
+	rc = strcmp(vols, "/") ? make_dir(c, "/", vols + 1, 0755, 0, 0, &root)
+			       : resolve(c, "/", &root);
 	if (!rc)
-		rc = make_dir(c, vols, comp->id, 0700, TOKEN_NOBODY, &vol);
+		rc = make_dir(c, vols, comp->id, 0700, comp->owner_uid, comp->owner_gid, &vol);
 	if (rc) {
 		snprintf(err, errlen, "cannot make the volume '%s/%s': %s", vols, comp->id,
 			 strata_strerror(rc));
@@ -137,6 +138,10 @@ int attach_credential(struct composer *c, const struct comp *comp, char **text, 
 	token_claims_init(&cl);
 	snprintf(cl.id, sizeof(cl.id), "%s", comp->token_id);
 	snprintf(cl.tenant, sizeof(cl.tenant), "%s", comp->tenant);
+	/* The credential acts as the job's owner (nobody when not given). */
+	cl.uid = comp->owner_uid;
+	cl.gids[0] = comp->owner_gid;
+	cl.ngids = 1;
 	if (comp->rq.storage) {
 		comp_volume_path(c, comp, cl.paths[0].prefix, sizeof(cl.paths[0].prefix));
 		cl.paths[0].write = true;

@@ -25,7 +25,8 @@ static const char schema_sql[] =
 	" storage INTEGER NOT NULL, memory INTEGER NOT NULL, retain INTEGER NOT NULL,"
 	" created INTEGER NOT NULL, changed INTEGER NOT NULL, expires INTEGER NOT NULL,"
 	" mem_share INTEGER NOT NULL, mem_nodes INTEGER NOT NULL, token_id TEXT NOT NULL,"
-	" gpus TEXT NOT NULL);"
+	" gpus TEXT NOT NULL, owner_uid INTEGER NOT NULL DEFAULT 65534,"
+	" owner_gid INTEGER NOT NULL DEFAULT 65534);"
 	/* The GPUs held now: one row per GPU, so one owner per GPU. */
 	"CREATE TABLE IF NOT EXISTS comp_gpus ("
 	" node INTEGER NOT NULL, gpu INTEGER NOT NULL, comp TEXT NOT NULL,"
@@ -51,6 +52,29 @@ static int db_err(struct comp_store *s, const char *what)
 	return -EIO;
 }
 
+/* A store made before compositions had owners gains the columns (every
+ * earlier composition belongs to nobody, as it did). 0, or an error with
+ * *msg set. */
+static int add_owner_columns(struct comp_store *s, char **msg)
+{
+	sqlite3_stmt *st = NULL;
+	bool have = false;
+
+	if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM pragma_table_info('compositions')"
+			       " WHERE name = 'owner_uid'", -1, &st, NULL) != SQLITE_OK) {
+		*msg = sqlite3_mprintf("%s", sqlite3_errmsg(s->db));
+		return -EIO;
+	}
+	have = sqlite3_step(st) == SQLITE_ROW;
+	sqlite3_finalize(st);
+	if (have)
+		return 0;
+	return sqlite3_exec(s->db,
+			    "ALTER TABLE compositions ADD COLUMN owner_uid INTEGER NOT NULL DEFAULT 65534;"
+			    "ALTER TABLE compositions ADD COLUMN owner_gid INTEGER NOT NULL DEFAULT 65534;",
+			    NULL, NULL, msg) == SQLITE_OK ? 0 : -EIO;
+}
+
 int comp_store_open(const char *path, struct comp_store **out)
 {
 	struct comp_store *s = calloc(1, sizeof(*s));
@@ -65,7 +89,8 @@ int comp_store_open(const char *path, struct comp_store **out)
 		return -EIO;
 	}
 	sqlite3_busy_timeout(s->db, 5000);
-	if (sqlite3_exec(s->db, schema_sql, NULL, NULL, &msg) != SQLITE_OK) {
+	if (sqlite3_exec(s->db, schema_sql, NULL, NULL, &msg) != SQLITE_OK ||
+	    add_owner_columns(s, &msg)) {
 		log_error(COMP, "cannot set up '%s': %s", path, msg ? msg : "");
 		sqlite3_free(msg);
 		comp_store_close(s);
@@ -116,8 +141,8 @@ static void gpus_parse(const char *text, struct comp *c)
 
 static const char load_sql[] =
 	"SELECT seq, id, name, tenant, state, reason, gpu_count, gpu_model, same_node, storage,"
-	" memory, retain, created, changed, expires, mem_share, mem_nodes, token_id, gpus"
-	" FROM compositions ORDER BY seq";
+	" memory, retain, created, changed, expires, mem_share, mem_nodes, token_id, gpus,"
+	" owner_uid, owner_gid FROM compositions ORDER BY seq";
 
 static void copy_col(sqlite3_stmt *st, int col, char *out, size_t len)
 {
@@ -173,6 +198,8 @@ int comp_store_load(struct comp_store *s, struct comp **out, uint32_t *n)
 		copy_col(st, 17, c->token_id, sizeof(c->token_id));
 		copy_col(st, 18, gpus, sizeof(gpus));
 		gpus_parse(gpus, c);
+		c->owner_uid = (uint32_t)sqlite3_column_int64(st, 19);
+		c->owner_gid = (uint32_t)sqlite3_column_int64(st, 20);
 		if (c->state > COMP_STATE_LAST)
 			c->state = COMP_FAILED;
 	}
@@ -192,7 +219,8 @@ out:
 static const char put_sql[] =
 	"INSERT OR REPLACE INTO compositions (seq, id, name, tenant, state, reason, gpu_count,"
 	" gpu_model, same_node, storage, memory, retain, created, changed, expires, mem_share,"
-	" mem_nodes, token_id, gpus) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+	" mem_nodes, token_id, gpus, owner_uid, owner_gid)"
+	" VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 
 static int put_row(struct comp_store *s, const struct comp *c)
 {
@@ -222,6 +250,8 @@ static int put_row(struct comp_store *s, const struct comp *c)
 	sqlite3_bind_int(st, 17, (int)c->mem_nodes);
 	sqlite3_bind_text(st, 18, c->token_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 19, gpus, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 20, (sqlite3_int64)c->owner_uid);
+	sqlite3_bind_int64(st, 21, (sqlite3_int64)c->owner_gid);
 	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, "put");
 	sqlite3_finalize(st);
 	return rc;

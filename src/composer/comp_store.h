@@ -50,6 +50,9 @@ struct comp {
 	uint64_t mem_share;			/* the namespace's capacity on each mem node */
 	uint32_t mem_nodes;
 	char token_id[TOKEN_ID_LEN + 1];	/* the credential; "" before it exists */
+	/* Who the job runs as: the volume is theirs (0700) and the
+	 * credential acts as them (TOKEN_NOBODY when not given). */
+	uint32_t owner_uid, owner_gid;
 };
 
 /* "Requested", "Allocating", ... as Redfish-style names. */

@@ -281,6 +281,9 @@ json_t *rf_system(struct composer *c, const struct comp *p)
 			   "SameNode", p->rq.same_node, "Gpus", gpus, "CudaVisibleDevices", cuda,
 			   "CredentialId", p->token_id, "Addresses", "Mgmt", c->mgmt, "Meta",
 			   c->meta);
+	json_object_set_new(strata, "Owner", json_pack("{s:I, s:I}", "Uid",
+						       (json_int_t)p->owner_uid, "Gid",
+						       (json_int_t)p->owner_gid));
 	json_object_set_new(strata, "Volume", p->rq.storage ?
 			    json_pack("{s:s, s:I}", "Path", path, "Size", (json_int_t)p->rq.storage) :
 			    json_null());
@@ -428,6 +431,38 @@ static int get_gpus(struct job *j, json_t *o)
 	return 0;
 }
 
+/* "Owner": {"Uid": N, "Gid": N}: who the job runs as (its volume and
+ * credential are theirs). Root is refused: a composition's credential
+ * never acts as root. Gid defaults to Uid. */
+static int get_owner(struct job *j, json_t *v)
+{
+	json_t *uid = json_object_get(v, "Uid"), *gid = json_object_get(v, "Gid"), *x;
+	const char *k;
+
+	if (!json_is_object(v)) {
+		bad(j, "Base.1.8.PropertyValueTypeError", "'Owner' must be an object {Uid, Gid}");
+		return -1;
+	}
+	json_object_foreach(v, k, x) {
+		if (strcmp(k, "Uid") && strcmp(k, "Gid")) {
+			bad(j, "Base.1.8.PropertyUnknown", "'Owner.%s' is not a property (Uid, Gid)", k);
+			return -1;
+		}
+	}
+	if (!json_is_integer(uid) || json_integer_value(uid) < 1 ||
+	    json_integer_value(uid) >= TOKEN_NOBODY + 1 ||
+	    (gid && (!json_is_integer(gid) || json_integer_value(gid) < 0 ||
+		     json_integer_value(gid) >= TOKEN_NOBODY + 1))) {
+		bad(j, "Base.1.8.PropertyValueOutOfRange",
+		    "'Owner.Uid' must be a uid in 1..%u (not root) and 'Owner.Gid' a gid in 0..%u",
+		    TOKEN_NOBODY, TOKEN_NOBODY);
+		return -1;
+	}
+	j->req.owner_uid = (uint32_t)json_integer_value(uid);
+	j->req.owner_gid = gid ? (uint32_t)json_integer_value(gid) : j->req.owner_uid;
+	return 0;
+}
+
 /* Reads a compose request into j->req; on a fault j->http is 400. */
 static void parse_compose(struct job *j, const char *text, size_t len)
 {
@@ -438,6 +473,7 @@ static void parse_compose(struct job *j, const char *text, size_t len)
 
 	memset(r, 0, sizeof(*r));
 	snprintf(r->tenant, sizeof(r->tenant), "default");
+	r->owner_uid = r->owner_gid = TOKEN_NOBODY;
 	if (!json_is_object(o)) {
 		if (o)
 			bad(j, "Base.1.8.MalformedJSON", "the body must be a JSON object");
@@ -480,6 +516,9 @@ static void parse_compose(struct job *j, const char *text, size_t len)
 				goto out;
 			}
 			r->expires = json_integer_value(v);
+		} else if (strcmp(k, "Owner") == 0) {
+			if (get_owner(j, v))
+				goto out;
 		} else if (strcmp(k, "Retain") == 0) {
 			if (!json_is_boolean(v)) {
 				bad(j, "Base.1.8.PropertyValueTypeError", "'Retain' must be true or false");
@@ -488,7 +527,7 @@ static void parse_compose(struct job *j, const char *text, size_t len)
 			r->retain = json_is_true(v);
 		} else {
 			bad(j, "Base.1.8.PropertyUnknown",
-			    "'%s' is not a property of a composition request (Name, Tenant, Gpus, Storage, Memory, TtlSeconds, Retain)",
+			    "'%s' is not a property of a composition request (Name, Tenant, Owner, Gpus, Storage, Memory, TtlSeconds, Retain)",
 			    k);
 			goto out;
 		}

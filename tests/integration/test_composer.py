@@ -13,6 +13,7 @@ a compute node killed with kill -9 marking its compositions Degraded.
 """
 import json
 import os
+import re
 import random
 import signal
 import struct
@@ -209,6 +210,12 @@ def test_every_resource_but_the_root_needs_an_admin_token(cc, tmp_path):
     (b'{"Memory": {"Size": "1M"}, "Tenant": "a b"}', "'Tenant' must be 1..63"),
     (b'{"Memory": {"Size": "1M"}, "Retain": "yes"}', "'Retain' must be true or false"),
     (b'{"Memory": {"Size": "1M"}, "Name": ""}', "'Name' must be 1..63"),
+    (b'{"Memory": {"Size": "1M"}, "Owner": 1000}', "'Owner' must be an object"),
+    (b'{"Memory": {"Size": "1M"}, "Owner": {"Uid": 0}}', "not root"),
+    (b'{"Memory": {"Size": "1M"}, "Owner": {"Uid": 70000}}', "'Owner.Uid' must be a uid"),
+    (b'{"Memory": {"Size": "1M"}, "Owner": {"Uid": 5, "Gid": -1}}', "'Owner.Gid' a gid"),
+    (b'{"Memory": {"Size": "1M"}, "Owner": {"Uid": 5, "Home": "/"}}',
+     "'Owner.Home' is not a property"),
 ])
 def test_bad_requests_get_400_with_the_reason(cc, raw, says):
     code, body = http(cc, "POST", RF + "/Systems", raw=raw)
@@ -313,6 +320,40 @@ def test_compose_attach_and_release(cc, tmp_path):
     assert inventory(cc)["Gpus"]["Composed"] == 0
     code, body = http(cc, "DELETE", RF + "/Systems/" + sid)
     assert code == 409 and "already Released" in error_of(body)
+    audit(cc)
+
+
+def test_owner_gets_the_volume_and_the_credential(cc, tmp_path):
+    """Owner {Uid, Gid}: the volume is the owner's (0700) and the
+    credential acts as the owner, so what the job writes is theirs; without
+    it, both are nobody's (65534)."""
+    cred = tmp_path / "owned.token"
+    r = strata("compose", "create", "--dir", cc.dir, "--storage", "1M", "--owner", "1234:4321",
+               "--token-out", cred, "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    o = s["Oem"]["Strata"]
+    assert o["Owner"] == {"Uid": 1234, "Gid": 4321}
+    claims = sw.token_claims(cred.read_text().strip())
+    assert claims["uid"] == 1234 and claims["gids"] == [4321], claims
+    mgmt, vol = o["Addresses"]["Mgmt"], o["Volume"]["Path"]
+    r = strata("stat", "--dir", cc.dir, vol)
+    assert r.returncode == 0 and re.search(r"Uid: 1234\b", r.stdout) and \
+        re.search(r"Gid: 4321\b", r.stdout) and "0700" in r.stdout, r.stdout
+    f = tmp_path / "f"
+    f.write_bytes(b"mine")
+    r = strata("put", "--mgmt", mgmt, "--token", cred, f, vol + "/f")
+    assert r.returncode == 0, r.stderr
+    r = strata("stat", "--dir", cc.dir, vol + "/f")
+    assert r.returncode == 0 and re.search(r"Uid: 1234\b", r.stdout), r.stdout
+    assert strata("compose", "delete", s["Id"], "--dir", cc.dir).returncode == 0
+    r = strata("compose", "create", "--dir", cc.dir, "--storage", "1M", "--owner", "0")
+    assert r.returncode == 2 and "not root" in r.stderr, r.stderr
+    r = strata("compose", "create", "--dir", cc.dir, "--memory", "1M", "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["Oem"]["Strata"]["Owner"] == {"Uid": 65534, "Gid": 65534}
+    assert strata("compose", "delete", s["Id"], "--dir", cc.dir).returncode == 0
     audit(cc)
 
 

@@ -15,6 +15,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include <sqlite3.h>
+
 #include "composer/comp_store.h"
 
 static char dir[] = "/tmp/test_comp_store.XXXXXX";
@@ -23,6 +25,7 @@ static char path[64];
 static int setup(void **state)
 {
 	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/test_comp_store.XXXXXX");	/* a fresh template */
 	if (!mkdtemp(dir))
 		return -1;
 	snprintf(path, sizeof(path), "%s/composer.db", dir);
@@ -61,6 +64,8 @@ static void make(struct comp *c, uint64_t seq, uint32_t node, uint32_t first, ui
 	c->expires = 5000;
 	c->retain = true;
 	snprintf(c->token_id, sizeof(c->token_id), "0123456789abcdef");
+	c->owner_uid = 1000 + (uint32_t)seq;
+	c->owner_gid = 2000 + (uint32_t)seq;
 	c->ngpus = n;
 	for (uint32_t i = 0; i < n; i++) {
 		c->gpus[i].node = node;
@@ -110,6 +115,8 @@ static void test_round_trip_and_exclusive(void **state)
 	assert_true(all[1].retain);
 	assert_int_equal(all[1].expires, 5000);
 	assert_string_equal(all[1].token_id, "0123456789abcdef");
+	assert_int_equal(all[1].owner_uid, 1002);
+	assert_int_equal(all[1].owner_gid, 2002);
 	free(all);
 	/* a cannot take its GPU back while b holds it. */
 	a.state = COMP_COMPOSED;
@@ -120,10 +127,46 @@ static void test_round_trip_and_exclusive(void **state)
 	assert_false(comp_state_holds(COMP_FAILED));
 }
 
+/* A store written before compositions had owners opens, and its
+ * compositions are nobody's, as they were. */
+static void test_store_without_owners(void **state)
+{
+	struct comp_store *s;
+	struct comp *all;
+	sqlite3 *db;
+	uint32_t n;
+
+	(void)state;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+		"CREATE TABLE compositions (seq INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL,"
+		" name TEXT NOT NULL, tenant TEXT NOT NULL, state INTEGER NOT NULL,"
+		" reason TEXT NOT NULL, gpu_count INTEGER NOT NULL, gpu_model TEXT NOT NULL,"
+		" same_node INTEGER NOT NULL, storage INTEGER NOT NULL, memory INTEGER NOT NULL,"
+		" retain INTEGER NOT NULL, created INTEGER NOT NULL, changed INTEGER NOT NULL,"
+		" expires INTEGER NOT NULL, mem_share INTEGER NOT NULL, mem_nodes INTEGER NOT NULL,"
+		" token_id TEXT NOT NULL, gpus TEXT NOT NULL);"
+		"INSERT INTO compositions VALUES (1, 'comp-1', 'old', 't', 2, '', 0, '', 0, 1048576,"
+		" 0, 0, 1, 1, 0, 0, 0, '', '');", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(comp_store_open(path, &s), 0);
+	assert_int_equal(comp_store_load(s, &all, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(all[0].name, "old");
+	assert_int_equal(all[0].owner_uid, 65534);
+	assert_int_equal(all[0].owner_gid, 65534);
+	free(all);
+	comp_store_close(s);
+	/* Opened again: the columns are there already. */
+	assert_int_equal(comp_store_open(path, &s), 0);
+	comp_store_close(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_round_trip_and_exclusive, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store_without_owners, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
