@@ -93,6 +93,9 @@ static void io_complete(struct sc_io *io, int status)
 	/* The chain's own answers (common/errors_int.h) stay inside: a caller
 	 * that runs out of retries on them learns that the chain could not
 	 * serve. */
+	if (status == STRATA_ELOST)
+		log_warn("client", "chunk %llx:%llx: no intact replica is left (every copy is damaged);"
+			 " failing at once", (unsigned long long)io->ino, (unsigned long long)io->idx);
 	switch (status) {
 	case STRATA_ESTALE_MAP: case STRATA_ENOTHEAD: case STRATA_EDIRTY:
 	case STRATA_ESYNCING: case STRATA_ENEEDFULL:
