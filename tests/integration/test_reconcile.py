@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from conftest import (BUILD, REGISTRY, STRATA, fetch_metrics_text, parse_metrics, run, spawn,
-                      wait_until)
+from conftest import (BUILD, REGISTRY, STRATA, fetch_metrics_text, parse_metrics,
+                      restart_control_node, run, spawn, wait_until)
 from test_python import PY, py_env
 
 TORTURE = BUILD / "tests" / "integration" / "chunk_torture"
@@ -134,6 +134,56 @@ def test_put_killed_mid_write_then_removed(cluster, tmp_path):
     fs(c, "rm", "-f", "/k/big")
     wait_baseline(c, base, "after the killed put's file was removed")
     assert meta_metric(c, "strata_meta_reconcile_chunks_total") > 0
+
+
+@pytest.mark.timeout(180)
+def test_put_failed_with_enospc_then_removed(cluster, tmp_path):
+    """A put that runs out of space half way (24 MiB targets, a 64 MiB
+    file) leaves chunks its file never published; removing the file gives
+    the space back."""
+    c = cluster(3, daemon_flags=FLAGS + " --storage.capacity=24M")
+    fs(c, "mkdir", "/e")
+    base = chunk_bytes(c)
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(64 * MiB))
+    r = fs(c, "put", big, "/e/big", ok=False, timeout=120)
+    assert r.returncode != 0, r.stdout
+    assert chunk_bytes(c) > base
+    fs(c, "rm", "-f", "/e/big")
+    wait_baseline(c, base, "after the file of the put that hit ENOSPC was removed")
+    # The space is usable again.
+    small = tmp_path / "small.bin"
+    small.write_bytes(os.urandom(4 * MiB))
+    fs(c, "put", small, "/e/small")
+
+
+@pytest.mark.timeout(180)
+def test_put_with_control_daemon_killed_then_removed(cluster, tmp_path):
+    """The control daemon (mgmt, meta) killed with SIGKILL and restarted
+    while a put writes; whatever the put did, once its file is removed
+    the disk returns to its baseline."""
+    c = cluster(3, daemon_flags=FLAGS)
+    fs(c, "mkdir", "/m")
+    base = chunk_bytes(c)
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as f:
+        for _ in range(64):
+            f.write(os.urandom(MiB))
+    env = dict(os.environ, STRATA_MGMT=str(c.dir))
+    p = spawn([STRATA, "put", big, "/m/big"], env=env)
+    try:
+        wait_until(lambda: chunk_bytes(c) > base + 8 * MiB or p.poll() is not None, 60, 0.01,
+                   "the put to write some chunks")
+        restart_control_node(c, signal.SIGKILL)
+        p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        REGISTRY.discard(p.pid)
+    wait_until(lambda: fs(c, "rm", "-f", "/m/big", ok=False).returncode == 0, 60, 0.2,
+               "rm to succeed against the restarted control daemon")
+    wait_baseline(c, base, "after the put's file was removed")
 
 
 @pytest.mark.timeout(150)
