@@ -26,6 +26,9 @@
 #define REC_CAND_MAX 1000000u	/* orphans remembered at once */
 #define REC_PAGE_GAP_MS 20u
 #define REC_TOKEN_WAIT_MS 100u
+/* Namespace reads per timer run: they run on meta's request thread, so a
+ * page of many inodes is looked at in slices, requests in between. */
+#define REC_LOOKUPS_PER_RUN 32u
 
 #define STAT_ADD(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
 #define STAT_SET(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
@@ -67,6 +70,7 @@ struct reconciler {
 	uint64_t span_n;
 	bool span_valid;
 	uint64_t pass_foreign;
+	uint32_t lookups;		/* namespace reads in this timer run */
 
 	double tokens;
 	uint64_t tokens_ms;
@@ -253,6 +257,7 @@ static int classify(struct reconciler *rc, const struct sp_list_ent *e)
 	if (!rc->span_valid || rc->span_ino != e->ino) {
 		int st = ns_chunk_span(rc->ns, e->ino, &rc->span_n);
 
+		rc->lookups++;
 		if (st < 0)
 			return st;
 		rc->span_ino = e->ino;
@@ -289,12 +294,16 @@ static void reclaim(struct reconciler *rc, const struct sp_list_ent *e, int stat
 	}
 }
 
-/* Looks at the entries of the page from rc->pos on. Returns false when
- * out of tokens (the page is kept and resumed later). */
-static bool page_walk(struct reconciler *rc)
+enum walk { WALK_DONE, WALK_NO_TOKEN, WALK_YIELD };
+
+/* Looks at the entries of the page from rc->pos on. Stops early, the page
+ * kept and resumed by a later run, when out of tokens or of this run's
+ * namespace reads. */
+static enum walk page_walk(struct reconciler *rc)
 {
 	uint64_t now = mono_ms();
 
+	rc->lookups = 0;
 	for (; rc->pos < rc->io.list.ents_n; rc->pos++) {
 		const struct sp_list_ent *e = &rc->io.list.ents[rc->pos];
 		struct cand **pp, *c;
@@ -302,6 +311,9 @@ static bool page_walk(struct reconciler *rc)
 
 		if (e->busy || !e->version)
 			continue;	/* an update in flight: a writer is there */
+		if (rc->lookups >= REC_LOOKUPS_PER_RUN &&
+		    (!rc->span_valid || rc->span_ino != e->ino))
+			return WALK_YIELD;
 		st = classify(rc, e);
 		if (st < 0) {
 			pass_error(rc, "read the namespace for the chunks", st);
@@ -336,11 +348,12 @@ static bool page_walk(struct reconciler *rc)
 		if (now - c->first_ms < rc->o.grace_ms)
 			continue;
 		if (!take_token(rc))
-			return false;
+			return WALK_NO_TOKEN;
 		reclaim(rc, e, st);
+		rc->lookups++;
 		cand_unlink(rc, pp);
 	}
-	return true;
+	return WALK_DONE;
 }
 
 static void on_list(struct sc_io *io)
@@ -391,9 +404,15 @@ static void on_timer(void *arg)
 	if (rc->have_page) {
 		uint32_t n = rc->io.list.ents_n;
 
-		if (!page_walk(rc)) {
+		switch (page_walk(rc)) {
+		case WALK_NO_TOKEN:
 			arm(rc, REC_TOKEN_WAIT_MS);
 			return;
+		case WALK_YIELD:
+			arm(rc, 1);
+			return;
+		case WALK_DONE:
+			break;
 		}
 		if (n) {
 			rc->cur_ino = rc->io.list.ents[n - 1].ino;
