@@ -234,13 +234,14 @@ static void pass_end(struct reconciler *rc)
 	if (!rc->pass_dirty)
 		cand_prune(rc);
 	lease_prune(rc);
-	STAT_SET(&rc->st.foreign, rc->pass_foreign);
-	STAT_ADD(&rc->st.passes, 1);
-	if (rc->pass_foreign)
+	/* Said when the count changes, not every pass. */
+	if (rc->pass_foreign && rc->pass_foreign != STAT_GET(&rc->st.foreign))
 		log_limited(&rc->ll_foreign, LOG_WARN, COMP,
 			    "%llu chunk(s) on storage belong to inodes this namespace never had;"
 			    " kept: is meta.store the database this cluster was made with?",
 			    (unsigned long long)rc->pass_foreign);
+	STAT_SET(&rc->st.foreign, rc->pass_foreign);
+	STAT_ADD(&rc->st.passes, 1);
 }
 
 static void pass_error(struct reconciler *rc, const char *what, int err)
