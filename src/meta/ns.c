@@ -1808,28 +1808,39 @@ static int gc_covers(struct ns *ns, uint64_t ino, uint64_t idx)
 	return n == 16;
 }
 
-static int do_chunk_state(struct ns *ns, void *a)
+/* Inside a transaction: ns_chunk_span's answer. */
+static int chunk_span(struct ns *ns, uint64_t ino, uint64_t *nchunks)
 {
-	struct orphan_args *args = a;
 	struct meta_inode in;
 	uint64_t hi_ino, hi_gen;
-	int err = CALL(ns, get_inode, args->ino, &in);
+	int err = CALL(ns, get_inode, ino, &in);
 
+	*nchunks = 0;
 	if (err == -ENOENT) {
 		err = CALL(ns, alloc_peek, &hi_ino, &hi_gen);
 		if (err)
 			return err;
-		if (args->ino > hi_ino)
-			return NS_CHUNK_FOREIGN;
-		err = gc_covers(ns, args->ino, args->idx);
-		return err < 0 ? err : err ? NS_CHUNK_OWNED : NS_CHUNK_NO_INODE;
+		return ino > hi_ino ? NS_CHUNK_FOREIGN : NS_CHUNK_NO_INODE;
 	}
 	if (err)
 		return err;
-	if (in.layout.chunk_size && args->idx < div_up(in.size, in.layout.chunk_size))
-		return NS_CHUNK_OWNED;
-	err = gc_covers(ns, args->ino, args->idx);
-	return err < 0 ? err : err ? NS_CHUNK_OWNED : NS_CHUNK_BEYOND;
+	if (in.layout.chunk_size)
+		*nchunks = div_up(in.size, in.layout.chunk_size);
+	return NS_CHUNK_OWNED;
+}
+
+static int do_chunk_state(struct ns *ns, void *a)
+{
+	struct orphan_args *args = a;
+	uint64_t n;
+	int st = chunk_span(ns, args->ino, &n), covered;
+
+	if (st < 0 || st == NS_CHUNK_FOREIGN || (st == NS_CHUNK_OWNED && args->idx < n))
+		return st;
+	covered = gc_covers(ns, args->ino, args->idx);
+	if (covered)
+		return covered < 0 ? covered : NS_CHUNK_OWNED;
+	return st == NS_CHUNK_OWNED ? NS_CHUNK_BEYOND : NS_CHUNK_NO_INODE;
 }
 
 int ns_chunk_state(struct ns *ns, uint64_t ino, uint64_t idx)
@@ -1847,22 +1858,8 @@ struct span_args {
 static int do_chunk_span(struct ns *ns, void *a)
 {
 	struct span_args *args = a;
-	struct meta_inode in;
-	uint64_t hi_ino, hi_gen;
-	int err = CALL(ns, get_inode, args->ino, &in);
 
-	*args->nchunks = 0;
-	if (err == -ENOENT) {
-		err = CALL(ns, alloc_peek, &hi_ino, &hi_gen);
-		if (err)
-			return err;
-		return args->ino > hi_ino ? NS_CHUNK_FOREIGN : NS_CHUNK_NO_INODE;
-	}
-	if (err)
-		return err;
-	if (in.layout.chunk_size)
-		*args->nchunks = div_up(in.size, in.layout.chunk_size);
-	return NS_CHUNK_OWNED;
+	return chunk_span(ns, args->ino, args->nchunks);
 }
 
 int ns_chunk_span(struct ns *ns, uint64_t ino, uint64_t *nchunks)

@@ -7,6 +7,7 @@ Each test starts its own 3-node cluster with a short interval and grace,
 and measures the chunk bytes on the targets' disks against a baseline
 taken before the damage (polled with a deadline, never timed)."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -69,6 +70,30 @@ def torture(c, *args, rc=0):
                                                                r.stderr[-3000:])
 
 
+def random_file(path, mib):
+    with open(path, "wb") as f:
+        for _ in range(mib):
+            f.write(os.urandom(MiB))
+    return path
+
+
+@contextlib.contextmanager
+def put_under_way(c, src, dst, disk_bytes):
+    """A 'strata put SRC DST' in the background, yielded once the chunk
+    files on disk hold more than disk_bytes (or it ended); killed at the
+    end if it still runs."""
+    p = spawn([STRATA, "put", src, dst], env=dict(os.environ, STRATA_MGMT=str(c.dir)))
+    try:
+        wait_until(lambda: chunk_bytes(c) > disk_bytes or p.poll() is not None, 60, 0.01,
+                   "the put to write some chunks")
+        yield p
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        REGISTRY.discard(p.pid)
+
+
 def wait_baseline(c, base, what):
     wait_until(lambda: chunk_bytes(c) == base, 60, 0.1,
                "chunk bytes on disk to return to their baseline %d (%s; now %d)"
@@ -114,22 +139,11 @@ def test_put_killed_mid_write_then_removed(cluster, tmp_path):
     c = cluster(3, daemon_flags=FLAGS)
     fs(c, "mkdir", "/k")
     base = chunk_bytes(c)
-    big = tmp_path / "big.bin"
-    with open(big, "wb") as f:
-        for _ in range(96):
-            f.write(os.urandom(MiB))
-    env = dict(os.environ, STRATA_MGMT=str(c.dir))
-    p = spawn([STRATA, "put", big, "/k/big"], env=env)
-    try:
-        wait_until(lambda: chunk_bytes(c) > base + 16 * MiB or p.poll() is not None, 60, 0.01,
-                   "the put to write some chunks")
+    big = random_file(tmp_path / "big.bin", 96)
+    with put_under_way(c, big, "/k/big", base + 16 * MiB) as p:
         assert p.poll() is None, "the put finished before it could be killed"
         p.send_signal(signal.SIGKILL)
         p.wait(10)
-    finally:
-        if p.poll() is None:
-            p.kill()
-        REGISTRY.discard(p.pid)
     assert chunk_bytes(c) > base
     fs(c, "rm", "-f", "/k/big")
     wait_baseline(c, base, "after the killed put's file was removed")
@@ -144,8 +158,7 @@ def test_put_failed_with_enospc_then_removed(cluster, tmp_path):
     c = cluster(3, daemon_flags=FLAGS + " --storage.capacity=24M")
     fs(c, "mkdir", "/e")
     base = chunk_bytes(c)
-    big = tmp_path / "big.bin"
-    big.write_bytes(os.urandom(64 * MiB))
+    big = random_file(tmp_path / "big.bin", 64)
     r = fs(c, "put", big, "/e/big", ok=False, timeout=120)
     assert r.returncode != 0, r.stdout
     assert chunk_bytes(c) > base
@@ -165,22 +178,10 @@ def test_put_with_control_daemon_killed_then_removed(cluster, tmp_path):
     c = cluster(3, daemon_flags=FLAGS)
     fs(c, "mkdir", "/m")
     base = chunk_bytes(c)
-    big = tmp_path / "big.bin"
-    with open(big, "wb") as f:
-        for _ in range(64):
-            f.write(os.urandom(MiB))
-    env = dict(os.environ, STRATA_MGMT=str(c.dir))
-    p = spawn([STRATA, "put", big, "/m/big"], env=env)
-    try:
-        wait_until(lambda: chunk_bytes(c) > base + 8 * MiB or p.poll() is not None, 60, 0.01,
-                   "the put to write some chunks")
+    big = random_file(tmp_path / "big.bin", 64)
+    with put_under_way(c, big, "/m/big", base + 8 * MiB) as p:
         restart_control_node(c, signal.SIGKILL)
         p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        REGISTRY.discard(p.pid)
     wait_until(lambda: fs(c, "rm", "-f", "/m/big", ok=False).returncode == 0, 60, 0.2,
                "rm to succeed against the restarted control daemon")
     wait_baseline(c, base, "after the put's file was removed")
