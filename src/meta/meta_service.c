@@ -1,6 +1,7 @@
 /*
  * The meta service: the operations of src/proto/meta.h over ns.h, and the
- * GC worker that deletes queued chunks through the storage client.
+ * GC worker that deletes queued chunks through the storage client (the
+ * orphan reconciler, reconcile.h, queues the chunks nobody owns for it).
  *
  * Everything below runs on reactor 0's thread (m->r): the handlers, the
  * timers and the storage client's completions. Only status() and

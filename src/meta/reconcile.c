@@ -86,7 +86,7 @@ struct reconciler {
 void reconcile_opts_init(struct reconcile_opts *o, size_t size)
 {
 	struct reconcile_opts d = {
-		.opts_size = size, .interval_ms = 60000, .grace_ms = 600000, .rate = 100,
+		.opts_size = size, .interval_ms = 60000, .grace_ms = 900000, .rate = 100,
 	};
 
 	memset(o, 0, size);

@@ -50,7 +50,7 @@ struct reconciler;
 struct reconcile_opts {
 	size_t opts_size;
 	uint64_t interval_ms;	/* between passes; 0: never run; default 60000 */
-	uint64_t grace_ms;	/* orphaned this long before removal; default 600000 */
+	uint64_t grace_ms;	/* orphaned this long before removal; default 900000 */
 	uint32_t rate;		/* chunks queued per second at most; default 100 */
 	bool leases;		/* writers hold write capabilities (a cluster key) */
 };
