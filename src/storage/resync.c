@@ -1010,7 +1010,6 @@ static void task_step(struct resync *rs)
 		 * turn (a needsync chunk that cannot be repaired now does not
 		 * hold the dirty ones up). */
 		struct cstate *pick = NULL, *dpick = NULL;
-
 		uint64_t now = reactor_now_ms();
 
 		for (struct cstate *c = t->needsync; c && !pick; c = c->snext) {
