@@ -1686,6 +1686,9 @@ static void reconcile_metrics(struct meta *m, struct bbuf *out)
 		    (double)rs.foreign);
 	metrics_put(out, "strata_meta_reconcile_errors_total", "counter",
 		    "reconciler listings or namespace reads that failed", (double)rs.errors);
+	metrics_put(out, "strata_meta_reconcile_standby", "gauge",
+		    "1: another meta server of this database runs the reconciler",
+		    (double)rs.standby);
 }
 
 static void meta_metrics(void *svc, struct bbuf *out)

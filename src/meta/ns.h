@@ -369,6 +369,17 @@ int ns_chunk_reclaim(struct ns *ns, uint64_t ino, uint64_t idx, int state,
 		     const struct file_layout *layout);
 
 /*
+ * Takes or renews, in one write transaction, the right to run the orphan
+ * reconciler over this database: meta servers sharing one (PostgreSQL)
+ * run one reconciler between them. holder names one meta process
+ * (nonzero, random per start); the right lasts until until_ms (wall-clock
+ * milliseconds). Granted when no holder is recorded, when holder is the
+ * one recorded, or when the recorded term ended before now_ms. Returns 1
+ * when granted, 0 when another holds it, or a negative errno.
+ */
+int ns_reconcile_claim(struct ns *ns, int64_t holder, int64_t now_ms, int64_t until_ms);
+
+/*
  * Quotas (docs/namespace.md, "Quotas"). A directory may carry limits on
  * the bytes (sizes of regular files) and inodes (files, directories and
  * symlinks; the directory itself not counted) of the tree below it; 0 is

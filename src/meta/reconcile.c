@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "common/cap.h"
 #include "common/clock.h"
@@ -57,6 +58,8 @@ struct reconciler {
 	struct reactor_timer timer;
 	bool stopping, listing, have_page, in_pass, pass_dirty;
 	uint64_t started_ms;
+	int64_t holder;			/* this process, for ns_reconcile_claim */
+	bool standby;			/* another meta server holds the claim */
 
 	/* The pass: chain `chain` of `table_len`, listed after the cursor. */
 	uint64_t pass;
@@ -252,6 +255,30 @@ static void pass_error(struct reconciler *rc, const char *what, int err)
 		    " (retried next pass)", what, rc->chain, strata_strerror(err));
 }
 
+/* The claim covers a pass and the pauses around it; renewed as a pass
+ * moves from chain to chain, so a holder that stops (or dies) is
+ * replaced once its term ends. */
+static bool claim(struct reconciler *rc)
+{
+	int64_t now = now_ns() / 1000000;
+	int64_t term = (int64_t)(rc->o.interval_ms * 3 > 60000 ? rc->o.interval_ms * 3 : 60000);
+	int rc2 = ns_reconcile_claim(rc->ns, rc->holder, now, now + term);
+
+	if (rc2 < 0) {
+		STAT_ADD(&rc->st.errors, 1);
+		log_limited(&rc->ll_err, LOG_WARN, COMP, "orphan reconciler: cannot claim its term"
+			    " in the namespace database: %s (tried again next pass)",
+			    strata_strerror(rc2));
+		return false;
+	}
+	if (!rc2 != rc->standby)
+		log_info(COMP, "orphan reconciler %s", rc2 ? "runs here" :
+			 "stands by: another meta server of this database runs it");
+	rc->standby = !rc2;
+	STAT_SET(&rc->st.standby, (uint64_t)rc->standby);
+	return rc2 == 1;
+}
+
 /* The state of chunk e, asking the namespace once per inode of a page. */
 static int classify(struct reconciler *rc, const struct sp_list_ent *e)
 {
@@ -432,11 +459,15 @@ static void on_timer(void *arg)
 	}
 	if (!rc->in_pass) {
 		pass_begin(rc);
-		if (!rc->table_len) {
-			arm(rc, rc->o.interval_ms);	/* no map yet */
+		if (!rc->table_len || !claim(rc)) {
+			arm(rc, rc->o.interval_ms);	/* no map yet, or standing by */
 			return;
 		}
 		rc->in_pass = true;
+	} else if (rc->cur_ino == 0 && !rc->cur_after && rc->chain && !claim(rc)) {
+		rc->in_pass = false;		/* another took over */
+		arm(rc, rc->o.interval_ms);
+		return;
 	}
 	if (rc->chain >= rc->table_len) {
 		pass_end(rc);
@@ -464,6 +495,13 @@ int reconcile_new(struct reactor *r, struct ns *ns, struct sclient *sc,
 	rc->ns = ns;
 	rc->sc = sc;
 	rc->started_ms = mono_ms();
+	while (!rc->holder) {
+		uint64_t h = 0;
+
+		if (getrandom(&h, sizeof(h), 0) != (ssize_t)sizeof(h))
+			h = (uint64_t)now_ns() ^ (uint64_t)(uintptr_t)rc;
+		rc->holder = (int64_t)(h >> 1);
+	}
 	rc->tokens_ms = rc->started_ms;
 	reactor_timer_init(&rc->timer, on_timer, rc);
 	*out = rc;
@@ -514,4 +552,5 @@ void reconcile_get_stats(const struct reconciler *rc, struct reconcile_stats *ou
 	out->pending = STAT_GET(&rc->st.pending);
 	out->foreign = STAT_GET(&rc->st.foreign);
 	out->errors = STAT_GET(&rc->st.errors);
+	out->standby = STAT_GET(&rc->st.standby);
 }

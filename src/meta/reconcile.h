@@ -30,9 +30,10 @@
  *    starts.
  *
  * Runs on one reactor thread (its owner: meta's reactor 0), like the
- * namespace and the storage client it borrows. One reconciler per
- * database: meta servers sharing one would repeat each other's work
- * (harmless, but wasted); see docs/failures.md for how they would elect one.
+ * namespace and the storage client it borrows. One reconciler runs per
+ * database: before a pass and at each chain it takes or renews a term in
+ * the store (ns_reconcile_claim); a meta server that finds another's term
+ * running stands by.
  */
 #ifndef STRATA_META_RECONCILE_H
 #define STRATA_META_RECONCILE_H
@@ -65,6 +66,7 @@ struct reconcile_stats {
 	uint64_t pending;	/* orphans seen, waiting out the grace period */
 	uint64_t foreign;	/* chunks of inodes this namespace never had (last pass) */
 	uint64_t errors;	/* listings or namespace reads that failed */
+	uint64_t standby;	/* 1: another meta server of the database runs it */
 };
 
 /*

@@ -32,6 +32,7 @@ static struct {
 	struct { uint64_t ino, idx; int state; uint32_t chain; } queued[MAXC];
 	uint32_t nqueued;
 	int list_err;
+	uint32_t listings;
 } fk;
 
 uint32_t sclient_table_len(struct sclient *sc)
@@ -47,6 +48,7 @@ void sc_submit(struct sclient *sc, struct sc_io *io)
 	uint32_t c = io->chain_idx, i;
 
 	(void)sc;
+	fk.listings++;
 	memset(&io->list, 0, sizeof(io->list));
 	io->status = fk.list_err;
 	if (!io->status) {
@@ -77,6 +79,15 @@ int ns_chunk_span(struct ns *ns, uint64_t ino, uint64_t *nchunks)
 		return NS_CHUNK_NO_INODE;
 	*nchunks = fk.sizes[ino];
 	return NS_CHUNK_OWNED;
+}
+
+static int claim_answer = 1;
+
+int ns_reconcile_claim(struct ns *ns, int64_t holder, int64_t now_ms, int64_t until_ms)
+{
+	(void)ns;
+	assert_true(holder > 0 && until_ms > now_ms);
+	return claim_answer;
 }
 
 int ns_chunk_reclaim(struct ns *ns, uint64_t ino, uint64_t idx, int state,
@@ -228,6 +239,7 @@ static void test_beyond_size_needs_no_lease_foreign_kept(void **state)
 {
 	struct fx *f = *state;
 	struct reconcile_stats s;
+	struct lease *l;
 
 	fk.sizes[7] = 1;
 	put(0, 7, 3, 1, 0);		/* past inode 7's size */
@@ -255,7 +267,10 @@ static void test_beyond_size_needs_no_lease_foreign_kept(void **state)
 	for (int i = 0; i < 3; i++)
 		one_pass(f);
 	assert_int_equal(fk.nqueued, 0);
-	(*lease_slot(f->rc, 7))->expiry_s = now_ns() / 1000000000 - 1;
+	l = *lease_slot(f->rc, 7);
+	assert_non_null(l);
+	if (l)
+		l->expiry_s = now_ns() / 1000000000 - 1;
 	for (int i = 0; i < 3; i++)
 		one_pass(f);
 	assert_int_equal(fk.nqueued, 1);
@@ -292,6 +307,30 @@ static void test_rate_and_listing_errors(void **state)
 	assert_int_equal(fk.nqueued, 20);
 }
 
+/* Another meta server of the database holds the term: no listing. */
+static void test_standby(void **state)
+{
+	struct fx *f = *state;
+	struct reconcile_stats s;
+
+	put(0, 4, 0, 1, 0);
+	make(f, 0, 1000, false);
+	claim_answer = 0;
+	for (int i = 0; i < 5; i++) {
+		reactor_timer_cancel(f->r, &f->rc->timer);
+		on_timer(f->rc);
+	}
+	assert_int_equal(fk.listings, 0);
+	reconcile_get_stats(f->rc, &s);
+	assert_int_equal(s.standby, 1);
+	assert_int_equal(s.passes, 0);
+	claim_answer = 1;
+	one_pass(f);
+	assert_true(fk.listings >= TABLE);
+	reconcile_get_stats(f->rc, &s);
+	assert_int_equal(s.standby, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -301,6 +340,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_beyond_size_needs_no_lease_foreign_kept, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_rate_and_listing_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_standby, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
