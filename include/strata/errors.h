@@ -44,6 +44,10 @@ enum strata_err {
 	 * the CA given or does not name the host connected to, or the server
 	 * does not speak TLS. The log says which. */
 	STRATA_ETLS = -(STRATA_ERR_BASE + 14),
+	/* No intact replica of a chunk is left: every member of its chain
+	 * found its copy damaged (or has none while the others' are damaged).
+	 * The chunk's data is lost; retrying does not help. */
+	STRATA_ELOST = -(STRATA_ERR_BASE + 15),
 };
 
 /* Returns a static, human-readable description of err (negative code,

@@ -36,6 +36,7 @@ struct status_view {
 	uint32_t nodes_up, serving, healthy, dark;
 	uint32_t meta_n, meta_up, mem_n, mem_up;
 	int64_t expect_nodes, storage_nodes;	/* -1: mgmt did not say */
+	int64_t lost_chunks;			/* no intact replica left (mgmt) */
 	uint64_t capacity, used;		/* cm_capacity() */
 	int statrc;				/* of strata_statfs */
 	struct strata_statfs sf;
@@ -145,7 +146,7 @@ static void judge(struct status_view *v)
 			waiting_add(v, "no meta service up");
 		return;
 	}
-	if (!down && !idle && !short_chains && !svc_down) {
+	if (!down && !idle && !short_chains && !svc_down && v->lost_chunks <= 0) {
 		v->health = "ok";
 		return;
 	}
@@ -158,6 +159,9 @@ static void judge(struct status_view *v)
 		waiting_add(v, "%u chain%s short of replicas", short_chains, plural(short_chains));
 	if (svc_down)
 		waiting_add(v, "%u service%s down", svc_down, plural(svc_down));
+	if (v->lost_chunks > 0)
+		waiting_add(v, "%lld chunk%s lost: no intact replica left", (long long)v->lost_chunks,
+			    plural((uint32_t)v->lost_chunks));
 }
 
 /* Reads the map (required), mgmt's STATUS (for expect_nodes) and, with a
@@ -179,6 +183,10 @@ static int gather(const struct fs_args *a, struct status_view *v)
 	rc = cmap_fetch_sync(cl, v->addr, 5000, &v->map);
 	if (!rc && !cli_service_status(cl, v->addr, "mgmt", 5000, &mg)) {
 		json_t *e = json_object_get(mg, "expect_nodes"), *n = json_object_get(mg, "storage_nodes");
+		json_t *lost = json_object_get(mg, "lost_chunks");
+
+		if (json_is_integer(lost))
+			v->lost_chunks = json_integer_value(lost);
 
 		if (json_is_integer(e) && json_is_integer(n)) {
 			v->expect_nodes = json_integer_value(e);
@@ -365,6 +373,7 @@ static int print_json(const struct status_view *v)
 	JSET(o, "cluster", json_string(v->addr));
 	JSET(o, "map_version", json_integer((json_int_t)v->map.version));
 	JSET(o, "health", json_string(v->health));
+	JSET(o, "lost_chunks", json_integer(v->lost_chunks > 0 ? v->lost_chunks : 0));
 	/* One reason a string, as the text form lists them. */
 	for (const char *p = v->waiting; *p;) {
 		size_t n = strcspn(p, ",");

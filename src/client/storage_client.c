@@ -93,6 +93,9 @@ static void io_complete(struct sc_io *io, int status)
 	/* The chain's own answers (common/errors_int.h) stay inside: a caller
 	 * that runs out of retries on them learns that the chain could not
 	 * serve. */
+	if (status == STRATA_ELOST)
+		log_warn("client", "chunk %llx:%llx: no intact replica is left (every copy is damaged);"
+			 " failing at once", (unsigned long long)io->ino, (unsigned long long)io->idx);
 	switch (status) {
 	case STRATA_ESTALE_MAP: case STRATA_ENOTHEAD: case STRATA_EDIRTY:
 	case STRATA_ESYNCING: case STRATA_ENEEDFULL:
@@ -354,6 +357,13 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 		io->nread = rep.nread;
 		break;
 	}
+	case SC_LIST:
+		sp_list_rep_release(&io->list);
+		if (st_list_rep(resp, &io->list)) {
+			io_failed(io, STRATA_EBADMSG);
+			return;
+		}
+		break;
 	case SC_STAT: {
 		struct sp_stat_rep rep;
 
@@ -400,6 +410,8 @@ static int pick_member(struct sclient *sc, struct sc_io *io, const struct cm_cha
 	}
 	if (n == 0)
 		return -1;
+	if (io->kind == SC_LIST)
+		return serving[0];	/* the head saw every update first */
 	if (io->kind != SC_READ && io->kind != SC_STAT)
 		return 0;	/* updates enter at the head */
 	if (io->last_err == STRATA_EDIRTY || io->kind == SC_STAT)
@@ -458,6 +470,12 @@ static void io_start(struct sc_io *io)
 		rc = st_read_call(sc->pool, nd->addr, &rd, &call);
 	} else if (io->kind == SC_STAT) {
 		rc = st_stat_call(sc->pool, nd->addr, &ref, &call);
+	} else if (io->kind == SC_LIST) {
+		struct sp_list ls = { .chain_id = c->id, .chain_ver = c->version,
+				      .target_id = t->id, .after_ino = io->ino,
+				      .after_idx = io->idx, .max = io->len, .after = io->list_after };
+
+		rc = st_list_call(sc->pool, nd->addr, &ls, &call);
 	} else {
 		u.ref = ref;
 		u.offset = io->offset;
@@ -495,7 +513,9 @@ void sc_submit(struct sclient *sc, struct sc_io *io)
 	io->deadline_ms = reactor_now_ms() + sc->o.retry_ms;
 	if (io->kind == SC_WRITE)
 		io->crc = crc32c(0, io->buf, io->len);
-	if ((io->kind == SC_READ || io->kind == SC_WRITE) && io->len && !io->buf) {
+	memset(&io->list, 0, sizeof(io->list));
+	if ((io->kind == SC_LIST && (!io->len || io->len > SP_LIST_PAGE)) ||
+	    ((io->kind == SC_READ || io->kind == SC_WRITE) && io->len && !io->buf)) {
 		io->status = -EINVAL;
 		io->cb(io);
 		return;

@@ -66,7 +66,12 @@ int sclient_find_service(struct sclient *sc, uint32_t kind, uint32_t after, uint
 /* Asks mgmt for a newer map now; returns at once. Any thread. */
 void sclient_refresh(struct sclient *sc);
 
-enum sc_kind { SC_READ = 1, SC_WRITE, SC_TRUNCATE, SC_REMOVE, SC_STAT };
+/* SC_LIST (daemons only: OP_CHUNK_LIST) pages through the chunks chain
+ * chain_idx holds, as its head (its first serving member) lists them:
+ * ino, idx is the cursor, list_after says whether strictly after it, len
+ * the most entries (1..SP_LIST_PAGE). The page lands in io->list, which
+ * the caller frees with sp_list_rep_release() (also after a failure). */
+enum sc_kind { SC_READ = 1, SC_WRITE, SC_TRUNCATE, SC_REMOVE, SC_STAT, SC_LIST };
 
 struct sc_io;
 typedef void (*sc_done_fn)(struct sc_io *io);
@@ -81,9 +86,11 @@ struct sc_io {
 	uint32_t offset, len;	/* range in the chunk; TRUNCATE: len = new length */
 	void *buf;		/* READ: len bytes filled, zeros past the data;
 				 * WRITE: len bytes, borrowed until cb */
+	bool list_after;	/* LIST: strictly after (ino, idx) */
 	sc_done_fn cb;
 	void *user;
 	/* out */
+	struct sp_list_rep list;	/* LIST: the page (caller releases) */
 	int status;		/* 0 or a negative error */
 	uint32_t nread;		/* READ: bytes of data before the zero fill */
 	uint64_t version;	/* the chunk's version (0: hole / absent) */

@@ -22,6 +22,8 @@ static const char *const strata_msgs[] = {
 	       "STRATA_TLS_CA)",
 	[14] = "TLS handshake failed: certificate not trusted or not for this host, or the "
 	       "server does not speak TLS",
+	[15] = "no intact replica of the chunk is left: its data is lost (restore the file"
+	       " from a copy, or remove it)",
 };
 
 /* A new code in errors.h or errors_int.h needs its message here. */

@@ -28,7 +28,7 @@ enum strata_err_int {
 	/* A replica lacks the base version of a chunk update: its
 	 * predecessor resends the whole chunk (between storage nodes). */
 	STRATA_ENEEDFULL = -(STRATA_ERR_BASE + 11),
-	STRATA_ERR_LAST = -(STRATA_ERR_BASE + 14),
+	STRATA_ERR_LAST = -(STRATA_ERR_BASE + 15),
 };
 
 #endif

@@ -60,3 +60,21 @@ uint32_t layout_chain_index(const struct file_layout *l, uint64_t chunk_index)
 	/* k < 2^32 and step < 2^32: reduce k first so the product fits. */
 	return (uint32_t)((start + (k % t) * step % t) % t);
 }
+
+int layout_for_chain(uint32_t table_len, uint32_t chain_idx, uint32_t chunk_size,
+		     struct file_layout *out)
+{
+	struct file_layout l = { chunk_size, 1, table_len, 0 };
+
+	if (!table_len || chain_idx >= table_len)
+		return -EINVAL;
+	/* start = h(seed) % T is uniform over the table: a seed is found in
+	 * about T tries; 64 T tries all missing has odds of e^-64. */
+	for (uint64_t tries = 64ull * table_len; tries; tries--, l.seed++) {
+		if (layout_chain_index(&l, 0) == chain_idx) {
+			*out = l;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}

@@ -47,6 +47,16 @@ int layout_check(const struct file_layout *l);
  */
 uint32_t layout_chain_index(const struct file_layout *l, uint64_t chunk_index);
 
+/*
+ * Fills *out with a layout (stripe 1, table_len chains, chunk_size) that
+ * places every chunk on chain index chain_idx: what removes a chunk found
+ * on that chain whose file, and so whose layout, is gone (meta's orphan
+ * reconciler). Returns 0, -EINVAL (chain_idx not below table_len) or
+ * -ENOENT (no seed found; practically never).
+ */
+int layout_for_chain(uint32_t table_len, uint32_t chain_idx, uint32_t chunk_size,
+		     struct file_layout *out);
+
 /* The chunk that holds byte offset off: off / chunk_size (0 if chunk_size 0). */
 static inline uint64_t layout_chunk_of(const struct file_layout *l, uint64_t off)
 {

@@ -1,6 +1,7 @@
 /*
  * The meta service: the operations of src/proto/meta.h over ns.h, and the
- * GC worker that deletes queued chunks through the storage client.
+ * GC worker that deletes queued chunks through the storage client (the
+ * orphan reconciler, reconcile.h, queues the chunks nobody owns for it).
  *
  * Everything below runs on reactor 0's thread (m->r): the handlers, the
  * timers and the storage client's completions. Only status() and
@@ -40,6 +41,7 @@
 #include "common/cluster_map.h"
 #include "mgmt/announce.h"
 #include "meta/ns.h"
+#include "meta/reconcile.h"
 #include "net/reactor.h"
 #include "proto/meta.h"
 #include "proto/server.h"
@@ -111,6 +113,9 @@ struct meta_cfg {
 	uint64_t chunk_size;
 	int64_t stripe;
 	int64_t gc_interval_ms;
+	int64_t reconcile_interval_ms;	/* 0: off */
+	int64_t reconcile_grace_ms;
+	int64_t reconcile_rate;		/* chunks queued per second */
 	char store[CFG_STR_MAX];		/* "": SQLite; postgresql://... */
 	char store_passfile[CFG_STR_MAX];	/* PostgreSQL's password file */
 };
@@ -131,6 +136,8 @@ struct meta {
 	struct announcer *ann;		/* lists this service in the cluster map */
 	struct service_env env;		/* the daemon's: its strings outlive us */
 	const struct cluster_key *key;	/* signs chunk caps; NULL: none given */
+
+	struct reconciler *rec;		/* orphaned chunks (reconcile.h) */
 
 	struct gc_io ios[GC_INFLIGHT];
 	struct gc_io *free_ios;
@@ -641,6 +648,8 @@ static void reply_attr(struct meta *m, struct svc_req *req, attr_reply_fn reply,
 
 		cap_make(m->key, in->ino, rights, now_ns() / 1000000000 + CAP_LIFETIME_S, &cap);
 		sp_cap_set(&rep.cap, &cap);
+		if (rights & CAP_WRITE)
+			reconcile_note_write(m->rec, in->ino, cap.expiry);
 	}
 	rep.trunc.partial = tr->partial;
 	rep.trunc.chunk = tr->chunk;
@@ -1453,6 +1462,7 @@ static void start_on_owner(void *arg)
 
 	reactor_timer_arm(m->r, &m->poll_timer, 1);
 	reactor_timer_arm(m->r, &m->gc_timer, m->gc_interval_ms);
+	reconcile_start(m->rec);
 }
 
 static void stop_timers_on_owner(void *arg)
@@ -1460,6 +1470,7 @@ static void stop_timers_on_owner(void *arg)
 	struct meta *m = arg;
 
 	m->stopping = true;
+	reconcile_stop(m->rec);
 	reactor_timer_cancel(m->r, &m->poll_timer);
 	reactor_timer_cancel(m->r, &m->gc_timer);
 }
@@ -1480,6 +1491,8 @@ static void release_on_owner(void *arg)
 		free(b);
 	}
 	m->bg = NULL;
+	reconcile_free(m->rec);
+	m->rec = NULL;
 	if (m->ns_ready)
 		ns_release(&m->ns);
 	meta_store_close(&m->store);
@@ -1493,6 +1506,41 @@ static void meta_free(struct meta *m)
 	reactor_call(m->r, release_on_owner, m);
 	pthread_mutex_destroy(&m->qlock);
 	free(m);
+}
+
+struct rec_new {
+	struct meta *m;
+	int rc;
+};
+
+static void rec_new_on_owner(void *arg)
+{
+	struct rec_new *a = arg;
+	struct meta *m = a->m;
+	struct reconcile_opts o;
+
+	reconcile_opts_init(&o, sizeof(o));
+	o.interval_ms = (uint64_t)m->cfg->reconcile_interval_ms;
+	o.grace_ms = (uint64_t)m->cfg->reconcile_grace_ms;
+	o.rate = (uint32_t)m->cfg->reconcile_rate;
+	o.leases = m->key != NULL;
+	a->rc = reconcile_new(m->r, &m->ns, m->sc, &o, &m->rec);
+}
+
+/* The orphan reconciler, made on reactor 0 (its owner). */
+static int start_reconciler(struct meta *m)
+{
+	struct rec_new a = { m, 0 };
+
+	if (!m->cfg->reconcile_interval_ms) {
+		log_info(COMP, "orphan chunk reconciler off (meta.reconcile_interval = 0)");
+		return 0;
+	}
+	reactor_call(m->r, rec_new_on_owner, &a);
+	if (a.rc)
+		log_error(COMP, "cannot start the orphan chunk reconciler: %s",
+			  strata_strerror(a.rc));
+	return a.rc;
 }
 
 static int meta_start(const struct service_env *env, void **out)
@@ -1542,6 +1590,9 @@ static int meta_start(const struct service_env *env, void **out)
 			  env->mgmt_addr, strata_strerror(rc));
 		goto fail;
 	}
+	rc = start_reconciler(m);
+	if (rc)
+		goto fail;
 	rc = reactor_post(m->r, start_on_owner, m);
 	if (rc)
 		goto fail;
@@ -1573,6 +1624,7 @@ static void meta_stop(void *svc)
 static void meta_status(void *svc, json_t *o)
 {
 	struct meta *m = svc;
+	struct reconcile_stats rs;
 
 	json_object_set_new(o, "inodes", json_integer((json_int_t)STAT_GET(&m->inodes)));
 	json_object_set_new(o, "bytes", json_integer((json_int_t)STAT_GET(&m->bytes)));
@@ -1581,6 +1633,10 @@ static void meta_status(void *svc, json_t *o)
 	json_object_set_new(o, "gc_chunks_removed",
 			    json_integer((json_int_t)STAT_GET(&m->gc_chunks)));
 	json_object_set_new(o, "gc_failures", json_integer((json_int_t)STAT_GET(&m->gc_failures)));
+	reconcile_get_stats(m->rec, &rs);
+	json_object_set_new(o, "reconcile_chunks", json_integer((json_int_t)rs.chunks));
+	json_object_set_new(o, "reconcile_bytes", json_integer((json_int_t)rs.bytes));
+	json_object_set_new(o, "reconcile_pending", json_integer((json_int_t)rs.pending));
 }
 
 /* One gauge with a series per quota root of the snapshot (qlock held). */
@@ -1610,6 +1666,29 @@ static void quota_metrics(struct meta *m, struct bbuf *out)
 	quota_series(m, out, "strata_meta_quota_inodes_limit",
 		     "inode limit of a quota root (0: none)", offsetof(struct meta_quota, max_inodes));
 	pthread_mutex_unlock(&m->qlock);
+}
+
+static void reconcile_metrics(struct meta *m, struct bbuf *out)
+{
+	struct reconcile_stats rs;
+
+	reconcile_get_stats(m->rec, &rs);
+	metrics_put(out, "strata_meta_reconcile_passes_total", "counter",
+		    "orphan reconciler passes over every chain", (double)rs.passes);
+	metrics_put(out, "strata_meta_reconcile_chunks_total", "counter",
+		    "orphaned chunks queued for removal", (double)rs.chunks);
+	metrics_put(out, "strata_meta_reconcile_bytes_total", "counter",
+		    "bytes of the orphaned chunks queued for removal", (double)rs.bytes);
+	metrics_put(out, "strata_meta_reconcile_pending", "gauge",
+		    "orphaned chunks waiting out meta.reconcile_grace", (double)rs.pending);
+	metrics_put(out, "strata_meta_reconcile_foreign", "gauge",
+		    "chunks of inodes this namespace never had (kept; last pass)",
+		    (double)rs.foreign);
+	metrics_put(out, "strata_meta_reconcile_errors_total", "counter",
+		    "reconciler listings or namespace reads that failed", (double)rs.errors);
+	metrics_put(out, "strata_meta_reconcile_standby", "gauge",
+		    "1: another meta server of this database runs the reconciler",
+		    (double)rs.standby);
 }
 
 static void meta_metrics(void *svc, struct bbuf *out)
@@ -1644,6 +1723,7 @@ static void meta_metrics(void *svc, struct bbuf *out)
 		    (double)STAT_GET(&m->gc_items));
 	metrics_put(out, "strata_meta_gc_failures_total", "counter", "gc items that failed",
 		    (double)STAT_GET(&m->gc_failures));
+	reconcile_metrics(m, out);
 	quota_metrics(m, out);
 }
 
@@ -1655,6 +1735,12 @@ static const struct cfg_key meta_keys[] = {
 	K("stripe", CFG_INT, stripe, "16", 1, 256, "default stripe width"),
 	K("gc_interval", CFG_MS, gc_interval_ms, "1s", 10, 3600000,
 	  "chunk garbage collection interval"),
+	K("reconcile_interval", CFG_MS, reconcile_interval_ms, "60s", 0, 86400000,
+	  "orphan chunk reconciler: pause between passes over the chains (0: off)"),
+	K("reconcile_grace", CFG_MS, reconcile_grace_ms, "15m", 0, 604800000,
+	  "orphan chunk reconciler: how long a chunk stays orphaned before it is removed"),
+	K("reconcile_rate", CFG_INT, reconcile_rate, "100", 1, 100000,
+	  "orphan chunk reconciler: chunks queued for removal per second at most"),
 	K("store", CFG_STR, store, "", 0, 0,
 	  "namespace database: empty: SQLite (meta.db in the data directory);"
 	  " postgresql://...: PostgreSQL"),
@@ -1675,6 +1761,13 @@ static int meta_check(const void *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "key 'meta.store': unknown store '%.*s'; leave it empty for"
 			 " the embedded SQLite database, or give a postgresql:// URI",
 			 (int)strcspn(c->store, ":@/ "), c->store);
+		return STRATA_ECONFIG;
+	}
+	if (c->reconcile_interval_ms && c->reconcile_grace_ms < c->reconcile_interval_ms) {
+		snprintf(err, errlen, "key 'meta.reconcile_grace' (%lld ms) is below"
+			 " 'meta.reconcile_interval' (%lld ms): an orphan must be seen by two passes"
+			 " before it is removed; raise the grace or lower the interval",
+			 (long long)c->reconcile_grace_ms, (long long)c->reconcile_interval_ms);
 		return STRATA_ECONFIG;
 	}
 	if (c->store_passfile[0] && !c->store[0]) {

@@ -1783,6 +1783,155 @@ int ns_gc_done(struct ns *ns, const struct meta_gc_item *item)
 	return run_txn(ns, true, do_gc_done, (void *)item);
 }
 
+/* ---- orphaned chunks ---- */
+
+struct orphan_args {
+	uint64_t ino, idx;
+	int state;
+	const struct file_layout *layout;
+};
+
+/* Whether a queued GC item of ino covers idx. */
+static int gc_covers(struct ns *ns, uint64_t ino, uint64_t idx)
+{
+	struct meta_gc_item items[16];
+	int n = CALL(ns, gc_pop, ino, items, 16);
+
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		if (idx >= items[i].from && idx < items[i].to)
+			return 1;
+	}
+	/* More than 16 items of one file: count it covered, the GC worker
+	 * gets there first. */
+	return n == 16;
+}
+
+/* Inside a transaction: ns_chunk_span's answer. */
+static int chunk_span(struct ns *ns, uint64_t ino, uint64_t *nchunks)
+{
+	struct meta_inode in;
+	uint64_t hi_ino, hi_gen;
+	int err = CALL(ns, get_inode, ino, &in);
+
+	*nchunks = 0;
+	if (err == -ENOENT) {
+		err = CALL(ns, alloc_peek, &hi_ino, &hi_gen);
+		if (err)
+			return err;
+		return ino > hi_ino ? NS_CHUNK_FOREIGN : NS_CHUNK_NO_INODE;
+	}
+	if (err)
+		return err;
+	if (in.layout.chunk_size)
+		*nchunks = div_up(in.size, in.layout.chunk_size);
+	return NS_CHUNK_OWNED;
+}
+
+static int do_chunk_state(struct ns *ns, void *a)
+{
+	struct orphan_args *args = a;
+	uint64_t n;
+	int st = chunk_span(ns, args->ino, &n), covered;
+
+	if (st < 0 || st == NS_CHUNK_FOREIGN || (st == NS_CHUNK_OWNED && args->idx < n))
+		return st;
+	covered = gc_covers(ns, args->ino, args->idx);
+	if (covered)
+		return covered < 0 ? covered : NS_CHUNK_OWNED;
+	return st == NS_CHUNK_OWNED ? NS_CHUNK_BEYOND : NS_CHUNK_NO_INODE;
+}
+
+int ns_chunk_state(struct ns *ns, uint64_t ino, uint64_t idx)
+{
+	struct orphan_args a = { ino, idx, 0, NULL };
+
+	return run_txn(ns, false, do_chunk_state, &a);
+}
+
+struct span_args {
+	uint64_t ino;
+	uint64_t *nchunks;
+};
+
+static int do_chunk_span(struct ns *ns, void *a)
+{
+	struct span_args *args = a;
+
+	return chunk_span(ns, args->ino, args->nchunks);
+}
+
+int ns_chunk_span(struct ns *ns, uint64_t ino, uint64_t *nchunks)
+{
+	struct span_args a = { ino, nchunks };
+
+	if (!nchunks)
+		return -EINVAL;
+	return run_txn(ns, false, do_chunk_span, &a);
+}
+
+static int do_chunk_reclaim(struct ns *ns, void *a)
+{
+	struct orphan_args *args = a;
+	struct meta_inode in;
+	int err = do_chunk_state(ns, a);
+
+	if (err < 0 || err != args->state)
+		return err < 0 ? err : 0;
+	if (args->state == NS_CHUNK_BEYOND) {
+		err = CALL(ns, get_inode, args->ino, &in);
+		if (err)
+			return err;
+		err = CALL(ns, gc_push, args->ino, args->idx, args->idx + 1, &in.layout);
+	} else {
+		err = CALL(ns, gc_push, args->ino, args->idx, args->idx + 1, args->layout);
+	}
+	return err ? err : 1;
+}
+
+int ns_chunk_reclaim(struct ns *ns, uint64_t ino, uint64_t idx, int state,
+		     const struct file_layout *layout)
+{
+	struct orphan_args a = { ino, idx, state, layout };
+
+	if ((state != NS_CHUNK_NO_INODE && state != NS_CHUNK_BEYOND) ||
+	    (state == NS_CHUNK_NO_INODE && (!layout || layout_check(layout))))
+		return -EINVAL;
+	return run_txn(ns, true, do_chunk_reclaim, &a);
+}
+
+struct claim_args {
+	int64_t holder, now_ms, until_ms;
+};
+
+static int do_reconcile_claim(struct ns *ns, void *a)
+{
+	struct claim_args *args = a;
+	int64_t holder = 0, until = 0;
+	int err = CALL(ns, counter_get, "reconcile_holder", &holder);
+
+	if (!err)
+		err = CALL(ns, counter_get, "reconcile_until_ms", &until);
+	if (err)
+		return err;
+	if (holder && holder != args->holder && until >= args->now_ms)
+		return 0;
+	err = CALL(ns, counter_set, "reconcile_holder", args->holder);
+	if (!err)
+		err = CALL(ns, counter_set, "reconcile_until_ms", args->until_ms);
+	return err ? err : 1;
+}
+
+int ns_reconcile_claim(struct ns *ns, int64_t holder, int64_t now_ms, int64_t until_ms)
+{
+	struct claim_args a = { holder, now_ms, until_ms };
+
+	if (!holder)
+		return -EINVAL;
+	return run_txn(ns, true, do_reconcile_claim, &a);
+}
+
 /* ---- quotas ---- */
 
 struct quota_args {

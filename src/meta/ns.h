@@ -333,6 +333,53 @@ int ns_gc_next(struct ns *ns, uint64_t ino, struct meta_gc_item *out, uint32_t n
 int ns_gc_done(struct ns *ns, const struct meta_gc_item *item);
 
 /*
+ * Orphaned chunks (the reconciler, meta/reconcile.h). What the namespace
+ * says of chunk idx of inode ino, found on a storage chain:
+ */
+enum ns_chunk_state {
+	NS_CHUNK_OWNED = 0,	/* within its file's size, or queued for GC */
+	NS_CHUNK_NO_INODE,	/* its inode does not exist (any more) */
+	NS_CHUNK_BEYOND,	/* its file exists; idx >= ceil(size / chunk size) */
+	NS_CHUNK_FOREIGN,	/* ino was never handed out by this namespace:
+				 * the chunk belongs to another database */
+};
+
+/* Returns the state (enum ns_chunk_state) of chunk idx of ino, read in one
+ * transaction, or a negative errno. A chunk that a queued GC item covers
+ * counts as owned (the GC worker removes it). */
+int ns_chunk_state(struct ns *ns, uint64_t ino, uint64_t idx);
+
+/*
+ * For a scan over many chunks of one file: fills *nchunks with
+ * ceil(size / chunk size) of ino (chunks at or beyond it are
+ * NS_CHUNK_BEYOND candidates) and returns NS_CHUNK_OWNED when the inode
+ * exists, else NS_CHUNK_NO_INODE or NS_CHUNK_FOREIGN (*nchunks 0); or a
+ * negative errno. GC items are not looked at: ns_chunk_reclaim does.
+ */
+int ns_chunk_span(struct ns *ns, uint64_t ino, uint64_t *nchunks);
+
+/*
+ * In one write transaction, checks that chunk idx of ino is still in
+ * state (NS_CHUNK_NO_INODE or NS_CHUNK_BEYOND) and queues it for GC
+ * (docs/namespace.md, "GC queue"): placed by *layout for NO_INODE, by
+ * the file's own layout for BEYOND. Returns 1 when queued, 0 when the
+ * state changed (nothing queued), or a negative errno.
+ */
+int ns_chunk_reclaim(struct ns *ns, uint64_t ino, uint64_t idx, int state,
+		     const struct file_layout *layout);
+
+/*
+ * Takes or renews, in one write transaction, the right to run the orphan
+ * reconciler over this database: meta servers sharing one (PostgreSQL)
+ * run one reconciler between them. holder names one meta process
+ * (nonzero, random per start); the right lasts until until_ms (wall-clock
+ * milliseconds). Granted when no holder is recorded, when holder is the
+ * one recorded, or when the recorded term ended before now_ms. Returns 1
+ * when granted, 0 when another holds it, or a negative errno.
+ */
+int ns_reconcile_claim(struct ns *ns, int64_t holder, int64_t now_ms, int64_t until_ms);
+
+/*
  * Quotas (docs/namespace.md, "Quotas"). A directory may carry limits on
  * the bytes (sizes of regular files) and inodes (files, directories and
  * symlinks; the directory itself not counted) of the tree below it; 0 is

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "mgmt_service.h"
 #include "membership.h"
+#include "mgmt/lost.h"
 #include "mgmt_store.h"
 #include "proto/mgmt.h"
 #include "proto/server.h"
@@ -51,6 +52,9 @@ struct mgmt {
 	uint64_t space_ms;			/* when they were computed */
 	bool space_stale;			/* a heartbeat changed them since */
 	uint64_t reports;
+	struct lost_set lost;			/* chunks reported lost (lost.h) */
+	struct log_limit lost_ll;
+	volatile uint32_t lost_n;		/* its count, for status/metrics */
 };
 
 /*
@@ -320,8 +324,21 @@ static void op_report(void *svc, struct svc_req *req)
 	if (mg_report_req(req, &rq))
 		return;
 	m->reports++;
-	log_warn("mgmt", "target %u reports chunk %llx:%llx: %s", rq.target_id,
-		 (unsigned long long)rq.ino, (unsigned long long)rq.idx, strata_strerror(rq.error));
+	if (rq.error == 0 || rq.error == STRATA_ELOST) {
+		/* A storage node repeats these every 30 s while they hold. */
+		if (lost_report(&m->lost, rq.ino, rq.idx, rq.error, reactor_now_ms()))
+			log_warn_limited("mgmt", "cannot record lost chunk %llx:%llx: out of memory",
+					 (unsigned long long)rq.ino, (unsigned long long)rq.idx);
+		m->lost_n = lost_count(&m->lost, reactor_now_ms());
+		log_limited(&m->lost_ll, LOG_WARN, "mgmt", "target %u reports chunk %llx:%llx %s;"
+			    " %u chunk(s) lost now", rq.target_id, (unsigned long long)rq.ino,
+			    (unsigned long long)rq.idx, rq.error ? "lost (no intact replica left)"
+			    : "no longer lost", m->lost_n);
+	} else {
+		log_warn_limited("mgmt", "target %u reports chunk %llx:%llx: %s", rq.target_id,
+				 (unsigned long long)rq.ino, (unsigned long long)rq.idx,
+				 strata_strerror(rq.error));
+	}
 	svc_reply(req, 0);
 }
 
@@ -537,6 +554,8 @@ static void on_expiry(void *arg)
 	uint64_t before = m->map.version;
 	int changed = cm_expire_leases(&m->map, reactor_now_ms());
 
+	m->lost_n = lost_count(&m->lost, reactor_now_ms());
+
 	if (m->map.version != before) {
 		log_warn("mgmt", "lease expiry: %d chain(s) reconfigured, map version %llu", changed,
 			 (unsigned long long)m->map.version);
@@ -571,6 +590,7 @@ static int mgmt_start(const struct service_env *env, void **out)
 	if (!m)
 		return -ENOMEM;
 	m->r = env->reactors[0];
+	lost_init(&m->lost);
 	m->lease_ms = (uint64_t)cfg->lease_ms;
 	m->replication = (uint32_t)cfg->replication;
 	m->expect_nodes = (uint32_t)cfg->expect_nodes;
@@ -634,6 +654,7 @@ static void mgmt_stop(void *svc)
 	/* Requests no longer arrive: the daemon closed its connections. */
 	reactor_call(m->r, stop_on_owner, m);
 	cm_release(&m->map);
+	lost_release(&m->lost);
 	free(m);
 }
 
@@ -652,6 +673,7 @@ static void mgmt_status(void *svc, json_t *o)
 	json_object_set_new(o, "expect_nodes", json_integer(m->expect_nodes));
 	json_object_set_new(o, "capacity", json_integer((json_int_t)m->capacity));
 	json_object_set_new(o, "used", json_integer((json_int_t)m->used));
+	json_object_set_new(o, "lost_chunks", json_integer(m->lost_n));
 }
 
 static void mgmt_metrics(void *svc, struct bbuf *out)
@@ -668,6 +690,9 @@ static void mgmt_metrics(void *svc, struct bbuf *out)
 		    (double)m->capacity);
 	metrics_put(out, "strata_mgmt_used_bytes", "gauge",
 		    "bytes the storage targets hold (as of their last heartbeat)", (double)m->used);
+	metrics_put(out, "strata_mgmt_chunks_lost", "gauge",
+		    "chunks reported with no intact replica left (status says degraded)",
+		    (double)m->lost_n);
 }
 
 #define K(name, type, field, def, min, max, help) \

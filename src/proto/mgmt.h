@@ -9,7 +9,9 @@
  *              new version: a GET_MAP of the whole map sees them)
  *              -> mg_lease (-ENOTCONN / -ENOENT: register again)
  *   GET_MAP    the cluster map, when newer than the caller's version
- *   REPORT     a replica found a chunk damaged
+ *   REPORT     a replica found a chunk damaged; error STRATA_ELOST: no
+ *              intact replica is left (repeated every 30 s while so),
+ *              0: the chunk is lost no more (mgmt/lost.h)
  *   ADMIN      drain, replace, build chains, "in sync" (MGMT_ADMIN_*)
  *   ANNOUNCE   a meta or mem service is (still) at addr: adds or renews
  *              its entry in the map -> mg_lease (mgmt/announce.h)

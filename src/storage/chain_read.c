@@ -148,7 +148,11 @@ static int read_check(struct storage *st, struct target *t, const struct sp_ref 
 	 * than any serving member's). A bad one says so: it has nothing to
 	 * offer (resync.c, on_probed). A recovery (recover.c) reads any
 	 * stored copy but a damaged one. */
-	if (c && c->needsync && !survey && !recover)
+	if (c && c->needsync && c->lost && !repair)
+		rc = STRATA_ELOST;	/* no member holds an intact copy */
+	else if (c && c->needsync && c->damaged && (flags & SP_READ_REPAIR) && !survey && !recover)
+		rc = STRATA_EINTEGRITY;	/* a repair learns we have nothing */
+	else if (c && c->needsync && !survey && !recover)
 		rc = STRATA_ESYNCING;
 	else if (c && c->needsync && c->damaged)
 		rc = STRATA_EINTEGRITY;

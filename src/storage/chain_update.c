@@ -232,6 +232,11 @@ static void on_local_done(void *arg, int status, const struct chunk_info *info)
 		op->out_version = info->version;
 		op->out_length = info->length;
 	}
+	/* A removal leaves nothing to repair on a copy known bad: the chain's
+	 * state is "absent", and so is ours (how a lost chunk's file is
+	 * cleaned up, resync.c). */
+	if (status == 0 && op->op == OP_CHUNK_REMOVE && op->cs->needsync && op->cs->damaged)
+		resync_clear(t, op->cs);
 	if (status == 0 && (op->u.forwarded == SP_FWD_FULL || op->u.forwarded == SP_FWD_PUSH)) {
 		/* A whole chunk from the predecessor: this replica caught up. */
 		CNT(t->st, n_synced_chunks, 1);
@@ -416,7 +421,7 @@ static void update_start(struct update_op *op)
 		 * disk still as full as when the repair failed keeps it from
 		 * that, and says so; once space came back, the client
 		 * retries while the next tick's repair runs. */
-		if (!rc && c->needsync)
+		if (!rc && c->needsync && !(c->lost && op->op == OP_CHUNK_REMOVE))
 			rc = c->sync_err == -ENOSPC && !space_came_back(t, c) ? -ENOSPC
 									      : STRATA_EUNAVAIL;
 		if (rc) {

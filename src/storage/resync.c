@@ -34,6 +34,9 @@
 
 #define LIST_PAGE SP_LIST_PAGE
 #define SYNC_TICK_MS 300u
+/* A lost chunk's repair is tried again this often (one fetch), and mgmt
+ * hears again that it is lost (it forgets what is not repeated). */
+#define LOST_RECHECK_MS 30000u
 #define FETCH_MAX CHUNK_MAX_SIZE
 #define FETCH_MIN (64u << 10)	/* the first buffer of a chunk of unknown size */
 
@@ -196,6 +199,15 @@ void resync_mark_behind(struct target *t, const struct chunk_id *id, uint32_t ch
 
 void resync_clear(struct target *t, struct cstate *c)
 {
+	if (c->lost) {
+		c->lost = false;
+		CNT(t->st, n_lost, (uint64_t)-1);
+		log_info("storage", "target %u: chunk %llx:%llx is no longer lost", t->id,
+			 (unsigned long long)c->id.ino, (unsigned long long)c->id.idx);
+		report_to_mgmt(t->st, t->id, &c->id, 0);
+	}
+	c->bad_srcs = 0;
+	c->bad_ver = 0;
 	for (struct cstate **pp = &t->needsync; *pp; pp = &(*pp)->snext) {
 		if (*pp == c) {
 			*pp = c->snext;
@@ -336,6 +348,54 @@ static void on_removed_for_install(void *arg, int status, const struct chunk_inf
 	on_installed(arg, status == -ENOENT ? 0 : status, NULL);
 }
 
+/*
+ * Lost chunks. A damaged copy is repaired from another member; a member
+ * whose own copy is damaged answers the repair with STRATA_EINTEGRITY
+ * (chain_read.c). Once every other member of the chain, all serving, said
+ * so at one chain version, no intact copy is left anywhere: the chunk is
+ * lost. It stays marked (needsync, damaged) and reads of it answer
+ * STRATA_ELOST at once, instead of "resyncing" until the reader gives up;
+ * mgmt hears of it (status and /metrics count lost chunks). Its repair is
+ * tried again every LOST_RECHECK_MS only, quietly (a source may come back
+ * with a copy), and a removal of it is taken (chain_update.c): the file's
+ * owner can clean it up.
+ */
+static void source_bad(struct resync *rs)
+{
+	struct target *t = rs->t;
+	struct cstate *c = rs->cur_cs;
+	struct map_snap *snap = map_get(t->st);
+	const struct cm_chain *ch = snap ? cm_find_chain(&snap->map, rs->chain_id) : NULL;
+	int pos = ch ? chain_pos(ch, rs->cur_src.target) : -1;
+	bool all = ch != NULL;
+
+	if (ch && c->bad_ver != ch->version) {
+		c->bad_srcs = 0;
+		c->bad_ver = ch->version;
+	}
+	if (pos >= 0)
+		c->bad_srcs |= (uint16_t)(1u << pos);
+	for (int i = 0; ch && i < ch->len; i++) {
+		if (ch->targets[i] == t->id)
+			continue;
+		/* A member away or syncing may still hold a good copy. */
+		if (ch->states[i] != TARGET_SERVING || !(c->bad_srcs & (1u << i)))
+			all = false;
+	}
+	map_put(t->st, snap);
+	if (!all)
+		return;
+	c->lost_ms = reactor_now_ms();
+	if (!c->lost) {
+		c->lost = true;
+		CNT(t->st, n_lost, 1);
+		log_error("storage", "target %u: chunk %llx:%llx of chain %u is lost: every replica's"
+			  " copy is damaged; reads of it fail, remove or rewrite its file", t->id,
+			  (unsigned long long)c->id.ino, (unsigned long long)c->id.idx, rs->chain_id);
+	}
+	report_to_mgmt(t->st, t->id, &c->id, STRATA_ELOST);
+}
+
 static void on_fetched(void *arg, int status, struct rpc_msg *resp)
 {
 	struct resync *rs = arg;
@@ -373,9 +433,13 @@ static void on_fetched(void *arg, int status, struct rpc_msg *resp)
 		rs->fetched_len = nread;
 	}
 	if (status) {
-		log_warn("storage", "target %u: fetching chunk %llx:%llx of chain %u failed: %s (will retry)",
-			 t->id, (unsigned long long)rs->cur.ino, (unsigned long long)rs->cur.idx,
-			 rs->chain_id, strata_strerror(status));
+		if (status == STRATA_EINTEGRITY && !rs->full && rs->cur_cs && rs->cur_cs->damaged)
+			source_bad(rs);
+		else if (!rs->cur_cs || !rs->cur_cs->lost)
+			log_warn_limited("storage", "target %u: fetching chunk %llx:%llx of chain %u failed: %s (will retry)",
+					 t->id, (unsigned long long)rs->cur.ino,
+					 (unsigned long long)rs->cur.idx, rs->chain_id,
+					 strata_strerror(status));
 		rs->busy = false;
 		rs->fails++;
 		release_cur(rs, true);
@@ -946,11 +1010,17 @@ static void task_step(struct resync *rs)
 		 * turn (a needsync chunk that cannot be repaired now does not
 		 * hold the dirty ones up). */
 		struct cstate *pick = NULL, *dpick = NULL;
+		uint64_t now = reactor_now_ms();
 
 		for (struct cstate *c = t->needsync; c && !pick; c = c->snext) {
-			if (!c->repairing && c->inflight == 0)
+			if (!c->repairing && c->inflight == 0 &&
+			    (!c->lost || now - c->lost_ms >= LOST_RECHECK_MS))
 				pick = c;
 		}
+		/* A lost chunk once per LOST_RECHECK_MS: one source asked
+		 * anew (they take turns); a bad answer confirms the loss. */
+		if (pick && pick->lost)
+			pick->lost_ms = now;
 		for (struct cstate *c = t->dirty; c && !dpick; c = c->dnext) {
 			if (!c->repairing && c->inflight == 0 && !c->needsync)
 				dpick = c;

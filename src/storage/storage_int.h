@@ -59,6 +59,14 @@ struct cstate {
 	int sync_err;			/* why its last repair failed (0: none
 					 * or one is running) */
 	uint64_t sync_err_avail;	/* -ENOSPC: the store's free bytes then */
+	/* Lost (resync.c, "lost chunks"): needsync and damaged, and every
+	 * other member of the chain answered a repair that its copy is bad
+	 * too. Reads answer STRATA_ELOST at once; a repair is tried again
+	 * every LOST_RECHECK_MS only; a removal is taken at the head. */
+	bool lost;
+	uint16_t bad_srcs;		/* chain positions that said "bad" */
+	uint64_t bad_ver;		/* at this chain version */
+	uint64_t lost_ms;		/* when last found (or re-tried) lost */
 	uint64_t assigned;		/* head: the last version handed out */
 	bool dirty;			/* applied an update a member below may
 					 * lack: no client read until a survey
@@ -148,6 +156,7 @@ struct storage {
 	uint64_t n_writes, n_reads, bytes_written, bytes_read, n_stale, n_dirty, n_integrity,
 		 n_verify, n_mapped;
 	uint64_t n_synced_chunks, bytes_synced, n_repaired, n_scrubbed;
+	uint64_t n_lost;		/* gauge: chunks lost here now */
 };
 
 #define CNT(st, f, v) __atomic_fetch_add(&(st)->f, (v), __ATOMIC_RELAXED)

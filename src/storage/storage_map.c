@@ -353,8 +353,11 @@ void report_to_mgmt(struct storage *st, uint32_t target, const struct chunk_id *
 {
 	struct report_ctx *c = malloc(sizeof(*c));
 
-	log_warn("storage", "target %u: chunk %llx:%llx: %s", target, (unsigned long long)id->ino,
-		 (unsigned long long)id->idx, strata_strerror(err));
+	/* A loss (or its end) is logged by resync.c, once. */
+	if (err && err != STRATA_ELOST)
+		log_warn_limited("storage", "target %u: chunk %llx:%llx: %s", target,
+				 (unsigned long long)id->ino, (unsigned long long)id->idx,
+				 strata_strerror(err));
 	if (!c)
 		return;
 	c->st = st;

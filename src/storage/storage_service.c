@@ -197,6 +197,8 @@ static void target_detach(void *arg)
 
 			t->buckets[b] = c->next;
 			update_queue_drop(c, -ESHUTDOWN);
+			if (c->lost)
+				CNT(t->st, n_lost, (uint64_t)-1);
 			free(c);
 		}
 	}
@@ -408,6 +410,9 @@ static void storage_metrics(void *svc, struct bbuf *out)
 	M("strata_storage_repaired_total", "needsync chunks repaired", n_repaired);
 	M("strata_storage_scrubbed_total", "chunks verified by the scrubber", n_scrubbed);
 #undef M
+	metrics_put(out, "strata_storage_chunks_lost", "gauge",
+		    "chunks held here with no intact replica left in their chain",
+		    (double)__atomic_load_n(&st->n_lost, __ATOMIC_RELAXED));
 }
 
 #define K(name, type, field, def, min, max, help) \

@@ -96,6 +96,25 @@ static void test_spread(void **state)
 	assert_true(mx < FILES * STRIPE / T * 115 / 100);
 }
 
+/* A layout that places every chunk on one chosen chain, for each chain of
+ * tables of several lengths. */
+static void test_for_chain(void **state)
+{
+	struct file_layout l;
+
+	(void)state;
+	for (uint32_t t = 1; t <= 300; t += 37) {
+		for (uint32_t c = 0; c < t; c++) {
+			assert_int_equal(layout_for_chain(t, c, 65536, &l), 0);
+			assert_int_equal(layout_check(&l), 0);
+			assert_int_equal(layout_chain_index(&l, 0), c);
+			assert_int_equal(layout_chain_index(&l, 12345), c);
+		}
+		assert_int_equal(layout_for_chain(t, t, 65536, &l), -EINVAL);
+	}
+	assert_int_equal(layout_for_chain(0, 0, 65536, &l), -EINVAL);
+}
+
 static void test_check(void **state)
 {
 	struct file_layout l = { .chunk_size = 1u << 16, .stripe = 1, .table_len = 1 };
@@ -137,6 +156,7 @@ int main(void)
 		cmocka_unit_test(test_distinct_chains),
 		cmocka_unit_test(test_spread),
 		cmocka_unit_test(test_check),
+		cmocka_unit_test(test_for_chain),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

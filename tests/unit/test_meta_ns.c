@@ -584,6 +584,65 @@ static void test_concurrent_creates(void **state)
 
 #define CS (64u * 1024)
 
+/* What the orphan reconciler asks (ns_chunk_span/state/reclaim). */
+static void test_orphan_chunks(void **state)
+{
+	struct fx *f = *state;
+	struct meta_gc_item gc[8];
+	struct file_layout l;
+	uint64_t d, ino, gone, n = 99;
+
+	d = mkdir_(&f->ns, NS_ROOT_INO, "o");
+	assert_int_equal(ns_set_layout(&f->ns, ns_any(d), &(struct file_layout){ CS, 2, 0, 0 }), 0);
+	ino = mkfile(&f->ns, d, "f", 2 * CS + 1);	/* chunks 0..2 */
+	gone = mkfile(&f->ns, d, "g", 0);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(d), "g"), 0);
+
+	assert_int_equal(ns_chunk_span(&f->ns, ino, &n), NS_CHUNK_OWNED);
+	assert_int_equal(n, 3);
+	assert_int_equal(ns_chunk_span(&f->ns, gone, &n), NS_CHUNK_NO_INODE);
+	assert_int_equal(n, 0);
+	assert_int_equal(ns_chunk_span(&f->ns, gone + 1000, &n), NS_CHUNK_FOREIGN);
+	assert_int_equal(ns_chunk_state(&f->ns, ino, 2), NS_CHUNK_OWNED);
+	assert_int_equal(ns_chunk_state(&f->ns, ino, 3), NS_CHUNK_BEYOND);
+	assert_int_equal(ns_chunk_state(&f->ns, gone, 5), NS_CHUNK_NO_INODE);
+
+	/* Beyond the size: queued with the file's layout, then owned (queued). */
+	assert_int_equal(ns_chunk_reclaim(&f->ns, ino, 2, NS_CHUNK_BEYOND, NULL), 0);
+	assert_int_equal(ns_chunk_reclaim(&f->ns, ino, 4, NS_CHUNK_BEYOND, NULL), 1);
+	assert_int_equal(ns_chunk_state(&f->ns, ino, 4), NS_CHUNK_OWNED);
+	assert_int_equal(ns_chunk_reclaim(&f->ns, ino, 4, NS_CHUNK_BEYOND, NULL), 0);
+	assert_int_equal(gc_all(&f->ns, ino, gc, 8), 1);
+	assert_int_equal(gc[0].from, 4);
+	assert_int_equal(gc[0].to, 5);
+	assert_int_equal(gc[0].layout.chunk_size, CS);
+
+	/* No inode: placed by the layout given, which must be valid. */
+	assert_int_equal(layout_for_chain(TABLE_LEN, TABLE_LEN - 1, CS, &l), 0);
+	assert_int_equal(ns_chunk_reclaim(&f->ns, gone, 7, NS_CHUNK_NO_INODE, NULL), -EINVAL);
+	assert_int_equal(ns_chunk_reclaim(&f->ns, gone, 7, NS_CHUNK_BEYOND, NULL), 0);
+	assert_int_equal(ns_chunk_reclaim(&f->ns, gone, 7, NS_CHUNK_NO_INODE, &l), 1);
+	assert_int_equal(gc_all(&f->ns, gone, gc, 8), 1);
+	assert_int_equal(layout_chain_index(&gc[0].layout, 7), TABLE_LEN - 1);
+	assert_int_equal(ns_chunk_state(&f->ns, gone, 7), NS_CHUNK_OWNED);
+	assert_int_equal(ns_chunk_reclaim(&f->ns, gone + 1000, 0, NS_CHUNK_NO_INODE, &l), 0);
+}
+
+/* One reconciler per database: a term taken, renewed, and taken over once
+ * it ends. */
+static void test_reconcile_claim(void **state)
+{
+	struct fx *f = *state;
+
+	assert_int_equal(ns_reconcile_claim(&f->ns, 0, 1000, 2000), -EINVAL);
+	assert_int_equal(ns_reconcile_claim(&f->ns, 11, 1000, 2000), 1);
+	assert_int_equal(ns_reconcile_claim(&f->ns, 22, 1500, 2500), 0);
+	assert_int_equal(ns_reconcile_claim(&f->ns, 11, 1900, 3000), 1);	/* renewed */
+	assert_int_equal(ns_reconcile_claim(&f->ns, 22, 2500, 3500), 0);
+	assert_int_equal(ns_reconcile_claim(&f->ns, 22, 3001, 4000), 1);	/* taken over */
+	assert_int_equal(ns_reconcile_claim(&f->ns, 11, 3100, 4100), 0);
+}
+
 static void test_truncate_unlink_gc(void **state)
 {
 	struct fx *f = *state;
@@ -1331,6 +1390,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_root_and_table_len, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_orphan_chunks, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_reconcile_claim, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_create_lookup_open, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_no_chain_table, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_mkdir_rmdir_unlink, fx_setup, fx_teardown),
