@@ -19,6 +19,9 @@
  *    writing: see proto/meta.h). The request is answered when the
  *    file has no queued item left, or with the first removal error.
  * Both may pick the same item; removing a chunk twice is harmless.
+ * Several meta servers may share one PostgreSQL namespace: only the one
+ * that holds the GC role (gc_role) runs background batches; every server
+ * runs the drains of its own requests.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -142,6 +145,7 @@ struct meta {
 	/* Read by other threads (relaxed atomics). */
 	uint64_t ops[NOPS], op_errors;
 	uint64_t gc_chunks, gc_items, gc_failures;
+	bool gc_leader;			/* this server walks the gc queue */
 	uint64_t inodes, bytes, gc_queue;
 	uint32_t table_len_snap;
 
@@ -346,6 +350,28 @@ static void gc_pump(struct meta *m)
 	m->pumping = false;
 }
 
+/*
+ * Whether this server walks the queue now. Several meta servers on one
+ * PostgreSQL database elect one of them (ns_gc_claim: an advisory lock
+ * of its session, free again as soon as that server or its connection
+ * dies); the others run only the drains their own requests need.
+ */
+static bool gc_role(struct meta *m)
+{
+	int rc = ns_gc_claim(&m->ns);
+	bool held = rc > 0;
+
+	if (rc < 0)
+		log_warn_limited(COMP, "cannot learn which meta server runs the gc: %s",
+				 strata_strerror(rc));
+	if (rc >= 0 && held != m->gc_leader)
+		log_info(COMP, held ? "this meta server runs the chunk gc" :
+			 "another meta server runs the chunk gc");
+	if (rc >= 0)
+		STAT_SET(&m->gc_leader, held);
+	return held;
+}
+
 static void on_gc_timer(void *arg)
 {
 	struct meta *m = arg;
@@ -354,6 +380,10 @@ static void on_gc_timer(void *arg)
 
 	if (m->stopping || m->bg)
 		return;
+	if (!gc_role(m)) {
+		reactor_timer_arm(m->r, &m->gc_timer, m->gc_interval_ms);
+		return;
+	}
 	b = calloc(1, sizeof(*b));
 	if (!b) {
 		reactor_timer_arm(m->r, &m->gc_timer, m->gc_interval_ms);
@@ -474,6 +504,8 @@ static void quota_snapshot(struct meta *m)
 static void on_poll_timer(void *arg)
 {
 	struct meta *m = arg;
+	/* The version first: a length read after it is never older. */
+	uint64_t ver = sclient_map_version(m->sc);
 	uint32_t tl = sclient_table_len(m->sc);
 	struct ns_statfs st;
 	int rc, n;
@@ -483,12 +515,14 @@ static void on_poll_timer(void *arg)
 	if (!tl)
 		probe_map(m);
 	if (tl && tl != m->table_len) {
-		rc = ns_set_table_len(&m->ns, tl);
-		if (rc) {
+		/* Another meta server may have stored a newer map's length. */
+		rc = ns_set_table_len_from(&m->ns, tl, ver);
+		if (rc < 0) {
 			log_warn(COMP, "cannot record chain table length %u: %s", tl,
 				 strata_strerror(rc));
 		} else {
-			log_info(COMP, "chain table length %u -> %u", m->table_len, tl);
+			if (rc > 0)
+				log_info(COMP, "chain table length %u -> %u", m->table_len, tl);
 			m->table_len = tl;
 		}
 	}
@@ -1581,6 +1615,7 @@ static void meta_status(void *svc, json_t *o)
 	json_object_set_new(o, "gc_chunks_removed",
 			    json_integer((json_int_t)STAT_GET(&m->gc_chunks)));
 	json_object_set_new(o, "gc_failures", json_integer((json_int_t)STAT_GET(&m->gc_failures)));
+	json_object_set_new(o, "gc_leader", json_boolean(STAT_GET(&m->gc_leader)));
 }
 
 /* One gauge with a series per quota root of the snapshot (qlock held). */
@@ -1644,6 +1679,9 @@ static void meta_metrics(void *svc, struct bbuf *out)
 		    (double)STAT_GET(&m->gc_items));
 	metrics_put(out, "strata_meta_gc_failures_total", "counter", "gc items that failed",
 		    (double)STAT_GET(&m->gc_failures));
+	metrics_put(out, "strata_meta_gc_leader", "gauge",
+		    "1 if this meta server runs the background gc of its database",
+		    STAT_GET(&m->gc_leader) ? 1.0 : 0.0);
 	quota_metrics(m, out);
 }
 

@@ -136,6 +136,15 @@ void ns_release(struct ns *ns);
 int ns_set_table_len(struct ns *ns, uint32_t table_len);
 
 /*
+ * As ns_set_table_len, for a length read from a cluster map of version
+ * map_version: several meta servers poll maps of their own, and one that
+ * lags must not put back the length of an older map. Records the length
+ * unless one from a newer map is stored. Returns 1 (recorded), 0 (a newer
+ * one stays) or an error.
+ */
+int ns_set_table_len_from(struct ns *ns, uint32_t table_len, uint64_t map_version);
+
+/*
  * Checks a name of len bytes for create/rename: -ENAMETOOLONG if
  * len > 255, -EINVAL if empty, "." or "..", or if it contains '/' or NUL.
  * For the RPC layer, which receives names with explicit lengths.
@@ -331,6 +340,15 @@ int ns_gc_next(struct ns *ns, uint64_t ino, struct meta_gc_item *out, uint32_t n
 
 /* Removes item from the queue once its chunks are deleted. */
 int ns_gc_done(struct ns *ns, const struct meta_gc_item *item);
+
+/*
+ * Whether this handle's server runs the background GC of its database
+ * (the store's gc_claim: one of several meta servers sharing PostgreSQL,
+ * always the one on SQLite), taking the role when nobody holds it.
+ * Returns 1 (it does), 0 (another server does) or an error. Drains of
+ * one file (ns_gc_next with an ino) need no role.
+ */
+int ns_gc_claim(struct ns *ns);
 
 /*
  * Quotas (docs/namespace.md, "Quotas"). A directory may carry limits on
