@@ -25,6 +25,10 @@ struct strata {
 	struct reactor **io_r;
 	struct sclient **sc;
 	uint32_t rr;
+	/* Spreads clients over the meta servers: this one's first pick, and
+	 * its pick when the one it called leaves the map, is the UP server
+	 * meta_seed % count (strata.c, find_meta). */
+	uint64_t meta_seed;
 };
 
 /* The credential of a connection: the token the caller gave (given, "":
