@@ -114,6 +114,20 @@ static int take_tls(struct strata *s, const char *ca)
 /* Most meta servers a client chooses among. */
 #define META_PICK_MAX 64
 
+/* $STRATA_META_NODE, a node id, or 0 (unset or not a number). */
+static uint32_t meta_pin_from_env(void)
+{
+	const char *v = getenv("STRATA_META_NODE");
+	char *end;
+	unsigned long n;
+
+	if (!v || !v[0])
+		return 0;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	return errno || *end || n > UINT32_MAX ? 0 : (uint32_t)n;
+}
+
 /*
  * Which meta server to call (mc_ctx's resolver, meta_client.h), from the
  * cached map's UP meta services: the one called now while the map lists
@@ -139,10 +153,14 @@ static int find_meta(void *arg, struct mc_pick *p)
 		n = META_PICK_MAX;
 	for (k = 0; k < n && up[k].node_id != p->node; k++)
 		;
-	if (k < n && p->refused)
+	if (k < n && p->refused) {
 		k = (k + 1) % n;
-	else if (k == n)
+	} else if (k == n) {
 		k = (uint32_t)(s->meta_seed % n);
+		for (uint32_t i = 0; s->meta_pin && i < n; i++)
+			if (up[i].node_id == s->meta_pin)
+				k = i;
+	}
 	if (strlen(up[k].addr) >= sizeof(p->addr))
 		return -ENAMETOOLONG;
 	memcpy(p->addr, up[k].addr, strlen(up[k].addr) + 1);
@@ -238,6 +256,7 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
 	/* Not a secret, only a spread: clients of one host differ by pid and
 	 * time, threads of one process by the handle's address. */
 	s->meta_seed = splitmix64(now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)s);
+	s->meta_pin = meta_pin_from_env();
 	s->mc.resolve = find_meta;
 	s->mc.resolve_arg = s;
 	/* It answers once its store is open. */
