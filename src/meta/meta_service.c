@@ -125,7 +125,11 @@ struct meta {
 	struct ns ns;
 	bool ns_ready;
 	struct sclient *sc;
-	uint32_t table_len;		/* last one given to ns_set_table_len */
+	uint32_t table_len;		/* of this server's map (0: none yet) */
+	/* Last one this server stored while it held the GC role (0: none
+	 * since it took the role): one writer per database, so that a server
+	 * whose map lags never puts back an older length. */
+	uint32_t table_len_stored;
 	uint64_t gc_interval_ms;
 	struct reactor_timer poll_timer, gc_timer;
 	bool stopping;
@@ -354,7 +358,8 @@ static void gc_pump(struct meta *m)
  * Whether this server walks the queue now. Several meta servers on one
  * PostgreSQL database elect one of them (ns_gc_claim: an advisory lock
  * of its session, free again as soon as that server or its connection
- * dies); the others run only the drains their own requests need.
+ * dies); the others run only the drains their own requests need. The
+ * same server records the chain table length (on_poll_timer).
  */
 static bool gc_role(struct meta *m)
 {
@@ -364,9 +369,11 @@ static bool gc_role(struct meta *m)
 	if (rc < 0)
 		log_warn_limited(COMP, "cannot learn which meta server runs the gc: %s",
 				 strata_strerror(rc));
-	if (rc >= 0 && held != m->gc_leader)
+	if (rc >= 0 && held != m->gc_leader) {
 		log_info(COMP, held ? "this meta server runs the chunk gc" :
 			 "another meta server runs the chunk gc");
+		m->table_len_stored = 0;	/* another may have stored one since */
+	}
 	if (rc >= 0)
 		STAT_SET(&m->gc_leader, held);
 	return held;
@@ -504,8 +511,6 @@ static void quota_snapshot(struct meta *m)
 static void on_poll_timer(void *arg)
 {
 	struct meta *m = arg;
-	/* The version first: a length read after it is never older. */
-	uint64_t ver = sclient_map_version(m->sc);
 	uint32_t tl = sclient_table_len(m->sc);
 	struct ns_statfs st;
 	int rc, n;
@@ -514,21 +519,23 @@ static void on_poll_timer(void *arg)
 		return;
 	if (!tl)
 		probe_map(m);
-	if (tl && tl != m->table_len) {
-		/* Another meta server may have stored a newer map's length. */
-		rc = ns_set_table_len_from(&m->ns, tl, ver);
-		if (rc < 0) {
+	if (tl)
+		m->table_len = tl;
+	/* Only the GC role's holder writes it: one writer per database. */
+	if (tl && tl != m->table_len_stored && gc_role(m)) {
+		rc = ns_set_table_len(&m->ns, tl);
+		if (rc) {
 			log_warn(COMP, "cannot record chain table length %u: %s", tl,
 				 strata_strerror(rc));
 		} else {
-			if (rc > 0)
-				log_info(COMP, "chain table length %u -> %u", m->table_len, tl);
-			m->table_len = tl;
+			log_info(COMP, "chain table length %u -> %u", m->table_len_stored, tl);
+			m->table_len_stored = tl;
 		}
 	}
 	/* Clients find the namespace through the map: list it once it can
-	 * place a file (a chain table), not before. */
-	if (m->table_len && !m->ann) {
+	 * place a file (a chain table in the map and in the database, where
+	 * the GC role's holder may be the one to store it), not before. */
+	if (m->table_len && STAT_GET(&m->table_len_snap) && !m->ann) {
 		rc = announce_start(&m->env, CM_SVC_META, &m->ann);
 		if (rc)
 			log_warn(COMP, "cannot announce the meta service to mgmt '%s': %s (retrying)",

@@ -663,36 +663,6 @@ int ns_set_table_len(struct ns *ns, uint32_t table_len)
 	return run_txn(ns, true, do_init, &a);
 }
 
-struct table_len_args {
-	uint32_t table_len;
-	uint64_t map_version;
-};
-
-static int do_set_table_len_from(struct ns *ns, void *a)
-{
-	struct table_len_args *args = a;
-	int64_t stored;
-	int err = CALL(ns, counter_get, "table_len_map", &stored);
-
-	if (err)
-		return err;
-	if (stored > 0 && (uint64_t)stored > args->map_version)
-		return 0;
-	err = CALL(ns, counter_set, "table_len", args->table_len);
-	if (!err)
-		err = CALL(ns, counter_set, "table_len_map", (int64_t)args->map_version);
-	return err ? err : 1;
-}
-
-int ns_set_table_len_from(struct ns *ns, uint32_t table_len, uint64_t map_version)
-{
-	struct table_len_args a = { table_len, map_version };
-
-	if (!table_len || map_version > INT64_MAX)
-		return -EINVAL;
-	return run_txn(ns, true, do_set_table_len_from, &a);
-}
-
 /* ---- lookup, getattr ---- */
 
 struct lookup_args {

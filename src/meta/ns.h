@@ -136,15 +136,6 @@ void ns_release(struct ns *ns);
 int ns_set_table_len(struct ns *ns, uint32_t table_len);
 
 /*
- * As ns_set_table_len, for a length read from a cluster map of version
- * map_version: several meta servers poll maps of their own, and one that
- * lags must not put back the length of an older map. Records the length
- * unless one from a newer map is stored. Returns 1 (recorded), 0 (a newer
- * one stays) or an error.
- */
-int ns_set_table_len_from(struct ns *ns, uint32_t table_len, uint64_t map_version);
-
-/*
  * Checks a name of len bytes for create/rename: -ENAMETOOLONG if
  * len > 255, -EINVAL if empty, "." or "..", or if it contains '/' or NUL.
  * For the RPC layer, which receives names with explicit lengths.

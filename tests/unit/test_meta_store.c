@@ -191,24 +191,6 @@ static void test_gc_claim(void **state)
 	meta_store_close(&st2);
 }
 
-/* Meta servers record the chain table length of their own maps: a
- * length from an older map than the stored one's changes nothing. */
-static void test_table_len_from(void **state)
-{
-	struct fx *f = *state;
-	struct ns_statfs st;
-
-	assert_int_equal(ns_set_table_len_from(&f->ns, 12, 7), 1);
-	assert_int_equal(ns_set_table_len_from(&f->ns, 10, 5), 0);
-	assert_int_equal(ns_statfs(&f->ns, &st), 0);
-	assert_int_equal(st.table_len, 12);
-	assert_int_equal(ns_set_table_len_from(&f->ns, 16, 7), 1);
-	assert_int_equal(ns_set_table_len_from(&f->ns, 20, 9), 1);
-	assert_int_equal(ns_statfs(&f->ns, &st), 0);
-	assert_int_equal(st.table_len, 20);
-	assert_int_equal(ns_set_table_len_from(&f->ns, 0, 9), -EINVAL);
-}
-
 /* Two handles race, RACES times, to move sibling directories a and b
  * each into the other: on any backend exactly one wins, the other finds
  * its target inside what it moves (-EINVAL), and no cycle is left. */
@@ -300,7 +282,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pg_reconnect, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_rename_cycle_race, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_gc_claim, fx_setup, fx_teardown),
-		cmocka_unit_test_setup_teardown(test_table_len_from, fx_setup, fx_teardown),
 	};
 
 	fx_backend_from_env();
