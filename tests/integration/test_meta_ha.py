@@ -6,20 +6,21 @@ costs that client at most the call in flight, and an audit finds every
 acknowledged create; 'local down' leaves nothing running; bad combinations
 of arguments are refused.
 
-PostgreSQL is started by 'local up' with the recipe of tests/pg_tmp.sh; the
-module is skipped without its binaries (or, as root, without a 'postgres'
-user to run them as)."""
+PostgreSQL is started by 'local up' with the recipe of tests/pg_tmp.sh, or
+by tests/pg_tmp.sh itself (pgtmp.py) for meta servers that join by their
+configuration; the module is skipped without its binaries (or, as root,
+without a 'postgres' user to run them as)."""
 
 import json
 import os
 import pwd
-import time
+import re
 
 import pytest
 
-from conftest import (REGISTRY, STRATA, Cluster, fetch_metrics_text, parse_metrics, pid_alive,
-                      run, spawn, wait_until)
-from pgtmp import PGBIN
+from conftest import (REGISTRY, STRATA, Cluster, Daemon, fetch_metrics_text, parse_metrics,
+                      pid_alive, run, spawn, wait_until)
+from pgtmp import PGBIN, PgServer
 from test_python import PY, py_env
 
 
@@ -243,3 +244,87 @@ def test_bad_control_arguments_are_refused(tmp_path, args, words):
     for w in words:
         assert w in r.stderr, r.stderr
     assert not d.exists()
+
+
+def _meta_up(c, node_id):
+    r = _strata_fn("status", "--dir", c.dir)
+    return re.search(r"^meta\s+%d\s+\S+\s+up" % node_id, r.stdout, re.M) is not None
+
+
+def _queue_len(pg):
+    return int(pg.psql("SELECT count(*) FROM meta_gc_queue", db="ns"))
+
+
+@pytest.mark.timeout(400)
+def test_meta_servers_join_by_config_and_the_gc_role_moves(tmp_path):
+    """Two meta daemons started by hand on database 'ns' of a pg_tmp.sh
+    server serve one namespace, one of them walks the gc queue, and a kill
+    -9 of that one hands the role to the other. Node 1's meta service is
+    on another database here, so that the role is theirs to share; every
+    client aims at one of the two (STRATA_META_NODE)."""
+    pg = PgServer.start_or_skip()
+    c = Cluster(tmp_path / "cluster", _strata_fn)
+    daemons = []
+    try:
+        c.up(3, daemon_flags="--meta.store=%s" % pg.create_db("other"), timeout=120)
+        uri = pg.create_db("ns")
+        mgmt = json.loads((c.dir / "cluster.json").read_text())["mgmt"]
+        for node_id in (11, 12):
+            d = Daemon(tmp_path / ("meta%d" % node_id), node_id)
+            d.start(["--node.services=meta", "--mgmt.address=" + mgmt,
+                     "--node.key_file=%s" % (c.dir / "cluster.key"), "--meta.store=" + uri])
+            daemons.append(d)
+            wait_until(lambda: _meta_up(c, node_id), 60, 0.2, "meta %d in the map" % node_id)
+            if node_id == 11:
+                wait_until(lambda: _metric(d, "strata_meta_gc_leader") == 1, 30, 0.1,
+                           "the first meta server on 'ns' to take the gc role")
+        a, b = daemons
+        assert _metric(b, "strata_meta_gc_leader") == 0
+        data = os.urandom(3 << 20)
+        src = tmp_path / "data.bin"
+        src.write_bytes(data)
+        _ok(_py(c, """
+import strata
+c = strata.Client()
+c.mkdir("/x")
+with c.open("/x/f", "wb") as f, open(%r, "rb") as s:
+    f.write(s.read())
+""" % str(src), node=12))
+        out = _ok(_py(c, """
+import strata
+c = strata.Client()
+print(c.listdir("/x"))
+with c.open("/x/f", "rb") as f, open(%r, "rb") as s:
+    assert f.read() == s.read()
+c.unlink("/x/f")
+""" % str(src), node=11))
+        assert out.strip() == "['f']", out
+        assert _metric(b, "strata_meta_create_total") >= 1
+        assert _metric(a, "strata_meta_unlink_total") >= 1
+        wait_until(lambda: _queue_len(pg) == 0, 60, 0.2, "the gc queue to drain (node 11)")
+        assert _metric(a, "strata_meta_gc_items_total") >= 1
+
+        a.kill9()
+        wait_until(lambda: _metric(b, "strata_meta_gc_leader") == 1, 60, 0.2,
+                   "node 12 to take the gc role once node 11 is gone")
+        _ok(_py(c, """
+import strata
+c = strata.Client()
+with c.open("/x/g", "wb") as f, open(%r, "rb") as s:
+    f.write(s.read())
+c.unlink("/x/g")
+assert c.listdir("/x") == []
+""" % str(src), node=12))
+        wait_until(lambda: _queue_len(pg) == 0, 60, 0.2, "the gc queue to drain (node 12)")
+        assert _metric(b, "strata_meta_gc_items_total") >= 1
+    finally:
+        problems = []
+        for d in daemons:
+            try:
+                d.stop()
+            except AssertionError as e:
+                problems.append(str(e))
+            problems += ["%r: %s" % (d, l) for l in d.sanitizer_reports()]
+        problems += c.stop_all() + c.sanitizer_reports()
+        pg.destroy()
+    assert not problems, "\n".join(problems)
