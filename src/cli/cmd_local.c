@@ -591,7 +591,8 @@ static int cluster_up(const char *dir, int nstorage, int replication, const char
 		      bool keyless, char *mgmt, size_t mgmtlen)
 {
 	struct local_opts o = { .dir = dir, .nodes = nstorage, .storage = nstorage,
-				.replication = replication, .extra = extra, .keyless = keyless };
+				.replication = replication, .extra = extra, .keyless = keyless,
+				.control = 1 };
 	int rc = local_up(&o);
 
 	if (rc)
