@@ -20,6 +20,7 @@ int mc_ctx_init(struct mc_ctx *ctx, struct rpc_client *cl, const char *addr,
 	ctx->cl = cl;
 	ctx->sync.timeout_ms = timeout_ms;
 	ctx->sync.caller = true;	/* the calling thread's, if it has one */
+	ctx->sync.notconn_unsent = true;	/* never sent: made again (mc_again) */
 	n = snprintf(ctx->at.addr, sizeof(ctx->at.addr), "%s", addr ? addr : "");
 	return n < 0 || (size_t)n >= sizeof(ctx->at.addr) ? -ENAMETOOLONG : 0;
 }
@@ -60,7 +61,8 @@ bool mc_again(struct mc_ctx *ctx, int rc, uint64_t deadline_ms, uint32_t *attemp
 {
 	uint32_t was, now;
 
-	if (rc != -ECONNREFUSED || reactor_now_ms() >= deadline_ms)
+	/* Refused, or failed before a byte of it left: never delivered. */
+	if ((rc != -ECONNREFUSED && rc != -ENOTCONN) || reactor_now_ms() >= deadline_ms)
 		return false;
 	if (!ctx->resolve) {
 		usleep(100 * 1000);

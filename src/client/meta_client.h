@@ -18,14 +18,18 @@
  * the server it named while the map lists it UP; one the map marks
  * OFFLINE or drops is left for another at the next call.
  *
- * A call a meta server could not even receive (-ECONNREFUSED: it died, is
- * restarting, or moved) is made again, for up to ctx's retry_ms, at the
- * server the resolver names then: another one listed UP at once, the
- * same one (or another) after 100 ms from the second refusal on. It was
- * never delivered, so this is safe for every operation. Nothing else is
- * retried: a call that may have reached a server (a timeout, a reset
- * after it was sent) is not made again, since the namespace operations
- * are not all idempotent; the caller decides.
+ * A call a meta server could not even receive is made again, for up to
+ * ctx's retry_ms, at the server the resolver names then: another one
+ * listed UP at once, the same one (or another) after 100 ms from the
+ * second refusal on. That is a refused connection (-ECONNREFUSED: it
+ * died, is restarting, or moved) and a call none of whose bytes left
+ * before its connection closed or its time ran out (-ENOTCONN,
+ * CONN_CALL_F_NOTCONN_UNSENT in net/conn.h: a server that closed the
+ * connection during the HELLO exchange, a connect that never finished).
+ * It was never delivered, so this is safe for every operation. Nothing
+ * else is retried: a call that may have reached a server (a timeout, a
+ * reset after a byte of it was written) is not made again, since the
+ * namespace operations are not all idempotent; the caller decides.
  */
 #ifndef STRATA_CLIENT_META_CLIENT_H
 #define STRATA_CLIENT_META_CLIENT_H
