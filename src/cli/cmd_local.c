@@ -218,7 +218,13 @@ static int local_down(const char *dir)
 		}
 	}
 	/* The namespace's database last: the meta servers are gone. */
-	bad |= stop_postgresql(j);
+	if (stop_postgresql(j)) {
+		/* Kept, so that 'down' can be run again for the server. */
+		cli_err("local: '%s/cluster.json' kept: it records the PostgreSQL server; run"
+			" 'strata local down --dir %s' again once it can stop", dir, dir);
+		json_decref(j);
+		return 1;
+	}
 	json_decref(j);
 	cluster_file(dir, path, sizeof(path));
 	unlink(path);
