@@ -124,6 +124,32 @@ for m in %r:
                "one gc leader among the meta servers")
 
 
+@pytest.mark.timeout(300)
+def test_a_quota_set_through_one_server_binds_the_others(ha):
+    """Nothing of the namespace is cached in a server: a quota set through
+    one (the CLI's) is enforced by another on its next create."""
+    c = ha
+    env = {"STRATA_MGMT": str(c.dir)}
+    _ok(_py(c, "import strata; strata.Client().mkdir('/q')", node=6))
+    r = _strata_fn("quota", "set", "/q", "--inodes", "3", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = _ok(_py(c, """
+import errno, strata
+c = strata.Client()
+for i in range(3):
+    with c.open("/q/f%d" % i, "wb"):
+        pass
+try:
+    c.open("/q/f3", "wb").close()
+    print("created")
+except OSError as e:
+    print("refused", errno.errorcode[e.errno])
+""", node=6))
+    assert out.strip().splitlines()[-1] == "refused EDQUOT", out
+    r = _strata_fn("quota", "get", "/q", env=env)
+    assert r.returncode == 0 and "inodes 3 of 3" in r.stdout, r.stdout + r.stderr
+
+
 CREATOR = """
 import json, sys, strata
 progress, total = sys.argv[1], int(sys.argv[2])
