@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "local_pg.h"
 #include "common/config.h"
 #include "common/token.h"
 #include "net/proto.h"
@@ -24,6 +25,7 @@
 #include "strata/locate.h"
 
 #define LOCAL_CONTROL_SERVICES "mgmt,meta,composer"
+#define LOCAL_CONTROL_MAX 16
 #define LOCAL_GPU_MODEL "H100-80GB"
 
 struct local_opts {
@@ -37,6 +39,8 @@ struct local_opts {
 	int64_t gpus;		/* GPUs each compute daemon declares */
 	const char *gpu_model;
 	bool keyless;		/* no cluster key: every peer trusted (benchmarks) */
+	int64_t control;	/* control daemons: node 1 and control - 1 meta-only ones */
+	bool pg;		/* --meta-store postgresql: a local server for the namespace */
 };
 
 static int parse_local_args(int argc, char **argv, struct local_opts *o)
@@ -51,6 +55,8 @@ static int parse_local_args(int argc, char **argv, struct local_opts *o)
 	o->gpus = 4;
 	o->gpu_model = LOCAL_GPU_MODEL;
 	o->keyless = false;
+	o->control = 1;
+	o->pg = false;
 	/* Every option takes a value: two arguments a step. */
 	for (int i = 1; i < argc; i += 2) {
 		const char *a = argv[i];
@@ -91,6 +97,21 @@ static int parse_local_args(int argc, char **argv, struct local_opts *o)
 			}
 		} else if (strcmp(a, "--gpu-model") == 0 && v) {
 			o->gpu_model = v;
+		} else if (strcmp(a, "--control") == 0 && v) {
+			if (parse_i64(v, &o->control) || o->control < 1 ||
+			    o->control > LOCAL_CONTROL_MAX) {
+				cli_err("--control: '%s' is not a number of control daemons in 1..%d",
+					v, LOCAL_CONTROL_MAX);
+				return 2;
+			}
+		} else if (strcmp(a, "--meta-store") == 0 && v) {
+			if (strcmp(v, "postgresql") != 0 && strcmp(v, "sqlite") != 0) {
+				cli_err("--meta-store: '%s' is not a store; give 'sqlite' (the"
+					" default: meta.db in node 1's directory) or 'postgresql' (a"
+					" local PostgreSQL server)", v);
+				return 2;
+			}
+			o->pg = v[0] == 'p';
 		} else if (strcmp(a, "--daemon-flags") == 0 && v) {
 			o->extra = v;
 		} else {
@@ -100,6 +121,13 @@ static int parse_local_args(int argc, char **argv, struct local_opts *o)
 	}
 	if (!o->dir) {
 		cli_err("local: --dir DIR is required");
+		return 2;
+	}
+	/* Several meta servers share one namespace only on PostgreSQL. */
+	if (o->control > 1 && !o->pg) {
+		cli_err("local: --control %lld needs --meta-store postgresql: several meta servers"
+			" share one namespace in PostgreSQL, while SQLite (the default) serves one"
+			" daemon", (long long)o->control);
 		return 2;
 	}
 	/* Each chain holds R replicas on R distinct storage daemons. */
@@ -130,11 +158,41 @@ static json_t *load_cluster(const char *dir)
 	return j;
 }
 
-/* Which services node i (1-based) of a local cluster runs: node 1 holds
- * the control plane (mgmt, meta); nodes 2.. are storage daemons. */
-static void node_services(int i, char *out, size_t len)
+/*
+ * Which services node i (1-based) of a local cluster runs: node 1 holds
+ * the control plane (mgmt, meta, composer: no composer without a key);
+ * then the storage daemons; then the other control daemons (meta alone:
+ * mgmt stays on node 1); then mem and compute daemons.
+ */
+static const char *node_services(const struct local_opts *o, int nstorage, int i)
 {
-	snprintf(out, len, "%s", i == 1 ? LOCAL_CONTROL_SERVICES : "storage");
+	if (i == 1)
+		return o->keyless ? "mgmt,meta" : LOCAL_CONTROL_SERVICES;
+	i -= 2;
+	if (i < nstorage)
+		return "storage";
+	i -= nstorage;
+	if (i < o->control - 1)
+		return "meta";
+	i -= (int)o->control - 1;
+	return i < o->mem ? "mem" : "compute";	/* mem's pool: --mem.capacity */
+}
+
+/* Stops the PostgreSQL server cluster.json j records, if any, and
+ * removes its password file. 0 or 1 (reported). */
+static int stop_postgresql(json_t *j)
+{
+	json_t *pg = json_object_get(j, "postgresql");
+	const char *dir = json_string_value(json_object_get(pg, "dir"));
+	const char *pass = json_string_value(json_object_get(pg, "passfile"));
+	int bad;
+
+	if (!pg)
+		return 0;
+	bad = local_pg_stop(dir);
+	if (!bad && pass)
+		unlink(pass);
+	return bad;
 }
 
 static int local_down(const char *dir)
@@ -158,6 +216,14 @@ static int local_down(const char *dir)
 				(long long)json_integer_value(json_object_get(n, "id")), pid);
 			bad = 1;
 		}
+	}
+	/* The namespace's database last: the meta servers are gone. */
+	if (stop_postgresql(j)) {
+		/* Kept, so that 'down' can be run again for the server. */
+		cli_err("local: '%s/cluster.json' kept: it records the PostgreSQL server; run"
+			" 'strata local down --dir %s' again once it can stop", dir, dir);
+		json_decref(j);
+		return 1;
 	}
 	json_decref(j);
 	cluster_file(dir, path, sizeof(path));
@@ -231,33 +297,32 @@ static int dir_client(const char *dir, struct rpc_client **cl)
 	return rc ? 1 : 0;
 }
 
-/* Whether mgmt's cluster map lists an UP meta service (clients find the
- * namespace there; meta announces itself once it knows a chain table)
+/* Whether mgmt's cluster map lists nmeta UP meta services (clients find
+ * the namespace there; meta announces itself once it knows a chain table)
  * and ncompute UP compute services (the composer's inventory). */
-static bool services_listed(struct rpc_client *cl, const char *mgmt, int ncompute)
+static bool services_listed(struct rpc_client *cl, const char *mgmt, int nmeta, int ncompute)
 {
 	struct cluster_map m;
-	bool up = false;
-	int compute = 0;
+	int meta = 0, compute = 0;
 
 	cm_init(&m);
 	if (cmap_fetch_sync(cl, mgmt, 3000, &m) == 0) {
 		for (uint32_t i = 0; i < m.nservices; i++) {
-			up |= m.services[i].kind == CM_SVC_META && m.services[i].state == NODE_UP;
+			meta += m.services[i].kind == CM_SVC_META && m.services[i].state == NODE_UP;
 			compute += m.services[i].kind == CM_SVC_COMPUTE &&
 				   m.services[i].state == NODE_UP;
 		}
 	}
 	cm_release(&m);
-	return up && compute >= ncompute;
+	return meta >= nmeta && compute >= ncompute;
 }
 
 /* Waits until the cluster takes I/O: the meta service knows a chain table
  * (the storage daemons registered and mgmt built the chains) and is
  * listed in the map, and every storage daemon holds mgmt's current map
  * (no first write is refused for a stale one). */
-static int wait_ready(const char *dir, const char *mgmt, json_t *nodes, int ncompute,
-		      int timeout_ms)
+static int wait_ready(const char *dir, const char *mgmt, json_t *nodes, int nmeta,
+		      int ncompute, int timeout_ms)
 {
 	struct rpc_client *cl;
 	uint64_t deadline = reactor_now_ms() + (uint64_t)timeout_ms;
@@ -269,7 +334,7 @@ static int wait_ready(const char *dir, const char *mgmt, json_t *nodes, int ncom
 		int64_t version = status_value(cl, mgmt, "mgmt", "map_version");
 
 		ready = status_value(cl, mgmt, "meta", "table_len") > 0 && version > 0 &&
-			services_listed(cl, mgmt, ncompute);
+			services_listed(cl, mgmt, nmeta, ncompute);
 		for (size_t i = 0; ready && i < json_array_size(nodes); i++) {
 			json_t *n = json_array_get(nodes, i);
 
@@ -340,9 +405,11 @@ static int local_up(const struct local_opts *o)
 	char path[PATH_MAX];
 	json_t *j = json_object(), *nodes = json_array();
 	int nstorage = (int)(o->storage > 0 ? o->storage : o->nodes);
-	int total = nstorage + 1 + (int)o->mem + (int)o->compute;
+	int total = nstorage + (int)o->control + (int)o->mem + (int)o->compute;
 	int64_t repl = o->replication ? o->replication : (nstorage < 3 ? nstorage : 3);
 	char mgmt[64] = "", keyfile[PATH_MAX + 32], f_key[PATH_MAX + 48], composer[64];
+	char f_store[192], f_pass[PATH_MAX + 32];
+	struct local_pg pg;
 	int rc = 0;
 
 	cluster_file(o->dir, path, sizeof(path));
@@ -367,6 +434,28 @@ static int local_up(const struct local_opts *o)
 		json_decref(j);
 		return 1;
 	}
+	if (o->pg) {
+		json_t *p = json_object();
+
+		if (local_pg_start(o->dir, &pg)) {
+			json_decref(j);
+			json_decref(p);
+			return 1;
+		}
+		/* Recorded before any daemon starts: 'down' stops it. */
+		json_object_set_new(p, "dir", json_string(pg.dir));
+		json_object_set_new(p, "passfile", json_string(pg.passfile));
+		json_object_set_new(p, "uri", json_string(pg.uri));
+		json_object_set_new(j, "postgresql", p);
+		if (json_dump_file(j, path, JSON_INDENT(2)) != 0) {
+			cli_err("cannot write '%s'", path);
+			(void)stop_postgresql(j);
+			json_decref(j);
+			return 1;
+		}
+		snprintf(f_store, sizeof(f_store), "--meta.store=%s", pg.uri);
+		snprintf(f_pass, sizeof(f_pass), "--meta.store_passfile=%s", pg.passfile);
+	}
 	for (int i = 1; i <= total; i++) {
 		char data[PATH_MAX], svc[128], f_id[32], f_svc[160], f_mgmt[96], f_repl[48];
 		char extra[1024], addr[64], f_expect[48], f_listen[64], f_composer[96], f_gpus[160];
@@ -375,17 +464,10 @@ static int local_up(const struct local_opts *o)
 		json_t *n;
 
 		snprintf(data, sizeof(data), "%s/node%d", o->dir, i);
-		node_services(i, svc, sizeof(svc));
-		/* The composer signs credentials: no key, no composer. */
-		if (i == 1 && o->keyless)
-			snprintf(svc, sizeof(svc), "mgmt,meta");
-		if (i > nstorage + 1)
-			snprintf(svc, sizeof(svc), "mem");	/* pool size: --mem.capacity */
-		if (i > nstorage + 1 + o->mem) {
-			snprintf(svc, sizeof(svc), "compute");
+		snprintf(svc, sizeof(svc), "%s", node_services(o, nstorage, i));
+		if (strcmp(svc, "compute") == 0)
 			snprintf(f_gpus, sizeof(f_gpus), "--compute.gpus=%lldx%s", (long long)o->gpus,
 				 o->gpu_model);
-		}
 		snprintf(f_id, sizeof(f_id), "--node.id=%d", i);
 		snprintf(f_svc, sizeof(f_svc), "--node.services=%s", svc);
 		flags[nf++] = f_id;
@@ -412,6 +494,10 @@ static int local_up(const struct local_opts *o)
 		}
 		if (strcmp(svc, "compute") == 0 && o->gpus)
 			flags[nf++] = f_gpus;
+		if (o->pg && strstr(svc, "meta")) {
+			flags[nf++] = f_store;
+			flags[nf++] = f_pass;
+		}
 		nf += split_flags(o->extra, extra, sizeof(extra), flags + nf, 36);
 		flags[nf] = NULL;
 		rc = cli_spawn_daemon(data, flags, 15000, addr, sizeof(addr), &pid);
@@ -437,7 +523,7 @@ static int local_up(const struct local_opts *o)
 		}
 	}
 	if (!rc) {
-		rc = wait_ready(o->dir, mgmt, nodes, (int)o->compute, 30000);
+		rc = wait_ready(o->dir, mgmt, nodes, (int)o->control, (int)o->compute, 30000);
 		if (rc)
 			cli_err("the cluster did not form within 30 s (storage daemons registered? see '%s/node*/stratad.log')",
 				o->dir);
@@ -449,6 +535,9 @@ static int local_up(const struct local_opts *o)
 	}
 	printf("local cluster up in '%s': %d storage daemon(s), R=%lld, mgmt at %s\n", o->dir,
 	       nstorage, (long long)repl, mgmt);
+	if (o->pg)
+		printf("%lld meta server(s) on PostgreSQL in '%s' (password in '%s')\n",
+		       (long long)o->control, pg.dir, pg.passfile);
 	if (o->mem || o->compute)
 		printf("%lld mem daemon(s), %lld compute daemon(s) with %lldx%s each\n",
 		       (long long)o->mem, (long long)o->compute, (long long)o->gpus, o->gpu_model);
@@ -508,7 +597,8 @@ static int cluster_up(const char *dir, int nstorage, int replication, const char
 		      bool keyless, char *mgmt, size_t mgmtlen)
 {
 	struct local_opts o = { .dir = dir, .nodes = nstorage, .storage = nstorage,
-				.replication = replication, .extra = extra, .keyless = keyless };
+				.replication = replication, .extra = extra, .keyless = keyless,
+				.control = 1 };
 	int rc = local_up(&o);
 
 	if (rc)

@@ -3,7 +3,9 @@
  * libstrata has no quota calls: quotas are an administrator's business,
  * so the CLI speaks to the meta service itself, found in mgmt's cluster
  * map, with the caller's token. QUOTA_SET and QUOTA_LIST need an admin
- * token; QUOTA_GET needs only a token that reaches the directory.
+ * token; QUOTA_GET needs only a token that reaches the directory. Its
+ * calls go through the meta client (client/meta_client.h), so a refused
+ * one moves to the next meta server of the map, as libstrata's do.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 
 #include "cli.h"
 #include "cli_fs.h"
+#include "client/meta_client.h"
 #include "common/clock.h"
 #include "common/cluster_map.h"
 #include "common/config.h"
@@ -21,11 +24,36 @@
 
 #define QUOTA_TIMEOUT_MS 10000
 
-/* A connection to the meta service: the RPC client and meta's address. */
+/* A connection to the meta service: the RPC client, mgmt's address, and
+ * the meta client that picks a meta server of its map. */
 struct quota_conn {
 	struct rpc_client *cl;
+	char mgmt[256];
 	char meta[CM_ADDR_LEN];
+	struct mc_ctx mc;
 };
+
+/* The meta client's resolver: the server first found while it answers;
+ * after a refusal, the next UP one of a map fetched again. */
+static int quota_pick(void *arg, struct mc_pick *p)
+{
+	struct quota_conn *c = arg;
+	const struct cm_service *s;
+	struct cluster_map m;
+	int rc;
+
+	if (!p->refused)
+		return 0;
+	cm_init(&m);
+	rc = cmap_fetch_sync(c->cl, c->mgmt, QUOTA_TIMEOUT_MS, &m);
+	s = rc ? NULL : cm_pick_service(&m, CM_SVC_META, p->node);
+	if (s) {
+		snprintf(p->addr, sizeof(p->addr), "%s", s->addr);
+		p->node = s->node_id;
+	}
+	cm_release(&m);
+	return rc ? rc : s ? 0 : -ENOENT;
+}
 
 /* Finds meta in the map and opens a client with the caller's token. 0, or
  * the exit status after reporting why not. */
@@ -33,6 +61,7 @@ static int quota_connect(const struct fs_args *a, struct quota_conn *c)
 {
 	struct cluster_map m;
 	char addr[256];
+	uint32_t node;
 	int rc;
 
 	memset(c, 0, sizeof(*c));
@@ -51,8 +80,10 @@ static int quota_connect(const struct fs_args *a, struct quota_conn *c)
 			return 1;
 		}
 		for (uint32_t i = 0; i < m.nservices && !c->meta[0]; i++)
-			if (m.services[i].kind == CM_SVC_META && m.services[i].state == NODE_UP)
+			if (m.services[i].kind == CM_SVC_META && m.services[i].state == NODE_UP) {
 				snprintf(c->meta, sizeof(c->meta), "%s", m.services[i].addr);
+				c->mc.at.node = m.services[i].node_id;
+			}
 		cm_release(&m);
 		if (c->meta[0] || mono_ms() >= deadline)
 			break;
@@ -63,6 +94,13 @@ static int quota_connect(const struct fs_args *a, struct quota_conn *c)
 		rpc_client_free(c->cl);
 		return 1;
 	}
+	node = c->mc.at.node;
+	snprintf(c->mgmt, sizeof(c->mgmt), "%s", addr);
+	(void)mc_ctx_init(&c->mc, c->cl, c->meta, QUOTA_TIMEOUT_MS);
+	c->mc.at.node = node;
+	c->mc.retry_ms = QUOTA_TIMEOUT_MS;
+	c->mc.resolve = quota_pick;
+	c->mc.resolve_arg = c;
 	return 0;
 }
 
@@ -74,15 +112,15 @@ static void quota_disconnect(struct quota_conn *c)
 /* The handle of the directory at path (symlinks followed). */
 static int quota_resolve(struct quota_conn *c, const char *path, struct mt_handle *h)
 {
-	struct proto_sync s = { .timeout_ms = QUOTA_TIMEOUT_MS };
+	struct proto_sync s = { .timeout_ms = QUOTA_TIMEOUT_MS, .notconn_unsent = true };
 	char *norm = fs_norm(path);
 	struct mt_inode in;
 	int rc;
 
 	if (!norm)
 		return -ENOMEM;
-	rc = md_resolve_call_sync(c->cl, c->meta,
-				  &(struct mt_resolve){ pstr_c(norm), MD_RESOLVE_FOLLOW }, &s, &in);
+	rc = MC_CALL_WITH(&c->mc, md_resolve,
+			  (&(struct mt_resolve){ pstr_c(norm), MD_RESOLVE_FOLLOW }), &s, &in);
 	free(norm);
 	if (!rc) {
 		h->ino = in.ino;
@@ -124,7 +162,7 @@ static void quota_print(const char *path, const struct mt_quota *q)
 
 static int quota_set(struct fs_args *a)
 {
-	struct proto_sync s = { .timeout_ms = QUOTA_TIMEOUT_MS };
+	struct proto_sync s = { .timeout_ms = QUOTA_TIMEOUT_MS, .notconn_unsent = true };
 	struct mt_quota_set rq = { 0 };
 	struct quota_conn c;
 	struct mt_quota rep;
@@ -151,7 +189,7 @@ static int quota_set(struct fs_args *a)
 	rc = quota_resolve(&c, a->pos[0], &rq.dir);
 	/* A limit not named keeps its value. */
 	if (!rc && (!a->flag['b'] || !a->flag['i'])) {
-		int g = md_quota_get_call_sync(c.cl, c.meta, &(struct mt_ino){ rq.dir }, &s, &rep);
+		int g = MC_CALL_WITH(&c.mc, md_quota_get, (&(struct mt_ino){ rq.dir }), &s, &rep);
 
 		if (!g && !a->flag['b'])
 			rq.max_bytes = rep.max_bytes;
@@ -161,7 +199,7 @@ static int quota_set(struct fs_args *a)
 			rc = g;
 	}
 	if (!rc)
-		rc = md_quota_set_call_sync(c.cl, c.meta, &rq, &s, &rep);
+		rc = MC_CALL_WITH(&c.mc, md_quota_set, &rq, &s, &rep);
 	quota_disconnect(&c);
 	if (rc == -EACCES) {
 		cli_err("cannot set the quota of '%s': %s (quota set needs an admin token)",
@@ -181,7 +219,7 @@ static int quota_set(struct fs_args *a)
 
 static int quota_get(struct fs_args *a)
 {
-	struct proto_sync s = { .timeout_ms = QUOTA_TIMEOUT_MS };
+	struct proto_sync s = { .timeout_ms = QUOTA_TIMEOUT_MS, .notconn_unsent = true };
 	struct quota_conn c;
 	struct mt_handle h;
 	struct mt_quota rep;
@@ -197,7 +235,7 @@ static int quota_get(struct fs_args *a)
 	for (int i = 0; i < a->npos; i++) {
 		rc = quota_resolve(&c, a->pos[i], &h);
 		if (!rc)
-			rc = md_quota_get_call_sync(c.cl, c.meta, &(struct mt_ino){ h }, &s, &rep);
+			rc = MC_CALL_WITH(&c.mc, md_quota_get, (&(struct mt_ino){ h }), &s, &rep);
 		if (rc == -ENODATA) {
 			printf("%s: no quota\n", a->pos[i]);
 		} else if (rc) {
@@ -214,7 +252,8 @@ static int quota_get(struct fs_args *a)
 int fs_quota_roots(const struct fs_args *a)
 {
 	struct bbuf body;
-	struct proto_sync s = { .timeout_ms = QUOTA_TIMEOUT_MS, .body = &body };
+	struct proto_sync s = { .timeout_ms = QUOTA_TIMEOUT_MS, .body = &body,
+				.notconn_unsent = true };
 	struct mt_quota_list_rep rep;
 	struct quota_conn c;
 	uint64_t after = 0;
@@ -225,9 +264,8 @@ int fs_quota_roots(const struct fs_args *a)
 		return -EIO;
 	bbuf_init(&body);
 	for (;;) {
-		rc = md_quota_list_call_sync(c.cl, c.meta,
-					     &(struct mt_quota_list){ after, MD_QUOTA_LIST_MAX },
-					     &s, &rep);
+		rc = MC_CALL_WITH(&c.mc, md_quota_list,
+				  (&(struct mt_quota_list){ after, MD_QUOTA_LIST_MAX }), &s, &rep);
 		if (rc)
 			break;
 		for (uint32_t i = 0; i < rep.ents_n; i++) {

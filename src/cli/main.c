@@ -186,6 +186,8 @@ static void usage(FILE *f)
 		"                                     (mgmt, meta) and N storage daemons\n"
 		"                   [--mem N] [--compute N --gpus-per-node G]  with mem daemons\n"
 		"                                     and compute daemons declaring G GPUs each\n"
+		"                   [--meta-store postgresql [--control N]]  the namespace in a\n"
+		"                                     local PostgreSQL, served by N meta daemons\n"
 		"  local down --dir DIR               stop it\n"
 		"  local status --dir DIR             show its daemons\n"
 		"  ping ADDR [--count N]              round trip to a daemon\n"

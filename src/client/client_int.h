@@ -25,6 +25,13 @@ struct strata {
 	struct reactor **io_r;
 	struct sclient **sc;
 	uint32_t rr;
+	/* Spreads clients over the meta servers: this one's first pick, and
+	 * its pick when the one it called leaves the map, is the UP server
+	 * meta_seed % count (strata.c, find_meta). */
+	uint64_t meta_seed;
+	/* $STRATA_META_NODE: the meta server of this node id is the pick
+	 * whenever one is made and it is UP (tests; 0: none). */
+	uint32_t meta_pin;
 };
 
 /* The credential of a connection: the token the caller gave (given, "":

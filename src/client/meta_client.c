@@ -20,14 +20,35 @@ int mc_ctx_init(struct mc_ctx *ctx, struct rpc_client *cl, const char *addr,
 	ctx->cl = cl;
 	ctx->sync.timeout_ms = timeout_ms;
 	ctx->sync.caller = true;	/* the calling thread's, if it has one */
-	n = snprintf(ctx->addr, sizeof(ctx->addr), "%s", addr ? addr : "");
-	return n < 0 || (size_t)n >= sizeof(ctx->addr) ? -ENAMETOOLONG : 0;
+	ctx->sync.notconn_unsent = true;	/* never sent: made again (mc_again) */
+	n = snprintf(ctx->at.addr, sizeof(ctx->at.addr), "%s", addr ? addr : "");
+	return n < 0 || (size_t)n >= sizeof(ctx->at.addr) ? -ENAMETOOLONG : 0;
+}
+
+/* Asks the resolver where to call, from the state of ctx (refused: the
+ * server called now refused), and records its answer. */
+static void pick(struct mc_ctx *ctx, bool refused)
+{
+	struct mc_pick p;
+
+	pthread_mutex_lock(&ctx->lock);
+	p = ctx->at;
+	pthread_mutex_unlock(&ctx->lock);
+	p.refused = refused;
+	if (ctx->resolve(ctx->resolve_arg, &p) != 0 || !p.addr[0])
+		return;
+	p.refused = false;
+	pthread_mutex_lock(&ctx->lock);
+	ctx->at = p;
+	pthread_mutex_unlock(&ctx->lock);
 }
 
 void mc_where(struct mc_ctx *ctx, char addr[64])
 {
+	if (ctx->resolve)
+		pick(ctx, false);
 	pthread_mutex_lock(&ctx->lock);
-	memcpy(addr, ctx->addr, sizeof(ctx->addr));
+	memcpy(addr, ctx->at.addr, sizeof(ctx->at.addr));
 	pthread_mutex_unlock(&ctx->lock);
 }
 
@@ -36,18 +57,28 @@ uint64_t mc_deadline(const struct mc_ctx *ctx)
 	return reactor_now_ms() + ctx->retry_ms;
 }
 
-bool mc_again(struct mc_ctx *ctx, int rc, uint64_t deadline_ms)
+bool mc_again(struct mc_ctx *ctx, int rc, uint64_t deadline_ms, uint32_t *attempt)
 {
-	char addr[64];
+	uint32_t was, now;
 
-	if (rc != -ECONNREFUSED || reactor_now_ms() >= deadline_ms)
+	/* Refused, or failed before a byte of it left: never delivered. */
+	if ((rc != -ECONNREFUSED && rc != -ENOTCONN) || reactor_now_ms() >= deadline_ms)
 		return false;
-	usleep(100 * 1000);
-	if (ctx->resolve && ctx->resolve(ctx->resolve_arg, addr, sizeof(addr)) == 0) {
-		pthread_mutex_lock(&ctx->lock);
-		memcpy(ctx->addr, addr, sizeof(addr));
-		pthread_mutex_unlock(&ctx->lock);
+	if (!ctx->resolve) {
+		usleep(100 * 1000);
+		return true;
 	}
+	pthread_mutex_lock(&ctx->lock);
+	was = ctx->at.node;
+	pthread_mutex_unlock(&ctx->lock);
+	pick(ctx, true);
+	pthread_mutex_lock(&ctx->lock);
+	now = ctx->at.node;
+	pthread_mutex_unlock(&ctx->lock);
+	/* Another server at once, the first time; then at a bounded pace,
+	 * so that servers that all refuse are not called in a tight loop. */
+	if (now == was || (*attempt)++ > 0)
+		usleep(100 * 1000);
 	return true;
 }
 

@@ -12,12 +12,24 @@
  * reply that does not decode, -ENAMETOOLONG for a name or path too long
  * to send. Outputs are filled only on success.
  *
- * A call the meta service could not even receive (-ECONNREFUSED: it is
- * restarting, or moved) is made again, for up to ctx's retry_ms, every
- * 100 ms, at the address ctx's resolver finds then (the cluster map's, for
- * libstrata): it was never delivered, so this is safe for every
- * operation. Nothing else is retried: the namespace operations are not
- * all idempotent, so the caller decides.
+ * Several meta servers may serve one namespace (docs/namespace.md,
+ * "Several meta servers"). ctx's resolver (libstrata's reads the cluster
+ * map) names the one to call: it is asked before every call, and keeps
+ * the server it named while the map lists it UP; one the map marks
+ * OFFLINE or drops is left for another at the next call.
+ *
+ * A call a meta server could not even receive is made again, for up to
+ * ctx's retry_ms, at the server the resolver names then: another one
+ * listed UP at once, the same one (or another) after 100 ms from the
+ * second refusal on. That is a refused connection (-ECONNREFUSED: it
+ * died, is restarting, or moved) and a call none of whose bytes left
+ * before its connection closed or its time ran out (-ENOTCONN,
+ * CONN_CALL_F_NOTCONN_UNSENT in net/conn.h: a server that closed the
+ * connection during the HELLO exchange, a connect that never finished).
+ * It was never delivered, so this is safe for every operation. Nothing
+ * else is retried: a call that may have reached a server (a timeout, a
+ * reset after a byte of it was written) is not made again, since the
+ * namespace operations are not all idempotent; the caller decides.
  */
 #ifndef STRATA_CLIENT_META_CLIENT_H
 #define STRATA_CLIENT_META_CLIENT_H
@@ -30,6 +42,14 @@
 #include "net/rpc.h"
 #include "proto/meta.h"
 
+/* What a resolver is asked (in) and answers (out). */
+struct mc_pick {
+	uint32_t node;		/* in: the server called now (0: none yet); out: the one to call */
+	bool refused;		/* in: that server refused a call: name another if one is UP */
+	uint64_t version;	/* in/out: the map version the answer came from */
+	char addr[64];		/* out: its "host:port" */
+};
+
 /*
  * Where and how to call: a caller-owned struct, set up with mc_ctx_init()
  * and never released (it owns nothing). cl is borrowed and must outlive
@@ -39,23 +59,26 @@ struct mc_ctx {
 	struct rpc_client *cl;
 	struct proto_sync sync;	/* the timeout (0: the rpc_client's); no bulk */
 	uint32_t retry_ms;	/* how long a refused call is made again; 0: not */
-	/* Where the meta service is now (into addr[cap]), asked before each
-	 * new attempt; NULL: always the address given to mc_ctx_init. 0 or a
-	 * negative error (the last address is kept). */
-	int (*resolve)(void *arg, char *addr, size_t cap);
+	/* The meta server to call, asked before each call and after each
+	 * refusal with the state in `at`: returns 0 with p filled (p->node
+	 * and p->addr kept when nothing changed), or a negative error (the
+	 * last address is kept). NULL: always the address given to
+	 * mc_ctx_init. Called with ctx's lock not held, from any thread. */
+	int (*resolve)(void *arg, struct mc_pick *p);
 	void *resolve_arg;
 	pthread_mutex_t lock;
-	char addr[64];		/* "host:port" of the meta service (lock) */
+	struct mc_pick at;	/* the server called now (lock) */
 };
 
 /* Fills ctx. Returns 0, or -ENAMETOOLONG if addr does not fit. */
 int mc_ctx_init(struct mc_ctx *ctx, struct rpc_client *cl, const char *addr,
 		uint32_t timeout_ms);
 
-/* For MC_CALL: the address to call now, and whether a call that ended
- * with rc is to be made again (it waited and re-resolved). */
+/* For MC_CALL: the address to call now (asking the resolver), and
+ * whether a call that ended with rc is to be made again (attempt counts
+ * the refusals so far; it picked another server, or waited). */
 void mc_where(struct mc_ctx *ctx, char addr[64]);
-bool mc_again(struct mc_ctx *ctx, int rc, uint64_t deadline_ms);
+bool mc_again(struct mc_ctx *ctx, int rc, uint64_t deadline_ms, uint32_t *attempt);
 uint64_t mc_deadline(const struct mc_ctx *ctx);
 
 /*
@@ -69,12 +92,13 @@ uint64_t mc_deadline(const struct mc_ctx *ctx);
 #define MC_CALL_WITH(ctx, fn, rq, sync, rep) ({ \
 	struct mc_ctx *mc_ = (ctx); \
 	uint64_t dl_ = mc_deadline(mc_); \
+	uint32_t n_ = 0; \
 	char at_[64]; \
 	int rc_; \
 	do { \
 		mc_where(mc_, at_); \
 		rc_ = fn##_call_sync(mc_->cl, at_, (rq), (sync), (rep)); \
-	} while (mc_again(mc_, rc_, dl_)); \
+	} while (mc_again(mc_, rc_, dl_, &n_)); \
 	rc_; \
 })
 

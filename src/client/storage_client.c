@@ -715,6 +715,27 @@ int sclient_find_service(struct sclient *sc, uint32_t kind, uint32_t after, uint
 	return rc;
 }
 
+uint32_t sclient_services(struct sclient *sc, uint32_t kind, struct cm_service *out,
+			  uint32_t max, uint64_t *version)
+{
+	uint32_t n = 0;
+
+	pthread_mutex_lock(&sc->lock);
+	for (uint32_t i = 0; i < sc->svcs.nservices; i++) {
+		const struct cm_service *s = &sc->svcs.services[i];
+
+		if (s->kind != kind || s->state != NODE_UP)
+			continue;
+		if (n < max)
+			out[n] = *s;
+		n++;
+	}
+	if (version)
+		*version = sc->map_version;
+	pthread_mutex_unlock(&sc->lock);
+	return n;
+}
+
 static void free_on_owner(void *arg)
 {
 	struct sclient *sc = arg;

@@ -25,6 +25,7 @@
 #include "proto/storage.h"
 
 struct sclient;
+struct cm_service;	/* common/cluster_map.h */
 
 struct sclient_opts {
 	size_t opts_size;
@@ -63,6 +64,12 @@ uint64_t sclient_map_version(struct sclient *sc);
  * last error or -ENAMETOOLONG. Any thread but the owner's. */
 int sclient_find_service(struct sclient *sc, uint32_t kind, uint32_t after, uint32_t timeout_ms,
 			 char *addr, size_t cap, uint32_t *node_id);
+/* Copies the UP services of kind (CM_SVC_*) of the cached map, in node
+ * id order, into out (up to max) and the map's version into *version
+ * (may be NULL). Returns how many are UP (more than max when out was too
+ * short). Waits for nothing. Any thread. */
+uint32_t sclient_services(struct sclient *sc, uint32_t kind, struct cm_service *out,
+			  uint32_t max, uint64_t *version);
 /* Asks mgmt for a newer map now; returns at once. Any thread. */
 void sclient_refresh(struct sclient *sc);
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/rand.h"
 #include "client_int.h"
 #include "common/log.h"
 #include "common/cluster_map.h"
@@ -110,14 +111,62 @@ static int take_tls(struct strata *s, const char *ca)
 	return rc;
 }
 
-/* Where the meta service is now, for a meta call refused at the address
- * it had (mc_ctx's resolver): the cached map's, a newer map asked for. */
-static int find_meta(void *arg, char *addr, size_t cap)
+/* Most meta servers a client chooses among. */
+#define META_PICK_MAX 64
+
+/* $STRATA_META_NODE, a node id, or 0 (unset or not a number). */
+static uint32_t meta_pin_from_env(void)
+{
+	const char *v = getenv("STRATA_META_NODE");
+	char *end;
+	unsigned long n;
+
+	if (!v || !v[0])
+		return 0;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	return errno || *end || n > UINT32_MAX ? 0 : (uint32_t)n;
+}
+
+/*
+ * Which meta server to call (mc_ctx's resolver, meta_client.h), from the
+ * cached map's UP meta services: the one called now while the map lists
+ * it UP; after it refused a call, the next one listed (a newer map asked
+ * for); a first pick, or one for a server the map no longer lists UP,
+ * spreads clients by their seed.
+ */
+static int find_meta(void *arg, struct mc_pick *p)
 {
 	struct strata *s = arg;
+	struct cm_service up[META_PICK_MAX];
+	uint64_t version;
+	uint32_t n, k;
 
-	sclient_refresh(s->sc[0]);
-	return sclient_find_service(s->sc[0], CM_SVC_META, 0, 0, addr, cap, NULL);
+	if (p->refused)
+		sclient_refresh(s->sc[0]);
+	else if (p->node && p->version == sclient_map_version(s->sc[0]))
+		return 0;	/* nothing changed */
+	n = sclient_services(s->sc[0], CM_SVC_META, up, META_PICK_MAX, &version);
+	if (!n)
+		return -ENOENT;	/* none listed: keep calling the last one */
+	if (n > META_PICK_MAX)
+		n = META_PICK_MAX;
+	for (k = 0; k < n && up[k].node_id != p->node; k++)
+		;
+	if (k < n && p->refused) {
+		k = (k + 1) % n;
+	} else if (k == n) {
+		k = (uint32_t)(s->meta_seed % n);
+		for (uint32_t i = 0; s->meta_pin && i < n; i++)
+			if (up[i].node_id == s->meta_pin)
+				k = i;
+	}
+	if (strlen(up[k].addr) >= sizeof(p->addr))
+		return -ENAMETOOLONG;
+	memcpy(p->addr, up[k].addr, strlen(up[k].addr) + 1);
+	p->node = up[k].node_id;
+	p->version = version;
+	return 0;
 }
 
 int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct strata **out)
@@ -204,6 +253,10 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
 	if (rc)
 		goto fail;
 	s->mc.retry_ms = s->o.retry_ms;
+	/* Not a secret, only a spread: clients of one host differ by pid and
+	 * time, threads of one process by the handle's address. */
+	s->meta_seed = splitmix64(now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)s);
+	s->meta_pin = meta_pin_from_env();
 	s->mc.resolve = find_meta;
 	s->mc.resolve_arg = s;
 	/* It answers once its store is open. */

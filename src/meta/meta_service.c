@@ -20,6 +20,9 @@
  *    writing: see proto/meta.h). The request is answered when the
  *    file has no queued item left, or with the first removal error.
  * Both may pick the same item; removing a chunk twice is harmless.
+ * Several meta servers may share one PostgreSQL namespace: only the one
+ * that holds the GC role (gc_role) runs background batches; every server
+ * runs the drains of its own requests.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -127,7 +130,11 @@ struct meta {
 	struct ns ns;
 	bool ns_ready;
 	struct sclient *sc;
-	uint32_t table_len;		/* last one given to ns_set_table_len */
+	uint32_t table_len;		/* of this server's map (0: none yet) */
+	/* Last one this server stored while it held the GC role (0: none
+	 * since it took the role): one writer per database, so that a server
+	 * whose map lags never puts back an older length. */
+	uint32_t table_len_stored;
 	uint64_t gc_interval_ms;
 	struct reactor_timer poll_timer, gc_timer;
 	bool stopping;
@@ -149,6 +156,7 @@ struct meta {
 	/* Read by other threads (relaxed atomics). */
 	uint64_t ops[NOPS], op_errors;
 	uint64_t gc_chunks, gc_items, gc_failures;
+	bool gc_leader;			/* this server walks the gc queue */
 	uint64_t inodes, bytes, gc_queue;
 	uint32_t table_len_snap;
 
@@ -353,6 +361,31 @@ static void gc_pump(struct meta *m)
 	m->pumping = false;
 }
 
+/*
+ * Whether this server walks the queue now. Several meta servers on one
+ * PostgreSQL database elect one of them (ns_gc_claim: an advisory lock
+ * of its session, free again as soon as that server or its connection
+ * dies); the others run only the drains their own requests need. The
+ * same server records the chain table length (on_poll_timer).
+ */
+static bool gc_role(struct meta *m)
+{
+	int rc = ns_gc_claim(&m->ns);
+	bool held = rc > 0;
+
+	if (rc < 0)
+		log_warn_limited(COMP, "cannot learn which meta server runs the gc: %s",
+				 strata_strerror(rc));
+	if (rc >= 0 && held != m->gc_leader) {
+		log_info(COMP, held ? "this meta server runs the chunk gc" :
+			 "another meta server runs the chunk gc");
+		m->table_len_stored = 0;	/* another may have stored one since */
+	}
+	if (rc >= 0)
+		STAT_SET(&m->gc_leader, held);
+	return held;
+}
+
 static void on_gc_timer(void *arg)
 {
 	struct meta *m = arg;
@@ -361,6 +394,10 @@ static void on_gc_timer(void *arg)
 
 	if (m->stopping || m->bg)
 		return;
+	if (!gc_role(m)) {
+		reactor_timer_arm(m->r, &m->gc_timer, m->gc_interval_ms);
+		return;
+	}
 	b = calloc(1, sizeof(*b));
 	if (!b) {
 		reactor_timer_arm(m->r, &m->gc_timer, m->gc_interval_ms);
@@ -489,19 +526,23 @@ static void on_poll_timer(void *arg)
 		return;
 	if (!tl)
 		probe_map(m);
-	if (tl && tl != m->table_len) {
+	if (tl)
+		m->table_len = tl;
+	/* Only the GC role's holder writes it: one writer per database. */
+	if (tl && tl != m->table_len_stored && gc_role(m)) {
 		rc = ns_set_table_len(&m->ns, tl);
 		if (rc) {
 			log_warn(COMP, "cannot record chain table length %u: %s", tl,
 				 strata_strerror(rc));
 		} else {
-			log_info(COMP, "chain table length %u -> %u", m->table_len, tl);
-			m->table_len = tl;
+			log_info(COMP, "chain table length %u -> %u", m->table_len_stored, tl);
+			m->table_len_stored = tl;
 		}
 	}
 	/* Clients find the namespace through the map: list it once it can
-	 * place a file (a chain table), not before. */
-	if (m->table_len && !m->ann) {
+	 * place a file (a chain table in the map and in the database, where
+	 * the GC role's holder may be the one to store it), not before. */
+	if (m->table_len && STAT_GET(&m->table_len_snap) && !m->ann) {
 		rc = announce_start(&m->env, CM_SVC_META, &m->ann);
 		if (rc)
 			log_warn(COMP, "cannot announce the meta service to mgmt '%s': %s (retrying)",
@@ -1637,6 +1678,8 @@ static void meta_status(void *svc, json_t *o)
 	json_object_set_new(o, "reconcile_chunks", json_integer((json_int_t)rs.chunks));
 	json_object_set_new(o, "reconcile_bytes", json_integer((json_int_t)rs.bytes));
 	json_object_set_new(o, "reconcile_pending", json_integer((json_int_t)rs.pending));
+
+	json_object_set_new(o, "gc_leader", json_boolean(STAT_GET(&m->gc_leader)));
 }
 
 /* One gauge with a series per quota root of the snapshot (qlock held). */
@@ -1724,6 +1767,10 @@ static void meta_metrics(void *svc, struct bbuf *out)
 	metrics_put(out, "strata_meta_gc_failures_total", "counter", "gc items that failed",
 		    (double)STAT_GET(&m->gc_failures));
 	reconcile_metrics(m, out);
+
+	metrics_put(out, "strata_meta_gc_leader", "gauge",
+		    "1 if this meta server runs the background gc of its database",
+		    STAT_GET(&m->gc_leader) ? 1.0 : 0.0);
 	quota_metrics(m, out);
 }
 

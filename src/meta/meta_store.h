@@ -145,6 +145,13 @@ struct meta_store_ops {
 	int (*gc_pop)(void *impl, uint64_t ino, struct meta_gc_item *out, uint32_t max);
 	/* Removes queue entry id (0 if already gone). */
 	int (*gc_ack)(void *impl, uint64_t id);
+	/* Whether this handle is the one of its database that runs the
+	 * background GC, taking the role if no handle holds it: *held true
+	 * or false. Several meta servers share a PostgreSQL database; one of
+	 * them walks the queue (a session advisory lock, released when its
+	 * connection ends, a crashed server's included). A SQLite database
+	 * has one server: always true. */
+	int (*gc_claim)(void *impl, bool *held);
 
 	/* Whole-store iteration, for copying a namespace between backends
 	 * (meta_store_copy). Each copies up to max records into out, in key

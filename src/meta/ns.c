@@ -1932,6 +1932,21 @@ int ns_reconcile_claim(struct ns *ns, int64_t holder, int64_t now_ms, int64_t un
 	return run_txn(ns, true, do_reconcile_claim, &a);
 }
 
+static int do_gc_claim(struct ns *ns, void *a)
+{
+	bool *held = a;
+	int err = CALL(ns, gc_claim, held);
+
+	return err ? err : *held ? 1 : 0;
+}
+
+int ns_gc_claim(struct ns *ns)
+{
+	bool held = false;
+
+	return run_txn(ns, false, do_gc_claim, &held);
+}
+
 /* ---- quotas ---- */
 
 struct quota_args {

@@ -380,6 +380,15 @@ int ns_chunk_reclaim(struct ns *ns, uint64_t ino, uint64_t idx, int state,
 int ns_reconcile_claim(struct ns *ns, int64_t holder, int64_t now_ms, int64_t until_ms);
 
 /*
+ * Whether this handle's server runs the background GC of its database
+ * (the store's gc_claim: one of several meta servers sharing PostgreSQL,
+ * always the one on SQLite), taking the role when nobody holds it.
+ * Returns 1 (it does), 0 (another server does) or an error. Drains of
+ * one file (ns_gc_next with an ino) need no role.
+ */
+int ns_gc_claim(struct ns *ns);
+
+/*
  * Quotas (docs/namespace.md, "Quotas"). A directory may carry limits on
  * the bytes (sizes of regular files) and inodes (files, directories and
  * symlinks; the directory itself not counted) of the tree below it; 0 is

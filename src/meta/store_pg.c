@@ -45,6 +45,8 @@
 
 /* pg_advisory_xact_lock key of schema set-up: "STRATAMS". */
 #define SCHEMA_LOCK_KEY "6076327939519844691"
+/* pg_try_advisory_lock (session) key of the GC role: "STRATAGC". */
+#define GC_LOCK_KEY "6004514643731629891"
 /* After a failed reconnect, requests fail at once for this long: a server
  * that is down (or a connect_timeout on a lost host) must not stall every
  * request of the meta service's thread. */
@@ -80,6 +82,7 @@ enum pst {
 	P_GC_LIST,
 	P_ALLOC_PEEK,
 	P_ALLOC_RESERVE,
+	P_GC_CLAIM,
 	P_COUNT,
 };
 
@@ -149,6 +152,8 @@ static const struct pstmt pstmts[P_COUNT] = {
 	[P_ALLOC_RESERVE] = { "SELECT setval('meta_ino_seq', GREATEST($1, "
 		SEQ_LAST("meta_ino_seq") ", 1)), setval('meta_gen_seq', GREATEST($2, "
 		SEQ_LAST("meta_gen_seq") ", 1))", "ii" },
+	/* Held by the session until it ends: not undone by a rollback. */
+	[P_GC_CLAIM] = { "SELECT pg_try_advisory_lock(" GC_LOCK_KEY ")", "" },
 };
 
 /*
@@ -198,6 +203,7 @@ struct pg_store {
 	bool in_txn;
 	bool lost;		/* the connection broke: reconnect at begin() */
 	uint64_t retry_at_ms;	/* no reconnect before (mono_ms) */
+	bool gc_held;		/* this session holds GC_LOCK_KEY */
 };
 
 /* Parameters of one statement, in binary format. */
@@ -289,6 +295,7 @@ static bool check_lost(struct pg_store *s)
 	s->lost = true;
 	s->prepared = false;
 	s->in_txn = false;
+	s->gc_held = false;	/* the session, and its lock, are gone */
 	return true;
 }
 
@@ -426,6 +433,7 @@ static int reconnect(struct pg_store *s)
 		return -EIO;
 	}
 	s->lost = false;
+	s->gc_held = false;	/* a new session holds no lock */
 	err = set_timeout(s);
 	if (!err)
 		err = prepare_all(s);
@@ -948,6 +956,25 @@ static int pg_gc_ack(void *impl, uint64_t id)
 	return err == -ENOENT ? 0 : err;
 }
 
+static int pg_gc_claim(void *impl, bool *held)
+{
+	struct pg_store *s = impl;
+	PGresult *r;
+	int err;
+
+	if (!s->gc_held) {
+		err = run(s, P_GC_CLAIM, NULL, "claim the gc role", &r);
+		if (err)
+			return err;
+		/* A bool in binary: one byte. */
+		s->gc_held = PQntuples(r) == 1 && PQgetlength(r, 0, 0) == 1 &&
+			     PQgetvalue(r, 0, 0)[0] != 0;
+		PQclear(r);
+	}
+	*held = s->gc_held;
+	return 0;
+}
+
 static int pg_list_inodes(void *impl, uint64_t after, struct meta_inode *out, uint32_t max)
 {
 	PGresult *r;
@@ -1003,6 +1030,7 @@ static const struct meta_store_ops pg_ops = {
 	.gc_push = pg_gc_push,
 	.gc_pop = pg_gc_pop,
 	.gc_ack = pg_gc_ack,
+	.gc_claim = pg_gc_claim,
 	.list_inodes = pg_list_inodes,
 	.list_counters = pg_list_counters,
 	.gc_list = pg_gc_list,

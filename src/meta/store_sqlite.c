@@ -655,6 +655,14 @@ static sqlite3_stmt *list_stmt(struct sqlite_store *s, enum stmt_id id, uint64_t
 	return st;
 }
 
+/* One process serves a SQLite namespace: it runs the GC. */
+static int sq_gc_claim(void *impl, bool *held)
+{
+	(void)impl;
+	*held = true;
+	return 0;
+}
+
 static int sq_gc_list(void *impl, uint64_t after, struct meta_gc_item *out, uint32_t max)
 {
 	struct sqlite_store *s = impl;
@@ -865,6 +873,7 @@ static const struct meta_store_ops sqlite_ops = {
 	.gc_push = sq_gc_push,
 	.gc_pop = sq_gc_pop,
 	.gc_ack = sq_gc_ack,
+	.gc_claim = sq_gc_claim,
 	.list_inodes = sq_list_inodes,
 	.list_counters = sq_list_counters,
 	.gc_list = sq_gc_list,

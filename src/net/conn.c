@@ -63,7 +63,12 @@ struct rpc_req {
 	bool pending;			/* in the hash, awaiting a response */
 	bool timed_out;
 	bool internal;			/* HELLO or AUTH: passes the gate */
+	bool notconn_unsent;		/* CONN_CALL_F_NOTCONN_UNSENT */
+	bool unsent;			/* teardown: no byte of it was written */
 };
+
+_Static_assert((CONN_CALL_F_NOTCONN_UNSENT & FRAME_F_KNOWN) == 0,
+	       "a local call flag collides with a frame flag");
 
 static struct {
 	uint64_t frames_in, frames_out, bytes_in, bytes_out, bad_frames, conns_accepted;
@@ -279,7 +284,7 @@ static void req_timeout(void *arg)
 		f->req = NULL;
 		q->frame = NULL;
 	}
-	req_complete(c, q, -ETIMEDOUT, NULL);
+	req_complete(c, q, f && q->notconn_unsent ? -ENOTCONN : -ETIMEDOUT, NULL);
 }
 
 /* ---- write side ---- */
@@ -553,6 +558,8 @@ static int queue_call(struct conn *c, const struct rpc_call_args *a, bool intern
 	q->frame = f;
 	q->timed_out = false;
 	q->internal = internal;
+	q->notconn_unsent = (a->flags & CONN_CALL_F_NOTCONN_UNSENT) != 0;
+	q->unsent = false;
 	reactor_timer_init(&q->timer, req_timeout, q);
 	q->next = *bucket_of(c, q->id);
 	*bucket_of(c, q->id) = q;
@@ -628,6 +635,15 @@ static void conn_teardown(struct conn *c)
 		abuf_free(c->bulk);
 	c->bulk = NULL;
 	c->bulk_owned = false;
+	/* Which calls never had a byte written (CONN_CALL_F_NOTCONN_UNSENT):
+	 * those held for the exchange, and queued ones not started (none
+	 * while OpenSSL holds a record: it may hold any of them). */
+	for (struct out_frame *f = c->out_head; f; f = f->next)
+		if (f->req && f->sent == 0 && !c->tls_wpend)
+			f->req->unsent = true;
+	for (struct out_frame *f = c->held_head; f; f = f->next)
+		if (f->req)
+			f->req->unsent = true;
 	/* Drop queued frames first: a timed-out request completes there. */
 	while (c->out_head) {
 		struct out_frame *f = c->out_head;
@@ -644,8 +660,14 @@ static void conn_teardown(struct conn *c)
 	}
 	c->held_tail = &c->held_head;
 	for (uint32_t b = 0; b < PENDING_BUCKETS; b++) {
-		while (c->buckets[b])
-			req_complete(c, c->buckets[b], c->close_err ? c->close_err : -ECONNRESET, NULL);
+		while (c->buckets[b]) {
+			struct rpc_req *q = c->buckets[b];
+			int st = c->close_err ? c->close_err : -ECONNRESET;
+
+			if (q->notconn_unsent && q->unsent && (st == -ECONNRESET || st == -EPIPE))
+				st = -ENOTCONN;
+			req_complete(c, q, st, NULL);
+		}
 	}
 	if (c->has_handler && c->h.on_close)
 		c->h.on_close(c->h.ctx, c);

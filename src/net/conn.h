@@ -43,6 +43,18 @@ struct rpc_msg {
  * connection no longer reads the call's bulk. */
 typedef void (*rpc_cb)(void *arg, int status, struct rpc_msg *resp);
 
+/*
+ * An rpc_call_args flag that stays on this side (never on the wire): a
+ * call that fails before any byte of it was written (its connection
+ * closed with it still queued or held for the HELLO exchange, or it timed
+ * out there) fails with -ENOTCONN instead of -ECONNRESET or -ETIMEDOUT.
+ * The peer never saw it, so the caller may make it again, elsewhere too,
+ * even when it is not idempotent. A refused connection (-ECONNREFUSED)
+ * and a failed exchange's own error (a refused credential, TLS) are
+ * reported as they are.
+ */
+#define CONN_CALL_F_NOTCONN_UNSENT (1u << 16)
+
 struct rpc_call_args {
 	uint16_t op;
 	const void *body;	/* copied */
@@ -52,7 +64,7 @@ struct rpc_call_args {
 	void *bulk_dst;		/* where the response's bulk lands */
 	uint64_t bulk_cap;	/* a larger response bulk fails the call */
 	uint32_t timeout_ms;	/* 0 = the connection's default */
-	uint32_t flags;		/* 0, or FRAME_F_CALLER: body starts with one */
+	uint32_t flags;		/* FRAME_F_CALLER (body starts with one), CONN_CALL_F_* */
 	rpc_cb cb;
 	void *arg;
 };

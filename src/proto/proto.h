@@ -352,6 +352,10 @@ struct proto_sync {
 	/* The call acts for the calling thread's caller, when it has one
 	 * (net_caller_current, net/auth.h): meta's calls from libstrata. */
 	bool caller;
+	/* A call none of whose bytes left fails with -ENOTCONN, so that the
+	 * caller may make it again elsewhere (CONN_CALL_F_NOTCONN_UNSENT,
+	 * net/conn.h): libstrata's meta calls. */
+	bool notconn_unsent;
 };
 
 int proto_call(struct rpc_pool *p, const char *addr, uint16_t op,

@@ -4,6 +4,7 @@
 #include <errno.h>
 
 #include "net/auth.h"
+#include "net/conn.h"
 #include "net/frame.h"
 #include "proto/mgmt.h"
 #include "proto/proto.h"
@@ -31,7 +32,9 @@ int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 		struct rpc_sync_args a = {
 			.op = op, .body = b.buf, .body_len = (uint32_t)b.len, .bulk = s->bulk,
 			.bulk_len = s->bulk_len, .bulk_dst = s->bulk_dst, .bulk_cap = s->bulk_cap,
-			.timeout_ms = s->timeout_ms, .flags = caller ? FRAME_F_CALLER : 0,
+			.timeout_ms = s->timeout_ms,
+			.flags = (caller ? FRAME_F_CALLER : 0) |
+				 (s->notconn_unsent ? CONN_CALL_F_NOTCONN_UNSENT : 0),
 		};
 
 		rc = rpc_call_sync(cl, addr, &a, &res);

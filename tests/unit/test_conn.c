@@ -3,8 +3,8 @@
  * a real reactor thread: framing (a frame arriving a byte at a time),
  * pipelining with replies out of order, bulk received into the caller's
  * buffer, timeouts (and the late reply that must not land), a malformed
- * frame closing only its own connection, and name resolution that never
- * blocks the loop. Every check waits for the event it expects.
+ * frame closing only its own connection, name resolution that never
+ * blocks the loop, and calls that never left reported as such. Every check waits for the event it expects.
  *
  * Includes conn.c to reach its statics: the lookup function (replaced by
  * one the test controls) and the pieces conn_connect is made of (to start
@@ -187,6 +187,7 @@ struct call_task {
 	void *dst;
 	uint64_t cap;
 	uint32_t timeout_ms;
+	uint32_t flags;
 	struct res *res;
 	int rc;
 };
@@ -198,7 +199,7 @@ static void call_start(void *arg)
 	struct rpc_call_args a = {
 		.op = t->op, .body = b, .body_len = 4, .bulk = t->bulk, .bulk_len = t->bulk_len,
 		.bulk_dst = t->dst, .bulk_cap = t->cap, .timeout_ms = t->timeout_ms,
-		.cb = on_result, .arg = t->res,
+		.flags = t->flags, .cb = on_result, .arg = t->res,
 	};
 
 	put_le32(b, t->v);
@@ -803,6 +804,57 @@ static void test_failed_or_abandoned_resolution(void **state)
 	conn_resolve_fn = addr_resolve;
 }
 
+struct raw_server_task {
+	struct fix *f;
+	int fd;
+	struct conn *c;
+	int rc;
+};
+
+static void raw_server_start(void *arg)
+{
+	struct raw_server_task *t = arg;
+
+	t->rc = client_over_fd(t->f->r, t->fd, 5000, &t->c);
+}
+
+/* Calls held for a HELLO that is never answered, then the server end
+ * closes: no byte of them left, so those made with
+ * CONN_CALL_F_NOTCONN_UNSENT fail with -ENOTCONN (the caller may make
+ * them again elsewhere), the others with -ECONNRESET as before; one that
+ * times out while held is -ENOTCONN too. */
+static void test_calls_never_sent_fail_notconn(void **state)
+{
+	struct fix *f = *state;
+	struct raw_server_task t = { .f = f };
+	struct res flagged = { 0 }, plain = { 0 }, timed = { 0 };
+	struct call_task ct;
+	uint8_t hb[FRAME_HDR_LEN];
+	int sv[2], seen = 0;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	t.fd = sv[0];
+	assert_int_equal(reactor_call(f->r, raw_server_start, &t), 0);
+	assert_int_equal(t.rc, 0);
+	read_exact(sv[1], hb, sizeof(hb));	/* the HELLO's header: not answered */
+	ct = (struct call_task){ .f = f, .c = t.c, .op = T_ECHO, .v = 1, .res = &timed,
+				 .timeout_ms = 30, .flags = CONN_CALL_F_NOTCONN_UNSENT };
+	assert_int_equal(reactor_call(f->r, call_start, &ct), 0);
+	assert_int_equal(ct.rc, 0);
+	wait_done(f, &seen, 1);
+	assert_int_equal(timed.status, -ENOTCONN);
+	ct = (struct call_task){ .f = f, .c = t.c, .op = T_ECHO, .v = 2, .res = &flagged,
+				 .flags = CONN_CALL_F_NOTCONN_UNSENT };
+	assert_int_equal(reactor_call(f->r, call_start, &ct), 0);
+	assert_int_equal(ct.rc, 0);
+	call(f, t.c, T_ECHO, 3, &plain);
+	close(sv[1]);
+	wait_done(f, &seen, 2);
+	assert_int_equal(flagged.status, -ENOTCONN);
+	assert_int_equal(plain.status, -ECONNRESET);
+	put_conn(f, t.c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -815,6 +867,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_connect_to_a_name, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_resolution_never_blocks_the_loop, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_or_abandoned_resolution, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_calls_never_sent_fail_notconn, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -160,6 +160,37 @@ static void test_pg_reconnect(void **state)
 	assert_int_equal(ns_resolve(&f->ns, "/after", 0, &in), 0);
 }
 
+/* The GC role: one handle of a database holds it; SQLite's one server
+ * always does. On PostgreSQL a second handle (another meta server) is
+ * refused while the first lives and takes the role once it is closed. */
+static void test_gc_claim(void **state)
+{
+	struct fx *f = *state;
+	struct meta_store st2;
+	struct ns ns2;
+	int rc = 0;
+
+	assert_int_equal(ns_gc_claim(&f->ns), 1);
+	assert_int_equal(ns_gc_claim(&f->ns), 1);	/* kept */
+	if (!pg_host)
+		return;
+	assert_int_equal(store_open(f->db, &st2), 0);
+	assert_int_equal(ns_init(&ns2, &st2, 0), 0);
+	assert_int_equal(ns_gc_claim(&ns2), 0);
+	ns_release(&f->ns);
+	meta_store_close(&f->st);
+	/* The server lets the lock go when the closed session's backend
+	 * exits, a moment after the close: wait for it, with a deadline. */
+	for (int i = 0; i < 1000 && (rc = ns_gc_claim(&ns2)) == 0; i++)
+		usleep(10 * 1000);
+	assert_int_equal(rc, 1);
+	/* The first comes back: the role stays where it went. */
+	assert_int_equal(fx_open(f), 0);
+	assert_int_equal(ns_gc_claim(&f->ns), 0);
+	ns_release(&ns2);
+	meta_store_close(&st2);
+}
+
 /* Two handles race, RACES times, to move sibling directories a and b
  * each into the other: on any backend exactly one wins, the other finds
  * its target inside what it moves (-EINVAL), and no cycle is left. */
@@ -250,6 +281,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pg_schema, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_pg_reconnect, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_rename_cycle_race, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_gc_claim, fx_setup, fx_teardown),
 	};
 
 	fx_backend_from_env();
