@@ -1901,37 +1901,6 @@ int ns_chunk_reclaim(struct ns *ns, uint64_t ino, uint64_t idx, int state,
 	return run_txn(ns, true, do_chunk_reclaim, &a);
 }
 
-struct claim_args {
-	int64_t holder, now_ms, until_ms;
-};
-
-static int do_reconcile_claim(struct ns *ns, void *a)
-{
-	struct claim_args *args = a;
-	int64_t holder = 0, until = 0;
-	int err = CALL(ns, counter_get, "reconcile_holder", &holder);
-
-	if (!err)
-		err = CALL(ns, counter_get, "reconcile_until_ms", &until);
-	if (err)
-		return err;
-	if (holder && holder != args->holder && until >= args->now_ms)
-		return 0;
-	err = CALL(ns, counter_set, "reconcile_holder", args->holder);
-	if (!err)
-		err = CALL(ns, counter_set, "reconcile_until_ms", args->until_ms);
-	return err ? err : 1;
-}
-
-int ns_reconcile_claim(struct ns *ns, int64_t holder, int64_t now_ms, int64_t until_ms)
-{
-	struct claim_args a = { holder, now_ms, until_ms };
-
-	if (!holder)
-		return -EINVAL;
-	return run_txn(ns, true, do_reconcile_claim, &a);
-}
-
 static int do_gc_claim(struct ns *ns, void *a)
 {
 	bool *held = a;

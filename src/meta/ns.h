@@ -369,22 +369,13 @@ int ns_chunk_reclaim(struct ns *ns, uint64_t ino, uint64_t idx, int state,
 		     const struct file_layout *layout);
 
 /*
- * Takes or renews, in one write transaction, the right to run the orphan
- * reconciler over this database: meta servers sharing one (PostgreSQL)
- * run one reconciler between them. holder names one meta process
- * (nonzero, random per start); the right lasts until until_ms (wall-clock
- * milliseconds). Granted when no holder is recorded, when holder is the
- * one recorded, or when the recorded term ended before now_ms. Returns 1
- * when granted, 0 when another holds it, or a negative errno.
- */
-int ns_reconcile_claim(struct ns *ns, int64_t holder, int64_t now_ms, int64_t until_ms);
-
-/*
  * Whether this handle's server runs the background GC of its database
  * (the store's gc_claim: one of several meta servers sharing PostgreSQL,
  * always the one on SQLite), taking the role when nobody holds it.
  * Returns 1 (it does), 0 (another server does) or an error. Drains of
- * one file (ns_gc_next with an ino) need no role.
+ * one file (ns_gc_next with an ino) need no role. The orphan reconciler
+ * runs on the same server: one role for the background work of a
+ * database.
  */
 int ns_gc_claim(struct ns *ns);
 

@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "common/cap.h"
 #include "common/clock.h"
@@ -58,7 +57,6 @@ struct reconciler {
 	struct reactor_timer timer;
 	bool stopping, listing, have_page, in_pass, pass_dirty;
 	uint64_t started_ms;
-	int64_t holder;			/* this process, for ns_reconcile_claim */
 	bool standby;			/* another meta server holds the claim */
 
 	/* The pass: chain `chain` of `table_len`, listed after the cursor. */
@@ -255,14 +253,13 @@ static void pass_error(struct reconciler *rc, const char *what, int err)
 		    " (retried next pass)", what, rc->chain, strata_strerror(err));
 }
 
-/* The claim covers a pass and the pauses around it; renewed as a pass
- * moves from chain to chain, so a holder that stops (or dies) is
- * replaced once its term ends. */
+/* The reconciler runs where the chunk GC does: the meta server that holds
+ * the database's GC role (ns_gc_claim: on PostgreSQL an advisory lock of
+ * its session, free as soon as that server or its connection dies; on
+ * SQLite always this one). Asked before every pass and at every chain. */
 static bool claim(struct reconciler *rc)
 {
-	int64_t now = now_ns() / 1000000;
-	int64_t term = (int64_t)(rc->o.interval_ms * 3 > 60000 ? rc->o.interval_ms * 3 : 60000);
-	int rc2 = ns_reconcile_claim(rc->ns, rc->holder, now, now + term);
+	int rc2 = ns_gc_claim(rc->ns);
 
 	if (rc2 < 0) {
 		STAT_ADD(&rc->st.errors, 1);
@@ -495,13 +492,6 @@ int reconcile_new(struct reactor *r, struct ns *ns, struct sclient *sc,
 	rc->ns = ns;
 	rc->sc = sc;
 	rc->started_ms = mono_ms();
-	while (!rc->holder) {
-		uint64_t h = 0;
-
-		if (getrandom(&h, sizeof(h), 0) != (ssize_t)sizeof(h))
-			h = (uint64_t)now_ns() ^ (uint64_t)(uintptr_t)rc;
-		rc->holder = (int64_t)(h >> 1);
-	}
 	rc->tokens_ms = rc->started_ms;
 	reactor_timer_init(&rc->timer, on_timer, rc);
 	*out = rc;

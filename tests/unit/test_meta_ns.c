@@ -628,21 +628,6 @@ static void test_orphan_chunks(void **state)
 	assert_int_equal(ns_chunk_reclaim(&f->ns, gone + 1000, 0, NS_CHUNK_NO_INODE, &l), 0);
 }
 
-/* One reconciler per database: a term taken, renewed, and taken over once
- * it ends. */
-static void test_reconcile_claim(void **state)
-{
-	struct fx *f = *state;
-
-	assert_int_equal(ns_reconcile_claim(&f->ns, 0, 1000, 2000), -EINVAL);
-	assert_int_equal(ns_reconcile_claim(&f->ns, 11, 1000, 2000), 1);
-	assert_int_equal(ns_reconcile_claim(&f->ns, 22, 1500, 2500), 0);
-	assert_int_equal(ns_reconcile_claim(&f->ns, 11, 1900, 3000), 1);	/* renewed */
-	assert_int_equal(ns_reconcile_claim(&f->ns, 22, 2500, 3500), 0);
-	assert_int_equal(ns_reconcile_claim(&f->ns, 22, 3001, 4000), 1);	/* taken over */
-	assert_int_equal(ns_reconcile_claim(&f->ns, 11, 3100, 4100), 0);
-}
-
 static void test_truncate_unlink_gc(void **state)
 {
 	struct fx *f = *state;
@@ -1391,7 +1376,6 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_root_and_table_len, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_orphan_chunks, fx_setup, fx_teardown),
-		cmocka_unit_test_setup_teardown(test_reconcile_claim, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_create_lookup_open, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_no_chain_table, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_mkdir_rmdir_unlink, fx_setup, fx_teardown),
