@@ -41,6 +41,7 @@ struct local_opts {
 	bool keyless;		/* no cluster key: every peer trusted (benchmarks) */
 	int64_t control;	/* control daemons: node 1 and control - 1 meta-only ones */
 	bool pg;		/* --meta-store postgresql: a local server for the namespace */
+	int64_t node;		/* start, stop, restart: which daemon (0: none given) */
 };
 
 static int parse_local_args(int argc, char **argv, struct local_opts *o)
@@ -114,6 +115,11 @@ static int parse_local_args(int argc, char **argv, struct local_opts *o)
 			o->pg = v[0] == 'p';
 		} else if (strcmp(a, "--daemon-flags") == 0 && v) {
 			o->extra = v;
+		} else if (strcmp(a, "--node") == 0 && v) {
+			if (parse_i64(v, &o->node) || o->node < 1 || o->node > 1000) {
+				cli_err("--node: '%s' is not a node id (as 'strata local status' lists)", v);
+				return 2;
+			}
 		} else {
 			cli_err("local: unexpected argument '%s'%s", a, v ? "" : " (missing value?)");
 			return 2;
@@ -209,7 +215,7 @@ static int local_down(const char *dir)
 	for (idx = json_array_size(nodes); idx-- > 0;) {
 		n = json_array_get(nodes, idx);
 		int pid = (int)json_integer_value(json_object_get(n, "pid"));
-		int rc = cli_stop_pid(pid, 10000);
+		int rc = pid > 0 ? cli_stop_pid(pid, 10000) : 0;	/* 0: stopped already */
 
 		if (rc == -ETIMEDOUT) {
 			cli_err("node %lld (pid %d) did not stop on SIGTERM within 10 s; killed",
@@ -513,6 +519,14 @@ static int local_up(const struct local_opts *o)
 		json_object_set_new(n, "addr", json_string(addr));
 		json_object_set_new(n, "pid", json_integer(pid));
 		json_object_set_new(n, "services", json_string(svc));
+		/* Its command line, so that 'local start' runs it again. */
+		{
+			json_t *args = json_array();
+
+			for (int k = 0; k < nf; k++)
+				json_array_append_new(args, json_string(flags[k]));
+			json_object_set_new(n, "args", args);
+		}
 		json_array_append_new(nodes, n);
 		/* Record after every start so 'down' can stop a partial cluster. */
 		json_object_set_new(j, "mgmt", json_string(mgmt));
@@ -627,24 +641,127 @@ int local_cluster_down(const char *dir)
 	return local_down(dir);
 }
 
+/* The entry of node id in the cluster's nodes, or NULL (reported). */
+static json_t *find_node(json_t *j, const char *dir, int64_t id)
+{
+	json_t *nodes = json_object_get(j, "nodes"), *n;
+	size_t i;
+
+	json_array_foreach(nodes, i, n) {
+		if (json_integer_value(json_object_get(n, "id")) == id)
+			return n;
+	}
+	cli_err("local: no node %lld in the cluster of '%s' ('strata local status --dir %s' lists"
+		" them)", (long long)id, dir, dir);
+	return NULL;
+}
+
+/*
+ * local stop|start|restart --dir DIR --node N: one daemon of the cluster,
+ * by the command line 'local up' recorded for it. A stopped daemon has pid
+ * 0 in cluster.json ('status' shows it down; 'down' passes over it); a
+ * started one gets its new pid and address (node 1, mgmt, keeps its port).
+ */
+static int local_node(const char *dir, const char *action, int64_t id)
+{
+	json_t *j = load_cluster(dir), *n, *args, *v;
+	const char *flags[64];
+	char path[PATH_MAX], addr[64];
+	bool stop = strcmp(action, "start") != 0, start = strcmp(action, "stop") != 0;
+	int pid, rc = 0, nf = 0;
+	size_t i;
+
+	if (!j)
+		return 1;
+	n = find_node(j, dir, id);
+	if (!n) {
+		json_decref(j);
+		return 2;
+	}
+	pid = (int)json_integer_value(json_object_get(n, "pid"));
+	if (pid > 0 && kill(pid, 0) < 0 && errno == ESRCH)
+		pid = 0;	/* died on its own (kill -9, a crash) */
+	if (stop && pid > 0) {
+		rc = cli_stop_pid(pid, 10000);
+		if (rc == -ETIMEDOUT)
+			cli_err("local: node %lld (pid %d) did not stop on SIGTERM within 10 s; killed",
+				(long long)id, pid);
+		printf("node %lld (pid %d) stopped\n", (long long)id, pid);
+		pid = 0;
+	} else if (stop && !start) {
+		printf("node %lld was not running\n", (long long)id);
+	}
+	if (start && pid > 0) {
+		cli_err("local: node %lld is running (pid %d): 'strata local restart' stops it first",
+			(long long)id, pid);
+		json_decref(j);
+		return 1;
+	}
+	json_object_set_new(n, "pid", json_integer(pid));
+	if (start) {
+		args = json_object_get(n, "args");
+		if (!json_is_array(args) || json_array_size(args) >= 64) {
+			cli_err("local: node %lld has no recorded command line in '%s/cluster.json'"
+				" (made by an older 'strata local up')", (long long)id, dir);
+			json_decref(j);
+			return 1;
+		}
+		json_array_foreach(args, i, v)
+			flags[nf++] = json_string_value(v);
+		flags[nf] = NULL;
+		rc = cli_spawn_daemon(json_string_value(json_object_get(n, "data")), flags, 15000,
+				      addr, sizeof(addr), &pid);
+		if (rc) {
+			cli_err("local: cannot start node %lld: %s (see '%s/stratad.log')", (long long)id,
+				strata_strerror(rc), json_string_value(json_object_get(n, "data")));
+		} else {
+			json_object_set_new(n, "pid", json_integer(pid));
+			json_object_set_new(n, "addr", json_string(addr));
+			if (id == 1)
+				json_object_set_new(j, "mgmt", json_string(addr));
+			printf("node %lld started (pid %d) at %s\n", (long long)id, pid, addr);
+		}
+	}
+	cluster_file(dir, path, sizeof(path));
+	if (json_dump_file(j, path, JSON_INDENT(2)) != 0) {
+		cli_err("local: cannot write '%s'", path);
+		rc = -EIO;
+	}
+	json_decref(j);
+	return rc ? 1 : 0;
+}
+
 int cmd_local(int argc, char **argv)
 {
 	struct local_opts o;
 	int rc;
 
 	if (argc < 2) {
-		cli_err("usage: strata local up|down|status --dir DIR");
+		cli_err("usage: strata local up|down|status --dir DIR, or start|stop|restart --dir DIR"
+			" --node N");
 		return 2;
 	}
 	rc = parse_local_args(argc - 1, argv + 1, &o);
 	if (rc)
 		return rc;
+	if (o.node && strcmp(argv[1], "start") && strcmp(argv[1], "stop") &&
+	    strcmp(argv[1], "restart")) {
+		cli_err("local: --node is an option of start, stop and restart");
+		return 2;
+	}
 	if (strcmp(argv[1], "up") == 0)
 		return local_up(&o);
 	if (strcmp(argv[1], "down") == 0)
 		return local_down(o.dir);
 	if (strcmp(argv[1], "status") == 0)
 		return local_status(o.dir);
-	cli_err("local: unknown action '%s' (up, down, status)", argv[1]);
+	if (!strcmp(argv[1], "start") || !strcmp(argv[1], "stop") || !strcmp(argv[1], "restart")) {
+		if (!o.node) {
+			cli_err("local: %s needs --node N (as 'strata local status' lists)", argv[1]);
+			return 2;
+		}
+		return local_node(o.dir, argv[1], o.node);
+	}
+	cli_err("local: unknown action '%s' (up, down, status, start, stop, restart)", argv[1]);
 	return 2;
 }

@@ -190,6 +190,8 @@ static void usage(FILE *f)
 		"                                     local PostgreSQL, served by N meta daemons\n"
 		"  local down --dir DIR               stop it\n"
 		"  local status --dir DIR             show its daemons\n"
+		"  local stop|start|restart --dir DIR --node N  one daemon, by the command\n"
+		"                                     line 'local up' recorded for it\n"
 		"  ping ADDR [--count N]              round trip to a daemon\n"
 		"  node drain NODE_ID                 move a node's replicas to other nodes\n"
 		"  target replace OLD NEW             rebuild a lost target on a spare\n"
