@@ -440,7 +440,7 @@ static int parse_args(struct daemon *d, const struct all_keys *a, int argc, char
 			exit(0);
 		}
 		if (strcmp(argv[i], "--version") == 0) {
-			printf("stratad 0.1.0 (protocol %d)\n", 1);
+			printf("stratad 0.1.0 (protocol %d)\n", STRATA_PROTO_VERSION);
 			exit(0);
 		}
 		if (strcmp(argv[i], "--check-config") == 0) {
