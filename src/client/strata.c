@@ -956,16 +956,16 @@ int strata_symlink(struct strata *s, const char *target, const char *linkpath)
 	return at_symlink(s, by_number(&parent), name, target, &in);
 }
 
+static int do_mknod(struct strata *s, struct mt_handle parent, const char *name, uint32_t mode)
+{
+	struct mt_inode in;
+
+	return at_mknod(s, parent, name, mode, &in);
+}
+
 int strata_mknod(struct strata *s, const char *path, uint32_t mode)
 {
-	struct mt_inode parent, in;
-	char name[MD_NAME_MAX + 1];
-	int rc;
-
-	if (!s)
-		return -EINVAL;
-	rc = resolve_parent(s, path, &parent, name);
-	return rc ? rc : at_mknod(s, by_number(&parent), name, mode, &in);
+	return on_parent(s, path, -EEXIST, do_mknod, mode);
 }
 
 int strata_link(struct strata *s, const char *oldpath, const char *newpath)

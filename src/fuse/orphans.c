@@ -21,6 +21,7 @@ void orphans_init(struct orphans *o)
 {
 	pthread_mutex_init(&o->lock, NULL);
 	o->open = NULL;
+	o->norphans = 0;
 }
 
 void orphans_release(struct orphans *o)
@@ -72,6 +73,7 @@ int orphans_open(struct orphans *o, uint64_t ino, int delta, struct strata_handl
 	if (n->orphaned) {
 		*dir = n->dir;
 		orphans_name(n->h, name);
+		__atomic_fetch_sub(&o->norphans, 1, __ATOMIC_RELAXED);
 		rc = 1;
 	}
 	free(n);
@@ -96,6 +98,8 @@ void orphans_orphaned(struct orphans *o, struct strata_handle h, struct strata_h
 
 	pthread_mutex_lock(&o->lock);
 	n = *find(o, h.ino);
+	if (n && !n->orphaned)
+		__atomic_fetch_add(&o->norphans, 1, __ATOMIC_RELAXED);
 	if (n) {
 		n->orphaned = true;
 		n->h = h;
@@ -109,6 +113,8 @@ bool orphans_is_orphan(struct orphans *o, uint64_t ino)
 	struct orphan *n;
 	bool yes;
 
+	if (!__atomic_load_n(&o->norphans, __ATOMIC_RELAXED))
+		return false;	/* the common case: no lock on a stat */
 	pthread_mutex_lock(&o->lock);
 	n = *find(o, ino);
 	yes = n && n->orphaned;

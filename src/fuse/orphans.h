@@ -37,6 +37,8 @@ struct orphan;
 struct orphans {
 	pthread_mutex_t lock;
 	struct orphan *open;	/* inodes open through the mount, counted */
+	uint32_t norphans;	/* of them orphaned (atomic: a stat with none
+				 * takes no lock) */
 };
 
 void orphans_init(struct orphans *o);

@@ -839,6 +839,27 @@ static void op_open(void *svc, struct svc_req *req)
 		   ((want & ACC_R) ? CAP_READ : 0) | ((want & ACC_W) ? CAP_WRITE : 0));
 }
 
+/* The checks of a request that makes a new entry in a directory (MKDIR,
+ * MKNOD): no flags, a name that fits, w and x on the directory, and the
+ * owner of what it makes (mode: a directory may inherit setgid). 0 or an
+ * error for the reply. */
+static int check_new_entry(struct meta *m, struct svc_req *req, struct mt_create *rq,
+			   char name[MD_NAME_MAX + 1], uint32_t *mode)
+{
+	struct meta_inode dir;
+	struct acc_ctx ac;
+	int rc;
+
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
+	rc = rq->flags ? -EINVAL : pstr_copy(rq->name, name, MD_NAME_MAX + 1);
+	if (!rc)
+		rc = check_ino(m, &ac, &rq->dir, ACC_WRITE, ACC_W | ACC_X, &dir);
+	if (!rc && !ac.trusted)
+		owner_of_new(&ac, &dir, &rq->uid, &rq->gid, mode);
+	acc_ctx_release(&ac);
+	return rc;
+}
+
 static void op_mkdir(void *svc, struct svc_req *req)
 {
 	struct meta *m = count_op(svc, req);
@@ -847,18 +868,9 @@ static void op_mkdir(void *svc, struct svc_req *req)
 	struct mt_create rq;
 	int rc;
 
-	struct meta_inode dir;
-	struct acc_ctx ac;
-
 	if (counted(m, md_mkdir_req(req, &rq)))
 		return;
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
-	rc = rq.flags ? -EINVAL : pstr_copy(rq.name, name, sizeof(name));
-	if (!rc)
-		rc = check_ino(m, &ac, &rq.dir, ACC_WRITE, ACC_W | ACC_X, &dir);
-	if (!rc && !ac.trusted)
-		owner_of_new(&ac, &dir, &rq.uid, &rq.gid, &rq.mode);
-	acc_ctx_release(&ac);
+	rc = check_new_entry(m, req, &rq, name, &rq.mode);
 	if (!rc)
 		rc = ns_mkdir(&m->ns, ref_of(&rq.dir), name, rq.mode, rq.uid, rq.gid, &in);
 	reply_inode(m, req, md_mkdir_reply, rc, &in);
@@ -868,20 +880,13 @@ static void op_mknod(void *svc, struct svc_req *req)
 {
 	struct meta *m = count_op(svc, req);
 	char name[MD_NAME_MAX + 1];
-	struct meta_inode in, dir;
+	struct meta_inode in;
 	struct mt_create rq;
-	struct acc_ctx ac;
 	int rc;
 
 	if (counted(m, md_mknod_req(req, &rq)))
 		return;
-	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
-	rc = rq.flags ? -EINVAL : pstr_copy(rq.name, name, sizeof(name));
-	if (!rc)
-		rc = check_ino(m, &ac, &rq.dir, ACC_WRITE, ACC_W | ACC_X, &dir);
-	if (!rc && !ac.trusted)
-		owner_of_new(&ac, &dir, &rq.uid, &rq.gid, NULL);
-	acc_ctx_release(&ac);
+	rc = check_new_entry(m, req, &rq, name, NULL);
 	if (!rc)
 		rc = ns_mknod(&m->ns, ref_of(&rq.dir), name, rq.mode, rq.uid, rq.gid, &in);
 	reply_inode(m, req, md_mknod_reply, rc, &in);

@@ -461,6 +461,32 @@ static int chain_has_quota(struct ns *ns, uint64_t dir, uint64_t stop, bool *out
 	return 0;
 }
 
+/* Whether directories a and b charge the same quota roots (none lies
+ * between either and their common ancestor, *top when top is not NULL):
+ * a rename between them moves no usage, and a file may have names in both
+ * only then, so that its usage is charged to one set of roots whichever
+ * name it is reached by. */
+static int same_quota_domain(struct ns *ns, uint64_t a, uint64_t b, uint64_t *top, bool *out)
+{
+	uint64_t t = a;
+	bool any, qa = false, qb = false;
+	int err = 0;
+
+	*out = true;
+	if (a != b && !(err = quotas_exist(ns, &any)) && any) {
+		err = common_ancestor(ns, a, b, &t);
+		if (!err)
+			err = chain_has_quota(ns, a, t, &qa);
+		if (!err)
+			err = chain_has_quota(ns, b, t, &qb);
+		if (!err)
+			*out = !qa && !qb;
+	}
+	if (top)
+		*top = t;
+	return err;
+}
+
 /*
  * A rename moves src from directory from to directory to (and, for an
  * exchange, dst from to to from). Quota roots above both are not charged
@@ -471,20 +497,10 @@ static int quota_move(struct ns *ns, uint64_t from, uint64_t to, const struct me
 		      const struct meta_inode *dst)
 {
 	uint64_t top, sb = 0, si = 0, db = 0, di = 0;
-	bool any, on_from, on_to;
-	int err;
+	bool same;
+	int err = same_quota_domain(ns, from, to, &top, &same);
 
-	if (from == to)
-		return 0;
-	err = quotas_exist(ns, &any);
-	if (err || !any)
-		return err;
-	err = common_ancestor(ns, from, to, &top);
-	if (!err)
-		err = chain_has_quota(ns, from, top, &on_from);
-	if (!err)
-		err = chain_has_quota(ns, to, top, &on_to);
-	if (err || (!on_from && !on_to))
+	if (err || same)
 		return err;
 	err = inode_usage(ns, src, &sb, &si);
 	if (!err && dst)
@@ -501,32 +517,6 @@ static int quota_move(struct ns *ns, uint64_t from, uint64_t to, const struct me
 }
 
 /* Deletes an inode whose last entry is gone; queues a file's chunks. */
-/* Whether directories a and b charge the same quota roots (none lies
- * between either and their common ancestor): a file may have names in
- * both only then, so that its usage is charged to one set of roots
- * whichever name it is reached by. */
-static int same_quota_domain(struct ns *ns, uint64_t a, uint64_t b, bool *out)
-{
-	uint64_t top;
-	bool any, qa, qb;
-	int err;
-
-	*out = true;
-	if (a == b)
-		return 0;
-	err = quotas_exist(ns, &any);
-	if (err || !any)
-		return err;
-	err = common_ancestor(ns, a, b, &top);
-	if (!err)
-		err = chain_has_quota(ns, a, top, &qa);
-	if (!err)
-		err = chain_has_quota(ns, b, top, &qb);
-	if (!err)
-		*out = !qa && !qb;
-	return err;
-}
-
 /* The nearest quota root at or above dir (the root when none): where a
  * file with several names is charged once the name in its parent goes
  * (every name lies in one quota domain, same_quota_domain()). */
@@ -910,7 +900,7 @@ static int do_link(struct ns *ns, void *a)
 		return -EEXIST;
 	if (err != -ENOENT)
 		return err;
-	err = same_quota_domain(ns, in.parent, dir.ino, &same);
+	err = same_quota_domain(ns, in.parent, dir.ino, NULL, &same);
 	if (err)
 		return err;
 	if (!same)
@@ -1119,7 +1109,7 @@ static int do_rename(struct ns *ns, void *a)
 		       dst.nlink > 1))) {
 		bool ok;
 
-		err = same_quota_domain(ns, spd.ino, dpd->ino, &ok);
+		err = same_quota_domain(ns, spd.ino, dpd->ino, NULL, &ok);
 		if (err)
 			return err;
 		if (!ok)
