@@ -6,9 +6,18 @@
  * which keys are spread by consistent hashing (each node owns many points
  * of a 64-bit ring). With replicas R > 1 a put writes the key to the R
  * distinct nodes that follow it on the ring, and a get reads the first of
- * them that answers (for hot objects). The handle is thread-safe; a few
- * background threads drive the requests, pipelined over one connection
- * per node and thread.
+ * them that answers (for hot objects).
+ *
+ * The handle is thread-safe. A synchronous call runs on the calling
+ * thread: it takes one of the handle's lanes (connections of its own,
+ * one per node) for the duration of the call, writes its requests from
+ * that thread (a batch: one request per node, all nodes at once) and
+ * waits on those sockets for the answers, so nothing is handed to another
+ * thread. When more threads call at once than there are lanes (twice
+ * io_threads, at least 8), and for the asynchronous get and prefetch, the
+ * requests go through a few background threads instead (io_threads),
+ * pipelined over one connection per node and thread. Either way a call
+ * ends by timeout_ms at the latest, also when a node dies in the middle.
  *
  * Values are at most 64 MiB, keys 1..1024 bytes. Errors: -ENOENT (no such
  * key), -ENAMETOOLONG (key too long), -EINVAL (empty key), -E2BIG (value

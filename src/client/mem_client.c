@@ -1,11 +1,23 @@
 /*
  * libstrata's memory API (include/strata/mem.h): a consistent-hash ring
- * over the pool's mem nodes, and requests driven by one reactor thread
- * (an rpc_client) with a pooled connection per node. Every call builds an
- * operation (a request of the mem table, src/proto/mem.h), posts it to
- * that thread and, unless asynchronous, waits for it; a value is received
- * straight into the caller's buffer (bulk_dst). LIST and STATS, one node
- * after the other, are blocking calls.
+ * over the pool's mem nodes. Every call builds operations (requests of
+ * the mem table, src/proto/mem.h); a value is received straight into the
+ * caller's buffer (bulk_dst).
+ *
+ * A synchronous call runs on the caller's thread: it takes a free lane
+ * (an rpc_direct, rpc.h: connections of its own, one per node, driven by
+ * whichever thread holds it), writes its requests from that thread, all of
+ * them back to back (a batch: one request per node; a replicated put: one
+ * per replica), and waits in epoll on the lane's sockets until every one
+ * is answered: no hand-off to another thread and no wakeup but the
+ * socket's. When every lane is held (more calling threads than lanes), and
+ * for asynchronous gets and prefetches, the operations are posted to
+ * reactor threads (rpc_clients, io_threads of them) that drive their own
+ * pooled connections. LIST and STATS, one node after the other, are
+ * blocking calls through those threads.
+ *
+ * Knob for tests: STRATA_TEST_MEM_LANES=N uses N lanes (0: none, every
+ * call through the reactor threads).
  */
 #include <errno.h>
 #include <stddef.h>
@@ -24,6 +36,7 @@
 
 #define MAX_REPLICAS 8u
 #define ADDR_LEN 64
+#define MAX_LANES 64u
 
 _Static_assert(STRATA_MEM_PIN == MP_PUT_PIN && STRATA_MEM_NX == MP_PUT_NX,
 	       "the API's put flags are the wire's");
@@ -42,6 +55,8 @@ struct strata_mem {
 	uint32_t nring;
 	struct rpc_client **rc;	/* io_threads of them */
 	uint32_t nrc;
+	struct rpc_direct **lanes;	/* for synchronous calls */
+	uint32_t nlanes;
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
 	uint32_t inflight;
@@ -63,6 +78,8 @@ union mem_req {
 struct strata_mem_op {
 	struct strata_mem *m;
 	struct rpc_client *rc;		/* the I/O thread that drives it */
+	struct rpc_pool *pool;		/* rc's, or the lane's that sends it */
+	bool direct;			/* sent from the caller's thread (a lane) */
 	uint16_t opcode;
 	union mem_req rq;
 	const void *bulk;
@@ -161,6 +178,53 @@ static uint32_t owners(const struct strata_mem *m, const char *key, size_t klen,
 	return cnt;
 }
 
+/* How many lanes: twice the I/O threads, at least 8 (a lane costs two
+ * descriptors, and a connection per node once used), or the test knob. */
+static uint32_t lanes_wanted(const struct strata_mem *m)
+{
+	const char *env = getenv("STRATA_TEST_MEM_LANES");
+	uint32_t n = m->o.io_threads * 2 < 8 ? 8 : m->o.io_threads * 2;
+
+	if (env && *env) {
+		char *end;
+		long v = strtol(env, &end, 10);
+
+		if (*end == '\0' && v >= 0)
+			n = (uint32_t)v;
+	}
+	return n > MAX_LANES ? MAX_LANES : n;
+}
+
+static int lanes_open(struct strata_mem *m, const struct net_cred *cred)
+{
+	uint32_t want = lanes_wanted(m);
+	int rc = 0;
+
+	if (!want)
+		return 0;
+	m->lanes = calloc(want, sizeof(*m->lanes));
+	if (!m->lanes)
+		return -ENOMEM;
+	while (!rc && m->nlanes < want) {
+		rc = rpc_direct_new("strata-mem-lane", m->o.timeout_ms, &m->lanes[m->nlanes]);
+		if (rc)
+			break;
+		m->nlanes++;
+		if (cred)
+			rc = rpc_pool_set_cred(rpc_direct_pool(m->lanes[m->nlanes - 1]), cred);
+	}
+	return rc;
+}
+
+static void lanes_close(struct strata_mem *m)
+{
+	for (uint32_t i = 0; i < m->nlanes; i++)
+		rpc_direct_free(m->lanes[i]);
+	free(m->lanes);
+	m->lanes = NULL;
+	m->nlanes = 0;
+}
+
 int strata_mem_open(const char *addrs, const struct strata_mem_opts *opts,
 		    struct strata_mem **out)
 {
@@ -249,6 +313,8 @@ int strata_mem_open(const char *addrs, const struct strata_mem_opts *opts,
 		if (has_cred)
 			rc = rpc_pool_set_cred(rpc_client_pool(m->rc[m->nrc - 1]), &cred);
 	}
+	if (!rc)
+		rc = lanes_open(m, has_cred ? &cred : NULL);
 	net_cred_release(&cred);
 	if (rc)
 		goto fail;
@@ -258,6 +324,7 @@ fail:
 	for (uint32_t i = 0; m->rc && i < m->nrc; i++)
 		rpc_client_free(m->rc[i]);
 	free(m->rc);
+	lanes_close(m);
 	free(m->ring);
 	free(m->addrs);
 	pthread_mutex_destroy(&m->lock);
@@ -277,6 +344,7 @@ void strata_mem_close(struct strata_mem *m)
 	for (uint32_t i = 0; i < m->nrc; i++)
 		rpc_client_free(m->rc[i]);
 	free(m->rc);
+	lanes_close(m);
 	free(m->ring);
 	free(m->addrs);
 	pthread_mutex_destroy(&m->lock);
@@ -291,16 +359,37 @@ void strata_mem_free(void *buf)
 
 /* ---- operations ---- */
 
-/* The I/O thread of the calling thread: each caller sticks to one, so its
- * requests stay in order on one connection per node. */
-static struct rpc_client *pick_rc(struct strata_mem *m)
+/* The calling thread's number, given on its first call. */
+static unsigned thread_slot(void)
 {
 	static unsigned next;
 	static __thread unsigned mine = UINT32_MAX;
 
 	if (mine == UINT32_MAX)
 		mine = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
-	return m->rc[mine % m->nrc];
+	return mine;
+}
+
+/* The I/O thread of the calling thread: each caller sticks to one, so its
+ * requests stay in order on one connection per node. */
+static struct rpc_client *pick_rc(struct strata_mem *m)
+{
+	return m->rc[thread_slot() % m->nrc];
+}
+
+/* A lane for the calling thread, held (rpc_direct_release when done):
+ * its own first, else any free one; NULL when every lane is held. */
+static struct rpc_direct *lane_hold(struct strata_mem *m)
+{
+	uint32_t start = m->nlanes ? thread_slot() % m->nlanes : 0;
+
+	for (uint32_t i = 0; i < m->nlanes; i++) {
+		struct rpc_direct *d = m->lanes[(start + i) % m->nlanes];
+
+		if (rpc_direct_try_hold(d))
+			return d;
+	}
+	return NULL;
 }
 
 /* A new operation; key[klen] (may be NULL) is copied into it, so that a
@@ -315,6 +404,7 @@ static struct strata_mem_op *op_new(struct strata_mem *m, uint16_t opcode, const
 		return NULL;
 	op->m = m;
 	op->rc = pick_rc(m);
+	op->pool = rpc_client_pool(op->rc);
 	op->opcode = opcode;
 	op->klen = (uint32_t)klen;
 	if (klen)
@@ -363,6 +453,12 @@ static void op_complete(struct strata_mem_op *op, int status)
 	struct strata_mem *m = op->m;
 	bool autofree = op->autofree;
 
+	if (op->direct) {
+		/* Its caller waits on this thread (run_ops): nobody to wake. */
+		op->status = status;
+		op->done = true;
+		return;
+	}
 	pthread_mutex_lock(&op->lock);
 	op->status = status;
 	op->done = true;
@@ -379,7 +475,7 @@ static void op_complete(struct strata_mem_op *op, int status)
 /* Sends op's request to addr with its operation's stub. */
 static int op_call(struct strata_mem_op *op, const char *addr, const struct proto_call *c)
 {
-	struct rpc_pool *p = rpc_client_pool(op->rc);
+	struct rpc_pool *p = op->pool;
 
 	switch (op->opcode) {
 	case OP_MEM_PUT:
@@ -553,16 +649,57 @@ static int key_op(struct strata_mem *m, uint16_t opcode, const char *key,
 	return 0;
 }
 
+struct op_set {
+	struct strata_mem_op **ops;
+	uint32_t n;
+};
+
+static bool ops_done(void *arg)
+{
+	const struct op_set *set = arg;
+
+	for (uint32_t i = 0; i < set->n; i++) {
+		if (!set->ops[i]->done)
+			return false;
+	}
+	return true;
+}
+
+/* Runs ops[0..n) to completion, at once (each op's status says how it
+ * went; the ops stay the caller's): from this thread over a lane when one
+ * is free, else through the reactor threads. */
+static void run_ops(struct strata_mem *m, struct strata_mem_op **ops, uint32_t n)
+{
+	struct rpc_direct *d = lane_hold(m);
+	struct op_set set = { ops, n };
+
+	if (d) {
+		for (uint32_t i = 0; i < n; i++) {
+			ops[i]->direct = true;
+			ops[i]->pool = rpc_direct_pool(d);
+			op_send(ops[i]);
+		}
+		rpc_direct_wait(d, ops_done, &set);
+		rpc_direct_release(d);
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		int rc = op_submit(ops[i]);
+
+		if (rc) {
+			ops[i]->status = rc;
+			ops[i]->done = true;
+		}
+	}
+	for (uint32_t i = 0; i < n; i++)
+		op_wait_done(ops[i], -1);
+}
+
 /* Runs op to completion; returns its status (op is still the caller's). */
 static int run(struct strata_mem_op *op)
 {
-	int rc = op_submit(op);
-
-	if (rc == 0) {
-		op_wait_done(op, -1);
-		rc = op->status;
-	}
-	return rc;
+	run_ops(op->m, &op, 1);
+	return op->status;
 }
 
 /* Sends a copy of op to each of its replicas at once; returns the first
@@ -589,19 +726,10 @@ static int run_all(struct strata_mem_op *op)
 		ops[i]->ntargets = 1;
 	}
 	op->ntargets = 1;
+	run_ops(op->m, ops, n);
 	for (uint32_t i = 0; i < n; i++) {
-		int r = op_submit(ops[i]);
+		int st = ops[i]->status;
 
-		if (r) {
-			ops[i]->status = r;
-			ops[i]->done = true;
-		}
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		int st;
-
-		op_wait_done(ops[i], -1);
-		st = ops[i]->status;
 		if (i > 0)
 			op_destroy(ops[i]);
 		if (op->opcode == OP_MEM_PUT) {
@@ -687,11 +815,17 @@ void strata_mem_op_free(struct strata_mem_op *op)
 ssize_t strata_mem_get(struct strata_mem *m, const char *key, void *buf, size_t cap)
 {
 	struct strata_mem_op *op;
-	ssize_t rc = strata_mem_get_async(m, key, buf, cap, &op);
+	ssize_t rc = key_op(m, OP_MEM_GET, key, &op);
 
 	if (rc)
 		return rc;
-	rc = strata_mem_op_wait(op, -1);
+	op->rq.get.cap = cap;
+	op->rq.get.key = op_key(op);
+	op->dst = buf;
+	op->cap = cap;
+	rc = run(op);	/* fails over to the next replica (on_reply) */
+	if (rc == 0)
+		rc = (ssize_t)op->len;
 	op_destroy(op);
 	return rc;
 }
@@ -866,8 +1000,9 @@ static int group_request(struct strata_mem_op *op, const struct strata_mem_item 
 	}
 }
 
-/* Sends g's items to node as one request. */
-static int group_start(struct strata_mem *m, uint16_t opcode, struct strata_mem_item *items,
+/* Builds g's request of its items to node, as one operation (g->op, NULL
+ * when it could not be made). */
+static int group_build(struct strata_mem *m, uint16_t opcode, struct strata_mem_item *items,
 		       struct group *g, uint32_t node)
 {
 	uint64_t cap = 0;
@@ -901,7 +1036,7 @@ static int group_start(struct strata_mem *m, uint16_t opcode, struct strata_mem_
 	}
 	g->op->targets[0] = node;
 	g->op->ntargets = 1;
-	return op_submit(g->op);
+	return 0;
 }
 
 /* The values an MGET answered (status 0) are its bulk, back to back:
@@ -925,7 +1060,6 @@ static void group_finish(uint16_t opcode, struct strata_mem_item *items, struct 
 	uint64_t off = 0;
 	int rc;
 
-	op_wait_done(g->op, -1);
 	rc = g->op->status;
 	/* One result per item sent, in order. */
 	if (!rc && res->results_n != g->n)
@@ -958,7 +1092,8 @@ static void group_finish(uint16_t opcode, struct strata_mem_item *items, struct 
 static int batch(struct strata_mem *m, uint16_t opcode, struct strata_mem_item *items, size_t n)
 {
 	uint32_t reps = opcode == OP_MEM_MPUT || opcode == OP_MEM_MREMOVE ? m->o.replicas : 1;
-	uint32_t *idx, *cnt, ngroups = 0;
+	uint32_t *idx, *cnt, ngroups = 0, nops = 0;
+	struct strata_mem_op **ops = NULL;
 	struct group *gs;
 	int rc = 0, first = 0;
 
@@ -969,7 +1104,8 @@ static int batch(struct strata_mem *m, uint16_t opcode, struct strata_mem_item *
 	idx = calloc(n * reps, sizeof(*idx));
 	cnt = calloc(m->n, sizeof(*cnt));
 	gs = calloc(n * reps + m->n, sizeof(*gs));	/* upper bound */
-	if (!idx || !cnt || !gs) {
+	ops = calloc(n * reps + m->n, sizeof(*ops));
+	if (!idx || !cnt || !gs || !ops) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -1023,15 +1159,19 @@ static int batch(struct strata_mem *m, uint16_t opcode, struct strata_mem_item *
 		int r;
 
 		gs[i].op = NULL;
-		r = group_start(m, opcode, items, &gs[i], node);
+		r = group_build(m, opcode, items, &gs[i], node);
 		if (r && gs[i].op) {
 			gs[i].op->status = r;
 			gs[i].op->done = true;
 		} else if (r) {
 			for (uint32_t k = 0; k < gs[i].n; k++)
 				items[gs[i].idx[k]].status = r;
+		} else {
+			ops[nops++] = gs[i].op;
 		}
 	}
+	/* Every node's requests at once, each node's back to back. */
+	run_ops(m, ops, nops);
 	for (uint32_t i = 0; i < ngroups; i++) {
 		if (gs[i].op) {
 			group_finish(opcode, items, &gs[i]);
@@ -1045,6 +1185,7 @@ out:
 	free(idx);
 	free(cnt);
 	free(gs);
+	free(ops);
 	return rc;
 }
 

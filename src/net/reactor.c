@@ -350,39 +350,75 @@ int reactor_post(struct reactor *r, reactor_task_fn fn, void *arg)
 	return 0;
 }
 
-void reactor_run(struct reactor *r)
+static void loop_enter(struct reactor *r)
 {
-	struct epoll_event evs[128];
-
 	pthread_mutex_lock(&r->post_lock);
 	r->loop_tid = pthread_self();
 	r->running = true;
 	r->started = true;
 	pthread_cond_broadcast(&r->started_cond);
 	pthread_mutex_unlock(&r->post_lock);
-	while (!r->stop) {
-		int n = epoll_wait(r->epfd, evs, 128, next_timeout(r));
+}
 
-		if (n < 0 && errno != EINTR) {
-			log_error("reactor", "'%s': epoll_wait: %s", r->name, strerror(errno));
-			break;
-		}
-		for (int i = 0; i < n; i++) {
-			struct reactor_watch *w = evs[i].data.ptr;
+/* One batch: events (waiting up to timeout_ms), posted tasks, timers,
+ * deferred tasks. Returns false when epoll failed (then nothing ran). */
+static bool loop_once(struct reactor *r, int timeout_ms)
+{
+	struct epoll_event evs[128];
+	int n = epoll_wait(r->epfd, evs, 128, timeout_ms);
 
-			if (w->fn)
-				w->fn(w->arg, evs[i].events);
-		}
-		run_list(take_posted(r));
-		run_timers(r);
-		/* Deferred tasks may defer more; run until quiet. */
-		while (r->defer_head)
-			run_list(take_deferred(r));
+	if (n < 0 && errno != EINTR) {
+		log_error("reactor", "'%s': epoll_wait: %s", r->name, strerror(errno));
+		return false;
 	}
+	for (int i = 0; i < n; i++) {
+		struct reactor_watch *w = evs[i].data.ptr;
+
+		if (w->fn)
+			w->fn(w->arg, evs[i].events);
+	}
+	run_list(take_posted(r));
+	run_timers(r);
+	/* Deferred tasks may defer more; run until quiet. */
+	while (r->defer_head)
+		run_list(take_deferred(r));
+	return true;
+}
+
+void reactor_run(struct reactor *r)
+{
+	loop_enter(r);
+	while (!r->stop && loop_once(r, next_timeout(r)))
+		;
 	run_list(take_posted(r));
 	while (r->defer_head)
 		run_list(take_deferred(r));
 	r->running = false;
+}
+
+int reactor_run_until(struct reactor *r, bool (*done)(void *arg), void *arg)
+{
+	int rc = 0;
+
+	loop_enter(r);
+	if (!done) {
+		if (!loop_once(r, 0))
+			rc = -EIO;
+	} else {
+		while (!done(arg)) {
+			if (loop_once(r, next_timeout(r)))
+				continue;
+			/* Timers still run, so that calls time out and done
+			 * comes true; a pause keeps this from spinning. */
+			rc = -EIO;
+			usleep(1000);
+			run_timers(r);
+			while (r->defer_head)
+				run_list(take_deferred(r));
+		}
+	}
+	r->running = false;
+	return rc;
 }
 
 static void *reactor_thread(void *arg)

@@ -46,6 +46,18 @@ void reactor_free(struct reactor *r);
 
 /* Runs the loop on the calling thread until reactor_stop(). */
 void reactor_run(struct reactor *r);
+/*
+ * Runs the loop on the calling thread until done(arg) is true (asked
+ * before each batch of events and after it), then returns: for a reactor
+ * with no thread of its own, driven by whichever thread is waiting on it
+ * (rpc_direct, rpc.h). done NULL: one batch, without waiting for events.
+ * Never on a reactor that reactor_start runs, and never from two threads
+ * at once: the caller makes sure only it drives r (objects of r belong to
+ * that thread while it does). Returns 0, or -EIO when epoll failed (logged; timers
+ * still ran, so calls still time out and a done that waits for them comes
+ * true).
+ */
+int reactor_run_until(struct reactor *r, bool (*done)(void *arg), void *arg);
 /* Starts the loop on a new thread. */
 int reactor_start(struct reactor *r);
 /* Thread-safe: asks the loop to return; reactor_join waits for a thread

@@ -251,3 +251,65 @@ out:
 	pthread_cond_destroy(&s.cond);
 	return res->status;
 }
+
+/* ---- rpc_direct ---- */
+
+struct rpc_direct {
+	struct reactor *r;
+	struct rpc_pool *pool;
+	int held;		/* 1 while a thread holds it (atomic) */
+};
+
+int rpc_direct_new(const char *name, uint32_t timeout_ms, struct rpc_direct **out)
+{
+	struct rpc_direct *d = calloc(1, sizeof(*d));
+	int rc;
+
+	if (!d)
+		return -ENOMEM;
+	rc = reactor_new(name, &d->r);
+	if (rc)
+		goto fail;
+	rc = rpc_pool_new(d->r, timeout_ms, &d->pool);
+	if (rc)
+		goto fail;
+	*out = d;
+	return 0;
+fail:
+	reactor_free(d->r);
+	free(d);
+	return rc;
+}
+
+void rpc_direct_free(struct rpc_direct *d)
+{
+	if (!d)
+		return;
+	/* Nobody drives the loop now: this thread is its owner. */
+	rpc_pool_free(d->pool);
+	reactor_free(d->r);
+	free(d);
+}
+
+struct rpc_pool *rpc_direct_pool(struct rpc_direct *d) { return d->pool; }
+
+bool rpc_direct_try_hold(struct rpc_direct *d)
+{
+	int free_ = 0;
+
+	if (!__atomic_compare_exchange_n(&d->held, &free_, 1, false, __ATOMIC_ACQUIRE,
+					 __ATOMIC_RELAXED))
+		return false;
+	reactor_run_until(d->r, NULL, NULL);
+	return true;
+}
+
+void rpc_direct_release(struct rpc_direct *d)
+{
+	__atomic_store_n(&d->held, 0, __ATOMIC_RELEASE);
+}
+
+int rpc_direct_wait(struct rpc_direct *d, bool (*done)(void *arg), void *arg)
+{
+	return reactor_run_until(d->r, done, arg);
+}

@@ -72,4 +72,40 @@ struct rpc_sync_args {
 int rpc_call_sync(struct rpc_client *cl, const char *addr, const struct rpc_sync_args *a,
 		  struct rpc_result *res);
 
+/*
+ * rpc_direct: a pool with no thread of its own, driven by the thread that
+ * holds it. A blocking call from a thread that holds it writes its request
+ * from that thread (at once when the connection is idle) and waits in
+ * epoll on the pool's own sockets, so nothing is handed to another thread
+ * and no other thread is woken. One thread holds it at a time: take it
+ * with rpc_direct_try_hold (it never waits) and, while holding it, make
+ * calls on rpc_direct_pool (rpc_pool_call or the proto stubs) and wait for
+ * them with rpc_direct_wait; callbacks run on the holder's thread, inside
+ * rpc_direct_wait (or inside rpc_direct_try_hold, for events of earlier
+ * calls). Timeouts, reconnects, credentials and TLS are the pool's. A
+ * caller that finds it held uses something else (an rpc_client).
+ */
+struct rpc_direct;
+
+int rpc_direct_new(const char *name, uint32_t timeout_ms, struct rpc_direct **out);
+/* Closes the connections (calls still pending fail with -ECONNRESET) and
+ * frees d. No thread may hold d. d may be NULL. */
+void rpc_direct_free(struct rpc_direct *d);
+/* The pool: its calls only by the holder; rpc_pool_set_cred/set_tls
+ * before the first hold. */
+struct rpc_pool *rpc_direct_pool(struct rpc_direct *d);
+/* Takes d for the calling thread when no thread holds it, and handles
+ * what its connections reported since the last holder left (a peer that
+ * closed an idle connection, so the next call reconnects). Returns true
+ * when the caller now holds d. */
+bool rpc_direct_try_hold(struct rpc_direct *d);
+/* Gives d back; calls still in flight go on (their callbacks run when
+ * the next holder waits), so callers wait for theirs first. */
+void rpc_direct_release(struct rpc_direct *d);
+/* Holder only: runs d's connections on the calling thread until done(arg)
+ * is true. Every call completes (by its timeout at the latest), so a done
+ * that waits for the holder's calls returns. 0, or -EIO when epoll failed
+ * on the way (logged; the calls then ended by their timeouts). */
+int rpc_direct_wait(struct rpc_direct *d, bool (*done)(void *arg), void *arg);
+
 #endif
