@@ -25,6 +25,8 @@ PKGS=(
   python3-fsspec python3-pandas                  # strata.fsspec, its pandas round trip
   python3-pip python3-setuptools                 # pip install ./python (offline, tested)
   redis-server                                   # bench mem: the peer it is compared with
+  libhiredis-dev                                 # bench mem: Redis measured through its own C
+                                                 # client (linked into the strata CLI only)
   slurm-wlm                                      # tests/integration/test_slurm.py: slurmctld, slurmd,
                                                  # burst_buffer/lua (auth/none there: one host, no munged)
   libslurm-dev                                   # slurm/spank.h: src/slurm/spank_strata.so
