@@ -4,7 +4,11 @@
  * rpc_call_sync's body, bulk and status; the pool reconnecting after its
  * connection failed and after rpc_pool_reset; timeouts; a refused port; a
  * peer named by a host name; many threads calling at once over one pooled
- * connection.
+ * connection. rpc_direct: calls written and answered on the holder's
+ * thread, one holder at a time, many threads sharing a few of them (and
+ * falling back to the rpc_client when all are held), a timeout, a peer
+ * that drops the connection mid-call, a direct call while a call of the
+ * rpc_client is in flight.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -323,6 +327,214 @@ static void test_many_threads_one_connection(void **state)
 	assert_int_equal(latch_get(&f->s.ev.accepted), 1);
 }
 
+/* ---- rpc_direct ---- */
+
+struct dcall {
+	bool done, on_caller;
+	int status;
+	pthread_t caller;
+	uint8_t body[16];
+	uint32_t body_len;
+};
+
+static void dcall_cb(void *arg, int status, struct rpc_msg *resp)
+{
+	struct dcall *d = arg;
+
+	d->status = status;
+	d->on_caller = pthread_equal(pthread_self(), d->caller);
+	if (resp && resp->hdr.body_len <= sizeof(d->body)) {
+		memcpy(d->body, resp->body, resp->hdr.body_len);
+		d->body_len = resp->hdr.body_len;
+	}
+	d->done = true;
+}
+
+static bool dcall_done(void *arg)
+{
+	return ((struct dcall *)arg)->done;
+}
+
+/* One call over d (held by the caller); returns its status. */
+static int direct_call(struct rpc_direct *d, const char *addr, uint16_t op, const void *body,
+		       uint32_t body_len, uint32_t timeout_ms, struct dcall *out)
+{
+	struct rpc_call_args a = { .op = op, .body = body, .body_len = body_len,
+				   .timeout_ms = timeout_ms, .cb = dcall_cb, .arg = out };
+	int rc;
+
+	*out = (struct dcall){ .caller = pthread_self() };
+	rc = rpc_pool_call(rpc_direct_pool(d), addr, &a);
+	if (rc)
+		return rc;
+	if (rpc_direct_wait(d, dcall_done, out) != 0)
+		return -EIO;
+	return out->status;
+}
+
+static void test_direct_call_on_the_callers_thread(void **state)
+{
+	struct fix *f = *state;
+	struct rpc_direct *d;
+	struct dcall dc;
+
+	assert_int_equal(rpc_direct_new("direct", 5000, &d), 0);
+	assert_true(rpc_direct_try_hold(d));
+	/* One holder at a time. */
+	assert_false(rpc_direct_try_hold(d));
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(direct_call(d, f->addr, T_ECHO, "abc", 3, 0, &dc), 0);
+		assert_true(dc.on_caller);
+		assert_int_equal(dc.body_len, 3);
+		assert_memory_equal(dc.body, "abc", 3);
+	}
+	assert_int_equal(direct_call(d, f->addr, T_FAIL, NULL, 0, 0, &dc), -ENOENT);
+	rpc_direct_release(d);
+	assert_true(rpc_direct_try_hold(d));
+	assert_int_equal(direct_call(d, f->addr, T_ECHO, NULL, 0, 0, &dc), 0);
+	rpc_direct_release(d);
+	rpc_direct_free(d);
+	/* Every call over one connection. */
+	assert_int_equal(latch_get(&f->s.ev.accepted), 1);
+}
+
+static void test_direct_timeout_and_drop(void **state)
+{
+	struct fix *f = *state;
+	struct rpc_direct *d;
+	struct dcall dc;
+
+	assert_int_equal(rpc_direct_new("direct", 5000, &d), 0);
+	assert_true(rpc_direct_try_hold(d));
+	/* The timeout runs on the holder's own loop. */
+	assert_int_equal(direct_call(d, f->addr, T_SILENT, NULL, 0, 50, &dc), -ETIMEDOUT);
+	assert_true(dc.on_caller);
+	assert_true(latch_wait(&f->s.silent_got, 1));
+	assert_int_equal(reactor_call(f->s.r, release_silent, &f->s), 0);
+	assert_int_equal(direct_call(d, f->addr, T_ECHO, NULL, 0, 0, &dc), 0);
+	/* A peer that goes away in the middle of a call: an error at once
+	 * (not the 5 s timeout), and the next call reconnects. */
+	assert_int_equal(direct_call(d, f->addr, T_DROP, NULL, 0, 0, &dc), -ECONNRESET);
+	assert_int_equal(direct_call(d, f->addr, T_ECHO, NULL, 0, 0, &dc), 0);
+	assert_int_equal(latch_get(&f->s.ev.accepted), 2);
+	rpc_direct_release(d);
+	rpc_direct_free(d);
+}
+
+static void silent_done(void *arg, int status, struct rpc_msg *resp)
+{
+	(void)resp;
+	latch_add(arg, status == 0 ? 1 : 100);
+}
+
+struct silent_task {
+	struct fix *f;
+	struct latch *done;
+};
+
+static void silent_on_client(void *arg)
+{
+	struct silent_task *t = arg;
+	struct rpc_call_args a = { .op = T_SILENT, .cb = silent_done, .arg = t->done };
+
+	THREAD_CHECK(rpc_pool_call(rpc_client_pool(t->f->cl), t->f->addr, &a) == 0);
+}
+
+static void test_direct_while_an_async_call_is_in_flight(void **state)
+{
+	struct fix *f = *state;
+	struct latch done;
+	struct silent_task t = { f, &done };
+	struct rpc_direct *d;
+	struct dcall dc;
+
+	latch_init(&done);
+	/* A call of the client's reactor thread that the server holds. */
+	assert_int_equal(reactor_call(rpc_client_reactor(f->cl), silent_on_client, &t), 0);
+	assert_true(latch_wait(&f->s.silent_got, 1));
+	assert_int_equal(rpc_direct_new("direct", 5000, &d), 0);
+	assert_true(rpc_direct_try_hold(d));
+	assert_int_equal(direct_call(d, f->addr, T_ECHO, "x", 1, 0, &dc), 0);
+	rpc_direct_release(d);
+	assert_int_equal(latch_get(&done), 0);
+	assert_int_equal(reactor_call(f->s.r, release_silent, &f->s), 0);
+	assert_true(latch_wait(&done, 1));
+	assert_int_equal(latch_get(&done), 1);
+	rpc_direct_free(d);
+	latch_destroy(&done);
+}
+
+#define LANES 2
+
+struct lane_caller {
+	struct fix *f;
+	struct rpc_direct **lanes;
+	int id, failures, direct, fallback;
+	pthread_t th;
+};
+
+static void *lane_caller_main(void *arg)
+{
+	struct lane_caller *c = arg;
+
+	for (int i = 0; i < CALLS; i++) {
+		uint8_t body[8];
+		struct rpc_direct *d = NULL;
+
+		put_le32(body, (uint32_t)c->id);
+		put_le32(body + 4, (uint32_t)i);
+		for (int k = 0; k < LANES && !d; k++) {
+			if (rpc_direct_try_hold(c->lanes[(c->id + k) % LANES]))
+				d = c->lanes[(c->id + k) % LANES];
+		}
+		if (d) {
+			struct dcall dc;
+
+			if (direct_call(d, c->f->addr, T_ECHO, body, 8, 0, &dc) != 0 ||
+			    dc.body_len != 8 || memcmp(dc.body, body, 8) != 0 || !dc.on_caller)
+				c->failures++;
+			rpc_direct_release(d);
+			c->direct++;
+		} else {
+			struct rpc_sync_args a = { .op = T_ECHO, .body = body, .body_len = 8 };
+			struct rpc_result res;
+
+			if (rpc_call_sync(c->f->cl, c->f->addr, &a, &res) != 0 || res.body.len != 8 ||
+			    memcmp(res.body.buf, body, 8) != 0)
+				c->failures++;
+			rpc_result_release(&res);
+			c->fallback++;
+		}
+	}
+	return NULL;
+}
+
+static void test_direct_many_threads_few_lanes(void **state)
+{
+	struct fix *f = *state;
+	struct rpc_direct *lanes[LANES];
+	struct lane_caller c[CALLERS * 2];
+	int direct = 0;
+
+	for (int i = 0; i < LANES; i++)
+		assert_int_equal(rpc_direct_new("lane", 5000, &lanes[i]), 0);
+	for (int i = 0; i < CALLERS * 2; i++) {
+		c[i] = (struct lane_caller){ .f = f, .lanes = lanes, .id = i };
+		assert_int_equal(pthread_create(&c[i].th, NULL, lane_caller_main, &c[i]), 0);
+	}
+	for (int i = 0; i < CALLERS * 2; i++) {
+		pthread_join(c[i].th, NULL);
+		assert_int_equal(c[i].failures, 0);
+		assert_int_equal(c[i].direct + c[i].fallback, CALLS);
+		direct += c[i].direct;
+	}
+	assert_true(direct > 0);
+	for (int i = 0; i < LANES; i++)
+		rpc_direct_free(lanes[i]);
+	/* A connection per lane used, and the client's one at most. */
+	assert_true(latch_get(&f->s.ev.accepted) <= LANES + 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -333,6 +545,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_refused_and_malformed_addresses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_peer_named_by_a_host_name, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_threads_one_connection, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_direct_call_on_the_callers_thread, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_direct_timeout_and_drop, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_direct_while_an_async_call_is_in_flight, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_direct_many_threads_few_lanes, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
