@@ -266,3 +266,94 @@ def test_mget_value_larger_than_its_buffer(daemon_factory):
         assert pool.mget_into({"big": mv[0:100], "small": mv[200:205]}) == {"big": 100, "small": 5}
         assert whole[0:100] == b"B" * 100 and whole[200:205] == b"s" * 5
     """)
+
+
+def test_direct_calls_many_threads_and_fallback(daemon_factory):
+    """Synchronous calls run on the caller's thread over a lane; with more
+    threads than lanes (STRATA_TEST_MEM_LANES=2: most calls go through the
+    reactor threads) every value is still read whole and right, and an
+    async get in flight does not disturb a synchronous call."""
+    d = mem_node(daemon_factory)
+    run_py(d.addr, """
+        import threading
+        def hammer(p, tag, nthreads):
+            errors = []
+            def worker(tid):
+                buf = np.empty(64 << 10, np.uint8)
+                for i in range(150):
+                    k = "%s/%d/%d" % (tag, tid, i % 10)
+                    n = 1024 * (1 + (tid + i) % 64)
+                    p.put(k, np.full(n, (tid + i) & 0xff, np.uint8))
+                    got = p.get_into(k, buf)
+                    if got != n or not (buf[:got] == ((tid + i) & 0xff)).all():
+                        errors.append((k, got))
+                    if i % 10 == 9:
+                        keys = ["%s/%d/%d" % (tag, tid, j) for j in range(10)]
+                        vals = p.mget(keys)
+                        if sorted(vals) != sorted(keys) or any(len(v) == 0 for v in vals.values()):
+                            errors.append(("mget", tid, i))
+            ts = [threading.Thread(target=worker, args=(t,)) for t in range(nthreads)]
+            [t.start() for t in ts]
+            [t.join() for t in ts]
+            assert not errors, errors[:5]
+        hammer(pool, "lanes", 12)
+        os.environ["STRATA_TEST_MEM_LANES"] = "2"
+        few = sm.Pool(os.environ["STRATA_MEM"])
+        hammer(few, "few", 12)
+        os.environ["STRATA_TEST_MEM_LANES"] = "0"
+        none = sm.Pool(os.environ["STRATA_MEM"])
+        hammer(none, "none", 4)
+
+        # A synchronous call while an async get is in flight.
+        pool.put("big", np.full(16 << 20, 7, np.uint8))
+        pool.put("small", b"s" * 100)
+        big = np.empty(16 << 20, np.uint8)
+        op = pool.get_async("big", big)
+        assert pool.get("small") == b"s" * 100
+        assert op.wait() == 16 << 20 and (big == 7).all()
+    """, timeout=240)
+
+
+def test_direct_call_timeout_and_node_killed_mid_call(daemon_factory):
+    """A stopped node: a call ends with -ETIMEDOUT at the pool's timeout;
+    a node killed while a call waits on it: the call fails at once with a
+    connection error, not the timeout."""
+    d = mem_node(daemon_factory)
+    run_py(d.addr, """
+        import errno, signal, threading
+        pid = %d
+        pool.put("k", b"v" * 4096)
+        short = sm.Pool(os.environ["STRATA_MEM"], timeout_ms=300)
+        assert short.get("k") == b"v" * 4096
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            short.get("k")
+            raise SystemExit("a get from a stopped node did not time out")
+        except OSError as e:
+            assert e.errno == errno.ETIMEDOUT, e
+        os.kill(pid, signal.SIGCONT)
+        assert short.get("k") == b"v" * 4096
+
+        slow = sm.Pool(os.environ["STRATA_MEM"], timeout_ms=60000)
+        ready, go, out = threading.Event(), threading.Event(), []
+        def caller():
+            assert slow.get("k") == b"v" * 4096   # this thread's lane is connected
+            ready.set()
+            go.wait()
+            try:
+                out.append(slow.get("k"))
+            except OSError as e:
+                out.append(e)
+        t = threading.Thread(target=caller)
+        t.start()
+        assert ready.wait(30)
+        os.kill(pid, signal.SIGSTOP)
+        go.set()
+        t.join(0.5)            # the get is written and waits on the stopped node
+        assert t.is_alive()
+        os.kill(pid, signal.SIGKILL)
+        t.join(30)
+        assert not t.is_alive(), "the get hung after its node was killed"
+        e = out[0]
+        assert isinstance(e, OSError) and e.errno in (errno.ECONNRESET, errno.EPIPE), e
+    """ % d.pid, timeout=120)
