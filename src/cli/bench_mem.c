@@ -12,8 +12,9 @@
  * copied). Then batched 4 KiB GETs, B keys a call: strata_mem_mget
  * against Redis at its best of B GETs pipelined on the connection and one
  * MGET of B keys (both measured; the row names the faster).
- * Figures: ops/s (keys), MB/s, p50/p99 latency per call, and strata/redis
- * ratios.
+ * Figures: ops/s (keys), MB/s, p50/p99 latency per call, CPU us per key
+ * of the client process (c-cpu) and of the server (s-cpu, from /proc), and
+ * strata/redis ratios.
  *
  * Last, unless --no-layers, it runs the layer-streaming and model-switch
  * measurements of python/bench/bench_offload.py (run from the repository
@@ -29,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -70,6 +72,7 @@ struct bm {
 
 struct bm_res {
 	double ops, mbs, p50, p99;	/* ops/s (keys), MB/s, us per call */
+	double ccpu, scpu;		/* CPU us per key: client, server */
 };
 
 struct wk {
@@ -239,9 +242,42 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* CPU seconds (user and system) this process has used. */
+static double self_cpu(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* CPU seconds process pid has used (/proc/PID/stat utime + stime), 0
+ * when unknown. */
+static double pid_cpu(int pid)
+{
+	char path[64], line[1024], *p;
+	unsigned long long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	p = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
+	fclose(f);
+	/* After the name: state, then fields 4..13, then utime and stime. */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+			 &st) != 2)
+		return 0;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 static int run_phase(struct bm *b, enum bm_sys sys, enum bm_op op, size_t size, int nkeys,
 		     struct bm_res *res)
 {
+	int spid = sys == SYS_STRATA ? b->mem_pid : b->redis_pid;
+	double c0, s0;
 	pthread_t th[BM_MAX_THREADS];
 	struct wk *w = calloc((size_t)b->threads, sizeof(*w));
 	double *all = NULL, t0, el;
@@ -267,6 +303,8 @@ static int run_phase(struct bm *b, enum bm_sys sys, enum bm_op op, size_t size, 
 			goto out;
 		}
 	}
+	c0 = self_cpu();
+	s0 = pid_cpu(spid);
 	t0 = mono_sec();
 	for (int i = 0; i < b->threads; i++) {
 		w[i].deadline = t0 + b->secs;
@@ -275,6 +313,8 @@ static int run_phase(struct bm *b, enum bm_sys sys, enum bm_op op, size_t size, 
 	for (int i = 0; i < b->threads; i++)
 		pthread_join(th[i], NULL);
 	el = mono_sec() - t0;
+	res->ccpu = self_cpu() - c0;
+	res->scpu = pid_cpu(spid) - s0;
 	all = malloc((size_t)b->threads * BM_LAT_MAX * sizeof(double));
 	for (int i = 0; i < b->threads && all; i++) {
 		if (w[i].err && !rc)
@@ -291,6 +331,8 @@ static int run_phase(struct bm *b, enum bm_sys sys, enum bm_op op, size_t size, 
 		res->mbs = (double)keys * (double)size / el / 1e6;
 		res->p50 = all[nall / 2];
 		res->p99 = all[nall * 99 / 100];
+		res->ccpu = keys ? res->ccpu * 1e6 / (double)keys : 0;
+		res->scpu = keys ? res->scpu * 1e6 / (double)keys : 0;
 	}
 out:
 	free(all);
@@ -420,9 +462,9 @@ static void run_layers(struct bm *b)
 
 static void row(const char *size, const char *op, const struct bm_res *s, const struct bm_res *r)
 {
-	printf("%-6s %-10s %10.0f %9.1f %8.1f %8.1f | %10.0f %9.1f %8.1f %8.1f | %6.2fx\n", size, op,
-	       s->ops, s->mbs, s->p50, s->p99, r->ops, r->mbs, r->p50, r->p99,
-	       r->ops > 0 ? s->ops / r->ops : 0.0);
+	printf("%-6s %-9s %9.0f %8.1f %7.1f %7.1f %5.1f %5.1f | %9.0f %8.1f %7.1f %7.1f %5.1f "
+	       "%5.1f | %5.2fx\n", size, op, s->ops, s->mbs, s->p50, s->p99, s->ccpu, s->scpu,
+	       r->ops, r->mbs, r->p50, r->p99, r->ccpu, r->scpu, r->ops > 0 ? s->ops / r->ops : 0.0);
 }
 
 int bench_mem(int argc, char **argv)
@@ -435,7 +477,7 @@ int bench_mem(int argc, char **argv)
 	struct strata_mem_opts mo;
 	struct bm_res rs[3][2] = { { { 0 } } }, rr[3][2] = { { { 0 } } }, mg = { 0 };
 	struct bm_res rpipe = { 0 }, rmget = { 0 };
-	int rc = 0;
+	int rc = 0, nsizes = 3;
 
 	for (int i = 1; i < argc; i++) {
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -445,8 +487,12 @@ int bench_mem(int argc, char **argv)
 			b.layers = false;
 			continue;
 		}
+		if (strcmp(argv[i], "--small") == 0) {
+			nsizes = 1;
+			continue;
+		}
 		if (!v || parse_i64(v, &x) || x < 1) {
-			cli_err("usage: strata bench mem [--threads N] [--seconds S] [--batch B] [--server-threads N] [--no-layers]");
+			cli_err("usage: strata bench mem [--threads N] [--seconds S] [--batch B] [--server-threads N] [--small] [--no-layers]");
 			return 2;
 		}
 		if (strcmp(argv[i], "--threads") == 0 && x <= BM_MAX_THREADS)
@@ -490,10 +536,10 @@ int bench_mem(int argc, char **argv)
 	       "(%d reactor threads) at %s; %s at 127.0.0.1:%d (--save '' --appendonly no)\n",
 	       b.threads, b.secs, b.server_threads, b.mem_addr, b.redis_ver[0] ? b.redis_ver : "redis-server",
 	       b.redis_port);
-	printf("%-6s %-10s %10s %9s %8s %8s | %10s %9s %8s %8s | %7s\n", "size", "op",
-	       "strata/s", "MB/s", "p50 us", "p99 us", "redis/s", "MB/s", "p50 us", "p99 us",
-	       "ratio");
-	for (int s = 0; s < 3 && !rc; s++) {
+	printf("%-6s %-9s %9s %8s %7s %7s %5s %5s | %9s %8s %7s %7s %5s %5s | %6s\n", "size",
+	       "op", "strata/s", "MB/s", "p50us", "p99us", "c-cpu", "s-cpu", "redis/s", "MB/s",
+	       "p50us", "p99us", "c-cpu", "s-cpu", "ratio");
+	for (int s = 0; s < nsizes && !rc; s++) {
 		for (int o = 0; o < 2 && !rc; o++) {
 			enum bm_op op = o ? OPK_GET : OPK_PUT;
 
@@ -526,9 +572,11 @@ int bench_mem(int argc, char **argv)
 	       "keys %.0f/s (/P or /M: the faster, compared)\n", b.batch, b.batch, b.batch,
 	       rpipe.ops, b.batch, rmget.ops);
 	printf("done-when: 4 KiB get %.2fx redis (>= 1.0), batched 4 KiB get %.2fx redis "
-	       "pipelined (>= 1.0), 1 MiB get %.2fx redis (>= 2.0)\n", rs[0][1].ops / rr[0][1].ops,
-	       mg.ops / (rpipe.ops >= rmget.ops ? rpipe.ops : rmget.ops),
-	       rs[1][1].ops / rr[1][1].ops);
+	       "pipelined (>= 1.0)", rs[0][1].ops / rr[0][1].ops,
+	       mg.ops / (rpipe.ops >= rmget.ops ? rpipe.ops : rmget.ops));
+	if (nsizes > 1)
+		printf(", 1 MiB get %.2fx redis (>= 2.0)", rs[1][1].ops / rr[1][1].ops);
+	printf("\n");
 	strata_mem_close(b.m);
 	b.m = NULL;
 	if (b.layers)
