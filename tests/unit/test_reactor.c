@@ -4,7 +4,9 @@
  * other threads all run, on the loop, in each poster's order; deferred
  * tasks run after the batch that deferred them; reactor_call waits for its
  * task; offloaded work runs off the loop, and reactor_free still completes
- * every job. Every check waits for an event; none sleeps and then looks.
+ * every job; reactor_run_until drives a reactor with no thread from the
+ * waiting thread until its condition holds. Every check waits for an
+ * event; none sleeps and then looks.
  *
  * Includes reactor.c to reach the helper thread's state.
  */
@@ -330,6 +332,71 @@ static void test_call_without_a_loop_runs_in_place(void **state)
 	reactor_free(r);
 }
 
+/* ---- run_until ---- */
+
+struct until_case {
+	struct reactor *r;
+	struct reactor_timer t;
+	pthread_t waiter;
+	int posted, fired;
+	bool posted_on_waiter, fired_on_waiter, on_thread;
+};
+
+static void until_posted(void *arg)
+{
+	struct until_case *u = arg;
+
+	u->posted++;
+	u->posted_on_waiter = pthread_equal(pthread_self(), u->waiter);
+	u->on_thread = reactor_on_thread(u->r);
+}
+
+static void until_fired(void *arg)
+{
+	struct until_case *u = arg;
+
+	u->fired++;
+	u->fired_on_waiter = pthread_equal(pthread_self(), u->waiter);
+}
+
+static void *until_poster(void *arg)
+{
+	struct until_case *u = arg;
+
+	THREAD_CHECK(reactor_post(u->r, until_posted, u) == 0);
+	return NULL;
+}
+
+static bool until_posted_done(void *arg) { return ((struct until_case *)arg)->posted > 0; }
+static bool until_fired_done(void *arg) { return ((struct until_case *)arg)->fired > 0; }
+
+static void test_run_until_on_the_waiting_thread(void **state)
+{
+	struct until_case u = { .waiter = pthread_self() };
+	pthread_t th;
+
+	(void)state;
+	assert_int_equal(reactor_new("until", &u.r), 0);
+	/* A post from another thread wakes the waiter and runs on it. */
+	assert_int_equal(pthread_create(&th, NULL, until_poster, &u), 0);
+	assert_int_equal(reactor_run_until(u.r, until_posted_done, &u), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(u.posted, 1);
+	assert_true(u.posted_on_waiter);
+	assert_true(u.on_thread);
+	assert_false(reactor_on_thread(u.r));
+	/* A timer fires inside the wait. */
+	reactor_timer_init(&u.t, until_fired, &u);
+	assert_int_equal(reactor_timer_arm(u.r, &u.t, 20), 0);
+	assert_int_equal(reactor_run_until(u.r, until_fired_done, &u), 0);
+	assert_int_equal(u.fired, 1);
+	assert_true(u.fired_on_waiter);
+	/* NULL: one batch without waiting. */
+	assert_int_equal(reactor_run_until(u.r, NULL, NULL), 0);
+	reactor_free(u.r);
+	assert_true(THREAD_CHECKS_PASSED());
+}
+
 /* ---- offload ---- */
 
 struct job {
@@ -451,6 +518,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_defer_runs_after_the_batch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_call_waits_for_its_task, setup, teardown),
 		cmocka_unit_test(test_call_without_a_loop_runs_in_place),
+		cmocka_unit_test(test_run_until_on_the_waiting_thread),
 		cmocka_unit_test_setup_teardown(test_offload_runs_off_the_loop, setup, teardown),
 		cmocka_unit_test(test_free_completes_queued_jobs),
 	};
