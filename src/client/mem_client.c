@@ -97,6 +97,8 @@ struct strata_mem_op {
 	uint64_t len;			/* GET, EXISTS: the value's length */
 	uint64_t got;			/* bytes of bulk received */
 	struct mp_results res;		/* a batch's results */
+	bool local;			/* in a synchronous call's storage */
+	const char *kp;			/* the single key: key[], or the caller's */
 	uint32_t klen;
 	char key[];			/* a single key's copy */
 };
@@ -395,6 +397,16 @@ static struct rpc_direct *lane_hold(struct strata_mem *m)
 /* A new operation; key[klen] (may be NULL) is copied into it, so that a
  * request sent again (failover) or after its caller returned (async get,
  * prefetch) still has it. */
+static void op_setup(struct strata_mem_op *op, struct strata_mem *m, uint16_t opcode)
+{
+	op->m = m;
+	op->rc = pick_rc(m);
+	op->pool = rpc_client_pool(op->rc);
+	op->opcode = opcode;
+	pthread_mutex_init(&op->lock, NULL);
+	pthread_cond_init(&op->cv, NULL);
+}
+
 static struct strata_mem_op *op_new(struct strata_mem *m, uint16_t opcode, const char *key,
 				    size_t klen)
 {
@@ -402,15 +414,11 @@ static struct strata_mem_op *op_new(struct strata_mem *m, uint16_t opcode, const
 
 	if (!op)
 		return NULL;
-	op->m = m;
-	op->rc = pick_rc(m);
-	op->pool = rpc_client_pool(op->rc);
-	op->opcode = opcode;
+	op_setup(op, m, opcode);
 	op->klen = (uint32_t)klen;
 	if (klen)
 		memcpy(op->key, key, klen);
-	pthread_mutex_init(&op->lock, NULL);
-	pthread_cond_init(&op->cv, NULL);
+	op->kp = op->key;
 	return op;
 }
 
@@ -422,10 +430,10 @@ static struct pbytes key_view(const char *key, size_t klen)
 	return v;
 }
 
-/* A view of op's copy of its key. */
+/* A view of op's key (its copy, or a synchronous caller's). */
 static struct pbytes op_key(const struct strata_mem_op *op)
 {
-	return key_view(op->key, op->klen);
+	return key_view(op->kp, op->klen);
 }
 
 static void op_destroy(struct strata_mem_op *op)
@@ -445,7 +453,8 @@ static void op_destroy(struct strata_mem_op *op)
 	mp_results_release(&op->res);
 	pthread_mutex_destroy(&op->lock);
 	pthread_cond_destroy(&op->cv);
-	free(op);
+	if (!op->local)
+		free(op);
 }
 
 static void op_complete(struct strata_mem_op *op, int status)
@@ -649,6 +658,26 @@ static int key_op(struct strata_mem *m, uint16_t opcode, const char *key,
 	return 0;
 }
 
+/* key_op for a synchronous call: op is the caller's storage (released
+ * with op_destroy) and its key a view of the caller's, which outlives the
+ * call, so nothing is allocated. */
+static int key_op_local(struct strata_mem *m, uint16_t opcode, const char *key,
+			struct strata_mem_op *op)
+{
+	size_t klen;
+	int rc = check_key(key, &klen);
+
+	if (rc)
+		return rc;
+	memset(op, 0, sizeof(*op));
+	op_setup(op, m, opcode);
+	op->local = true;
+	op->kp = key;
+	op->klen = (uint32_t)klen;
+	op->ntargets = owners(m, key, klen, op->targets, m->o.replicas);
+	return 0;
+}
+
 struct op_set {
 	struct strata_mem_op **ops;
 	uint32_t n;
@@ -749,12 +778,12 @@ static int run_all(struct strata_mem_op *op)
 int strata_mem_put(struct strata_mem *m, const char *key, const void *buf, size_t len,
 		   unsigned flags)
 {
-	struct strata_mem_op *op;
+	struct strata_mem_op local, *op = &local;
 	int rc;
 
 	if (len > FRAME_MAX_BULK)
 		return -E2BIG;
-	rc = key_op(m, OP_MEM_PUT, key, &op);
+	rc = key_op_local(m, OP_MEM_PUT, key, op);
 	if (rc)
 		return rc;
 	op->rq.put.flags = flags & MP_PUT_KNOWN;
@@ -814,8 +843,8 @@ void strata_mem_op_free(struct strata_mem_op *op)
 
 ssize_t strata_mem_get(struct strata_mem *m, const char *key, void *buf, size_t cap)
 {
-	struct strata_mem_op *op;
-	ssize_t rc = key_op(m, OP_MEM_GET, key, &op);
+	struct strata_mem_op local, *op = &local;
+	ssize_t rc = key_op_local(m, OP_MEM_GET, key, op);
 
 	if (rc)
 		return rc;
@@ -856,8 +885,8 @@ int strata_mem_get_alloc(struct strata_mem *m, const char *key, void **buf, size
 
 ssize_t strata_mem_exists(struct strata_mem *m, const char *key)
 {
-	struct strata_mem_op *op;
-	ssize_t rc = key_op(m, OP_MEM_EXISTS, key, &op);
+	struct strata_mem_op local, *op = &local;
+	ssize_t rc = key_op_local(m, OP_MEM_EXISTS, key, op);
 
 	if (rc)
 		return rc;
@@ -871,8 +900,8 @@ ssize_t strata_mem_exists(struct strata_mem *m, const char *key)
 
 int strata_mem_remove(struct strata_mem *m, const char *key)
 {
-	struct strata_mem_op *op;
-	int rc = key_op(m, OP_MEM_REMOVE, key, &op);
+	struct strata_mem_op local, *op = &local;
+	int rc = key_op_local(m, OP_MEM_REMOVE, key, op);
 
 	if (rc)
 		return rc;
@@ -882,8 +911,8 @@ int strata_mem_remove(struct strata_mem *m, const char *key)
 
 int strata_mem_pin(struct strata_mem *m, const char *key, int pin)
 {
-	struct strata_mem_op *op;
-	int rc = key_op(m, OP_MEM_PIN, key, &op);
+	struct strata_mem_op local, *op = &local;
+	int rc = key_op_local(m, OP_MEM_PIN, key, op);
 
 	if (rc)
 		return rc;
