@@ -258,7 +258,13 @@ struct rpc_direct {
 	struct reactor *r;
 	struct rpc_pool *pool;
 	int held;		/* 1 while a thread holds it (atomic) */
+	uint64_t left_ms;	/* when the last holder gave it back */
 };
+
+/* Held again within this long, d skips its look at what happened in
+ * between (a syscall): a peer that closed a connection so recently is a
+ * race any pool has. */
+#define DIRECT_IDLE_MS 1
 
 int rpc_direct_new(const char *name, uint32_t timeout_ms, struct rpc_direct **out)
 {
@@ -300,12 +306,14 @@ bool rpc_direct_try_hold(struct rpc_direct *d)
 	if (!__atomic_compare_exchange_n(&d->held, &free_, 1, false, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
 		return false;
-	reactor_run_until(d->r, NULL, NULL);
+	if (reactor_now_ms() - d->left_ms >= DIRECT_IDLE_MS)
+		reactor_run_until(d->r, NULL, NULL);
 	return true;
 }
 
 void rpc_direct_release(struct rpc_direct *d)
 {
+	d->left_ms = reactor_now_ms();
 	__atomic_store_n(&d->held, 0, __ATOMIC_RELEASE);
 }
 
