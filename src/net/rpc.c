@@ -140,6 +140,22 @@ static void free_pool_task(void *arg)
 	rpc_pool_free(arg);
 }
 
+/* A reactor, not started, with a pool on it (rpc_client, rpc_direct). */
+static int loop_pool_new(const char *name, uint32_t timeout_ms, struct reactor **r,
+			 struct rpc_pool **p)
+{
+	int rc = reactor_new(name, r);
+
+	if (rc)
+		return rc;
+	rc = rpc_pool_new(*r, timeout_ms, p);
+	if (rc) {
+		reactor_free(*r);
+		*r = NULL;
+	}
+	return rc;
+}
+
 int rpc_client_new(const char *name, uint32_t timeout_ms, struct rpc_client **out)
 {
 	struct rpc_client *cl = calloc(1, sizeof(*cl));
@@ -147,10 +163,7 @@ int rpc_client_new(const char *name, uint32_t timeout_ms, struct rpc_client **ou
 
 	if (!cl)
 		return -ENOMEM;
-	rc = reactor_new(name, &cl->r);
-	if (rc)
-		goto fail;
-	rc = rpc_pool_new(cl->r, timeout_ms, &cl->pool);
+	rc = loop_pool_new(name, timeout_ms, &cl->r, &cl->pool);
 	if (rc)
 		goto fail;
 	rc = reactor_start(cl->r);
@@ -273,18 +286,13 @@ int rpc_direct_new(const char *name, uint32_t timeout_ms, struct rpc_direct **ou
 
 	if (!d)
 		return -ENOMEM;
-	rc = reactor_new(name, &d->r);
-	if (rc)
-		goto fail;
-	rc = rpc_pool_new(d->r, timeout_ms, &d->pool);
-	if (rc)
-		goto fail;
+	rc = loop_pool_new(name, timeout_ms, &d->r, &d->pool);
+	if (rc) {
+		free(d);
+		return rc;
+	}
 	*out = d;
 	return 0;
-fail:
-	reactor_free(d->r);
-	free(d);
-	return rc;
 }
 
 void rpc_direct_free(struct rpc_direct *d)
