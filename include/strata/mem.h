@@ -16,8 +16,10 @@
  * thread. When more threads call at once than there are lanes (twice
  * io_threads, at least 8), and for the asynchronous get and prefetch, the
  * requests go through a few background threads instead (io_threads),
- * pipelined over one connection per node and thread. Either way a call
- * ends by timeout_ms at the latest, also when a node dies in the middle.
+ * pipelined over one connection per node and thread. Either way each
+ * request ends by timeout_ms at the latest (a get tries the next replica
+ * after a failed one), and a node that dies in the middle of a request
+ * fails it at once.
  *
  * Values are at most 64 MiB, keys 1..1024 bytes. Errors: -ENOENT (no such
  * key), -ENAMETOOLONG (key too long), -EINVAL (empty key), -E2BIG (value

@@ -8,7 +8,10 @@ failing clearly without losing what is stored; pinned objects never
 evicted; concurrent put/get/evict with every value read whole and right;
 spill to the storage plane and transparent reload; two mem nodes with
 consistent hashing and replicas surviving a node; layer streaming with
-outputs identical to the resident model.
+outputs identical to the resident model; synchronous calls on the
+caller's thread (lanes) from many threads, with few lanes and with none,
+beside an async get in flight; a timeout on a stopped node and a node
+killed in the middle of a call.
 """
 import json
 import textwrap
