@@ -16,9 +16,12 @@ says otherwise). The stages:
   setup        composes the slice and the memory ('strata compose create'),
                recording the composition and its credential under the
                state directory, keyed by job id.
-  data_in      copies dataset= into the slice, inside the cluster.
+  data_in      copies dataset= into the slice, inside the cluster, as the
+               job's user (the composition's credential).
   paths        gives the job STRATA_VOLUME, STRATA_TOKEN, STRATA_MGMT,
                STRATA_MEM_NS, STRATA_COMPOSITION (and STRATA_DATASET).
+  data_out     copies the slice to STAGE_OUT/job-ID, inside the cluster,
+               as the job's user.
   teardown     releases the composition ('strata compose delete'), after
                the job or when it is cancelled; also a composition whose
                id was never recorded (found by its name, slurm-job-ID).
@@ -51,6 +54,7 @@ local function load_conf()
 		retain = "no",		-- "yes": volumes outlive their jobs
 		setup_wait = "240",	-- seconds setup waits for room in the pools
 		datasets = "",		-- dataset= reads under this prefix ("": none)
+		results = "",		-- stage_out= writes under this prefix ("": none)
 	}
 	local path = script_dir() .. "/strata_bb.conf"
 	local f = io.open(path, "r")
@@ -97,9 +101,15 @@ local function parse_size(s)
 end
 
 local KEYS = { pool = true, capacity = true, mem = true, dataset = true, stage_out = true }
+-- The keys that name a path, the setting that bounds them, and why they
+-- need a slice.
+local PATH_KEYS = {
+	{ key = "dataset", conf = "datasets", why = "the dataset is copied into the slice" },
+	{ key = "stage_out", conf = "results", why = "the slice is what is staged out" },
+}
 
 --[[ Reads the job script's "#BB_LUA strata" line. Returns the request
-{ storage = bytes, memory = bytes, dataset = path } or nil and the reason
+{ storage = bytes, memory = bytes, dataset = path, stage_out = path } or nil and the reason
 it is refused. As Slurm does, empty lines are skipped and the first other
 line that is not a comment ends the directives. ]]
 local function parse_request(job_script, conf)
@@ -133,10 +143,10 @@ local function parse_request(job_script, conf)
 			for i = 2, #words do
 				local k, v = words[i]:match("^([%w_]+)=(.*)$")
 				if not k then
-					return nil, "'" .. words[i] .. "' is not key=value (keys: pool, capacity, mem, dataset)"
+					return nil, "'" .. words[i] .. "' is not key=value (keys: pool, capacity, mem, dataset, stage_out)"
 				end
 				if not KEYS[k] then
-					return nil, "unknown key '" .. k .. "' (keys: pool, capacity, mem, dataset)"
+					return nil, "unknown key '" .. k .. "' (keys: pool, capacity, mem, dataset, stage_out)"
 				end
 				if req[k] then
 					return nil, "'" .. k .. "=' is given twice"
@@ -151,23 +161,23 @@ local function parse_request(job_script, conf)
 	if not found then
 		return nil, "no '#BB_LUA strata' line in the job script"
 	end
-	if req.stage_out then
-		return nil, "stage_out= is not supported yet: copy with 'strata cp' inside the job"
-	end
 	local out = { storage = 0, memory = 0 }
-	if req.dataset then
-		local d, pre = req.dataset, conf.datasets
-		if pre == "" then
-			return nil, "dataset= is not enabled on this cluster (strata slurm install --datasets PREFIX)"
+	for _, p in ipairs(PATH_KEYS) do
+		local d = req[p.key]
+		if d then
+			local pre = conf[p.conf]
+			if pre == "" then
+				return nil, p.key .. "= is not enabled on this cluster (strata slurm install --" .. p.conf .. " PREFIX)"
+			end
+			if d:sub(1, #pre + 1) ~= pre .. "/" or #d == #pre + 1 or d:match("/%.%.?/") or d:match("/%.%.?$")
+			    or d:match("//") or d:match("/$") or not d:match("^[%w._/+-]+$") then
+				return nil, p.key .. "='" .. d .. "' is not a path under " .. pre .. "/ (letters, digits, . _ + - and /)"
+			end
+			if not req.capacity then
+				return nil, p.key .. "= needs capacity=: " .. p.why
+			end
+			out[p.key] = d
 		end
-		if d:sub(1, #pre + 1) ~= pre .. "/" or #d == #pre + 1 or d:match("/%.%.?/") or d:match("/%.%.?$")
-		    or d:match("//") or d:match("/$") or not d:match("^[%w._/+-]+$") then
-			return nil, "dataset='" .. d .. "' is not a path under " .. pre .. "/ (letters, digits, . _ + - and /)"
-		end
-		if not req.capacity then
-			return nil, "dataset= needs capacity=: the dataset is copied into the slice"
-		end
-		out.dataset = d
 	end
 	if req.capacity then
 		out.storage = parse_size(req.capacity)
@@ -229,9 +239,10 @@ local function write_file(path, text)
 end
 
 --[[ Runs 'strata ARGS' with the cluster and the credential of the
-settings; returns ok, stdout, stderr. tag names the capture files; limit,
-when given, is the seconds it may take (coreutils' timeout kills it). ]]
-local function strata(conf, tag, args, limit)
+settings (or token_file: a job's own); returns ok, stdout, stderr. tag
+names the capture files; limit, when given, is the seconds it may take
+(coreutils' timeout kills it). ]]
+local function strata(conf, tag, args, limit, token_file)
 	local cmd = { shquote(conf.strata) }
 	if limit then
 		table.insert(cmd, 1, string.format("timeout -k 1 %d", limit))
@@ -245,8 +256,9 @@ local function strata(conf, tag, args, limit)
 	if conf.composer ~= "" then
 		cmd[#cmd + 1] = "--composer " .. shquote(conf.composer)
 	end
-	if conf.token_file ~= "" then
-		cmd[#cmd + 1] = "--token " .. shquote(conf.token_file)
+	token_file = token_file or conf.token_file
+	if token_file ~= "" then
+		cmd[#cmd + 1] = "--token " .. shquote(token_file)
 	end
 	local out = conf.state_dir .. "/." .. tag .. ".out"
 	local err = conf.state_dir .. "/." .. tag .. ".err"
@@ -368,6 +380,24 @@ function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
 	if conf.retain == "yes" then
 		args[#args + 1] = "--retain"
 	end
+	-- The job's user owns the slice, and its credential acts as them:
+	-- stage-in reads the dataset and stage-out writes the results as that
+	-- user, so the namespace's permissions decide what a job may read and
+	-- where it may write. (Root never gets here: burst_buffer/lua refuses
+	-- root's jobs; the composer refuses root as an owner.)
+	uid, gid = tonumber(uid), tonumber(gid)
+	if uid and uid >= 1 and uid < 65534 then
+		args[#args + 1] = "--owner"
+		args[#args + 1] = string.format("%d:%d", uid, gid or uid)
+	end
+	if req.dataset then
+		args[#args + 1] = "--path"
+		args[#args + 1] = "r:" .. req.dataset
+	end
+	if req.stage_out then
+		args[#args + 1] = "--path"
+		args[#args + 1] = "rw:" .. req.stage_out
+	end
 	-- Memory is no Slurm pool (a job line accounts one), and the
 	-- composer's free space is read every 30 s: a composition that does
 	-- not fit now (HTTP 409) waits here, the job pending in stage-in,
@@ -402,8 +432,8 @@ function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
 end
 
 -- Stage-in: dataset= is copied into the slice inside the cluster ('strata
--- cp -r', with SlurmUser's token, which reads the datasets' prefix and
--- writes the volumes), and the job is told where: STRATA_DATASET.
+-- cp -r', with the job's own credential: as the job's user), and the job
+-- is told where: STRATA_DATASET.
 function slurm_bb_data_in(job_id, job_script)
 	local conf, cerr = load_conf()
 	if cerr then
@@ -422,7 +452,8 @@ function slurm_bb_data_in(job_id, job_script)
 		return slurm.ERROR, "strata: job " .. job_id .. " has no volume to stage its dataset in"
 	end
 	local dest = vol .. "/" .. req.dataset:match("([^/]+)$")
-	local ok, _, err = strata(conf, "stagein-" .. job_id, { "cp", "-r", "-j", "8", req.dataset, dest })
+	local ok, _, err = strata(conf, "stagein-" .. job_id, { "cp", "-r", "-j", "8", req.dataset, dest },
+		nil, state_path(conf, job_id, "token"))
 	if not ok then
 		slurm.log_error("%s: job %s: stage-in of %s failed: %s", NAME, job_id, req.dataset, err)
 		return slurm.ERROR, "strata: stage-in of " .. req.dataset .. ": " .. last_line(err)
@@ -464,7 +495,37 @@ function slurm_bb_post_run(job_id, job_script)
 	return slurm.SUCCESS
 end
 
+-- Stage-out: the slice is copied to STAGE_OUT/job-ID inside the cluster,
+-- with the job's own credential (as the job's user), after the job and
+-- before teardown releases the slice. stage_out= names a directory that
+-- exists and that the user may write (the credential reaches it, not its
+-- parent, so it cannot make it). A failure is the job's stage-out failure:
+-- Slurm holds the teardown, so the slice is still there to copy again.
 function slurm_bb_data_out(job_id, job_script)
+	local conf, cerr = load_conf()
+	if cerr then
+		return slurm.ERROR, "strata: " .. cerr
+	end
+	local req, why = parse_request(job_script, conf)
+	if not req then
+		return slurm.ERROR, "strata: " .. why
+	end
+	if not req.stage_out then
+		return slurm.SUCCESS
+	end
+	local env = read_file(state_path(conf, job_id, "env")) or ""
+	local vol = env:match("STRATA_VOLUME=([^\n]+)")
+	if not vol then
+		return slurm.ERROR, "strata: job " .. job_id .. " has no volume to stage out"
+	end
+	local dest = req.stage_out .. "/job-" .. job_id
+	local ok, _, err = strata(conf, "stageout-" .. job_id, { "cp", "-r", "-j", "8", vol, dest },
+		nil, state_path(conf, job_id, "token"))
+	if not ok then
+		slurm.log_error("%s: job %s: stage-out to %s failed: %s", NAME, job_id, req.stage_out, err)
+		return slurm.ERROR, "strata: stage-out to " .. req.stage_out .. ": " .. last_line(err)
+	end
+	slurm.log_info("%s: job %s: slice %s staged out to %s", NAME, job_id, vol, dest)
 	return slurm.SUCCESS
 end
 

@@ -23,12 +23,15 @@
 #include "cli.h"
 #include "common/config.h"
 #include "common/fileio.h"
+#include "common/token.h"
 #include "net/proto.h"
 #include "strata/errors.h"
 #include "strata/locate.h"
 
 #define COMPOSE_TIMEOUT_MS 30000
 #define COMPOSE_REPLY_MAX (64u << 20)
+/* The composer's COMP_PATHS_MAX: it refuses more, with the reason. */
+#define COMPOSE_PATHS_MAX 8
 
 struct compose_args {
 	const char *cmd;		/* "compose create", ... */
@@ -41,6 +44,8 @@ struct compose_args {
 	uint64_t storage, memory;
 	int64_t ttl_s;
 	int64_t owner_uid, owner_gid;	/* -1: not given */
+	uint32_t npaths;
+	struct token_path paths[COMPOSE_PATHS_MAX];
 	const char *id;			/* show, delete */
 };
 
@@ -302,6 +307,7 @@ static void print_system(json_t *s)
 	json_t *cuda = json_object_get(o, "CudaVisibleDevices"), *v;
 	const char *reason = json_string_value(json_object_get(o, "Reason")), *k;
 	char b[32];
+	size_t i;
 
 	printf("%s: %s%s%s\n", json_string_value(json_object_get(s, "Id")) ?: "?",
 	       json_string_value(json_object_get(o, "State")) ?: "?", reason && reason[0] ? ": " : "",
@@ -311,6 +317,9 @@ static void print_system(json_t *s)
 		printf("  owner    uid %lld gid %lld\n",
 		       (long long)json_integer_value(json_object_get(json_object_get(o, "Owner"), "Uid")),
 		       (long long)json_integer_value(json_object_get(json_object_get(o, "Owner"), "Gid")));
+	json_array_foreach(json_object_get(o, "Paths"), i, v)
+		printf("  path     %s (%s)\n", json_string_value(json_object_get(v, "Path")) ?: "",
+		       json_string_value(json_object_get(v, "Access")) ?: "");
 	json_object_foreach(cuda, k, v)
 		printf("  gpus     node %s: CUDA_VISIBLE_DEVICES=%s\n", k, json_string_value(v));
 	if (json_is_object(vol))
@@ -378,6 +387,14 @@ static int create(const struct compose_args *a)
 							   (json_int_t)a->owner_uid, "Gid",
 							   (json_int_t)(a->owner_gid >= 0 ? a->owner_gid
 											  : a->owner_uid)));
+	if (a->npaths) {
+		json_t *paths = json_array();
+
+		for (uint32_t i = 0; i < a->npaths; i++)
+			json_array_append_new(paths, json_pack("{s:s, s:s}", "Path", a->paths[i].prefix,
+							       "Access", a->paths[i].write ? "rw" : "r"));
+		json_object_set_new(rq, "Paths", paths);
+	}
 	body = json_dumps(rq, JSON_COMPACT);
 	json_decref(rq);
 	if (!body)
@@ -417,8 +434,8 @@ static int usage(const char *msg)
 		"usage: strata compose inventory [--json]\n"
 		"       strata compose create [--gpus N] [--model M] [--same-node] [--storage SIZE]\n"
 		"                             [--memory SIZE] [--tenant T] [--name NAME] [--ttl TIME]\n"
-		"                             [--retain] [--owner UID[:GID]] [--token-out FILE]\n"
-		"                             [--json]\n"
+		"                             [--retain] [--owner UID[:GID]] [--path r:PATH|rw:PATH]...\n"
+		"                             [--token-out FILE] [--json]\n"
 		"       strata compose list [--json]\n"
 		"       strata compose show ID [--json]\n"
 		"       strata compose delete ID [--json]\n"
@@ -430,7 +447,7 @@ static int usage(const char *msg)
 static int parse(int argc, char **argv, struct compose_args *a)
 {
 	enum { O_COMPOSER = 256, O_MGMT, O_DIR, O_TOKEN, O_JSON, O_GPUS, O_MODEL, O_SAME,
-	       O_STORAGE, O_MEMORY, O_TENANT, O_NAME, O_TTL, O_RETAIN, O_OUT, O_OWNER };
+	       O_STORAGE, O_MEMORY, O_TENANT, O_NAME, O_TTL, O_RETAIN, O_OUT, O_OWNER, O_PATH };
 	static const struct option opts[] = {
 		{ "composer", required_argument, NULL, O_COMPOSER },
 		{ "mgmt", required_argument, NULL, O_MGMT },
@@ -448,6 +465,7 @@ static int parse(int argc, char **argv, struct compose_args *a)
 		{ "retain", no_argument, NULL, O_RETAIN },
 		{ "token-out", required_argument, NULL, O_OUT },
 		{ "owner", required_argument, NULL, O_OWNER },
+		{ "path", required_argument, NULL, O_PATH },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool create = strcmp(argv[0], "create") == 0;
@@ -502,6 +520,15 @@ static int parse(int argc, char **argv, struct compose_args *a)
 			}
 			break;
 		}
+		case O_PATH:
+			if (a->npaths >= COMPOSE_PATHS_MAX ||
+			    token_path_parse(optarg, &a->paths[a->npaths])) {
+				cli_err("%s: --path: '%s' is not r:PATH or rw:PATH with a normalized absolute PATH (at most %d)",
+					a->cmd, optarg, COMPOSE_PATHS_MAX);
+				return 2;
+			}
+			a->npaths++;
+			break;
 		case O_TTL:
 			if (parse_ms(optarg, &ms) || ms < 1000) {
 				cli_err("%s: --ttl: '%s' is not a time of 1 s or more (e.g. 90s, 30m)",

@@ -147,6 +147,8 @@ int attach_credential(struct composer *c, const struct comp *comp, char **text, 
 		cl.paths[0].write = true;
 		cl.npaths = 1;
 	}
+	for (uint32_t i = 0; i < comp->npaths; i++)
+		cl.paths[cl.npaths++] = comp->paths[i];
 	if (comp->rq.memory) {
 		snprintf(cl.mems[0].ns, sizeof(cl.mems[0].ns), "%s", comp->id);
 		cl.mems[0].capacity = comp->mem_share;

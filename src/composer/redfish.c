@@ -242,7 +242,7 @@ static const char *rf_state(uint32_t state)
 json_t *rf_system(struct composer *c, const struct comp *p)
 {
 	json_t *gpus = json_array(), *blocks = json_array(), *cuda = json_object();
-	json_t *strata, *o, *mem_nodes = json_array();
+	json_t *strata, *o, *paths, *mem_nodes = json_array();
 	char path[512];
 
 	for (uint32_t i = 0; i < p->ngpus; i++) {
@@ -284,6 +284,10 @@ json_t *rf_system(struct composer *c, const struct comp *p)
 	json_object_set_new(strata, "Owner", json_pack("{s:I, s:I}", "Uid",
 						       (json_int_t)p->owner_uid, "Gid",
 						       (json_int_t)p->owner_gid));
+	json_object_set_new(strata, "Paths", paths = json_array());
+	for (uint32_t i = 0; i < p->npaths; i++)
+		json_array_append_new(paths, json_pack("{s:s, s:s}", "Path", p->paths[i].prefix,
+						       "Access", p->paths[i].write ? "rw" : "r"));
 	json_object_set_new(strata, "Volume", p->rq.storage ?
 			    json_pack("{s:s, s:I}", "Path", path, "Size", (json_int_t)p->rq.storage) :
 			    json_null());
@@ -463,6 +467,52 @@ static int get_owner(struct job *j, json_t *v)
 	return 0;
 }
 
+/* "Paths": [{"Path": "/abs", "Access": "r" | "rw"}, ...]: subtrees the
+ * credential reaches besides the volume (a dataset to read, a directory
+ * to stage out to), at most COMP_PATHS_MAX. The credential still acts
+ * as the owner there: the namespace's permissions decide. */
+static int get_paths(struct job *j, json_t *v)
+{
+	struct comp *r = &j->req;
+	json_t *e, *x;
+	size_t i;
+	const char *k;
+
+	if (!json_is_array(v) || json_array_size(v) > COMP_PATHS_MAX) {
+		bad(j, "Base.1.8.PropertyValueTypeError",
+		    "'Paths' must be an array of at most %u {Path, Access} objects", COMP_PATHS_MAX);
+		return -1;
+	}
+	json_array_foreach(v, i, e) {
+		const char *path = json_string_value(json_object_get(e, "Path"));
+		const char *acc = json_string_value(json_object_get(e, "Access"));
+		struct token_path *tp = &r->paths[i];
+
+		if (!json_is_object(e)) {
+			bad(j, "Base.1.8.PropertyValueTypeError", "'Paths[%zu]' must be an object {Path, Access}", i);
+			return -1;
+		}
+		json_object_foreach(e, k, x) {
+			if (strcmp(k, "Path") && strcmp(k, "Access")) {
+				bad(j, "Base.1.8.PropertyUnknown",
+				    "'Paths[%zu].%s' is not a property (Path, Access)", i, k);
+				return -1;
+			}
+		}
+		if (!path || !token_path_normal(path) || strlen(path) >= sizeof(tp->prefix) ||
+		    !acc || (strcmp(acc, "r") && strcmp(acc, "rw"))) {
+			bad(j, "Base.1.8.PropertyValueFormatError",
+			    "'Paths[%zu]' needs 'Path' (an absolute, normalized path of at most %zu bytes) and 'Access' (\"r\" or \"rw\")",
+			    i, sizeof(tp->prefix) - 1);
+			return -1;
+		}
+		snprintf(tp->prefix, sizeof(tp->prefix), "%s", path);
+		tp->write = !strcmp(acc, "rw");
+		r->npaths = (uint32_t)i + 1;
+	}
+	return 0;
+}
+
 /* Reads a compose request into j->req; on a fault j->http is 400. */
 static void parse_compose(struct job *j, const char *text, size_t len)
 {
@@ -519,6 +569,9 @@ static void parse_compose(struct job *j, const char *text, size_t len)
 		} else if (strcmp(k, "Owner") == 0) {
 			if (get_owner(j, v))
 				goto out;
+		} else if (strcmp(k, "Paths") == 0) {
+			if (get_paths(j, v))
+				goto out;
 		} else if (strcmp(k, "Retain") == 0) {
 			if (!json_is_boolean(v)) {
 				bad(j, "Base.1.8.PropertyValueTypeError", "'Retain' must be true or false");
@@ -527,7 +580,7 @@ static void parse_compose(struct job *j, const char *text, size_t len)
 			r->retain = json_is_true(v);
 		} else {
 			bad(j, "Base.1.8.PropertyUnknown",
-			    "'%s' is not a property of a composition request (Name, Tenant, Owner, Gpus, Storage, Memory, TtlSeconds, Retain)",
+			    "'%s' is not a property of a composition request (Name, Tenant, Owner, Gpus, Storage, Memory, Paths, TtlSeconds, Retain)",
 			    k);
 			goto out;
 		}

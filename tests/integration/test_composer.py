@@ -216,6 +216,17 @@ def test_every_resource_but_the_root_needs_an_admin_token(cc, tmp_path):
     (b'{"Memory": {"Size": "1M"}, "Owner": {"Uid": 5, "Gid": -1}}', "'Owner.Gid' a gid"),
     (b'{"Memory": {"Size": "1M"}, "Owner": {"Uid": 5, "Home": "/"}}',
      "'Owner.Home' is not a property"),
+    (b'{"Memory": {"Size": "1M"}, "Paths": "/d"}', "'Paths' must be an array"),
+    (b'{"Memory": {"Size": "1M"}, "Paths": [{"Path": "/d", "Access": "x"}]}',
+     "'Paths[0]' needs 'Path'"),
+    (b'{"Memory": {"Size": "1M"}, "Paths": [{"Path": "/d"}, {"Path": "d", "Access": "r"}]}',
+     "'Paths[0]' needs"),
+    (b'{"Memory": {"Size": "1M"}, "Paths": [{"Path": "/d", "Access": "r"}, '
+     b'{"Path": "/a/../b", "Access": "r"}]}', "'Paths[1]' needs 'Path' (an absolute, normalized"),
+    (b'{"Memory": {"Size": "1M"}, "Paths": [{"Path": "/d", "Access": "r", "Mode": 1}]}',
+     "'Paths[0].Mode' is not a property"),
+    (b'{"Memory": {"Size": "1M"}, "Paths": [' + b','.join(
+        [b'{"Path": "/d", "Access": "r"}'] * 9) + b']}', "at most 8"),
 ])
 def test_bad_requests_get_400_with_the_reason(cc, raw, says):
     code, body = http(cc, "POST", RF + "/Systems", raw=raw)
@@ -354,6 +365,49 @@ def test_owner_gets_the_volume_and_the_credential(cc, tmp_path):
     s = json.loads(r.stdout)
     assert s["Oem"]["Strata"]["Owner"] == {"Uid": 65534, "Gid": 65534}
     assert strata("compose", "delete", s["Id"], "--dir", cc.dir).returncode == 0
+    audit(cc)
+
+
+def test_paths_reach_beyond_the_volume_as_the_owner(cc, tmp_path):
+    """Paths: the credential also reaches a dataset to read and a place to
+    write results, still as the owner, so the namespace's permissions
+    decide: a dataset the owner may not read stays closed; paths outside
+    those given stay out of reach."""
+    f = tmp_path / "f"
+    f.write_bytes(b"sample")
+    for cmd in (("mkdir", "-p", "/pathsds/open", "/pathsds/closed", "/pathsout/u1234"),
+                ("put", f, "/pathsds/open/a"), ("put", f, "/pathsds/closed/a"),
+                ("chmod", "755", "/pathsds/open"), ("chmod", "644", "/pathsds/open/a"),
+                ("chmod", "700", "/pathsds/closed"), ("chown", "1234:1234", "/pathsout/u1234")):
+        r = strata(*cmd[:1], "--dir", cc.dir, *cmd[1:])
+        assert r.returncode == 0, (cmd, r.stderr)
+    cred = tmp_path / "paths.token"
+    r = strata("compose", "create", "--dir", cc.dir, "--storage", "1M", "--owner", "1234",
+               "--path", "r:/pathsds", "--path", "rw:/pathsout/u1234", "--token-out", cred,
+               "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    o = s["Oem"]["Strata"]
+    assert o["Paths"] == [{"Path": "/pathsds", "Access": "r"},
+                          {"Path": "/pathsout/u1234", "Access": "rw"}], o
+    claims = sw.token_claims(cred.read_text().strip())
+    assert {"prefix": "/pathsds", "access": "r"} in claims["paths"], claims
+    mgmt = o["Addresses"]["Mgmt"]
+    r = strata("cat", "--mgmt", mgmt, "--token", cred, "/pathsds/open/a")
+    assert r.returncode == 0 and r.stdout == "sample", r.stderr
+    r = strata("cat", "--mgmt", mgmt, "--token", cred, "/pathsds/closed/a")
+    assert r.returncode == 1 and "Permission denied" in r.stderr, r.stderr
+    r = strata("put", "--mgmt", mgmt, "--token", cred, f, "/pathsds/open/b")
+    assert r.returncode == 1 and "Permission denied" in r.stderr, r.stderr   # r only
+    r = strata("put", "--mgmt", mgmt, "--token", cred, f, "/pathsout/u1234/res")
+    assert r.returncode == 0, r.stderr
+    r = strata("put", "--mgmt", mgmt, "--token", cred, f, "/pathsout/other")
+    assert r.returncode == 1 and "Permission denied" in r.stderr, r.stderr
+    r = strata("compose", "show", s["Id"], "--dir", cc.dir)
+    assert r.returncode == 0 and "path     /pathsds (r)" in r.stdout, r.stdout
+    assert strata("compose", "delete", s["Id"], "--dir", cc.dir).returncode == 0
+    r = strata("compose", "create", "--dir", cc.dir, "--memory", "1M", "--path", "x:/d")
+    assert r.returncode == 2 and "--path: 'x:/d' is not r:PATH or rw:PATH" in r.stderr, r.stderr
     audit(cc)
 
 
