@@ -18,6 +18,7 @@ says otherwise). The stages:
                state directory, keyed by job id.
   data_in      copies dataset= into the slice, inside the cluster, as the
                job's user (the composition's credential).
+  pre_run      composes the GPUs Slurm gave the job (their GPU blocks).
   paths        gives the job STRATA_VOLUME, STRATA_TOKEN, STRATA_MGMT,
                STRATA_MEM_NS, STRATA_COMPOSITION (and STRATA_DATASET).
   data_out     copies the slice to STAGE_OUT/job-ID, inside the cluster,
@@ -33,6 +34,13 @@ read files), the others in slurmscriptd.
 ]]
 
 local NAME = "strata burst_buffer.lua"
+
+-- The compositions of a job: the slice (setup) and its GPUs (pre-run),
+-- each recorded under the state directory and named slurm-job-ID(-gpus).
+local COMP_KINDS = {
+	{ state = "comp", suffix = "" },
+	{ state = "gpucomp", suffix = "-gpus" },
+}
 
 -- ---- settings ----
 
@@ -386,10 +394,14 @@ function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
 	-- where it may write. (Root never gets here: burst_buffer/lua refuses
 	-- root's jobs; the composer refuses root as an owner.)
 	uid, gid = tonumber(uid), tonumber(gid)
+	local owner = ""
 	if uid and uid >= 1 and uid < 65534 then
+		owner = string.format("%d:%d", uid, gid or uid)
 		args[#args + 1] = "--owner"
-		args[#args + 1] = string.format("%d:%d", uid, gid or uid)
+		args[#args + 1] = owner
 	end
+	-- For pre-run, which composes the job's GPUs for the same owner.
+	write_file(state_path(conf, job_id, "owner"), owner .. " " .. tenant .. "\n")
 	if req.dataset then
 		args[#args + 1] = "--path"
 		args[#args + 1] = "r:" .. req.dataset
@@ -487,7 +499,87 @@ function slurm_bb_paths(job_id, job_script, path_file)
 	return slurm.SUCCESS
 end
 
+-- Slurm's node names to Strata's compute nodes: the lines 'strata slurm
+-- gres' writes into gres.conf beside this script ("# strata node N at
+-- ADDR; slurm.conf: NodeName=NAME ..."). Empty without one.
+local function gres_nodes()
+	local map = {}
+	local text = read_file(script_dir() .. "/gres.conf") or ""
+	for node, name in text:gmatch("# strata node (%d+) at %S+; slurm%.conf: NodeName=([%w._-]+)") do
+		map[name] = node
+	end
+	return map
+end
+
+-- "0-1,3" -> { 0, 1, 3 }, or nil.
+local function expand_idx(s)
+	local out = {}
+	for part in s:gmatch("[^,]+") do
+		local a, b = part:match("^(%d+)%-(%d+)$")
+		a, b = tonumber(a or part:match("^(%d+)$")), tonumber(b or a or part:match("^(%d+)$"))
+		if not a or not b or b < a or b - a > 64 then return nil end
+		for i = a, b do out[#out + 1] = i end
+	end
+	return out
+end
+
+-- Pre-run, once Slurm has placed the job: the GPUs it gave the job (GRES
+-- gpu with their indices, 'scontrol show job -d') become a composition of
+-- those GPU blocks (slurm-job-ID-gpus, the job's user its owner), so the
+-- composer's inventory shows them composed while the job runs, and
+-- another composition cannot take them. Without gres.conf lines of
+-- 'strata slurm gres', nothing to bind. A GPU the composer holds for
+-- something else fails the job's pre-run, with the composer's reason.
 function slurm_bb_pre_run(job_id, job_script)
+	local conf, cerr = load_conf()
+	if cerr then
+		return slurm.ERROR, "strata: " .. cerr
+	end
+	local map = gres_nodes()
+	if next(map) == nil then
+		return slurm.SUCCESS
+	end
+	local p = io.popen("scontrol show job -d " .. shquote(job_id) .. " 2>&1")
+	local text = p and p:read("*a") or ""
+	if p then p:close() end
+	local ids = {}
+	for nodes, idx in text:gmatch("Nodes=(%S+)%s+CPU_IDs=%S+%s+Mem=%S+%s+GRES=gpu[^%(%s]*%(IDX:([%d,%-]+)%)") do
+		local node, list = map[nodes], expand_idx(idx)
+		if not node or not list then
+			slurm.log_error("%s: job %s: cannot bind GPUs of nodes '%s' (IDX %s): not one node of gres.conf",
+				NAME, job_id, nodes, idx)
+			return slurm.ERROR, "strata: cannot bind the GPUs of nodes " .. nodes
+		end
+		for _, i in ipairs(list) do
+			ids[#ids + 1] = string.format("gpu-%s-%d", node, i)
+		end
+	end
+	if #ids == 0 then
+		return slurm.SUCCESS
+	end
+	local owner = read_file(state_path(conf, job_id, "owner")) or ""
+	local args = { "compose", "create", "--gpu-ids", table.concat(ids, ","), "--name",
+		"slurm-job-" .. job_id .. "-gpus", "--json" }
+	local uidgid, tenant = owner:match("^(%S*) (%S+)")
+	if uidgid and uidgid ~= "" then
+		args[#args + 1] = "--owner"
+		args[#args + 1] = uidgid
+	end
+	if tenant then
+		args[#args + 1] = "--tenant"
+		args[#args + 1] = tenant
+	end
+	local ok, out, err = strata(conf, "gpus-" .. job_id, args)
+	local id = json_str(out, "Id")
+	if id then
+		write_file(state_path(conf, job_id, "gpucomp"), id .. "\n")
+	end
+	if not ok or not id then
+		slurm.log_error("%s: job %s: cannot compose its GPUs %s: %s", NAME, job_id,
+			table.concat(ids, ","), err)
+		return slurm.ERROR, "strata: GPUs " .. table.concat(ids, ",") .. ": " .. last_line(err)
+	end
+	slurm.log_info("%s: job %s: GPUs %s composed as %s", NAME, job_id, table.concat(ids, ","), id)
 	return slurm.SUCCESS
 end
 
@@ -530,9 +622,10 @@ function slurm_bb_data_out(job_id, job_script)
 end
 
 -- The composition of job_id: as setup recorded it, else by its name (a
--- setup that composed and died before recording), else nil.
-local function find_comp(conf, job_id)
-	local rec = read_file(state_path(conf, job_id, "comp"))
+-- setup that composed and died before recording), else nil. kind: one of
+-- COMP_KINDS.
+local function find_comp(conf, job_id, kind)
+	local rec = read_file(state_path(conf, job_id, kind.state))
 	if rec and rec:match("^[%w._-]+") then
 		return rec:match("^[%w._-]+"), nil
 	end
@@ -540,7 +633,7 @@ local function find_comp(conf, job_id)
 	if not ok then
 		return nil, last_line(err)
 	end
-	local want = "slurm-job-" .. job_id
+	local want = "slurm-job-" .. job_id .. kind.suffix
 	for sys in out:gmatch('"Id"%s*:%s*"([^"]*)"%s*,%s*"Name"%s*:%s*"' .. want:gsub("%-", "%%-") .. '"') do
 		return sys, nil
 	end
@@ -552,21 +645,23 @@ function slurm_bb_job_teardown(job_id, job_script, hurry)
 	if cerr then
 		return slurm.ERROR, "strata: " .. cerr
 	end
-	local id, ferr = find_comp(conf, job_id)
-	if ferr then
-		slurm.log_error("%s: job %s: cannot list the compositions: %s", NAME, job_id, ferr)
-		return slurm.ERROR, "strata: " .. ferr
-	end
-	if id then
-		local ok, _, err = strata(conf, "teardown-" .. job_id, { "compose", "delete", id })
-		-- Gone already (a teardown retried, an operator's delete): done.
-		if not ok and not err:match("no composition") and not err:match("is already") then
-			slurm.log_error("%s: job %s: cannot release %s: %s", NAME, job_id, id, err)
-			return slurm.ERROR, "strata: cannot release " .. id .. ": " .. last_line(err)
+	for _, kind in ipairs(COMP_KINDS) do
+		local id, ferr = find_comp(conf, job_id, kind)
+		if ferr then
+			slurm.log_error("%s: job %s: cannot list the compositions: %s", NAME, job_id, ferr)
+			return slurm.ERROR, "strata: " .. ferr
 		end
-		slurm.log_info("%s: job %s: composition %s released", NAME, job_id, id)
+		if id then
+			local ok, _, err = strata(conf, "teardown-" .. job_id, { "compose", "delete", id })
+			-- Gone already (a teardown retried, an operator's delete): done.
+			if not ok and not err:match("no composition") and not err:match("is already") then
+				slurm.log_error("%s: job %s: cannot release %s: %s", NAME, job_id, id, err)
+				return slurm.ERROR, "strata: cannot release " .. id .. ": " .. last_line(err)
+			end
+			slurm.log_info("%s: job %s: composition %s released", NAME, job_id, id)
+		end
 	end
-	for _, what in ipairs({ "comp", "env", "token" }) do
+	for _, what in ipairs({ "comp", "gpucomp", "owner", "env", "token" }) do
 		os.remove(state_path(conf, job_id, what))
 	end
 	return slurm.SUCCESS

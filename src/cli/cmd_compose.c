@@ -40,6 +40,7 @@ struct compose_args {
 	/* create */
 	int64_t gpus;
 	const char *model, *tenant, *name, *token_out;
+	const char *gpu_ids;		/* "gpu-1-0,gpu-1-1": exactly these */
 	bool same_node, retain;
 	uint64_t storage, memory;
 	int64_t ttl_s;
@@ -365,11 +366,23 @@ static int create(const struct compose_args *a)
 	char *body;
 	int rc;
 
-	if (a->gpus || a->model)
-		json_object_set_new(rq, "Gpus", json_pack("{s:I, s:s, s:b}", "Count",
-							  (json_int_t)a->gpus, "Model",
-							  a->model ? a->model : "", "SameNode",
-							  a->same_node));
+	if (a->gpus || a->model || a->gpu_ids) {
+		json_t *g = json_pack("{s:I, s:s, s:b}", "Count", (json_int_t)a->gpus, "Model",
+				      a->model ? a->model : "", "SameNode", a->same_node);
+		json_t *ids = json_array();
+
+		for (const char *p = a->gpu_ids; p && *p;) {
+			size_t n = strcspn(p, ",");
+
+			json_array_append_new(ids, json_stringn(p, n));
+			p += n + (p[n] == ',');
+		}
+		if (a->gpu_ids)
+			json_object_set_new(g, "Ids", ids);
+		else
+			json_decref(ids);
+		json_object_set_new(rq, "Gpus", g);
+	}
 	if (a->storage)
 		json_object_set_new(rq, "Storage", json_pack("{s:I}", "Size", (json_int_t)a->storage));
 	if (a->memory)
@@ -432,7 +445,8 @@ static int usage(const char *msg)
 		cli_err("%s", msg);
 	fprintf(stderr,
 		"usage: strata compose inventory [--json]\n"
-		"       strata compose create [--gpus N] [--model M] [--same-node] [--storage SIZE]\n"
+		"       strata compose create [--gpus N] [--model M] [--same-node] [--gpu-ids ID,...]\n"
+		"                             [--storage SIZE]\n"
 		"                             [--memory SIZE] [--tenant T] [--name NAME] [--ttl TIME]\n"
 		"                             [--retain] [--owner UID[:GID]] [--path r:PATH|rw:PATH]...\n"
 		"                             [--token-out FILE] [--json]\n"
@@ -447,7 +461,7 @@ static int usage(const char *msg)
 static int parse(int argc, char **argv, struct compose_args *a)
 {
 	enum { O_COMPOSER = 256, O_MGMT, O_DIR, O_TOKEN, O_JSON, O_GPUS, O_MODEL, O_SAME,
-	       O_STORAGE, O_MEMORY, O_TENANT, O_NAME, O_TTL, O_RETAIN, O_OUT, O_OWNER, O_PATH };
+	       O_STORAGE, O_MEMORY, O_TENANT, O_NAME, O_TTL, O_RETAIN, O_OUT, O_OWNER, O_PATH, O_GPU_IDS };
 	static const struct option opts[] = {
 		{ "composer", required_argument, NULL, O_COMPOSER },
 		{ "mgmt", required_argument, NULL, O_MGMT },
@@ -466,6 +480,7 @@ static int parse(int argc, char **argv, struct compose_args *a)
 		{ "token-out", required_argument, NULL, O_OUT },
 		{ "owner", required_argument, NULL, O_OWNER },
 		{ "path", required_argument, NULL, O_PATH },
+		{ "gpu-ids", required_argument, NULL, O_GPU_IDS },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool create = strcmp(argv[0], "create") == 0;
@@ -491,6 +506,7 @@ static int parse(int argc, char **argv, struct compose_args *a)
 		case O_NAME: a->name = optarg; break;
 		case O_RETAIN: a->retain = true; break;
 		case O_OUT: a->token_out = optarg; break;
+		case O_GPU_IDS: a->gpu_ids = optarg; break;
 		case O_GPUS:
 			if (parse_i64(optarg, &a->gpus) || a->gpus < 0 || a->gpus > 64) {
 				cli_err("%s: --gpus: '%s' is not a number of GPUs in 0..64", a->cmd, optarg);

@@ -10,6 +10,7 @@
  * there, hands a job to the owner thread (composer_run) and writes what
  * comes back. Bodies are built on the owner thread (rf_*).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -130,14 +131,29 @@ static json_t *pool_block(struct composer *c, bool storage)
 	return o;
 }
 
+/* "gpu-NODE-INDEX", a GPU's ResourceBlock id, into node and index:
+ * 0, or -EINVAL for anything else (signs, spaces, trailing bytes). */
+static int gpu_block_id(const char *id, uint32_t *node, uint32_t *index)
+{
+	unsigned n, i;
+	int used = 0;
+
+	if (strncmp(id, "gpu-", 4) || !isdigit((unsigned char)id[4]) ||
+	    sscanf(id, "gpu-%u-%u%n", &n, &i, &used) != 2 || id[used] ||
+	    !isdigit((unsigned char)strrchr(id, '-')[1]))
+		return -EINVAL;
+	*node = n;
+	*index = i;
+	return 0;
+}
+
 json_t *rf_block(struct composer *c, const char *id)
 {
 	uint32_t node, index;
-	char extra;
 
 	if (strcmp(id, "storage") == 0 || strcmp(id, "memory") == 0)
 		return pool_block(c, id[0] == 's');
-	if (sscanf(id, "gpu-%u-%u%c", &node, &index, &extra) != 2)
+	if (gpu_block_id(id, &node, &index))
 		return NULL;
 	for (uint32_t i = 0; i < c->ngpus; i++) {
 		if (c->gpus[i].node == node && c->gpus[i].index == index) {
@@ -392,6 +408,41 @@ static int get_size(struct job *j, json_t *obj, const char *what, uint64_t *out)
 	return 0;
 }
 
+/* "Ids": ["gpu-NODE-INDEX", ...]: exactly these GPUs (their
+ * ResourceBlocks), each once. */
+static int get_gpu_ids(struct job *j, json_t *v)
+{
+	struct alloc_request *rq = &j->req.rq;
+	json_t *e;
+	size_t i;
+
+	if (!json_is_array(v) || !json_array_size(v) || json_array_size(v) > ALLOC_MAX_GPUS) {
+		bad(j, "Base.1.8.PropertyValueTypeError",
+		    "'Gpus.Ids' must be an array of 1..%d ResourceBlock ids such as \"gpu-1-0\"",
+		    ALLOC_MAX_GPUS);
+		return -1;
+	}
+	json_array_foreach(v, i, e) {
+		const char *s = json_string_value(e);
+		uint32_t node, index;
+
+		if (!s || gpu_block_id(s, &node, &index)) {
+			bad(j, "Base.1.8.PropertyValueFormatError",
+			    "'Gpus.Ids[%zu]' must be a GPU's ResourceBlock id such as \"gpu-1-0\"", i);
+			return -1;
+		}
+		for (size_t k = 0; k < i; k++)
+			if (rq->ids[k].node == node && rq->ids[k].index == index) {
+				bad(j, "Base.1.8.PropertyValueConflict",
+				    "'Gpus.Ids' names %s twice", s);
+				return -1;
+			}
+		rq->ids[i] = (struct alloc_gpu_id){ node, index };
+	}
+	rq->nids = (uint32_t)json_array_size(v);
+	return 0;
+}
+
 static int get_gpus(struct job *j, json_t *o)
 {
 	struct alloc_request *rq = &j->req.rq;
@@ -426,9 +477,12 @@ static int get_gpus(struct job *j, json_t *o)
 				return -1;
 			}
 			rq->same_node = json_is_true(v);
+		} else if (strcmp(k, "Ids") == 0) {
+			if (get_gpu_ids(j, v))
+				return -1;
 		} else {
 			bad(j, "Base.1.8.PropertyUnknown",
-			    "'Gpus.%s' is not a property (Count, Model, SameNode)", k);
+			    "'Gpus.%s' is not a property (Count, Model, SameNode, Ids)", k);
 			return -1;
 		}
 	}
@@ -585,7 +639,13 @@ static void parse_compose(struct job *j, const char *text, size_t len)
 			goto out;
 		}
 	}
-	if (r->rq.model[0] && !r->rq.gpus)
+	if (r->rq.nids && ((r->rq.gpus && r->rq.gpus != r->rq.nids) || r->rq.model[0] ||
+			   r->rq.same_node))
+		bad(j, "Base.1.8.PropertyValueConflict",
+		    "'Gpus.Ids' names the GPUs: give no 'Count' (or the same number), 'Model' or 'SameNode'");
+	else if (r->rq.nids)
+		r->rq.gpus = r->rq.nids;
+	else if (r->rq.model[0] && !r->rq.gpus)
 		bad(j, "Base.1.8.PropertyValueConflict", "'Gpus.Model' is given without 'Gpus.Count'");
 	else if (!r->rq.gpus && !r->rq.storage && !r->rq.memory)
 		bad(j, "Base.1.8.PropertyMissing",

@@ -216,6 +216,13 @@ def test_every_resource_but_the_root_needs_an_admin_token(cc, tmp_path):
     (b'{"Memory": {"Size": "1M"}, "Owner": {"Uid": 5, "Gid": -1}}', "'Owner.Gid' a gid"),
     (b'{"Memory": {"Size": "1M"}, "Owner": {"Uid": 5, "Home": "/"}}',
      "'Owner.Home' is not a property"),
+    (b'{"Gpus": {"Ids": []}}', "'Gpus.Ids' must be an array of 1..64"),
+    (b'{"Gpus": {"Ids": ["gpu-1"]}}', "'Gpus.Ids[0]' must be a GPU's ResourceBlock id"),
+    (b'{"Gpus": {"Ids": ["gpu-1-0x"]}}', "'Gpus.Ids[0]' must be"),
+    (b'{"Gpus": {"Ids": ["gpu--1-0"]}}', "'Gpus.Ids[0]' must be"),
+    (b'{"Gpus": {"Ids": ["gpu-1-0", "gpu-1-0"]}}', "'Gpus.Ids' names gpu-1-0 twice"),
+    (b'{"Gpus": {"Ids": ["gpu-1-0"], "Count": 2}}', "'Gpus.Ids' names the GPUs"),
+    (b'{"Gpus": {"Ids": ["gpu-1-0"], "SameNode": true}}', "'Gpus.Ids' names the GPUs"),
     (b'{"Memory": {"Size": "1M"}, "Paths": "/d"}', "'Paths' must be an array"),
     (b'{"Memory": {"Size": "1M"}, "Paths": [{"Path": "/d", "Access": "x"}]}',
      "'Paths[0]' needs 'Path'"),
@@ -408,6 +415,29 @@ def test_paths_reach_beyond_the_volume_as_the_owner(cc, tmp_path):
     assert strata("compose", "delete", s["Id"], "--dir", cc.dir).returncode == 0
     r = strata("compose", "create", "--dir", cc.dir, "--memory", "1M", "--path", "x:/d")
     assert r.returncode == 2 and "--path: 'x:/d' is not r:PATH or rw:PATH" in r.stderr, r.stderr
+    audit(cc)
+
+
+def test_named_gpus(cc):
+    """Gpus.Ids: exactly the GPUs named (a scheduler's choice); one held
+    already, or not in the inventory, is refused with its name."""
+    free = [b for b in http(cc, "GET", RF + "/CompositionService/ResourceBlocks")[1]["Members"]
+            if b["@odata.id"].rsplit("/", 1)[1].startswith("gpu-")]
+    ids = [b["@odata.id"].rsplit("/", 1)[1] for b in free]
+    inv_free = [i for i in ids if http(cc, "GET", RF + "/CompositionService/ResourceBlocks/" + i)[1]
+                ["CompositionStatus"]["CompositionState"] == "Unused"]
+    assert len(inv_free) >= 2, ids
+    want = [inv_free[-1], inv_free[0]]
+    r = strata("compose", "create", "--dir", cc.dir, "--gpu-ids", ",".join(want), "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    got = ["gpu-%d-%d" % (g["Node"], g["Index"]) for g in s["Oem"]["Strata"]["Gpus"]]
+    assert sorted(got) == sorted(want), (got, want)
+    r = strata("compose", "create", "--dir", cc.dir, "--gpu-ids", want[0])
+    assert r.returncode == 1 and "%s is composed already" % want[0] in r.stderr, r.stderr
+    r = strata("compose", "create", "--dir", cc.dir, "--gpu-ids", "gpu-999-0")
+    assert r.returncode == 1 and "gpu-999-0 is not in the inventory" in r.stderr, r.stderr
+    assert strata("compose", "delete", s["Id"], "--dir", cc.dir).returncode == 0
     audit(cc)
 
 

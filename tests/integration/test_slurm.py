@@ -381,6 +381,35 @@ def test_gres_from_the_inventory(slurm_logs):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.timeout(120)
+def test_the_gpus_slurm_gives_become_the_jobs_gpu_blocks(slurm_logs):
+    """--gres=gpu:1: pre-run composes exactly the GPU Slurm gave the job
+    (its IDX on the node gres.conf maps to a Strata compute node), for the
+    job's user, while the job runs; teardown releases it with the slice."""
+    s = slurm_logs
+    baseline = s.inventory()
+    job, out = s.sbatch("""#BB_LUA strata pool=strata capacity=8M
+#SBATCH --gres=gpu:1
+echo "cuda=$CUDA_VISIBLE_DEVICES"
+sleep 4
+""")
+    comp = wait_until(lambda: (lambda c: c if c and c["State"] == "Composed" else None)(
+        s.composition_of(job + "-gpus")), 60, interval=0.2, what="job %s's GPUs composed" % job)
+    assert len(comp["Gpus"]) == 1, comp
+    assert comp["Owner"]["Uid"] == pwd.getpwnam(JOB_USER).pw_uid, comp
+    s.wait_gone(job)
+    text = out.read_text()
+    m = re.search(r"cuda=(\d+)", text)
+    assert m, text
+    # Slurm's index on the node is the GPU block's index.
+    assert comp["Gpus"][0]["Index"] == int(m.group(1)), (comp, text)
+    assert comp["CudaVisibleDevices"] == {str(comp["Gpus"][0]["Node"]): m.group(1)}, comp
+    s.wait_released(job + "-gpus")
+    s.wait_released(job)
+    wait_until(lambda: s.inventory() == baseline, 30, interval=0.2,
+               what="the inventory back to its baseline")
+
+
 def test_job_writes_and_reads_through_its_slice(slurm_logs):
     s = slurm_logs
     job, out = s.sbatch("""#BB_LUA strata pool=strata capacity=64M mem=16M
