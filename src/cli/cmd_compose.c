@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -48,6 +49,7 @@ struct compose_args {
 	uint32_t npaths;
 	struct token_path paths[COMPOSE_PATHS_MAX];
 	const char *id;			/* show, delete */
+	int64_t since_ms;		/* usage: the window, back from now; -1: all */
 };
 
 /* ---- a small HTTP/1.1 client: one request per connection ---- */
@@ -335,6 +337,24 @@ static void print_system(json_t *s)
 	printf("  token id %s\n", json_string_value(json_object_get(o, "CredentialId")) ?: "");
 }
 
+static void print_usage(json_t *u)
+{
+	json_t *t, *all = json_object_get(u, "Tenants");
+	size_t i;
+
+	printf("%-20s %12s %16s %16s %6s\n", "TENANT", "GPU-HOURS", "STORAGE TB-HOURS",
+	       "MEMORY GB-HOURS", "COMPS");
+	json_array_foreach(all, i, t)
+		printf("%-20s %12.4f %16.6f %16.4f %6lld\n",
+		       json_string_value(json_object_get(t, "Tenant")) ?: "?",
+		       json_number_value(json_object_get(t, "GpuHours")),
+		       json_number_value(json_object_get(t, "StorageTBHours")),
+		       json_number_value(json_object_get(t, "MemoryGBHours")),
+		       (long long)json_integer_value(json_object_get(t, "Compositions")));
+	if (!json_array_size(all))
+		printf("(no composition held anything in the window)\n");
+}
+
 static void print_list(json_t *coll)
 {
 	json_t *all = json_object_get(oem(coll), "Systems");
@@ -453,6 +473,7 @@ static int usage(const char *msg)
 		"       strata compose list [--json]\n"
 		"       strata compose show ID [--json]\n"
 		"       strata compose delete ID [--json]\n"
+		"       strata compose usage [--since TIME] [--json]\n"
 		"  the composer: --composer HOST:PORT, $STRATA_COMPOSER, or the cluster's\n"
 		"  (--mgmt ADDR, --dir DIR, $STRATA_MGMT); an admin token (--token, ...)\n");
 	return 2;
@@ -460,7 +481,7 @@ static int usage(const char *msg)
 
 static int parse(int argc, char **argv, struct compose_args *a)
 {
-	enum { O_COMPOSER = 256, O_MGMT, O_DIR, O_TOKEN, O_JSON, O_GPUS, O_MODEL, O_SAME,
+	enum { O_COMPOSER = 256, O_MGMT, O_DIR, O_TOKEN, O_JSON, O_SINCE, O_GPUS, O_MODEL, O_SAME,
 	       O_STORAGE, O_MEMORY, O_TENANT, O_NAME, O_TTL, O_RETAIN, O_OUT, O_OWNER, O_PATH, O_GPU_IDS };
 	static const struct option opts[] = {
 		{ "composer", required_argument, NULL, O_COMPOSER },
@@ -468,6 +489,7 @@ static int parse(int argc, char **argv, struct compose_args *a)
 		{ "dir", required_argument, NULL, O_DIR },
 		{ "token", required_argument, NULL, O_TOKEN },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "since", required_argument, NULL, O_SINCE },
 		{ "gpus", required_argument, NULL, O_GPUS },
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "same-node", no_argument, NULL, O_SAME },
@@ -500,6 +522,17 @@ static int parse(int argc, char **argv, struct compose_args *a)
 		case O_DIR: a->dir = optarg; break;
 		case O_TOKEN: a->token = optarg; break;
 		case O_JSON: a->json = true; break;
+		case O_SINCE:
+			if (strcmp(argv[0], "usage")) {
+				cli_err("%s: '--since' is an option of 'compose usage'", a->cmd);
+				return 2;
+			}
+			if (parse_ms(optarg, &a->since_ms) || a->since_ms < 1000) {
+				cli_err("%s: --since: '%s' is not a time of 1 s or more back from now (e.g. 24h, 30m)",
+					a->cmd, optarg);
+				return 2;
+			}
+			break;
 		case O_MODEL: a->model = optarg; break;
 		case O_SAME: a->same_node = true; break;
 		case O_TENANT: a->tenant = optarg; break;
@@ -569,8 +602,9 @@ static int parse(int argc, char **argv, struct compose_args *a)
 
 int cmd_compose(int argc, char **argv)
 {
-	static const char *const actions[] = { "inventory", "create", "list", "show", "delete" };
-	struct compose_args a = { .owner_uid = -1, .owner_gid = -1 };
+	static const char *const actions[] = { "inventory", "create", "list", "show", "delete",
+					       "usage" };
+	struct compose_args a = { .owner_uid = -1, .owner_gid = -1, .since_ms = -1 };
 	char cmd[32], path[160];
 	json_t *out = NULL;
 	bool takes_id;
@@ -582,7 +616,7 @@ int cmd_compose(int argc, char **argv)
 		if (strcmp(argv[1], actions[i]) == 0)
 			a.cmd = actions[i];
 	if (!a.cmd)
-		return usage("compose: unknown action (inventory, create, list, show, delete)");
+		return usage("compose: unknown action (inventory, create, list, show, delete, usage)");
 	snprintf(cmd, sizeof(cmd), "compose %s", a.cmd);
 	a.cmd = cmd;
 	rc = parse(argc - 1, argv + 1, &a);
@@ -605,7 +639,13 @@ int cmd_compose(int argc, char **argv)
 		rc = call(&a, "GET", "/redfish/v1/CompositionService", NULL, &out);
 	else if (strcmp(argv[1], "list") == 0)
 		rc = call(&a, "GET", "/redfish/v1/Systems", NULL, &out);
-	else
+	else if (strcmp(argv[1], "usage") == 0) {
+		int64_t since = a.since_ms < 0 ? 0 : (int64_t)time(NULL) - a.since_ms / 1000;
+
+		snprintf(path, sizeof(path), "/redfish/v1/CompositionService/Oem/Strata/Usage?Since=%lld",
+			 (long long)(since > 0 ? since : 0));
+		rc = call(&a, "GET", path, NULL, &out);
+	} else
 		rc = call(&a, strcmp(argv[1], "show") == 0 ? "GET" : "DELETE", path, NULL, &out);
 	if (rc)
 		return rc;
@@ -615,6 +655,8 @@ int cmd_compose(int argc, char **argv)
 		print_inventory(out);
 	else if (strcmp(argv[1], "list") == 0)
 		print_list(out);
+	else if (strcmp(argv[1], "usage") == 0)
+		print_usage(out);
 	else
 		print_system(out);
 	json_decref(out);

@@ -209,7 +209,7 @@ static void usage(FILE *f)
 		"                 [--memory SIZE] [--tenant T] [--ttl TIME] [--retain]\n"
 		"                 [--owner UID[:GID]] [--path r:PATH|rw:PATH]...\n"
 		"                 [--token-out FILE]  compose a job's resources and credential\n"
-		"  compose list | show ID | delete ID  the compositions; delete releases one\n"
+		"  compose list | show ID | delete ID  the compositions; delete releases one\n"		"  compose usage [--since TIME]       GPU-, TB- and GB-hours per tenant\n"
 		"slurm (docs/slurm.md):\n"
 		"  slurm install [--conf-dir DIR]     the burst_buffer/lua script, its settings\n"
 		"                                     and SlurmUser's token\n"

@@ -56,6 +56,7 @@ enum job_kind {
 	JOB_SYSTEM,		/* Systems/{id} */
 	JOB_COMPOSE,		/* POST Systems */
 	JOB_DECOMPOSE,		/* DELETE Systems/{id} */
+	JOB_USAGE,		/* CompositionService/Oem/Strata/Usage */
 };
 
 /* A request for the owner thread, and its answer. */
@@ -65,6 +66,7 @@ struct job {
 	/* JOB_COMPOSE: name, tenant, rq and retain; expires holds the TTL
 	 * in seconds (0: none) until the owner thread dates it. */
 	struct comp req;
+	int64_t since;			/* JOB_USAGE: the window's start */
 	/* The answer: an HTTP status and a body (the job owns it), or an
 	 * error (msg, msg_id: a Redfish message id). */
 	unsigned http;
@@ -98,6 +100,7 @@ struct composer {
 	/* For status and metrics on other threads. */
 	volatile uint32_t snap_composed, snap_gpus, snap_gpus_free, snap_nodes;
 	volatile uint64_t snap_composes, snap_refusals, snap_releases;
+	volatile uint64_t snap_storage_total, snap_storage_used, snap_mem_total, snap_mem_used;
 
 	/* ---- owner thread ---- */
 	struct comp_store *store;
@@ -153,5 +156,17 @@ json_t *rf_blocks(struct composer *c);
 json_t *rf_block(struct composer *c, const char *id);	/* NULL: none */
 json_t *rf_systems(struct composer *c);
 json_t *rf_system(struct composer *c, const struct comp *comp);
+/* ---- portal.c (HTTP threads) ---- */
+
+struct MHD_Connection;
+/* Whether url is the portal's (/ui, /ui/...). */
+bool portal_is(const char *url);
+/* Answers a request for the portal's url: its page, script or style, 404
+ * for any other /ui path, 405 for a method other than GET and HEAD.
+ * Returns MHD_YES (1) or MHD_NO (0). */
+int portal_serve(struct MHD_Connection *conn, const char *url, const char *method);
+
+/* Usage per tenant from since until now (usage.h); NULL on ENOMEM. */
+json_t *rf_usage(struct composer *c, int64_t since);
 
 #endif

@@ -21,6 +21,7 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "composer/composer_int.h"
+#include "composer/usage.h"
 #include "net/auth.h"
 #include "net/http_listen.h"
 #include "strata/errors.h"
@@ -29,6 +30,7 @@
 #define RF_SYSTEMS RF "/Systems"
 #define RF_SERVICE RF "/CompositionService"
 #define RF_BLOCKS RF_SERVICE "/ResourceBlocks"
+#define RF_USAGE RF_SERVICE "/Oem/Strata/Usage"
 #define SIZE_MAX_BYTES (1ull << 60)	/* 1 EiB: more is a typo */
 #define TTL_MAX_S (10ll * 366 * 86400)
 
@@ -321,6 +323,29 @@ json_t *rf_system(struct composer *c, const struct comp *p)
 		      rf_state(p->state), "Health", health(p->state), "Links", "ResourceBlocks",
 		      blocks, "Oem", "Strata", strata);
 	set_uri(o, RF_SYSTEMS, p->id);
+	return o;
+}
+
+json_t *rf_usage(struct composer *c, int64_t since)
+{
+	int64_t now = (int64_t)time(NULL);
+	struct usage_row *rows;
+	uint32_t n;
+	json_t *o, *tenants;
+
+	if (usage_sum(c->comps, c->ncomps, since < now ? since : now, now, &rows, &n))
+		return NULL;
+	tenants = json_array();
+	for (uint32_t i = 0; tenants && i < n; i++)
+		json_array_append_new(tenants, json_pack("{s:s, s:f, s:f, s:f, s:i}", "Tenant",
+							 rows[i].tenant, "GpuHours", rows[i].gpu_hours,
+							 "StorageTBHours", rows[i].storage_tb_hours,
+							 "MemoryGBHours", rows[i].memory_gb_hours,
+							 "Compositions", (int)rows[i].compositions));
+	free(rows);
+	o = json_pack("{s:s, s:s, s:I, s:I, s:o}", "@odata.id", RF_USAGE, "Name",
+		      "Usage per tenant", "Since", (json_int_t)since, "Until", (json_int_t)now,
+		      "Tenants", tenants);
 	return o;
 }
 
@@ -654,6 +679,25 @@ out:
 	json_decref(o);
 }
 
+/* "?Since=SECONDS" (since the epoch, 0..now) of a usage request; absent:
+ * 0, every composition kept. */
+static void parse_since(struct job *j, const char *v)
+{
+	char *end;
+	long long s;
+
+	if (!v)
+		return;
+	errno = 0;
+	s = strtoll(v, &end, 10);
+	if (!*v || *end || errno || s < 0 || s > (long long)time(NULL)) {
+		bad(j, "Base.1.8.QueryParameterValueFormatError",
+		    "'Since' must be seconds since the epoch, not in the future (got '%.40s')", v);
+		return;
+	}
+	j->since = s;
+}
+
 /* Checks "Authorization: Bearer TOKEN": an admin token of this cluster,
  * not expired, not revoked. 0, or j holds the refusal. */
 static int authorize(struct composer *c, struct MHD_Connection *conn, struct job *j)
@@ -709,6 +753,7 @@ static bool route(const char *url, const char *method, struct job *j)
 		{ RF_BLOCKS "/", JOB_BLOCK, 0, 0, true },
 		{ RF_SYSTEMS, JOB_SYSTEMS, JOB_COMPOSE, 0, false },
 		{ RF_SYSTEMS "/", JOB_SYSTEM, 0, JOB_DECOMPOSE, true },
+		{ RF_USAGE, JOB_USAGE, 0, 0, false },
 	};
 	char path[256];
 	size_t len = strlen(url);
@@ -814,6 +859,8 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	if (portal_is(url))
+		return (enum MHD_Result)portal_serve(conn, url, method);
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return MHD_NO;
@@ -832,6 +879,9 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
 			    COMPOSER_BODY_MAX);
 		else if (j->kind == JOB_COMPOSE)
 			parse_compose(j, (const char *)r->body.buf, r->body.len);
+		else if (j->kind == JOB_USAGE)
+			parse_since(j, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND,
+								   "Since"));
 		if (!j->msg[0])
 			composer_run(h->c, j);
 	}

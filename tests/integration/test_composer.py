@@ -18,13 +18,15 @@ import random
 import signal
 import struct
 import threading
+import time
 import urllib.error
 import urllib.request
 
 import pytest
 
 import strata_wire as sw
-from conftest import restart_control_node, signed_token, wait_until
+from conftest import (fetch_metrics_text, parse_metrics, restart_control_node, signed_token,
+                      wait_until)
 from conftest import strata_nocred as strata
 
 EACCES = -13
@@ -439,6 +441,56 @@ def test_named_gpus(cc):
     assert r.returncode == 1 and "gpu-999-0 is not in the inventory" in r.stderr, r.stderr
     assert strata("compose", "delete", s["Id"], "--dir", cc.dir).returncode == 0
     audit(cc)
+
+
+def test_usage_per_tenant(cc):
+    """Metering: a tenant's GPU-, TB- and GB-hours are what its
+    compositions held over the window, and stop growing once released.
+    Checked against the composition's own times (nothing here is timed)."""
+    r = strata("compose", "create", "--dir", cc.dir, "--gpus", "2", "--storage", "2M",
+               "--memory", "8M", "--tenant", "metered", "--json")
+    assert r.returncode == 0, r.stderr
+    sid = json.loads(r.stdout)["Id"]
+    time.sleep(1.2)
+    r = strata("compose", "delete", sid, "--dir", cc.dir, "--json")
+    assert r.returncode == 0, r.stderr
+    o = json.loads(r.stdout)["Oem"]["Strata"]
+    held = o["Changed"] - o["Created"]
+    code, u = http(cc, "GET", RF + "/CompositionService/Oem/Strata/Usage")
+    assert code == 200, u
+    row = [t for t in u["Tenants"] if t["Tenant"] == "metered"]
+    assert len(row) == 1 and row[0]["Compositions"] == 1, u
+    assert row[0]["GpuHours"] == pytest.approx(2 * held / 3600.0), (row, held)
+    assert row[0]["StorageTBHours"] == pytest.approx((2 << 20) / 1e12 * held / 3600.0)
+    assert row[0]["MemoryGBHours"] == pytest.approx((8 << 20) / 1e9 * held / 3600.0)
+    # Released: it no longer grows.
+    time.sleep(1.1)
+    code, u2 = http(cc, "GET", RF + "/CompositionService/Oem/Strata/Usage")
+    assert [t for t in u2["Tenants"] if t["Tenant"] == "metered"] == row
+    # A window after its release holds nothing of it.
+    code, u3 = http(cc, "GET", RF + "/CompositionService/Oem/Strata/Usage?Since=%d" % u2["Until"])
+    assert code == 200 and not [t for t in u3["Tenants"] if t["Tenant"] == "metered"], u3
+    r = strata("compose", "usage", "--dir", cc.dir)
+    assert r.returncode == 0 and re.search(r"^metered\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+1$",
+                                           r.stdout, re.M), r.stdout
+    r = strata("compose", "usage", "--dir", cc.dir, "--since", "1h", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["Since"] > 0, r.stdout
+    for bad in ("-5", "soon", str(int(time.time()) + 3600), "1e3"):
+        code, body = http(cc, "GET", RF + "/CompositionService/Oem/Strata/Usage?Since=" + bad)
+        assert code == 400 and "'Since' must be seconds since the epoch" in error_of(body), body
+    r = strata("compose", "usage", "--dir", cc.dir, "--since", "never")
+    assert r.returncode == 2 and "--since: 'never' is not a time" in r.stderr, r.stderr
+    r = strata("compose", "list", "--dir", cc.dir, "--since", "1h")
+    assert r.returncode == 2 and "is an option of 'compose usage'" in r.stderr, r.stderr
+    code, body = http(cc, "GET", RF + "/CompositionService/Oem/Strata/Usage", token=False)
+    assert code == 401
+    # The pools' gauges in the control daemon's /metrics.
+    ctl = next(n for n in cc.nodes if "composer" in n.services)
+    m = parse_metrics(fetch_metrics_text(ctl.metrics_port)[2])
+    inv = inventory(cc)
+    assert m["strata_composer_storage_bytes"] == inv["Storage"]["Total"], m
+    assert m["strata_composer_memory_used_bytes"] == inv["Memory"]["Used"], m
+    assert m["strata_composer_gpus_stranded"] == 0 and "strata_composer_storage_stranded_bytes" in m
 
 
 def test_all_or_nothing(cc):
