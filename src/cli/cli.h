@@ -99,6 +99,20 @@ struct json_t;
 int cli_compose_call(const char *dir, const char *method, const char *path, const char *body,
 		     struct json_t **out);
 
+/* The address of the composer of the cluster in dir (asked of its mgmt)
+ * into out: 0, or an exit status after printing why (cmd_compose.c). */
+int cli_compose_addr(const char *dir, char *out, size_t len);
+/* One HTTP/1.1 request on a connection of its own to addr: method on path
+ * with body (JSON text or NULL) and token ("": none) as a Bearer
+ * credential. Returns the status code with *out the body parsed as JSON
+ * (NULL when it is not; the caller json_decref's it), or a negative
+ * error (cmd_compose.c). */
+int cli_http_call(const char *addr, const char *token, const char *method, const char *path,
+		  const char *body, struct json_t **out);
+/* Runs argv (argv[0] a path) and waits: its exit status, or -1 after
+ * printing why it could not run or was killed (cmd_demo.c). */
+int cli_run_child(char *const *argv);
+
 /* Prints "strata: " + message to stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -96,8 +96,8 @@ static int http_connect(const char *addr)
 /* Sends METHOD path with body (may be NULL) and reads the answer: the
  * status code and the body, parsed as JSON (*out; NULL when it is not).
  * Returns the status code or a negative error. */
-static int http_call(const char *addr, const char *token, const char *method, const char *path,
-		     const char *body, json_t **out)
+int cli_http_call(const char *addr, const char *token, const char *method, const char *path,
+		  const char *body, json_t **out)
 {
 	size_t blen = body ? strlen(body) : 0, got = 0, cap = 65536;
 	char *head = NULL, *buf = NULL, *sep;
@@ -210,7 +210,7 @@ static int call(const struct compose_args *a, const char *method, const char *pa
 	token = cli_find_token(a->token, a->mgmt, a->dir);
 	if (!token)
 		return 1;
-	code = http_call(addr, token, method, path, body, out);
+	code = cli_http_call(addr, token, method, path, body, out);
 	memset(token, 0, strlen(token));
 	free(token);
 	if (code < 0) {
@@ -225,6 +225,13 @@ static int call(const struct compose_args *a, const char *method, const char *pa
 	json_decref(*out);
 	*out = NULL;
 	return 1;
+}
+
+int cli_compose_addr(const char *dir, char *out, size_t len)
+{
+	struct compose_args a = { .cmd = "compose", .dir = dir, .owner_uid = -1, .owner_gid = -1 };
+
+	return find_composer(&a, out, len);
 }
 
 int cli_compose_call(const char *dir, const char *method, const char *path, const char *body,
