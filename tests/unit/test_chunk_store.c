@@ -518,8 +518,13 @@ static void test_corruption(void **state)
 	assert_int_equal(do_read(cs, a, 131072, n - 131072, out, &nread), 0);
 	assert_int_equal(do_read(cs, a, 60000, 10000, out, &nread), STRATA_EINTEGRITY);
 	assert_int_equal(do_read(cs, a, 0, n, out, &nread), STRATA_EINTEGRITY);
-	/* a partial overwrite merges with the corrupt block: refused */
-	assert_int_equal(do_write(cs, a, 10, d, 10, 2), STRATA_EINTEGRITY);
+	/* a partial overwrite of the corrupt block merges with it: refused */
+	assert_int_equal(do_write(cs, a, 65536 + 10, d, 10, 2), STRATA_EINTEGRITY);
+	/* one of a sound block leaves the corrupt one as it is */
+	assert_int_equal(do_write(cs, a, 10, d + 10, 10, 2), 0);
+	assert_int_equal(do_read(cs, a, 0, 65536, out, &nread), 0);
+	assert_memory_equal(out, d, 65536);
+	assert_int_equal(do_read(cs, a, 60000, 10000, out, &nread), STRATA_EINTEGRITY);
 	/* a full overwrite repairs it */
 	assert_int_equal(do_write(cs, a, 0, d, n, 3), 0);
 	assert_int_equal(do_read(cs, a, 0, n, out, &nread), 0);
