@@ -683,7 +683,7 @@ static void test_reopen_cleanup(void **state)
 
 #define CR_CHUNKS 8
 #define CR_MAX (512u << 10)
-#define CR_KILLS 20
+#define CR_KILLS 20     /* STRATA_CRASH_KILLS=n runs n */
 
 struct shared_rec {
 	volatile uint64_t acked[CR_CHUNKS];
@@ -699,11 +699,15 @@ struct cr_op {
 static struct cr_op cr_plan(uint64_t ino, uint64_t v, uint32_t cur)
 {
 	uint64_t h = splitmix64(ino * 1000003 + v);
-	uint32_t len = (uint32_t)(h >> 40) % 150000 + 1, k = (uint32_t)(h % 3);
+	uint32_t len = (uint32_t)(h >> 40) % 150000 + 1, k = (uint32_t)(h % 6);
 	struct cr_op o;
 
 	if (cur == 0)
 		k = 0;
+	if (k >= 3) { /* small overwrite inside (block update), some across a block */
+		k = 1;
+		len = (h >> 60) ? (uint32_t)(h >> 40) % 9000 + 1 : (uint32_t)(h >> 40) % 70000 + 1;
+	}
 	if (k == 0) { /* append, sometimes with a gap */
 		o.kind = 0;
 		o.off = cur + ((h >> 8) & 1 ? (uint32_t)(h >> 12) % 9000 : 0);
@@ -850,15 +854,23 @@ static void test_crash_consistency(void **state)
 	uint8_t *model[CR_CHUNKS], *out = malloc(CR_MAX + 16);
 	uint32_t mlen[CR_CHUNKS] = { 0 };
 	uint64_t mver[CR_CHUNKS] = { 0 }, total_updates = 0;
-	int at_writing = 0;
+	int at_writing = 0, kills = CR_KILLS;
+	const char *env = getenv("STRATA_CRASH_KILLS");
 
 	(void)state;
+	if (env && *env) {
+		char *endp;
+		long v = strtol(env, &endp, 10);
+
+		assert_true(*endp == 0 && v > 0 && v < 1000000);
+		kills = (int)v;
+	}
 	rec = mmap(NULL, sizeof(*rec), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	assert_true(rec != MAP_FAILED);
 	for (int i = 0; i < CR_CHUNKS; i++)
 		model[i] = calloc(1, CR_MAX);
 	srand(4242);
-	for (int kill_no = 0; kill_no < CR_KILLS; kill_no++) {
+	for (int kill_no = 0; kill_no < kills; kill_no++) {
 		int p[2], status;
 		char ch;
 		pid_t pid;
@@ -911,7 +923,7 @@ static void test_crash_consistency(void **state)
 		chunk_store_close(cs);
 	}
 	print_message("crash test: %d kills, %" PRIu64 " updates, %d chunks at the version in flight\n",
-		      CR_KILLS, total_updates, at_writing);
+		      kills, total_updates, at_writing);
 	assert_true(total_updates > 0);
 	for (int i = 0; i < CR_CHUNKS; i++)
 		free(model[i]);
