@@ -7,6 +7,11 @@
  * The file under test is laid out as Strata lays out a file: 4 MiB chunks
  * spread over the chain table, so sequential 1 MiB writes are appends to
  * chunks and random writes are overwrites inside chunks.
+ *
+ * The overwrite rows (chunk block updates) are also set beside fio on the
+ * same local file (O_DIRECT, io_uring, same queue depth), and the
+ * sequential 1 MiB overwrite beside the fresh sequential write of the same
+ * run.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -35,15 +41,17 @@ struct pattern {
 	uint32_t io;
 	bool write;
 	bool random;
+	bool over;      /* rewrites what the first write wrote */
 };
 
 static const struct pattern patterns[] = {
-	{ "seq write 1 MiB", 1 << 20, true, false },
-	{ "seq read 1 MiB", 1 << 20, false, false },
-	{ "rand read 4 KiB", 4096, false, true },
-	{ "rand read 128 KiB", 128 << 10, false, true },
-	{ "rand write 4 KiB", 4096, true, true },
-	{ "rand write 128 KiB", 128 << 10, true, true },
+	{ "seq write 1 MiB", 1 << 20, true, false, false },
+	{ "seq overwrite 1 MiB", 1 << 20, true, false, true },
+	{ "seq read 1 MiB", 1 << 20, false, false, false },
+	{ "rand read 4 KiB", 4096, false, true, false },
+	{ "rand read 128 KiB", 128 << 10, false, true, false },
+	{ "rand write 4 KiB", 4096, true, true, true },
+	{ "rand write 128 KiB", 128 << 10, true, true, false },
 };
 
 struct gen {
@@ -141,6 +149,68 @@ static double local_run(const char *path, const struct pattern *p, uint64_t regi
 	return (double)done * p->io / t0;
 }
 
+/* ---- fio on the same local file ---- */
+
+/*
+ * Bytes per second fio writes with pattern p over the first region bytes
+ * of the existing file path (O_DIRECT, io_uring, queue depth qd), or 0
+ * (said why) when fio is missing or fails. fio is scripts/deps.sh's.
+ */
+static double fio_run(const char *path, const struct pattern *p, uint64_t region, int qd,
+		      double seconds)
+{
+	char a_file[PATH_MAX + 16], a_bs[32], a_size[48], a_qd[32], a_rt[32];
+	const char *argv[] = { "fio", "--name=strata-bench", a_file, "--direct=1",
+			       "--ioengine=io_uring", p->random ? "--rw=randwrite" : "--rw=write",
+			       a_bs, a_size, a_qd, a_rt, "--time_based", "--output-format=json",
+			       NULL };
+	size_t cap = 1 << 20, n = 0;
+	char *out = malloc(cap + 1), *w, *bw;
+	int pfd[2], status = 0;
+	double v = 0;
+	ssize_t got;
+	pid_t pid;
+
+	snprintf(a_file, sizeof(a_file), "--filename=%s", path);
+	snprintf(a_bs, sizeof(a_bs), "--bs=%u", p->io);
+	snprintf(a_size, sizeof(a_size), "--size=%llu",
+		 (unsigned long long)(region / p->io * p->io));
+	snprintf(a_qd, sizeof(a_qd), "--iodepth=%d", qd);
+	snprintf(a_rt, sizeof(a_rt), "--runtime=%.0f", seconds < 1 ? 1 : seconds);
+	if (!out || pipe(pfd) < 0) {
+		free(out);
+		return 0;
+	}
+	pid = fork();
+	if (pid == 0) {
+		dup2(pfd[1], STDOUT_FILENO);
+		close(pfd[0]);
+		close(pfd[1]);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(pfd[1]);
+	while (pid > 0 && n < cap && (got = read(pfd[0], out + n, cap - n)) > 0)
+		n += (size_t)got;
+	close(pfd[0]);
+	out[n] = 0;
+	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0) {
+		cli_err("bench chunk: fio baseline failed (status %d); is fio installed "
+			"(scripts/deps.sh)?", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		free(out);
+		return 0;
+	}
+	w = strstr(out, "\"write\"");
+	bw = w ? strstr(w, "\"bw_bytes\"") : NULL;
+	if (bw && (bw = strchr(bw, ':')))
+		v = strtod(bw + 1, NULL);
+	if (v <= 0)
+		cli_err("bench chunk: no write bandwidth in fio's output");
+	free(out);
+	return v;
+}
+
 /* ---- the cluster through the storage client ---- */
 
 struct cl_run {
@@ -210,7 +280,7 @@ static void cl_start_on(void *arg)
 }
 
 static double cluster_run(struct sclient *sc, struct reactor *r, const struct pattern *p,
-			  uint64_t region, int qd, double seconds, int *err)
+			  uint64_t region, int qd, double seconds, int *err, uint64_t *written)
 {
 	struct cl_run run = { .sc = sc, .g = { p, region, 0, 42 } };
 	struct cl_slot *slots = calloc((size_t)qd, sizeof(*slots));
@@ -239,6 +309,8 @@ static double cluster_run(struct sclient *sc, struct reactor *r, const struct pa
 	pthread_mutex_unlock(&run.lock);
 	t0 = mono_sec() - t0;
 	*err = run.err;
+	if (written)
+		*written = run.g.next ? run.g.next : region;
 	for (int i = 0; i < qd; i++)
 		abuf_free(slots[i].io.buf);
 	free(slots);
@@ -283,7 +355,8 @@ int bench_chunk(int argc, char **argv)
 	for (size_t ri = 0; ri < 2; ri++) {
 		struct reactor *r = NULL;
 		struct sclient *sc = NULL;
-		uint64_t region = 0;
+		uint64_t region = 0, cregion = 0;
+		double fresh = 0;
 		char cfg[8];
 		int rc;
 
@@ -327,18 +400,34 @@ int bench_chunk(int argc, char **argv)
 			double l, c;
 			int err = 0;
 
-			/* Writes run first and decide the region later tests use. */
+			/* The first write decides the region later tests use,
+			 * on each side what that side wrote. */
 			l = local_run(path, p, region ? region : (64ull << 30), (int)qd, seconds,
-				      p->write && !p->random ? &wrote : NULL);
-			if (p->write && !p->random)
+				      !region ? &wrote : NULL);
+			if (!region)
 				region = wrote;
-			c = cluster_run(sc, r, p, region ? region : (64ull << 30), (int)qd, seconds, &err);
+			c = cluster_run(sc, r, p, cregion ? cregion : (64ull << 30), (int)qd, seconds,
+					&err, !cregion ? &wrote : NULL);
+			if (!cregion)
+				cregion = wrote;
 			if (err) {
 				printf("%-4s %-20s failed: %s\n", cfg, p->name, strata_strerror(err));
 				fails++;
 				continue;
 			}
 			print_row(cfg, p->name, c, l);
+			if (t == 0)
+				fresh = c;
+			if (p->over) {
+				double f = fio_run(path, p, region, (int)qd, seconds);
+
+				printf("%-4s %-20s %10.1f MB/s %10.1f MB/s %7.2f  (fio, local O_DIRECT)\n",
+				       cfg, p->name, c / 1e6, f / 1e6, f > 0 ? c / f : 0);
+				if (!p->random)
+					printf("%-4s %-20s %10.1f MB/s %10.1f MB/s %7.2f  (fresh seq write, this run)\n",
+					       cfg, p->name, c / 1e6, fresh / 1e6, fresh > 0 ? c / fresh : 0);
+				fflush(stdout);
+			}
 		}
 		sclient_free(sc);
 		if (r) {
