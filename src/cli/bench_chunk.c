@@ -15,6 +15,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
 #include <liburing.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -28,10 +30,12 @@
 #include "client/storage_client.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/config.h"
 #include "common/layout.h"
 #include "common/rand.h"
 #include "net/reactor.h"
+#include "storage/chunk_store.h"
 #include "strata/errors.h"
 
 #define CHUNK (4u << 20)
@@ -165,7 +169,8 @@ static double fio_run(const char *path, const struct pattern *p, uint64_t region
 			       a_bs, a_size, a_qd, a_rt, "--time_based", "--output-format=json",
 			       NULL };
 	size_t cap = 1 << 20, n = 0;
-	char *out = malloc(cap + 1), *w, *bw;
+	char *out = malloc(cap + 1);
+	json_t *root;
 	int pfd[2], status = 0;
 	double v = 0;
 	ssize_t got;
@@ -201,14 +206,163 @@ static double fio_run(const char *path, const struct pattern *p, uint64_t region
 		free(out);
 		return 0;
 	}
-	w = strstr(out, "\"write\"");
-	bw = w ? strstr(w, "\"bw_bytes\"") : NULL;
-	if (bw && (bw = strchr(bw, ':')))
-		v = strtod(bw + 1, NULL);
+	root = json_loads(out, 0, NULL);
+	v = json_number_value(json_object_get(json_object_get(
+		json_array_get(json_object_get(root, "jobs"), 0), "write"), "bw_bytes"));
+	json_decref(root);
 	if (v <= 0)
 		cli_err("bench chunk: no write bandwidth in fio's output");
 	free(out);
 	return v;
+}
+
+/* ---- the chunk engine alone ---- */
+
+#define ENG_MAX (1ull << 30)	/* bytes the engine rows write at most */
+
+struct eng_run {
+	struct chunk_store *cs;
+	const uint8_t *buf;
+	uint32_t io, crc;
+	bool random, wrap;
+	uint64_t region, next, rng, done, inflight;
+	uint64_t ver[ENG_MAX / CHUNK];
+	double deadline;
+	int err;
+};
+
+static void eng_issue(struct eng_run *er);
+
+static void eng_done(void *arg, int status, const struct chunk_info *info)
+{
+	struct eng_run *er = arg;
+
+	(void)info;
+	er->inflight--;
+	er->done++;
+	if (status && !er->err)
+		er->err = status;
+	if (!er->err && mono_sec() < er->deadline)
+		eng_issue(er);
+}
+
+static void eng_issue(struct eng_run *er)
+{
+	struct chunk_id id = { 1, 0 };
+	uint64_t off;
+	int rc;
+
+	if (er->random) {
+		off = rng_below(&er->rng, er->region / er->io) * er->io;
+	} else {
+		if (er->next + er->io > er->region) {
+			if (!er->wrap)
+				return;
+			er->next = 0;
+		}
+		off = er->next;
+		er->next += er->io;
+	}
+	id.idx = off / CHUNK;
+	/* Versions rise in submission order, which is each chunk's order. */
+	rc = chunk_write(er->cs, &id, (uint32_t)(off % CHUNK), er->buf, er->io, er->crc,
+			 ++er->ver[id.idx], eng_done, er);
+	if (rc && !er->err)
+		er->err = rc;
+	if (!rc)
+		er->inflight++;
+}
+
+/* Bytes per second of one pattern straight on the chunk engine. */
+static double eng_phase(struct eng_run *er, uint32_t io, bool random, bool wrap, int qd,
+			double seconds)
+{
+	double t0 = mono_sec();
+
+	er->io = io;
+	er->crc = crc32c(0, er->buf, io);
+	er->random = random;
+	er->wrap = wrap;
+	er->next = 0;
+	er->done = 0;
+	er->deadline = t0 + seconds;
+	for (int i = 0; i < qd; i++)
+		eng_issue(er);
+	while (er->inflight)
+		if (chunk_store_wait(er->cs, 1000) < 0 && !er->err)
+			er->err = -EIO;
+	return (double)er->done * io / (mono_sec() - t0);
+}
+
+/*
+ * The chunk engine alone (no network, no replication) on the bench's
+ * directory: fresh sequential 1 MiB writes (appends to 4 MiB chunks, at
+ * most 1 GiB), then sequential 1 MiB and random 4 KiB overwrites of what
+ * they wrote (block updates), each overwrite beside fio on a file of the
+ * same size there. Returns 0 or 1 (said why).
+ */
+static int engine_rows(const char *dir, int qd, double seconds)
+{
+	char edir[PATH_MAX], fpath[PATH_MAX];
+	struct chunk_store_opts o;
+	struct eng_run *er = calloc(1, sizeof(*er));
+	uint8_t *buf = abuf_alloc(1 << 20);
+	double fresh, c, f;
+	int rc;
+
+	snprintf(edir, sizeof(edir), "%s/engine", dir);
+	snprintf(fpath, sizeof(fpath), "%s/engine-fio.dat", dir);
+	if (!er || !buf) {
+		free(er);
+		abuf_free(buf);
+		return 1;
+	}
+	memset(buf, 0x5a, 1 << 20);
+	chunk_store_opts_init(&o, sizeof(o));
+	o.queue_depth = (uint32_t)qd;
+	rc = chunk_store_open(edir, &o, &er->cs);
+	if (rc) {
+		cli_err("bench chunk: cannot open a chunk store in '%s': %s", edir, strata_strerror(rc));
+		free(er);
+		abuf_free(buf);
+		return 1;
+	}
+	er->buf = buf;
+	er->rng = 42;
+	er->region = ENG_MAX;
+	fresh = eng_phase(er, 1 << 20, false, false, qd, seconds);
+	er->region = er->next;
+	printf("%-4s %-20s %10.1f MB/s %15s %7s  (%.0f MiB in %llu chunks)\n", "eng",
+	       "seq write 1 MiB", fresh / 1e6, "", "", (double)er->region / (1 << 20),
+	       (unsigned long long)((er->region + CHUNK - 1) / CHUNK));
+	c = er->err ? 0 : eng_phase(er, 1 << 20, false, true, qd, seconds);
+	if (!er->err) {
+		static const struct pattern sp = { "seq overwrite 1 MiB", 1 << 20, true, false, true };
+
+		f = fio_run(fpath, &sp, er->region, qd, seconds);
+		printf("%-4s %-20s %10.1f MB/s %10.1f MB/s %7.2f  (fio, local O_DIRECT)\n", "eng",
+		       sp.name, c / 1e6, f / 1e6, f > 0 ? c / f : 0);
+		printf("%-4s %-20s %10.1f MB/s %10.1f MB/s %7.2f  (fresh seq write, this run)\n",
+		       "eng", sp.name, c / 1e6, fresh / 1e6, fresh > 0 ? c / fresh : 0);
+	}
+	c = er->err ? 0 : eng_phase(er, 4096, true, true, qd, seconds);
+	if (!er->err) {
+		static const struct pattern rp = { "rand overwrite 4 KiB", 4096, true, true, true };
+
+		f = fio_run(fpath, &rp, er->region, qd, seconds);
+		printf("%-4s %-20s %10.1f MB/s %10.1f MB/s %7.2f  (fio, local O_DIRECT)\n", "eng",
+		       rp.name, c / 1e6, f / 1e6, f > 0 ? c / f : 0);
+	}
+	fflush(stdout);
+	rc = er->err;
+	if (rc)
+		printf("%-4s %-20s failed: %s\n", "eng", "chunk engine", strata_strerror(rc));
+	chunk_store_close(er->cs);
+	unlink(fpath);
+	bench_rmtree(edir);
+	free(er);
+	abuf_free(buf);
+	return rc ? 1 : 0;
 }
 
 /* ---- the cluster through the storage client ---- */
@@ -352,6 +506,7 @@ int bench_chunk(int argc, char **argv)
 	printf("strata bench chunk: QD %lld, %.0f s per test, 4 MiB chunks; baseline: the same pattern on a local O_DIRECT file (io_uring) in '%s'\n",
 	       (long long)qd, seconds, dir);
 	printf("%-4s %-20s %15s %15s %7s\n", "R", "test", "strata", "local O_DIRECT", "ratio");
+	fails += engine_rows(dir, (int)qd, seconds);
 	for (size_t ri = 0; ri < 2; ri++) {
 		struct reactor *r = NULL;
 		struct sclient *sc = NULL;
