@@ -1465,6 +1465,67 @@ static void test_block_hold_compact(void **state)
 	free(dir);
 }
 
+static uint32_t min_len(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+/* Block updates with sync_writes (the fdatasync states between blocks and
+ * slot): random small and large overwrites, appends and truncates of two
+ * chunks, each checked, then again after a reopen. */
+static void test_block_sync(void **state)
+{
+	char *dir = mktmp("/tmp");
+	struct chunk_store_opts o;
+	struct chunk_store *cs = NULL;
+	struct model m[2] = { { .id = { 24, 1 } }, { .id = { 24, 2 } } };
+	uint8_t *tmp = malloc((1 << 20) + 64);
+
+	(void)state;
+	rng_state = 0xb10c;
+	chunk_store_opts_init(&o, sizeof(o));
+	o.sync_writes = true;
+	o.max_chunk_size = 1 << 20;
+	assert_int_equal(chunk_store_open(dir, &o, &cs), 0);
+	for (int i = 0; i < 2; i++) {
+		m[i].buf = calloc(1, 1 << 20);
+		m[i].exists = true;
+		blk_write_check(cs, &m[i], 0, 4 * BLK + 100, 30 + (uint64_t)i, tmp);
+	}
+	for (int it = 0; it < 60; it++) {
+		struct model *c = &m[rnd(2)];
+		uint32_t k = rnd(10), len = rnd(2) ? rnd(9000) + 1 : rnd(200000) + 1, off;
+
+		if (k < 7) {
+			off = rnd(c->len);
+		} else if (k < 9) {
+			off = c->len + (rnd(2) ? rnd(70000) : 0);
+		} else {
+			uint32_t nl = min_len(rnd(c->len + 100000), 1 << 20);
+
+			assert_int_equal(do_trunc(cs, c->id, nl, ++c->version), 0);
+			if (nl > c->len)
+				memset(c->buf + c->len, 0, nl - c->len);
+			else
+				memset(c->buf + nl, 0, c->len - nl);
+			c->len = nl;
+			check_chunk(cs, c, tmp);
+			continue;
+		}
+		if (off >= (1 << 20))
+			continue;
+		len = min_len(len, (1 << 20) - off);
+		blk_write_check(cs, c, off, len, rng(), tmp);
+	}
+	chunk_store_close(cs);
+	cs = open_store(dir, 1 << 20, 0, 0);
+	for (int i = 0; i < 2; i++) {
+		check_chunk(cs, &m[i], tmp);
+		free(m[i].buf);
+	}
+	chunk_store_close(cs);
+	free(tmp);
+	rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1481,6 +1542,7 @@ int main(void)
 		cmocka_unit_test(test_block_update),
 		cmocka_unit_test(test_block_format1),
 		cmocka_unit_test(test_block_hold_compact),
+		cmocka_unit_test(test_block_sync),
 	};
 
 	log_set_level(LOG_WARN);
