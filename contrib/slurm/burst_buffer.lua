@@ -443,10 +443,13 @@ function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
 	return slurm.SUCCESS
 end
 
--- Stage-in: dataset= is copied into the slice inside the cluster ('strata
--- cp -r', with the job's own credential: as the job's user), and the job
--- is told where: STRATA_DATASET.
-function slurm_bb_data_in(job_id, job_script)
+--[[ Stage-in and stage-out: a copy inside the cluster ('strata cp -r -j 8')
+between the job's volume and the request's key (dataset or stage_out),
+with the job's own credential, so as the job's user. dir "in" copies
+PATH into VOLUME/NAME, "out" the volume to PATH/job-ID. Returns
+slurm.SUCCESS (and conf, env, the destination when it copied), or
+slurm.ERROR and the reason. ]]
+local function stage(job_id, job_script, key, dir)
 	local conf, cerr = load_conf()
 	if cerr then
 		return slurm.ERROR, "strata: " .. cerr
@@ -455,23 +458,40 @@ function slurm_bb_data_in(job_id, job_script)
 	if not req then
 		return slurm.ERROR, "strata: " .. why
 	end
-	if not req.dataset then
+	local path = req[key]
+	if not path then
 		return slurm.SUCCESS
 	end
+	local label = dir == "in" and "stage-in of " .. path or "stage-out to " .. path
 	local env = read_file(state_path(conf, job_id, "env")) or ""
 	local vol = env:match("STRATA_VOLUME=([^\n]+)")
 	if not vol then
-		return slurm.ERROR, "strata: job " .. job_id .. " has no volume to stage its dataset in"
+		return slurm.ERROR, "strata: job " .. job_id .. " has no volume for the " .. label
 	end
-	local dest = vol .. "/" .. req.dataset:match("([^/]+)$")
-	local ok, _, err = strata(conf, "stagein-" .. job_id, { "cp", "-r", "-j", "8", req.dataset, dest },
+	local src, dest = path, vol .. "/" .. path:match("([^/]+)$")
+	if dir == "out" then
+		src, dest = vol, path .. "/job-" .. job_id
+	end
+	local ok, _, err = strata(conf, "stage" .. dir .. "-" .. job_id, { "cp", "-r", "-j", "8", src, dest },
 		nil, state_path(conf, job_id, "token"))
 	if not ok then
-		slurm.log_error("%s: job %s: stage-in of %s failed: %s", NAME, job_id, req.dataset, err)
-		return slurm.ERROR, "strata: stage-in of " .. req.dataset .. ": " .. last_line(err)
+		slurm.log_error("%s: job %s: %s failed: %s", NAME, job_id, label, err)
+		return slurm.ERROR, "strata: " .. label .. ": " .. last_line(err)
 	end
-	write_file(state_path(conf, job_id, "env"), env .. "STRATA_DATASET=" .. dest .. "\n")
-	slurm.log_info("%s: job %s: dataset %s staged in to %s", NAME, job_id, req.dataset, dest)
+	slurm.log_info("%s: job %s: %s staged %s to %s", NAME, job_id, src, dir, dest)
+	return slurm.SUCCESS, conf, env, dest
+end
+
+-- Stage-in: dataset= is copied into the slice (as the job's user), and
+-- the job is told where: STRATA_DATASET.
+function slurm_bb_data_in(job_id, job_script)
+	local rc, conf, env, dest = stage(job_id, job_script, "dataset", "in")
+	if rc ~= slurm.SUCCESS then
+		return rc, conf		-- conf: the reason
+	end
+	if dest then
+		write_file(state_path(conf, job_id, "env"), env .. "STRATA_DATASET=" .. dest .. "\n")
+	end
 	return slurm.SUCCESS
 end
 
@@ -587,37 +607,17 @@ function slurm_bb_post_run(job_id, job_script)
 	return slurm.SUCCESS
 end
 
--- Stage-out: the slice is copied to STAGE_OUT/job-ID inside the cluster,
--- with the job's own credential (as the job's user), after the job and
--- before teardown releases the slice. stage_out= names a directory that
--- exists and that the user may write (the credential reaches it, not its
--- parent, so it cannot make it). A failure is the job's stage-out failure:
--- Slurm holds the teardown, so the slice is still there to copy again.
+-- Stage-out: the slice is copied to STAGE_OUT/job-ID (as the job's user),
+-- after the job and before teardown releases the slice. stage_out= names
+-- a directory that exists and that the user may write (the credential
+-- reaches it, not its parent, so it cannot make it). A failure is the
+-- job's stage-out failure: Slurm holds the teardown, so the slice is
+-- still there to copy again.
 function slurm_bb_data_out(job_id, job_script)
-	local conf, cerr = load_conf()
-	if cerr then
-		return slurm.ERROR, "strata: " .. cerr
+	local rc, why = stage(job_id, job_script, "stage_out", "out")
+	if rc ~= slurm.SUCCESS then
+		return rc, why
 	end
-	local req, why = parse_request(job_script, conf)
-	if not req then
-		return slurm.ERROR, "strata: " .. why
-	end
-	if not req.stage_out then
-		return slurm.SUCCESS
-	end
-	local env = read_file(state_path(conf, job_id, "env")) or ""
-	local vol = env:match("STRATA_VOLUME=([^\n]+)")
-	if not vol then
-		return slurm.ERROR, "strata: job " .. job_id .. " has no volume to stage out"
-	end
-	local dest = req.stage_out .. "/job-" .. job_id
-	local ok, _, err = strata(conf, "stageout-" .. job_id, { "cp", "-r", "-j", "8", vol, dest },
-		nil, state_path(conf, job_id, "token"))
-	if not ok then
-		slurm.log_error("%s: job %s: stage-out to %s failed: %s", NAME, job_id, req.stage_out, err)
-		return slurm.ERROR, "strata: stage-out to " .. req.stage_out .. ": " .. last_line(err)
-	end
-	slurm.log_info("%s: job %s: slice %s staged out to %s", NAME, job_id, vol, dest)
 	return slurm.SUCCESS
 end
 

@@ -749,6 +749,26 @@ def test_scancel_of_a_waiting_job_composes_nothing(slurm_logs):
     assert state == [], state
 
 
+def _stage_in_refused(s, dataset, user):
+    """Submits a job staging in dataset as user, waits until Slurm holds it
+    for its failed stage-in (the reason names the dataset), cancels it,
+    and checks that its composition is released, the pools back where
+    they were and the job never ran. Returns 'scontrol show job' of the
+    held job."""
+    baseline = s.inventory()
+    job, out = s.sbatch("#BB_LUA strata pool=strata capacity=16M dataset=%s\necho ran\n" % dataset,
+                        user=user)
+    text = wait_until(lambda: (lambda t: t if "stage-in of " + dataset in t else None)(
+        s.cmd("scontrol", "show", "job", job).stdout), 60, interval=0.3,
+        what="job %s's stage-in refused" % job)
+    assert s.cmd("scancel", job, user=user).returncode == 0
+    s.wait_gone(job)
+    s.wait_released(job)
+    wait_until(lambda: s.inventory() == baseline, 30, interval=0.2,
+               what="the inventory back to its baseline")
+    assert not out.exists() or "ran" not in out.read_text()
+    return text
+
 @pytest.mark.timeout(150)
 def test_dataset_is_staged_in_to_the_slice(slurm_logs):
     s = slurm_logs
@@ -775,17 +795,8 @@ echo "dataset=$STRATA_DATASET"
 
     # A dataset that is not there: stage-in fails, Slurm holds the job
     # with the reason; cancelled, its composition is released.
-    baseline = s.inventory()
-    job, out = s.sbatch("#BB_LUA strata pool=strata capacity=16M dataset=/datasets/nope\necho ran\n")
-    wait_until(lambda: "stage-in of /datasets/nope" in s.cmd("scontrol", "show", "job", job).stdout,
-               60, interval=0.3, what="job %s's stage-in refused" % job)
-    assert "Priority=0" in s.cmd("scontrol", "show", "job", job).stdout
-    assert s.cmd("scancel", job, user=JOB_USER).returncode == 0
-    s.wait_gone(job)
-    s.wait_released(job)
-    wait_until(lambda: s.inventory() == baseline, 30, interval=0.2,
-               what="the inventory back to its baseline")
-    assert not out.exists() or "ran" not in out.read_text()
+    text = _stage_in_refused(s, "/datasets/nope", JOB_USER)
+    assert "Priority=0" in text, text
 
 
 @pytest.mark.timeout(240)
@@ -833,18 +844,8 @@ fi
 
     # A dataset the user may not read: stage-in is refused with the
     # reason, whatever SlurmUser could read.
-    baseline = s.inventory()
-    job, out = s.sbatch("#BB_LUA strata pool=strata capacity=16M dataset=/datasets/private\necho ran\n",
-                        user=OWNER_USER)
-    wait_until(lambda: "stage-in of /datasets/private" in s.cmd("scontrol", "show", "job", job).stdout,
-               60, interval=0.3, what="job %s's stage-in refused" % job)
-    assert "Permission denied" in s.cmd("scontrol", "show", "job", job).stdout
-    assert s.cmd("scancel", job, user=OWNER_USER).returncode == 0
-    s.wait_gone(job)
-    s.wait_released(job)
-    wait_until(lambda: s.inventory() == baseline, 30, interval=0.2,
-               what="the inventory back to its baseline")
-    assert not out.exists() or "ran" not in out.read_text()
+    text = _stage_in_refused(s, "/datasets/private", OWNER_USER)
+    assert "Permission denied" in text, text
 
 
 def _job_pids(job):
