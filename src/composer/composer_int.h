@@ -57,6 +57,10 @@ enum job_kind {
 	JOB_COMPOSE,		/* POST Systems */
 	JOB_DECOMPOSE,		/* DELETE Systems/{id} */
 	JOB_USAGE,		/* CompositionService/Oem/Strata/Usage */
+	JOB_STORAGE_SERVICES,	/* StorageServices */
+	JOB_STORAGE_SERVICE,	/* StorageServices/{id} */
+	JOB_VOLUMES,		/* StorageServices/strata/Volumes */
+	JOB_VOLUME,		/* StorageServices/strata/Volumes/{id} */
 };
 
 /* A request for the owner thread, and its answer. */
@@ -142,6 +146,11 @@ int attach_credential(struct composer *c, const struct comp *comp, char **text, 
 		      size_t errlen);
 /* Revokes it; a token mgmt does not know is fine. */
 int detach_credential(struct composer *c, const struct comp *comp, char *err, size_t errlen);
+/* What each volume paths[i] holds now (its quota root's bytes, from
+ * meta's QUOTA_LIST) into bytes[i]; UINT64_MAX for one meta does not
+ * list. 0 or a negative error (bytes then all UINT64_MAX or partly
+ * filled). */
+int volumes_consumed(struct composer *c, const char **paths, uint64_t *bytes, uint32_t n);
 /* The volume's path: VOLUMES/<id>. */
 void comp_volume_path(const struct composer *c, const struct comp *comp, char *out, size_t len);
 
@@ -166,6 +175,13 @@ bool portal_is(const char *url);
  * Returns MHD_YES (1) or MHD_NO (0). */
 int portal_serve(struct MHD_Connection *conn, const char *url, const char *method);
 
+/* Swordfish's view of the volumes: the service, its Volumes collection
+ * (every composition's volume that exists now) and one volume (NULL:
+ * none called id). Reads the volumes' use from meta. */
+json_t *rf_storage_services(struct composer *c);
+json_t *rf_storage_service(struct composer *c, const char *id);
+json_t *rf_volumes(struct composer *c);
+json_t *rf_volume(struct composer *c, const char *id);
 /* Usage per tenant from since until now (usage.h); NULL on ENOMEM. */
 json_t *rf_usage(struct composer *c, int64_t since);
 

@@ -475,6 +475,21 @@ static void run_job(struct composer *c, struct job *j)
 	case JOB_DECOMPOSE:
 		do_decompose(c, j);
 		break;
+	case JOB_STORAGE_SERVICES:
+		j->body = rf_storage_services(c);
+		break;
+	case JOB_STORAGE_SERVICE:
+	case JOB_VOLUME:
+		j->body = j->kind == JOB_VOLUME ? rf_volume(c, j->id) : rf_storage_service(c, j->id);
+		if (!j->body)
+			fail_job(j, 404, "Base.1.8.ResourceMissingAtURI", "no %s '%s'",
+				 j->kind == JOB_VOLUME ? "volume" : "storage service", j->id);
+		break;
+	case JOB_VOLUMES:
+		j->body = rf_volumes(c);
+		if (!j->body)
+			fail_job(j, 500, "Base.1.8.InternalError", "out of memory");
+		break;
 	case JOB_USAGE:
 		j->body = rf_usage(c, j->since);
 		if (!j->body)

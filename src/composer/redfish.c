@@ -31,6 +31,8 @@
 #define RF_SERVICE RF "/CompositionService"
 #define RF_BLOCKS RF_SERVICE "/ResourceBlocks"
 #define RF_USAGE RF_SERVICE "/Oem/Strata/Usage"
+#define RF_STORAGE RF "/StorageServices"
+#define RF_VOLUMES RF_STORAGE "/strata/Volumes"
 #define SIZE_MAX_BYTES (1ull << 60)	/* 1 EiB: more is a typo */
 #define TTL_MAX_S (10ll * 366 * 86400)
 
@@ -326,6 +328,129 @@ json_t *rf_system(struct composer *c, const struct comp *p)
 	return o;
 }
 
+/* ---- Swordfish: the volumes ---- */
+
+/* Whether comp's volume exists: it holds its resources, or it was
+ * released with its volume retained. */
+static bool has_volume(const struct comp *p)
+{
+	return p->rq.storage && (comp_state_holds(p->state) ||
+				 (p->state == COMP_RELEASED && p->retain));
+}
+
+static json_t *volume_of(struct composer *c, const struct comp *p, uint64_t consumed)
+{
+	char path[512], uri[128];
+	json_t *o;
+
+	comp_volume_path(c, p, path, sizeof(path));
+	snprintf(uri, sizeof(uri), RF_VOLUMES "/%s", p->id);
+	o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:{s:{s:I}}, s:{s:s, s:s},"
+		      " s:{s:{s:{s:{s:s}}}}, s:{s:{s:s, s:s, s:b, s:{s:I, s:I}}}}",
+		      "@odata.id", uri, "@odata.type", "#Volume.v1_9_0.Volume", "Id", p->id,
+		      "Name", p->name[0] ? p->name : p->id, "CapacityBytes",
+		      (json_int_t)p->rq.storage, "Capacity", "Data", "AllocatedBytes",
+		      (json_int_t)p->rq.storage, "Status", "State",
+		      comp_state_holds(p->state) ? "Enabled" : "StandbyOffline", "Health",
+		      p->state == COMP_DEGRADED ? "Warning" : "OK", "Links", "Oem", "Strata",
+		      "Composition", "@odata.id", "", "Oem", "Strata", "Path", path, "Tenant",
+		      p->tenant, "Retain", p->retain, "Owner", "Uid", (json_int_t)p->owner_uid,
+		      "Gid", (json_int_t)p->owner_gid);
+	if (!o)
+		return NULL;
+	snprintf(uri, sizeof(uri), RF_SYSTEMS "/%s", p->id);
+	json_object_set_new(json_object_get(json_object_get(json_object_get(json_object_get(
+		o, "Links"), "Oem"), "Strata"), "Composition"), "@odata.id", json_string(uri));
+	/* Consumed: what meta counts under the volume's quota now; absent
+	 * when meta could not be asked. */
+	if (consumed != UINT64_MAX)
+		json_object_set_new(json_object_get(json_object_get(o, "Capacity"), "Data"),
+				    "ConsumedBytes", json_integer((json_int_t)consumed));
+	return o;
+}
+
+/* The use of the volumes of comps[k] for each k in idx[0..n). */
+static void consumed_of(struct composer *c, const uint32_t *idx, uint32_t n, uint64_t *bytes)
+{
+	char (*paths)[512] = n ? calloc(n, sizeof(*paths)) : NULL;
+	const char **pp = n ? calloc(n, sizeof(*pp)) : NULL;
+	int rc;
+
+	for (uint32_t i = 0; i < n; i++)
+		bytes[i] = UINT64_MAX;
+	if (!paths || !pp)
+		goto out;
+	for (uint32_t i = 0; i < n; i++) {
+		comp_volume_path(c, &c->comps[idx[i]], paths[i], sizeof(paths[i]));
+		pp[i] = paths[i];
+	}
+	rc = volumes_consumed(c, pp, bytes, n);
+	if (rc)
+		log_warn("composer", "cannot read the volumes' use from meta: %s", strata_strerror(rc));
+out:
+	free(paths);
+	free(pp);
+}
+
+json_t *rf_storage_services(struct composer *c)
+{
+	(void)c;
+	return json_pack("{s:s, s:s, s:s, s:i, s:[{s:s}]}", "@odata.id", RF_STORAGE, "@odata.type",
+			 "#StorageServiceCollection.StorageServiceCollection", "Name",
+			 "Storage services", "Members@odata.count", 1, "Members", "@odata.id",
+			 RF_STORAGE "/strata");
+}
+
+json_t *rf_storage_service(struct composer *c, const char *id)
+{
+	(void)c;
+	if (strcmp(id, "strata"))
+		return NULL;
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s}, s:{s:s, s:s}}", "@odata.id",
+			 RF_STORAGE "/strata", "@odata.type", "#StorageService.v1_6_0.StorageService",
+			 "Id", "strata", "Name", "the storage plane's volumes", "Description",
+			 "every composition's volume: a directory of the namespace with a byte quota",
+			 "Volumes", "@odata.id", RF_VOLUMES, "Status", "State", "Enabled", "Health",
+			 c->inv_ok ? "OK" : "Warning");
+}
+
+json_t *rf_volumes(struct composer *c)
+{
+	uint32_t *idx = calloc(c->ncomps ? c->ncomps : 1, sizeof(*idx)), n = 0;
+	uint64_t *bytes = calloc(c->ncomps ? c->ncomps : 1, sizeof(*bytes));
+	json_t *members = json_array(), *o = NULL;
+
+	if (!idx || !bytes || !members)
+		goto out;
+	for (uint32_t i = 0; i < c->ncomps; i++)
+		if (has_volume(&c->comps[i]))
+			idx[n++] = i;
+	consumed_of(c, idx, n, bytes);
+	for (uint32_t i = 0; i < n; i++)
+		json_array_append_new(members, volume_of(c, &c->comps[idx[i]], bytes[i]));
+	o = json_pack("{s:s, s:s, s:s, s:I, s:O}", "@odata.id", RF_VOLUMES, "@odata.type",
+		      "#VolumeCollection.VolumeCollection", "Name", "Volumes",
+		      "Members@odata.count", (json_int_t)n, "Members", members);
+out:
+	json_decref(members);
+	free(idx);
+	free(bytes);
+	return o;
+}
+
+json_t *rf_volume(struct composer *c, const char *id)
+{
+	for (uint32_t i = 0; i < c->ncomps; i++) {
+		uint64_t bytes;
+
+		if (strcmp(c->comps[i].id, id) || !has_volume(&c->comps[i]))
+			continue;
+		consumed_of(c, &i, 1, &bytes);
+		return volume_of(c, &c->comps[i], bytes);
+	}
+	return NULL;
+}
+
 json_t *rf_usage(struct composer *c, int64_t since)
 {
 	int64_t now = (int64_t)time(NULL);
@@ -366,10 +491,11 @@ json_t *rf_systems(struct composer *c)
 
 static json_t *service_root(void)
 {
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s}, s:{s:s}}", "@odata.id", RF,
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s}, s:{s:s}, s:{s:s}}", "@odata.id", RF,
 			 "@odata.type", "#ServiceRoot.v1_15_0.ServiceRoot", "Id", "RootService",
 			 "Name", "Strata", "RedfishVersion", "1.15.0", "CompositionService",
-			 "@odata.id", RF_SERVICE, "Systems", "@odata.id", RF_SYSTEMS);
+			 "@odata.id", RF_SERVICE, "Systems", "@odata.id", RF_SYSTEMS,
+			 "StorageServices", "@odata.id", RF_STORAGE);
 }
 
 /* ---- the request (HTTP threads) ---- */
@@ -754,6 +880,10 @@ static bool route(const char *url, const char *method, struct job *j)
 		{ RF_SYSTEMS, JOB_SYSTEMS, JOB_COMPOSE, 0, false },
 		{ RF_SYSTEMS "/", JOB_SYSTEM, 0, JOB_DECOMPOSE, true },
 		{ RF_USAGE, JOB_USAGE, 0, 0, false },
+		{ RF_STORAGE, JOB_STORAGE_SERVICES, 0, 0, false },
+		{ RF_STORAGE "/", JOB_STORAGE_SERVICE, 0, 0, true },
+		{ RF_VOLUMES, JOB_VOLUMES, 0, 0, false },
+		{ RF_VOLUMES "/", JOB_VOLUME, 0, 0, true },
 	};
 	char path[256];
 	size_t len = strlen(url);

@@ -493,6 +493,49 @@ def test_usage_per_tenant(cc):
     assert m["strata_composer_gpus_stranded"] == 0 and "strata_composer_storage_stranded_bytes" in m
 
 
+def test_swordfish_volumes_view(cc, tmp_path):
+    """StorageServices/strata/Volumes: every composition's volume with its
+    capacity, what it holds now (meta's quota use) and a link to its
+    composition; gone from the view once released."""
+    code, root = http(cc, "GET", RF)
+    assert root["StorageServices"] == {"@odata.id": RF + "/StorageServices"}, root
+    code, coll = http(cc, "GET", RF + "/StorageServices")
+    assert code == 200 and coll["Members"] == [{"@odata.id": RF + "/StorageServices/strata"}]
+    code, svc = http(cc, "GET", RF + "/StorageServices/strata")
+    assert code == 200 and svc["Volumes"] == {"@odata.id": RF + "/StorageServices/strata/Volumes"}
+    cred = tmp_path / "vol.token"
+    r = strata("compose", "create", "--dir", cc.dir, "--storage", "4M", "--name", "swordfish",
+               "--token-out", cred, "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    sid, o = s["Id"], s["Oem"]["Strata"]
+    f = tmp_path / "f"
+    f.write_bytes(os.urandom(300000))
+    r = strata("put", "--mgmt", o["Addresses"]["Mgmt"], "--token", cred, f, o["Volume"]["Path"] + "/f")
+    assert r.returncode == 0, r.stderr
+    code, vols = http(cc, "GET", RF + "/StorageServices/strata/Volumes")
+    assert code == 200, vols
+    mine = [v for v in vols["Members"] if v["Id"] == sid]
+    assert len(mine) == 1 and vols["Members@odata.count"] == len(vols["Members"]), vols
+    v = mine[0]
+    assert v["@odata.type"].startswith("#Volume.") and v["CapacityBytes"] == 4 << 20, v
+    assert v["Capacity"]["Data"]["AllocatedBytes"] == 4 << 20
+    assert v["Capacity"]["Data"]["ConsumedBytes"] >= 300000, v
+    assert v["Oem"]["Strata"]["Path"] == o["Volume"]["Path"] and v["Name"] == "swordfish"
+    assert v["Links"]["Oem"]["Strata"]["Composition"]["@odata.id"] == RF + "/Systems/" + sid
+    code, one = http(cc, "GET", RF + "/StorageServices/strata/Volumes/" + sid)
+    assert code == 200 and one["Id"] == sid and one["Status"]["State"] == "Enabled", one
+    assert strata("compose", "delete", sid, "--dir", cc.dir).returncode == 0
+    code, body = http(cc, "GET", RF + "/StorageServices/strata/Volumes/" + sid)
+    assert code == 404 and "no volume '%s'" % sid in error_of(body), body
+    code, body = http(cc, "GET", RF + "/StorageServices/other")
+    assert code == 404 and "no storage service 'other'" in error_of(body)
+    code, _ = http(cc, "GET", RF + "/StorageServices/strata/Volumes", token=False)
+    assert code == 401
+    code, _ = http(cc, "POST", RF + "/StorageServices/strata/Volumes", {"x": 1})
+    assert code == 405
+
+
 def test_all_or_nothing(cc):
     """A request one part of which does not fit takes nothing: the answer
     names every part that does not fit, the pools are as before, no
