@@ -92,6 +92,10 @@ struct strata;
  * cluster the command started), else the token of the environment. 0 or
  * a negative error (not reported). */
 int cli_connect(const char *mgmt, const char *dir, struct strata **out);
+struct strata_opts;
+/* cli_connect with the caller's options (its token is replaced). */
+int cli_connect_opts(const char *mgmt, const char *dir, struct strata_opts *o,
+		     struct strata **out);
 
 struct json_t;
 /* One call to the composer of the local cluster in dir (its address from
