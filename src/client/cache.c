@@ -63,6 +63,7 @@ struct cshard {
 	struct centry lists[2];		/* sentinels */
 	uint64_t bytes[2];
 	uint64_t cap;
+	uint64_t hits, hit_bytes;	/* DRAM hits (lock): no shared line on the hot path */
 };
 
 struct cache {
@@ -197,11 +198,13 @@ static bool mem_get(struct cache *c, const struct cache_key *k, uint64_t h, uint
 		return false;
 	pthread_mutex_lock(&sh->mu);
 	e = *slot(sh, k, h);
-	if (e) {
-		if (buf)
-			memcpy(buf, e->data + off, len);
+	if (e && buf) {	/* a read, not a probe: counts and promotes */
+		memcpy(buf, e->data + off, len);
+		sh->hits++;
+		sh->hit_bytes += len;
 		seg_move(sh, e, SEG_PROTECTED);
-		rebalance(sh);
+		if (sh->bytes[SEG_PROTECTED] > sh->cap / 100 * PROTECTED_PCT)
+			rebalance(sh);
 	}
 	pthread_mutex_unlock(&sh->mu);
 	return e != NULL;
@@ -588,8 +591,10 @@ bool cache_get(struct cache *c, const struct cache_key *k, uint32_t off, uint32_
 	if (off > k->bsize || len > k->bsize - off)
 		return false;
 	if (mem_get(c, k, h, off, len, buf)) {
-		count(c, C_HITS, 1);
-		count(c, C_HIT_BYTES, len);
+		if (c->shared) {
+			__atomic_fetch_add(&c->shared->c[C_HITS], 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&c->shared->c[C_HIT_BYTES], len, __ATOMIC_RELAXED);
+		}
 		return true;
 	}
 	data = c->dir ? malloc(k->bsize) : NULL;
@@ -657,20 +662,24 @@ static void fill_stats(struct strata_cache_stats *st, const uint64_t *cnt, const
 
 void cache_stats(struct cache *c, struct strata_cache_stats *st)
 {
-	uint64_t mem = 0;
+	uint64_t mem = 0, local[C_N];
 
 	if (!st || st->stats_size < sizeof(size_t))
 		return;
+	for (int i = 0; i < C_N; i++)
+		local[i] = __atomic_load_n(&c->local[i], __ATOMIC_RELAXED);
 	for (int i = 0; i < CACHE_SHARDS; i++) {
 		pthread_mutex_lock(&c->sh[i].mu);
 		mem += c->sh[i].bytes[0] + c->sh[i].bytes[1];
+		local[C_HITS] += c->sh[i].hits;
+		local[C_HIT_BYTES] += c->sh[i].hit_bytes;
 		pthread_mutex_unlock(&c->sh[i].mu);
 	}
 	uint64_t tier[4] = { mem, c->mem_bytes,
 			     c->dir ? __atomic_load_n(&c->disk_used, __ATOMIC_RELAXED) : 0,
 			     c->dir ? c->disk_bytes : 0 };
 
-	fill_stats(st, c->shared ? c->shared->c : c->local, tier);
+	fill_stats(st, c->shared ? c->shared->c : local, tier);
 }
 
 int cache_dir_stats(const char *dir, struct strata_cache_stats *st)
