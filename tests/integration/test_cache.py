@@ -205,3 +205,41 @@ def test_bad_cache_settings_are_refused(cluster, tmp_path):
         r = run([PY, "-c", "import strata; strata.Client().stat('/')"], env=e)
         assert r.returncode != 0, r.stdout
         assert val in r.stderr or "cache block size" in r.stderr, r.stderr
+
+
+@pytest.mark.timeout(180)
+def test_pack_prefetch_queues_the_next_shards(cluster, tmp_path):
+    c = cluster(3)
+    src = tmp_path / "samples"
+    src.mkdir()
+    for i in range(8):
+        (src / ("s%02d" % i)).write_bytes(bytes([i]) * 100000)
+    r = run_strata("pack", "--dir", str(c.dir), "--samples-per-shard", "2", str(src), "/ds")
+    assert r.returncode == 0, r.stderr
+    py(c, """
+        import ctypes, time
+        import strata
+        from strata._lib import lib
+        c = strata.Client()
+        L = lib()
+        L.strata_pack_index_open.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                             ctypes.POINTER(ctypes.c_void_p)]
+        L.strata_pack_prefetch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32,
+                                           ctypes.c_uint32]
+        L.strata_pack_index_free.argtypes = [ctypes.c_void_p]
+        L.strata_cache_stats.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        x = ctypes.c_void_p()
+        assert L.strata_pack_index_open(c.handle, b"/ds", ctypes.byref(x)) == 0
+        assert L.strata_pack_prefetch(c.handle, x, 4, 1) == -22      # 4 shards: 0..3
+        assert L.strata_pack_prefetch(c.handle, x, 0, 2) == 0        # shards 1 and 2
+        st = (ctypes.c_uint64 * 14)()
+        st[0] = ctypes.sizeof(st)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            assert L.strata_cache_stats(c.handle, st) == 0
+            if st[9] == 2 * 4:      # prefetched: 2 shards of 200000 bytes, 64K blocks
+                break
+            time.sleep(0.05)
+        assert st[9] == 8, list(st)
+        L.strata_pack_index_free(x)
+    """, {"STRATA_CACHE_MEM": "16M", "STRATA_CACHE_BLOCK": "64K"})
