@@ -476,6 +476,16 @@ static int disk_init(struct cache *c, const char *dir)
 	if (!c->dir)
 		return -ENOMEM;
 	rc = mkdir_p(dir, 0700);
+	if (!rc) {
+		struct stat st;
+
+		/* Its blocks are file data meta let this user read: a directory
+		 * of another user is not one to write them into, nor to trust. */
+		if (stat(dir, &st))
+			rc = -errno;
+		else if (st.st_uid != geteuid() || (st.st_mode & 0077))
+			rc = -EPERM;
+	}
 	for (unsigned s = 0; !rc && s < DISK_SUBDIRS; s++) {
 		if (snprintf(path, sizeof(path), "%s/%02x", dir, s) >= (int)sizeof(path))
 			return -ENAMETOOLONG;

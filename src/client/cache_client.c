@@ -117,9 +117,12 @@ int cl_cache_setup(struct strata *s, const struct strata_opts *given)
 		co.block = (uint32_t)block;
 	}
 	rc = cache_new(&co, &s->cache);
-	if (rc)
-		log_error("client", "cannot set up the read cache%s%s: %s", co.dir ? " in " : "",
-			  co.dir ? co.dir : "", strata_strerror(rc));
+	if (rc == -EPERM)
+		log_error("client", "cache directory '%s' is another user's or open to others: "
+			  "use a directory of this user with mode 0700", co.dir);
+	else if (rc)
+		log_error("client", "cannot set up the read cache%s%s%s: %s", co.dir ? " in '" : "",
+			  co.dir ? co.dir : "", co.dir ? "'" : "", strata_strerror(rc));
 	return rc;
 }
 
@@ -198,7 +201,8 @@ void cl_submit(struct strata_file *f, struct io_piece *p)
 
 /* ---- prefetch ---- */
 
-/* Reads the blocks of path the cache lacks, PF_DEPTH at a time. */
+/* Reads the blocks of path the cache lacks, PF_DEPTH at a time, until
+ * done or the connection stops. */
 static void pf_file(struct strata *s, const char *path, struct strata_ring *ring, uint8_t *buf)
 {
 	struct strata_cqe cqes[PF_DEPTH];
@@ -210,7 +214,8 @@ static void pf_file(struct strata *s, const char *path, struct strata_ring *ring
 		return;
 	if (!f->cache_ver)
 		goto out;
-	for (off = 0; off < f->size; off += f->cache_bs) {
+	for (off = 0; off < f->size && !__atomic_load_n(&s->pf->stop, __ATOMIC_RELAXED);
+	     off += f->cache_bs) {
 		struct cache_key k = { .ino = f->ino, .ver = f->cache_ver,
 				       .idx = off / f->layout.chunk_size,
 				       .blk = (uint32_t)(off % f->layout.chunk_size / f->cache_bs),
@@ -286,7 +291,7 @@ void cl_cache_stop(struct strata *s)
 	if (!pf)
 		return;
 	pthread_mutex_lock(&pf->mu);
-	pf->stop = true;
+	__atomic_store_n(&pf->stop, true, __ATOMIC_RELAXED);
 	pthread_cond_signal(&pf->cv);
 	pthread_mutex_unlock(&pf->mu);
 	pthread_join(pf->thread, NULL);

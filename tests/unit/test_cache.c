@@ -367,6 +367,13 @@ static void test_stats_file_checked(void **state)
 	o.dir = dir;
 	assert_int_equal(cache_new(&o, &c), STRATA_EBADMSG);
 	assert_null(c);
+	/* A directory others may read is refused (its blocks are file data). */
+	snprintf(dir, sizeof(dir), "%s/open", tmpdir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	assert_int_equal(chmod(dir, 0755), 0);
+	o.dir = dir;
+	assert_int_equal(cache_new(&o, &c), -EPERM);
+	assert_null(c);
 }
 
 int main(void)
