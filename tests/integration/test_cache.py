@@ -89,10 +89,22 @@ def test_rewrite_by_another_client_is_never_read_stale(cluster, tmp_path, tier):
         assert c.read_bytes("/co/f") == want(7, size // 2)
         write(9, size * 2)
         assert c.read_bytes("/co/f") == want(9, size * 2)
-        # Ranges of a cached file: every offset reads the new bytes.
-        with c.open("/co/f", "rb", buffering=0) as f:
-            for off in (0, 1, 65535, 65536, 100000, size * 2 - 10):
-                assert f.pread(1000, off) == want(9, size * 2)[off:off + 1000]
+        # Ranges of a cached file: every offset reads the new bytes, by
+        # pread and through the batch ring, twice (a miss, then a hit).
+        w = want(9, size * 2)
+        offs = (0, 1, 65535, 65536, 100000, size * 2 - 10)
+        for _ in range(2):
+            with c.open("/co/f", "rb", buffering=0) as f:
+                for off in offs:
+                    assert f.pread(1000, off) == w[off:off + 1000]
+                bufs = [bytearray(70000) for _ in offs]
+                n = c.read_batch([(f, off, b) for off, b in zip(offs, bufs)])
+                for off, b, k in zip(offs, bufs, n):
+                    assert k == min(70000, len(w) - off) and b[:k] == w[off:off + k]
+        # Rewritten again while the reader holds it open: the new bytes
+        # after the next open.
+        write(21, size * 2, "r+b")
+        assert c.read_bytes("/co/f") == want(21, size * 2)
         held.close()
         print("ok")
     """, dict(cache, WRITER=WRITER))
