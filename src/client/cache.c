@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client/cache.h"
@@ -34,6 +35,7 @@
 #define STATS_LEN 4096
 #define DISK_DEFAULT (4ull << 30)
 #define TRIM_PCT 90		/* a trim leaves the disk tier at this much of its bound */
+#define TMP_STALE_S 600		/* a scan removes temp files older than this */
 
 enum { C_HITS, C_MISSES, C_HIT_BYTES, C_FILL_BYTES, C_DISK_HITS, C_EVICT, C_DISK_EVICT,
        C_DISK_CORRUPT, C_PREFETCH, C_N };
@@ -318,8 +320,9 @@ static int dfile_cmp(const void *a, const void *b)
 /*
  * Scans the disk tier (every process's files) and, when it holds more
  * than limit bytes, removes the least recently used until it holds
- * TRIM_PCT% of limit. *used gets what is left. Returns files removed, or
- * a negative error.
+ * TRIM_PCT% of limit; temp files older than TMP_STALE_S go too (not when
+ * limit is UINT64_MAX: a count only). *used gets what is left. Returns
+ * files removed, or a negative error.
  */
 static int64_t disk_scan(const char *dir, uint64_t limit, uint64_t *used)
 {
@@ -340,11 +343,19 @@ static int64_t disk_scan(const char *dir, uint64_t limit, uint64_t *used)
 		while ((de = readdir(d))) {
 			struct stat st;
 
-			if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof(v->name))
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+			    strlen(de->d_name) >= sizeof(v->name))
 				continue;
 			if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
 			    !S_ISREG(st.st_mode))
 				continue;
+			if (de->d_name[0] == '.') {
+				/* A temp file a process died writing: gone after a while. */
+				if (limit != UINT64_MAX && !strncmp(de->d_name, ".tmp-", 5) &&
+				    st.st_mtim.tv_sec + TMP_STALE_S < time(NULL))
+					unlinkat(dirfd(d), de->d_name, 0);
+				continue;
+			}
 			if (n == cap) {
 				struct dfile *nv = realloc(v, (cap ? cap * 2 : 1024) * sizeof(*v));
 

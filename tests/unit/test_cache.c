@@ -346,6 +346,31 @@ static void test_disk_shared_by_processes(void **state)
 	cache_free(c);
 }
 
+/* Temp files a dead process left are removed by the next scan once old;
+ * a recent one (a write in progress) stays. */
+static void test_stale_temp_removed(void **state)
+{
+	char dir[300], old[400], fresh[400];
+	struct timespec ts[2] = { { 1000, 0 }, { 1000, 0 } };
+	FILE *f;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/tmpfiles", tmpdir);
+	cache_free(mk(0, dir, 1 << 20));
+	snprintf(old, sizeof(old), "%s/07/.tmp-1-1", dir);
+	snprintf(fresh, sizeof(fresh), "%s/07/.tmp-1-2", dir);
+	f = fopen(old, "wb");
+	assert_non_null(f);
+	fclose(f);
+	f = fopen(fresh, "wb");
+	assert_non_null(f);
+	fclose(f);
+	assert_int_equal(utimensat(AT_FDCWD, old, ts, 0), 0);
+	cache_free(mk(0, dir, 1 << 20));
+	assert_int_not_equal(access(old, F_OK), 0);
+	assert_int_equal(access(fresh, F_OK), 0);
+}
+
 static void test_stats_file_checked(void **state)
 {
 	char dir[300], path[400];
@@ -387,6 +412,7 @@ int main(void)
 		cmocka_unit_test(test_disk_corrupt_is_a_miss),
 		cmocka_unit_test(test_disk_bound),
 		cmocka_unit_test(test_disk_shared_by_processes),
+		cmocka_unit_test(test_stale_temp_removed),
 		cmocka_unit_test(test_stats_file_checked),
 	};
 
