@@ -25,7 +25,7 @@
 #include "net/codec.h"
 #include "strata/errors.h"
 
-#define CACHE_SHARDS 16
+#define CACHE_SHARDS CACHE_SHARDS_MIN_BLOCKS
 #define PROTECTED_PCT 80	/* of a shard's bytes: blocks hit at least twice */
 #define DISK_SUBDIRS 256
 #define DISK_HDR 48

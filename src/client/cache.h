@@ -25,6 +25,9 @@
 
 #define CACHE_BLOCK_MIN (4u << 10)
 #define CACHE_BLOCK_MAX (16u << 20)
+/* The DRAM tier is this many shards, each 1/CACHE_SHARDS_MIN_BLOCKS of
+ * mem_bytes: it must hold at least that many blocks to keep any. */
+#define CACHE_SHARDS_MIN_BLOCKS 16u
 
 struct cache_opts {
 	size_t opts_size;

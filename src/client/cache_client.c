@@ -116,6 +116,13 @@ int cl_cache_setup(struct strata *s, const struct strata_opts *given)
 		}
 		co.block = (uint32_t)block;
 	}
+	/* Each of the DRAM tier's shards must hold a block at least. */
+	if (mem && mem < (uint64_t)CACHE_SHARDS_MIN_BLOCKS * co.block) {
+		log_error("client", "a DRAM cache of %" PRIu64 " bytes is too small for blocks of "
+			  "%u bytes: give it %u blocks or more", mem, co.block,
+			  CACHE_SHARDS_MIN_BLOCKS);
+		return -EINVAL;
+	}
 	rc = cache_new(&co, &s->cache);
 	if (rc == -EPERM)
 		log_error("client", "cache directory '%s' is another user's or open to others: "

@@ -209,14 +209,18 @@ def test_cache_stats_command(tmp_path):
 @pytest.mark.timeout(120)
 def test_bad_cache_settings_are_refused(cluster, tmp_path):
     c = cluster(3)
-    for var, val in (("STRATA_CACHE_MEM", "lots"), ("STRATA_CACHE_BLOCK", "3000")):
+    for env, why in (({"STRATA_CACHE_MEM": "lots"}, "'lots' is not a size"),
+                     ({"STRATA_CACHE_MEM": "1M", "STRATA_CACHE_BLOCK": "3000"},
+                      "cache block size 3000 is not a power of two"),
+                     ({"STRATA_CACHE_MEM": "1M"}, "too small for blocks of 1048576 bytes"),
+                     ({"STRATA_CACHE_DIR": str(tmp_path)}, "open to others")):
         e = py_env(c.dir)
-        e[var] = val
-        if var == "STRATA_CACHE_BLOCK":
-            e["STRATA_CACHE_MEM"] = "1M"
+        e.update(env)
+        if "STRATA_CACHE_DIR" in env:
+            os.chmod(tmp_path, 0o755)
         r = run([PY, "-c", "import strata; strata.Client().stat('/')"], env=e)
         assert r.returncode != 0, r.stdout
-        assert val in r.stderr or "cache block size" in r.stderr, r.stderr
+        assert why in r.stderr, r.stderr
 
 
 @pytest.mark.timeout(180)
