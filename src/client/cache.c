@@ -54,6 +54,8 @@ struct centry {
 	uint64_t h;
 	struct centry *hnext;		/* hash chain */
 	struct centry *prev, *next;	/* its segment's list, most recent first */
+	uint32_t refs;			/* readers copying out of data (lock) */
+	bool dead;			/* dropped while read: the last reader frees it */
 	uint8_t seg;
 	uint8_t *data;
 };
@@ -154,7 +156,8 @@ static struct centry **slot(struct cshard *sh, const struct cache_key *k, uint64
 	return p;
 }
 
-/* Drops e from the shard (lock held) and frees it. */
+/* Drops e from the shard (lock held) and frees it, or leaves that to
+ * the last reader still copying out of it. */
 static void drop(struct cshard *sh, struct centry *e)
 {
 	struct centry **p = slot(sh, &e->k, e->h);
@@ -162,6 +165,10 @@ static void drop(struct cshard *sh, struct centry *e)
 	*p = e->hnext;
 	list_del(e);
 	sh->bytes[e->seg] -= e->k.bsize;
+	if (e->refs) {
+		e->dead = true;
+		return;
+	}
 	free(e->data);
 	free(e);
 }
@@ -189,7 +196,9 @@ static uint64_t rebalance(struct cshard *sh)
 	return n;
 }
 
-/* Looks k up in DRAM; copies on a hit and promotes the block. */
+/* Looks k up in DRAM; on a hit promotes the block and copies it out
+ * (outside the lock: the entry is held by a reference meanwhile). buf
+ * NULL: a probe, which neither counts nor promotes. */
 static bool mem_get(struct cache *c, const struct cache_key *k, uint64_t h, uint32_t off,
 		    uint32_t len, void *buf)
 {
@@ -200,16 +209,25 @@ static bool mem_get(struct cache *c, const struct cache_key *k, uint64_t h, uint
 		return false;
 	pthread_mutex_lock(&sh->mu);
 	e = *slot(sh, k, h);
-	if (e && buf) {	/* a read, not a probe: counts and promotes */
-		memcpy(buf, e->data + off, len);
-		sh->hits++;
-		sh->hit_bytes += len;
-		seg_move(sh, e, SEG_PROTECTED);
-		if (sh->bytes[SEG_PROTECTED] > sh->cap / 100 * PROTECTED_PCT)
-			rebalance(sh);
+	if (!e || !buf) {
+		pthread_mutex_unlock(&sh->mu);
+		return e != NULL;
+	}
+	e->refs++;
+	sh->hits++;
+	sh->hit_bytes += len;
+	seg_move(sh, e, SEG_PROTECTED);
+	if (sh->bytes[SEG_PROTECTED] > sh->cap / 100 * PROTECTED_PCT)
+		rebalance(sh);
+	pthread_mutex_unlock(&sh->mu);
+	memcpy(buf, e->data + off, len);
+	pthread_mutex_lock(&sh->mu);
+	if (--e->refs == 0 && e->dead) {
+		free(e->data);
+		free(e);
 	}
 	pthread_mutex_unlock(&sh->mu);
-	return e != NULL;
+	return true;
 }
 
 /* Takes data into DRAM (frees it when there is no room or it is there). */
@@ -240,6 +258,8 @@ static void mem_put(struct cache *c, const struct cache_key *k, uint64_t h, void
 	e->k = *k;
 	e->h = h;
 	e->hnext = NULL;
+	e->refs = 0;
+	e->dead = false;
 	e->data = data;
 	e->seg = SEG_PROBATION;
 	*p = e;
