@@ -20,6 +20,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 /* strata pack (cmd_pack.c): a local directory of samples into a packed dataset. */
 int cmd_pack(int argc, char **argv);
+/* strata cache (cmd_cache.c): the read cache's node-wide counters. */
+int cmd_cache(int argc, char **argv);
 /* The file commands (cmd_fs.c, cmd_copy.c): ls, stat, mkdir, rm, mv, cat,
  * put, get, cp, du, setlayout, getlayout, status, quota. cmd_fs_is(name) is 1 when
  * name is one of them; cmd_fs runs the one named by argv[0]. */
@@ -90,6 +92,10 @@ struct strata;
  * cluster the command started), else the token of the environment. 0 or
  * a negative error (not reported). */
 int cli_connect(const char *mgmt, const char *dir, struct strata **out);
+struct strata_opts;
+/* cli_connect with the caller's options (its token is replaced). */
+int cli_connect_opts(const char *mgmt, const char *dir, struct strata_opts *o,
+		     struct strata **out);
 
 struct json_t;
 /* One call to the composer of the local cluster in dir (its address from

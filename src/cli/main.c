@@ -250,7 +250,9 @@ static void usage(FILE *f)
 		"  bench io [--seconds S] [--threads N]  file I/O and metadata vs a local dir\n"
 		"  bench train [--workload W] [--seconds S]  training I/O: accelerator utilization\n"
 		"datasets:\n"
-		"  pack SRC DEST                      local sample files into a packed dataset\n");
+		"  pack SRC DEST                      local sample files into a packed dataset\n"
+		"compute-node read cache (docs/cache.md):\n"
+		"  cache stats [--dir DIR] [--json]   the node's hits, misses, bytes, evictions\n");
 }
 
 /* 'strata CMD --help' for a command without its own: the lines of the
@@ -321,6 +323,8 @@ int main(int argc, char **argv)
 		return cmd_demo(argc - 1, argv + 1);
 	if (strcmp(argv[1], "pack") == 0)
 		return cmd_pack(argc - 1, argv + 1);
+	if (strcmp(argv[1], "cache") == 0)
+		return cmd_cache(argc - 1, argv + 1);
 	if (cmd_fs_is(argv[1]))
 		return cmd_fs(argc - 1, argv + 1);
 	cli_err("unknown command '%s' (see 'strata --help')", argv[1]);
