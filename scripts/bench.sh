@@ -21,6 +21,8 @@ echo "== strata bench ckpt"
 "$STRATA" bench ckpt
 echo "== strata bench mem"
 "$STRATA" bench mem
+echo "== strata bench compose"
+"$STRATA" bench compose
 if [ -x bench/fuse_bench.sh ]; then
 	echo "== bench/fuse_bench.sh $BUILD"
 	bench/fuse_bench.sh "$BUILD"

@@ -30,6 +30,8 @@ PKGS=(
   slurm-wlm                                      # tests/integration/test_slurm.py: slurmctld, slurmd,
                                                  # burst_buffer/lua (auth/none there: one host, no munged)
   libslurm-dev                                   # slurm/spank.h: src/slurm/spank_strata.so
+  chromium python3-websocket                     # tests/integration/test_portal.py drives the
+  fonts-dejavu-core                              # portal in headless Chromium (DevTools protocol)
 )
 
 missing=()

@@ -16,9 +16,13 @@ says otherwise). The stages:
   setup        composes the slice and the memory ('strata compose create'),
                recording the composition and its credential under the
                state directory, keyed by job id.
-  data_in      copies dataset= into the slice, inside the cluster.
+  data_in      copies dataset= into the slice, inside the cluster, as the
+               job's user (the composition's credential).
+  pre_run      composes the GPUs Slurm gave the job (their GPU blocks).
   paths        gives the job STRATA_VOLUME, STRATA_TOKEN, STRATA_MGMT,
                STRATA_MEM_NS, STRATA_COMPOSITION (and STRATA_DATASET).
+  data_out     copies the slice to STAGE_OUT/job-ID, inside the cluster,
+               as the job's user.
   teardown     releases the composition ('strata compose delete'), after
                the job or when it is cancelled; also a composition whose
                id was never recorded (found by its name, slurm-job-ID).
@@ -30,6 +34,13 @@ read files), the others in slurmscriptd.
 ]]
 
 local NAME = "strata burst_buffer.lua"
+
+-- The compositions of a job: the slice (setup) and its GPUs (pre-run),
+-- each recorded under the state directory and named slurm-job-ID(-gpus).
+local COMP_KINDS = {
+	{ state = "comp", suffix = "" },
+	{ state = "gpucomp", suffix = "-gpus" },
+}
 
 -- ---- settings ----
 
@@ -51,6 +62,7 @@ local function load_conf()
 		retain = "no",		-- "yes": volumes outlive their jobs
 		setup_wait = "240",	-- seconds setup waits for room in the pools
 		datasets = "",		-- dataset= reads under this prefix ("": none)
+		results = "",		-- stage_out= writes under this prefix ("": none)
 	}
 	local path = script_dir() .. "/strata_bb.conf"
 	local f = io.open(path, "r")
@@ -97,9 +109,15 @@ local function parse_size(s)
 end
 
 local KEYS = { pool = true, capacity = true, mem = true, dataset = true, stage_out = true }
+-- The keys that name a path, the setting that bounds them, and why they
+-- need a slice.
+local PATH_KEYS = {
+	{ key = "dataset", conf = "datasets", why = "the dataset is copied into the slice" },
+	{ key = "stage_out", conf = "results", why = "the slice is what is staged out" },
+}
 
 --[[ Reads the job script's "#BB_LUA strata" line. Returns the request
-{ storage = bytes, memory = bytes, dataset = path } or nil and the reason
+{ storage = bytes, memory = bytes, dataset = path, stage_out = path } or nil and the reason
 it is refused. As Slurm does, empty lines are skipped and the first other
 line that is not a comment ends the directives. ]]
 local function parse_request(job_script, conf)
@@ -133,10 +151,10 @@ local function parse_request(job_script, conf)
 			for i = 2, #words do
 				local k, v = words[i]:match("^([%w_]+)=(.*)$")
 				if not k then
-					return nil, "'" .. words[i] .. "' is not key=value (keys: pool, capacity, mem, dataset)"
+					return nil, "'" .. words[i] .. "' is not key=value (keys: pool, capacity, mem, dataset, stage_out)"
 				end
 				if not KEYS[k] then
-					return nil, "unknown key '" .. k .. "' (keys: pool, capacity, mem, dataset)"
+					return nil, "unknown key '" .. k .. "' (keys: pool, capacity, mem, dataset, stage_out)"
 				end
 				if req[k] then
 					return nil, "'" .. k .. "=' is given twice"
@@ -151,23 +169,23 @@ local function parse_request(job_script, conf)
 	if not found then
 		return nil, "no '#BB_LUA strata' line in the job script"
 	end
-	if req.stage_out then
-		return nil, "stage_out= is not supported yet: copy with 'strata cp' inside the job"
-	end
 	local out = { storage = 0, memory = 0 }
-	if req.dataset then
-		local d, pre = req.dataset, conf.datasets
-		if pre == "" then
-			return nil, "dataset= is not enabled on this cluster (strata slurm install --datasets PREFIX)"
+	for _, p in ipairs(PATH_KEYS) do
+		local d = req[p.key]
+		if d then
+			local pre = conf[p.conf]
+			if pre == "" then
+				return nil, p.key .. "= is not enabled on this cluster (strata slurm install --" .. p.conf .. " PREFIX)"
+			end
+			if d:sub(1, #pre + 1) ~= pre .. "/" or #d == #pre + 1 or d:match("/%.%.?/") or d:match("/%.%.?$")
+			    or d:match("//") or d:match("/$") or not d:match("^[%w._/+-]+$") then
+				return nil, p.key .. "='" .. d .. "' is not a path under " .. pre .. "/ (letters, digits, . _ + - and /)"
+			end
+			if not req.capacity then
+				return nil, p.key .. "= needs capacity=: " .. p.why
+			end
+			out[p.key] = d
 		end
-		if d:sub(1, #pre + 1) ~= pre .. "/" or #d == #pre + 1 or d:match("/%.%.?/") or d:match("/%.%.?$")
-		    or d:match("//") or d:match("/$") or not d:match("^[%w._/+-]+$") then
-			return nil, "dataset='" .. d .. "' is not a path under " .. pre .. "/ (letters, digits, . _ + - and /)"
-		end
-		if not req.capacity then
-			return nil, "dataset= needs capacity=: the dataset is copied into the slice"
-		end
-		out.dataset = d
 	end
 	if req.capacity then
 		out.storage = parse_size(req.capacity)
@@ -229,9 +247,10 @@ local function write_file(path, text)
 end
 
 --[[ Runs 'strata ARGS' with the cluster and the credential of the
-settings; returns ok, stdout, stderr. tag names the capture files; limit,
-when given, is the seconds it may take (coreutils' timeout kills it). ]]
-local function strata(conf, tag, args, limit)
+settings (or token_file: a job's own); returns ok, stdout, stderr. tag
+names the capture files; limit, when given, is the seconds it may take
+(coreutils' timeout kills it). ]]
+local function strata(conf, tag, args, limit, token_file)
 	local cmd = { shquote(conf.strata) }
 	if limit then
 		table.insert(cmd, 1, string.format("timeout -k 1 %d", limit))
@@ -245,8 +264,9 @@ local function strata(conf, tag, args, limit)
 	if conf.composer ~= "" then
 		cmd[#cmd + 1] = "--composer " .. shquote(conf.composer)
 	end
-	if conf.token_file ~= "" then
-		cmd[#cmd + 1] = "--token " .. shquote(conf.token_file)
+	token_file = token_file or conf.token_file
+	if token_file ~= "" then
+		cmd[#cmd + 1] = "--token " .. shquote(token_file)
 	end
 	local out = conf.state_dir .. "/." .. tag .. ".out"
 	local err = conf.state_dir .. "/." .. tag .. ".err"
@@ -368,6 +388,28 @@ function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
 	if conf.retain == "yes" then
 		args[#args + 1] = "--retain"
 	end
+	-- The job's user owns the slice, and its credential acts as them:
+	-- stage-in reads the dataset and stage-out writes the results as that
+	-- user, so the namespace's permissions decide what a job may read and
+	-- where it may write. (Root never gets here: burst_buffer/lua refuses
+	-- root's jobs; the composer refuses root as an owner.)
+	uid, gid = tonumber(uid), tonumber(gid)
+	local owner = ""
+	if uid and uid >= 1 and uid < 65534 then
+		owner = string.format("%d:%d", uid, gid or uid)
+		args[#args + 1] = "--owner"
+		args[#args + 1] = owner
+	end
+	-- For pre-run, which composes the job's GPUs for the same owner.
+	write_file(state_path(conf, job_id, "owner"), owner .. " " .. tenant .. "\n")
+	if req.dataset then
+		args[#args + 1] = "--path"
+		args[#args + 1] = "r:" .. req.dataset
+	end
+	if req.stage_out then
+		args[#args + 1] = "--path"
+		args[#args + 1] = "rw:" .. req.stage_out
+	end
 	-- Memory is no Slurm pool (a job line accounts one), and the
 	-- composer's free space is read every 30 s: a composition that does
 	-- not fit now (HTTP 409) waits here, the job pending in stage-in,
@@ -401,10 +443,13 @@ function slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)
 	return slurm.SUCCESS
 end
 
--- Stage-in: dataset= is copied into the slice inside the cluster ('strata
--- cp -r', with SlurmUser's token, which reads the datasets' prefix and
--- writes the volumes), and the job is told where: STRATA_DATASET.
-function slurm_bb_data_in(job_id, job_script)
+--[[ Stage-in and stage-out: a copy inside the cluster ('strata cp -r -j 8')
+between the job's volume and the request's key (dataset or stage_out),
+with the job's own credential, so as the job's user. dir "in" copies
+PATH into VOLUME/NAME, "out" the volume to PATH/job-ID. Returns
+slurm.SUCCESS (and conf, env, the destination when it copied), or
+slurm.ERROR and the reason. ]]
+local function stage(job_id, job_script, key, dir)
 	local conf, cerr = load_conf()
 	if cerr then
 		return slurm.ERROR, "strata: " .. cerr
@@ -413,22 +458,40 @@ function slurm_bb_data_in(job_id, job_script)
 	if not req then
 		return slurm.ERROR, "strata: " .. why
 	end
-	if not req.dataset then
+	local path = req[key]
+	if not path then
 		return slurm.SUCCESS
 	end
+	local label = dir == "in" and "stage-in of " .. path or "stage-out to " .. path
 	local env = read_file(state_path(conf, job_id, "env")) or ""
 	local vol = env:match("STRATA_VOLUME=([^\n]+)")
 	if not vol then
-		return slurm.ERROR, "strata: job " .. job_id .. " has no volume to stage its dataset in"
+		return slurm.ERROR, "strata: job " .. job_id .. " has no volume for the " .. label
 	end
-	local dest = vol .. "/" .. req.dataset:match("([^/]+)$")
-	local ok, _, err = strata(conf, "stagein-" .. job_id, { "cp", "-r", "-j", "8", req.dataset, dest })
+	local src, dest = path, vol .. "/" .. path:match("([^/]+)$")
+	if dir == "out" then
+		src, dest = vol, path .. "/job-" .. job_id
+	end
+	local ok, _, err = strata(conf, "stage" .. dir .. "-" .. job_id, { "cp", "-r", "-j", "8", src, dest },
+		nil, state_path(conf, job_id, "token"))
 	if not ok then
-		slurm.log_error("%s: job %s: stage-in of %s failed: %s", NAME, job_id, req.dataset, err)
-		return slurm.ERROR, "strata: stage-in of " .. req.dataset .. ": " .. last_line(err)
+		slurm.log_error("%s: job %s: %s failed: %s", NAME, job_id, label, err)
+		return slurm.ERROR, "strata: " .. label .. ": " .. last_line(err)
 	end
-	write_file(state_path(conf, job_id, "env"), env .. "STRATA_DATASET=" .. dest .. "\n")
-	slurm.log_info("%s: job %s: dataset %s staged in to %s", NAME, job_id, req.dataset, dest)
+	slurm.log_info("%s: job %s: %s staged %s to %s", NAME, job_id, src, dir, dest)
+	return slurm.SUCCESS, conf, env, dest
+end
+
+-- Stage-in: dataset= is copied into the slice (as the job's user), and
+-- the job is told where: STRATA_DATASET.
+function slurm_bb_data_in(job_id, job_script)
+	local rc, conf, env, dest = stage(job_id, job_script, "dataset", "in")
+	if rc ~= slurm.SUCCESS then
+		return rc, conf		-- conf: the reason
+	end
+	if dest then
+		write_file(state_path(conf, job_id, "env"), env .. "STRATA_DATASET=" .. dest .. "\n")
+	end
 	return slurm.SUCCESS
 end
 
@@ -456,7 +519,87 @@ function slurm_bb_paths(job_id, job_script, path_file)
 	return slurm.SUCCESS
 end
 
+-- Slurm's node names to Strata's compute nodes: the lines 'strata slurm
+-- gres' writes into gres.conf beside this script ("# strata node N at
+-- ADDR; slurm.conf: NodeName=NAME ..."). Empty without one.
+local function gres_nodes()
+	local map = {}
+	local text = read_file(script_dir() .. "/gres.conf") or ""
+	for node, name in text:gmatch("# strata node (%d+) at %S+; slurm%.conf: NodeName=([%w._-]+)") do
+		map[name] = node
+	end
+	return map
+end
+
+-- "0-1,3" -> { 0, 1, 3 }, or nil.
+local function expand_idx(s)
+	local out = {}
+	for part in s:gmatch("[^,]+") do
+		local a, b = part:match("^(%d+)%-(%d+)$")
+		a, b = tonumber(a or part:match("^(%d+)$")), tonumber(b or a or part:match("^(%d+)$"))
+		if not a or not b or b < a or b - a > 64 then return nil end
+		for i = a, b do out[#out + 1] = i end
+	end
+	return out
+end
+
+-- Pre-run, once Slurm has placed the job: the GPUs it gave the job (GRES
+-- gpu with their indices, 'scontrol show job -d') become a composition of
+-- those GPU blocks (slurm-job-ID-gpus, the job's user its owner), so the
+-- composer's inventory shows them composed while the job runs, and
+-- another composition cannot take them. Without gres.conf lines of
+-- 'strata slurm gres', nothing to bind. A GPU the composer holds for
+-- something else fails the job's pre-run, with the composer's reason.
 function slurm_bb_pre_run(job_id, job_script)
+	local conf, cerr = load_conf()
+	if cerr then
+		return slurm.ERROR, "strata: " .. cerr
+	end
+	local map = gres_nodes()
+	if next(map) == nil then
+		return slurm.SUCCESS
+	end
+	local p = io.popen("scontrol show job -d " .. shquote(job_id) .. " 2>&1")
+	local text = p and p:read("*a") or ""
+	if p then p:close() end
+	local ids = {}
+	for nodes, idx in text:gmatch("Nodes=(%S+)%s+CPU_IDs=%S+%s+Mem=%S+%s+GRES=gpu[^%(%s]*%(IDX:([%d,%-]+)%)") do
+		local node, list = map[nodes], expand_idx(idx)
+		if not node or not list then
+			slurm.log_error("%s: job %s: cannot bind GPUs of nodes '%s' (IDX %s): not one node of gres.conf",
+				NAME, job_id, nodes, idx)
+			return slurm.ERROR, "strata: cannot bind the GPUs of nodes " .. nodes
+		end
+		for _, i in ipairs(list) do
+			ids[#ids + 1] = string.format("gpu-%s-%d", node, i)
+		end
+	end
+	if #ids == 0 then
+		return slurm.SUCCESS
+	end
+	local owner = read_file(state_path(conf, job_id, "owner")) or ""
+	local args = { "compose", "create", "--gpu-ids", table.concat(ids, ","), "--name",
+		"slurm-job-" .. job_id .. "-gpus", "--json" }
+	local uidgid, tenant = owner:match("^(%S*) (%S+)")
+	if uidgid and uidgid ~= "" then
+		args[#args + 1] = "--owner"
+		args[#args + 1] = uidgid
+	end
+	if tenant then
+		args[#args + 1] = "--tenant"
+		args[#args + 1] = tenant
+	end
+	local ok, out, err = strata(conf, "gpus-" .. job_id, args)
+	local id = json_str(out, "Id")
+	if id then
+		write_file(state_path(conf, job_id, "gpucomp"), id .. "\n")
+	end
+	if not ok or not id then
+		slurm.log_error("%s: job %s: cannot compose its GPUs %s: %s", NAME, job_id,
+			table.concat(ids, ","), err)
+		return slurm.ERROR, "strata: GPUs " .. table.concat(ids, ",") .. ": " .. last_line(err)
+	end
+	slurm.log_info("%s: job %s: GPUs %s composed as %s", NAME, job_id, table.concat(ids, ","), id)
 	return slurm.SUCCESS
 end
 
@@ -464,14 +607,25 @@ function slurm_bb_post_run(job_id, job_script)
 	return slurm.SUCCESS
 end
 
+-- Stage-out: the slice is copied to STAGE_OUT/job-ID (as the job's user),
+-- after the job and before teardown releases the slice. stage_out= names
+-- a directory that exists and that the user may write (the credential
+-- reaches it, not its parent, so it cannot make it). A failure is the
+-- job's stage-out failure: Slurm holds the teardown, so the slice is
+-- still there to copy again.
 function slurm_bb_data_out(job_id, job_script)
+	local rc, why = stage(job_id, job_script, "stage_out", "out")
+	if rc ~= slurm.SUCCESS then
+		return rc, why
+	end
 	return slurm.SUCCESS
 end
 
 -- The composition of job_id: as setup recorded it, else by its name (a
--- setup that composed and died before recording), else nil.
-local function find_comp(conf, job_id)
-	local rec = read_file(state_path(conf, job_id, "comp"))
+-- setup that composed and died before recording), else nil. kind: one of
+-- COMP_KINDS.
+local function find_comp(conf, job_id, kind)
+	local rec = read_file(state_path(conf, job_id, kind.state))
 	if rec and rec:match("^[%w._-]+") then
 		return rec:match("^[%w._-]+"), nil
 	end
@@ -479,7 +633,7 @@ local function find_comp(conf, job_id)
 	if not ok then
 		return nil, last_line(err)
 	end
-	local want = "slurm-job-" .. job_id
+	local want = "slurm-job-" .. job_id .. kind.suffix
 	for sys in out:gmatch('"Id"%s*:%s*"([^"]*)"%s*,%s*"Name"%s*:%s*"' .. want:gsub("%-", "%%-") .. '"') do
 		return sys, nil
 	end
@@ -491,21 +645,23 @@ function slurm_bb_job_teardown(job_id, job_script, hurry)
 	if cerr then
 		return slurm.ERROR, "strata: " .. cerr
 	end
-	local id, ferr = find_comp(conf, job_id)
-	if ferr then
-		slurm.log_error("%s: job %s: cannot list the compositions: %s", NAME, job_id, ferr)
-		return slurm.ERROR, "strata: " .. ferr
-	end
-	if id then
-		local ok, _, err = strata(conf, "teardown-" .. job_id, { "compose", "delete", id })
-		-- Gone already (a teardown retried, an operator's delete): done.
-		if not ok and not err:match("no composition") and not err:match("is already") then
-			slurm.log_error("%s: job %s: cannot release %s: %s", NAME, job_id, id, err)
-			return slurm.ERROR, "strata: cannot release " .. id .. ": " .. last_line(err)
+	for _, kind in ipairs(COMP_KINDS) do
+		local id, ferr = find_comp(conf, job_id, kind)
+		if ferr then
+			slurm.log_error("%s: job %s: cannot list the compositions: %s", NAME, job_id, ferr)
+			return slurm.ERROR, "strata: " .. ferr
 		end
-		slurm.log_info("%s: job %s: composition %s released", NAME, job_id, id)
+		if id then
+			local ok, _, err = strata(conf, "teardown-" .. job_id, { "compose", "delete", id })
+			-- Gone already (a teardown retried, an operator's delete): done.
+			if not ok and not err:match("no composition") and not err:match("is already") then
+				slurm.log_error("%s: job %s: cannot release %s: %s", NAME, job_id, id, err)
+				return slurm.ERROR, "strata: cannot release " .. id .. ": " .. last_line(err)
+			end
+			slurm.log_info("%s: job %s: composition %s released", NAME, job_id, id)
+		end
 	end
-	for _, what in ipairs({ "comp", "env", "token" }) do
+	for _, what in ipairs({ "comp", "gpucomp", "owner", "env", "token" }) do
 		os.remove(state_path(conf, job_id, what))
 	end
 	return slurm.SUCCESS

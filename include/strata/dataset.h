@@ -117,6 +117,17 @@ int strata_pack_index_sample(const struct strata_pack_index *x, uint64_t i, uint
 void strata_pack_index_export(const struct strata_pack_index *x, int32_t *shard,
 			      int64_t *off, int64_t *len);
 
+/*
+ * Warms s's read cache (strata/cache.h) for a reader at shard k: queues
+ * the data files of shards k+1 .. k+ahead for the background prefetch
+ * thread, which skips blocks already cached. Call it when starting to
+ * read shard k. Returns 0, -ENOENT when s has no cache, -EINVAL (k out of
+ * range), or -EAGAIN (the prefetch queue is full; later shards are not
+ * queued).
+ */
+int strata_pack_prefetch(struct strata *s, const struct strata_pack_index *x, uint32_t k,
+			 uint32_t ahead);
+
 #ifdef __cplusplus
 }
 #endif

@@ -64,6 +64,19 @@ struct strata_opts {
 	 * plain TCP; "": plain TCP. A cluster that listens beyond loopback
 	 * requires TLS (docs/security.md). */
 	const char *tls_ca;
+	/* The compute-node read cache (strata/cache.h, docs/cache.md) of
+	 * files opened read-only. 0 or NULL: the environment's
+	 * ($STRATA_CACHE_MEM, $STRATA_CACHE_DIR, $STRATA_CACHE_DISK,
+	 * $STRATA_CACHE_BLOCK; sizes in bytes or with K, M, G), else none.
+	 * cache_mem_bytes: the DRAM tier; cache_dir: a directory on local
+	 * disk shared by the node's processes (created, mode 0700; the
+	 * caller's string is copied); cache_disk_bytes: its bound (4 GiB);
+	 * cache_block: the block size, a power of two from 4 KiB to 16 MiB
+	 * (1 MiB). */
+	uint64_t cache_mem_bytes;
+	const char *cache_dir;
+	uint64_t cache_disk_bytes;
+	uint32_t cache_block;
 };
 
 /* Sets opts to the defaults; size = sizeof(*opts). */

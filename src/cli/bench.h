@@ -29,6 +29,8 @@ int bench_train(int argc, char **argv);
 int bench_ckpt(int argc, char **argv);
 /* strata bench mem (bench_mem.c): the memory plane vs Redis, layer streaming. */
 int bench_mem(int argc, char **argv);
+/* strata bench compose (bench_compose.c): compose+release against the HTTP floor. */
+int bench_compose(int argc, char **argv);
 
 struct strata;
 

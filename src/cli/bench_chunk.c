@@ -7,14 +7,22 @@
  * The file under test is laid out as Strata lays out a file: 4 MiB chunks
  * spread over the chain table, so sequential 1 MiB writes are appends to
  * chunks and random writes are overwrites inside chunks.
+ *
+ * The overwrite rows (chunk block updates) are also set beside fio on the
+ * same local file (O_DIRECT, io_uring, same queue depth), and the
+ * sequential 1 MiB overwrite beside the fresh sequential write of the same
+ * run.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
 #include <liburing.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -22,10 +30,12 @@
 #include "client/storage_client.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/config.h"
 #include "common/layout.h"
 #include "common/rand.h"
 #include "net/reactor.h"
+#include "storage/chunk_store.h"
 #include "strata/errors.h"
 
 #define CHUNK (4u << 20)
@@ -35,15 +45,17 @@ struct pattern {
 	uint32_t io;
 	bool write;
 	bool random;
+	bool over;      /* rewrites what the first write wrote */
 };
 
 static const struct pattern patterns[] = {
-	{ "seq write 1 MiB", 1 << 20, true, false },
-	{ "seq read 1 MiB", 1 << 20, false, false },
-	{ "rand read 4 KiB", 4096, false, true },
-	{ "rand read 128 KiB", 128 << 10, false, true },
-	{ "rand write 4 KiB", 4096, true, true },
-	{ "rand write 128 KiB", 128 << 10, true, true },
+	{ "seq write 1 MiB", 1 << 20, true, false, false },
+	{ "seq overwrite 1 MiB", 1 << 20, true, false, true },
+	{ "seq read 1 MiB", 1 << 20, false, false, false },
+	{ "rand read 4 KiB", 4096, false, true, false },
+	{ "rand read 128 KiB", 128 << 10, false, true, false },
+	{ "rand write 4 KiB", 4096, true, true, true },
+	{ "rand write 128 KiB", 128 << 10, true, true, false },
 };
 
 struct gen {
@@ -141,6 +153,218 @@ static double local_run(const char *path, const struct pattern *p, uint64_t regi
 	return (double)done * p->io / t0;
 }
 
+/* ---- fio on the same local file ---- */
+
+/*
+ * Bytes per second fio writes with pattern p over the first region bytes
+ * of the existing file path (O_DIRECT, io_uring, queue depth qd), or 0
+ * (said why) when fio is missing or fails. fio is scripts/deps.sh's.
+ */
+static double fio_run(const char *path, const struct pattern *p, uint64_t region, int qd,
+		      double seconds)
+{
+	char a_file[PATH_MAX + 16], a_bs[32], a_size[48], a_qd[32], a_rt[32];
+	const char *argv[] = { "fio", "--name=strata-bench", a_file, "--direct=1",
+			       "--ioengine=io_uring", p->random ? "--rw=randwrite" : "--rw=write",
+			       a_bs, a_size, a_qd, a_rt, "--time_based", "--output-format=json",
+			       NULL };
+	size_t cap = 1 << 20, n = 0;
+	char *out = malloc(cap + 1);
+	json_t *root;
+	int pfd[2], status = 0;
+	double v = 0;
+	ssize_t got;
+	pid_t pid;
+
+	snprintf(a_file, sizeof(a_file), "--filename=%s", path);
+	snprintf(a_bs, sizeof(a_bs), "--bs=%u", p->io);
+	snprintf(a_size, sizeof(a_size), "--size=%llu",
+		 (unsigned long long)(region / p->io * p->io));
+	snprintf(a_qd, sizeof(a_qd), "--iodepth=%d", qd);
+	snprintf(a_rt, sizeof(a_rt), "--runtime=%.0f", seconds < 1 ? 1 : seconds);
+	if (!out || pipe(pfd) < 0) {
+		free(out);
+		return 0;
+	}
+	pid = fork();
+	if (pid == 0) {
+		dup2(pfd[1], STDOUT_FILENO);
+		close(pfd[0]);
+		close(pfd[1]);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(pfd[1]);
+	while (pid > 0 && n < cap && (got = read(pfd[0], out + n, cap - n)) > 0)
+		n += (size_t)got;
+	close(pfd[0]);
+	out[n] = 0;
+	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0) {
+		cli_err("bench chunk: fio baseline failed (status %d); is fio installed "
+			"(scripts/deps.sh)?", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		free(out);
+		return 0;
+	}
+	root = json_loads(out, 0, NULL);
+	v = json_number_value(json_object_get(json_object_get(
+		json_array_get(json_object_get(root, "jobs"), 0), "write"), "bw_bytes"));
+	json_decref(root);
+	if (v <= 0)
+		cli_err("bench chunk: no write bandwidth in fio's output");
+	free(out);
+	return v;
+}
+
+/* ---- the chunk engine alone ---- */
+
+#define ENG_MAX (1ull << 30)	/* bytes the engine rows write at most */
+
+struct eng_run {
+	struct chunk_store *cs;
+	const uint8_t *buf;
+	uint32_t io, crc;
+	bool random, wrap;
+	uint64_t region, next, rng, done, inflight;
+	uint64_t ver[ENG_MAX / CHUNK];
+	double deadline;
+	int err;
+};
+
+static void eng_issue(struct eng_run *er);
+
+static void eng_done(void *arg, int status, const struct chunk_info *info)
+{
+	struct eng_run *er = arg;
+
+	(void)info;
+	er->inflight--;
+	er->done++;
+	if (status && !er->err)
+		er->err = status;
+	if (!er->err && mono_sec() < er->deadline)
+		eng_issue(er);
+}
+
+static void eng_issue(struct eng_run *er)
+{
+	struct chunk_id id = { 1, 0 };
+	uint64_t off;
+	int rc;
+
+	if (er->random) {
+		off = rng_below(&er->rng, er->region / er->io) * er->io;
+	} else {
+		if (er->next + er->io > er->region) {
+			if (!er->wrap)
+				return;
+			er->next = 0;
+		}
+		off = er->next;
+		er->next += er->io;
+	}
+	id.idx = off / CHUNK;
+	/* Versions rise in submission order, which is each chunk's order. */
+	rc = chunk_write(er->cs, &id, (uint32_t)(off % CHUNK), er->buf, er->io, er->crc,
+			 ++er->ver[id.idx], eng_done, er);
+	if (rc && !er->err)
+		er->err = rc;
+	if (!rc)
+		er->inflight++;
+}
+
+/* Bytes per second of one pattern straight on the chunk engine. */
+static double eng_phase(struct eng_run *er, uint32_t io, bool random, bool wrap, int qd,
+			double seconds)
+{
+	double t0 = mono_sec();
+
+	er->io = io;
+	er->crc = crc32c(0, er->buf, io);
+	er->random = random;
+	er->wrap = wrap;
+	er->next = 0;
+	er->done = 0;
+	er->deadline = t0 + seconds;
+	for (int i = 0; i < qd; i++)
+		eng_issue(er);
+	while (er->inflight)
+		if (chunk_store_wait(er->cs, 1000) < 0 && !er->err)
+			er->err = -EIO;
+	return (double)er->done * io / (mono_sec() - t0);
+}
+
+/*
+ * The chunk engine alone (no network, no replication) on the bench's
+ * directory: fresh sequential 1 MiB writes (appends to 4 MiB chunks, at
+ * most 1 GiB), then sequential 1 MiB and random 4 KiB overwrites of what
+ * they wrote (block updates), each overwrite beside fio on a file of the
+ * same size there. Returns 0 or 1 (said why).
+ */
+static int engine_rows(const char *dir, int qd, double seconds)
+{
+	char edir[PATH_MAX], fpath[PATH_MAX];
+	struct chunk_store_opts o;
+	struct eng_run *er = calloc(1, sizeof(*er));
+	uint8_t *buf = abuf_alloc(1 << 20);
+	double fresh, c, f;
+	int rc;
+
+	snprintf(edir, sizeof(edir), "%s/engine", dir);
+	snprintf(fpath, sizeof(fpath), "%s/engine-fio.dat", dir);
+	if (!er || !buf) {
+		free(er);
+		abuf_free(buf);
+		return 1;
+	}
+	memset(buf, 0x5a, 1 << 20);
+	chunk_store_opts_init(&o, sizeof(o));
+	o.queue_depth = (uint32_t)qd;
+	rc = chunk_store_open(edir, &o, &er->cs);
+	if (rc) {
+		cli_err("bench chunk: cannot open a chunk store in '%s': %s", edir, strata_strerror(rc));
+		free(er);
+		abuf_free(buf);
+		return 1;
+	}
+	er->buf = buf;
+	er->rng = 42;
+	er->region = ENG_MAX;
+	fresh = eng_phase(er, 1 << 20, false, false, qd, seconds);
+	er->region = er->next;
+	printf("%-4s %-20s %10.1f MB/s %15s %7s  (%.0f MiB in %llu chunks)\n", "eng",
+	       "seq write 1 MiB", fresh / 1e6, "", "", (double)er->region / (1 << 20),
+	       (unsigned long long)((er->region + CHUNK - 1) / CHUNK));
+	c = er->err ? 0 : eng_phase(er, 1 << 20, false, true, qd, seconds);
+	if (!er->err) {
+		static const struct pattern sp = { "seq overwrite 1 MiB", 1 << 20, true, false, true };
+
+		f = fio_run(fpath, &sp, er->region, qd, seconds);
+		printf("%-4s %-20s %10.1f MB/s %10.1f MB/s %7.2f  (fio, local O_DIRECT)\n", "eng",
+		       sp.name, c / 1e6, f / 1e6, f > 0 ? c / f : 0);
+		printf("%-4s %-20s %10.1f MB/s %10.1f MB/s %7.2f  (fresh seq write, this run)\n",
+		       "eng", sp.name, c / 1e6, fresh / 1e6, fresh > 0 ? c / fresh : 0);
+	}
+	c = er->err ? 0 : eng_phase(er, 4096, true, true, qd, seconds);
+	if (!er->err) {
+		static const struct pattern rp = { "rand overwrite 4 KiB", 4096, true, true, true };
+
+		f = fio_run(fpath, &rp, er->region, qd, seconds);
+		printf("%-4s %-20s %10.1f MB/s %10.1f MB/s %7.2f  (fio, local O_DIRECT)\n", "eng",
+		       rp.name, c / 1e6, f / 1e6, f > 0 ? c / f : 0);
+	}
+	fflush(stdout);
+	rc = er->err;
+	if (rc)
+		printf("%-4s %-20s failed: %s\n", "eng", "chunk engine", strata_strerror(rc));
+	chunk_store_close(er->cs);
+	unlink(fpath);
+	bench_rmtree(edir);
+	free(er);
+	abuf_free(buf);
+	return rc ? 1 : 0;
+}
+
 /* ---- the cluster through the storage client ---- */
 
 struct cl_run {
@@ -210,7 +434,7 @@ static void cl_start_on(void *arg)
 }
 
 static double cluster_run(struct sclient *sc, struct reactor *r, const struct pattern *p,
-			  uint64_t region, int qd, double seconds, int *err)
+			  uint64_t region, int qd, double seconds, int *err, uint64_t *written)
 {
 	struct cl_run run = { .sc = sc, .g = { p, region, 0, 42 } };
 	struct cl_slot *slots = calloc((size_t)qd, sizeof(*slots));
@@ -239,6 +463,8 @@ static double cluster_run(struct sclient *sc, struct reactor *r, const struct pa
 	pthread_mutex_unlock(&run.lock);
 	t0 = mono_sec() - t0;
 	*err = run.err;
+	if (written)
+		*written = run.g.next ? run.g.next : region;
 	for (int i = 0; i < qd; i++)
 		abuf_free(slots[i].io.buf);
 	free(slots);
@@ -280,10 +506,12 @@ int bench_chunk(int argc, char **argv)
 	printf("strata bench chunk: QD %lld, %.0f s per test, 4 MiB chunks; baseline: the same pattern on a local O_DIRECT file (io_uring) in '%s'\n",
 	       (long long)qd, seconds, dir);
 	printf("%-4s %-20s %15s %15s %7s\n", "R", "test", "strata", "local O_DIRECT", "ratio");
+	fails += engine_rows(dir, (int)qd, seconds);
 	for (size_t ri = 0; ri < 2; ri++) {
 		struct reactor *r = NULL;
 		struct sclient *sc = NULL;
-		uint64_t region = 0;
+		uint64_t region = 0, cregion = 0;
+		double fresh = 0;
 		char cfg[8];
 		int rc;
 
@@ -327,18 +555,34 @@ int bench_chunk(int argc, char **argv)
 			double l, c;
 			int err = 0;
 
-			/* Writes run first and decide the region later tests use. */
+			/* The first write decides the region later tests use,
+			 * on each side what that side wrote. */
 			l = local_run(path, p, region ? region : (64ull << 30), (int)qd, seconds,
-				      p->write && !p->random ? &wrote : NULL);
-			if (p->write && !p->random)
+				      !region ? &wrote : NULL);
+			if (!region)
 				region = wrote;
-			c = cluster_run(sc, r, p, region ? region : (64ull << 30), (int)qd, seconds, &err);
+			c = cluster_run(sc, r, p, cregion ? cregion : (64ull << 30), (int)qd, seconds,
+					&err, !cregion ? &wrote : NULL);
+			if (!cregion)
+				cregion = wrote;
 			if (err) {
 				printf("%-4s %-20s failed: %s\n", cfg, p->name, strata_strerror(err));
 				fails++;
 				continue;
 			}
 			print_row(cfg, p->name, c, l);
+			if (t == 0)
+				fresh = c;
+			if (p->over) {
+				double f = fio_run(path, p, region, (int)qd, seconds);
+
+				printf("%-4s %-20s %10.1f MB/s %10.1f MB/s %7.2f  (fio, local O_DIRECT)\n",
+				       cfg, p->name, c / 1e6, f / 1e6, f > 0 ? c / f : 0);
+				if (!p->random)
+					printf("%-4s %-20s %10.1f MB/s %10.1f MB/s %7.2f  (fresh seq write, this run)\n",
+					       cfg, p->name, c / 1e6, fresh / 1e6, fresh > 0 ? c / fresh : 0);
+				fflush(stdout);
+			}
 		}
 		sclient_free(sc);
 		if (r) {

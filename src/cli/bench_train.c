@@ -9,6 +9,13 @@
  * of accelerators whose AU stays >= the target (90%), on a local cluster
  * (3 storage daemons, R=3) and on a local directory as the baseline.
  *
+ * Strata is measured twice: cold, every read from the storage plane (a
+ * connection without a cache, as epoch 1 reads), and warm, epochs 2 and
+ * later through the compute-node read cache (docs/cache.md) after one
+ * untimed pass (epoch 1 through the cache) filled it. Each search also
+ * reports the client's CPU seconds (this process: user + system, every
+ * thread) per GB read, beside the local directory's.
+ *
  * Scaling: --scale F multiplies sample sizes and compute time together,
  * so the bandwidth one accelerator needs (batch bytes / compute time) is
  * the workload's own while the dataset fits this machine.
@@ -23,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +39,7 @@
 #include "cli.h"
 #include "common/clock.h"
 #include "common/rand.h"
+#include "strata/cache.h"
 #include "strata/strata.h"
 
 #define BT_MAX_THREADS 64
@@ -290,12 +299,25 @@ static void *bt_accel(void *arg)
 	return NULL;
 }
 
-/* One trial with accel accelerators: returns AU; fills samples/s, MB/s. */
-static double bt_trial(struct bt_run *r, uint32_t accel, double *sps, double *mbs, int *err)
+/* CPU seconds of this process so far (user + system, all threads). */
+static double bt_cpu_sec(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return 0;
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* One trial with accel accelerators: returns AU; fills samples/s, MB/s,
+ * and the client's CPU seconds per GB read. */
+static double bt_trial(struct bt_run *r, uint32_t accel, double *sps, double *mbs, double *cpu_gb,
+		       int *err)
 {
 	pthread_t rd[BT_MAX_THREADS], ac[BT_MAX_ACCEL];
 	uint32_t nr = 0, na = 0;
-	double t0, wall;
+	double t0, wall, c0;
 	uint64_t x = 1234 + accel;
 
 	for (uint32_t i = 0; i < r->nsamples; i++)
@@ -309,6 +331,7 @@ static double bt_trial(struct bt_run *r, uint32_t accel, double *sps, double *mb
 	r->bytes = r->batches_done = 0;
 	r->compute_total = 0;
 	r->err = 0;
+	c0 = bt_cpu_sec();
 	t0 = mono_sec();
 	for (; nr < r->threads; nr++)
 		if (pthread_create(&rd[nr], NULL, bt_reader, r))
@@ -325,35 +348,49 @@ static double bt_trial(struct bt_run *r, uint32_t accel, double *sps, double *mb
 	pthread_mutex_unlock(&r->mu);
 	for (uint32_t i = 0; i < nr; i++)
 		pthread_join(rd[i], NULL);
+	*cpu_gb = r->bytes ? (bt_cpu_sec() - c0) / ((double)r->bytes / 1e9) : 0;
 	*err = r->err ? r->err : (na < accel || nr < r->threads ? -EAGAIN : 0);
 	*sps = (double)r->batches_done * r->w->batch / wall;
 	*mbs = (double)r->bytes / wall / 1e6;	/* read by the readers */
 	return r->compute_total / (wall * accel);
 }
 
+/* What a search found: the most accelerators at AU >= target, and the
+ * client CPU per GB of that trial (of the last one when none made it). */
+struct bt_result {
+	uint32_t accel;
+	double cpu_gb;
+	bool ran;
+};
+
 /* Largest accelerator count with AU >= target: doubling, then bisection. */
-static void bt_search(struct bt_run *r, const char *backend, double target, uint32_t max_accel,
-		      int *fails)
+static struct bt_result bt_search(struct bt_run *r, const char *backend, double target,
+				  uint32_t max_accel, int *fails)
 {
 	uint32_t good = 0, bad = 0, a = 1;
-	double sps, mbs, au, best_sps = 0, best_mbs = 0, best_au = 0;
+	double sps, mbs, au, cpu_gb, best_sps = 0, best_mbs = 0, best_au = 0;
+	struct bt_result res = { 0 };
 	int err;
 
 	for (;;) {
-		au = bt_trial(r, a, &sps, &mbs, &err);
+		au = bt_trial(r, a, &sps, &mbs, &cpu_gb, &err);
 		if (err) {
-			printf("  %-8s accel %3u: failed: %s\n", backend, a, strata_strerror(err));
+			printf("  %-11s accel %3u: failed: %s\n", backend, a, strata_strerror(err));
 			(*fails)++;
-			return;
+			return res;
 		}
-		printf("  %-8s accel %3u: AU %5.1f%%  %9.1f samples/s  %8.1f MB/s\n", backend, a,
-		       au * 100, sps, mbs);
+		printf("  %-11s accel %3u: AU %5.1f%%  %9.1f samples/s  %8.1f MB/s  %.3f CPU s/GB\n",
+		       backend, a, au * 100, sps, mbs, cpu_gb);
 		fflush(stdout);
+		res.ran = true;
+		if (!good)
+			res.cpu_gb = cpu_gb;
 		if (au >= target) {
 			good = a;
 			best_sps = sps;
 			best_mbs = mbs;
 			best_au = au;
+			res.cpu_gb = cpu_gb;
 		} else {
 			bad = a;
 		}
@@ -367,30 +404,37 @@ static void bt_search(struct bt_run *r, const char *backend, double target, uint
 			break;
 	}
 	if (good)
-		printf("  %-8s => %u accelerator(s) at AU >= %.0f%%: AU %.1f%%, %.1f samples/s, %.1f MB/s\n",
-		       backend, good, target * 100, best_au * 100, best_sps, best_mbs);
+		printf("  %-11s => %u accelerator(s) at AU >= %.0f%%: AU %.1f%%, %.1f samples/s, %.1f MB/s, %.3f CPU s/GB\n",
+		       backend, good, target * 100, best_au * 100, best_sps, best_mbs, res.cpu_gb);
 	else
-		printf("  %-8s => not even 1 accelerator at AU >= %.0f%%\n", backend, target * 100);
+		printf("  %-11s => not even 1 accelerator at AU >= %.0f%%\n", backend, target * 100);
 	fflush(stdout);
+	res.accel = good;
+	return res;
 }
 
 static int bt_usage(void)
 {
 	printf("usage: strata bench train [--workload unet3d|resnet50|cosmoflow|all] [--scale F]\n"
 	       "                          [--files N] [--threads N] [--seconds S] [--max-accel N]\n"
-	       "                          [--au PCT] [--local-only]\n\n"
+	       "                          [--au PCT] [--local-only] [--cache-mem MB] [--cache-dir DIR]\n\n"
 	       "MLPerf-Storage-style training I/O: emulated accelerators (sleeping compute per batch)\n"
 	       "fed by N reader threads (default 4) from a local cluster (3 storage daemons, R=3)\n"
 	       "and from a local directory (the baseline). Finds the most accelerators that keep\n"
 	       "AU >= PCT (default 90). --scale multiplies sample sizes and compute time (default:\n"
-	       "per workload); --files: files in the dataset; S seconds per trial (default 3).\n");
+	       "per workload); --files: files in the dataset; S seconds per trial (default 3).\n"
+	       "Strata runs cold (no cache: every read from the storage plane, as epoch 1) and warm\n"
+	       "(epochs 2+, from a read cache of --cache-mem MB of DRAM, default 2048, and the\n"
+	       "optional --cache-dir on local disk; 0 MB and no dir: no warm run), each with the\n"
+	       "client's CPU seconds per GB read. $STRATA_CACHE_* are ignored.\n");
 	return 0;
 }
 
 struct bt_opts {
 	const char *workload;
 	double scale, seconds, au;
-	long files, threads, max_accel;
+	long files, threads, max_accel, cache_mb;
+	const char *cache_dir;
 	bool local_only;
 };
 
@@ -417,6 +461,10 @@ static int bt_parse(int argc, char **argv, struct bt_opts *o)
 			o->workload = v;
 			continue;
 		}
+		if (!strcmp(a, "--cache-dir")) {
+			o->cache_dir = v;
+			continue;
+		}
 		errno = 0;
 		if (!strcmp(a, "--scale"))
 			o->scale = strtod(v, &end);
@@ -430,6 +478,8 @@ static int bt_parse(int argc, char **argv, struct bt_opts *o)
 			o->threads = strtol(v, &end, 10);
 		else if (!strcmp(a, "--max-accel"))
 			o->max_accel = strtol(v, &end, 10);
+		else if (!strcmp(a, "--cache-mem"))
+			o->cache_mb = strtol(v, &end, 10);
 		else
 			goto bad;
 		if (errno || !end || *end)
@@ -437,7 +487,8 @@ static int bt_parse(int argc, char **argv, struct bt_opts *o)
 	}
 	if (o->scale < 0 || o->scale > 1 || o->seconds <= 0 || o->seconds > 600 || o->au <= 0 ||
 	    o->au > 1 || o->files < 0 || o->files > 1000000 || o->threads < 1 ||
-	    o->threads > BT_MAX_THREADS || o->max_accel < 1 || o->max_accel > BT_MAX_ACCEL) {
+	    o->threads > BT_MAX_THREADS || o->max_accel < 1 || o->max_accel > BT_MAX_ACCEL ||
+	    o->cache_mb < 0 || o->cache_mb > (1L << 30)) {
 		cli_err("bench train: an option is out of range (see --help)");
 		return 2;
 	}
@@ -461,11 +512,79 @@ static void bt_free_files(struct bt_run *r)
 	free(r->order);
 }
 
+/* Epoch 1 through the cache: every file read once, in order, on the
+ * cached connection sw (files opened read-only into sf). */
+static int bt_fill(struct bt_run *r, struct strata *sw, const char *root, struct strata_file **sf)
+{
+	size_t cap = 8u << 20;
+	uint8_t *buf = malloc(cap);
+	double t0 = mono_sec(), c0 = bt_cpu_sec(), wall;
+	uint64_t total = 0;
+	int rc = buf ? 0 : -ENOMEM;
+
+	for (uint32_t f = 0; f < r->nfiles && !rc; f++) {
+		const struct bt_sample *last = &r->samples[(f + 1) * r->w->per_file - 1];
+		uint64_t size = last->off + last->len;
+		char path[PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/f%06u", root, f);
+		rc = strata_open(sw, path, STRATA_O_RDONLY, 0, &sf[f]);
+		for (uint64_t off = 0; !rc && off < size;) {
+			ssize_t n = strata_pread(sf[f], buf, cap, off);
+
+			if (n <= 0)
+				rc = n < 0 ? (int)n : -EIO;
+			else
+				off += (uint64_t)n;
+		}
+		total += size;
+	}
+	wall = mono_sec() - t0;
+	if (!rc)
+		printf("  strata-warm epoch 1 through the cache (untimed fill): %.1f MB/s, %.3f CPU s/GB\n",
+		       (double)total / wall / 1e6, (bt_cpu_sec() - c0) / ((double)total / 1e9));
+	free(buf);
+	return rc;
+}
+
+/* The warm search: epochs after the first, from sw's cache. */
+static struct bt_result bt_warm(struct bt_run *r, struct strata *sw, const char *root,
+				const struct bt_opts *o, int *fails)
+{
+	struct strata_cache_stats st = { .stats_size = sizeof(st) };
+	struct strata_file **sf = calloc(r->nfiles, sizeof(*sf)), **cold = r->sf;
+	struct strata *s = r->s;
+	struct bt_result res = { 0 };
+	int rc = sf ? bt_fill(r, sw, root, sf) : -ENOMEM;
+
+	if (!rc) {
+		r->sf = sf;
+		r->s = sw;
+		res = bt_search(r, "strata-warm", o->au, (uint32_t)o->max_accel, fails);
+		r->sf = cold;
+		r->s = s;
+		if (!strata_cache_stats(sw, &st))
+			printf("  strata-warm cache: %llu hits, %llu misses, %.1f MB in DRAM of %.1f MB, %llu evictions\n",
+			       (unsigned long long)st.hits, (unsigned long long)st.misses,
+			       (double)st.mem_bytes / 1e6, (double)st.mem_limit / 1e6,
+			       (unsigned long long)st.evictions);
+	} else {
+		cli_err("bench train: %s: filling the cache: %s", r->w->name, strata_strerror(rc));
+		(*fails)++;
+	}
+	for (uint32_t f = 0; sf && f < r->nfiles; f++)
+		if (sf[f])
+			strata_close(sf[f]);
+	free(sf);
+	return res;
+}
+
 static int bt_workload_run(const struct bt_workload *w, const struct bt_opts *o,
-			   struct strata *s, const char *root, int *fails)
+			   struct strata *s, struct strata *sw, const char *root, int *fails)
 {
 	struct bt_run r = { .w = w, .seconds = o->seconds, .threads = (uint32_t)o->threads,
 			    .depth = 32 };
+	struct bt_result cold = { 0 }, warm = { 0 }, local = { 0 };
 	char cdir[PATH_MAX], ldir[PATH_MAX];
 	int rc;
 
@@ -497,7 +616,9 @@ static int bt_workload_run(const struct bt_workload *w, const struct bt_opts *o,
 		if (!rc)
 			rc = bt_generate(&r, cdir, true);
 		if (!rc)
-			bt_search(&r, "strata", o->au, (uint32_t)o->max_accel, fails);
+			cold = bt_search(&r, "strata-cold", o->au, (uint32_t)o->max_accel, fails);
+		if (!rc && sw)
+			warm = bt_warm(&r, sw, cdir, o, fails);
 		r.s = NULL;
 	}
 	if (!rc) {
@@ -505,12 +626,21 @@ static int bt_workload_run(const struct bt_workload *w, const struct bt_opts *o,
 		if (!rc)
 			rc = bt_generate(&r, ldir, false);
 		if (!rc)
-			bt_search(&r, "local", o->au, (uint32_t)o->max_accel, fails);
+			local = bt_search(&r, "local", o->au, (uint32_t)o->max_accel, fails);
 	}
 	if (rc) {
 		cli_err("bench train: %s: %s", w->name, strata_strerror(rc));
 		(*fails)++;
+	} else if (s && !o->local_only) {
+		printf("%s client CPU per GB read: strata cold %.3f s (%.2fx local), strata warm %.3f s (%.2fx local), local %.3f s\n",
+		       w->name, cold.cpu_gb, local.cpu_gb > 0 ? cold.cpu_gb / local.cpu_gb : 0,
+		       warm.cpu_gb, local.cpu_gb > 0 ? warm.cpu_gb / local.cpu_gb : 0, local.cpu_gb);
+		printf("%s warm: strata %u accelerator(s), local %u accelerator(s)\n", w->name,
+		       warm.accel, local.accel);
+		printf("%s cold: strata %u accelerator(s), local %u accelerator(s)\n", w->name,
+		       cold.accel, local.accel);
 	}
+	fflush(stdout);
 	bt_free_files(&r);
 	pthread_cond_destroy(&r.cv);
 	pthread_mutex_destroy(&r.mu);
@@ -520,9 +650,9 @@ static int bt_workload_run(const struct bt_workload *w, const struct bt_opts *o,
 int bench_train(int argc, char **argv)
 {
 	struct bt_opts o = { .workload = "all", .seconds = 3, .au = 0.9, .threads = 4,
-			     .max_accel = 64 };
+			     .max_accel = 64, .cache_mb = 2048 };
 	char root[PATH_MAX], cdir[PATH_MAX], mgmt[64];
-	struct strata *s = NULL;
+	struct strata *s = NULL, *sw = NULL;
 	int rc, fails = 0, ran = 0;
 	bool up = false;
 
@@ -544,7 +674,20 @@ int bench_train(int argc, char **argv)
 			goto out;
 		}
 		up = true;
+		/* Cold reads must not meet a cache the environment names. */
+		unsetenv("STRATA_CACHE_MEM");
+		unsetenv("STRATA_CACHE_DIR");
+		unsetenv("STRATA_CACHE_DISK");
+		unsetenv("STRATA_CACHE_BLOCK");
 		rc = cli_connect(mgmt, cdir, &s);
+		if (!rc && (o.cache_mb || (o.cache_dir && *o.cache_dir))) {
+			struct strata_opts so;
+
+			strata_opts_init(&so, sizeof(so));
+			so.cache_mem_bytes = (uint64_t)o.cache_mb << 20;
+			so.cache_dir = o.cache_dir;
+			rc = cli_connect_opts(mgmt, cdir, &so, &sw);
+		}
 		if (rc) {
 			cli_err("bench train: cannot use the cluster at %s: %s", mgmt,
 				strata_strerror(rc));
@@ -560,7 +703,7 @@ int bench_train(int argc, char **argv)
 		if (strcmp(o.workload, "all") && strcmp(o.workload, bt_workloads[i].name))
 			continue;
 		ran++;
-		bt_workload_run(&bt_workloads[i], &o, s, root, &fails);
+		bt_workload_run(&bt_workloads[i], &o, s, sw, root, &fails);
 	}
 	if (!ran) {
 		cli_err("bench train: unknown workload '%s' (unet3d, resnet50, cosmoflow, all)",
@@ -568,6 +711,7 @@ int bench_train(int argc, char **argv)
 		fails++;
 	}
 out:
+	strata_disconnect(sw);
 	strata_disconnect(s);
 	if (up && local_cluster_down(cdir))
 		fails++;

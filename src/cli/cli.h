@@ -20,6 +20,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 /* strata pack (cmd_pack.c): a local directory of samples into a packed dataset. */
 int cmd_pack(int argc, char **argv);
+/* strata cache (cmd_cache.c): the read cache's node-wide counters. */
+int cmd_cache(int argc, char **argv);
 /* The file commands (cmd_fs.c, cmd_copy.c): ls, stat, mkdir, rm, mv, cat,
  * put, get, cp, du, setlayout, getlayout, status, quota. cmd_fs_is(name) is 1 when
  * name is one of them; cmd_fs runs the one named by argv[0]. */
@@ -90,6 +92,10 @@ struct strata;
  * cluster the command started), else the token of the environment. 0 or
  * a negative error (not reported). */
 int cli_connect(const char *mgmt, const char *dir, struct strata **out);
+struct strata_opts;
+/* cli_connect with the caller's options (its token is replaced). */
+int cli_connect_opts(const char *mgmt, const char *dir, struct strata_opts *o,
+		     struct strata **out);
 
 struct json_t;
 /* One call to the composer of the local cluster in dir (its address from
@@ -98,6 +104,20 @@ struct json_t;
  * status after printing the refusal (cmd_compose.c). */
 int cli_compose_call(const char *dir, const char *method, const char *path, const char *body,
 		     struct json_t **out);
+
+/* The address of the composer of the cluster in dir (asked of its mgmt)
+ * into out: 0, or an exit status after printing why (cmd_compose.c). */
+int cli_compose_addr(const char *dir, char *out, size_t len);
+/* One HTTP/1.1 request on a connection of its own to addr: method on path
+ * with body (JSON text or NULL) and token ("": none) as a Bearer
+ * credential. Returns the status code with *out the body parsed as JSON
+ * (NULL when it is not; the caller json_decref's it), or a negative
+ * error (cmd_compose.c). */
+int cli_http_call(const char *addr, const char *token, const char *method, const char *path,
+		  const char *body, struct json_t **out);
+/* Runs argv (argv[0] a path) and waits: its exit status, or -1 after
+ * printing why it could not run or was killed (cmd_demo.c). */
+int cli_run_child(char *const *argv);
 
 /* Prints "strata: " + message to stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -70,6 +70,14 @@ int cli_rpc_client(const char *name, uint32_t timeout_ms, const char *token, con
 int cli_connect(const char *mgmt, const char *dir, struct strata **out)
 {
 	struct strata_opts o;
+
+	strata_opts_init(&o, sizeof(o));
+	return cli_connect_opts(mgmt, dir, &o, out);
+}
+
+int cli_connect_opts(const char *mgmt, const char *dir, struct strata_opts *o,
+		     struct strata **out)
+{
 	char *text = malloc(TOKEN_TEXT_MAX + 2), path[4096];
 	int rc;
 
@@ -78,10 +86,10 @@ int cli_connect(const char *mgmt, const char *dir, struct strata **out)
 	if (dir)
 		snprintf(path, sizeof(path), "%s/admin.token", dir);
 	rc = strata_find_token(dir ? path : NULL, NULL, NULL, text, TOKEN_TEXT_MAX + 2);
-	strata_opts_init(&o, sizeof(o));
-	o.token = text;
+	o->token = text;
 	if (!rc)
-		rc = strata_connect(mgmt, &o, out);
+		rc = strata_connect(mgmt, o, out);
+	o->token = NULL;
 	free(text);
 	return rc;
 }

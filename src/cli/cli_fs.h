@@ -35,6 +35,8 @@ struct fs_args {
 	const char *stripe;	/* --stripe */
 	char **pos;		/* positional arguments (point into argv) */
 	int npos;
+	const void *ctx;	/* the command's own, for its per-path function
+				 * (chmod's mode, chown's owner) */
 };
 
 /* Parses argv (argv[0] = the command) with getopt_long. letters: the short

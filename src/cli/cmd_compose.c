@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -23,12 +24,15 @@
 #include "cli.h"
 #include "common/config.h"
 #include "common/fileio.h"
+#include "common/token.h"
 #include "net/proto.h"
 #include "strata/errors.h"
 #include "strata/locate.h"
 
 #define COMPOSE_TIMEOUT_MS 30000
 #define COMPOSE_REPLY_MAX (64u << 20)
+/* The composer's COMP_PATHS_MAX: it refuses more, with the reason. */
+#define COMPOSE_PATHS_MAX 8
 
 struct compose_args {
 	const char *cmd;		/* "compose create", ... */
@@ -37,11 +41,15 @@ struct compose_args {
 	/* create */
 	int64_t gpus;
 	const char *model, *tenant, *name, *token_out;
+	const char *gpu_ids;		/* "gpu-1-0,gpu-1-1": exactly these */
 	bool same_node, retain;
 	uint64_t storage, memory;
 	int64_t ttl_s;
 	int64_t owner_uid, owner_gid;	/* -1: not given */
+	uint32_t npaths;
+	struct token_path paths[COMPOSE_PATHS_MAX];
 	const char *id;			/* show, delete */
+	int64_t since_ms;		/* usage: the window, back from now; -1: all */
 };
 
 /* ---- a small HTTP/1.1 client: one request per connection ---- */
@@ -88,8 +96,8 @@ static int http_connect(const char *addr)
 /* Sends METHOD path with body (may be NULL) and reads the answer: the
  * status code and the body, parsed as JSON (*out; NULL when it is not).
  * Returns the status code or a negative error. */
-static int http_call(const char *addr, const char *token, const char *method, const char *path,
-		     const char *body, json_t **out)
+int cli_http_call(const char *addr, const char *token, const char *method, const char *path,
+		  const char *body, json_t **out)
 {
 	size_t blen = body ? strlen(body) : 0, got = 0, cap = 65536;
 	char *head = NULL, *buf = NULL, *sep;
@@ -202,7 +210,7 @@ static int call(const struct compose_args *a, const char *method, const char *pa
 	token = cli_find_token(a->token, a->mgmt, a->dir);
 	if (!token)
 		return 1;
-	code = http_call(addr, token, method, path, body, out);
+	code = cli_http_call(addr, token, method, path, body, out);
 	memset(token, 0, strlen(token));
 	free(token);
 	if (code < 0) {
@@ -217,6 +225,13 @@ static int call(const struct compose_args *a, const char *method, const char *pa
 	json_decref(*out);
 	*out = NULL;
 	return 1;
+}
+
+int cli_compose_addr(const char *dir, char *out, size_t len)
+{
+	struct compose_args a = { .cmd = "compose", .dir = dir, .owner_uid = -1, .owner_gid = -1 };
+
+	return find_composer(&a, out, len);
 }
 
 int cli_compose_call(const char *dir, const char *method, const char *path, const char *body,
@@ -302,6 +317,7 @@ static void print_system(json_t *s)
 	json_t *cuda = json_object_get(o, "CudaVisibleDevices"), *v;
 	const char *reason = json_string_value(json_object_get(o, "Reason")), *k;
 	char b[32];
+	size_t i;
 
 	printf("%s: %s%s%s\n", json_string_value(json_object_get(s, "Id")) ?: "?",
 	       json_string_value(json_object_get(o, "State")) ?: "?", reason && reason[0] ? ": " : "",
@@ -311,6 +327,9 @@ static void print_system(json_t *s)
 		printf("  owner    uid %lld gid %lld\n",
 		       (long long)json_integer_value(json_object_get(json_object_get(o, "Owner"), "Uid")),
 		       (long long)json_integer_value(json_object_get(json_object_get(o, "Owner"), "Gid")));
+	json_array_foreach(json_object_get(o, "Paths"), i, v)
+		printf("  path     %s (%s)\n", json_string_value(json_object_get(v, "Path")) ?: "",
+		       json_string_value(json_object_get(v, "Access")) ?: "");
 	json_object_foreach(cuda, k, v)
 		printf("  gpus     node %s: CUDA_VISIBLE_DEVICES=%s\n", k, json_string_value(v));
 	if (json_is_object(vol))
@@ -323,6 +342,24 @@ static void print_system(json_t *s)
 	printf("  mgmt     %s\n",
 	       json_string_value(json_object_get(json_object_get(o, "Addresses"), "Mgmt")) ?: "");
 	printf("  token id %s\n", json_string_value(json_object_get(o, "CredentialId")) ?: "");
+}
+
+static void print_usage(json_t *u)
+{
+	json_t *t, *all = json_object_get(u, "Tenants");
+	size_t i;
+
+	printf("%-20s %12s %16s %16s %6s\n", "TENANT", "GPU-HOURS", "STORAGE TB-HOURS",
+	       "MEMORY GB-HOURS", "COMPS");
+	json_array_foreach(all, i, t)
+		printf("%-20s %12.4f %16.6f %16.4f %6lld\n",
+		       json_string_value(json_object_get(t, "Tenant")) ?: "?",
+		       json_number_value(json_object_get(t, "GpuHours")),
+		       json_number_value(json_object_get(t, "StorageTBHours")),
+		       json_number_value(json_object_get(t, "MemoryGBHours")),
+		       (long long)json_integer_value(json_object_get(t, "Compositions")));
+	if (!json_array_size(all))
+		printf("(no composition held anything in the window)\n");
 }
 
 static void print_list(json_t *coll)
@@ -356,11 +393,23 @@ static int create(const struct compose_args *a)
 	char *body;
 	int rc;
 
-	if (a->gpus || a->model)
-		json_object_set_new(rq, "Gpus", json_pack("{s:I, s:s, s:b}", "Count",
-							  (json_int_t)a->gpus, "Model",
-							  a->model ? a->model : "", "SameNode",
-							  a->same_node));
+	if (a->gpus || a->model || a->gpu_ids) {
+		json_t *g = json_pack("{s:I, s:s, s:b}", "Count", (json_int_t)a->gpus, "Model",
+				      a->model ? a->model : "", "SameNode", a->same_node);
+		json_t *ids = json_array();
+
+		for (const char *p = a->gpu_ids; p && *p;) {
+			size_t n = strcspn(p, ",");
+
+			json_array_append_new(ids, json_stringn(p, n));
+			p += n + (p[n] == ',');
+		}
+		if (a->gpu_ids)
+			json_object_set_new(g, "Ids", ids);
+		else
+			json_decref(ids);
+		json_object_set_new(rq, "Gpus", g);
+	}
 	if (a->storage)
 		json_object_set_new(rq, "Storage", json_pack("{s:I}", "Size", (json_int_t)a->storage));
 	if (a->memory)
@@ -378,6 +427,14 @@ static int create(const struct compose_args *a)
 							   (json_int_t)a->owner_uid, "Gid",
 							   (json_int_t)(a->owner_gid >= 0 ? a->owner_gid
 											  : a->owner_uid)));
+	if (a->npaths) {
+		json_t *paths = json_array();
+
+		for (uint32_t i = 0; i < a->npaths; i++)
+			json_array_append_new(paths, json_pack("{s:s, s:s}", "Path", a->paths[i].prefix,
+							       "Access", a->paths[i].write ? "rw" : "r"));
+		json_object_set_new(rq, "Paths", paths);
+	}
 	body = json_dumps(rq, JSON_COMPACT);
 	json_decref(rq);
 	if (!body)
@@ -415,13 +472,15 @@ static int usage(const char *msg)
 		cli_err("%s", msg);
 	fprintf(stderr,
 		"usage: strata compose inventory [--json]\n"
-		"       strata compose create [--gpus N] [--model M] [--same-node] [--storage SIZE]\n"
+		"       strata compose create [--gpus N] [--model M] [--same-node] [--gpu-ids ID,...]\n"
+		"                             [--storage SIZE]\n"
 		"                             [--memory SIZE] [--tenant T] [--name NAME] [--ttl TIME]\n"
-		"                             [--retain] [--owner UID[:GID]] [--token-out FILE]\n"
-		"                             [--json]\n"
+		"                             [--retain] [--owner UID[:GID]] [--path r:PATH|rw:PATH]...\n"
+		"                             [--token-out FILE] [--json]\n"
 		"       strata compose list [--json]\n"
 		"       strata compose show ID [--json]\n"
 		"       strata compose delete ID [--json]\n"
+		"       strata compose usage [--since TIME] [--json]\n"
 		"  the composer: --composer HOST:PORT, $STRATA_COMPOSER, or the cluster's\n"
 		"  (--mgmt ADDR, --dir DIR, $STRATA_MGMT); an admin token (--token, ...)\n");
 	return 2;
@@ -429,14 +488,15 @@ static int usage(const char *msg)
 
 static int parse(int argc, char **argv, struct compose_args *a)
 {
-	enum { O_COMPOSER = 256, O_MGMT, O_DIR, O_TOKEN, O_JSON, O_GPUS, O_MODEL, O_SAME,
-	       O_STORAGE, O_MEMORY, O_TENANT, O_NAME, O_TTL, O_RETAIN, O_OUT, O_OWNER };
+	enum { O_COMPOSER = 256, O_MGMT, O_DIR, O_TOKEN, O_JSON, O_SINCE, O_GPUS, O_MODEL, O_SAME,
+	       O_STORAGE, O_MEMORY, O_TENANT, O_NAME, O_TTL, O_RETAIN, O_OUT, O_OWNER, O_PATH, O_GPU_IDS };
 	static const struct option opts[] = {
 		{ "composer", required_argument, NULL, O_COMPOSER },
 		{ "mgmt", required_argument, NULL, O_MGMT },
 		{ "dir", required_argument, NULL, O_DIR },
 		{ "token", required_argument, NULL, O_TOKEN },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "since", required_argument, NULL, O_SINCE },
 		{ "gpus", required_argument, NULL, O_GPUS },
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "same-node", no_argument, NULL, O_SAME },
@@ -448,6 +508,8 @@ static int parse(int argc, char **argv, struct compose_args *a)
 		{ "retain", no_argument, NULL, O_RETAIN },
 		{ "token-out", required_argument, NULL, O_OUT },
 		{ "owner", required_argument, NULL, O_OWNER },
+		{ "path", required_argument, NULL, O_PATH },
+		{ "gpu-ids", required_argument, NULL, O_GPU_IDS },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool create = strcmp(argv[0], "create") == 0;
@@ -467,12 +529,24 @@ static int parse(int argc, char **argv, struct compose_args *a)
 		case O_DIR: a->dir = optarg; break;
 		case O_TOKEN: a->token = optarg; break;
 		case O_JSON: a->json = true; break;
+		case O_SINCE:
+			if (strcmp(argv[0], "usage")) {
+				cli_err("%s: '--since' is an option of 'compose usage'", a->cmd);
+				return 2;
+			}
+			if (parse_ms(optarg, &a->since_ms) || a->since_ms < 1000) {
+				cli_err("%s: --since: '%s' is not a time of 1 s or more back from now (e.g. 24h, 30m)",
+					a->cmd, optarg);
+				return 2;
+			}
+			break;
 		case O_MODEL: a->model = optarg; break;
 		case O_SAME: a->same_node = true; break;
 		case O_TENANT: a->tenant = optarg; break;
 		case O_NAME: a->name = optarg; break;
 		case O_RETAIN: a->retain = true; break;
 		case O_OUT: a->token_out = optarg; break;
+		case O_GPU_IDS: a->gpu_ids = optarg; break;
 		case O_GPUS:
 			if (parse_i64(optarg, &a->gpus) || a->gpus < 0 || a->gpus > 64) {
 				cli_err("%s: --gpus: '%s' is not a number of GPUs in 0..64", a->cmd, optarg);
@@ -502,6 +576,15 @@ static int parse(int argc, char **argv, struct compose_args *a)
 			}
 			break;
 		}
+		case O_PATH:
+			if (a->npaths >= COMPOSE_PATHS_MAX ||
+			    token_path_parse(optarg, &a->paths[a->npaths])) {
+				cli_err("%s: --path: '%s' is not r:PATH or rw:PATH with a normalized absolute PATH (at most %d)",
+					a->cmd, optarg, COMPOSE_PATHS_MAX);
+				return 2;
+			}
+			a->npaths++;
+			break;
 		case O_TTL:
 			if (parse_ms(optarg, &ms) || ms < 1000) {
 				cli_err("%s: --ttl: '%s' is not a time of 1 s or more (e.g. 90s, 30m)",
@@ -526,8 +609,9 @@ static int parse(int argc, char **argv, struct compose_args *a)
 
 int cmd_compose(int argc, char **argv)
 {
-	static const char *const actions[] = { "inventory", "create", "list", "show", "delete" };
-	struct compose_args a = { .owner_uid = -1, .owner_gid = -1 };
+	static const char *const actions[] = { "inventory", "create", "list", "show", "delete",
+					       "usage" };
+	struct compose_args a = { .owner_uid = -1, .owner_gid = -1, .since_ms = -1 };
 	char cmd[32], path[160];
 	json_t *out = NULL;
 	bool takes_id;
@@ -539,7 +623,7 @@ int cmd_compose(int argc, char **argv)
 		if (strcmp(argv[1], actions[i]) == 0)
 			a.cmd = actions[i];
 	if (!a.cmd)
-		return usage("compose: unknown action (inventory, create, list, show, delete)");
+		return usage("compose: unknown action (inventory, create, list, show, delete, usage)");
 	snprintf(cmd, sizeof(cmd), "compose %s", a.cmd);
 	a.cmd = cmd;
 	rc = parse(argc - 1, argv + 1, &a);
@@ -562,7 +646,13 @@ int cmd_compose(int argc, char **argv)
 		rc = call(&a, "GET", "/redfish/v1/CompositionService", NULL, &out);
 	else if (strcmp(argv[1], "list") == 0)
 		rc = call(&a, "GET", "/redfish/v1/Systems", NULL, &out);
-	else
+	else if (strcmp(argv[1], "usage") == 0) {
+		int64_t since = a.since_ms < 0 ? 0 : (int64_t)time(NULL) - a.since_ms / 1000;
+
+		snprintf(path, sizeof(path), "/redfish/v1/CompositionService/Oem/Strata/Usage?Since=%lld",
+			 (long long)(since > 0 ? since : 0));
+		rc = call(&a, "GET", path, NULL, &out);
+	} else
 		rc = call(&a, strcmp(argv[1], "show") == 0 ? "GET" : "DELETE", path, NULL, &out);
 	if (rc)
 		return rc;
@@ -572,6 +662,8 @@ int cmd_compose(int argc, char **argv)
 		print_inventory(out);
 	else if (strcmp(argv[1], "list") == 0)
 		print_list(out);
+	else if (strcmp(argv[1], "usage") == 0)
+		print_usage(out);
 	else
 		print_system(out);
 	json_decref(out);

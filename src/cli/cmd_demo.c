@@ -276,7 +276,7 @@ out:
 
 /* Runs argv (argv[0]: a path), inheriting stdout/stderr. Returns its exit
  * status, or -1 when it could not run or was killed. */
-static int run_child(char *const *argv)
+int cli_run_child(char *const *argv)
 {
 	int status;
 	pid_t pid;
@@ -285,23 +285,23 @@ static int run_child(char *const *argv)
 	fflush(stderr);
 	pid = fork();
 	if (pid < 0) {
-		cli_err("demo: cannot fork: %s", strerror(errno));
+		cli_err("cannot fork: %s", strerror(errno));
 		return -1;
 	}
 	if (pid == 0) {
 		execv(argv[0], argv);
-		fprintf(stderr, "strata: demo: cannot run '%s': %s\n", argv[0], strerror(errno));
+		fprintf(stderr, "strata: cannot run '%s': %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
 	while (waitpid(pid, &status, 0) < 0) {
 		if (errno != EINTR) {
-			cli_err("demo: waiting for '%s': %s", argv[0], strerror(errno));
+			cli_err("waiting for '%s': %s", argv[0], strerror(errno));
 			return -1;
 		}
 	}
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
-	cli_err("demo: '%s' was killed by signal %d", argv[0], WTERMSIG(status));
+	cli_err("'%s' was killed by signal %d", argv[0], WTERMSIG(status));
 	return -1;
 }
 
@@ -329,7 +329,7 @@ static int put_dataset(struct demo *d, struct strata *s)
 		printf(" %s", argv[i]);
 	printf("\n");
 	t0 = mono_sec();
-	rc = run_child(argv);
+	rc = cli_run_child(argv);
 	if (rc != 0) {
 		if (rc > 0)
 			cli_err("demo: 'strata put' failed (exit %d)", rc);
@@ -679,7 +679,7 @@ static int cluster_up(struct demo *d)
 		cli_err("demo: cannot find this program (/proc/self/exe): %s", strerror(-rc));
 		return rc;
 	}
-	rc = run_child(argv);
+	rc = cli_run_child(argv);
 	if (rc) {
 		if (rc > 0)
 			cli_err("demo: 'strata local up' failed (exit %d)", rc);

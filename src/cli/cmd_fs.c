@@ -8,7 +8,9 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -598,6 +600,110 @@ static int cmd_mkdir(int argc, char **argv)
 	return fs_run_each(&a, mkdir_one);
 }
 
+/* ---- chmod, chown ---- */
+
+/* The attributes chmod and chown set on every path: mask and st. */
+struct set_attrs {
+	unsigned mask;
+	struct strata_stat st;
+};
+
+static int setattr_one(struct strata *s, const struct fs_args *a, const char *path)
+{
+	const struct set_attrs *sa = a->ctx;
+	int rc = strata_setattr(s, path, sa->mask, &sa->st);
+
+	if (rc) {
+		fs_fail(sa->mask & STRATA_SET_MODE ? "change the mode of" : "change the owner of",
+			path, rc);
+		return 1;
+	}
+	return 0;
+}
+
+/* A uid or gid: a number, or a name this host knows. 0 or -EINVAL. */
+static int parse_id(const char *s, bool group, uint32_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (s[0] >= '0' && s[0] <= '9' && !*end && !errno && v < UINT32_MAX) {
+		*out = (uint32_t)v;
+		return 0;
+	}
+	if (group) {
+		struct group *g = getgrnam(s);
+
+		if (g)
+			*out = (uint32_t)g->gr_gid;
+		return g ? 0 : -EINVAL;
+	}
+	struct passwd *pw = getpwnam(s);
+
+	if (pw)
+		*out = (uint32_t)pw->pw_uid;
+	return pw ? 0 : -EINVAL;
+}
+
+static int cmd_chmod(int argc, char **argv)
+{
+	struct set_attrs sa = { .mask = STRATA_SET_MODE };
+	struct fs_args a;
+	unsigned long mode;
+	char *end;
+	int rc = fs_parse(argc, argv, "", false, &a);
+
+	if (rc || (rc = need_paths(&a, 2, "chmod [--mgmt ADDR | --dir DIR] MODE PATH...")))
+		return rc;
+	errno = 0;
+	mode = strtoul(a.pos[0], &end, 8);
+	if (!a.pos[0][0] || *end || errno || mode > 07777 || a.pos[0][0] == '-') {
+		cli_err("chmod: '%s' is not an octal mode (0..7777, e.g. 755)", a.pos[0]);
+		return 2;
+	}
+	sa.st.mode = (uint32_t)mode;
+	a.ctx = &sa;
+	a.pos++;
+	a.npos--;
+	return fs_run_each(&a, setattr_one);
+}
+
+static int cmd_chown(int argc, char **argv)
+{
+	struct set_attrs sa = { 0 };
+	struct fs_args a;
+	char user[256];
+	const char *colon;
+	int rc = fs_parse(argc, argv, "", false, &a);
+
+	if (rc || (rc = need_paths(&a, 2, "chown [--mgmt ADDR | --dir DIR] USER[:GROUP] PATH...")))
+		return rc;
+	colon = strchr(a.pos[0], ':');
+	snprintf(user, sizeof(user), "%.*s", colon ? (int)(colon - a.pos[0]) : (int)sizeof(user) - 1,
+		 a.pos[0]);
+	if (user[0]) {
+		if (parse_id(user, false, &sa.st.uid))
+			goto bad;
+		sa.mask |= STRATA_SET_UID;
+	}
+	if (colon && colon[1]) {
+		if (parse_id(colon + 1, true, &sa.st.gid))
+			goto bad;
+		sa.mask |= STRATA_SET_GID;
+	}
+	if (!sa.mask)
+		goto bad;
+	a.ctx = &sa;
+	a.pos++;
+	a.npos--;
+	return fs_run_each(&a, setattr_one);
+bad:
+	cli_err("chown: '%s' is not USER[:GROUP] (numbers, or names this host knows)", a.pos[0]);
+	return 2;
+}
+
 /* ---- rm ---- */
 
 /* Removes the tree under path (a directory), then path. Reports each
@@ -999,6 +1105,8 @@ static const struct {
 	{ "stat", cmd_stat },
 	{ "mkdir", cmd_mkdir },
 	{ "rm", cmd_rm },
+	{ "chmod", cmd_chmod },
+	{ "chown", cmd_chown },
 	{ "mv", cmd_mv },
 	{ "cat", cmd_cat },
 	{ "put", fs_cmd_put },

@@ -44,7 +44,7 @@ struct slurm_args {
 	const char *mgmt, *dir, *composer, *token;
 	/* install */
 	const char *conf_dir, *slurm_user, *state_dir, *strata, *pool, *tenant;
-	const char *datasets, *volumes;
+	const char *datasets, *results;
 	bool retain;
 	/* gres */
 	const char *names, *files, *out;
@@ -57,15 +57,15 @@ static int usage(const char *msg)
 	fprintf(stderr,
 		"usage: strata slurm install [--conf-dir DIR] [--slurm-user USER] [--state-dir DIR]\n"
 		"                            [--pool NAME] [--tenant user|job] [--retain] [--strata PATH]\n"
-		"                            [--datasets PREFIX [--volumes PREFIX]]\n"
+		"                            [--datasets PREFIX] [--results PREFIX]\n"
 		"       strata slurm gres [--names N1,N2,...] [--files PREFIX] [--out FILE]\n"
 		"  the cluster: --mgmt ADDR, --dir DIR or $STRATA_MGMT; --composer HOST:PORT;\n"
 		"  an admin token (--token, ...)\n"
 		"  install: the burst_buffer/lua script into DIR (default /etc/slurm), its\n"
 		"    settings (strata_bb.conf) and an admin token of its own for USER (default\n"
 		"    slurm); then set BurstBufferType=burst_buffer/lua in slurm.conf;\n"
-		"    --datasets: jobs may stage in dataset= under PREFIX (the token then reads\n"
-		"    PREFIX and writes the composer's volumes, default /volumes)\n"
+		"    --datasets: jobs may stage in dataset= under PREFIX; --results: jobs may\n"
+		"    stage out to stage_out= under PREFIX (both as the job's user)\n"
 		"  gres: gres.conf lines for the composer's GPUs; --names: Slurm's NodeName of\n"
 		"    each compute node, in the inventory's order (default: its host);\n"
 		"    --files /dev/nvidia: File=/dev/nvidia[0-N] (default: Count= only)\n");
@@ -75,7 +75,7 @@ static int usage(const char *msg)
 static int parse(int argc, char **argv, struct slurm_args *a)
 {
 	enum { O_MGMT = 256, O_DIR, O_COMPOSER, O_TOKEN, O_CONF, O_USER, O_STATE, O_STRATA,
-	       O_POOL, O_TENANT, O_RETAIN, O_DATASETS, O_VOLUMES, O_NAMES, O_FILES, O_OUT };
+	       O_POOL, O_TENANT, O_RETAIN, O_DATASETS, O_RESULTS, O_NAMES, O_FILES, O_OUT };
 	static const struct option opts[] = {
 		{ "mgmt", required_argument, NULL, O_MGMT },
 		{ "dir", required_argument, NULL, O_DIR },
@@ -89,7 +89,7 @@ static int parse(int argc, char **argv, struct slurm_args *a)
 		{ "tenant", required_argument, NULL, O_TENANT },
 		{ "retain", no_argument, NULL, O_RETAIN },
 		{ "datasets", required_argument, NULL, O_DATASETS },
-		{ "volumes", required_argument, NULL, O_VOLUMES },
+		{ "results", required_argument, NULL, O_RESULTS },
 		{ "names", required_argument, NULL, O_NAMES },
 		{ "files", required_argument, NULL, O_FILES },
 		{ "out", required_argument, NULL, O_OUT },
@@ -119,7 +119,7 @@ static int parse(int argc, char **argv, struct slurm_args *a)
 		case O_TENANT: a->tenant = optarg; break;
 		case O_RETAIN: a->retain = true; break;
 		case O_DATASETS: a->datasets = optarg; break;
-		case O_VOLUMES: a->volumes = optarg; break;
+		case O_RESULTS: a->results = optarg; break;
 		case O_NAMES: a->names = optarg; break;
 		case O_FILES: a->files = optarg; break;
 		case O_OUT: a->out = optarg; break;
@@ -182,27 +182,27 @@ static int cluster_argv(const struct slurm_args *a, const char **v, int n)
 	return n;
 }
 
+/* --datasets, --results: absent, or an absolute path other than '/'
+ * without a trailing '/' that the script can quote. */
+static bool prefix_ok(const char *p)
+{
+	size_t n = p ? strlen(p) : 0;
+
+	return !p || (p[0] == '/' && plain_word(p) && n >= 2 && p[n - 1] != '/');
+}
+
 /* ---- install ---- */
 
 /* SlurmUser's credential in path: an admin token that mgmt signs and
  * records (so it can be revoked), with no path scope: the composer needs
- * admin, and nothing under the namespace is reachable with it. A file
- * already there is kept. */
+ * admin, and nothing under the namespace is reachable with it (stage-in
+ * and stage-out run with the job's own credential). A file already there
+ * is kept. */
 static int make_token(const struct slurm_args *a, const char *path, const struct passwd *pw)
 {
 	const char *v[24] = { "token", "create", "--admin", "--tenant", "slurm", "--expires",
 			      "never", "--out", path };
-	char rd[PATH_MAX + 8], wr[PATH_MAX + 8];
 	int n = cluster_argv(a, v, 9), rc;
-
-	/* Stage-in reads the datasets and writes the volumes, as nobody
-	 * (the owner of every volume the composer makes). */
-	if (a->datasets) {
-		snprintf(rd, sizeof(rd), "r:%s", a->datasets);
-		snprintf(wr, sizeof(wr), "rw:%s", a->volumes);
-		v[n++] = "--path", v[n++] = rd;
-		v[n++] = "--path", v[n++] = wr;
-	}
 
 	if (access(path, F_OK) == 0) {
 		printf("kept the token in %s (remove it for one with this install's scopes)\n", path);
@@ -249,12 +249,8 @@ static int install(struct slurm_args *a)
 	}
 	if (a->pool[strspn(a->pool, "abcdefghijklmnopqrstuvwxyz0123456789_-")] || !a->pool[0])
 		return usage("slurm install: --pool: a name of a-z, 0-9, '_' and '-'");
-	if (!a->volumes)
-		a->volumes = "/volumes";
-	if ((a->datasets && (a->datasets[0] != '/' || !plain_word(a->datasets) ||
-			     strlen(a->datasets) < 2 || a->datasets[strlen(a->datasets) - 1] == '/')) ||
-	    a->volumes[0] != '/' || !plain_word(a->volumes))
-		return usage("slurm install: --datasets and --volumes are absolute paths, not '/', without a trailing '/'");
+	if (!prefix_ok(a->datasets) || !prefix_ok(a->results))
+		return usage("slurm install: --datasets and --results are absolute paths, not '/', without a trailing '/'");
 	if (a->state_dir[0] != '/' || !plain_word(a->state_dir) || !plain_word(a->strata) ||
 	    (a->composer && !plain_word(a->composer)))
 		return usage("slurm install: --state-dir and --strata are absolute paths without spaces or quotes");
@@ -293,9 +289,11 @@ static int install(struct slurm_args *a)
 		     "strata = %s\nmgmt = %s\ncomposer = %s\ntoken_file = %s\nstate_dir = %s\n"
 		     "pool = %s\ngranularity = 1048576\ntenant = %s\nretain = %s\n"
 		     "# seconds a setup waits for room (below StageInTimeout)\nsetup_wait = 240\n"
-		     "# dataset= reads under this prefix (empty: dataset= is refused)\ndatasets = %s\n",
+		     "# dataset= reads under this prefix (empty: dataset= is refused)\ndatasets = %s\n"
+		     "# stage_out= writes under this prefix (empty: stage_out= is refused)\nresults = %s\n",
 		     a->strata, mgmt, a->composer ? a->composer : "", token, a->state_dir, a->pool,
-		     a->tenant, a->retain ? "yes" : "no", a->datasets ? a->datasets : "");
+		     a->tenant, a->retain ? "yes" : "no", a->datasets ? a->datasets : "",
+		     a->results ? a->results : "");
 	if (n < 0) {
 		cli_err("%s: out of memory", a->cmd);
 		return 1;

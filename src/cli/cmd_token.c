@@ -63,25 +63,6 @@ int cli_write_secret(const char *path, const char *text)
 	return rc;
 }
 
-/* "rw:/data" or "r:/models". */
-static int parse_path_scope(const char *s, struct token_path *p)
-{
-	const char *colon = strchr(s, ':');
-
-	if (!colon)
-		return -EINVAL;
-	if (colon - s == 1 && s[0] == 'r')
-		p->write = false;
-	else if (colon - s == 2 && s[0] == 'r' && s[1] == 'w')
-		p->write = true;
-	else
-		return -EINVAL;
-	if (strlen(colon + 1) >= sizeof(p->prefix))
-		return -EINVAL;
-	snprintf(p->prefix, sizeof(p->prefix), "%s", colon + 1);
-	return 0;
-}
-
 /* "ns:1G" */
 static int parse_mem_scope(const char *s, struct token_mem *m)
 {
@@ -228,8 +209,8 @@ int cli_token_claims(int argc, char **argv, struct token_claims *c, struct cli_t
 			}
 			break;
 		case OPT_PATH:
-			if (c->npaths >= TOKEN_PATHS_MAX || parse_path_scope(optarg, &c->paths[c->npaths])) {
-				cli_err("token create: --path '%s' is not r:PREFIX or rw:PREFIX (at most %d)",
+			if (c->npaths >= TOKEN_PATHS_MAX || token_path_parse(optarg, &c->paths[c->npaths])) {
+				cli_err("token create: --path '%s' is not r:PREFIX or rw:PREFIX with a normalized absolute PREFIX (at most %d)",
 					optarg, TOKEN_PATHS_MAX);
 				return 2;
 			}

@@ -204,10 +204,12 @@ static void usage(FILE *f)
 		"  token revoke ID                    refuse a token everywhere (admin token)\n"
 		"composition (docs/composer.md; an admin token):\n"
 		"  compose inventory                  the pools: GPUs, storage, memory\n"
-		"  compose create [--gpus N] [--model M] [--same-node] [--storage SIZE]\n"
+		"  compose create [--gpus N] [--model M] [--same-node] [--gpu-ids ID,...]\n"
+		"                 [--storage SIZE]\n"
 		"                 [--memory SIZE] [--tenant T] [--ttl TIME] [--retain]\n"
+		"                 [--owner UID[:GID]] [--path r:PATH|rw:PATH]...\n"
 		"                 [--token-out FILE]  compose a job's resources and credential\n"
-		"  compose list | show ID | delete ID  the compositions; delete releases one\n"
+		"  compose list | show ID | delete ID  the compositions; delete releases one\n"		"  compose usage [--since TIME]       GPU-, TB- and GB-hours per tenant\n"
 		"slurm (docs/slurm.md):\n"
 		"  slurm install [--conf-dir DIR]     the burst_buffer/lua script, its settings\n"
 		"                                     and SlurmUser's token\n"
@@ -221,6 +223,9 @@ static void usage(FILE *f)
 		"  ls [-l] PATH...                    list directories\n"
 		"  stat PATH...                       every attribute, with the layout\n"
 		"  mkdir [-p] PATH...                 create directories\n"
+		"  chmod MODE PATH...                 set the permission bits (octal)\n"
+		"  chown USER[:GROUP] PATH...         set the owner (numbers or local names;\n"
+		"                                     an admin token, or the owner for GROUP)\n"
 		"  rm [-r] [-f] PATH...               remove files, empty dirs (-r: trees)\n"
 		"  mv SRC... DST                      rename or move\n"
 		"  cat PATH...                        print files to stdout\n"
@@ -245,7 +250,9 @@ static void usage(FILE *f)
 		"  bench io [--seconds S] [--threads N]  file I/O and metadata vs a local dir\n"
 		"  bench train [--workload W] [--seconds S]  training I/O: accelerator utilization\n"
 		"datasets:\n"
-		"  pack SRC DEST                      local sample files into a packed dataset\n");
+		"  pack SRC DEST                      local sample files into a packed dataset\n"
+		"compute-node read cache (docs/cache.md):\n"
+		"  cache stats [--dir DIR] [--json]   the node's hits, misses, bytes, evictions\n");
 }
 
 /* 'strata CMD --help' for a command without its own: the lines of the
@@ -316,6 +323,8 @@ int main(int argc, char **argv)
 		return cmd_demo(argc - 1, argv + 1);
 	if (strcmp(argv[1], "pack") == 0)
 		return cmd_pack(argc - 1, argv + 1);
+	if (strcmp(argv[1], "cache") == 0)
+		return cmd_cache(argc - 1, argv + 1);
 	if (cmd_fs_is(argv[1]))
 		return cmd_fs(argc - 1, argv + 1);
 	cli_err("unknown command '%s' (see 'strata --help')", argv[1]);

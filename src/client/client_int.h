@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "client/cache.h"
 #include "client/meta_client.h"
 #include "client/storage_client.h"
 #include "common/layout.h"
@@ -32,6 +33,8 @@ struct strata {
 	/* $STRATA_META_NODE: the meta server of this node id is the pick
 	 * whenever one is made and it is UP (tests; 0: none). */
 	uint32_t meta_pin;
+	struct cache *cache;		/* the read cache, or NULL (cache_client.c) */
+	struct cl_prefetch *pf;		/* its prefetch thread, started on first use */
 };
 
 /* The credential of a connection: the token the caller gave (given, "":
@@ -53,16 +56,42 @@ struct strata_file {
 	bool cap_stale;		/* storage refused it: renew (lock) */
 	bool has_caller;	/* opened acting for caller (strata_set_caller) */
 	struct net_caller caller;
+	/* Read-only opens with a cache: the version its blocks are keyed
+	 * by (0: not cached) and the block size, at most the chunk size. */
+	uint64_t cache_ver;
+	uint32_t cache_bs;
 };
 
 /* Picks an I/O thread's storage client (round robin). */
 struct sclient *cl_pick_sc(struct strata *s);
 
-/* One chunk-sized piece of a file I/O. */
+/* One chunk-sized piece of a file I/O. A read that misses the cache
+ * reads its whole block into fill instead (cl_submit). */
 struct io_piece {
 	struct sc_io io;
 	void *owner;
+	/* private to cl_submit */
+	void *fill;
+	uint8_t *dst;
+	uint32_t dst_off, dst_len;
+	sc_done_fn done;
+	struct cache *cache;
+	struct cache_key key;
 };
+
+/* Submits piece p of an I/O of f: a read the cache holds completes at
+ * once, on this thread (its callback runs before this returns); any
+ * other goes to an I/O thread's storage client. */
+void cl_submit(struct strata_file *f, struct io_piece *p);
+
+/* The cache of a connection (cache_client.c): made from opts and the
+ * environment at connect (0, or -EINVAL with a logged reason for a bad
+ * setting), stopped and freed at disconnect. */
+int cl_cache_setup(struct strata *s, const struct strata_opts *given);
+void cl_cache_stop(struct strata *s);
+void cl_cache_free(struct strata *s);
+/* Sets f's cache version from its inode at open (read-only opens). */
+void cl_cache_file(struct strata_file *f, const struct mt_inode *in);
 
 /* Splits [off, off+len) of f into pieces (at most max); fills kind,
  * chain_idx, ino, idx, cap, offset, len and buf. Returns the count. */

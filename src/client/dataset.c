@@ -15,6 +15,7 @@
 
 #include "client/fsutil.h"
 #include "net/codec.h"
+#include "strata/cache.h"
 #include "strata/dataset.h"
 #include "strata/errors.h"
 
@@ -511,4 +512,18 @@ void strata_pack_index_export(const struct strata_pack_index *x, int32_t *shard,
 		if (len)
 			len[i] = (int64_t)x->len[i];
 	}
+}
+
+int strata_pack_prefetch(struct strata *s, const struct strata_pack_index *x, uint32_t k,
+			 uint32_t ahead)
+{
+	if (!s || !x || k >= x->nshards)
+		return -EINVAL;
+	for (uint32_t j = k + 1; j <= k + ahead && j < x->nshards && j > k; j++) {
+		int rc = strata_cache_prefetch(s, x->paths[j]);
+
+		if (rc)
+			return rc;
+	}
+	return 0;
 }

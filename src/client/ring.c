@@ -229,7 +229,7 @@ static void start(struct ring_io *io)
 	for (uint32_t i = 0; i < n; i++) {
 		io->pieces[i].owner = io;
 		io->pieces[i].io.cb = piece_done;
-		sc_submit(cl_pick_sc(f->s), &io->pieces[i].io);
+		cl_submit(f, &io->pieces[i]);
 	}
 }
 

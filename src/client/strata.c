@@ -52,6 +52,7 @@ void strata_disconnect(struct strata *s)
 {
 	if (!s)
 		return;
+	cl_cache_stop(s);
 	for (int i = 0; i < s->nio; i++) {
 		if (s->sc && s->sc[i])
 			sclient_free(s->sc[i]);
@@ -61,6 +62,7 @@ void strata_disconnect(struct strata *s)
 			reactor_free(s->io_r[i]);
 		}
 	}
+	cl_cache_free(s);	/* after the I/O threads: no fill is left */
 	rpc_client_free(s->rpc);
 	net_cred_release(&s->cred);
 	net_tls_put(s->tls);
@@ -199,14 +201,17 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
 		if (!s->o.io_threads || s->o.io_threads > 64)
 			s->o.io_threads = 2;
 	}
-	s->o.token = NULL;	/* not kept: the caller's string */
+	s->o.token = NULL;	/* not kept: the caller's strings */
 	s->o.tls_ca = NULL;
+	s->o.cache_dir = NULL;
 	snprintf(s->mgmt, sizeof(s->mgmt), "%s", mgmt_addr);
 	rc = cl_take_token(opts && opts->opts_size > offsetof(struct strata_opts, token)
 				   ? opts->token : NULL, &s->cred, &s->has_cred);
 	if (!rc)
 		rc = take_tls(s, opts && opts->opts_size > offsetof(struct strata_opts, tls_ca)
 				     ? opts->tls_ca : NULL);
+	if (!rc)
+		rc = cl_cache_setup(s, opts);
 	if (!rc)
 		rc = rpc_client_new("strata-meta", s->o.timeout_ms, &s->rpc);
 	if (!rc && s->has_cred)
@@ -368,11 +373,14 @@ static struct mt_handle file_handle(const struct strata_file *f)
 
 static uint64_t piece_size(const struct strata_file *f, enum sc_kind kind, uint64_t len)
 {
-	uint64_t cs = f->layout.chunk_size;
+	uint64_t cs = f->layout.chunk_size, ps = cs;
 
 	if (kind == SC_READ && len >= 2 * READ_PIECE && cs > READ_PIECE)
-		return READ_PIECE;
-	return cs;
+		ps = READ_PIECE;
+	/* A cached file's reads never cross a cache block. */
+	if (kind == SC_READ && f->cache_ver && f->cache_bs < ps)
+		ps = f->cache_bs;
+	return ps;
 }
 
 uint32_t cl_npieces(const struct strata_file *f, enum sc_kind kind, uint64_t len, uint64_t off)
@@ -529,7 +537,7 @@ static int run_pieces_once(struct strata_file *f, enum sc_kind kind, const struc
 	for (uint32_t i = 0; i < n; i++) {
 		pieces[i].owner = &g;
 		pieces[i].io.cb = piece_done;
-		sc_submit(cl_pick_sc(f->s), &pieces[i].io);
+		cl_submit(f, &pieces[i]);
 	}
 	pthread_mutex_lock(&g.lock);
 	while (g.left)
@@ -599,6 +607,7 @@ int cl_file_new(struct strata *s, const struct mt_inode *in, int flags,
 		f->has_caller = true;
 		f->caller = *net_caller_current();
 	}
+	cl_cache_file(f, in);
 	pthread_mutex_init(&f->lock, NULL);
 	*out = f;
 	return 0;

@@ -105,6 +105,10 @@ int parse_ms(const char *s, int64_t *out)
 		mult = 1000;
 	else if (strcmp(suf, "m") == 0 || strcmp(suf, "min") == 0)
 		mult = 60000;
+	else if (strcmp(suf, "h") == 0)
+		mult = 3600000;
+	else if (strcmp(suf, "d") == 0)
+		mult = 86400000;
 	else
 		return -EINVAL;
 	if (v > (uint64_t)INT64_MAX / mult)

@@ -66,6 +66,7 @@ int cfg_apply_args(const struct cfg_schema *s, void *obj, int argc, char **argv,
 /* Value parsers, shared with the CLI. Return 0 or -EINVAL / -ERANGE. */
 int parse_i64(const char *s, int64_t *out);
 int parse_size(const char *s, uint64_t *out);
+/* A duration: a number with ms (the default), s, m (min), h or d. */
 int parse_ms(const char *s, int64_t *out);
 int parse_bool(const char *s, int *out);
 

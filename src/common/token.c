@@ -227,7 +227,7 @@ static bool name_ok(const char *s, size_t max)
 }
 
 /* "/" or "/a/b": absolute, no empty, "." or ".." component, no trailing /. */
-static bool path_normal(const char *p)
+bool token_path_normal(const char *p)
 {
 	const char *s = p;
 
@@ -258,6 +258,24 @@ bool token_id_ok(const char *id)
 	return true;
 }
 
+int token_path_parse(const char *s, struct token_path *p)
+{
+	const char *colon = strchr(s, ':');
+
+	if (!colon)
+		return -EINVAL;
+	if (colon - s == 1 && s[0] == 'r')
+		p->write = false;
+	else if (colon - s == 2 && s[0] == 'r' && s[1] == 'w')
+		p->write = true;
+	else
+		return -EINVAL;
+	if (!token_path_normal(colon + 1) || strlen(colon + 1) >= sizeof(p->prefix))
+		return -EINVAL;
+	snprintf(p->prefix, sizeof(p->prefix), "%s", colon + 1);
+	return 0;
+}
+
 int token_claims_check(const struct token_claims *c, char *err, size_t errlen)
 {
 	if (!token_id_ok(c->id))
@@ -272,7 +290,7 @@ int token_claims_check(const struct token_claims *c, char *err, size_t errlen)
 	if (c->flags & ~(uint32_t)(TOKEN_F_SQUASH | TOKEN_F_ROOT | TOKEN_F_CALLER | TOKEN_F_ADMIN))
 		return fail(err, errlen, -EINVAL, "unknown token flags 0x%x", c->flags);
 	for (uint32_t i = 0; i < c->npaths; i++)
-		if (!path_normal(c->paths[i].prefix))
+		if (!token_path_normal(c->paths[i].prefix))
 			return fail(err, errlen, -EINVAL,
 				    "path scope '%s' must be absolute and normalized "
 				    "(no '.', '..', '//' or trailing '/')", c->paths[i].prefix);

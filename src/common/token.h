@@ -96,6 +96,12 @@ struct token_claims {
 void token_claims_init(struct token_claims *c);
 /* Checks c (id, tenant, paths normalized, counts). 0 or -EINVAL, with err. */
 int token_claims_check(const struct token_claims *c, char *err, size_t errlen);
+/* Whether p is a path a scope may name: absolute, normalized (no ".",
+ * "..", "//" or trailing "/"; "/" itself is). */
+bool token_path_normal(const char *p);
+/* Reads a scope written "r:/models" or "rw:/data" into p: 0, or -EINVAL
+ * (another access, a path that is not token_path_normal or too long). */
+int token_path_parse(const char *s, struct token_path *p);
 
 /* The claims as compact JSON text (the form tokens carry, and what mgmt's
  * TOKEN_CREATE takes and its registry keeps): *out is malloc'd. 0,

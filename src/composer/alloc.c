@@ -67,6 +67,31 @@ static uint32_t best_node(const struct alloc_inventory *inv, const struct alloc_
 	return best;
 }
 
+/* Named GPUs: each one, or the refusal says which and why. */
+static void place_ids(const struct alloc_inventory *inv, const struct alloc_request *rq,
+		      struct alloc_result *out, char *why, size_t whylen)
+{
+	char part[256];
+
+	for (uint32_t k = 0; k < rq->nids; k++) {
+		const struct alloc_gpu_id *id = &rq->ids[k];
+		const struct alloc_gpu *g = NULL;
+		uint32_t i;
+
+		for (i = 0; i < inv->ngpus && !g; i++)
+			if (inv->gpus[i].node == id->node && inv->gpus[i].index == id->index)
+				g = &inv->gpus[i];
+		if (g && alloc_gpu_fits(g, ""))
+			out->pick[out->n++] = i - 1;
+		else {
+			snprintf(part, sizeof(part), "gpu-%u-%u %s", id->node, id->index,
+				 !g ? "is not in the inventory" : g->owned ? "is composed already" :
+				 !g->node_up ? "is on a node that is down" : "is not free");
+			append(why, whylen, part);
+		}
+	}
+}
+
 static void place_gpus(const struct alloc_inventory *inv, const struct alloc_request *rq,
 		       struct alloc_result *out, char *why, size_t whylen)
 {
@@ -107,7 +132,14 @@ int alloc_place(const struct alloc_inventory *inv, const struct alloc_request *r
 		snprintf(why, whylen, "at most %d GPUs in one composition", ALLOC_MAX_GPUS);
 		return -EINVAL;
 	}
-	if (rq->gpus)
+	if (rq->nids && (rq->nids != rq->gpus || rq->nids > ALLOC_MAX_GPUS || rq->model[0] ||
+			 rq->same_node)) {
+		snprintf(why, whylen, "named GPUs take no count, model or same-node of their own");
+		return -EINVAL;
+	}
+	if (rq->nids)
+		place_ids(inv, rq, out, why, whylen);
+	else if (rq->gpus)
 		place_gpus(inv, rq, out, why, whylen);
 	if (rq->storage) {
 		uint64_t avail = inv->storage_total > inv->storage_used ?

@@ -34,10 +34,19 @@ struct alloc_inventory {
 	uint32_t mem_nodes;			/* UP mem nodes */
 };
 
+/* A GPU named by its node and index: the ResourceBlock gpu-NODE-INDEX. */
+struct alloc_gpu_id {
+	uint32_t node, index;
+};
+
 struct alloc_request {
 	uint32_t gpus;			/* 0: none */
 	char model[GPU_MODEL_MAX + 1];	/* "": any model */
 	bool same_node;
+	/* nids > 0: exactly these GPUs (gpus == nids, no model, no
+	 * same_node), e.g. the ones a scheduler gave the job. */
+	uint32_t nids;
+	struct alloc_gpu_id ids[ALLOC_MAX_GPUS];
 	uint64_t storage;		/* bytes; 0: no volume */
 	uint64_t memory;		/* bytes; 0: no memory */
 };
@@ -51,7 +60,8 @@ struct alloc_result {
 bool alloc_gpu_fits(const struct alloc_gpu *g, const char *model);
 
 /*
- * Places rq on inv: GPUs taken in inventory order (with same_node, on the
+ * Places rq on inv: the GPUs rq->ids names (each must be in the
+ * inventory and fit, or the refusal names it), else GPUs taken in inventory order (with same_node, on the
  * node with the fewest fitting free GPUs that still has enough, so large
  * requests find whole nodes later). Returns 0 and *out, or -ENOSPC with a
  * sentence in why that names every part that does not fit, e.g.

@@ -147,6 +147,8 @@ int attach_credential(struct composer *c, const struct comp *comp, char **text, 
 		cl.paths[0].write = true;
 		cl.npaths = 1;
 	}
+	for (uint32_t i = 0; i < comp->npaths; i++)
+		cl.paths[cl.npaths++] = comp->paths[i];
 	if (comp->rq.memory) {
 		snprintf(cl.mems[0].ns, sizeof(cl.mems[0].ns), "%s", comp->id);
 		cl.mems[0].capacity = comp->mem_share;
@@ -195,3 +197,40 @@ int detach_credential(struct composer *c, const struct comp *comp, char *err, si
 			 strata_strerror(rc));
 	return rc;
 }
+
+int volumes_consumed(struct composer *c, const char **paths, uint64_t *bytes, uint32_t n)
+{
+	struct bbuf body;
+	struct proto_sync s = { .timeout_ms = ATTACH_TIMEOUT_MS, .body = &body };
+	struct mt_quota_list_rep rep;
+	uint64_t after = 0;
+	bool eof = false;
+	int rc = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		bytes[i] = UINT64_MAX;
+	if (!c->meta[0])
+		return STRATA_EUNAVAIL;
+	bbuf_init(&body);
+	while (!eof && !rc) {
+		rc = md_quota_list_call_sync(c->cl, c->meta,
+					     &(struct mt_quota_list){ after, MD_QUOTA_LIST_MAX }, &s,
+					     &rep);
+		if (rc)
+			break;
+		for (uint32_t k = 0; k < rep.ents_n; k++) {
+			const struct mt_quota_ent *e = &rep.ents[k];
+
+			for (uint32_t i = 0; i < n; i++)
+				if (strlen(paths[i]) == e->path.len &&
+				    !memcmp(paths[i], e->path.p, e->path.len))
+					bytes[i] = e->quota.bytes;
+			after = e->quota.ino;
+		}
+		eof = rep.eof || !rep.ents_n;
+		mt_quota_list_rep_release(&rep);
+	}
+	bbuf_release(&body);
+	return rc;
+}
+

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
 #include <sqlite3.h>
 
 #include "common/log.h"
@@ -26,7 +27,7 @@ static const char schema_sql[] =
 	" created INTEGER NOT NULL, changed INTEGER NOT NULL, expires INTEGER NOT NULL,"
 	" mem_share INTEGER NOT NULL, mem_nodes INTEGER NOT NULL, token_id TEXT NOT NULL,"
 	" gpus TEXT NOT NULL, owner_uid INTEGER NOT NULL DEFAULT 65534,"
-	" owner_gid INTEGER NOT NULL DEFAULT 65534);"
+	" owner_gid INTEGER NOT NULL DEFAULT 65534, paths TEXT NOT NULL DEFAULT '[]');"
 	/* The GPUs held now: one row per GPU, so one owner per GPU. */
 	"CREATE TABLE IF NOT EXISTS comp_gpus ("
 	" node INTEGER NOT NULL, gpu INTEGER NOT NULL, comp TEXT NOT NULL,"
@@ -52,27 +53,37 @@ static int db_err(struct comp_store *s, const char *what)
 	return -EIO;
 }
 
-/* A store made before compositions had owners gains the columns (every
- * earlier composition belongs to nobody, as it did). 0, or an error with
- * *msg set. */
-static int add_owner_columns(struct comp_store *s, char **msg)
-{
-	sqlite3_stmt *st = NULL;
-	bool have = false;
+/* Columns added after the first release, with what an older row holds:
+ * every earlier composition belongs to nobody and reaches only its own
+ * volume, as it did. */
+static const struct {
+	const char *name, *ddl;
+} added_columns[] = {
+	{ "owner_uid", "ALTER TABLE compositions ADD COLUMN owner_uid INTEGER NOT NULL DEFAULT 65534" },
+	{ "owner_gid", "ALTER TABLE compositions ADD COLUMN owner_gid INTEGER NOT NULL DEFAULT 65534" },
+	{ "paths", "ALTER TABLE compositions ADD COLUMN paths TEXT NOT NULL DEFAULT '[]'" },
+};
 
-	if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM pragma_table_info('compositions')"
-			       " WHERE name = 'owner_uid'", -1, &st, NULL) != SQLITE_OK) {
-		*msg = sqlite3_mprintf("%s", sqlite3_errmsg(s->db));
-		return -EIO;
+/* A store made by an earlier release gains the columns it lacks. 0, or
+ * an error with *msg set. */
+static int add_missing_columns(struct comp_store *s, char **msg)
+{
+	for (size_t i = 0; i < sizeof(added_columns) / sizeof(added_columns[0]); i++) {
+		sqlite3_stmt *st = NULL;
+		bool have;
+
+		if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM pragma_table_info('compositions')"
+				       " WHERE name = ?", -1, &st, NULL) != SQLITE_OK) {
+			*msg = sqlite3_mprintf("%s", sqlite3_errmsg(s->db));
+			return -EIO;
+		}
+		sqlite3_bind_text(st, 1, added_columns[i].name, -1, SQLITE_STATIC);
+		have = sqlite3_step(st) == SQLITE_ROW;
+		sqlite3_finalize(st);
+		if (!have && sqlite3_exec(s->db, added_columns[i].ddl, NULL, NULL, msg) != SQLITE_OK)
+			return -EIO;
 	}
-	have = sqlite3_step(st) == SQLITE_ROW;
-	sqlite3_finalize(st);
-	if (have)
-		return 0;
-	return sqlite3_exec(s->db,
-			    "ALTER TABLE compositions ADD COLUMN owner_uid INTEGER NOT NULL DEFAULT 65534;"
-			    "ALTER TABLE compositions ADD COLUMN owner_gid INTEGER NOT NULL DEFAULT 65534;",
-			    NULL, NULL, msg) == SQLITE_OK ? 0 : -EIO;
+	return 0;
 }
 
 int comp_store_open(const char *path, struct comp_store **out)
@@ -90,7 +101,7 @@ int comp_store_open(const char *path, struct comp_store **out)
 	}
 	sqlite3_busy_timeout(s->db, 5000);
 	if (sqlite3_exec(s->db, schema_sql, NULL, NULL, &msg) != SQLITE_OK ||
-	    add_owner_columns(s, &msg)) {
+	    add_missing_columns(s, &msg)) {
 		log_error(COMP, "cannot set up '%s': %s", path, msg ? msg : "");
 		sqlite3_free(msg);
 		comp_store_close(s);
@@ -139,10 +150,56 @@ static void gpus_parse(const char *text, struct comp *c)
 	}
 }
 
+/* The paths a composition's credential reaches besides its volume, as
+ * the token's own JSON form: [{"prefix": P, "access": "r"|"rw"}, ...].
+ * NULL on ENOMEM; free() it. */
+static char *paths_text(const struct comp *c)
+{
+	json_t *a = json_array();
+	char *text;
+
+	for (uint32_t i = 0; a && i < c->npaths; i++)
+		json_array_append_new(a, json_pack("{s:s, s:s}", "prefix", c->paths[i].prefix,
+						   "access", c->paths[i].write ? "rw" : "r"));
+	text = a ? json_dumps(a, JSON_COMPACT) : NULL;
+	json_decref(a);
+	return text;
+}
+
+/* Reads paths_text's form into c; -EINVAL (c->npaths 0) when it does not. */
+static int paths_parse(const char *text, struct comp *c)
+{
+	json_t *a = text ? json_loads(text, 0, NULL) : NULL, *v;
+	size_t i;
+	int rc = 0;
+
+	c->npaths = 0;
+	if (!json_is_array(a) || json_array_size(a) > COMP_PATHS_MAX) {
+		rc = -EINVAL;
+		goto out;
+	}
+	json_array_foreach(a, i, v) {
+		const char *p = json_string_value(json_object_get(v, "prefix"));
+		const char *acc = json_string_value(json_object_get(v, "access"));
+
+		if (!p || !acc || strlen(p) >= sizeof(c->paths[0].prefix) ||
+		    (strcmp(acc, "r") && strcmp(acc, "rw"))) {
+			c->npaths = 0;
+			rc = -EINVAL;
+			goto out;
+		}
+		snprintf(c->paths[c->npaths].prefix, sizeof(c->paths[0].prefix), "%s", p);
+		c->paths[c->npaths++].write = !strcmp(acc, "rw");
+	}
+out:
+	json_decref(a);
+	return rc;
+}
+
 static const char load_sql[] =
 	"SELECT seq, id, name, tenant, state, reason, gpu_count, gpu_model, same_node, storage,"
 	" memory, retain, created, changed, expires, mem_share, mem_nodes, token_id, gpus,"
-	" owner_uid, owner_gid FROM compositions ORDER BY seq";
+	" owner_uid, owner_gid, paths FROM compositions ORDER BY seq";
 
 static void copy_col(sqlite3_stmt *st, int col, char *out, size_t len)
 {
@@ -200,6 +257,9 @@ int comp_store_load(struct comp_store *s, struct comp **out, uint32_t *n)
 		gpus_parse(gpus, c);
 		c->owner_uid = (uint32_t)sqlite3_column_int64(st, 19);
 		c->owner_gid = (uint32_t)sqlite3_column_int64(st, 20);
+		if (paths_parse((const char *)sqlite3_column_text(st, 21), c))
+			log_warn(COMP, "store: %s: its paths '%s' do not read; it reaches only its volume",
+				 c->id, (const char *)sqlite3_column_text(st, 21));
 		if (c->state > COMP_STATE_LAST)
 			c->state = COMP_FAILED;
 	}
@@ -219,13 +279,14 @@ out:
 static const char put_sql[] =
 	"INSERT OR REPLACE INTO compositions (seq, id, name, tenant, state, reason, gpu_count,"
 	" gpu_model, same_node, storage, memory, retain, created, changed, expires, mem_share,"
-	" mem_nodes, token_id, gpus, owner_uid, owner_gid)"
-	" VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+	" mem_nodes, token_id, gpus, owner_uid, owner_gid, paths)"
+	" VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 
 static int put_row(struct comp_store *s, const struct comp *c)
 {
 	char gpus[ALLOC_MAX_GPUS * (GPU_MODEL_MAX + 24)];
 	sqlite3_stmt *st = NULL;
+	char *paths = NULL;
 	int rc;
 
 	if (sqlite3_prepare_v2(s->db, put_sql, -1, &st, NULL) != SQLITE_OK)
@@ -252,8 +313,14 @@ static int put_row(struct comp_store *s, const struct comp *c)
 	sqlite3_bind_text(st, 19, gpus, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 20, (sqlite3_int64)c->owner_uid);
 	sqlite3_bind_int64(st, 21, (sqlite3_int64)c->owner_gid);
-	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, "put");
+	if (!(paths = paths_text(c)))
+		rc = -ENOMEM;
+	else {
+		sqlite3_bind_text(st, 22, paths, -1, SQLITE_STATIC);
+		rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, "put");
+	}
 	sqlite3_finalize(st);
+	free(paths);
 	return rc;
 }
 

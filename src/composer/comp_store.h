@@ -18,6 +18,9 @@
 #define COMP_ID_MAX 31
 #define COMP_NAME_MAX 63
 #define COMP_REASON_MAX 255
+/* Paths a credential reaches besides its volume (a token holds 16). */
+#define COMP_PATHS_MAX 8
+_Static_assert(COMP_PATHS_MAX + 1 <= TOKEN_PATHS_MAX, "a credential holds its volume and the paths");
 
 enum comp_state {
 	COMP_REQUESTED = 0,	/* accepted, not placed yet (never stored) */
@@ -53,6 +56,11 @@ struct comp {
 	/* Who the job runs as: the volume is theirs (0700) and the
 	 * credential acts as them (TOKEN_NOBODY when not given). */
 	uint32_t owner_uid, owner_gid;
+	/* Subtrees of the namespace the credential reaches besides the
+	 * volume (a dataset to read, a place to stage out to), still as the
+	 * owner: the namespace's permissions apply. */
+	uint32_t npaths;
+	struct token_path paths[COMP_PATHS_MAX];
 };
 
 /* "Requested", "Allocating", ... as Redfish-style names. */

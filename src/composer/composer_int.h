@@ -56,6 +56,11 @@ enum job_kind {
 	JOB_SYSTEM,		/* Systems/{id} */
 	JOB_COMPOSE,		/* POST Systems */
 	JOB_DECOMPOSE,		/* DELETE Systems/{id} */
+	JOB_USAGE,		/* CompositionService/Oem/Strata/Usage */
+	JOB_STORAGE_SERVICES,	/* StorageServices */
+	JOB_STORAGE_SERVICE,	/* StorageServices/{id} */
+	JOB_VOLUMES,		/* StorageServices/strata/Volumes */
+	JOB_VOLUME,		/* StorageServices/strata/Volumes/{id} */
 };
 
 /* A request for the owner thread, and its answer. */
@@ -65,6 +70,7 @@ struct job {
 	/* JOB_COMPOSE: name, tenant, rq and retain; expires holds the TTL
 	 * in seconds (0: none) until the owner thread dates it. */
 	struct comp req;
+	int64_t since;			/* JOB_USAGE: the window's start */
 	/* The answer: an HTTP status and a body (the job owns it), or an
 	 * error (msg, msg_id: a Redfish message id). */
 	unsigned http;
@@ -98,6 +104,7 @@ struct composer {
 	/* For status and metrics on other threads. */
 	volatile uint32_t snap_composed, snap_gpus, snap_gpus_free, snap_nodes;
 	volatile uint64_t snap_composes, snap_refusals, snap_releases;
+	volatile uint64_t snap_storage_total, snap_storage_used, snap_mem_total, snap_mem_used;
 
 	/* ---- owner thread ---- */
 	struct comp_store *store;
@@ -139,6 +146,11 @@ int attach_credential(struct composer *c, const struct comp *comp, char **text, 
 		      size_t errlen);
 /* Revokes it; a token mgmt does not know is fine. */
 int detach_credential(struct composer *c, const struct comp *comp, char *err, size_t errlen);
+/* What each volume paths[i] holds now (its quota root's bytes, from
+ * meta's QUOTA_LIST) into bytes[i]; UINT64_MAX for one meta does not
+ * list. 0 or a negative error (bytes then all UINT64_MAX or partly
+ * filled). */
+int volumes_consumed(struct composer *c, const char **paths, uint64_t *bytes, uint32_t n);
 /* The volume's path: VOLUMES/<id>. */
 void comp_volume_path(const struct composer *c, const struct comp *comp, char *out, size_t len);
 
@@ -153,5 +165,24 @@ json_t *rf_blocks(struct composer *c);
 json_t *rf_block(struct composer *c, const char *id);	/* NULL: none */
 json_t *rf_systems(struct composer *c);
 json_t *rf_system(struct composer *c, const struct comp *comp);
+/* ---- portal.c (HTTP threads) ---- */
+
+struct MHD_Connection;
+/* Whether url is the portal's (/ui, /ui/...). */
+bool portal_is(const char *url);
+/* Answers a request for the portal's url: its page, script or style, 404
+ * for any other /ui path, 405 for a method other than GET and HEAD.
+ * Returns MHD_YES (1) or MHD_NO (0). */
+int portal_serve(struct MHD_Connection *conn, const char *url, const char *method);
+
+/* Swordfish's view of the volumes: the service, its Volumes collection
+ * (every composition's volume that exists now) and one volume (NULL:
+ * none called id). Reads the volumes' use from meta. */
+json_t *rf_storage_services(struct composer *c);
+json_t *rf_storage_service(struct composer *c, const char *id);
+json_t *rf_volumes(struct composer *c);
+json_t *rf_volume(struct composer *c, const char *id);
+/* Usage per tenant from since until now (usage.h); NULL on ENOMEM. */
+json_t *rf_usage(struct composer *c, int64_t since);
 
 #endif

@@ -157,6 +157,10 @@ static void recount(struct composer *c)
 	c->snap_gpus = c->ngpus;
 	c->snap_gpus_free = nfree;
 	c->snap_nodes = c->nnodes;
+	c->snap_storage_total = c->storage_total;
+	c->snap_storage_used = c->storage_used;
+	c->snap_mem_total = c->mem_total;
+	c->snap_mem_used = c->mem_used;
 }
 
 static int cmp_node(const void *a, const void *b)
@@ -471,6 +475,26 @@ static void run_job(struct composer *c, struct job *j)
 	case JOB_DECOMPOSE:
 		do_decompose(c, j);
 		break;
+	case JOB_STORAGE_SERVICES:
+		j->body = rf_storage_services(c);
+		break;
+	case JOB_STORAGE_SERVICE:
+	case JOB_VOLUME:
+		j->body = j->kind == JOB_VOLUME ? rf_volume(c, j->id) : rf_storage_service(c, j->id);
+		if (!j->body)
+			fail_job(j, 404, "Base.1.8.ResourceMissingAtURI", "no %s '%s'",
+				 j->kind == JOB_VOLUME ? "volume" : "storage service", j->id);
+		break;
+	case JOB_VOLUMES:
+		j->body = rf_volumes(c);
+		if (!j->body)
+			fail_job(j, 500, "Base.1.8.InternalError", "out of memory");
+		break;
+	case JOB_USAGE:
+		j->body = rf_usage(c, j->since);
+		if (!j->body)
+			fail_job(j, 500, "Base.1.8.InternalError", "out of memory");
+		break;
 	}
 }
 
@@ -694,6 +718,24 @@ static void composer_metrics(void *svc, struct bbuf *out)
 		    c->snap_gpus_free);
 	metrics_put(out, "strata_composer_refused_total", "counter", "composition requests refused",
 		    (double)c->snap_refusals);
+	metrics_put(out, "strata_composer_storage_bytes", "gauge", "the storage pool's capacity",
+		    (double)c->snap_storage_total);
+	metrics_put(out, "strata_composer_storage_used_bytes", "gauge",
+		    "storage held by compositions", (double)c->snap_storage_used);
+	metrics_put(out, "strata_composer_memory_bytes", "gauge", "the memory pool's capacity",
+		    (double)c->snap_mem_total);
+	metrics_put(out, "strata_composer_memory_used_bytes", "gauge",
+		    "pooled memory held by compositions", (double)c->snap_mem_used);
+	/* Stranded: free in one pool, but no job that also needs the other
+	 * can use it, because that pool is exhausted. */
+	metrics_put(out, "strata_composer_gpus_stranded", "gauge",
+		    "free GPUs while the storage or memory pool has nothing free",
+		    (c->snap_storage_used >= c->snap_storage_total ||
+		     c->snap_mem_used >= c->snap_mem_total) ? c->snap_gpus_free : 0);
+	metrics_put(out, "strata_composer_storage_stranded_bytes", "gauge",
+		    "free storage while no GPU is free",
+		    c->snap_gpus && !c->snap_gpus_free && c->snap_storage_total > c->snap_storage_used ?
+		    (double)(c->snap_storage_total - c->snap_storage_used) : 0);
 }
 
 static int composer_check(const void *cfg, char *err, size_t errlen)

@@ -10,6 +10,7 @@
  * there, hands a job to the owner thread (composer_run) and writes what
  * comes back. Bodies are built on the owner thread (rf_*).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "composer/composer_int.h"
+#include "composer/usage.h"
 #include "net/auth.h"
 #include "net/http_listen.h"
 #include "strata/errors.h"
@@ -28,6 +30,9 @@
 #define RF_SYSTEMS RF "/Systems"
 #define RF_SERVICE RF "/CompositionService"
 #define RF_BLOCKS RF_SERVICE "/ResourceBlocks"
+#define RF_USAGE RF_SERVICE "/Oem/Strata/Usage"
+#define RF_STORAGE RF "/StorageServices"
+#define RF_VOLUMES RF_STORAGE "/strata/Volumes"
 #define SIZE_MAX_BYTES (1ull << 60)	/* 1 EiB: more is a typo */
 #define TTL_MAX_S (10ll * 366 * 86400)
 
@@ -130,14 +135,29 @@ static json_t *pool_block(struct composer *c, bool storage)
 	return o;
 }
 
+/* "gpu-NODE-INDEX", a GPU's ResourceBlock id, into node and index:
+ * 0, or -EINVAL for anything else (signs, spaces, trailing bytes). */
+static int gpu_block_id(const char *id, uint32_t *node, uint32_t *index)
+{
+	unsigned n, i;
+	int used = 0;
+
+	if (strncmp(id, "gpu-", 4) || !isdigit((unsigned char)id[4]) ||
+	    sscanf(id, "gpu-%u-%u%n", &n, &i, &used) != 2 || id[used] ||
+	    !isdigit((unsigned char)strrchr(id, '-')[1]))
+		return -EINVAL;
+	*node = n;
+	*index = i;
+	return 0;
+}
+
 json_t *rf_block(struct composer *c, const char *id)
 {
 	uint32_t node, index;
-	char extra;
 
 	if (strcmp(id, "storage") == 0 || strcmp(id, "memory") == 0)
 		return pool_block(c, id[0] == 's');
-	if (sscanf(id, "gpu-%u-%u%c", &node, &index, &extra) != 2)
+	if (gpu_block_id(id, &node, &index))
 		return NULL;
 	for (uint32_t i = 0; i < c->ngpus; i++) {
 		if (c->gpus[i].node == node && c->gpus[i].index == index) {
@@ -242,7 +262,7 @@ static const char *rf_state(uint32_t state)
 json_t *rf_system(struct composer *c, const struct comp *p)
 {
 	json_t *gpus = json_array(), *blocks = json_array(), *cuda = json_object();
-	json_t *strata, *o, *mem_nodes = json_array();
+	json_t *strata, *o, *paths, *mem_nodes = json_array();
 	char path[512];
 
 	for (uint32_t i = 0; i < p->ngpus; i++) {
@@ -284,6 +304,10 @@ json_t *rf_system(struct composer *c, const struct comp *p)
 	json_object_set_new(strata, "Owner", json_pack("{s:I, s:I}", "Uid",
 						       (json_int_t)p->owner_uid, "Gid",
 						       (json_int_t)p->owner_gid));
+	json_object_set_new(strata, "Paths", paths = json_array());
+	for (uint32_t i = 0; i < p->npaths; i++)
+		json_array_append_new(paths, json_pack("{s:s, s:s}", "Path", p->paths[i].prefix,
+						       "Access", p->paths[i].write ? "rw" : "r"));
 	json_object_set_new(strata, "Volume", p->rq.storage ?
 			    json_pack("{s:s, s:I}", "Path", path, "Size", (json_int_t)p->rq.storage) :
 			    json_null());
@@ -304,6 +328,152 @@ json_t *rf_system(struct composer *c, const struct comp *p)
 	return o;
 }
 
+/* ---- Swordfish: the volumes ---- */
+
+/* Whether comp's volume exists: it holds its resources, or it was
+ * released with its volume retained. */
+static bool has_volume(const struct comp *p)
+{
+	return p->rq.storage && (comp_state_holds(p->state) ||
+				 (p->state == COMP_RELEASED && p->retain));
+}
+
+static json_t *volume_of(struct composer *c, const struct comp *p, uint64_t consumed)
+{
+	char path[512], uri[128];
+	json_t *o;
+
+	comp_volume_path(c, p, path, sizeof(path));
+	snprintf(uri, sizeof(uri), RF_VOLUMES "/%s", p->id);
+	o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:{s:{s:I}}, s:{s:s, s:s},"
+		      " s:{s:{s:{s:{s:s}}}}, s:{s:{s:s, s:s, s:b, s:{s:I, s:I}}}}",
+		      "@odata.id", uri, "@odata.type", "#Volume.v1_9_0.Volume", "Id", p->id,
+		      "Name", p->name[0] ? p->name : p->id, "CapacityBytes",
+		      (json_int_t)p->rq.storage, "Capacity", "Data", "AllocatedBytes",
+		      (json_int_t)p->rq.storage, "Status", "State",
+		      comp_state_holds(p->state) ? "Enabled" : "StandbyOffline", "Health",
+		      p->state == COMP_DEGRADED ? "Warning" : "OK", "Links", "Oem", "Strata",
+		      "Composition", "@odata.id", "", "Oem", "Strata", "Path", path, "Tenant",
+		      p->tenant, "Retain", p->retain, "Owner", "Uid", (json_int_t)p->owner_uid,
+		      "Gid", (json_int_t)p->owner_gid);
+	if (!o)
+		return NULL;
+	snprintf(uri, sizeof(uri), RF_SYSTEMS "/%s", p->id);
+	json_object_set_new(json_object_get(json_object_get(json_object_get(json_object_get(
+		o, "Links"), "Oem"), "Strata"), "Composition"), "@odata.id", json_string(uri));
+	/* Consumed: what meta counts under the volume's quota now; absent
+	 * when meta could not be asked. */
+	if (consumed != UINT64_MAX)
+		json_object_set_new(json_object_get(json_object_get(o, "Capacity"), "Data"),
+				    "ConsumedBytes", json_integer((json_int_t)consumed));
+	return o;
+}
+
+/* The use of the volumes of comps[k] for each k in idx[0..n). */
+static void consumed_of(struct composer *c, const uint32_t *idx, uint32_t n, uint64_t *bytes)
+{
+	char (*paths)[512] = n ? calloc(n, sizeof(*paths)) : NULL;
+	const char **pp = n ? calloc(n, sizeof(*pp)) : NULL;
+	int rc;
+
+	for (uint32_t i = 0; i < n; i++)
+		bytes[i] = UINT64_MAX;
+	if (!paths || !pp)
+		goto out;
+	for (uint32_t i = 0; i < n; i++) {
+		comp_volume_path(c, &c->comps[idx[i]], paths[i], sizeof(paths[i]));
+		pp[i] = paths[i];
+	}
+	rc = volumes_consumed(c, pp, bytes, n);
+	if (rc)
+		log_warn("composer", "cannot read the volumes' use from meta: %s", strata_strerror(rc));
+out:
+	free(paths);
+	free(pp);
+}
+
+json_t *rf_storage_services(struct composer *c)
+{
+	(void)c;
+	return json_pack("{s:s, s:s, s:s, s:i, s:[{s:s}]}", "@odata.id", RF_STORAGE, "@odata.type",
+			 "#StorageServiceCollection.StorageServiceCollection", "Name",
+			 "Storage services", "Members@odata.count", 1, "Members", "@odata.id",
+			 RF_STORAGE "/strata");
+}
+
+json_t *rf_storage_service(struct composer *c, const char *id)
+{
+	(void)c;
+	if (strcmp(id, "strata"))
+		return NULL;
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s}, s:{s:s, s:s}}", "@odata.id",
+			 RF_STORAGE "/strata", "@odata.type", "#StorageService.v1_6_0.StorageService",
+			 "Id", "strata", "Name", "the storage plane's volumes", "Description",
+			 "every composition's volume: a directory of the namespace with a byte quota",
+			 "Volumes", "@odata.id", RF_VOLUMES, "Status", "State", "Enabled", "Health",
+			 c->inv_ok ? "OK" : "Warning");
+}
+
+json_t *rf_volumes(struct composer *c)
+{
+	uint32_t *idx = calloc(c->ncomps ? c->ncomps : 1, sizeof(*idx)), n = 0;
+	uint64_t *bytes = calloc(c->ncomps ? c->ncomps : 1, sizeof(*bytes));
+	json_t *members = json_array(), *o = NULL;
+
+	if (!idx || !bytes || !members)
+		goto out;
+	for (uint32_t i = 0; i < c->ncomps; i++)
+		if (has_volume(&c->comps[i]))
+			idx[n++] = i;
+	consumed_of(c, idx, n, bytes);
+	for (uint32_t i = 0; i < n; i++)
+		json_array_append_new(members, volume_of(c, &c->comps[idx[i]], bytes[i]));
+	o = json_pack("{s:s, s:s, s:s, s:I, s:O}", "@odata.id", RF_VOLUMES, "@odata.type",
+		      "#VolumeCollection.VolumeCollection", "Name", "Volumes",
+		      "Members@odata.count", (json_int_t)n, "Members", members);
+out:
+	json_decref(members);
+	free(idx);
+	free(bytes);
+	return o;
+}
+
+json_t *rf_volume(struct composer *c, const char *id)
+{
+	for (uint32_t i = 0; i < c->ncomps; i++) {
+		uint64_t bytes;
+
+		if (strcmp(c->comps[i].id, id) || !has_volume(&c->comps[i]))
+			continue;
+		consumed_of(c, &i, 1, &bytes);
+		return volume_of(c, &c->comps[i], bytes);
+	}
+	return NULL;
+}
+
+json_t *rf_usage(struct composer *c, int64_t since)
+{
+	int64_t now = (int64_t)time(NULL);
+	struct usage_row *rows;
+	uint32_t n;
+	json_t *o, *tenants;
+
+	if (usage_sum(c->comps, c->ncomps, since < now ? since : now, now, &rows, &n))
+		return NULL;
+	tenants = json_array();
+	for (uint32_t i = 0; tenants && i < n; i++)
+		json_array_append_new(tenants, json_pack("{s:s, s:f, s:f, s:f, s:i}", "Tenant",
+							 rows[i].tenant, "GpuHours", rows[i].gpu_hours,
+							 "StorageTBHours", rows[i].storage_tb_hours,
+							 "MemoryGBHours", rows[i].memory_gb_hours,
+							 "Compositions", (int)rows[i].compositions));
+	free(rows);
+	o = json_pack("{s:s, s:s, s:I, s:I, s:o}", "@odata.id", RF_USAGE, "Name",
+		      "Usage per tenant", "Since", (json_int_t)since, "Until", (json_int_t)now,
+		      "Tenants", tenants);
+	return o;
+}
+
 json_t *rf_systems(struct composer *c)
 {
 	json_t *members = json_array(), *full = json_array();
@@ -321,10 +491,11 @@ json_t *rf_systems(struct composer *c)
 
 static json_t *service_root(void)
 {
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s}, s:{s:s}}", "@odata.id", RF,
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s}, s:{s:s}, s:{s:s}}", "@odata.id", RF,
 			 "@odata.type", "#ServiceRoot.v1_15_0.ServiceRoot", "Id", "RootService",
 			 "Name", "Strata", "RedfishVersion", "1.15.0", "CompositionService",
-			 "@odata.id", RF_SERVICE, "Systems", "@odata.id", RF_SYSTEMS);
+			 "@odata.id", RF_SERVICE, "Systems", "@odata.id", RF_SYSTEMS,
+			 "StorageServices", "@odata.id", RF_STORAGE);
 }
 
 /* ---- the request (HTTP threads) ---- */
@@ -388,6 +559,41 @@ static int get_size(struct job *j, json_t *obj, const char *what, uint64_t *out)
 	return 0;
 }
 
+/* "Ids": ["gpu-NODE-INDEX", ...]: exactly these GPUs (their
+ * ResourceBlocks), each once. */
+static int get_gpu_ids(struct job *j, json_t *v)
+{
+	struct alloc_request *rq = &j->req.rq;
+	json_t *e;
+	size_t i;
+
+	if (!json_is_array(v) || !json_array_size(v) || json_array_size(v) > ALLOC_MAX_GPUS) {
+		bad(j, "Base.1.8.PropertyValueTypeError",
+		    "'Gpus.Ids' must be an array of 1..%d ResourceBlock ids such as \"gpu-1-0\"",
+		    ALLOC_MAX_GPUS);
+		return -1;
+	}
+	json_array_foreach(v, i, e) {
+		const char *s = json_string_value(e);
+		uint32_t node, index;
+
+		if (!s || gpu_block_id(s, &node, &index)) {
+			bad(j, "Base.1.8.PropertyValueFormatError",
+			    "'Gpus.Ids[%zu]' must be a GPU's ResourceBlock id such as \"gpu-1-0\"", i);
+			return -1;
+		}
+		for (size_t k = 0; k < i; k++)
+			if (rq->ids[k].node == node && rq->ids[k].index == index) {
+				bad(j, "Base.1.8.PropertyValueConflict",
+				    "'Gpus.Ids' names %s twice", s);
+				return -1;
+			}
+		rq->ids[i] = (struct alloc_gpu_id){ node, index };
+	}
+	rq->nids = (uint32_t)json_array_size(v);
+	return 0;
+}
+
 static int get_gpus(struct job *j, json_t *o)
 {
 	struct alloc_request *rq = &j->req.rq;
@@ -422,9 +628,12 @@ static int get_gpus(struct job *j, json_t *o)
 				return -1;
 			}
 			rq->same_node = json_is_true(v);
+		} else if (strcmp(k, "Ids") == 0) {
+			if (get_gpu_ids(j, v))
+				return -1;
 		} else {
 			bad(j, "Base.1.8.PropertyUnknown",
-			    "'Gpus.%s' is not a property (Count, Model, SameNode)", k);
+			    "'Gpus.%s' is not a property (Count, Model, SameNode, Ids)", k);
 			return -1;
 		}
 	}
@@ -460,6 +669,52 @@ static int get_owner(struct job *j, json_t *v)
 	}
 	j->req.owner_uid = (uint32_t)json_integer_value(uid);
 	j->req.owner_gid = gid ? (uint32_t)json_integer_value(gid) : j->req.owner_uid;
+	return 0;
+}
+
+/* "Paths": [{"Path": "/abs", "Access": "r" | "rw"}, ...]: subtrees the
+ * credential reaches besides the volume (a dataset to read, a directory
+ * to stage out to), at most COMP_PATHS_MAX. The credential still acts
+ * as the owner there: the namespace's permissions decide. */
+static int get_paths(struct job *j, json_t *v)
+{
+	struct comp *r = &j->req;
+	json_t *e, *x;
+	size_t i;
+	const char *k;
+
+	if (!json_is_array(v) || json_array_size(v) > COMP_PATHS_MAX) {
+		bad(j, "Base.1.8.PropertyValueTypeError",
+		    "'Paths' must be an array of at most %u {Path, Access} objects", COMP_PATHS_MAX);
+		return -1;
+	}
+	json_array_foreach(v, i, e) {
+		const char *path = json_string_value(json_object_get(e, "Path"));
+		const char *acc = json_string_value(json_object_get(e, "Access"));
+		struct token_path *tp = &r->paths[i];
+
+		if (!json_is_object(e)) {
+			bad(j, "Base.1.8.PropertyValueTypeError", "'Paths[%zu]' must be an object {Path, Access}", i);
+			return -1;
+		}
+		json_object_foreach(e, k, x) {
+			if (strcmp(k, "Path") && strcmp(k, "Access")) {
+				bad(j, "Base.1.8.PropertyUnknown",
+				    "'Paths[%zu].%s' is not a property (Path, Access)", i, k);
+				return -1;
+			}
+		}
+		if (!path || !token_path_normal(path) || strlen(path) >= sizeof(tp->prefix) ||
+		    !acc || (strcmp(acc, "r") && strcmp(acc, "rw"))) {
+			bad(j, "Base.1.8.PropertyValueFormatError",
+			    "'Paths[%zu]' needs 'Path' (an absolute, normalized path of at most %zu bytes) and 'Access' (\"r\" or \"rw\")",
+			    i, sizeof(tp->prefix) - 1);
+			return -1;
+		}
+		snprintf(tp->prefix, sizeof(tp->prefix), "%s", path);
+		tp->write = !strcmp(acc, "rw");
+		r->npaths = (uint32_t)i + 1;
+	}
 	return 0;
 }
 
@@ -519,6 +774,9 @@ static void parse_compose(struct job *j, const char *text, size_t len)
 		} else if (strcmp(k, "Owner") == 0) {
 			if (get_owner(j, v))
 				goto out;
+		} else if (strcmp(k, "Paths") == 0) {
+			if (get_paths(j, v))
+				goto out;
 		} else if (strcmp(k, "Retain") == 0) {
 			if (!json_is_boolean(v)) {
 				bad(j, "Base.1.8.PropertyValueTypeError", "'Retain' must be true or false");
@@ -527,18 +785,43 @@ static void parse_compose(struct job *j, const char *text, size_t len)
 			r->retain = json_is_true(v);
 		} else {
 			bad(j, "Base.1.8.PropertyUnknown",
-			    "'%s' is not a property of a composition request (Name, Tenant, Owner, Gpus, Storage, Memory, TtlSeconds, Retain)",
+			    "'%s' is not a property of a composition request (Name, Tenant, Owner, Gpus, Storage, Memory, Paths, TtlSeconds, Retain)",
 			    k);
 			goto out;
 		}
 	}
-	if (r->rq.model[0] && !r->rq.gpus)
+	if (r->rq.nids && ((r->rq.gpus && r->rq.gpus != r->rq.nids) || r->rq.model[0] ||
+			   r->rq.same_node))
+		bad(j, "Base.1.8.PropertyValueConflict",
+		    "'Gpus.Ids' names the GPUs: give no 'Count' (or the same number), 'Model' or 'SameNode'");
+	else if (r->rq.nids)
+		r->rq.gpus = r->rq.nids;
+	else if (r->rq.model[0] && !r->rq.gpus)
 		bad(j, "Base.1.8.PropertyValueConflict", "'Gpus.Model' is given without 'Gpus.Count'");
 	else if (!r->rq.gpus && !r->rq.storage && !r->rq.memory)
 		bad(j, "Base.1.8.PropertyMissing",
 		    "a composition asks for at least one of Gpus.Count, Storage.Size, Memory.Size");
 out:
 	json_decref(o);
+}
+
+/* "?Since=SECONDS" (since the epoch, 0..now) of a usage request; absent:
+ * 0, every composition kept. */
+static void parse_since(struct job *j, const char *v)
+{
+	char *end;
+	long long s;
+
+	if (!v)
+		return;
+	errno = 0;
+	s = strtoll(v, &end, 10);
+	if (!*v || *end || errno || s < 0 || s > (long long)time(NULL)) {
+		bad(j, "Base.1.8.QueryParameterValueFormatError",
+		    "'Since' must be seconds since the epoch, not in the future (got '%.40s')", v);
+		return;
+	}
+	j->since = s;
 }
 
 /* Checks "Authorization: Bearer TOKEN": an admin token of this cluster,
@@ -596,6 +879,11 @@ static bool route(const char *url, const char *method, struct job *j)
 		{ RF_BLOCKS "/", JOB_BLOCK, 0, 0, true },
 		{ RF_SYSTEMS, JOB_SYSTEMS, JOB_COMPOSE, 0, false },
 		{ RF_SYSTEMS "/", JOB_SYSTEM, 0, JOB_DECOMPOSE, true },
+		{ RF_USAGE, JOB_USAGE, 0, 0, false },
+		{ RF_STORAGE, JOB_STORAGE_SERVICES, 0, 0, false },
+		{ RF_STORAGE "/", JOB_STORAGE_SERVICE, 0, 0, true },
+		{ RF_VOLUMES, JOB_VOLUMES, 0, 0, false },
+		{ RF_VOLUMES "/", JOB_VOLUME, 0, 0, true },
 	};
 	char path[256];
 	size_t len = strlen(url);
@@ -701,6 +989,8 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	if (portal_is(url))
+		return (enum MHD_Result)portal_serve(conn, url, method);
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return MHD_NO;
@@ -719,6 +1009,9 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
 			    COMPOSER_BODY_MAX);
 		else if (j->kind == JOB_COMPOSE)
 			parse_compose(j, (const char *)r->body.buf, r->body.len);
+		else if (j->kind == JOB_USAGE)
+			parse_since(j, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND,
+								   "Since"));
 		if (!j->msg[0])
 			composer_run(h->c, j);
 	}

@@ -38,17 +38,39 @@ struct slot {
 	struct chunk_id id;
 	uint32_t length, crc, nblocks, tag;
 	const uint8_t *bcrc;            /* nblocks little-endian u32 */
+	const uint8_t *map;             /* nblocks little-endian u16, or NULL */
 };
+
+void cs_map_norm(uint16_t **map, uint32_t n)
+{
+	if (!*map)
+		return;
+	for (uint32_t i = 0; i < n; i++)
+		if ((*map)[i] != i)
+			return;
+	free(*map);
+	*map = NULL;
+}
+
+void cs_ent_unmap(struct centry *e)
+{
+	if (!e->map)
+		return;
+	if (atomic_load(&e->map->refs) > 1)
+		e->lent = true;
+	chunk_hold_put(e->map);
+	e->map = NULL;
+}
 
 void cs_slot_encode(uint8_t *p, uint64_t seq, const struct chunk_id *id,
 			uint64_t version, uint32_t length, uint32_t crc, const uint32_t *bcrc,
-			uint32_t tag)
+			const uint16_t *bmap, uint32_t tag)
 {
 	uint32_t nb = nblocks(length);
 
 	memset(p, 0, SLOT_SIZE);
 	put32(p + 0, SLOT_MAGIC);
-	put16(p + 4, SLOT_FORMAT);
+	put16(p + 4, bmap ? SLOT_FORMAT_MAP : SLOT_FORMAT);
 	put16(p + 6, 0);
 	put64(p + 8, seq);
 	put64(p + 16, id->ino);
@@ -60,6 +82,8 @@ void cs_slot_encode(uint8_t *p, uint64_t seq, const struct chunk_id *id,
 	put32(p + 52, nb);
 	for (uint32_t i = 0; i < nb; i++)
 		put32(p + SLOT_FIXED + 4 * i, bcrc[i]);
+	for (uint32_t i = 0; bmap && i < nb; i++)
+		put16(p + SLOT_MAP_OFF + 2 * i, bmap[i]);
 	put32(p + SLOT_TAG_OFF, tag);
 	put32(p + SLOT_CRC_OFF, crc32c(0, p, SLOT_CRC_OFF));
 }
@@ -67,7 +91,9 @@ void cs_slot_encode(uint8_t *p, uint64_t seq, const struct chunk_id *id,
 /* Returns 0 when p holds a valid slot (filling *s), -1 otherwise. */
 static int slot_decode(const uint8_t *p, struct slot *s)
 {
-	if (get32(p) != SLOT_MAGIC || get16(p + 4) != SLOT_FORMAT)
+	uint16_t fmt = get16(p + 4);
+
+	if (get32(p) != SLOT_MAGIC || (fmt != SLOT_FORMAT && fmt != SLOT_FORMAT_MAP))
 		return -1;
 	if (get32(p + SLOT_CRC_OFF) != crc32c(0, p, SLOT_CRC_OFF))
 		return -1;
@@ -80,9 +106,22 @@ static int slot_decode(const uint8_t *p, struct slot *s)
 	s->nblocks = get32(p + 52);
 	s->tag = get32(p + SLOT_TAG_OFF);
 	s->bcrc = p + SLOT_FIXED;
+	s->map = fmt == SLOT_FORMAT_MAP ? p + SLOT_MAP_OFF : NULL;
 	if (get32(p + 48) != CHUNK_BLOCK_SIZE || s->length > CHUNK_MAX_SIZE ||
 	    s->nblocks != nblocks(s->length))
 		return -1;
+	if (s->map) {
+		/* Each physical block in range and used once. */
+		uint64_t seen[PHYS_MAX / 64] = { 0 };
+
+		for (uint32_t i = 0; i < s->nblocks; i++) {
+			uint32_t v = get16(s->map + 2 * i);
+
+			if (v >= PHYS_MAX || (seen[v / 64] >> (v % 64) & 1))
+				return -1;
+			seen[v / 64] |= 1ull << (v % 64);
+		}
+	}
 	return 0;
 }
 
@@ -184,10 +223,7 @@ void cs_lru_remove(struct chunk_store *cs, struct centry *e)
 void cs_ent_close_fd(struct chunk_store *cs, struct centry *e)
 {
 	cs_lru_remove(cs, e);
-	if (e->map) {
-		chunk_hold_put(e->map);
-		e->map = NULL;
-	}
+	cs_ent_unmap(e);
 	if (e->fd >= 0) {
 		close(e->fd);
 		e->fd = -1;
@@ -226,6 +262,7 @@ void cs_ent_drop(struct chunk_store *cs, struct centry *e)
 	cs->ht_count--;
 	cs_ent_close_fd(cs, e);
 	free(e->bcrc);
+	free(e->bmap);
 	free(e);
 }
 
@@ -515,6 +552,16 @@ static int load_one(struct chunk_store *cs, int dfd, unsigned xx, const char *na
 	}
 	for (uint32_t i = 0; i < s.nblocks; i++)
 		e->bcrc[i] = get32(s.bcrc + 4 * i);
+	if (s.map) {
+		e->bmap = malloc(max_u32(1, s.nblocks) * sizeof(uint16_t));
+		if (!e->bmap) {
+			cs_ent_drop(cs, e);
+			return -ENOMEM;
+		}
+		for (uint32_t i = 0; i < s.nblocks; i++)
+			e->bmap[i] = get16(s.map + 2 * i);
+		cs_map_norm(&e->bmap, s.nblocks);
+	}
 	e->exists = true;
 	e->slot = w;
 	e->seq = s.seq;
@@ -523,7 +570,7 @@ static int load_one(struct chunk_store *cs, int dfd, unsigned xx, const char *na
 	e->crc = s.crc;
 	e->tag = s.tag;
 	cs->nchunks++;
-	cs->used += footprint(true, s.length);
+	cs->used += footprint(true, s.length, e->bmap);
 	return 0;
 }
 
@@ -686,6 +733,7 @@ void chunk_store_close(struct chunk_store *cs)
 				close(e->fd);
 			chunk_hold_put(e->map);	/* replies still sending keep theirs */
 			free(e->bcrc);
+			free(e->bmap);
 			free(e);
 		}
 	}

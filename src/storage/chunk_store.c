@@ -60,8 +60,8 @@ static void op_finish(struct op *op, int status)
 	if (status) {
 		cs->used -= op->reserved;
 		if (op->trim_on_fail && e->fd >= 0 && e->exists &&
-		    ftruncate(e->fd, (off_t)HDR_SIZE + e->length) == 0)
-			e->fsize = HDR_SIZE + (uint64_t)e->length;
+		    ftruncate(e->fd, (off_t)(HDR_SIZE + op->pdelta + e->length)) == 0)
+			e->fsize = HDR_SIZE + op->pdelta + e->length;
 	}
 	if (op->tmp_fd >= 0) {
 		close(op->tmp_fd);
@@ -79,6 +79,8 @@ static void op_finish(struct op *op, int status)
 	op->buf_is_dst = false;
 	free(op->new_bcrc);
 	op->new_bcrc = NULL;
+	free(op->new_map);
+	op->new_map = NULL;
 
 	e->qhead = op->next;
 	if (!e->qhead)
@@ -192,6 +194,43 @@ reissue:
 		op_step(op, rc);
 }
 
+/* Sets op up to transfer the chunk bytes [pos, end) (pos at a page, end
+ * at a page) between buf, which holds the chunk from base on, and the
+ * physical blocks map gives them; run_next issues it. */
+static void run_setup(struct op *op, enum op_state st, enum io_kind kind, const uint16_t *map,
+		      uint8_t *buf, uint32_t base, uint32_t pos, uint32_t end)
+{
+	op->run_state = st;
+	op->run_kind = kind;
+	op->run_map = map;
+	op->run_buf = buf;
+	op->run_base = base;
+	op->run_pos = pos;
+	op->run_end = end;
+}
+
+/* Issues the next physically contiguous run of the range set up by
+ * run_setup; false when none is left. */
+static bool run_next(struct op *op)
+{
+	const uint16_t *map = op->run_map;
+	uint32_t pos = op->run_pos, b = pos / CHUNK_BLOCK_SIZE, end;
+	uint64_t poff;
+
+	if (pos >= op->run_end)
+		return false;
+	poff = HDR_SIZE + (uint64_t)pblk(map, b) * CHUNK_BLOCK_SIZE + pos % CHUNK_BLOCK_SIZE;
+	end = min_u32(op->run_end, (b + 1) * CHUNK_BLOCK_SIZE);
+	while (end < op->run_end && pblk(map, b + 1) == pblk(map, b) + 1) {
+		b++;
+		end = min_u32(op->run_end, (b + 1) * CHUNK_BLOCK_SIZE);
+	}
+	op->run_pos = end;
+	op_io(op, op->run_state, op->run_kind, op->e->fd, op->run_buf + (pos - op->run_base),
+	      end - pos, poff);
+	return true;
+}
+
 /* ---- read ---- */
 
 void chunk_hold_put(struct chunk_hold *h)
@@ -214,11 +253,8 @@ static struct chunk_hold *ent_map(struct chunk_store *cs, struct centry *e, uint
 		return h;
 	if (cs_ent_open_fd(cs, e))
 		return NULL;
-	if (e->map) {
-		chunk_hold_put(e->map);
-		e->map = NULL;
-	}
-	len = align_up(HDR_SIZE + (uint64_t)e->length, PAGE_SZ);
+	cs_ent_unmap(e);
+	len = (size_t)footprint(true, e->length, e->bmap);
 	if (len < need)
 		return NULL;
 	p = mmap(NULL, len, PROT_READ, MAP_SHARED, e->fd, 0);
@@ -284,16 +320,22 @@ static bool read_mapped(struct op *op)
 	uint32_t end = op->off + op->nread;
 	struct chunk_hold *h;
 	const uint8_t *base;
+	uint64_t poff;
 
 	if (op->off % CHUNK_BLOCK_SIZE || (end % CHUNK_BLOCK_SIZE && end != e->length))
 		return false;
-	h = ent_map(op->cs, e, HDR_SIZE + (uint64_t)end);
+	/* One pointer answers it: the blocks must be physically in a row. */
+	for (uint32_t b = op->off / CHUNK_BLOCK_SIZE; (b + 1) * CHUNK_BLOCK_SIZE < end; b++)
+		if (pblk(e->bmap, b + 1) != pblk(e->bmap, b) + 1)
+			return false;
+	poff = HDR_SIZE + (uint64_t)pblk(e->bmap, op->off / CHUNK_BLOCK_SIZE) * CHUNK_BLOCK_SIZE;
+	h = ent_map(op->cs, e, poff + op->nread);
 	if (!h)
 		return false;
-	base = (const uint8_t *)h->addr + HDR_SIZE;
-	if (!resident(base + op->off, op->nread))
+	base = (const uint8_t *)h->addr + poff;
+	if (!resident(base, op->nread))
 		return false;
-	op->data = base + op->off;
+	op->data = base;
 	op->rcrc = range_crc(e, op->data, op->off, op->nread);
 	atomic_fetch_add(&h->refs, 1);
 	op->hold = h;
@@ -344,7 +386,8 @@ static void read_start(struct op *op)
 		op_finish(op, rc);
 		return;
 	}
-	op_io(op, ST_READ_DATA, IO_READ, e->fd, op->buf, op->buf_len, HDR_SIZE + (uint64_t)rs);
+	run_setup(op, ST_READ_DATA, IO_READ, e->bmap, op->buf, rs, rs, rs + (uint32_t)op->buf_len);
+	run_next(op);
 }
 
 /* Checks blocks [first, last] of e held in buf (which starts at chunk
@@ -377,24 +420,33 @@ static void block_shift_init(void)
 	crc32c_shift_init(&block_shift, CHUNK_BLOCK_SIZE);
 }
 
-static uint32_t range_crc(const struct centry *e, const uint8_t *dst, uint32_t off, uint32_t n)
+/* CRC32C of the whole blocks from off (at a block) to end (at a block or
+ * the content's end), combined from their CRCs bcrc. */
+static uint32_t blocks_crc(const uint32_t *bcrc, uint32_t off, uint32_t end)
 {
-	uint32_t crc = 0, end = off + n;
+	uint32_t crc = 0;
 
-	if (n == 0 || off % CHUNK_BLOCK_SIZE || (end % CHUNK_BLOCK_SIZE && end != e->length))
-		return crc32c(0, dst, n);
 	pthread_once(&block_shift_once, block_shift_init);
 	for (uint32_t b = off / CHUNK_BLOCK_SIZE; b * CHUNK_BLOCK_SIZE < end; b++) {
 		uint32_t bl = min_u32(CHUNK_BLOCK_SIZE, end - b * CHUNK_BLOCK_SIZE);
 
 		if (b * CHUNK_BLOCK_SIZE == off)
-			crc = e->bcrc[b];
+			crc = bcrc[b];
 		else if (bl == CHUNK_BLOCK_SIZE)
-			crc = crc32c_shift_combine(&block_shift, crc, e->bcrc[b]);
+			crc = crc32c_shift_combine(&block_shift, crc, bcrc[b]);
 		else
-			crc = crc32c_combine(crc, e->bcrc[b], bl);
+			crc = crc32c_combine(crc, bcrc[b], bl);
 	}
 	return crc;
+}
+
+static uint32_t range_crc(const struct centry *e, const uint8_t *dst, uint32_t off, uint32_t n)
+{
+	uint32_t end = off + n;
+
+	if (n == 0 || off % CHUNK_BLOCK_SIZE || (end % CHUNK_BLOCK_SIZE && end != e->length))
+		return crc32c(0, dst, n);
+	return blocks_crc(e->bcrc, off, end);
 }
 
 static void read_done(struct op *op, int res)
@@ -486,7 +538,7 @@ static void inplace_write_slot(struct op *op)
 	}
 	op->buf_len = SLOT_SIZE;
 	cs_slot_encode(op->buf, e->seq + 1, &e->id, op->version, op->new_len, op->new_crc, op->new_bcrc,
-		       op_tag(op));
+		       op->new_map, op_tag(op));
 	op_io(op, ST_WRITE_SLOT, IO_WRITE, e->fd, op->buf, SLOT_SIZE,
 	      (uint64_t)(1 - e->slot) * SLOT_SIZE);
 }
@@ -505,7 +557,7 @@ static void inplace_write_data(struct op *op)
 	crc_inplace(op);
 	op->trim_on_fail = true;
 	op_io(op, ST_WRITE_DATA, IO_WRITE, op->e->fd, op->buf, op->buf_len,
-	      HDR_SIZE + (uint64_t)op->buf_doff);
+	      HDR_SIZE + op->pdelta + op->buf_doff);
 }
 
 static void inplace_commit(struct op *op)
@@ -513,6 +565,9 @@ static void inplace_commit(struct op *op)
 	struct centry *e = op->e;
 	uint32_t *t = e->bcrc;
 
+	free(e->bmap);
+	e->bmap = op->new_map;
+	op->new_map = NULL;
 	e->slot = 1 - e->slot;
 	e->seq++;
 	e->tag = op_tag(op);
@@ -527,7 +582,7 @@ static void inplace_commit(struct op *op)
 static void inplace_start(struct op *op)
 {
 	struct centry *e = op->e;
-	uint64_t cur_end = HDR_SIZE + (uint64_t)e->length;
+	uint64_t cur_end = HDR_SIZE + op->pdelta + e->length;
 	uint32_t a0, a1;
 	bool stale;
 	int rc;
@@ -537,13 +592,20 @@ static void inplace_start(struct op *op)
 		rc = cs_fd_mode(op->cs, e, true);
 	if (rc)
 		goto fail;
+	if (op->len == 0 && op->new_len == e->length) {
+		/* The slot alone (a version bump): the data area is left as
+		 * it is, trailing leftovers too (the next append trims). */
+		crc_inplace(op);
+		inplace_after_data(op);
+		return;
+	}
 	/* Bytes past the current length may be left over from a shrink or an
 	 * append cut short by a crash. Gaps must read as zeros, so cut them
 	 * off unless this write overwrites every one of them. */
 	a0 = (uint32_t)align_down(op->off, PAGE_SZ);
 	a1 = (uint32_t)align_up((uint64_t)op->off + op->len, PAGE_SZ);
 	stale = e->fsize > cur_end &&
-		!(op->len && op->off == e->length && e->fsize <= HDR_SIZE + (uint64_t)a1);
+		!(op->len && op->off == e->length && e->fsize <= HDR_SIZE + op->pdelta + a1);
 	if (stale) {
 		if (ftruncate(e->fd, (off_t)cur_end) < 0) {
 			rc = -errno;
@@ -553,11 +615,11 @@ static void inplace_start(struct op *op)
 	}
 	if (op->len == 0) {
 		if (op->new_len > e->length) {
-			if (ftruncate(e->fd, (off_t)HDR_SIZE + op->new_len) < 0) {
+			if (ftruncate(e->fd, (off_t)(HDR_SIZE + op->pdelta + op->new_len)) < 0) {
 				rc = -errno;
 				goto fail;
 			}
-			e->fsize = HDR_SIZE + (uint64_t)op->new_len;
+			e->fsize = HDR_SIZE + op->pdelta + op->new_len;
 		}
 		crc_inplace(op);
 		inplace_after_data(op);
@@ -571,7 +633,7 @@ static void inplace_start(struct op *op)
 		goto fail;
 	}
 	if (a0 < e->length) {
-		op_io(op, ST_READ_HEAD, IO_READ, e->fd, op->buf, PAGE_SZ, HDR_SIZE + (uint64_t)a0);
+		op_io(op, ST_READ_HEAD, IO_READ, e->fd, op->buf, PAGE_SZ, HDR_SIZE + op->pdelta + a0);
 		return;
 	}
 	inplace_write_data(op);
@@ -602,7 +664,7 @@ static void cow_write_tmp(struct op *op)
 	op->new_crc = c;
 	/* Slot A of the new file; slot B stays zero (invalid). */
 	cs_slot_encode(op->buf, e->exists ? e->seq + 1 : 1, &e->id, op->version, op->new_len,
-		    op->new_crc, op->new_bcrc, op_tag(op));
+		    op->new_crc, op->new_bcrc, NULL, op_tag(op));
 	memset(op->buf + SLOT_SIZE, 0, SLOT_SIZE);
 	rc = cs_chunk_path(cs, &e->id, ".tmp", path, sizeof(path));
 	if (rc)
@@ -657,6 +719,10 @@ static void cow_commit(struct op *op)
 		log_warn(COMP, "target '%s': fsync of a chunk directory failed: %s",
 			 cs->dir, strerror(-rc));
 	cs_ent_close_fd(cs, e);
+	/* A new file: its blocks were never lent to a reply. */
+	e->lent = false;
+	free(e->bmap);
+	e->bmap = NULL;
 	e->fd = op->tmp_fd;
 	e->fd_buffered = false;
 	op->tmp_fd = -1;
@@ -707,7 +773,188 @@ static void cow_start(struct op *op)
 		op_finish(op, rc);
 		return;
 	}
-	op_io(op, ST_READ_OLD, IO_READ, e->fd, op->buf + HDR_SIZE, align_up(rl, PAGE_SZ), HDR_SIZE);
+	run_setup(op, ST_READ_OLD, IO_READ, e->bmap, op->buf + HDR_SIZE, 0, 0,
+		  (uint32_t)align_up(rl, PAGE_SZ));
+	run_next(op);
+}
+
+/* ---- block update (overwrite inside the chunk) ---- */
+
+/*
+ * Plans an update past the end in place. The blocks it adds must follow
+ * the last physical block (the tail block, when partial, must be it), so
+ * the trims and gaps of the in-place path work on physical offsets
+ * shifted by pdelta. Returns 0, 1 when the layout does not allow it, or
+ * -ENOMEM.
+ */
+static int inplace_plan(struct op *op)
+{
+	const struct centry *e = op->e;
+	uint32_t cur = e->length, nbo = nblocks(cur), nbn = nblocks(op->new_len);
+	uint32_t span, d;
+
+	op->pdelta = 0;
+	if (!e->bmap)
+		return 0;
+	span = map_span(e->bmap, cur);
+	if (op->len == 0 && op->new_len == cur)
+		d = 0;          /* the slot alone: nothing moves */
+	else if (cur % CHUNK_BLOCK_SIZE && e->bmap[cur / CHUNK_BLOCK_SIZE] != span - 1)
+		return 1;
+	else
+		d = span - nbo;
+	if (nbn > nbo && d + nbn > PHYS_MAX)
+		return 1;
+	op->new_map = malloc(max_u32(1, nbn) * sizeof(uint16_t));
+	if (!op->new_map)
+		return -ENOMEM;
+	memcpy(op->new_map, e->bmap, nbo * sizeof(uint16_t));
+	for (uint32_t j = nbo; j < nbn; j++)
+		op->new_map[j] = (uint16_t)(j + d);
+	op->pdelta = (uint64_t)d * CHUNK_BLOCK_SIZE;
+	cs_map_norm(&op->new_map, nbn);
+	return 0;
+}
+
+/*
+ * Plans a block update: the blocks [t0, t1] the update touches go to
+ * physical blocks the committed map does not use: free ones first (unless
+ * replies may still be sending from them), then past the end. Returns 0,
+ * 1 when the file would span more than twice its blocks (copy-on-write
+ * instead, which compacts), or -ENOMEM.
+ */
+static int blk_plan(struct op *op)
+{
+	const struct centry *e = op->e;
+	uint32_t cur = e->length, nl = op->new_len;
+	uint32_t ws = op->len ? op->off : nl, we = op->len ? op->off + op->len : nl;
+	uint32_t nbo = nblocks(cur), nbn = nblocks(nl), span = map_span(e->bmap, cur);
+	uint32_t t0 = min_u32(ws, cur) / CHUNK_BLOCK_SIZE, t1 = (we - 1) / CHUNK_BLOCK_SIZE;
+	uint64_t used[PHYS_MAX / 64] = { 0 };
+	bool reuse = !e->lent && (!e->map || atomic_load(&e->map->refs) == 1);
+	uint32_t p = 0, top = span;
+	uint16_t *map;
+
+	map = malloc(nbn * sizeof(uint16_t));
+	if (!map)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < nbo; i++) {
+		map[i] = (uint16_t)pblk(e->bmap, i);
+		used[map[i] / 64] |= 1ull << (map[i] % 64);
+	}
+	for (uint32_t b = t0; b <= t1; b++) {
+		while (reuse && p < span && (used[p / 64] >> (p % 64) & 1))
+			p++;
+		if (reuse && p < span)
+			map[b] = (uint16_t)p++;
+		else
+			map[b] = (uint16_t)top++;
+		if (top > PHYS_MAX || top > 2 * nbn) {
+			free(map);
+			return 1;
+		}
+	}
+	op->blk_t0 = t0;
+	op->blk_t1 = t1;
+	/* Old bytes of t0 before the write, and of t1 after it, survive. */
+	op->blk_rd = 0;
+	if (t0 * CHUNK_BLOCK_SIZE < min_u32(ws, cur))
+		op->blk_rd |= 1;
+	if (we < min_u32(cur, (t1 + 1) * CHUNK_BLOCK_SIZE) && !(t1 == t0 && (op->blk_rd & 1)))
+		op->blk_rd |= 2;
+	op->blk_ver = op->blk_rd;
+	op->new_map = map;
+	cs_map_norm(&op->new_map, nbn);
+	return 0;
+}
+
+static void blk_after_read(struct op *op);
+
+/* Reads the next old block the update keeps part of, or goes on. */
+static void blk_read_next(struct op *op)
+{
+	struct centry *e = op->e;
+	uint32_t b, bs;
+
+	if (!op->blk_rd) {
+		blk_after_read(op);
+		return;
+	}
+	b = (op->blk_rd & 1) ? op->blk_t0 : op->blk_t1;
+	op->blk_rd &= (op->blk_rd & 1) ? ~1u : ~2u;
+	bs = b * CHUNK_BLOCK_SIZE;
+	op_io(op, ST_BLK_READ, IO_READ, e->fd, op->buf + (bs - op->buf_doff),
+	      align_up(min_u32(e->length, bs + CHUNK_BLOCK_SIZE), PAGE_SZ) - bs,
+	      HDR_SIZE + (uint64_t)pblk(e->bmap, b) * CHUNK_BLOCK_SIZE);
+}
+
+static void blk_after_read(struct op *op)
+{
+	struct centry *e = op->e;
+	uint32_t cur = e->length, nl = op->new_len, doff = op->buf_doff;
+	uint32_t bend = doff + (uint32_t)op->buf_len;
+	int rc = 0;
+
+	/* A corrupt block refuses a partial overwrite: its surviving bytes
+	 * would be wrong (a write covering it replaces it untouched). */
+	if (op->blk_ver & 1)
+		rc = verify_blocks(op->cs, e, op->buf, doff, op->blk_t0, op->blk_t0);
+	if (!rc && (op->blk_ver & 2))
+		rc = verify_blocks(op->cs, e, op->buf, doff, op->blk_t1, op->blk_t1);
+	if (rc) {
+		op_finish(op, rc);
+		return;
+	}
+	/* Past the old length the page read holds leftovers: gaps are zeros. */
+	if (cur > doff && cur < bend)
+		memset(op->buf + (cur - doff), 0, min_u32((uint32_t)align_up(cur, PAGE_SZ), bend) - cur);
+	if (op->len)
+		memcpy(op->buf + (op->off - doff), op->src, op->len);
+	if (cur)
+		memcpy(op->new_bcrc, e->bcrc, min_u32(nblocks(cur), nblocks(nl)) * sizeof(uint32_t));
+	for (uint32_t b = op->blk_t0; b <= op->blk_t1; b++) {
+		uint32_t bs = b * CHUNK_BLOCK_SIZE, be = min_u32(bs + CHUNK_BLOCK_SIZE, nl);
+
+		op->new_bcrc[b] = crc32c(0, op->buf + (bs - doff), be - bs);
+	}
+	op->new_crc = nl ? blocks_crc(op->new_bcrc, 0, nl) : 0;
+	run_setup(op, ST_BLK_WRITE, IO_WRITE, op->new_map, op->buf, doff, doff, bend);
+	run_next(op);
+}
+
+static void blk_after_write(struct op *op)
+{
+	struct centry *e = op->e;
+	uint64_t end = HDR_SIZE + (uint64_t)map_span(op->new_map, op->new_len) * CHUNK_BLOCK_SIZE;
+
+	/* An upper bound is enough: it only decides whether to trim. */
+	if (end > e->fsize)
+		e->fsize = end;
+	inplace_after_data(op);
+}
+
+static void blk_start(struct op *op)
+{
+	struct centry *e = op->e;
+	uint32_t t0 = op->blk_t0, t1 = op->blk_t1;
+	int rc;
+
+	rc = cs_ent_open_fd(op->cs, e);
+	if (!rc)
+		rc = cs_fd_mode(op->cs, e, true);
+	if (rc) {
+		op_finish(op, rc);
+		return;
+	}
+	op->buf_doff = t0 * CHUNK_BLOCK_SIZE;
+	op->buf_len = min_u32((t1 + 1) * CHUNK_BLOCK_SIZE, (uint32_t)align_up(op->new_len, PAGE_SZ)) -
+		      op->buf_doff;
+	op->buf = abuf_zalloc(op->buf_len);
+	if (!op->buf) {
+		op_finish(op, -ENOMEM);
+		return;
+	}
+	blk_read_next(op);
 }
 
 /* ---- write / truncate / remove entry points of the state machine ---- */
@@ -717,7 +964,10 @@ static void update_start(struct op *op)
 	struct chunk_store *cs = op->cs;
 	struct centry *e = op->e;
 	uint32_t cur = e->exists ? e->length : 0;
+	enum { P_COW, P_INPLACE, P_BLOCKS } path = P_COW;
+	bool overwrite;
 	int64_t delta;
+	int rc = 1;
 
 	if (op->type == OP_TRUNC) {
 		if (!e->exists) {
@@ -739,7 +989,32 @@ static void update_start(struct op *op)
 		op_finish(op, -ESTALE);
 		return;
 	}
-	delta = footprint(true, op->new_len) - footprint(e->exists, cur);
+	/* A new chunk, a replace, a shrink and a write covering the whole old
+	 * content are copy-on-write (which also compacts the file); appends
+	 * go in place when the layout allows, other updates by blocks. */
+	overwrite = op->type == OP_WRITE && op->len && op->off < cur;
+	if (e->exists && !op->replace && op->new_len >= cur &&
+	    !(overwrite && op->off == 0 && op->len >= cur)) {
+		if (!overwrite && (rc = inplace_plan(op)) == 0)
+			path = P_INPLACE;
+		else if (rc >= 0 && (rc = blk_plan(op)) == 0)
+			path = P_BLOCKS;
+		if (rc < 0) {
+			op_finish(op, rc);
+			return;
+		}
+	}
+	delta = footprint(true, op->new_len, path == P_COW ? NULL : op->new_map) -
+		footprint(e->exists, cur, e->bmap);
+	if (path != P_COW && delta > 0 && cs->o.capacity && cs->used + delta > (int64_t)cs->o.capacity) {
+		/* Copy-on-write compacts the file: it may fit where new
+		 * blocks do not. */
+		free(op->new_map);
+		op->new_map = NULL;
+		op->pdelta = 0;
+		path = P_COW;
+		delta = footprint(true, op->new_len, NULL) - footprint(e->exists, cur, e->bmap);
+	}
 	if (delta > 0 && cs->o.capacity && cs->used + delta > (int64_t)cs->o.capacity) {
 		op_finish(op, -ENOSPC);
 		return;
@@ -751,8 +1026,10 @@ static void update_start(struct op *op)
 		op_finish(op, -ENOMEM);
 		return;
 	}
-	if (e->exists && !op->replace && op->new_len >= cur && (op->off >= cur || op->len == 0))
+	if (path == P_INPLACE)
 		inplace_start(op);
+	else if (path == P_BLOCKS)
+		blk_start(op);
 	else
 		cow_start(op);
 }
@@ -786,13 +1063,16 @@ static void remove_start(struct op *op)
 	fill_info(&op->info, e);
 	op->has_info = true;
 	cs_ent_close_fd(cs, e);
-	cs->used -= footprint(true, e->length);
+	cs->used -= footprint(true, e->length, e->bmap);
 	cs->nchunks--;
 	e->exists = false;
 	if (op->version > e->version)
 		e->version = op->version;
 	free(e->bcrc);
 	e->bcrc = NULL;
+	free(e->bmap);
+	e->bmap = NULL;
+	e->lent = false;
 out:
 	op_finish(op, rc);
 }
@@ -819,6 +1099,9 @@ static void op_step(struct op *op, int res)
 		op_finish(op, res);
 		return;
 	}
+	if (res >= 0 && (op->state == ST_READ_DATA || op->state == ST_READ_OLD ||
+			 op->state == ST_BLK_WRITE) && run_next(op))
+		return;
 	switch (op->state) {
 	case ST_READ_DATA:
 		read_done(op, res);
@@ -832,7 +1115,7 @@ static void op_step(struct op *op, int res)
 		break;
 	case ST_WRITE_DATA:
 	{
-		uint64_t end = HDR_SIZE + (uint64_t)op->buf_doff + op->buf_len;
+		uint64_t end = HDR_SIZE + op->pdelta + op->buf_doff + op->buf_len;
 
 		if (end > op->e->fsize)
 			op->e->fsize = end;
@@ -862,6 +1145,12 @@ static void op_step(struct op *op, int res)
 		break;
 	case ST_SYNC_TMP:
 		cow_commit(op);
+		break;
+	case ST_BLK_READ:
+		blk_read_next(op);
+		break;
+	case ST_BLK_WRITE:
+		blk_after_write(op);
 		break;
 	case ST_QUEUED:
 		op_finish(op, -EINVAL);

@@ -171,8 +171,9 @@ int chunk_read(struct chunk_store *cs, const struct chunk_id *id, uint32_t offse
  * A reference to chunk bytes that a read answered from a read-only
  * mapping of the chunk file (the page cache) instead of copying them.
  * The bytes stay valid and unchanged until the last reference goes: a
- * later overwrite or removal replaces the file rather than the mapped
- * bytes. Drop it with chunk_hold_put(), from any thread.
+ * later full overwrite, shrink or removal replaces the file rather than
+ * the mapped bytes, and a block update writes only blocks no reference
+ * can point into. Drop it with chunk_hold_put(), from any thread.
  */
 struct chunk_hold;
 void chunk_hold_put(struct chunk_hold *h);

@@ -26,16 +26,21 @@
 #define SLOT_SIZE 8192u
 #define PAGE_SZ STRATA_ALIGN       /* O_DIRECT granularity */
 #define SLOT_MAGIC 0x4b434853u     /* "SHCK" little-endian */
-#define SLOT_FORMAT 1u
+#define SLOT_FORMAT 1u             /* identity block map (none stored) */
+#define SLOT_FORMAT_MAP 2u         /* with a block map */
 #define SLOT_FIXED 56u             /* bytes before the block CRC array */
 #define SLOT_CRC_OFF (SLOT_SIZE - 4u)
 #define SLOT_TAG_OFF (SLOT_SIZE - 8u)   /* u32 tag, in the unused tail */
 #define MAX_BLOCKS (CHUNK_MAX_SIZE / CHUNK_BLOCK_SIZE)
+#define SLOT_MAP_OFF (SLOT_FIXED + 4u * MAX_BLOCKS)   /* format 2: u16 per block */
+#define PHYS_MAX (2u * MAX_BLOCKS) /* physical blocks a chunk file may span */
 #define FANOUT 256u
 #define FD_CACHE_MAX 512u
 #define QD_MAX 4096u
 
 _Static_assert(SLOT_FIXED + 4u * MAX_BLOCKS <= SLOT_CRC_OFF, "slot too small");
+_Static_assert(SLOT_MAP_OFF + 2u * MAX_BLOCKS <= SLOT_TAG_OFF, "block map does not fit");
+_Static_assert(PHYS_MAX <= 65536u, "physical block numbers are u16");
 _Static_assert(HDR_SIZE == 2u * SLOT_SIZE, "header holds two slots");
 
 enum op_type { OP_WRITE, OP_READ, OP_TRUNC, OP_REMOVE };
@@ -51,6 +56,8 @@ enum op_state {
 	ST_READ_OLD,    /* copy-on-write: old content to merge */
 	ST_WRITE_TMP,   /* copy-on-write: header + content to the temp file */
 	ST_SYNC_TMP,    /* copy-on-write: fdatasync before rename */
+	ST_BLK_READ,    /* block update: an old block partly overwritten */
+	ST_BLK_WRITE,   /* block update: the new blocks, one physical run each */
 };
 
 enum io_kind { IO_READ, IO_WRITE, IO_FSYNC };
@@ -67,6 +74,9 @@ struct centry {
 	uint32_t length, crc;
 	uint32_t tag;                   /* caller's tag (the chain id), 0 = none */
 	uint32_t *bcrc;                 /* nblocks(length) block CRCs */
+	uint16_t *bmap;                 /* logical -> physical block; NULL = identity */
+	bool lent;                      /* a dropped mapping still had replies: its
+					 * file's free blocks may still be sent */
 	int fd;                         /* -1 when closed */
 	bool fd_buffered;               /* O_DIRECT turned off for reads */
 	uint64_t fsize;                 /* file size, valid while fd >= 0 */
@@ -114,12 +124,22 @@ struct op {
 	/* update plan */
 	uint32_t new_len, new_crc;
 	uint32_t *new_bcrc;
+	uint16_t *new_map;              /* the block map after it; NULL = identity */
+	uint64_t pdelta;                /* in place: physical minus logical offset */
+	uint32_t blk_t0, blk_t1;        /* block update: blocks [t0, t1] rewritten */
+	unsigned blk_rd, blk_ver;       /* old blocks to read / read (1: t0, 2: t1) */
 	int64_t reserved;               /* bytes added to cs->used */
 	bool trim_on_fail;
 	uint8_t *buf;                   /* aligned */
 	size_t buf_len;
 	uint32_t buf_doff;              /* chunk offset buf starts at */
 	int tmp_fd;
+	/* a logical range done as one I/O per physically contiguous run */
+	enum op_state run_state;
+	enum io_kind run_kind;
+	const uint16_t *run_map;
+	uint8_t *run_buf;               /* holds the chunk bytes from run_base on */
+	uint32_t run_base, run_pos, run_end;
 	/* current I/O */
 	enum io_kind io_kind;
 	int io_fd;
@@ -178,10 +198,46 @@ static inline uint32_t nblocks(uint32_t len)
 	return (uint32_t)((len + (uint64_t)CHUNK_BLOCK_SIZE - 1) / CHUNK_BLOCK_SIZE);
 }
 
-/* Bytes a chunk of len bytes holds on disk (0 for none). */
-static inline int64_t footprint(bool exists, uint32_t len)
+/* Physical block of logical block b under map (NULL: identity). */
+static inline uint32_t pblk(const uint16_t *map, uint32_t b)
 {
-	return exists ? (int64_t)HDR_SIZE + (int64_t)align_up(len, PAGE_SZ) : 0;
+	return map ? map[b] : b;
+}
+
+/* Physical blocks the data area of a chunk of len bytes spans under map:
+ * one past the highest used (free blocks below it included). */
+static inline uint32_t map_span(const uint16_t *map, uint32_t len)
+{
+	uint32_t nb = nblocks(len), m = 0;
+
+	if (!map)
+		return nb;
+	for (uint32_t i = 0; i < nb; i++)
+		if (map[i] + 1u > m)
+			m = map[i] + 1u;
+	return m;
+}
+
+/* Bytes a chunk of len bytes laid out by map holds on disk (0 for none):
+ * the header and each block up to its last page, free blocks among them
+ * included. */
+static inline int64_t footprint(bool exists, uint32_t len, const uint16_t *map)
+{
+	uint64_t end = 0;
+
+	if (!exists)
+		return 0;
+	if (!map)
+		return (int64_t)HDR_SIZE + (int64_t)align_up(len, PAGE_SZ);
+	for (uint32_t b = 0; b < nblocks(len); b++) {
+		uint64_t bl = len - b * CHUNK_BLOCK_SIZE;
+		uint64_t e = (uint64_t)map[b] * CHUNK_BLOCK_SIZE +
+			     align_up(bl < CHUNK_BLOCK_SIZE ? bl : CHUNK_BLOCK_SIZE, PAGE_SZ);
+
+		if (e > end)
+			end = e;
+	}
+	return (int64_t)(HDR_SIZE + end);
 }
 
 static inline uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
@@ -208,9 +264,16 @@ static inline void fill_info(struct chunk_info *info, const struct centry *e)
 /* Turns O_DIRECT on or off on the chunk's cached fd (ops of one chunk are
  * serialized, so no I/O of another op is in flight on it). */
 int cs_fd_mode(struct chunk_store *cs, struct centry *e, bool direct);
+/* Encodes a slot: format 1 when bmap is NULL (identity), else format 2
+ * with bmap's nblocks(length) entries. */
 void cs_slot_encode(uint8_t *p, uint64_t seq, const struct chunk_id *id,
 		    uint64_t version, uint32_t length, uint32_t crc, const uint32_t *bcrc,
-		    uint32_t tag);
+		    const uint16_t *bmap, uint32_t tag);
+/* Frees *map and sets it NULL when its n entries are the identity. */
+void cs_map_norm(uint16_t **map, uint32_t n);
+/* Drops the entry's reference to its mapping, noting (lent) when replies
+ * still hold it. */
+void cs_ent_unmap(struct centry *e);
 /* Entry of id, or NULL. */
 struct centry *cs_ent_find(struct chunk_store *cs, const struct chunk_id *id);
 /* Finds or creates (not existing yet) the entry of id. 0 or -ENOMEM. */

@@ -46,6 +46,8 @@ int main(void)
 	FIELD(strata_opts, opts_size); FIELD(strata_opts, timeout_ms);
 	FIELD(strata_opts, retry_ms); FIELD(strata_opts, io_threads);
 	FIELD(strata_opts, token); FIELD(strata_opts, tls_ca);
+	FIELD(strata_opts, cache_mem_bytes); FIELD(strata_opts, cache_dir);
+	FIELD(strata_opts, cache_disk_bytes); FIELD(strata_opts, cache_block);
 	end();
 
 	BEGIN(strata_stat);

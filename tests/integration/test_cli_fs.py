@@ -185,6 +185,29 @@ def test_mkdir_ls_stat(fs, top):
     assert "File: %s/mid\n" % top in r.stdout
 
 
+def test_chmod_chown(fs, top, tmp_path):
+    (tmp_path / "f").write_bytes(b"x")
+    fs("put", tmp_path / "f", top + "/f", ok=True)
+    fs("mkdir", top + "/d", ok=True)
+    fs("chmod", "640", top + "/f", ok=True)
+    fs("chmod", "1777", top + "/d", ok=True)
+    fs("chown", "1234:4321", top + "/f", ok=True)
+    fs("chown", "daemon", top + "/d", ok=True)      # a name this host knows (uid 1)
+    r = fs("stat", top + "/f", ok=True)
+    assert "Mode: 0640 (-rw-r-----)" in r.stdout, r.stdout
+    assert re.search(r"Uid: 1234\b", r.stdout) and re.search(r"Gid: 4321\b", r.stdout), r.stdout
+    r = fs("stat", top + "/d", ok=True)
+    assert "Mode: 1777 (" in r.stdout and re.search(r"Uid: 1\b", r.stdout), r.stdout
+    r = fs("chmod", "600", top + "/missing", ok=False)
+    assert "No such file" in r.stderr, r.stderr
+    # A token acting as another user may not give a file away.
+    r = fs("token", "create", "--tenant", "u", "--uid", "1234", "--path", "rw:" + top,
+           "--expires", "1h", ok=True)
+    tok = r.stdout.strip().splitlines()[-1]
+    r = fs("chown", "999", top + "/f", env={"STRATA_TOKEN": tok}, ok=False)
+    assert "Operation not permitted" in r.stderr, r.stderr
+
+
 def test_cat_and_ls_of_files(fs, top, tmp_path):
     data = b"hello, strata\n" * 1000
     (tmp_path / "f").write_bytes(data)
@@ -459,6 +482,12 @@ def test_status(fs):
     (["setlayout", "/d"], "usage: strata setlayout"),
     (["ls", "--chunk-size", "1M", "/"], "unknown option"),
     (["ls", "--mgmt"], "needs a value"),
+    (["chmod", "755"], "usage: strata chmod"),
+    (["chmod", "789", "/x"], "'789' is not an octal mode"),
+    (["chmod", "17777", "/x"], "is not an octal mode"),
+    (["chown", "1"], "usage: strata chown"),
+    (["chown", "no-such-user-here", "/x"], "'no-such-user-here' is not USER[:GROUP]"),
+    (["chown", ":", "/x"], "is not USER[:GROUP]"),
 ])
 def test_usage_errors(args, word):
     r = _strata_fn(*args, env={"STRATA_MGMT": "127.0.0.1:1"})
@@ -471,5 +500,5 @@ def test_help_lists_the_file_commands():
     r = _strata_fn("--help")
     assert r.returncode == 0
     for cmd in ("ls", "stat", "mkdir", "rm", "mv", "cat", "put", "get", "cp", "du",
-                "setlayout", "getlayout", "status"):
+                "setlayout", "getlayout", "status", "chmod", "chown"):
         assert re.search(r"^  %s\b" % cmd, r.stdout, re.M), cmd

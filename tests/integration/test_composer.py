@@ -18,13 +18,15 @@ import random
 import signal
 import struct
 import threading
+import time
 import urllib.error
 import urllib.request
 
 import pytest
 
 import strata_wire as sw
-from conftest import restart_control_node, signed_token, wait_until
+from conftest import (fetch_metrics_text, parse_metrics, restart_control_node, signed_token,
+                      wait_until)
 from conftest import strata_nocred as strata
 
 EACCES = -13
@@ -216,6 +218,24 @@ def test_every_resource_but_the_root_needs_an_admin_token(cc, tmp_path):
     (b'{"Memory": {"Size": "1M"}, "Owner": {"Uid": 5, "Gid": -1}}', "'Owner.Gid' a gid"),
     (b'{"Memory": {"Size": "1M"}, "Owner": {"Uid": 5, "Home": "/"}}',
      "'Owner.Home' is not a property"),
+    (b'{"Gpus": {"Ids": []}}', "'Gpus.Ids' must be an array of 1..64"),
+    (b'{"Gpus": {"Ids": ["gpu-1"]}}', "'Gpus.Ids[0]' must be a GPU's ResourceBlock id"),
+    (b'{"Gpus": {"Ids": ["gpu-1-0x"]}}', "'Gpus.Ids[0]' must be"),
+    (b'{"Gpus": {"Ids": ["gpu--1-0"]}}', "'Gpus.Ids[0]' must be"),
+    (b'{"Gpus": {"Ids": ["gpu-1-0", "gpu-1-0"]}}', "'Gpus.Ids' names gpu-1-0 twice"),
+    (b'{"Gpus": {"Ids": ["gpu-1-0"], "Count": 2}}', "'Gpus.Ids' names the GPUs"),
+    (b'{"Gpus": {"Ids": ["gpu-1-0"], "SameNode": true}}', "'Gpus.Ids' names the GPUs"),
+    (b'{"Memory": {"Size": "1M"}, "Paths": "/d"}', "'Paths' must be an array"),
+    (b'{"Memory": {"Size": "1M"}, "Paths": [{"Path": "/d", "Access": "x"}]}',
+     "'Paths[0]' needs 'Path'"),
+    (b'{"Memory": {"Size": "1M"}, "Paths": [{"Path": "/d"}, {"Path": "d", "Access": "r"}]}',
+     "'Paths[0]' needs"),
+    (b'{"Memory": {"Size": "1M"}, "Paths": [{"Path": "/d", "Access": "r"}, '
+     b'{"Path": "/a/../b", "Access": "r"}]}', "'Paths[1]' needs 'Path' (an absolute, normalized"),
+    (b'{"Memory": {"Size": "1M"}, "Paths": [{"Path": "/d", "Access": "r", "Mode": 1}]}',
+     "'Paths[0].Mode' is not a property"),
+    (b'{"Memory": {"Size": "1M"}, "Paths": [' + b','.join(
+        [b'{"Path": "/d", "Access": "r"}'] * 9) + b']}', "at most 8"),
 ])
 def test_bad_requests_get_400_with_the_reason(cc, raw, says):
     code, body = http(cc, "POST", RF + "/Systems", raw=raw)
@@ -355,6 +375,165 @@ def test_owner_gets_the_volume_and_the_credential(cc, tmp_path):
     assert s["Oem"]["Strata"]["Owner"] == {"Uid": 65534, "Gid": 65534}
     assert strata("compose", "delete", s["Id"], "--dir", cc.dir).returncode == 0
     audit(cc)
+
+
+def test_paths_reach_beyond_the_volume_as_the_owner(cc, tmp_path):
+    """Paths: the credential also reaches a dataset to read and a place to
+    write results, still as the owner, so the namespace's permissions
+    decide: a dataset the owner may not read stays closed; paths outside
+    those given stay out of reach."""
+    f = tmp_path / "f"
+    f.write_bytes(b"sample")
+    for cmd in (("mkdir", "-p", "/pathsds/open", "/pathsds/closed", "/pathsout/u1234"),
+                ("put", f, "/pathsds/open/a"), ("put", f, "/pathsds/closed/a"),
+                ("chmod", "755", "/pathsds/open"), ("chmod", "644", "/pathsds/open/a"),
+                ("chmod", "700", "/pathsds/closed"), ("chown", "1234:1234", "/pathsout/u1234")):
+        r = strata(*cmd[:1], "--dir", cc.dir, *cmd[1:])
+        assert r.returncode == 0, (cmd, r.stderr)
+    cred = tmp_path / "paths.token"
+    r = strata("compose", "create", "--dir", cc.dir, "--storage", "1M", "--owner", "1234",
+               "--path", "r:/pathsds", "--path", "rw:/pathsout/u1234", "--token-out", cred,
+               "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    o = s["Oem"]["Strata"]
+    assert o["Paths"] == [{"Path": "/pathsds", "Access": "r"},
+                          {"Path": "/pathsout/u1234", "Access": "rw"}], o
+    claims = sw.token_claims(cred.read_text().strip())
+    assert {"prefix": "/pathsds", "access": "r"} in claims["paths"], claims
+    mgmt = o["Addresses"]["Mgmt"]
+    r = strata("cat", "--mgmt", mgmt, "--token", cred, "/pathsds/open/a")
+    assert r.returncode == 0 and r.stdout == "sample", r.stderr
+    r = strata("cat", "--mgmt", mgmt, "--token", cred, "/pathsds/closed/a")
+    assert r.returncode == 1 and "Permission denied" in r.stderr, r.stderr
+    r = strata("put", "--mgmt", mgmt, "--token", cred, f, "/pathsds/open/b")
+    assert r.returncode == 1 and "Permission denied" in r.stderr, r.stderr   # r only
+    r = strata("put", "--mgmt", mgmt, "--token", cred, f, "/pathsout/u1234/res")
+    assert r.returncode == 0, r.stderr
+    r = strata("put", "--mgmt", mgmt, "--token", cred, f, "/pathsout/other")
+    assert r.returncode == 1 and "Permission denied" in r.stderr, r.stderr
+    r = strata("compose", "show", s["Id"], "--dir", cc.dir)
+    assert r.returncode == 0 and "path     /pathsds (r)" in r.stdout, r.stdout
+    assert strata("compose", "delete", s["Id"], "--dir", cc.dir).returncode == 0
+    r = strata("compose", "create", "--dir", cc.dir, "--memory", "1M", "--path", "x:/d")
+    assert r.returncode == 2 and "--path: 'x:/d' is not r:PATH or rw:PATH" in r.stderr, r.stderr
+    audit(cc)
+
+
+def test_named_gpus(cc):
+    """Gpus.Ids: exactly the GPUs named (a scheduler's choice); one held
+    already, or not in the inventory, is refused with its name."""
+    free = [b for b in http(cc, "GET", RF + "/CompositionService/ResourceBlocks")[1]["Members"]
+            if b["@odata.id"].rsplit("/", 1)[1].startswith("gpu-")]
+    ids = [b["@odata.id"].rsplit("/", 1)[1] for b in free]
+    inv_free = [i for i in ids if http(cc, "GET", RF + "/CompositionService/ResourceBlocks/" + i)[1]
+                ["CompositionStatus"]["CompositionState"] == "Unused"]
+    assert len(inv_free) >= 2, ids
+    want = [inv_free[-1], inv_free[0]]
+    r = strata("compose", "create", "--dir", cc.dir, "--gpu-ids", ",".join(want), "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    got = ["gpu-%d-%d" % (g["Node"], g["Index"]) for g in s["Oem"]["Strata"]["Gpus"]]
+    assert sorted(got) == sorted(want), (got, want)
+    r = strata("compose", "create", "--dir", cc.dir, "--gpu-ids", want[0])
+    assert r.returncode == 1 and "%s is composed already" % want[0] in r.stderr, r.stderr
+    r = strata("compose", "create", "--dir", cc.dir, "--gpu-ids", "gpu-999-0")
+    assert r.returncode == 1 and "gpu-999-0 is not in the inventory" in r.stderr, r.stderr
+    assert strata("compose", "delete", s["Id"], "--dir", cc.dir).returncode == 0
+    audit(cc)
+
+
+def test_usage_per_tenant(cc):
+    """Metering: a tenant's GPU-, TB- and GB-hours are what its
+    compositions held over the window, and stop growing once released.
+    Checked against the composition's own times (nothing here is timed)."""
+    r = strata("compose", "create", "--dir", cc.dir, "--gpus", "2", "--storage", "2M",
+               "--memory", "8M", "--tenant", "metered", "--json")
+    assert r.returncode == 0, r.stderr
+    sid = json.loads(r.stdout)["Id"]
+    time.sleep(1.2)
+    r = strata("compose", "delete", sid, "--dir", cc.dir, "--json")
+    assert r.returncode == 0, r.stderr
+    o = json.loads(r.stdout)["Oem"]["Strata"]
+    held = o["Changed"] - o["Created"]
+    code, u = http(cc, "GET", RF + "/CompositionService/Oem/Strata/Usage")
+    assert code == 200, u
+    row = [t for t in u["Tenants"] if t["Tenant"] == "metered"]
+    assert len(row) == 1 and row[0]["Compositions"] == 1, u
+    assert row[0]["GpuHours"] == pytest.approx(2 * held / 3600.0), (row, held)
+    assert row[0]["StorageTBHours"] == pytest.approx((2 << 20) / 1e12 * held / 3600.0)
+    assert row[0]["MemoryGBHours"] == pytest.approx((8 << 20) / 1e9 * held / 3600.0)
+    # Released: it no longer grows.
+    time.sleep(1.1)
+    code, u2 = http(cc, "GET", RF + "/CompositionService/Oem/Strata/Usage")
+    assert [t for t in u2["Tenants"] if t["Tenant"] == "metered"] == row
+    # A window after its release holds nothing of it.
+    code, u3 = http(cc, "GET", RF + "/CompositionService/Oem/Strata/Usage?Since=%d" % u2["Until"])
+    assert code == 200 and not [t for t in u3["Tenants"] if t["Tenant"] == "metered"], u3
+    r = strata("compose", "usage", "--dir", cc.dir)
+    assert r.returncode == 0 and re.search(r"^metered\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+1$",
+                                           r.stdout, re.M), r.stdout
+    r = strata("compose", "usage", "--dir", cc.dir, "--since", "1h", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["Since"] > 0, r.stdout
+    for bad in ("-5", "soon", str(int(time.time()) + 3600), "1e3"):
+        code, body = http(cc, "GET", RF + "/CompositionService/Oem/Strata/Usage?Since=" + bad)
+        assert code == 400 and "'Since' must be seconds since the epoch" in error_of(body), body
+    r = strata("compose", "usage", "--dir", cc.dir, "--since", "never")
+    assert r.returncode == 2 and "--since: 'never' is not a time" in r.stderr, r.stderr
+    r = strata("compose", "list", "--dir", cc.dir, "--since", "1h")
+    assert r.returncode == 2 and "is an option of 'compose usage'" in r.stderr, r.stderr
+    code, body = http(cc, "GET", RF + "/CompositionService/Oem/Strata/Usage", token=False)
+    assert code == 401
+    # The pools' gauges in the control daemon's /metrics.
+    ctl = next(n for n in cc.nodes if "composer" in n.services)
+    m = parse_metrics(fetch_metrics_text(ctl.metrics_port)[2])
+    inv = inventory(cc)
+    assert m["strata_composer_storage_bytes"] == inv["Storage"]["Total"], m
+    assert m["strata_composer_memory_used_bytes"] == inv["Memory"]["Used"], m
+    assert m["strata_composer_gpus_stranded"] == 0 and "strata_composer_storage_stranded_bytes" in m
+
+
+def test_swordfish_volumes_view(cc, tmp_path):
+    """StorageServices/strata/Volumes: every composition's volume with its
+    capacity, what it holds now (meta's quota use) and a link to its
+    composition; gone from the view once released."""
+    code, root = http(cc, "GET", RF)
+    assert root["StorageServices"] == {"@odata.id": RF + "/StorageServices"}, root
+    code, coll = http(cc, "GET", RF + "/StorageServices")
+    assert code == 200 and coll["Members"] == [{"@odata.id": RF + "/StorageServices/strata"}]
+    code, svc = http(cc, "GET", RF + "/StorageServices/strata")
+    assert code == 200 and svc["Volumes"] == {"@odata.id": RF + "/StorageServices/strata/Volumes"}
+    cred = tmp_path / "vol.token"
+    r = strata("compose", "create", "--dir", cc.dir, "--storage", "4M", "--name", "swordfish",
+               "--token-out", cred, "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    sid, o = s["Id"], s["Oem"]["Strata"]
+    f = tmp_path / "f"
+    f.write_bytes(os.urandom(300000))
+    r = strata("put", "--mgmt", o["Addresses"]["Mgmt"], "--token", cred, f, o["Volume"]["Path"] + "/f")
+    assert r.returncode == 0, r.stderr
+    code, vols = http(cc, "GET", RF + "/StorageServices/strata/Volumes")
+    assert code == 200, vols
+    mine = [v for v in vols["Members"] if v["Id"] == sid]
+    assert len(mine) == 1 and vols["Members@odata.count"] == len(vols["Members"]), vols
+    v = mine[0]
+    assert v["@odata.type"].startswith("#Volume.") and v["CapacityBytes"] == 4 << 20, v
+    assert v["Capacity"]["Data"]["AllocatedBytes"] == 4 << 20
+    assert v["Capacity"]["Data"]["ConsumedBytes"] >= 300000, v
+    assert v["Oem"]["Strata"]["Path"] == o["Volume"]["Path"] and v["Name"] == "swordfish"
+    assert v["Links"]["Oem"]["Strata"]["Composition"]["@odata.id"] == RF + "/Systems/" + sid
+    code, one = http(cc, "GET", RF + "/StorageServices/strata/Volumes/" + sid)
+    assert code == 200 and one["Id"] == sid and one["Status"]["State"] == "Enabled", one
+    assert strata("compose", "delete", sid, "--dir", cc.dir).returncode == 0
+    code, body = http(cc, "GET", RF + "/StorageServices/strata/Volumes/" + sid)
+    assert code == 404 and "no volume '%s'" % sid in error_of(body), body
+    code, body = http(cc, "GET", RF + "/StorageServices/other")
+    assert code == 404 and "no storage service 'other'" in error_of(body)
+    code, _ = http(cc, "GET", RF + "/StorageServices/strata/Volumes", token=False)
+    assert code == 401
+    code, _ = http(cc, "POST", RF + "/StorageServices/strata/Volumes", {"x": 1})
+    assert code == 405
 
 
 def test_all_or_nothing(cc):

@@ -41,6 +41,7 @@ from conftest import (BUILD, REGISTRY, STRATA, Cluster, free_port, run_strata, s
 
 SLURM_USER = "slurm"
 JOB_USER = "nobody"
+OWNER_USER = "daemon"       # a job's user other than nobody (Debian's uid 1)
 POOL = 2 << 30              # --storage.capacity of the one storage daemon, R=1
 MEM_POOL = 512 << 20
 GPUS = 2
@@ -68,7 +69,7 @@ def _missing():
         return "slurm-wlm has no burst_buffer/lua plugin"
     if os.geteuid() != 0:
         return "slurmd must run as root to start jobs as their users"
-    for u in (SLURM_USER, JOB_USER):
+    for u in (SLURM_USER, JOB_USER, OWNER_USER):
         try:
             pwd.getpwnam(u)
         except KeyError:
@@ -141,9 +142,9 @@ class Slurm:
         path.chmod(0o755)
         return path, out
 
-    def sbatch(self, body, name=None):
+    def sbatch(self, body, name=None, user=JOB_USER):
         path, out = self.script(body, name)
-        r = self.cmd("sbatch", "--parsable", path, user=JOB_USER)
+        r = self.cmd("sbatch", "--parsable", path, user=user)
         assert r.returncode == 0, "sbatch refused %s:\n%s%s" % (path, r.stdout, r.stderr)
         return r.stdout.strip().split(";")[0], out
 
@@ -316,7 +317,8 @@ def slurm():
         assert r.returncode == 0, r.stdout + r.stderr
 
         r = s.strata("slurm", "install", "--conf-dir", s.etc, "--state-dir", base / "bbstate",
-                     "--slurm-user", SLURM_USER, "--datasets", "/datasets")
+                     "--slurm-user", SLURM_USER, "--datasets", "/datasets", "--results",
+                     "/results")
         assert r.returncode == 0, r.stdout + r.stderr
         r = s.strata("slurm", "gres", "--names", "n1", "--files", base / "dev" / "nvidia",
                      "--out", s.etc / "gres.conf")
@@ -344,6 +346,7 @@ def slurm():
         try:
             if s.procs and s.procs[0].poll() is None:
                 s.cmd("scancel", "-u", JOB_USER)
+                s.cmd("scancel", "-u", OWNER_USER)
                 try:
                     wait_until(lambda: not s.cmd("squeue", "-h").stdout.strip(), 60,
                                interval=0.2, what="the queue to drain")
@@ -378,6 +381,35 @@ def test_gres_from_the_inventory(slurm_logs):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.timeout(120)
+def test_the_gpus_slurm_gives_become_the_jobs_gpu_blocks(slurm_logs):
+    """--gres=gpu:1: pre-run composes exactly the GPU Slurm gave the job
+    (its IDX on the node gres.conf maps to a Strata compute node), for the
+    job's user, while the job runs; teardown releases it with the slice."""
+    s = slurm_logs
+    baseline = s.inventory()
+    job, out = s.sbatch("""#BB_LUA strata pool=strata capacity=8M
+#SBATCH --gres=gpu:1
+echo "cuda=$CUDA_VISIBLE_DEVICES"
+sleep 4
+""")
+    comp = wait_until(lambda: (lambda c: c if c and c["State"] == "Composed" else None)(
+        s.composition_of(job + "-gpus")), 60, interval=0.2, what="job %s's GPUs composed" % job)
+    assert len(comp["Gpus"]) == 1, comp
+    assert comp["Owner"]["Uid"] == pwd.getpwnam(JOB_USER).pw_uid, comp
+    s.wait_gone(job)
+    text = out.read_text()
+    m = re.search(r"cuda=(\d+)", text)
+    assert m, text
+    # Slurm's index on the node is the GPU block's index.
+    assert comp["Gpus"][0]["Index"] == int(m.group(1)), (comp, text)
+    assert comp["CudaVisibleDevices"] == {str(comp["Gpus"][0]["Node"]): m.group(1)}, comp
+    s.wait_released(job + "-gpus")
+    s.wait_released(job)
+    wait_until(lambda: s.inventory() == baseline, 30, interval=0.2,
+               what="the inventory back to its baseline")
+
+
 def test_job_writes_and_reads_through_its_slice(slurm_logs):
     s = slurm_logs
     job, out = s.sbatch("""#BB_LUA strata pool=strata capacity=64M mem=16M
@@ -418,7 +450,9 @@ BAD = [
     ("#BB_LUA strata mem=1M pool=strata", "pool= without capacity="),
     ("#BB_LUA strata", "asks for nothing"),
     ("#BB_LUA strata pool=strata capacity=1M\n#BB_LUA strata mem=1M", "more than one"),
-    ("#BB_LUA strata pool=strata capacity=1M stage_out=/results/x", "stage_out= is not supported yet"),
+    ("#BB_LUA strata pool=strata capacity=1M stage_out=/tmp/x", "stage_out='/tmp/x' is not a path under /results/"),
+    ("#BB_LUA strata pool=strata capacity=1M stage_out=/results/a/../../b", "is not a path under /results/"),
+    ("#BB_LUA strata mem=1M stage_out=/results/a", "stage_out= needs capacity="),
     ("#BB_LUA strata pool=strata capacity=1M dataset=/etc/passwd", "dataset='/etc/passwd' is not a path under /datasets/"),
     ("#BB_LUA strata pool=strata capacity=1M dataset=/datasets/../etc", "is not a path under /datasets/"),
     ("#BB_LUA strata pool=strata capacity=1M dataset=/datasets/", "is not a path under /datasets/"),
@@ -534,8 +568,11 @@ def test_install_refuses_a_missing_slurm_user(slurm_logs):
     assert r.returncode == 2 and "--names gives 2 name(s)" in r.stderr, r.stderr
     for bad in ("datasets", "/", "/datasets/", "/data sets"):
         r = s.strata("slurm", "install", "--conf-dir", s.etc, "--datasets", bad)
-        assert r.returncode == 2 and "--datasets and --volumes are absolute paths" in r.stderr, \
+        assert r.returncode == 2 and "--datasets and --results are absolute paths" in r.stderr, \
             (bad, r.stderr)
+    r = s.strata("slurm", "install", "--conf-dir", s.etc, "--results", "/results/")
+    assert r.returncode == 2 and "--datasets and --results are absolute paths" in r.stderr, \
+        r.stderr
     r = s.strata("slurm", "install", "--conf-dir", s.etc, "--tenant", "group")
     assert r.returncode == 2 and "--tenant is 'user'" in r.stderr, r.stderr
     r = s.strata("slurm", "gres", "--conf-dir", s.etc)
@@ -549,14 +586,15 @@ def test_install_again_keeps_the_token(slurm_logs):
     tok = s.etc / "strata-slurm.token"
     before = tok.read_text()
     r = s.strata("slurm", "install", "--conf-dir", s.etc, "--state-dir", s.base / "bbstate",
-                 "--slurm-user", SLURM_USER, "--datasets", "/datasets")
+                 "--slurm-user", SLURM_USER, "--datasets", "/datasets", "--results", "/results")
     assert r.returncode == 0, r.stderr
     assert "kept the token in %s" % tok in r.stdout
     st = tok.stat()
     assert tok.read_text() == before
     assert (st.st_mode & 0o777, st.st_uid) == (0o600, pwd.getpwnam(SLURM_USER).pw_uid)
     conf = (s.etc / "strata_bb.conf").read_text()
-    assert "datasets = /datasets\n" in conf and "token_file = %s\n" % tok in conf, conf
+    assert "datasets = /datasets\n" in conf and "results = /results\n" in conf, conf
+    assert "token_file = %s\n" % tok in conf, conf
     assert (s.etc / "burst_buffer.lua").read_bytes() == \
         (Path(__file__).resolve().parents[2] / "contrib" / "slurm" / "burst_buffer.lua").read_bytes()
 
@@ -711,6 +749,26 @@ def test_scancel_of_a_waiting_job_composes_nothing(slurm_logs):
     assert state == [], state
 
 
+def _stage_in_refused(s, dataset, user):
+    """Submits a job staging in dataset as user, waits until Slurm holds it
+    for its failed stage-in (the reason names the dataset), cancels it,
+    and checks that its composition is released, the pools back where
+    they were and the job never ran. Returns 'scontrol show job' of the
+    held job."""
+    baseline = s.inventory()
+    job, out = s.sbatch("#BB_LUA strata pool=strata capacity=16M dataset=%s\necho ran\n" % dataset,
+                        user=user)
+    text = wait_until(lambda: (lambda t: t if "stage-in of " + dataset in t else None)(
+        s.cmd("scontrol", "show", "job", job).stdout), 60, interval=0.3,
+        what="job %s's stage-in refused" % job)
+    assert s.cmd("scancel", job, user=user).returncode == 0
+    s.wait_gone(job)
+    s.wait_released(job)
+    wait_until(lambda: s.inventory() == baseline, 30, interval=0.2,
+               what="the inventory back to its baseline")
+    assert not out.exists() or "ran" not in out.read_text()
+    return text
+
 @pytest.mark.timeout(150)
 def test_dataset_is_staged_in_to_the_slice(slurm_logs):
     s = slurm_logs
@@ -737,17 +795,57 @@ echo "dataset=$STRATA_DATASET"
 
     # A dataset that is not there: stage-in fails, Slurm holds the job
     # with the reason; cancelled, its composition is released.
-    baseline = s.inventory()
-    job, out = s.sbatch("#BB_LUA strata pool=strata capacity=16M dataset=/datasets/nope\necho ran\n")
-    wait_until(lambda: "stage-in of /datasets/nope" in s.cmd("scontrol", "show", "job", job).stdout,
-               60, interval=0.3, what="job %s's stage-in refused" % job)
-    assert "Priority=0" in s.cmd("scontrol", "show", "job", job).stdout
-    assert s.cmd("scancel", job, user=JOB_USER).returncode == 0
+    text = _stage_in_refused(s, "/datasets/nope", JOB_USER)
+    assert "Priority=0" in text, text
+
+
+@pytest.mark.timeout(240)
+def test_the_job_user_owns_its_slice_stages_in_and_out(slurm_logs):
+    """A job of a user other than nobody: its slice is that user's, its
+    credential acts as that user, so stage-in reads only a dataset the
+    user may read, and stage_out= copies the slice, as the user, to a
+    place the user may write."""
+    s = slurm_logs
+    pw = pwd.getpwnam(OWNER_USER)
+    src = s.base / "jobs" / "owned-ds"
+    src.mkdir(exist_ok=True)
+    (src / "shard-0").write_bytes(b"s" * 5000)
+    s.strata("rm", "-r", "-f", "/results/owned", "/datasets/owned", "/datasets/private")
+    for cmd in (("mkdir", "-p", "/datasets", "/results/owned"), ("put", "-q", src, "/datasets/owned"),
+                ("put", "-q", src, "/datasets/private"), ("chmod", "700", "/datasets/private"),
+                ("chown", "%d:%d" % (pw.pw_uid, pw.pw_gid), "/results/owned")):
+        r = s.strata(*cmd)
+        assert r.returncode == 0, (cmd, r.stderr)
+    job, out = s.sbatch("""#BB_LUA strata pool=strata capacity=16M dataset=/datasets/owned stage_out=/results/owned
+id -u
+echo "result of $(id -u)" > $W/owned-result
+{strata} put -q $W/owned-result "$STRATA_VOLUME/result" && echo put=ok
+{strata} stat "$STRATA_VOLUME" | grep Uid
+if [ -n "$STRATA_VOLUME_DIR" ]; then
+  echo "through the mount" > "$STRATA_VOLUME_DIR/viafuse" && echo mount-write=ok
+fi
+""".format(strata=STRATA), user=OWNER_USER)
     s.wait_gone(job)
-    s.wait_released(job)
-    wait_until(lambda: s.inventory() == baseline, 30, interval=0.2,
-               what="the inventory back to its baseline")
-    assert not out.exists() or "ran" not in out.read_text()
+    text = out.read_text()
+    comp = s.wait_released(job)
+    assert comp["Owner"] == {"Uid": pw.pw_uid, "Gid": pw.pw_gid}, comp
+    assert {"Path": "/datasets/owned", "Access": "r"} in comp["Paths"], comp
+    assert {"Path": "/results/owned", "Access": "rw"} in comp["Paths"], comp
+    assert "put=ok" in text and re.search(r"Uid: %d\b" % pw.pw_uid, text), text
+    # The volume is the user's: the mount (default_permissions) lets them in.
+    if _no_mount() is None:
+        assert "mount-write=ok" in text, text
+    # Staged out after the job to STAGE_OUT/job-ID, as the job's user:
+    # the result and the staged-in dataset, theirs.
+    r = s.strata("cat", "/results/owned/job-%s/result" % job)
+    assert r.returncode == 0 and r.stdout == "result of %d\n" % pw.pw_uid, (r.stdout, r.stderr)
+    r = s.strata("stat", "/results/owned/job-%s/owned/shard-0" % job)
+    assert r.returncode == 0 and re.search(r"Uid: %d\b" % pw.pw_uid, r.stdout), r.stdout
+
+    # A dataset the user may not read: stage-in is refused with the
+    # reason, whatever SlurmUser could read.
+    text = _stage_in_refused(s, "/datasets/private", OWNER_USER)
+    assert "Permission denied" in text, text
 
 
 def _job_pids(job):

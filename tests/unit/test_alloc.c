@@ -229,12 +229,51 @@ static void test_human(void **state)
 	assert_string_equal(b, "1.5 GiB");
 }
 
+/* Named GPUs: exactly those, in the order named; a refusal names each
+ * one that cannot be given, and why. */
+static void test_named_gpus(void **state)
+{
+	struct alloc_gpu g[8];
+	struct alloc_inventory inv;
+	struct alloc_request rq = { .gpus = 2, .nids = 2, .ids = { { 2, 3 }, { 1, 0 } } };
+	struct alloc_result res;
+	char why[256];
+
+	(void)state;
+	fill(g, 2, 4, "H100-80GB");
+	inv = inv_of(g, 8);
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), 0);
+	assert_int_equal(res.n, 2);
+	assert_int_equal(res.pick[0], 7);
+	assert_int_equal(res.pick[1], 0);
+	g[7].owned = true;
+	g[0].node_up = false;
+	rq.ids[1] = (struct alloc_gpu_id){ 1, 1 };
+	rq.nids = rq.gpus = 3;
+	rq.ids[2] = (struct alloc_gpu_id){ 9, 0 };
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), -ENOSPC);
+	assert_string_equal(why, "gpu-2-3 is composed already; gpu-9-0 is not in the inventory");
+	assert_int_equal(res.n, 0);
+	rq.nids = rq.gpus = 1;
+	rq.ids[0] = (struct alloc_gpu_id){ 1, 0 };
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), -ENOSPC);
+	assert_string_equal(why, "gpu-1-0 is on a node that is down");
+	/* Names take no count, model or same-node of their own. */
+	rq.ids[0] = (struct alloc_gpu_id){ 1, 1 };
+	rq.same_node = true;
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), -EINVAL);
+	rq.same_node = false;
+	rq.gpus = 2;
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_count_and_model),
 		cmocka_unit_test(test_refusal_texts),
 		cmocka_unit_test(test_same_node),
+		cmocka_unit_test(test_named_gpus),
 		cmocka_unit_test(test_random_against_model),
 		cmocka_unit_test(test_human),
 	};

@@ -518,8 +518,13 @@ static void test_corruption(void **state)
 	assert_int_equal(do_read(cs, a, 131072, n - 131072, out, &nread), 0);
 	assert_int_equal(do_read(cs, a, 60000, 10000, out, &nread), STRATA_EINTEGRITY);
 	assert_int_equal(do_read(cs, a, 0, n, out, &nread), STRATA_EINTEGRITY);
-	/* a partial overwrite merges with the corrupt block: refused */
-	assert_int_equal(do_write(cs, a, 10, d, 10, 2), STRATA_EINTEGRITY);
+	/* a partial overwrite of the corrupt block merges with it: refused */
+	assert_int_equal(do_write(cs, a, 65536 + 10, d, 10, 2), STRATA_EINTEGRITY);
+	/* one of a sound block leaves the corrupt one as it is */
+	assert_int_equal(do_write(cs, a, 10, d + 10, 10, 2), 0);
+	assert_int_equal(do_read(cs, a, 0, 65536, out, &nread), 0);
+	assert_memory_equal(out, d, 65536);
+	assert_int_equal(do_read(cs, a, 60000, 10000, out, &nread), STRATA_EINTEGRITY);
 	/* a full overwrite repairs it */
 	assert_int_equal(do_write(cs, a, 0, d, n, 3), 0);
 	assert_int_equal(do_read(cs, a, 0, n, out, &nread), 0);
@@ -678,7 +683,7 @@ static void test_reopen_cleanup(void **state)
 
 #define CR_CHUNKS 8
 #define CR_MAX (512u << 10)
-#define CR_KILLS 20
+#define CR_KILLS 20     /* STRATA_CRASH_KILLS=n runs n */
 
 struct shared_rec {
 	volatile uint64_t acked[CR_CHUNKS];
@@ -694,11 +699,15 @@ struct cr_op {
 static struct cr_op cr_plan(uint64_t ino, uint64_t v, uint32_t cur)
 {
 	uint64_t h = splitmix64(ino * 1000003 + v);
-	uint32_t len = (uint32_t)(h >> 40) % 150000 + 1, k = (uint32_t)(h % 3);
+	uint32_t len = (uint32_t)(h >> 40) % 150000 + 1, k = (uint32_t)(h % 6);
 	struct cr_op o;
 
 	if (cur == 0)
 		k = 0;
+	if (k >= 3) { /* small overwrite inside (block update), some across a block */
+		k = 1;
+		len = (h >> 60) ? (uint32_t)(h >> 40) % 9000 + 1 : (uint32_t)(h >> 40) % 70000 + 1;
+	}
 	if (k == 0) { /* append, sometimes with a gap */
 		o.kind = 0;
 		o.off = cur + ((h >> 8) & 1 ? (uint32_t)(h >> 12) % 9000 : 0);
@@ -845,15 +854,23 @@ static void test_crash_consistency(void **state)
 	uint8_t *model[CR_CHUNKS], *out = malloc(CR_MAX + 16);
 	uint32_t mlen[CR_CHUNKS] = { 0 };
 	uint64_t mver[CR_CHUNKS] = { 0 }, total_updates = 0;
-	int at_writing = 0;
+	int at_writing = 0, kills = CR_KILLS;
+	const char *env = getenv("STRATA_CRASH_KILLS");
 
 	(void)state;
+	if (env && *env) {
+		char *endp;
+		long v = strtol(env, &endp, 10);
+
+		assert_true(*endp == 0 && v > 0 && v < 1000000);
+		kills = (int)v;
+	}
 	rec = mmap(NULL, sizeof(*rec), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	assert_true(rec != MAP_FAILED);
 	for (int i = 0; i < CR_CHUNKS; i++)
 		model[i] = calloc(1, CR_MAX);
 	srand(4242);
-	for (int kill_no = 0; kill_no < CR_KILLS; kill_no++) {
+	for (int kill_no = 0; kill_no < kills; kill_no++) {
 		int p[2], status;
 		char ch;
 		pid_t pid;
@@ -906,7 +923,7 @@ static void test_crash_consistency(void **state)
 		chunk_store_close(cs);
 	}
 	print_message("crash test: %d kills, %" PRIu64 " updates, %d chunks at the version in flight\n",
-		      CR_KILLS, total_updates, at_writing);
+		      kills, total_updates, at_writing);
 	assert_true(total_updates > 0);
 	for (int i = 0; i < CR_CHUNKS; i++)
 		free(model[i]);
@@ -1182,6 +1199,333 @@ static void test_read_ref(void **state)
 	free(dir);
 }
 
+/* ---- block updates (slot format 2) ---- */
+
+#define BLK 65536u
+
+static uint64_t file_size(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	return (uint64_t)st.st_size;
+}
+
+/* Format of the winning slot of a chunk file (valid magic, highest seq). */
+static unsigned winner_format(const char *path)
+{
+	uint8_t hdr[HDR];
+	uint64_t best = 0;
+	unsigned fmt = 0;
+	int fd = open(path, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, hdr, HDR, 0), (ssize_t)HDR);
+	close(fd);
+	for (int s = 0; s < 2; s++) {
+		const uint8_t *p = hdr + s * 8192;
+		uint32_t magic, crc;
+		uint64_t seq;
+		uint16_t f;
+
+		memcpy(&magic, p, 4);
+		memcpy(&crc, p + 8188, 4);
+		memcpy(&seq, p + 8, 8);
+		memcpy(&f, p + 4, 2);
+		if (magic == 0x4b434853u && crc == crc32c(0, p, 8188) && seq >= best) {
+			best = seq;
+			fmt = f;
+		}
+	}
+	return fmt;
+}
+
+/* Writes [off, off + len) of model m (data from seed) and checks the whole
+ * chunk against it. */
+static void blk_write_check(struct chunk_store *cs, struct model *m, uint32_t off, uint32_t len,
+			    uint64_t seed, uint8_t *tmp)
+{
+	fill(tmp, len, seed);
+	assert_int_equal(do_write(cs, m->id, off, tmp, len, ++m->version), 0);
+	if (off > m->len)
+		memset(m->buf + m->len, 0, off - m->len);
+	memcpy(m->buf + off, tmp, len);
+	if (off + len > m->len)
+		m->len = off + len;
+	check_chunk(cs, m, tmp);
+}
+
+/*
+ * Overwrites rewrite only the blocks they touch, into blocks the committed
+ * map does not use: partial and whole blocks, across a block boundary,
+ * past the end; freed blocks are reused so the file stops growing; the
+ * map survives a reopen; a corrupt block is found where the map moved it.
+ */
+static void test_block_update(void **state)
+{
+	char *dir = mktmp("/tmp");
+	struct chunk_store *cs = open_store(dir, 1 << 20, 0, 0);
+	struct model m = { .id = { 21, 4 }, .buf = calloc(1, 1 << 20) };
+	uint8_t *tmp = malloc((1 << 20) + 64);
+	uint64_t total, used, fsz;
+	char path[PATH_MAX];
+	uint32_t nread;
+
+	(void)state;
+	m.exists = true;
+	blk_write_check(cs, &m, 0, 5 * BLK + 3000, 1, tmp);        /* copy-on-write */
+	assert_int_equal(chunk_file(dir, m.id, path, sizeof(path)), 0);
+	assert_int_equal(winner_format(path), 1);
+	fsz = file_size(path);
+	assert_int_equal(fsz, HDR + 5 * BLK + 4096);
+	/* 4 KiB inside block 2: block 2 moves past the end (phys 6). */
+	blk_write_check(cs, &m, 2 * BLK + 100, 4096, 2, tmp);
+	assert_int_equal(winner_format(path), 2);
+	assert_int_equal(file_size(path), HDR + 7 * BLK);
+	assert_int_equal(chunk_space(cs, &total, &used), 0);
+	assert_int_equal(used, HDR + 7 * BLK);
+	/* Block 4 reuses the block 2 left: the file does not grow. */
+	blk_write_check(cs, &m, 4 * BLK + 7, 10, 3, tmp);
+	assert_int_equal(file_size(path), HDR + 7 * BLK);
+	/* A whole block, a range across a boundary, one past the end. */
+	blk_write_check(cs, &m, 1 * BLK, BLK, 4, tmp);
+	blk_write_check(cs, &m, 3 * BLK - 100, BLK + 200, 5, tmp);
+	blk_write_check(cs, &m, 5 * BLK + 1000, 100000, 6, tmp);
+	/* Appends (with a gap) and a truncate that extends, on a remapped
+	 * chunk; then a shrink (copy-on-write, back to format 1). */
+	blk_write_check(cs, &m, m.len, 5000, 7, tmp);
+	blk_write_check(cs, &m, m.len + 70000, 3000, 8, tmp);
+	blk_write_check(cs, &m, 0, 10, 9, tmp);
+	assert_int_equal(do_trunc(cs, m.id, m.len + 90000, ++m.version), 0);
+	m.len += 90000;
+	check_chunk(cs, &m, tmp);
+	blk_write_check(cs, &m, 100, 5, 10, tmp);
+	assert_int_equal(winner_format(path), 2);
+	chunk_store_close(cs);
+	cs = open_store(dir, 1 << 20, 0, 0);
+	check_chunk(cs, &m, tmp);
+	assert_int_equal(do_trunc(cs, m.id, 6 * BLK, ++m.version), 0);
+	m.len = 6 * BLK;
+	check_chunk(cs, &m, tmp);
+	assert_int_equal(winner_format(path), 1);
+	assert_int_equal(file_size(path), HDR + 6 * BLK);
+	assert_int_equal(chunk_space(cs, &total, &used), 0);
+	assert_int_equal(used, HDR + 6 * BLK);
+
+	/* Block 2 moves to phys 6; damage it there, and damage the free
+	 * block it left (phys 2), which no read looks at. */
+	blk_write_check(cs, &m, 2 * BLK + 5, 5, 11, tmp);
+	chunk_store_close(cs);
+	flip_byte(path, HDR + 6 * BLK + 40);
+	flip_byte(path, HDR + 2 * BLK + 40);
+	cs = open_store(dir, 1 << 20, 0, 0);
+	assert_int_equal(do_read(cs, m.id, 2 * BLK, 100, tmp, &nread), STRATA_EINTEGRITY);
+	assert_int_equal(do_read(cs, m.id, 0, 2 * BLK, tmp, &nread), 0);
+	assert_memory_equal(tmp, m.buf, 2 * BLK);
+	assert_int_equal(do_read(cs, m.id, 3 * BLK, 3 * BLK, tmp, &nread), 0);
+	assert_memory_equal(tmp, m.buf + 3 * BLK, 3 * BLK);
+	assert_int_equal(do_write(cs, m.id, 2 * BLK + 1, tmp, 1, m.version + 1), STRATA_EINTEGRITY);
+	blk_write_check(cs, &m, 2 * BLK, BLK, 12, tmp);       /* a whole block repairs it */
+	chunk_store_close(cs);
+	free(m.buf);
+	free(tmp);
+	rm_rf(dir);
+	free(dir);
+}
+
+/*
+ * Block maps: moving blocks back where they were gives the identity again
+ * (format 1); a chunk file written by hand in format 1 (as earlier
+ * versions wrote it) opens, reads and takes block updates.
+ */
+static void test_block_format1(void **state)
+{
+	char *dir = mktmp("/tmp");
+	struct chunk_store *cs = open_store(dir, 1 << 20, 0, 0);
+	struct model m = { .id = { 22, 1 }, .buf = calloc(1, 1 << 20) };
+	uint32_t n = 2 * BLK + 700, nb = 3;
+	uint8_t *tmp = malloc((1 << 20) + 64), *file = calloc(1, HDR + 3 * BLK);
+	char path[PATH_MAX];
+	uint32_t v32;
+	uint64_t v64;
+	int fd;
+
+	(void)state;
+	m.exists = true;
+	/* Two blocks wholly rewritten (not from 0) go to phys 2 and 3, then
+	 * back to 0 and 1: the identity, stored as format 1. */
+	blk_write_check(cs, &m, 0, 2 * BLK, 1, tmp);
+	assert_int_equal(chunk_file(dir, m.id, path, sizeof(path)), 0);
+	blk_write_check(cs, &m, 10, 2 * BLK - 20, 2, tmp);
+	assert_int_equal(winner_format(path), 2);
+	blk_write_check(cs, &m, 10, 2 * BLK - 20, 3, tmp);
+	assert_int_equal(winner_format(path), 1);
+	check_chunk(cs, &m, tmp);
+	chunk_store_close(cs);
+
+	/* By hand: slot B (seq 7) valid, slot A zero. */
+	fill(m.buf, n, 77);
+	memset(m.buf + n, 0, 64);
+	m.len = n;
+	m.version = 9;
+	uint8_t *s = file + 8192;
+
+	v32 = 0x4b434853u; memcpy(s, &v32, 4);
+	s[4] = 1;                                       /* format 1, flags 0 */
+	v64 = 7; memcpy(s + 8, &v64, 8);
+	memcpy(s + 16, &m.id.ino, 8);
+	memcpy(s + 24, &m.id.idx, 8);
+	memcpy(s + 32, &m.version, 8);
+	memcpy(s + 40, &n, 4);
+	v32 = crc32c(0, m.buf, n); memcpy(s + 44, &v32, 4);
+	v32 = BLK; memcpy(s + 48, &v32, 4);
+	memcpy(s + 52, &nb, 4);
+	for (uint32_t b = 0; b < nb; b++) {
+		uint32_t bl = n - b * BLK < BLK ? n - b * BLK : BLK;
+
+		v32 = crc32c(0, m.buf + b * BLK, bl);
+		memcpy(s + 56 + 4 * b, &v32, 4);
+	}
+	v32 = crc32c(0, s, 8188); memcpy(s + 8188, &v32, 4);
+	memcpy(file + HDR, m.buf, n);
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, file, HDR + n), (ssize_t)(HDR + n));
+	close(fd);
+
+	cs = open_store(dir, 1 << 20, 0, 0);
+	check_chunk(cs, &m, tmp);
+	blk_write_check(cs, &m, BLK + 3, 4096, 4, tmp);
+	assert_int_equal(winner_format(path), 2);
+	blk_write_check(cs, &m, m.len, 100, 5, tmp);
+	chunk_store_close(cs);
+	cs = open_store(dir, 1 << 20, 0, 0);
+	check_chunk(cs, &m, tmp);
+	chunk_store_close(cs);
+	free(file);
+	free(m.buf);
+	free(tmp);
+	rm_rf(dir);
+	free(dir);
+}
+
+/*
+ * While a reply holds a mapping of a chunk file, the blocks it may send
+ * are not reused: overwrites go past the end, and once the file would
+ * span more than twice its blocks, copy-on-write compacts it. The held
+ * bytes never change.
+ */
+static void test_block_hold_compact(void **state)
+{
+	char *dir = mktmp("/tmp");
+	struct chunk_store_opts o;
+	struct chunk_store *cs = NULL;
+	struct model m = { .id = { 23, 1 }, .buf = calloc(1, 1 << 20) };
+	uint8_t *tmp = abuf_alloc(1 << 20), *keep = malloc(BLK);
+	char path[PATH_MAX];
+	struct ref_res r;
+	uint32_t nread;
+
+	(void)state;
+	chunk_store_opts_init(&o, sizeof(o));
+	o.buffered_reads = true;
+	assert_int_equal(chunk_store_open(dir, &o, &cs), 0);
+	m.exists = true;
+	blk_write_check(cs, &m, 0, 2 * BLK, 1, tmp);
+	assert_int_equal(chunk_file(dir, m.id, path, sizeof(path)), 0);
+	assert_int_equal(do_read(cs, m.id, 0, 2 * BLK, tmp, &nread), 0);
+	r = do_read_ref(cs, m.id, BLK, BLK, tmp);
+	assert_int_equal(r.status, 0);
+	if (!r.hold) {
+		skip();	/* the pages were reclaimed at once */
+	}
+	memcpy(keep, r.data, BLK);
+	/* Block 1 at phys 2, then 3 (phys 1, held, is not reused); the next
+	 * would make the file span 5 > 2 x 2 blocks: copy-on-write. */
+	blk_write_check(cs, &m, BLK + 5, 10, 2, tmp);
+	assert_int_equal(file_size(path), HDR + 3 * BLK);
+	blk_write_check(cs, &m, BLK + 50, 10, 3, tmp);
+	assert_int_equal(file_size(path), HDR + 4 * BLK);
+	assert_memory_equal(r.data, keep, BLK);
+	blk_write_check(cs, &m, BLK + 500, 10, 4, tmp);
+	assert_int_equal(winner_format(path), 1);
+	assert_int_equal(file_size(path), HDR + 2 * BLK);
+	assert_memory_equal(r.data, keep, BLK);
+	chunk_hold_put(r.hold);
+	/* No hold now: the next overwrite goes to phys 2, the one after
+	 * reuses phys 1. */
+	blk_write_check(cs, &m, BLK + 5, 10, 5, tmp);
+	blk_write_check(cs, &m, BLK + 6, 10, 6, tmp);
+	assert_int_equal(file_size(path), HDR + 3 * BLK);
+	chunk_store_close(cs);
+	free(keep);
+	free(m.buf);
+	abuf_free(tmp);
+	rm_rf(dir);
+	free(dir);
+}
+
+static uint32_t min_len(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+/* Block updates with sync_writes (the fdatasync states between blocks and
+ * slot): random small and large overwrites, appends and truncates of two
+ * chunks, each checked, then again after a reopen. */
+static void test_block_sync(void **state)
+{
+	char *dir = mktmp("/tmp");
+	struct chunk_store_opts o;
+	struct chunk_store *cs = NULL;
+	struct model m[2] = { { .id = { 24, 1 } }, { .id = { 24, 2 } } };
+	uint8_t *tmp = malloc((1 << 20) + 64);
+
+	(void)state;
+	rng_state = 0xb10c;
+	chunk_store_opts_init(&o, sizeof(o));
+	o.sync_writes = true;
+	o.max_chunk_size = 1 << 20;
+	assert_int_equal(chunk_store_open(dir, &o, &cs), 0);
+	for (int i = 0; i < 2; i++) {
+		m[i].buf = calloc(1, 1 << 20);
+		m[i].exists = true;
+		blk_write_check(cs, &m[i], 0, 4 * BLK + 100, 30 + (uint64_t)i, tmp);
+	}
+	for (int it = 0; it < 60; it++) {
+		struct model *c = &m[rnd(2)];
+		uint32_t k = rnd(10), len = rnd(2) ? rnd(9000) + 1 : rnd(200000) + 1, off;
+
+		if (k < 7) {
+			off = rnd(c->len);
+		} else if (k < 9) {
+			off = c->len + (rnd(2) ? rnd(70000) : 0);
+		} else {
+			uint32_t nl = min_len(rnd(c->len + 100000), 1 << 20);
+
+			assert_int_equal(do_trunc(cs, c->id, nl, ++c->version), 0);
+			if (nl > c->len)
+				memset(c->buf + c->len, 0, nl - c->len);
+			else
+				memset(c->buf + nl, 0, c->len - nl);
+			c->len = nl;
+			check_chunk(cs, c, tmp);
+			continue;
+		}
+		if (off >= (1 << 20))
+			continue;
+		len = min_len(len, (1 << 20) - off);
+		blk_write_check(cs, c, off, len, rng(), tmp);
+	}
+	chunk_store_close(cs);
+	cs = open_store(dir, 1 << 20, 0, 0);
+	for (int i = 0; i < 2; i++) {
+		check_chunk(cs, &m[i], tmp);
+		free(m[i].buf);
+	}
+	chunk_store_close(cs);
+	free(tmp);
+	rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1195,6 +1539,10 @@ int main(void)
 		cmocka_unit_test(test_crash_consistency),
 		cmocka_unit_test(test_tag_replace_buffered),
 		cmocka_unit_test(test_read_ref),
+		cmocka_unit_test(test_block_update),
+		cmocka_unit_test(test_block_format1),
+		cmocka_unit_test(test_block_hold_compact),
+		cmocka_unit_test(test_block_sync),
 	};
 
 	log_set_level(LOG_WARN);

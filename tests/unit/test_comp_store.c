@@ -66,6 +66,10 @@ static void make(struct comp *c, uint64_t seq, uint32_t node, uint32_t first, ui
 	snprintf(c->token_id, sizeof(c->token_id), "0123456789abcdef");
 	c->owner_uid = 1000 + (uint32_t)seq;
 	c->owner_gid = 2000 + (uint32_t)seq;
+	c->npaths = 2;
+	snprintf(c->paths[0].prefix, sizeof(c->paths[0].prefix), "/datasets/\"quoted\" x");
+	snprintf(c->paths[1].prefix, sizeof(c->paths[1].prefix), "/results/%u", (unsigned)seq);
+	c->paths[1].write = true;
 	c->ngpus = n;
 	for (uint32_t i = 0; i < n; i++) {
 		c->gpus[i].node = node;
@@ -117,6 +121,11 @@ static void test_round_trip_and_exclusive(void **state)
 	assert_string_equal(all[1].token_id, "0123456789abcdef");
 	assert_int_equal(all[1].owner_uid, 1002);
 	assert_int_equal(all[1].owner_gid, 2002);
+	assert_int_equal(all[1].npaths, 2);
+	assert_string_equal(all[1].paths[0].prefix, "/datasets/\"quoted\" x");
+	assert_false(all[1].paths[0].write);
+	assert_string_equal(all[1].paths[1].prefix, "/results/2");
+	assert_true(all[1].paths[1].write);
 	free(all);
 	/* a cannot take its GPU back while b holds it. */
 	a.state = COMP_COMPOSED;
@@ -127,8 +136,9 @@ static void test_round_trip_and_exclusive(void **state)
 	assert_false(comp_state_holds(COMP_FAILED));
 }
 
-/* A store written before compositions had owners opens, and its
- * compositions are nobody's, as they were. */
+/* A store written before compositions had owners and paths opens, and
+ * its compositions are nobody's and reach only their volumes, as they
+ * were. */
 static void test_store_without_owners(void **state)
 {
 	struct comp_store *s;
@@ -155,6 +165,7 @@ static void test_store_without_owners(void **state)
 	assert_string_equal(all[0].name, "old");
 	assert_int_equal(all[0].owner_uid, 65534);
 	assert_int_equal(all[0].owner_gid, 65534);
+	assert_int_equal(all[0].npaths, 0);
 	free(all);
 	comp_store_close(s);
 	/* Opened again: the columns are there already. */

@@ -236,7 +236,7 @@ static void test_bad_values(void **state)
 		{ "[storage]\ncache = 12X\n", { ":2:", "'storage.cache'", "size" } },
 		{ "[storage]\ncache = -1\n", { ":2:", "'storage.cache'", "size" } },
 		{ "[storage]\ncache = 1.5G\n", { ":2:", "'storage.cache'", "size" } },
-		{ "[net]\ntimeout = 5h\n", { ":2:", "'net.timeout'", "duration" } },
+		{ "[net]\ntimeout = 5y\n", { ":2:", "'net.timeout'", "duration" } },
 		{ "[net]\ntimeout = s\n", { ":2:", "'net.timeout'", "duration" } },
 		{ "verbose = maybe\n", { ":1:", "'verbose'", "boolean" } },
 		{ "verbose = 2\n", { ":1:", "'verbose'", "boolean" } },
@@ -579,14 +579,14 @@ static void test_parse_ms(void **state)
 		int64_t v;
 	} ok[] = {
 		{ "0", 0 }, { "250", 250 }, { "250ms", 250 }, { "3s", 3000 },
-		{ "2m", 120000 }, { "1min", 60000 },
+		{ "2m", 120000 }, { "1min", 60000 }, { "3h", 10800000 }, { "2d", 172800000 },
 		{ "9223372036854775807", INT64_MAX }, { "9223372036854775ms", 9223372036854775ll },
 	};
 	static const char *const bad[] = {
-		"", "s", "ms", "-1", "3h", "1.5s", "3 s", " 3", "3S", "3sec", "0x10",
+		"", "s", "ms", "-1", "3y", "1.5s", "3 s", " 3", "3S", "3sec", "0x10",
 	};
 	static const char *const range[] = {
-		"9223372036854775808", "9223372036854776s", "153722867280913m",
+		"9223372036854775808", "9223372036854776s", "153722867280913m", "106751991167301d",
 	};
 	int64_t v;
 
