@@ -29,6 +29,8 @@ int bench_train(int argc, char **argv);
 int bench_ckpt(int argc, char **argv);
 /* strata bench mem (bench_mem.c): the memory plane vs Redis, layer streaming. */
 int bench_mem(int argc, char **argv);
+/* strata bench meta (bench_meta.c): libstrata metadata rates vs a local dir. */
+int bench_meta(int argc, char **argv);
 
 struct strata;
 

@@ -23,6 +23,8 @@ int cmd_bench(int argc, char **argv)
 		return bench_ckpt(argc - 1, argv + 1);
 	if (strcmp(argv[1], "mem") == 0)
 		return bench_mem(argc - 1, argv + 1);
-	cli_err("bench: unknown benchmark '%s' (rpc, chunk, io, train, ckpt, mem)", argv[1]);
+	if (strcmp(argv[1], "meta") == 0)
+		return bench_meta(argc - 1, argv + 1);
+	cli_err("bench: unknown benchmark '%s' (rpc, chunk, io, train, ckpt, mem, meta)", argv[1]);
 	return 2;
 }
