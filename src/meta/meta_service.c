@@ -750,13 +750,14 @@ static void op_getattr(void *svc, struct svc_req *req)
 	reply_inode(m, req, md_getattr_reply, rc, &in);
 }
 
-static void op_create(void *svc, struct svc_req *req)
+/* CREATE of a decoded request, answered through reply (CREATE,
+ * CREATE_PATH). */
+static void create_in(struct meta *m, struct svc_req *req, struct mt_create rq,
+		      attr_reply_fn reply)
 {
-	struct meta *m = count_op(svc, req);
 	char name[MD_NAME_MAX + 1];
 	struct meta_inode in;
 	struct ns_trunc tr;
-	struct mt_create rq;
 	bool created;
 	int rc;
 
@@ -764,8 +765,6 @@ static void op_create(void *svc, struct svc_req *req)
 	struct acc_ctx ac;
 	uint8_t rights;
 
-	if (counted(m, md_create_req(req, &rq)))
-		return;
 	memset(&tr, 0, sizeof(tr));
 	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	rc = pstr_copy(rq.name, name, sizeof(name));
@@ -789,7 +788,7 @@ static void op_create(void *svc, struct svc_req *req)
 		rc = ns_create(&m->ns, ref_of(&rq.dir), name, rq.mode, rq.uid, rq.gid,
 			       rq.flags & MD_CREATE_EXCL, &in);
 	if (rc < 0) {
-		md_create_reply(req, counted(m, rc), NULL);
+		reply(req, counted(m, rc), NULL);
 		return;
 	}
 	created = rc == 1;
@@ -807,23 +806,29 @@ static void op_create(void *svc, struct svc_req *req)
 			rights |= CAP_READ;
 		acc_ctx_release(&ac);
 	}
-	reply_attr(m, req, md_create_reply, rc, created, &in, &tr, !created, rights);
+	reply_attr(m, req, reply, rc, created, &in, &tr, !created, rights);
 }
 
-static void op_open(void *svc, struct svc_req *req)
+static void op_create(void *svc, struct svc_req *req)
 {
 	struct meta *m = count_op(svc, req);
+	struct mt_create rq;
+
+	if (!counted(m, md_create_req(req, &rq)))
+		create_in(m, req, rq, md_create_reply);
+}
+
+/* OPEN of a decoded request, answered through reply (OPEN, OPEN_PATH). */
+static void open_in(struct meta *m, struct svc_req *req, struct mt_open rq, attr_reply_fn reply)
+{
 	struct meta_inode in;
 	struct ns_trunc tr;
-	struct mt_open rq;
 	int rc;
 
 	uint32_t acc;
 	struct acc_ctx ac;
 	unsigned want;
 
-	if (counted(m, md_open_req(req, &rq)))
-		return;
 	memset(&tr, 0, sizeof(tr));
 	acc = rq.flags & MD_O_ACCMODE;
 	want = acc == MD_O_RDONLY ? ACC_R : acc == MD_O_WRONLY ? ACC_W : ACC_R | ACC_W;
@@ -834,9 +839,18 @@ static void op_open(void *svc, struct svc_req *req)
 	acc_ctx_release(&ac);
 	if (!rc)
 		rc = ns_open(&m->ns, ref_of(&rq.h), md_open_flags_from_wire(rq.flags), &in, &tr);
-	reply_attr(m, req, md_open_reply, rc, false, &in, &tr,
+	reply_attr(m, req, reply, rc, false, &in, &tr,
 		   !rc && (rq.flags & MD_O_ACCMODE) != MD_O_RDONLY && S_ISREG(in.mode),
 		   ((want & ACC_R) ? CAP_READ : 0) | ((want & ACC_W) ? CAP_WRITE : 0));
+}
+
+static void op_open(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	struct mt_open rq;
+
+	if (!counted(m, md_open_req(req, &rq)))
+		open_in(m, req, rq, md_open_reply);
 }
 
 /* The checks of a request that makes a new entry in a directory (MKDIR,
@@ -974,18 +988,15 @@ static void op_readlink(void *svc, struct svc_req *req)
 	md_readlink_reply(req, counted(m, rc), rc ? NULL : &rep);
 }
 
-/* UNLINK and RMDIR. */
-static void remove_entry(struct meta *m, struct svc_req *req, bool dir)
+/* UNLINK and RMDIR of a decoded request: 0 or the reply's error. */
+static int remove_in(struct meta *m, struct svc_req *req, const struct mt_name rq, bool dir)
 {
 	char name[MD_NAME_MAX + 1];
-	struct mt_name rq;
 	int rc;
 
 	struct meta_inode d, victim;
 	struct acc_ctx ac;
 
-	if (counted(m, (dir ? md_rmdir_req : md_unlink_req)(req, &rq)))
-		return;
 	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	rc = pstr_copy(rq.name, name, sizeof(name));
 	if (!rc)
@@ -996,7 +1007,18 @@ static void remove_entry(struct meta *m, struct svc_req *req, bool dir)
 	if (!rc)
 		rc = dir ? ns_rmdir(&m->ns, ref_of(&rq.dir), name) :
 			   ns_unlink(&m->ns, ref_of(&rq.dir), name);
-	(dir ? md_rmdir_reply : md_unlink_reply)(req, counted(m, rc), NULL);
+	return rc;
+}
+
+/* UNLINK and RMDIR. */
+static void remove_entry(struct meta *m, struct svc_req *req, bool dir)
+{
+	struct mt_name rq;
+
+	if (counted(m, (dir ? md_rmdir_req : md_unlink_req)(req, &rq)))
+		return;
+	(dir ? md_rmdir_reply : md_unlink_reply)(req, counted(m, remove_in(m, req, rq, dir)),
+						  NULL);
 }
 
 static void op_unlink(void *svc, struct svc_req *req)
@@ -1333,32 +1355,102 @@ static int walk_dir(void *arg, const struct meta_inode *dir)
 	return 0;
 }
 
-static void op_resolve(void *svc, struct svc_req *req)
+/* Resolves path for req's caller (RESOLVE's rules, flags MD_RESOLVE_*)
+ * into *in: 0 or the reply's error. */
+static int resolve_in(struct meta *m, struct svc_req *req, struct pstr path_v, uint32_t flags,
+		      struct meta_inode *in)
 {
-	struct meta *m = count_op(svc, req);
 	char path[MD_PATH_MAX + 1];
-	struct mt_resolve rq;
-	struct meta_inode in;
+	struct walk w = { 0 };
 	int rc;
 
-	struct walk w = { 0 };
-
-	if (counted(m, md_resolve_req(req, &rq)))
-		return;
 	acc_ctx_init(&w.ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
-	rc = pstr_copy(rq.path, path, sizeof(path));
+	rc = pstr_copy(path_v, path, sizeof(path));
 	if (!rc && w.ac.trusted) {
-		rc = ns_resolve(&m->ns, path, rq.flags, &in);
+		rc = ns_resolve(&m->ns, path, flags, in);
 	} else if (!rc) {
 		w.dirs = malloc(WALK_MAX * sizeof(*w.dirs));
-		rc = w.dirs ? ns_resolve_walk(&m->ns, path, rq.flags, walk_dir, &w, &in) :
-		     -ENOMEM;
+		rc = w.dirs ? ns_resolve_walk(&m->ns, path, flags, walk_dir, &w, in) : -ENOMEM;
 		if (!rc)
-			rc = acc_walked(&w.ac, &in, w.dirs, w.n);
+			rc = acc_walked(&w.ac, in, w.dirs, w.n);
 		free(w.dirs);
 	}
 	acc_ctx_release(&w.ac);
-	reply_inode(m, req, md_resolve_reply, rc, &in);
+	return rc;
+}
+
+static void op_resolve(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	struct mt_resolve rq;
+	struct meta_inode in;
+
+	if (!counted(m, md_resolve_req(req, &rq)))
+		reply_inode(m, req, md_resolve_reply,
+			    resolve_in(m, req, rq.path, rq.flags, &in), &in);
+}
+
+/* ---- compound operations by path (proto/meta.h) ---- */
+
+static struct mt_handle handle_of(const struct meta_inode *in)
+{
+	struct mt_handle h = { in->ino, in->gen };
+
+	return h;
+}
+
+static void op_create_path(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	struct mt_create_path rq;
+	struct meta_inode dir;
+	int rc;
+
+	if (counted(m, md_create_path_req(req, &rq)))
+		return;
+	rc = resolve_in(m, req, rq.dir, MD_RESOLVE_FOLLOW, &dir);
+	if (rc) {
+		md_create_path_reply(req, counted(m, rc), NULL);
+		return;
+	}
+	create_in(m, req,
+		  (struct mt_create){ .dir = handle_of(&dir), .name = rq.name, .mode = rq.mode,
+				      .uid = rq.uid, .gid = rq.gid, .flags = rq.flags },
+		  md_create_path_reply);
+}
+
+static void op_open_path(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	struct mt_open_path rq;
+	struct meta_inode in;
+	int rc;
+
+	if (counted(m, md_open_path_req(req, &rq)))
+		return;
+	rc = resolve_in(m, req, rq.path, MD_RESOLVE_FOLLOW, &in);
+	if (rc) {
+		md_open_path_reply(req, counted(m, rc), NULL);
+		return;
+	}
+	open_in(m, req, (struct mt_open){ .h = handle_of(&in), .flags = rq.flags },
+		md_open_path_reply);
+}
+
+static void op_unlink_path(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	struct mt_path_name rq;
+	struct meta_inode dir;
+	int rc;
+
+	if (counted(m, md_unlink_path_req(req, &rq)))
+		return;
+	rc = resolve_in(m, req, rq.dir, MD_RESOLVE_FOLLOW, &dir);
+	if (!rc)
+		rc = remove_in(m, req, (struct mt_name){ .dir = handle_of(&dir), .name = rq.name },
+			       false);
+	md_unlink_path_reply(req, counted(m, rc), NULL);
 }
 
 static void quota_to_wire(const struct meta_quota *q, struct mt_quota *w)
@@ -1477,6 +1569,9 @@ static const struct meta_handlers handlers = {
 	.md_quota_set = op_quota_set,
 	.md_quota_get = op_quota_get,
 	.md_quota_list = op_quota_list,
+	.md_create_path = op_create_path,
+	.md_open_path = op_open_path,
+	.md_unlink_path = op_unlink_path,
 };
 
 /* ---- life cycle ---- */
