@@ -11,7 +11,9 @@
  *
  * The cluster is one the benchmark starts (3 storage daemons, R=3), or the
  * one --mgmt names (with the token of the environment). Each row prints
- * ops/s of both and the ratio strata / local.
+ * ops/s of both, the ratio strata / local, and (for a cluster it started)
+ * the CPU time the meta daemon spent per strata op: a figure that the
+ * load of a shared machine moves far less than a rate.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +46,8 @@ struct bm {
 	char ldir[PATH_MAX];		/* the local baseline */
 	char sdir[64];			/* the cluster's directory */
 	const char *mgmt;		/* --mgmt, or NULL */
+	char flags[512];		/* daemon flags of the cluster we start */
+	long meta_pid;			/* the meta daemon we started (0: unknown) */
 	int threads;
 	double seconds;
 	uint64_t files;			/* per thread, 0: as many as fit the time */
@@ -195,14 +199,68 @@ static double bm_run(struct bm *b, bool cluster, enum bm_op op, int *err)
 	return *err ? 0 : (double)ops / t0;
 }
 
-static void bm_row(struct bm *b, const char *name, double c, int cerr, double l, int lerr)
+/* CPU seconds (user + system) the meta daemon has used, or -1. Its pid is
+ * the third line of DATA/stratad.addr of node 1 (the control node). */
+static double meta_cpu(const struct bm *b)
 {
+	char path[PATH_MAX + 32], buf[1024];
+	unsigned long long ut, st;
+	const char *p;
+	FILE *fp;
+	size_t n;
+
+	if (!b->meta_pid)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", b->meta_pid);
+	fp = fopen(path, "r");
+	if (!fp)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, fp);
+	fclose(fp);
+	buf[n] = '\0';
+	/* After "(comm)": state is field 3; utime and stime are 14 and 15. */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+			 &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static long find_meta_pid(const struct bm *b)
+{
+	char path[PATH_MAX + 32], l1[128], l2[64], l3[64];
+	long pid = 0;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/node1/stratad.addr", b->cdir);
+	fp = fopen(path, "r");
+	if (!fp)
+		return 0;
+	if (fgets(l1, sizeof(l1), fp) && fgets(l2, sizeof(l2), fp) && fgets(l3, sizeof(l3), fp)) {
+		char *end;
+
+		pid = strtol(l3, &end, 10);
+		if (end == l3 || (*end && *end != '\n') || pid <= 0)
+			pid = 0;
+	}
+	fclose(fp);
+	return pid;
+}
+
+/* cpu_us: meta daemon CPU microseconds per strata op (< 0: unknown). */
+static void bm_row(struct bm *b, const char *name, double c, int cerr, double l, int lerr,
+		   double cpu_us)
+{
+	char cpu[32] = "-";
+
+	if (cpu_us >= 0)
+		snprintf(cpu, sizeof(cpu), "%.1f", cpu_us);
 	if (cerr || lerr) {
 		printf("%-34s failed: %s%s\n", name, cerr ? "strata: " : "local: ",
 		       cerr ? strata_strerror(cerr) : strerror(-lerr));
 		b->fails++;
 	} else {
-		printf("%-34s %12.0f %12.0f %8.3f\n", name, c, l, l > 0 ? c / l : 0);
+		printf("%-34s %12.0f %12.0f %8.3f %12s\n", name, c, l, l > 0 ? c / l : 0, cpu);
 	}
 	fflush(stdout);
 }
@@ -251,17 +309,22 @@ static void run_rows(struct bm *b)
 		double c, l;
 		int ce, le;
 
+		double cpu0 = meta_cpu(b), t0 = mono_sec(), cpu1, cpu_us = -1;
+
 		c = bm_run(b, true, rows[r].op, &ce);
+		cpu1 = meta_cpu(b);
+		if (cpu0 >= 0 && cpu1 >= 0 && c > 0)
+			cpu_us = (cpu1 - cpu0) * 1e6 / (c * (mono_sec() - t0));
 		l = bm_run(b, false, rows[r].op, &le);
 		if (!rows[r].name) {	/* untimed: content for the read row */
 			if (ce || le)
-				bm_row(b, "write 1 KiB into each file", c, ce, l, le);
+				bm_row(b, "write 1 KiB into each file", c, ce, l, le, -1);
 			if (ce || le)
 				return;
 			continue;
 		}
 		snprintf(name, sizeof(name), "%s, %d thr", rows[r].name, b->threads);
-		bm_row(b, name, c, ce, l, le);
+		bm_row(b, name, c, ce, l, le, cpu_us);
 		if (ce || le)
 			return;
 	}
@@ -275,13 +338,15 @@ static int parse_args(int argc, char **argv, struct bm *b)
 		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			printf("usage: strata bench meta [--seconds S] [--threads N] [--files F] [--mgmt ADDR]\n\n"
+			printf("usage: strata bench meta [--seconds S] [--threads N] [--files F] [--mgmt ADDR]\n"
+			       "                         [--daemon-flags FLAGS]\n\n"
 			       "Metadata rates of libstrata beside the same workload on a local directory:\n"
 			       "create (open O_CREAT|O_EXCL + close of an empty file), stat, open + read\n"
 			       "1 KiB + close, unlink; N threads (default 4) each in its own directory.\n"
 			       "Creates run for S seconds (default 3) or F files per thread; the later\n"
 			       "rows go over the files created. The cluster is a local one the benchmark\n"
-			       "starts (3 storage daemons, R=3), or the one at --mgmt ADDR.\n");
+			       "starts (3 storage daemons, R=3; FLAGS: more daemon flags, e.g.\n"
+			       "'--meta.group_commit=false'), or the one at --mgmt ADDR.\n");
 			return 1;
 		}
 		if (strcmp(argv[i], "--seconds") == 0 && val) {
@@ -306,8 +371,15 @@ static int parse_args(int argc, char **argv, struct bm *b)
 			b->files = (uint64_t)v;
 		} else if (strcmp(argv[i], "--mgmt") == 0 && val) {
 			b->mgmt = val;
+		} else if (strcmp(argv[i], "--daemon-flags") == 0 && val) {
+			int n = snprintf(b->flags, sizeof(b->flags), "--node.log_level=warn %s", val);
+
+			if (n < 0 || (size_t)n >= sizeof(b->flags)) {
+				cli_err("bench meta: --daemon-flags is too long");
+				return 2;
+			}
 		} else {
-			cli_err("bench meta: unexpected argument '%s' (usage: strata bench meta [--seconds S] [--threads N] [--files F] [--mgmt ADDR])",
+			cli_err("bench meta: unexpected argument '%s' (see strata bench meta --help)",
 				argv[i]);
 			return 2;
 		}
@@ -329,6 +401,7 @@ int bench_meta(int argc, char **argv)
 	}
 	b->seconds = 3;
 	b->threads = 4;
+	snprintf(b->flags, sizeof(b->flags), "--node.log_level=warn");
 	rc = parse_args(argc, argv, b);
 	if (rc) {
 		free(b);
@@ -356,9 +429,10 @@ int bench_meta(int argc, char **argv)
 		rc = cli_connect(mgmt, NULL, &b->s);
 	} else {
 		snprintf(b->cdir, sizeof(b->cdir), "%s/cluster", b->root);
-		if (local_cluster_up(b->cdir, 3, 0, "--node.log_level=warn", mgmt, sizeof(mgmt)))
+		if (local_cluster_up(b->cdir, 3, 0, b->flags, mgmt, sizeof(mgmt)))
 			goto out;
 		up = true;
+		b->meta_pid = find_meta_pid(b);
 		rc = cli_connect(mgmt, b->cdir, &b->s);
 	}
 	if (rc) {
@@ -372,7 +446,8 @@ int bench_meta(int argc, char **argv)
 	       b->mgmt ? "the cluster at" : "a local cluster (3 storage daemons, R=3) at", mgmt,
 	       b->threads, b->files ? "a fixed file count" : "creates timed");
 	printf("baseline: the same calls on '%s' (same filesystem)\n", b->ldir);
-	printf("%-34s %12s %12s %8s\n", "test (ops/s)", "strata", "local", "ratio");
+	printf("meta us/op: CPU time of the meta daemon (user + system) per strata op, from /proc (a cluster it started)\n");
+	printf("%-34s %12s %12s %8s %12s\n", "test (ops/s)", "strata", "local", "ratio", "meta us/op");
 	run_rows(b);
 	exit_code = b->fails || bm_stop ? 1 : 0;
 out:
