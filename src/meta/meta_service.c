@@ -4,7 +4,8 @@
  * orphan reconciler, reconcile.h, queues the chunks nobody owns for it).
  *
  * Everything below runs on reactor 0's thread (m->r): the handlers, the
- * timers and the storage client's completions. Only status() and
+ * timers and the storage client's completions. Requests are grouped into
+ * shared transactions, answered when they commit (group.h). Only status() and
  * metrics() run elsewhere; they read counters with relaxed atomics.
  *
  * GC. Work is done in batches of up to GC_BATCH queue items. A batch
@@ -40,6 +41,7 @@
 #include "common/layout.h"
 #include "common/log.h"
 #include "meta/access.h"
+#include "meta/group.h"
 #include "meta/meta_service.h"
 #include "common/cluster_map.h"
 #include "mgmt/announce.h"
@@ -57,7 +59,6 @@ PROTO_SERVER(meta, META_OPS)
 #define GC_INFLIGHT 64u
 #define TABLE_POLL_MS 500u
 #define GC_QUEUE_SCAN 256u	/* the gc_queue gauge counts up to this */
-#define GROUP_MAX 256u		/* requests in one group commit at most */
 #define WALK_MAX 4096	/* 40 links of NS_PATH_MAX bytes cannot need more */
 /* /metrics has a series per quota root for this many roots (the lowest
  * inode numbers), refreshed every QUOTA_POLLS table polls: the paths cost
@@ -149,12 +150,7 @@ struct meta {
 
 	struct reconciler *rec;		/* orphaned chunks (reconcile.h) */
 
-	/* Group commit: the requests handled since the open group began
-	 * (ns_group_begin), each answer held until the group commits. */
-	bool group_on;			/* the store groups and the key allows it */
-	bool flush_queued;		/* group_flush_task is deferred */
-	uint32_t nheld;
-	struct svc_req *held[GROUP_MAX];
+	struct meta_group group;	/* group commit (group.h) */
 
 	/* The directories a client's RESOLVE searched (resolve_in). */
 	uint64_t walk_dirs[WALK_MAX];
@@ -168,7 +164,6 @@ struct meta {
 
 	/* Read by other threads (relaxed atomics). */
 	uint64_t ops[NOPS], op_errors;
-	uint64_t groups, group_reqs, group_failures;
 	uint64_t gc_chunks, gc_items, gc_failures;
 	bool gc_leader;			/* this server walks the gc queue */
 	uint64_t inodes, bytes, gc_queue;
@@ -187,66 +182,6 @@ struct meta {
 #define STAT_SET(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define STAT_GET(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
-/*
- * Group commit (docs/namespace.md). Every request handled on reactor 0
- * joins the open group, opening one if none is: its namespace calls run
- * in the group's transaction and its answer is held (svc_req_hold). At the
- * end of the loop turn (a deferred task), or when the group is full, or
- * before anything that acts outside the database on what the group
- * changed (the GC's chunk removals), group_flush commits and sends every
- * held answer; a failed commit turns each success into that error, as
- * none of the group's changes happened. Reads join too: a read may see a
- * change of the group, so it is not answered before the change is durable.
- */
-static void group_flush(struct meta *m)
-{
-	uint32_t n = m->nheld;
-	int err;
-
-	if (!m->ns.group)
-		return;
-	err = ns_group_end(&m->ns, true);
-	if (err) {
-		STAT_ADD(&m->group_failures, 1);
-		log_warn(COMP, "cannot commit a group of %u request(s): %s; each is answered"
-			 " with the error", n, strata_strerror(err));
-	}
-	m->nheld = 0;
-	for (uint32_t i = 0; i < n; i++)
-		svc_req_unhold(m->held[i], err);
-	STAT_ADD(&m->groups, 1);
-	STAT_ADD(&m->group_reqs, n);
-}
-
-static void group_flush_task(void *arg)
-{
-	struct meta *m = arg;
-
-	m->flush_queued = false;
-	group_flush(m);
-}
-
-/* req joins the open group, or a new one; without a group it runs alone,
- * its transactions each committed before it is answered. */
-static void group_join(struct meta *m, struct svc_req *req)
-{
-	if (!m->group_on || m->stopping)
-		return;
-	if (m->nheld == GROUP_MAX)
-		group_flush(m);
-	if (!m->ns.group && ns_group_begin(&m->ns))
-		return;
-	if (!m->flush_queued) {
-		if (reactor_defer(m->r, group_flush_task, m)) {
-			group_flush(m);
-			return;
-		}
-		m->flush_queued = true;
-	}
-	svc_req_hold(req);
-	m->held[m->nheld++] = req;
-}
-
 /* Counts a request of req's operation and puts it in the open group:
  * every handler starts with it. */
 static struct meta *count_op(void *svc, struct svc_req *req)
@@ -256,7 +191,7 @@ static struct meta *count_op(void *svc, struct svc_req *req)
 
 	if (op >= OP_META_FIRST && op <= OP_META_LAST)
 		STAT_ADD(&m->ops[op - OP_META_FIRST], 1);
-	group_join(m, req);
+	meta_group_join(&m->group, req);
 	return m;
 }
 
@@ -293,7 +228,7 @@ static int batch_load(struct meta *m, struct gc_batch *b)
 	int n;
 
 	/* Chunks are removed only for changes that are durable. */
-	group_flush(m);
+	meta_group_flush(&m->group);
 	n = ns_gc_next(&m->ns, b->ino, b->items, GC_BATCH);
 
 	b->n = n > 0 ? (uint32_t)n : 0;
@@ -1690,7 +1625,7 @@ static void stop_timers_on_owner(void *arg)
 	struct meta *m = arg;
 
 	m->stopping = true;
-	group_flush(m);
+	meta_group_stop(&m->group);
 	reconcile_stop(m->rec);
 	reactor_timer_cancel(m->r, &m->poll_timer);
 	reactor_timer_cancel(m->r, &m->gc_timer);
@@ -1712,7 +1647,7 @@ static void release_on_owner(void *arg)
 		free(b);
 	}
 	m->bg = NULL;
-	group_flush(m);
+	meta_group_stop(&m->group);
 	reconcile_free(m->rec);
 	m->rec = NULL;
 	if (m->ns_ready)
@@ -1803,7 +1738,7 @@ static int meta_start(const struct service_env *env, void **out)
 	m->ns_ready = true;
 	/* PostgreSQL has no savepoints here (meta_store.h): one transaction
 	 * per call, as before. */
-	m->group_on = m->cfg->group_commit && m->store.ops->sp_mark;
+	meta_group_init(&m->group, &m->ns, m->r, m->cfg->group_commit && m->store.ops->sp_mark);
 	root_layout(m);
 	sclient_opts_init(&so, sizeof(so));
 	so.timeout_ms = env->rpc_timeout_ms;
@@ -1952,12 +1887,12 @@ static void meta_metrics(void *svc, struct bbuf *out)
 		    (double)STAT_GET(&m->gc_failures));
 	metrics_put(out, "strata_meta_groups_total", "counter",
 		    "group commits: transactions that held requests (meta.group_commit)",
-		    (double)STAT_GET(&m->groups));
+		    (double)STAT_GET(&m->group.groups));
 	metrics_put(out, "strata_meta_group_requests_total", "counter",
-		    "requests answered after a group commit", (double)STAT_GET(&m->group_reqs));
+		    "requests answered after a group commit", (double)STAT_GET(&m->group.reqs));
 	metrics_put(out, "strata_meta_group_failures_total", "counter",
 		    "group commits that failed (each request answered with the error)",
-		    (double)STAT_GET(&m->group_failures));
+		    (double)STAT_GET(&m->group.failures));
 	reconcile_metrics(m, out);
 
 	metrics_put(out, "strata_meta_gc_leader", "gauge",
