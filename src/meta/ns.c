@@ -36,10 +36,11 @@ static void backoff(uint32_t attempt)
 
 typedef int (*txn_fn)(struct ns *ns, void *arg);
 
-/* Runs fn in the open group's transaction, in a savepoint: kept if fn
- * returns >= 0, undone otherwise. A savepoint that cannot be set or
- * undone fails the group (ns_group_end then rolls it all back). */
-static int run_in_group(struct ns *ns, txn_fn fn, void *arg)
+/* Runs fn in the open group's transaction, in a savepoint when it writes:
+ * kept if fn returns >= 0, undone otherwise (a read has nothing to undo).
+ * A savepoint that cannot be set or undone fails the group (ns_group_end
+ * then rolls it all back). */
+static int run_in_group(struct ns *ns, bool write, txn_fn fn, void *arg)
 {
 	const struct meta_store_ops *ops = ST(ns)->ops;
 	void *impl = ST(ns)->impl;
@@ -47,6 +48,8 @@ static int run_in_group(struct ns *ns, txn_fn fn, void *arg)
 
 	if (ns->group_err)
 		return ns->group_err;
+	if (!write)
+		return fn(ns, arg);
 	err = ops->sp_mark(impl);
 	if (err)
 		goto fail;
@@ -110,7 +113,7 @@ static int run_txn(struct ns *ns, bool write, txn_fn fn, void *arg)
 	int ret;
 
 	if (ns->group)
-		return run_in_group(ns, fn, arg);
+		return run_in_group(ns, write, fn, arg);
 	for (uint32_t attempt = 0;; attempt++) {
 		ret = ops->begin(impl, write);
 		if (ret == 0) {

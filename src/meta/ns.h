@@ -132,9 +132,10 @@ void ns_release(struct ns *ns);
 
 /*
  * Group commit. ns_group_begin opens one write transaction; until
- * ns_group_end, every ns_* call runs inside it, each in a savepoint of
- * its own, so a call that fails undoes its own changes only and reports
- * its error as it would alone (reads see the group's changes so far).
+ * ns_group_end, every ns_* call runs inside it, each that writes in a
+ * savepoint of its own, so a call that fails undoes its own changes only
+ * and reports its error as it would alone (reads see the group's changes
+ * so far).
  * Nothing of the group is durable before ns_group_end(ns, true) commits
  * it: whoever answers for a call made in a group answers after that.
  * ns_group_end(ns, false), or a commit that fails, rolls every call of
