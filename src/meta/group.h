@@ -32,6 +32,11 @@ struct meta_group {
 	struct reactor *r;	/* borrowed: the owner, where the flush is deferred */
 	bool on;		/* grouping; off: each request alone, as before */
 	bool flush_queued;	/* the end-of-turn flush is deferred */
+	/* $STRATA_TEST_META_GROUP_DELAY_MS (tests only): a group commits
+	 * this long after it opened, by a timer, instead of at the end of
+	 * the turn, so that a kill -9 lands while answers are held. */
+	uint32_t delay_ms;
+	struct reactor_timer timer;
 	uint32_t n;
 	struct svc_req *held[META_GROUP_MAX];
 	/* Relaxed atomics: groups committed (or failed), the requests they
