@@ -15,6 +15,8 @@ echo "== strata bench chunk --seconds $SECONDS_PER_TEST"
 # kernel pages out memory idle for seconds (DAMON; see bench/RESULTS.md).
 echo "== strata bench io --seconds $SECONDS_PER_TEST --file-mib 64"
 "$STRATA" bench io --seconds "$SECONDS_PER_TEST" --file-mib 64
+echo "== strata bench meta --seconds $SECONDS_PER_TEST"
+"$STRATA" bench meta --seconds "$SECONDS_PER_TEST"
 echo "== strata bench train --workload all"
 "$STRATA" bench train --workload all
 echo "== strata bench ckpt"

@@ -31,6 +31,8 @@ int bench_ckpt(int argc, char **argv);
 int bench_mem(int argc, char **argv);
 /* strata bench compose (bench_compose.c): compose+release against the HTTP floor. */
 int bench_compose(int argc, char **argv);
+/* strata bench meta (bench_meta.c): libstrata metadata rates vs a local dir. */
+int bench_meta(int argc, char **argv);
 
 struct strata;
 

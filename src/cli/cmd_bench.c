@@ -25,6 +25,9 @@ int cmd_bench(int argc, char **argv)
 		return bench_mem(argc - 1, argv + 1);
 	if (strcmp(argv[1], "compose") == 0)
 		return bench_compose(argc - 1, argv + 1);
-	cli_err("bench: unknown benchmark '%s' (rpc, chunk, io, train, ckpt, mem, compose)", argv[1]);
+	if (strcmp(argv[1], "meta") == 0)
+		return bench_meta(argc - 1, argv + 1);
+	cli_err("bench: unknown benchmark '%s' (rpc, chunk, io, train, ckpt, mem, meta, compose)",
+		argv[1]);
 	return 2;
 }

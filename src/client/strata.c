@@ -315,10 +315,21 @@ static int resolve(struct strata *s, const char *path, uint32_t flags, struct mt
 
 /* Resolves path's parent directory; *name gets the last component copied
  * into namebuf[MD_NAME_MAX + 1]. */
+static int split_name(const char *path, char *pp, char *namebuf);
+
 static int resolve_parent(struct strata *s, const char *path, struct mt_inode *parent,
 			  char *namebuf)
 {
 	char pp[PATH_MAX_LEN];
+	int rc = split_name(path, pp, namebuf);
+
+	return rc ? rc : resolve(s, pp, MD_RESOLVE_FOLLOW, parent);
+}
+
+/* Splits path into its parent directory (into pp[PATH_MAX_LEN]) and its
+ * last component (into namebuf[MD_NAME_MAX + 1]), as resolve_parent. */
+static int split_name(const char *path, char *pp, char *namebuf)
+{
 	const char *name;
 	size_t n;
 	int rc = split_path(path, pp, &name);
@@ -330,7 +341,7 @@ static int resolve_parent(struct strata *s, const char *path, struct mt_inode *p
 		return -ENAMETOOLONG;
 	memcpy(namebuf, name, n);
 	namebuf[n] = '\0';
-	return resolve(s, pp, MD_RESOLVE_FOLLOW, parent);
+	return 0;
 }
 
 /* The handle of inode in. Path calls act on what they resolved by number
@@ -634,10 +645,10 @@ void strata_clear_caller(void)
 int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 		struct strata_file **out)
 {
-	struct mt_inode parent, in;
 	struct mt_attr_rep rep;
-	struct mt_open orq;
-	char name[MD_NAME_MAX + 1];
+	struct mt_open_path orq;
+	struct mt_inode in;
+	char name[MD_NAME_MAX + 1], pp[PATH_MAX_LEN];
 	int acc = flags & 3, rc;
 
 	if (!s || !out || acc == 3)
@@ -647,22 +658,24 @@ int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 		return rc;
 	memset(&rep, 0, sizeof(rep));
 	if (flags & STRATA_O_CREAT) {
-		struct mt_create rq = {
+		/* One round trip: the parent is resolved by meta
+		 * (CREATE_PATH). */
+		struct mt_create_path rq = {
 			.mode = (mode & 07777) | S_IFREG, .uid = getuid(), .gid = getgid(),
 			.flags = ((flags & STRATA_O_EXCL) ? MD_CREATE_EXCL : 0) |
 				 ((flags & STRATA_O_TRUNC) ? MD_CREATE_TRUNC : 0),
 		};
 
-		rc = resolve_parent(s, path, &parent, name);
+		rc = split_name(path, pp, name);
 		if (rc == -EINVAL && strcmp(path, "/") != 0)
 			return rc;
 		if (rc == -EINVAL)
 			return -EISDIR;
 		if (rc)
 			return rc;
-		rq.dir = by_number(&parent);
+		rq.dir = pstr_c(pp);
 		rq.name = pstr_c(name);
-		rc = MC_CALL(&s->mc, md_create, &rq, &rep);
+		rc = MC_CALL(&s->mc, md_create_path, &rq, &rep);
 		in = rep.inode;
 		if (rc == -EISDIR || (rc == -EEXIST && !(flags & STRATA_O_EXCL))) {
 			/* An existing entry that is not a plain file. */
@@ -673,22 +686,22 @@ int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 		if (rc < 0)
 			return rc;
 	} else {
-		rc = resolve(s, path, MD_RESOLVE_FOLLOW, &in);
-		if (rc)
-			return rc;
-		if (S_ISDIR(in.mode))
-			return -EISDIR;
 		/* Always an OPEN, not only to truncate: meta checks the
-		 * caller's permission to read or write the file there. */
-		orq.h = by_number(&in);
+		 * caller's permission to read or write the file there. One
+		 * round trip: meta resolves the path (OPEN_PATH); a
+		 * directory is refused there when opened for writing, here
+		 * when for reading. */
+		orq.path = pstr_c(path);
 		orq.flags = acc == STRATA_O_WRONLY ? MD_O_WRONLY :
 			    acc == STRATA_O_RDWR ? MD_O_RDWR : MD_O_RDONLY;
 		if ((flags & STRATA_O_TRUNC) && acc != STRATA_O_RDONLY)
 			orq.flags |= MD_O_TRUNC;
-		rc = MC_CALL(&s->mc, md_open, &orq, &rep);
+		rc = MC_CALL(&s->mc, md_open_path, &orq, &rep);
 		if (rc)
 			return rc;
 		in = rep.inode;
+		if (S_ISDIR(in.mode))
+			return -EISDIR;
 	}
 	return cl_file_new(s, &in, flags, &rep.trunc, &rep.cap, out);
 }
@@ -897,12 +910,6 @@ static int do_rmdir(struct strata *s, struct mt_handle parent, const char *name,
 	return at_remove(s, parent, name, true);
 }
 
-static int do_unlink(struct strata *s, struct mt_handle parent, const char *name, uint32_t mode)
-{
-	(void)mode;
-	return at_remove(s, parent, name, false);
-}
-
 int strata_mkdir(struct strata *s, const char *path, uint32_t mode)
 {
 	return on_parent(s, path, -EEXIST, do_mkdir, mode);
@@ -915,7 +922,22 @@ int strata_rmdir(struct strata *s, const char *path)
 
 int strata_unlink(struct strata *s, const char *path)
 {
-	return on_parent(s, path, -EISDIR, do_unlink, 0);
+	char name[MD_NAME_MAX + 1], pp[PATH_MAX_LEN];
+	struct proto_void none;
+	struct mt_path_name rq;
+	int rc;
+
+	if (!s)
+		return -EINVAL;
+	rc = split_name(path, pp, name);
+	if (rc == -EINVAL && path && strcmp(path, "/") == 0)
+		return -EISDIR;
+	if (rc)
+		return rc;
+	/* One round trip: meta resolves the parent (UNLINK_PATH). */
+	rq.dir = pstr_c(pp);
+	rq.name = pstr_c(name);
+	return MC_CALL(&s->mc, md_unlink_path, &rq, &none);
 }
 
 int strata_rename(struct strata *s, const char *from, const char *to, unsigned flags)

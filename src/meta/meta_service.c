@@ -4,7 +4,8 @@
  * orphan reconciler, reconcile.h, queues the chunks nobody owns for it).
  *
  * Everything below runs on reactor 0's thread (m->r): the handlers, the
- * timers and the storage client's completions. Only status() and
+ * timers and the storage client's completions. Requests are grouped into
+ * shared transactions, answered when they commit (group.h). Only status() and
  * metrics() run elsewhere; they read counters with relaxed atomics.
  *
  * GC. Work is done in batches of up to GC_BATCH queue items. A batch
@@ -40,6 +41,7 @@
 #include "common/layout.h"
 #include "common/log.h"
 #include "meta/access.h"
+#include "meta/group.h"
 #include "meta/meta_service.h"
 #include "common/cluster_map.h"
 #include "mgmt/announce.h"
@@ -57,6 +59,7 @@ PROTO_SERVER(meta, META_OPS)
 #define GC_INFLIGHT 64u
 #define TABLE_POLL_MS 500u
 #define GC_QUEUE_SCAN 256u	/* the gc_queue gauge counts up to this */
+#define WALK_MAX 4096	/* 40 links of NS_PATH_MAX bytes cannot need more */
 /* /metrics has a series per quota root for this many roots (the lowest
  * inode numbers), refreshed every QUOTA_POLLS table polls: the paths cost
  * a scan of each parent directory, so neither scrapes nor many roots may
@@ -121,6 +124,7 @@ struct meta_cfg {
 	int64_t reconcile_rate;		/* chunks queued per second */
 	char store[CFG_STR_MAX];		/* "": SQLite; postgresql://... */
 	char store_passfile[CFG_STR_MAX];	/* PostgreSQL's password file */
+	bool group_commit;			/* SQLite: one transaction per loop turn */
 };
 
 struct meta {
@@ -145,6 +149,11 @@ struct meta {
 	const struct cluster_key *key;	/* signs chunk caps; NULL: none given */
 
 	struct reconciler *rec;		/* orphaned chunks (reconcile.h) */
+
+	struct meta_group group;	/* group commit (group.h) */
+
+	/* The directories a client's RESOLVE searched (resolve_in). */
+	uint64_t walk_dirs[WALK_MAX];
 
 	struct gc_io ios[GC_INFLIGHT];
 	struct gc_io *free_ios;
@@ -173,14 +182,16 @@ struct meta {
 #define STAT_SET(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define STAT_GET(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
-/* Counts a request of req's operation: every handler starts with it. */
-static struct meta *count_op(void *svc, const struct svc_req *req)
+/* Counts a request of req's operation and puts it in the open group:
+ * every handler starts with it. */
+static struct meta *count_op(void *svc, struct svc_req *req)
 {
 	struct meta *m = svc;
 	uint16_t op = req->hdr.opcode;
 
 	if (op >= OP_META_FIRST && op <= OP_META_LAST)
 		STAT_ADD(&m->ops[op - OP_META_FIRST], 1);
+	meta_group_join(&m->group, req);
 	return m;
 }
 
@@ -214,7 +225,11 @@ static void batch_push(struct meta *m, struct gc_batch *b)
  * the count or an error. */
 static int batch_load(struct meta *m, struct gc_batch *b)
 {
-	int n = ns_gc_next(&m->ns, b->ino, b->items, GC_BATCH);
+	int n;
+
+	/* Chunks are removed only for changes that are durable. */
+	meta_group_flush(&m->group);
+	n = ns_gc_next(&m->ns, b->ino, b->items, GC_BATCH);
 
 	b->n = n > 0 ? (uint32_t)n : 0;
 	b->cur = 0;
@@ -750,13 +765,14 @@ static void op_getattr(void *svc, struct svc_req *req)
 	reply_inode(m, req, md_getattr_reply, rc, &in);
 }
 
-static void op_create(void *svc, struct svc_req *req)
+/* CREATE of a decoded request, answered through reply (CREATE,
+ * CREATE_PATH). */
+static void create_in(struct meta *m, struct svc_req *req, struct mt_create rq,
+		      attr_reply_fn reply)
 {
-	struct meta *m = count_op(svc, req);
 	char name[MD_NAME_MAX + 1];
 	struct meta_inode in;
 	struct ns_trunc tr;
-	struct mt_create rq;
 	bool created;
 	int rc;
 
@@ -764,8 +780,6 @@ static void op_create(void *svc, struct svc_req *req)
 	struct acc_ctx ac;
 	uint8_t rights;
 
-	if (counted(m, md_create_req(req, &rq)))
-		return;
 	memset(&tr, 0, sizeof(tr));
 	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	rc = pstr_copy(rq.name, name, sizeof(name));
@@ -789,7 +803,7 @@ static void op_create(void *svc, struct svc_req *req)
 		rc = ns_create(&m->ns, ref_of(&rq.dir), name, rq.mode, rq.uid, rq.gid,
 			       rq.flags & MD_CREATE_EXCL, &in);
 	if (rc < 0) {
-		md_create_reply(req, counted(m, rc), NULL);
+		reply(req, counted(m, rc), NULL);
 		return;
 	}
 	created = rc == 1;
@@ -807,23 +821,29 @@ static void op_create(void *svc, struct svc_req *req)
 			rights |= CAP_READ;
 		acc_ctx_release(&ac);
 	}
-	reply_attr(m, req, md_create_reply, rc, created, &in, &tr, !created, rights);
+	reply_attr(m, req, reply, rc, created, &in, &tr, !created, rights);
 }
 
-static void op_open(void *svc, struct svc_req *req)
+static void op_create(void *svc, struct svc_req *req)
 {
 	struct meta *m = count_op(svc, req);
+	struct mt_create rq;
+
+	if (!counted(m, md_create_req(req, &rq)))
+		create_in(m, req, rq, md_create_reply);
+}
+
+/* OPEN of a decoded request, answered through reply (OPEN, OPEN_PATH). */
+static void open_in(struct meta *m, struct svc_req *req, struct mt_open rq, attr_reply_fn reply)
+{
 	struct meta_inode in;
 	struct ns_trunc tr;
-	struct mt_open rq;
 	int rc;
 
 	uint32_t acc;
 	struct acc_ctx ac;
 	unsigned want;
 
-	if (counted(m, md_open_req(req, &rq)))
-		return;
 	memset(&tr, 0, sizeof(tr));
 	acc = rq.flags & MD_O_ACCMODE;
 	want = acc == MD_O_RDONLY ? ACC_R : acc == MD_O_WRONLY ? ACC_W : ACC_R | ACC_W;
@@ -834,9 +854,18 @@ static void op_open(void *svc, struct svc_req *req)
 	acc_ctx_release(&ac);
 	if (!rc)
 		rc = ns_open(&m->ns, ref_of(&rq.h), md_open_flags_from_wire(rq.flags), &in, &tr);
-	reply_attr(m, req, md_open_reply, rc, false, &in, &tr,
+	reply_attr(m, req, reply, rc, false, &in, &tr,
 		   !rc && (rq.flags & MD_O_ACCMODE) != MD_O_RDONLY && S_ISREG(in.mode),
 		   ((want & ACC_R) ? CAP_READ : 0) | ((want & ACC_W) ? CAP_WRITE : 0));
+}
+
+static void op_open(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	struct mt_open rq;
+
+	if (!counted(m, md_open_req(req, &rq)))
+		open_in(m, req, rq, md_open_reply);
 }
 
 /* The checks of a request that makes a new entry in a directory (MKDIR,
@@ -974,18 +1003,15 @@ static void op_readlink(void *svc, struct svc_req *req)
 	md_readlink_reply(req, counted(m, rc), rc ? NULL : &rep);
 }
 
-/* UNLINK and RMDIR. */
-static void remove_entry(struct meta *m, struct svc_req *req, bool dir)
+/* UNLINK and RMDIR of a decoded request: 0 or the reply's error. */
+static int remove_in(struct meta *m, struct svc_req *req, const struct mt_name rq, bool dir)
 {
 	char name[MD_NAME_MAX + 1];
-	struct mt_name rq;
 	int rc;
 
 	struct meta_inode d, victim;
 	struct acc_ctx ac;
 
-	if (counted(m, (dir ? md_rmdir_req : md_unlink_req)(req, &rq)))
-		return;
 	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
 	rc = pstr_copy(rq.name, name, sizeof(name));
 	if (!rc)
@@ -996,7 +1022,18 @@ static void remove_entry(struct meta *m, struct svc_req *req, bool dir)
 	if (!rc)
 		rc = dir ? ns_rmdir(&m->ns, ref_of(&rq.dir), name) :
 			   ns_unlink(&m->ns, ref_of(&rq.dir), name);
-	(dir ? md_rmdir_reply : md_unlink_reply)(req, counted(m, rc), NULL);
+	return rc;
+}
+
+/* UNLINK and RMDIR. */
+static void remove_entry(struct meta *m, struct svc_req *req, bool dir)
+{
+	struct mt_name rq;
+
+	if (counted(m, (dir ? md_rmdir_req : md_unlink_req)(req, &rq)))
+		return;
+	(dir ? md_rmdir_reply : md_unlink_reply)(req, counted(m, remove_in(m, req, rq, dir)),
+						  NULL);
 }
 
 static void op_unlink(void *svc, struct svc_req *req)
@@ -1311,7 +1348,6 @@ static void op_statfs(void *svc, struct svc_req *req)
 }
 
 /* A client's RESOLVE: the directories it searched, for acc_walked. */
-#define WALK_MAX 4096	/* 40 links of NS_PATH_MAX bytes cannot need more */
 struct walk {
 	struct acc_ctx ac;
 	uint64_t *dirs;
@@ -1333,32 +1369,102 @@ static int walk_dir(void *arg, const struct meta_inode *dir)
 	return 0;
 }
 
+/* Resolves path for req's caller (RESOLVE's rules, flags MD_RESOLVE_*)
+ * into *in: 0 or the reply's error. */
+static int resolve_in(struct meta *m, struct svc_req *req, struct pstr path_v, uint32_t flags,
+		      struct meta_inode *in)
+{
+	char path[MD_PATH_MAX + 1];
+	struct walk w = { 0 };
+	int rc;
+
+	acc_ctx_init(&w.ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
+	rc = pstr_copy(path_v, path, sizeof(path));
+	if (!rc && w.ac.trusted) {
+		rc = ns_resolve(&m->ns, path, flags, in);
+	} else if (!rc) {
+		/* Reactor 0 runs one request at a time: one buffer serves all. */
+		w.dirs = m->walk_dirs;
+		rc = ns_resolve_walk(&m->ns, path, flags, walk_dir, &w, in);
+		if (!rc)
+			rc = acc_walked(&w.ac, in, w.dirs, w.n);
+	}
+	acc_ctx_release(&w.ac);
+	return rc;
+}
+
 static void op_resolve(void *svc, struct svc_req *req)
 {
 	struct meta *m = count_op(svc, req);
-	char path[MD_PATH_MAX + 1];
 	struct mt_resolve rq;
+	struct meta_inode in;
+
+	if (!counted(m, md_resolve_req(req, &rq)))
+		reply_inode(m, req, md_resolve_reply,
+			    resolve_in(m, req, rq.path, rq.flags, &in), &in);
+}
+
+/* ---- compound operations by path (proto/meta.h) ---- */
+
+static struct mt_handle handle_of(const struct meta_inode *in)
+{
+	struct mt_handle h = { in->ino, in->gen };
+
+	return h;
+}
+
+static void op_create_path(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	struct mt_create_path rq;
+	struct meta_inode dir;
+	int rc;
+
+	if (counted(m, md_create_path_req(req, &rq)))
+		return;
+	rc = resolve_in(m, req, rq.dir, MD_RESOLVE_FOLLOW, &dir);
+	if (rc) {
+		md_create_path_reply(req, counted(m, rc), NULL);
+		return;
+	}
+	create_in(m, req,
+		  (struct mt_create){ .dir = handle_of(&dir), .name = rq.name, .mode = rq.mode,
+				      .uid = rq.uid, .gid = rq.gid, .flags = rq.flags },
+		  md_create_path_reply);
+}
+
+static void op_open_path(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	struct mt_open_path rq;
 	struct meta_inode in;
 	int rc;
 
-	struct walk w = { 0 };
-
-	if (counted(m, md_resolve_req(req, &rq)))
+	if (counted(m, md_open_path_req(req, &rq)))
 		return;
-	acc_ctx_init(&w.ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
-	rc = pstr_copy(rq.path, path, sizeof(path));
-	if (!rc && w.ac.trusted) {
-		rc = ns_resolve(&m->ns, path, rq.flags, &in);
-	} else if (!rc) {
-		w.dirs = malloc(WALK_MAX * sizeof(*w.dirs));
-		rc = w.dirs ? ns_resolve_walk(&m->ns, path, rq.flags, walk_dir, &w, &in) :
-		     -ENOMEM;
-		if (!rc)
-			rc = acc_walked(&w.ac, &in, w.dirs, w.n);
-		free(w.dirs);
+	rc = resolve_in(m, req, rq.path, MD_RESOLVE_FOLLOW, &in);
+	if (rc) {
+		md_open_path_reply(req, counted(m, rc), NULL);
+		return;
 	}
-	acc_ctx_release(&w.ac);
-	reply_inode(m, req, md_resolve_reply, rc, &in);
+	open_in(m, req, (struct mt_open){ .h = handle_of(&in), .flags = rq.flags },
+		md_open_path_reply);
+}
+
+static void op_unlink_path(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	struct mt_path_name rq;
+	struct meta_inode dir;
+	int rc;
+
+	if (counted(m, md_unlink_path_req(req, &rq)))
+		return;
+	rc = resolve_in(m, req, rq.dir, MD_RESOLVE_FOLLOW, &dir);
+	if (!rc)
+		rc = remove_in(m, req, (struct mt_name){ .dir = handle_of(&dir), .name = rq.name },
+			       false);
+	md_unlink_path_reply(req, counted(m, rc), NULL);
 }
 
 static void quota_to_wire(const struct meta_quota *q, struct mt_quota *w)
@@ -1477,6 +1583,9 @@ static const struct meta_handlers handlers = {
 	.md_quota_set = op_quota_set,
 	.md_quota_get = op_quota_get,
 	.md_quota_list = op_quota_list,
+	.md_create_path = op_create_path,
+	.md_open_path = op_open_path,
+	.md_unlink_path = op_unlink_path,
 };
 
 /* ---- life cycle ---- */
@@ -1516,6 +1625,7 @@ static void stop_timers_on_owner(void *arg)
 	struct meta *m = arg;
 
 	m->stopping = true;
+	meta_group_stop(&m->group);
 	reconcile_stop(m->rec);
 	reactor_timer_cancel(m->r, &m->poll_timer);
 	reactor_timer_cancel(m->r, &m->gc_timer);
@@ -1537,6 +1647,7 @@ static void release_on_owner(void *arg)
 		free(b);
 	}
 	m->bg = NULL;
+	meta_group_stop(&m->group);
 	reconcile_free(m->rec);
 	m->rec = NULL;
 	if (m->ns_ready)
@@ -1625,6 +1736,9 @@ static int meta_start(const struct service_env *env, void **out)
 		goto fail;
 	}
 	m->ns_ready = true;
+	/* PostgreSQL has no savepoints here (meta_store.h): one transaction
+	 * per call, as before. */
+	meta_group_init(&m->group, &m->ns, m->r, m->cfg->group_commit && m->store.ops->sp_mark);
 	root_layout(m);
 	sclient_opts_init(&so, sizeof(so));
 	so.timeout_ms = env->rpc_timeout_ms;
@@ -1771,6 +1885,14 @@ static void meta_metrics(void *svc, struct bbuf *out)
 		    (double)STAT_GET(&m->gc_items));
 	metrics_put(out, "strata_meta_gc_failures_total", "counter", "gc items that failed",
 		    (double)STAT_GET(&m->gc_failures));
+	metrics_put(out, "strata_meta_groups_total", "counter",
+		    "group commits: transactions that held requests (meta.group_commit)",
+		    (double)STAT_GET(&m->group.groups));
+	metrics_put(out, "strata_meta_group_requests_total", "counter",
+		    "requests answered after a group commit", (double)STAT_GET(&m->group.reqs));
+	metrics_put(out, "strata_meta_group_failures_total", "counter",
+		    "group commits that failed (each request answered with the error)",
+		    (double)STAT_GET(&m->group.failures));
 	reconcile_metrics(m, out);
 
 	metrics_put(out, "strata_meta_gc_leader", "gauge",
@@ -1798,6 +1920,9 @@ static const struct cfg_key meta_keys[] = {
 	  " postgresql://...: PostgreSQL"),
 	K("store_passfile", CFG_STR, store_passfile, "", 0, 0,
 	  "PostgreSQL password file (mode 0600); empty: libpq's default"),
+	K("group_commit", CFG_BOOL, group_commit, "true", 0, 0,
+	  "SQLite: the requests of one turn of the event loop share one transaction,"
+	  " each answered after it commits"),
 };
 #undef K
 static const struct cfg_schema meta_schema = CFG_SCHEMA(meta_keys);

@@ -17,6 +17,8 @@
  *   meta.stripe     stripe width of the root directory of a new namespace
  *                   (16, the default, follows the chain table: min(T, 16))
  *   meta.gc_interval  pause between GC rounds when the queue is drained
+ *   meta.group_commit  SQLite: the requests of one loop turn share one
+ *                   transaction, answered after it commits
  *   rpc.timeout     timeout of one storage RPC issued by the GC
  *
  * Registry line for src/stratad/services.c:

@@ -84,6 +84,15 @@ struct meta_store_ops {
 	int (*commit)(void *impl);
 	/* Never fails from the caller's point of view. */
 	void (*rollback)(void *impl);
+	/* Savepoints inside a write transaction, for group commit (ns.h,
+	 * ns_group_begin): sp_mark opens one, sp_keep releases it (its
+	 * changes stay in the transaction), sp_undo rolls back to it and
+	 * releases it. One at a time. NULL in a backend that does not group
+	 * (PostgreSQL: a serialization failure there aborts the whole
+	 * transaction, so one operation's conflict would undo the others'). */
+	int (*sp_mark)(void *impl);
+	int (*sp_keep)(void *impl);
+	int (*sp_undo)(void *impl);
 
 	/* -ENOENT if absent. */
 	int (*get_inode)(void *impl, uint64_t ino, struct meta_inode *out);

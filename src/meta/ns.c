@@ -1,6 +1,7 @@
 /*
  * Namespace operations on top of the metadata store. No SQL here: every
- * access goes through struct meta_store_ops, one transaction per operation.
+ * access goes through struct meta_store_ops, one transaction per operation
+ * (or one savepoint of a group's transaction: ns_group_begin).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,14 +36,84 @@ static void backoff(uint32_t attempt)
 
 typedef int (*txn_fn)(struct ns *ns, void *arg);
 
+/* Runs fn in the open group's transaction, in a savepoint when it writes:
+ * kept if fn returns >= 0, undone otherwise (a read has nothing to undo).
+ * A savepoint that cannot be set or undone fails the group (ns_group_end
+ * then rolls it all back). */
+static int run_in_group(struct ns *ns, bool write, txn_fn fn, void *arg)
+{
+	const struct meta_store_ops *ops = ST(ns)->ops;
+	void *impl = ST(ns)->impl;
+	int ret, err;
+
+	if (ns->group_err)
+		return ns->group_err;
+	if (!write)
+		return fn(ns, arg);
+	err = ops->sp_mark(impl);
+	if (err)
+		goto fail;
+	ret = fn(ns, arg);
+	err = ret >= 0 ? ops->sp_keep(impl) : ops->sp_undo(impl);
+	if (err)
+		goto fail;
+	return ret;
+fail:
+	ns->group_err = err;
+	return err;
+}
+
+int ns_group_begin(struct ns *ns)
+{
+	const struct meta_store_ops *ops = ST(ns)->ops;
+	int err;
+
+	if (!ops->sp_mark || !ops->sp_keep || !ops->sp_undo)
+		return -EOPNOTSUPP;
+	if (ns->group)
+		return -EINVAL;
+	for (uint32_t attempt = 0;; attempt++) {
+		err = ops->begin(ST(ns)->impl, true);
+		if (err != -EBUSY || attempt >= ns->max_retries)
+			break;
+		backoff(attempt);
+	}
+	if (err)
+		return err;
+	ns->group = true;
+	ns->group_err = 0;
+	return 0;
+}
+
+int ns_group_end(struct ns *ns, bool commit)
+{
+	const struct meta_store_ops *ops = ST(ns)->ops;
+	int err = ns->group_err;
+
+	if (!ns->group)
+		return -EINVAL;
+	ns->group = false;
+	ns->group_err = 0;
+	if (commit && !err)
+		err = ops->commit(ST(ns)->impl);
+	else if (!err)
+		err = -ECANCELED;
+	if (err)
+		ops->rollback(ST(ns)->impl);
+	return err == -ECANCELED && !commit ? 0 : err;
+}
+
 /* Runs fn in one transaction; commits if it returns >= 0 (its value is
- * returned), rolls back otherwise. -EBUSY restarts the whole transaction. */
+ * returned), rolls back otherwise. -EBUSY restarts the whole transaction.
+ * Inside a group (ns_group_begin), fn runs in the group's transaction. */
 static int run_txn(struct ns *ns, bool write, txn_fn fn, void *arg)
 {
 	const struct meta_store_ops *ops = ST(ns)->ops;
 	void *impl = ST(ns)->impl;
 	int ret;
 
+	if (ns->group)
+		return run_in_group(ns, write, fn, arg);
 	for (uint32_t attempt = 0;; attempt++) {
 		ret = ops->begin(impl, write);
 		if (ret == 0) {
@@ -634,6 +705,8 @@ int ns_init(struct ns *ns, struct meta_store *store, uint32_t table_len)
 
 	ns->store = store;
 	ns->max_retries = DEFAULT_RETRIES;
+	ns->group = false;
+	ns->group_err = 0;
 	if (!store || !store->ops)
 		return -EINVAL;
 	return run_txn(ns, true, do_init, &a);

@@ -2,9 +2,9 @@
  * The namespace of the meta service: inodes, directory entries, attributes,
  * file layouts and lengths, and the queue of chunks to delete.
  *
- * Every operation is one transaction on the store (meta_store.h): it either
- * happens entirely or not at all, and every error leaves the namespace as it
- * was. Write transactions that lose a lock race (-EBUSY) are retried with a
+ * Every operation is one transaction on the store (meta_store.h), or one
+ * savepoint of a group's transaction (ns_group_begin): it either happens
+ * entirely or not at all, and every error leaves the namespace as it was. Write transactions that lose a lock race (-EBUSY) are retried with a
  * bounded backoff.
  *
  * A struct ns is used by one thread at a time; give each thread its own ns
@@ -64,6 +64,8 @@ static inline struct ns_ref ns_any(uint64_t ino)
 struct ns {
 	struct meta_store *store; /* borrowed, not owned */
 	uint32_t max_retries;	  /* write transactions retried on -EBUSY */
+	bool group;		  /* a group is open (ns_group_begin) */
+	int group_err;		  /* its first savepoint failure */
 };
 
 /* ns_rename() flags (same meaning as Linux renameat2's). */
@@ -127,6 +129,22 @@ int ns_init(struct ns *ns, struct meta_store *store, uint32_t table_len);
 
 /* Forgets the store; does not close it. Safe on a zeroed struct. */
 void ns_release(struct ns *ns);
+
+/*
+ * Group commit. ns_group_begin opens one write transaction; until
+ * ns_group_end, every ns_* call runs inside it, each that writes in a
+ * savepoint of its own, so a call that fails undoes its own changes only
+ * and reports its error as it would alone (reads see the group's changes
+ * so far).
+ * Nothing of the group is durable before ns_group_end(ns, true) commits
+ * it: whoever answers for a call made in a group answers after that.
+ * ns_group_end(ns, false), or a commit that fails, rolls every call of
+ * the group back; the error is returned (0 for a rollback asked for).
+ * -EOPNOTSUPP when the store has no savepoints (PostgreSQL), -EINVAL for a
+ * group already open (begin) or none open (end), or the begin's error.
+ */
+int ns_group_begin(struct ns *ns);
+int ns_group_end(struct ns *ns, bool commit);
 
 /*
  * Records a new chain table length (persisted). Files created afterwards

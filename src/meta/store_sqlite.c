@@ -50,6 +50,9 @@ enum stmt_id {
 	ST_LIST_INODES,
 	ST_LIST_COUNTERS,
 	ST_GC_LIST,
+	ST_SP_MARK,
+	ST_SP_KEEP,
+	ST_SP_UNDO,
 	ST_COUNT,
 };
 
@@ -58,6 +61,9 @@ static const char *const stmt_sql[ST_COUNT] = {
 	[ST_BEGIN_W] = "BEGIN IMMEDIATE",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
+	[ST_SP_MARK] = "SAVEPOINT op",
+	[ST_SP_KEEP] = "RELEASE op",
+	[ST_SP_UNDO] = "ROLLBACK TO op",
 	[ST_GET_INODE] = "SELECT mode, uid, gid, nlink, size, atime, mtime, ctime, parent,"
 		" chunk_size, stripe, table_len, seed, gen FROM inodes WHERE ino = ?1",
 	[ST_PUT_INODE] = "INSERT INTO inodes (ino, mode, uid, gid, nlink, size, atime, mtime,"
@@ -266,6 +272,24 @@ static void sq_rollback(void *impl)
 	if (!sqlite3_get_autocommit(s->db))
 		(void)simple(s, ST_ROLLBACK, "rollback");
 	s->in_txn = false;
+}
+
+static int sq_sp_mark(void *impl)
+{
+	return simple(impl, ST_SP_MARK, "savepoint");
+}
+
+static int sq_sp_keep(void *impl)
+{
+	return simple(impl, ST_SP_KEEP, "release savepoint");
+}
+
+/* ROLLBACK TO leaves the savepoint open: release it too. */
+static int sq_sp_undo(void *impl)
+{
+	int err = simple(impl, ST_SP_UNDO, "rollback to savepoint");
+
+	return err ? err : simple(impl, ST_SP_KEEP, "release savepoint");
 }
 
 /* Columns col.. of st: mode .. gen as ST_GET_INODE selects them. */
@@ -852,6 +876,9 @@ static const struct meta_store_ops sqlite_ops = {
 	.begin = sq_begin,
 	.commit = sq_commit,
 	.rollback = sq_rollback,
+	.sp_mark = sq_sp_mark,
+	.sp_keep = sq_sp_keep,
+	.sp_undo = sq_sp_undo,
 	.get_inode = sq_get_inode,
 	.put_inode = sq_put_inode,
 	.del_inode = sq_del_inode,

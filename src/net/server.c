@@ -56,6 +56,12 @@ static void reply_on_conn(void *arg)
 	req_free(req);
 }
 
+static void send_reply(struct svc_req *req)
+{
+	if (req->conn_r == req->owner || reactor_post(req->conn_r, reply_on_conn, req))
+		reply_on_conn(req);	/* same thread (or post failed: ENOMEM) */
+}
+
 void svc_reply_bulk(struct svc_req *req, int status, const void *bulk, uint64_t len,
 		    void (*done)(void *), void *arg)
 {
@@ -64,8 +70,37 @@ void svc_reply_bulk(struct svc_req *req, int status, const void *bulk, uint64_t 
 	req->rbulk_len = len;
 	req->rbulk_done = done;
 	req->rbulk_arg = arg;
-	if (req->conn_r == req->owner || reactor_post(req->conn_r, reply_on_conn, req))
-		reply_on_conn(req);	/* same thread (or post failed: ENOMEM) */
+	if (req->hold == SVC_HELD) {
+		req->hold = SVC_HELD_ANSWERED;
+		return;
+	}
+	send_reply(req);
+}
+
+void svc_req_hold(struct svc_req *req)
+{
+	req->hold = SVC_HELD;
+}
+
+bool svc_req_unhold(struct svc_req *req, int fail)
+{
+	bool answered = req->hold == SVC_HELD_ANSWERED;
+
+	req->hold = SVC_UNHELD;
+	if (!answered)
+		return false;
+	if (fail && !req->status) {
+		/* A failed reply carries no body and no bulk. */
+		req->status = fail;
+		req->reply.len = 0;
+		if (req->rbulk_done)
+			req->rbulk_done(req->rbulk_arg);
+		req->rbulk = NULL;
+		req->rbulk_len = 0;
+		req->rbulk_done = NULL;
+	}
+	send_reply(req);
+	return true;
 }
 
 void svc_reply(struct svc_req *req, int status)

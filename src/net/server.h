@@ -39,7 +39,10 @@ struct svc_req {
 	void (*fn)(void *svc, struct svc_req *req);
 	bool has_caller;
 	struct net_caller caller;
+	uint8_t hold;		/* SVC_UNHELD, SVC_HELD, SVC_HELD_ANSWERED */
 };
+
+enum { SVC_UNHELD = 0, SVC_HELD = 1, SVC_HELD_ANSWERED = 2 };
 
 typedef void (*svc_handler_fn)(void *svc, struct svc_req *req);
 
@@ -110,6 +113,22 @@ bool svc_req_once(const struct svc_req *req, uint32_t bit);
 void svc_handoff(struct svc_req *req, struct reactor *owner, svc_handler_fn fn, void *svc);
 /* The reactor whose thread handles req (and must send its reply). */
 struct reactor *svc_req_owner(const struct svc_req *req);
+
+/*
+ * Holds req's reply: from now on a svc_reply* on req only records the
+ * answer, and svc_req_unhold sends it (the meta service's group commit
+ * answers once the transaction holding the request's changes commits).
+ * The body is copied at the svc_reply*; a bulk must stay valid until its
+ * done runs, as always. Owner thread only.
+ */
+void svc_req_hold(struct svc_req *req);
+/*
+ * Ends the hold of req. When its answer was recorded it is sent now, with
+ * status fail instead (and no body) when fail is non-zero and the answer
+ * was a success, and true is returned: req is then freed, do not touch it.
+ * Otherwise false: the next svc_reply* sends at once.
+ */
+bool svc_req_unhold(struct svc_req *req, int fail);
 
 /* Answers req with status and the body in req->reply; frees req. Must be
  * called on the owner thread (the one the handler ran on). */

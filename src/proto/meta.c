@@ -26,6 +26,9 @@ PROTO_MSG_DEFINE(mt_truncate, MT_TRUNCATE_FIELDS)
 PROTO_MSG_DEFINE_CHECKED(mt_readdir, MT_READDIR_FIELDS)
 PROTO_MSG_DEFINE(mt_set_layout, MT_SET_LAYOUT_FIELDS)
 PROTO_MSG_DEFINE(mt_resolve, MT_RESOLVE_FIELDS)
+PROTO_MSG_DEFINE(mt_create_path, MT_CREATE_PATH_FIELDS)
+PROTO_MSG_DEFINE_CHECKED(mt_open_path, MT_OPEN_PATH_FIELDS)
+PROTO_MSG_DEFINE(mt_path_name, MT_PATH_NAME_FIELDS)
 PROTO_MSG_DEFINE(mt_attr_rep, MT_ATTR_REP_FIELDS)
 PROTO_MSG_DEFINE(mt_target, MT_TARGET_FIELDS)
 PROTO_MSG_DEFINE(mt_statfs, MT_STATFS_FIELDS)
@@ -48,6 +51,11 @@ int mt_trunc_check(const struct mt_trunc *m)
 
 /* Access mode 3 means nothing. */
 int mt_open_check(const struct mt_open *m)
+{
+	return (m->flags & MD_O_ACCMODE) == MD_O_ACCMODE ? STRATA_EBADMSG : 0;
+}
+
+int mt_open_path_check(const struct mt_open_path *m)
 {
 	return (m->flags & MD_O_ACCMODE) == MD_O_ACCMODE ? STRATA_EBADMSG : 0;
 }

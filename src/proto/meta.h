@@ -47,6 +47,16 @@
  *              it, in inode order, each with its path; eof. Admin only:
  *              the paths name every tenant's roots.
  *
+ * Compound operations by path: one round trip where a client would
+ * RESOLVE a directory (or the file) first. The path is resolved as
+ * RESOLVE does (absolute, symlinks followed, search permission checked on
+ * every directory walked), in a transaction of its own; the operation
+ * then runs on the inode found, by number and generation, exactly as its
+ * handle form does (an inode removed in between: -ESTALE).
+ *   CREATE_PATH  dir path, name, mode, uid, gid, MD_CREATE_* -> as CREATE
+ *   OPEN_PATH    path, MD_O_*                    -> as OPEN
+ *   UNLINK_PATH  dir path, name                  -> as UNLINK
+ *
  * Quotas (docs/namespace.md, "Quotas"): CREATE, MKDIR, SYMLINK, RENAME,
  * SET_SIZE, TRUNCATE and SETATTR with MD_ATTR_SIZE fail with -EDQUOT,
  * changing nothing, when they would take a quota root's usage above its
@@ -271,6 +281,28 @@ PROTO_MSG(mt_quota_set, MT_QUOTA_SET_FIELDS)
 	X(U32R, max, MD_QUOTA_LIST_MAX)
 PROTO_MSG(mt_quota_list, MT_QUOTA_LIST_FIELDS)
 
+/* CREATE_PATH: CREATE with the directory named by path. */
+#define MT_CREATE_PATH_FIELDS(X) \
+	X(STR, dir, MD_PATH_MAX) \
+	X(STR, name, MD_NAME_MAX) \
+	X(U32, mode) \
+	X(U32, uid) \
+	X(U32, gid) \
+	X(FLAGS, flags, MD_CREATE_KNOWN)
+PROTO_MSG(mt_create_path, MT_CREATE_PATH_FIELDS)
+
+/* OPEN_PATH. */
+#define MT_OPEN_PATH_FIELDS(X) \
+	X(STR, path, MD_PATH_MAX) \
+	X(FLAGS, flags, MD_O_KNOWN)
+PROTO_MSG_CHECKED(mt_open_path, MT_OPEN_PATH_FIELDS)
+
+/* UNLINK_PATH. */
+#define MT_PATH_NAME_FIELDS(X) \
+	X(STR, dir, MD_PATH_MAX) \
+	X(STR, name, MD_NAME_MAX)
+PROTO_MSG(mt_path_name, MT_PATH_NAME_FIELDS)
+
 /* ---- replies ---- */
 
 /* CREATE, OPEN, SETATTR, TRUNCATE. cap: the chunk capability of the file
@@ -370,7 +402,10 @@ PROTO_MSG(mt_quota_list_rep, MT_QUOTA_LIST_REP_FIELDS)
 	OP(META_QUOTA_GET,   84, md_quota_get,   mt_ino,        mt_quota, ANY) \
 	OP(META_QUOTA_LIST,  85, md_quota_list,  mt_quota_list, mt_quota_list_rep, ADMIN) \
 	OP(META_MKNOD,       86, md_mknod,       mt_create,     mt_inode, ANY) \
-	OP(META_LINK,        87, md_link,        mt_link,       mt_inode, ANY)
+	OP(META_LINK,        87, md_link,        mt_link,       mt_inode, ANY) \
+	OP(META_CREATE_PATH, 88, md_create_path, mt_create_path, mt_attr_rep, ANY) \
+	OP(META_OPEN_PATH,   89, md_open_path,   mt_open_path,  mt_attr_rep, ANY) \
+	OP(META_UNLINK_PATH, 90, md_unlink_path, mt_path_name,  proto_void, ANY)
 PROTO_OPS(meta, META_OPS)
 
 /* Every op's number lies in the range net/proto.h gives meta. */

@@ -282,6 +282,50 @@ def test_malformed_meta_request_is_answered(daemon_factory):
     assert d.metric("strata_meta_lookup_total") == lookups + 3
 
 
+OP_META_CREATE_PATH, OP_META_OPEN_PATH, OP_META_UNLINK_PATH = 88, 89, 90
+
+
+def _str(b):
+    return struct.pack("<I", len(b)) + b
+
+
+def test_malformed_meta_path_ops_are_answered(daemon_factory):
+    """The compound operations by path (CREATE_PATH, OPEN_PATH,
+    UNLINK_PATH) refuse what does not decode (a NUL in a path, a path over
+    4096 bytes, access mode 3) with STRATA_EBADMSG and the operation
+    logged; a decoded one runs: OPEN_PATH of "/" answers the root's
+    attributes, a relative path is -EINVAL, a missing name -ENOENT."""
+    d = daemon_factory(extra_flags=["--node.services=meta"])
+    errors = d.metric("strata_meta_errors_total")
+    with d.client() as c:
+        mark = d.log_size()
+        f = c.call(OP_META_CREATE_PATH,
+                   _str(b"/a\0b") + _str(b"f") + struct.pack("<IIII", 0o644, 0, 0, 0))
+        assert (f.status, f.body) == (STRATA_EBADMSG, b"")
+        d.wait_log(r"WARN.*malformed META_CREATE_PATH request", timeout=5, since=mark)
+        f = c.call(OP_META_OPEN_PATH, _str(b"/" * 4097) + struct.pack("<I", 0))
+        assert (f.status, f.body) == (STRATA_EBADMSG, b"")
+        f = c.call(OP_META_OPEN_PATH, _str(b"/") + struct.pack("<I", 3))
+        assert (f.status, f.body) == (STRATA_EBADMSG, b"")
+        d.wait_log(r"WARN.*malformed META_OPEN_PATH request", timeout=5, since=mark)
+        f = c.call(OP_META_UNLINK_PATH, _str(b"/") + b"\xff")
+        assert (f.status, f.body) == (STRATA_EBADMSG, b"")
+        d.wait_log(r"WARN.*malformed META_UNLINK_PATH request", timeout=5, since=mark)
+        # Decoded requests run.
+        f = c.call(OP_META_OPEN_PATH, _str(b"/") + struct.pack("<I", 0))
+        assert f.status == 0
+        created, ino, gen = struct.unpack_from("<BQQ", f.body)
+        assert (created, ino, gen) == (0, 1, 1)
+        f = c.call(OP_META_OPEN_PATH, _str(b"rel") + struct.pack("<I", 0))
+        assert (f.status, f.body) == (-errno.EINVAL, b"")
+        f = c.call(OP_META_UNLINK_PATH, _str(b"/") + _str(b"missing"))
+        assert (f.status, f.body) == (-errno.ENOENT, b"")
+        f = c.call(OP_META_UNLINK_PATH, _str(b"/missing") + _str(b"x"))
+        assert (f.status, f.body) == (-errno.ENOENT, b"")
+        c.ping(b"after")
+    assert d.metric("strata_meta_errors_total") == errors + 7
+
+
 # The mem service's table (src/proto/mem.h).
 OP_MEM_PUT, OP_MEM_GET, OP_MEM_MPUT, OP_MEM_STATS = 96, 97, 102, 106
 

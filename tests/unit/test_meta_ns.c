@@ -55,6 +55,48 @@ static void test_root_and_table_len(void **state)
 	assert_int_equal(ns_getattr(&f->ns, ns_any(999), &root), -ENOENT);
 }
 
+/* Group commit: calls share one transaction, each in a savepoint; a
+ * failing call undoes only itself; the group commits or rolls back whole. */
+static void test_group(void **state)
+{
+	struct fx *f = *state;
+	struct meta_inode a, d, in;
+	int rc = ns_group_begin(&f->ns);
+
+	if (rc == -EOPNOTSUPP)
+		return;	/* PostgreSQL: no groups (meta_store.h) */
+	assert_int_equal(rc, 0);
+	assert_int_equal(ns_group_begin(&f->ns), -EINVAL);
+	assert_int_equal(ns_create(&f->ns, ns_any(NS_ROOT_INO), "g1", 0644, 0, 0, true, &a), 1);
+	assert_int_equal(ns_create(&f->ns, ns_any(NS_ROOT_INO), "g1", 0644, 0, 0, true, &in),
+			 -EEXIST);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(NS_ROOT_INO), "missing"), -ENOENT);
+	assert_int_equal(ns_mkdir(&f->ns, ns_any(NS_ROOT_INO), "gd", 0755, 0, 0, &d), 0);
+	/* A rename that fails half way (into its own subtree) leaves nothing. */
+	assert_int_equal(ns_rename(&f->ns, ns_any(NS_ROOT_INO), "gd", ns_any(d.ino), "x", 0),
+			 -EINVAL);
+	/* Reads see the group's changes. */
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "g1", &in), 0);
+	assert_int_equal(in.ino, a.ino);
+	assert_int_equal(ns_group_end(&f->ns, true), 0);
+	assert_int_equal(ns_group_end(&f->ns, true), -EINVAL);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "g1", &in), 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "gd", &in), 0);
+	assert_int_equal(in.nlink, 2);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(d.ino), "x", &in), -ENOENT);
+
+	/* Rolled back: none of it happened. */
+	assert_int_equal(ns_group_begin(&f->ns), 0);
+	assert_int_equal(ns_create(&f->ns, ns_any(NS_ROOT_INO), "g2", 0644, 0, 0, true, &in), 1);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(NS_ROOT_INO), "g1"), 0);
+	assert_int_equal(ns_group_end(&f->ns, false), 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "g2", &in), -ENOENT);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "g1", &in), 0);
+	/* And calls outside a group commit each on their own again. */
+	assert_int_equal(ns_create(&f->ns, ns_any(NS_ROOT_INO), "g3", 0644, 0, 0, true, &in), 1);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "g3", &in), 0);
+}
+
 static void test_create_lookup_open(void **state)
 {
 	struct fx *f = *state;
@@ -1389,6 +1431,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_layout, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_setattr_statfs, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_reopen, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_group, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_generations, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_readdirplus, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_schema_v1_migration, fx_setup, fx_teardown),

@@ -266,6 +266,72 @@ static void test_create_open(void **state)
 	REFUSED(f, mt_open);
 }
 
+/* The compound operations by path: strict round trips; over-long paths
+ * and names, unknown flags and access mode 3 are refused. */
+static void test_path_ops(void **state)
+{
+	struct fix *f = *state;
+	struct mt_create_path c = { .dir = pstr_c("/a/b"), .name = pstr_c("f"), .mode = 0600,
+				    .uid = 7, .gid = 8, .flags = MD_CREATE_EXCL }, gotc;
+	struct mt_open_path o = { .path = pstr_c("/a/b/f"), .flags = MD_O_WRONLY | MD_O_TRUNC },
+			    goto_;
+	struct mt_path_name u = { .dir = pstr_c("/"), .name = pstr_c("x") }, gotu;
+
+	put(f, mt_create_path_enc_any, &c);
+	STRICT(f, mt_create_path, &gotc);
+	assert_true(pstr_eq(gotc.dir, "/a/b"));
+	assert_true(pstr_eq(gotc.name, "f"));
+	assert_int_equal(gotc.mode, 0600);
+	assert_int_equal(gotc.uid, 7);
+	assert_int_equal(gotc.gid, 8);
+	assert_int_equal(gotc.flags, MD_CREATE_EXCL);
+	c.flags = 1u << 7;
+	put(f, mt_create_path_enc_any, &c);
+	REFUSED(f, mt_create_path);
+	/* Over-long directory path or name (the encoder would not send them). */
+	reset(f);
+	wb_bytes(&f->w, rep_str('d', MD_PATH_MAX + 1).p, MD_PATH_MAX + 1);
+	wb_bytes(&f->w, "f", 1);
+	for (int i = 0; i < 4; i++)
+		wb_u32(&f->w, 0);
+	REFUSED(f, mt_create_path);
+	reset(f);
+	wb_bytes(&f->w, "/", 1);
+	wb_bytes(&f->w, rep_str('n', MD_NAME_MAX + 1).p, MD_NAME_MAX + 1);
+	for (int i = 0; i < 4; i++)
+		wb_u32(&f->w, 0);
+	REFUSED(f, mt_create_path);
+
+	put(f, mt_open_path_enc_any, &o);
+	STRICT(f, mt_open_path, &goto_);
+	assert_true(pstr_eq(goto_.path, "/a/b/f"));
+	assert_int_equal(goto_.flags, MD_O_WRONLY | MD_O_TRUNC);
+	o.flags = MD_O_ACCMODE;
+	put(f, mt_open_path_enc_any, &o);
+	REFUSED(f, mt_open_path);
+	o.flags = 1u << 9;
+	put(f, mt_open_path_enc_any, &o);
+	REFUSED(f, mt_open_path);
+	reset(f);
+	wb_bytes(&f->w, rep_str('p', MD_PATH_MAX + 1).p, MD_PATH_MAX + 1);
+	wb_u32(&f->w, 0);
+	REFUSED(f, mt_open_path);
+
+	put(f, mt_path_name_enc_any, &u);
+	STRICT(f, mt_path_name, &gotu);
+	assert_true(pstr_eq(gotu.dir, "/"));
+	assert_true(pstr_eq(gotu.name, "x"));
+	reset(f);
+	wb_bytes(&f->w, "/", 1);
+	wb_bytes(&f->w, rep_str('n', MD_NAME_MAX + 1).p, MD_NAME_MAX + 1);
+	REFUSED(f, mt_path_name);
+	/* A NUL inside the directory path. */
+	reset(f);
+	wb_bytes(&f->w, "/a\0b", 4);
+	wb_bytes(&f->w, "x", 1);
+	REFUSED(f, mt_path_name);
+}
+
 static void test_open_flags(void **state)
 {
 	(void)state;
@@ -659,7 +725,7 @@ static void test_readdir_full_page(void **state)
 static void test_table(void **state)
 {
 	(void)state;
-	assert_int_equal(meta_NOPS, 24);
+	assert_int_equal(meta_NOPS, 27);
 	for (uint32_t i = 0; i < meta_NOPS; i++) {
 		assert_int_equal(meta_ops[i].op, OP_META_LOOKUP + i);
 		assert_true(strncmp(meta_ops[i].name, "META_", 5) == 0);
@@ -682,6 +748,10 @@ static void test_table(void **state)
 	assert_int_equal(mt_quota_list_rep_VIEWS, 1);
 	assert_string_equal(meta_ops[OP_META_QUOTA_LIST - OP_META_LOOKUP].name,
 			    "META_QUOTA_LIST");
+	assert_int_equal(OP_META_CREATE_PATH, 88);
+	assert_string_equal(meta_ops[OP_META_UNLINK_PATH - OP_META_LOOKUP].name,
+			    "META_UNLINK_PATH");
+	assert_int_equal(mt_create_path_VIEWS, 1);
 }
 
 /* The largest QUOTA_LIST page (every path MD_PATH_MAX long) fits a frame. */
@@ -758,6 +828,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_name_and_ino),
 		T(test_create_open),
+		T(test_path_ops),
 		T(test_open_flags),
 		T(test_symlink_rename),
 		T(test_link),
