@@ -51,12 +51,16 @@ mfs_install() {
 	fi
 }
 
-# mfs_wait SECONDS CMD...: polls CMD every 0.2 s until it succeeds
+# mfs_wait SECONDS CMD...: polls CMD every 0.2 s until it succeeds (0);
+# gives up (1) after SECONDS or as soon as CMD returns 2
 mfs_wait() {
-	local deadline=$((SECONDS + $1))
+	local deadline=$((SECONDS + $1)) rc
 	shift
-	until "$@" >/dev/null 2>&1; do
-		[ $SECONDS -lt $deadline ] || return 1
+	while :; do
+		rc=0
+		"$@" >/dev/null 2>&1 || rc=$?
+		[ $rc = 0 ] && return 0
+		{ [ $rc = 2 ] || [ $SECONDS -ge $deadline ]; } && return 1
 		sleep 0.2
 	done
 }
@@ -81,9 +85,21 @@ mfs_ns() {
 	ip -n "$ns" link set lo up
 }
 
-# mfs_port_up NS ADDR PORT: something listens on ADDR:PORT inside NS
+# mfs_port_up PID NS ADDR PORT: something listens on ADDR:PORT inside NS;
+# 2 when process PID (the daemon) has exited
 mfs_port_up() {
-	ip netns exec "$1" ss -Htln "src $2:$3" | grep -q .
+	kill -0 "$1" 2>/dev/null || return 2
+	ip netns exec "$2" ss -Htln "src $3:$4" | grep -q .
+}
+
+# mfs_daemon_up WHAT PID NS ADDR PORT LOG: waits for a daemon to listen
+mfs_daemon_up() {
+	mfs_wait "$MFS_WAIT" mfs_port_up "$2" "$3" "$4" "$5" && return 0
+	if kill -0 "$2" 2>/dev/null; then
+		mfs_fail "$1 did not listen on '$4:$5' within $MFS_WAIT s" "$6"
+	else
+		mfs_fail "$1 exited before listening on '$4:$5'" "$6"
+	fi
 }
 
 # mfs_cs_count NS N: N chunkservers hold a connection to the master
@@ -143,8 +159,7 @@ mfs_up() {
 	mfs_ns "mfs${MFS_ID}m" "$m" || { MFS_WHY="cannot create namespace for the master"; return 1; }
 	ip netns exec "mfs${MFS_ID}m" mfsmaster -f -c "$d/mfsmaster.cfg" >"$d/log" 2>&1 &
 	MFS_PIDS+=($!)
-	mfs_wait "$MFS_WAIT" mfs_port_up "mfs${MFS_ID}m" "$m" 9421 ||
-		{ mfs_fail "master did not listen on '$m:9421' within $MFS_WAIT s" "$d/log"; return 1; }
+	mfs_daemon_up master $! "mfs${MFS_ID}m" "$m" 9421 "$d/log" || return 1
 
 	# chunkservers
 	for i in 1 2 3; do
@@ -168,9 +183,8 @@ mfs_up() {
 		MFS_PIDS+=($!)
 	done
 	for i in 1 2 3; do
-		mfs_wait "$MFS_WAIT" mfs_port_up "mfs${MFS_ID}c$i" "$MFS_NET.1$i" 9422 ||
-			{ mfs_fail "chunkserver $i did not listen on '$MFS_NET.1$i:9422' within $MFS_WAIT s" \
-				"$MFS_DIR/cs$i/log"; return 1; }
+		mfs_daemon_up "chunkserver $i" "${MFS_PIDS[$i]}" "mfs${MFS_ID}c$i" "$MFS_NET.1$i" 9422 \
+			"$MFS_DIR/cs$i/log" || return 1
 	done
 	mfs_wait "$MFS_WAIT" mfs_cs_count "mfs${MFS_ID}m" 3 ||
 		{ mfs_fail "3 chunkservers did not register with the master within $MFS_WAIT s" \
