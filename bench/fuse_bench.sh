@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # FUSE benchmark: fio through a strata-fuse mount of a fresh 'strata local
 # up' cluster (3 storage daemons, R=3), each job beside the same job on a
-# local directory of the same disk, in the same run; prints a Markdown
-# table with the ratios (FUSE / local).
+# local directory of the same disk and on MooseFS (master and 3
+# chunkservers, goal 3, in network namespaces: bench/moosefs.sh), in the
+# same run; prints a Markdown table with the ratios (FUSE / local, FUSE /
+# MooseFS).
 #
 #   bench/fuse_bench.sh [BUILD_DIR]        (default: build)
 #   env: SIZE (file size, default 1G), RUNTIME (random-read seconds, 20),
 #        FILES (small files, 2000), WORK (scratch dir, default mktemp),
-#        FUSE_FLAGS (extra strata-fuse flags)
+#        FUSE_FLAGS (extra strata-fuse flags), MOOSEFS (0: leave MooseFS
+#        out; else it is installed from Debian when missing and running as
+#        root, and its columns say why when it cannot run), MFS_NET,
+#        MFS_WAIT (see bench/moosefs.sh)
 #
 # Jobs: 1 MiB sequential write (psync, end_fsync) and read; 4 KiB and
 # 128 KiB random reads (psync, 4 jobs, time based); small files: create
@@ -33,14 +38,19 @@ command -v fio >/dev/null || { echo "fuse_bench: fio missing (apt-get install fi
 WORK=${WORK:-$(mktemp -d /tmp/strata-fuse-bench.XXXXXX)}
 MNT=$WORK/mnt
 LOCAL=$WORK/local
+MFSMNT=$WORK/mfsmnt
 mkdir -p "$MNT" "$LOCAL"
+# shellcheck source=bench/moosefs.sh
+. "$REPO/bench/moosefs.sh"
 
 cleanup() {
+	mfs_down
 	fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null || true
 	"$STRATA" local down --dir "$WORK/cluster" >/dev/null 2>&1 || true
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 # The local directory's reads come from the page cache; the storage
 # daemons serve theirs from it too (writes stay O_DIRECT).
@@ -48,8 +58,21 @@ trap cleanup EXIT
 	--daemon-flags "--storage.buffered_reads=true --node.log_level=warn" >/dev/null
 MGMT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mgmt"])' \
 	"$WORK/cluster/cluster.json")
+# 'local up' clusters refuse clients without a credential: its admin token
+export STRATA_TOKEN_FILE=$WORK/cluster/admin.token
 # shellcheck disable=SC2086
-"$FUSE" "$MNT" --mgmt "$MGMT" --log "$WORK/fuse.log" ${FUSE_FLAGS:-}
+if ! "$FUSE" "$MNT" --mgmt "$MGMT" --log "$WORK/fuse.log" ${FUSE_FLAGS:-}; then
+	echo "fuse_bench: strata-fuse did not mount; last lines of '$WORK/fuse.log':" >&2
+	tail -n 15 "$WORK/fuse.log" >&2
+	exit 1
+fi
+
+SIDES="local fuse"
+if [ "${MOOSEFS:-1}" = 0 ]; then
+	MFS_WHY="left out (MOOSEFS=0)"
+elif mfs_up "$WORK/moosefs" "$MFSMNT"; then
+	SIDES="local fuse mfs"
+fi
 
 # fio_bw DIR NAME ARGS... -> bandwidth in MiB/s (read + write)
 fio_bw() {
@@ -104,9 +127,12 @@ EOF
 }
 
 declare -A R
-for side in local fuse; do
-	dir=$LOCAL
-	[ $side = fuse ] && dir=$MNT
+for side in $SIDES; do
+	case $side in
+	local) dir=$LOCAL ;;
+	fuse) dir=$MNT ;;
+	mfs) dir=$MFSMNT ;;
+	esac
 	R[$side,sw]=$(fio_bw "$dir" seq --rw=write --bs=1M --size="$SIZE" --end_fsync=1)
 	R[$side,sr]=$(fio_bw "$dir" seq --rw=read --bs=1M --size="$SIZE")
 	R[$side,r4]=$(fio_iops "$dir" seq --rw=randread --bs=4k --size="$SIZE" --numjobs=4 \
@@ -120,9 +146,14 @@ done
 
 ratio() { python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) / float(sys.argv[1])))" "$1" "$2"; }
 
-echo "| job | local dir | strata-fuse | ratio |"
-echo "|---|---|---|---|"
-row() { echo "| $1 | ${R[local,$2]} $3 | ${R[fuse,$2]} $3 | $(ratio "${R[local,$2]}" "${R[fuse,$2]}") |"; }
+[[ $SIDES = *mfs* ]] || echo "MooseFS: $MFS_WHY"
+echo "| job | local dir | strata-fuse | strata/local | MooseFS | strata/MooseFS |"
+echo "|---|---|---|---|---|---|"
+row() {
+	local m="n/a | n/a"
+	[[ $SIDES = *mfs* ]] && m="${R[mfs,$2]} $3 | $(ratio "${R[mfs,$2]}" "${R[fuse,$2]}")"
+	echo "| $1 | ${R[local,$2]} $3 | ${R[fuse,$2]} $3 | $(ratio "${R[local,$2]}" "${R[fuse,$2]}") | $m |"
+}
 row "1 MiB sequential write (size $SIZE, end_fsync)" sw MiB/s
 row "1 MiB sequential read" sr MiB/s
 row "4 KiB random read (4 jobs, ${RUNTIME} s)" r4 IOPS
