@@ -1,6 +1,7 @@
 /*
  * Admin commands that change the cluster map through mgmt:
  *   strata node drain NODE_ID       move a node's replicas elsewhere
+ *   strata node remove NODE_ID      retire a drained or dead node for good
  *   strata target replace OLD NEW   rebuild a lost target on a spare
  */
 #include <errno.h>
@@ -9,6 +10,7 @@
 
 #include "cli.h"
 #include "cli_fs.h"
+#include "common/cluster_map.h"
 #include "common/config.h"
 #include "net/rpc.h"
 #include "proto/mgmt.h"
@@ -29,6 +31,78 @@ static int admin_call(const struct fs_args *a, const char *addr, uint32_t action
 	*result = rep.result;
 	rpc_client_free(cl);
 	return rc;
+}
+
+/* Chains with a member still resyncing, in mgmt's map now; -1 when the
+ * map cannot be read. */
+static int chains_resyncing(const struct fs_args *a, const char *addr)
+{
+	struct rpc_client *cl;
+	struct cluster_map m;
+	int n = 0;
+
+	if (cli_rpc_client("strata-admin", 10000, a->token, a->mgmt, a->dir, &cl))
+		return -1;
+	cm_init(&m);
+	if (cmap_fetch_sync(cl, addr, 10000, &m)) {
+		n = -1;
+	} else {
+		for (uint32_t k = 0; k < m.nchains; k++)
+			for (uint8_t i = 0; i < m.chains[k].len; i++)
+				if (m.chains[k].states[i] == TARGET_SYNCING) {
+					n++;
+					break;
+				}
+	}
+	cm_release(&m);
+	rpc_client_free(cl);
+	return n;
+}
+
+/* strata node remove: mgmt decides; each refusal says what to do. */
+static int node_remove(const struct fs_args *a, const char *addr, uint32_t id)
+{
+	uint32_t result = 0;
+	int rc = admin_call(a, addr, MGMT_ADMIN_REMOVE, id, 0, &result), n;
+
+	switch (rc) {
+	case 0:
+		break;
+	case -ENOENT:
+		cli_err("cannot remove node %u: no node %u in the cluster map ('strata status' lists "
+			"the nodes)", id, id);
+		return 1;
+	case -EBUSY:
+		cli_err("cannot remove node %u: it is up and holds %u replica%s: drain it first "
+			"('strata node drain %u')", id, result, result == 1 ? "" : "s", id);
+		return 1;
+	case -EINPROGRESS:
+		cli_err("cannot remove node %u: it is draining and still holds %u replica%s: wait "
+			"until 'strata status' shows it in no chain", id, result,
+			result == 1 ? "" : "s");
+		return 1;
+	case -ENODATA:
+		cli_err("cannot remove node %u: it is down and holds the last serving replica of %u "
+			"chain%s; removing it would lose their data: start it again", id, result,
+			result == 1 ? "" : "s");
+		return 1;
+	case -EPERM:
+		cli_err("cannot remove node %u: it runs the mgmt service", id);
+		return 1;
+	default:
+		cli_err("cannot remove node %u: %s", id, strata_strerror(rc));
+		return 1;
+	}
+	n = chains_resyncing(a, addr);
+	if (n > 0)
+		printf("node %u removed: %d chain%s re-replicating from the survivors ('strata status' "
+		       "shows progress)\n", id, n, n == 1 ? "" : "s");
+	else
+		printf("node %u removed from the cluster\n", id);
+	if (result)
+		printf("warning: %u replica(s) found no other node to go to; those chains stay short "
+		       "until storage nodes are added\n", result);
+	return 0;
 }
 
 static int parse_id(const char *cmd, const char *what, const char *s, uint32_t *out)
@@ -52,7 +126,7 @@ int cmd_admin(int argc, char **argv)
 
 	/* "node drain ..." / "target replace ...": parse from the verb on. */
 	if (argc < 2) {
-		cli_err("usage: strata node drain NODE_ID | strata target replace OLD NEW");
+		cli_err("usage: strata node drain|remove NODE_ID | strata target replace OLD NEW");
 		return 2;
 	}
 	snprintf(name, sizeof(name), "%s %s", argv[0], argv[1]);
@@ -81,6 +155,17 @@ int cmd_admin(int argc, char **argv)
 			       result, x);
 		return 0;
 	}
+	if (strcmp(argv[0], "node") == 0 && strcmp(name, "node remove") == 0) {
+		if (a.npos != 1) {
+			cli_err("usage: strata node remove NODE_ID [--mgmt ADDR | --dir DIR]");
+			return 2;
+		}
+		if ((rc = parse_id(name, "node id", a.pos[0], &x)))
+			return rc;
+		if ((rc = fs_mgmt_addr(&a, addr, sizeof(addr))))
+			return rc;
+		return node_remove(&a, addr, x);
+	}
 	if (strcmp(argv[0], "target") == 0 && strcmp(name, "target replace") == 0) {
 		if (a.npos != 2) {
 			cli_err("usage: strata target replace OLD_TARGET NEW_TARGET [--mgmt ADDR | --dir DIR]");
@@ -99,6 +184,6 @@ int cmd_admin(int argc, char **argv)
 		printf("target %u replaced by %u in its chains: %u rebuilds from its chains\n", x, y, y);
 		return 0;
 	}
-	cli_err("unknown command '%s' (node drain, target replace)", name);
+	cli_err("unknown command '%s' (node drain, node remove, target replace)", name);
 	return 2;
 }

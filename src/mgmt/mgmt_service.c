@@ -38,6 +38,7 @@ struct mgmt_cfg {
 
 struct mgmt {
 	struct reactor *r;
+	uint32_t node_id;		/* the node mgmt runs on: never removed */
 	struct cluster_map map;
 	struct mgmt_store *store;
 	uint64_t lease_ms;
@@ -189,6 +190,42 @@ static void check_registered_addr(struct svc_req *req, uint32_t node_id, const c
 			 "reach", node_id, addr, peer);
 }
 
+/* Was node retired by 'strata node remove'? Said on mgmt's log,
+ * rate-limited: the node retries. A store that cannot tell admits it. */
+static bool removed_node(struct mgmt *m, uint32_t node)
+{
+	int64_t when = 0;
+	int rc = mgmt_store_get_removed(m->store, node, &when);
+
+	if (rc)
+		return false;
+	log_warn_limited("mgmt", "registration of node %u refused: it was removed from the cluster "
+			 "('strata node remove') at %lld; to add the host again, give it a new "
+			 "node.id and an empty data directory", node, (long long)when);
+	return true;
+}
+
+/* MGMT_ADMIN_REMOVE: the map forgets the node (membership.h), and the
+ * store keeps it out. */
+static int admin_remove(struct mgmt *m, uint32_t node, uint32_t *result)
+{
+	int rc;
+
+	*result = 0;
+	if (node == m->node_id)
+		return -EPERM;
+	rc = cm_remove_node(&m->map, node, result);
+	if (rc < 0)
+		return rc;
+	if (mgmt_store_set_removed(m->store, node, (int64_t)time(NULL))) {
+		log_error("mgmt", "node %u left the cluster map, but its removal is not recorded: it "
+			  "would be admitted again if it registered", node);
+		persist(m);
+		return -EIO;
+	}
+	return rc;
+}
+
 static void op_register(void *svc, struct svc_req *req)
 {
 	struct mgmt *m = svc;
@@ -205,6 +242,13 @@ static void op_register(void *svc, struct svc_req *req)
 	if (rc) {
 		mg_register_release(&rq);
 		svc_reply(req, STRATA_EBADMSG);
+		return;
+	}
+	/* A removed node stays out: its data was rebuilt elsewhere, and
+	 * admitting it again would take an operator's decision back. */
+	if (removed_node(m, rq.node_id)) {
+		mg_register_release(&rq);
+		svc_reply(req, -EPERM);
 		return;
 	}
 	/* A process that restarted within its lease lost what it held in
@@ -371,6 +415,9 @@ static void op_admin(void *svc, struct svc_req *req)
 		if (rc >= 0)
 			log_info("mgmt", "target %u is in sync with chain %u: serving (map version %llu)",
 				 rq.arg, rq.arg2, (unsigned long long)m->map.version);
+		break;
+	case MGMT_ADMIN_REMOVE:
+		rc = admin_remove(m, rq.arg, &rep.result);
 		break;
 	case MGMT_ADMIN_REPLACE:
 		rc = cm_replace_target(&m->map, rq.arg, rq.arg2);
@@ -590,6 +637,7 @@ static int mgmt_start(const struct service_env *env, void **out)
 	if (!m)
 		return -ENOMEM;
 	m->r = env->reactors[0];
+	m->node_id = env->node_id;
 	lost_init(&m->lost);
 	m->lease_ms = (uint64_t)cfg->lease_ms;
 	m->replication = (uint32_t)cfg->replication;

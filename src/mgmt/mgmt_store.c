@@ -34,6 +34,10 @@ static const char schema_sql[] =
 	" PRIMARY KEY (chain_id, out, pos));"
 	"CREATE TABLE IF NOT EXISTS mgmt_incarnations ("
 	" node_id INTEGER PRIMARY KEY, inc INTEGER NOT NULL);"
+	/* Node ids retired by 'strata node remove' (at: seconds since the
+	 * epoch); added to schema 1 as the tokens table was. */
+	"CREATE TABLE IF NOT EXISTS mgmt_removed ("
+	" node_id INTEGER PRIMARY KEY, at INTEGER NOT NULL);"
 	/* The token registry; revoked: when (0: not revoked). Added to schema
 	 * 1 as it stands: an older store simply gets the empty table. */
 	"CREATE TABLE IF NOT EXISTS mgmt_tokens ("
@@ -458,6 +462,41 @@ int mgmt_store_set_incarnation(struct mgmt_store *s, uint32_t node, uint64_t inc
 	sqlite3_bind_int64(st, 1, node);
 	sqlite3_bind_int64(st, 2, (int64_t)inc);
 	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, "write mgmt_incarnations");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int mgmt_store_set_removed(struct mgmt_store *s, uint32_t node, int64_t when)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(s->db, "INSERT OR IGNORE INTO mgmt_removed VALUES (?, ?)", -1, &st,
+			       NULL) != SQLITE_OK)
+		return db_err(s, "prepare");
+	sqlite3_bind_int64(st, 1, node);
+	sqlite3_bind_int64(st, 2, when);
+	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, "write mgmt_removed");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int mgmt_store_get_removed(struct mgmt_store *s, uint32_t node, int64_t *when)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(s->db, "SELECT at FROM mgmt_removed WHERE node_id = ?", -1, &st,
+			       NULL) != SQLITE_OK)
+		return db_err(s, "prepare");
+	sqlite3_bind_int64(st, 1, node);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*when = sqlite3_column_int64(st, 0);
+		rc = 0;
+	} else {
+		rc = rc == SQLITE_DONE ? -ENOENT : db_err(s, "read mgmt_removed");
+	}
 	sqlite3_finalize(st);
 	return rc;
 }

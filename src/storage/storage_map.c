@@ -193,6 +193,17 @@ static void on_register(void *arg, int status, struct rpc_msg *resp)
 	struct storage *st = hc->st;
 	uint64_t v;
 
+	if (status == -EPERM) {
+		static struct log_limit removed_ll;
+
+		/* Retried like any refusal: mgmt's record decides, not us. */
+		log_limited(&removed_ll, LOG_ERROR, "storage", "mgmt '%s' refuses node %u: it was removed from the "
+			    "cluster ('strata node remove'); to add this host again, give it a "
+			    "new node.id and an empty data directory", st->env.mgmt_addr,
+			    st->node_id);
+		free(hc);
+		return;
+	}
 	if (status) {
 		log_warn("storage", "registration with mgmt '%s' failed: %s (will retry)",
 			 st->env.mgmt_addr, strata_strerror(status));
