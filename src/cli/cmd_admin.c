@@ -5,6 +5,7 @@
  *   strata target replace OLD NEW   rebuild a lost target on a spare
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,38 +34,67 @@ static int admin_call(const struct fs_args *a, const char *addr, uint32_t action
 	return rc;
 }
 
-/* Chains with a member still resyncing, in mgmt's map now; -1 when the
- * map cannot be read. */
-static int chains_resyncing(const struct fs_args *a, const char *addr)
+/* What the map now says for node remove's message: how many chain
+ * entries node holds, in how many chains it is the last serving one, and
+ * how many chains have a member resyncing. -1 each when the map cannot be
+ * read (an error reply carries no count). */
+struct remove_view {
+	int held, last, resyncing;
+};
+
+static void remove_view(const struct fs_args *a, const char *addr, uint32_t node,
+			struct remove_view *v)
 {
 	struct rpc_client *cl;
 	struct cluster_map m;
-	int n = 0;
 
+	*v = (struct remove_view){ -1, -1, -1 };
 	if (cli_rpc_client("strata-admin", 10000, a->token, a->mgmt, a->dir, &cl))
-		return -1;
+		return;
 	cm_init(&m);
-	if (cmap_fetch_sync(cl, addr, 10000, &m)) {
-		n = -1;
-	} else {
-		for (uint32_t k = 0; k < m.nchains; k++)
-			for (uint8_t i = 0; i < m.chains[k].len; i++)
-				if (m.chains[k].states[i] == TARGET_SYNCING) {
-					n++;
-					break;
-				}
+	if (!cmap_fetch_sync(cl, addr, 10000, &m)) {
+		*v = (struct remove_view){ 0, 0, 0 };
+		for (uint32_t k = 0; k < m.nchains; k++) {
+			const struct cm_chain *c = &m.chains[k];
+			bool syncing = false, mine = false, other_serving = false;
+
+			for (uint8_t i = 0; i < c->len; i++) {
+				bool on = cm_node_of(&m, c->targets[i]) == node;
+
+				mine |= on;
+				v->held += on;
+				syncing |= c->states[i] == TARGET_SYNCING;
+				other_serving |= !on && c->states[i] == TARGET_SERVING;
+			}
+			for (uint8_t i = 0; i < c->nout; i++) {
+				bool on = cm_node_of(&m, c->out[i]) == node;
+
+				mine |= on;
+				v->held += on;
+			}
+			v->resyncing += syncing;
+			v->last += mine && !other_serving;
+		}
 	}
 	cm_release(&m);
 	rpc_client_free(cl);
-	return n;
 }
 
 /* strata node remove: mgmt decides; each refusal says what to do. */
 static int node_remove(const struct fs_args *a, const char *addr, uint32_t id)
 {
 	uint32_t result = 0;
-	int rc = admin_call(a, addr, MGMT_ADMIN_REMOVE, id, 0, &result), n;
+	int rc = admin_call(a, addr, MGMT_ADMIN_REMOVE, id, 0, &result);
+	struct remove_view v;
+	char n[32] = "";
 
+	remove_view(a, addr, id, &v);
+	if (rc == -EBUSY || rc == -EINPROGRESS)
+		snprintf(n, sizeof(n), "%d replica%s", v.held, v.held == 1 ? "" : "s");
+	else if (rc == -ENODATA)
+		snprintf(n, sizeof(n), "%d chain%s", v.last, v.last == 1 ? "" : "s");
+	if (n[0] && strchr(n, '-'))
+		snprintf(n, sizeof(n), rc == -ENODATA ? "some chains" : "replicas");
 	switch (rc) {
 	case 0:
 		break;
@@ -73,18 +103,16 @@ static int node_remove(const struct fs_args *a, const char *addr, uint32_t id)
 			"the nodes)", id, id);
 		return 1;
 	case -EBUSY:
-		cli_err("cannot remove node %u: it is up and holds %u replica%s: drain it first "
-			"('strata node drain %u')", id, result, result == 1 ? "" : "s", id);
+		cli_err("cannot remove node %u: it is up and holds %s: drain it first "
+			"('strata node drain %u')", id, n, id);
 		return 1;
 	case -EINPROGRESS:
-		cli_err("cannot remove node %u: it is draining and still holds %u replica%s: wait "
-			"until 'strata status' shows it in no chain", id, result,
-			result == 1 ? "" : "s");
+		cli_err("cannot remove node %u: it is draining and still holds %s: wait until "
+			"'strata status' shows it in no chain", id, n);
 		return 1;
 	case -ENODATA:
-		cli_err("cannot remove node %u: it is down and holds the last serving replica of %u "
-			"chain%s; removing it would lose their data: start it again", id, result,
-			result == 1 ? "" : "s");
+		cli_err("cannot remove node %u: it is down and holds the last serving replica of %s; "
+			"removing it would lose their data: start it again", id, n);
 		return 1;
 	case -EPERM:
 		cli_err("cannot remove node %u: it runs the mgmt service", id);
@@ -93,10 +121,9 @@ static int node_remove(const struct fs_args *a, const char *addr, uint32_t id)
 		cli_err("cannot remove node %u: %s", id, strata_strerror(rc));
 		return 1;
 	}
-	n = chains_resyncing(a, addr);
-	if (n > 0)
+	if (v.resyncing > 0)
 		printf("node %u removed: %d chain%s re-replicating from the survivors ('strata status' "
-		       "shows progress)\n", id, n, n == 1 ? "" : "s");
+		       "shows progress)\n", id, v.resyncing, v.resyncing == 1 ? "" : "s");
 	else
 		printf("node %u removed from the cluster\n", id);
 	if (result)

@@ -50,11 +50,9 @@ enum mgmt_admin_action {
 					 * refuses the report, STRATA_ESTALE_MAP,
 					 * when the chain moved on) */
 	MGMT_ADMIN_REMOVE = 5,		/* arg: node id; retires it (membership.h
-					 * cm_remove_node): result = replicas that
-					 * found no replacement, or on -EBUSY /
-					 * -EINPROGRESS the replicas it holds, on
-					 * -ENODATA the chains it holds the last
-					 * copy of; -EPERM: the node runs mgmt */
+					 * cm_remove_node, whose errors it answers):
+					 * result = replicas that found no
+					 * replacement; -EPERM: the node runs mgmt */
 };
 #define MGMT_ADMIN_LAST MGMT_ADMIN_REMOVE
 
