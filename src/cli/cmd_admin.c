@@ -144,6 +144,20 @@ static int parse_id(const char *cmd, const char *what, const char *s, uint32_t *
 	return 0;
 }
 
+/* "node VERB NODE_ID": the id, and mgmt's address into addr. */
+static int node_args(struct fs_args *a, const char *name, char *addr, size_t len, uint32_t *id)
+{
+	int rc;
+
+	if (a->npos != 1) {
+		cli_err("usage: strata %s NODE_ID [--mgmt ADDR | --dir DIR]", name);
+		return 2;
+	}
+	if ((rc = parse_id(name, "node id", a->pos[0], id)))
+		return rc;
+	return fs_mgmt_addr(a, addr, len);
+}
+
 int cmd_admin(int argc, char **argv)
 {
 	struct fs_args a;
@@ -162,34 +176,23 @@ int cmd_admin(int argc, char **argv)
 	if (rc)
 		return rc;
 	if (strcmp(argv[0], "node") == 0 && strcmp(name, "node drain") == 0) {
-		if (a.npos != 1) {
-			cli_err("usage: strata node drain NODE_ID [--mgmt ADDR | --dir DIR]");
-			return 2;
-		}
-		if ((rc = parse_id(name, "node id", a.pos[0], &x)))
-			return rc;
-		if ((rc = fs_mgmt_addr(&a, addr, sizeof(addr))))
+		if ((rc = node_args(&a, name, addr, sizeof(addr), &x)))
 			return rc;
 		rc = admin_call(&a, addr, MGMT_ADMIN_DRAIN, x, 0, &result);
 		if (rc) {
 			cli_err("cannot drain node %u: %s", x, strata_strerror(rc));
 			return 1;
 		}
-		printf("node %u draining: new replicas resync, then it leaves its chains%s\n", x,
-		       result ? "" : "");
+		printf("node %u draining: new replicas resync, then it leaves its chains; once "
+		       "'strata status' shows it in no chain, 'strata node remove %u' retires it\n",
+		       x, x);
 		if (result)
 			printf("warning: %u replica(s) found no other node to go to; those chains stay on node %u\n",
 			       result, x);
 		return 0;
 	}
 	if (strcmp(argv[0], "node") == 0 && strcmp(name, "node remove") == 0) {
-		if (a.npos != 1) {
-			cli_err("usage: strata node remove NODE_ID [--mgmt ADDR | --dir DIR]");
-			return 2;
-		}
-		if ((rc = parse_id(name, "node id", a.pos[0], &x)))
-			return rc;
-		if ((rc = fs_mgmt_addr(&a, addr, sizeof(addr))))
+		if ((rc = node_args(&a, name, addr, sizeof(addr), &x)))
 			return rc;
 		return node_remove(&a, addr, x);
 	}

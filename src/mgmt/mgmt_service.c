@@ -53,6 +53,7 @@ struct mgmt {
 	uint64_t space_ms;			/* when they were computed */
 	bool space_stale;			/* a heartbeat changed them since */
 	uint64_t reports;
+	uint64_t removed_said_ms;		/* last refusal of a removed node logged */
 	struct lost_set lost;			/* chunks reported lost (lost.h) */
 	struct log_limit lost_ll;
 	volatile uint32_t lost_n;		/* its count, for status/metrics */
@@ -190,19 +191,24 @@ static void check_registered_addr(struct svc_req *req, uint32_t node_id, const c
 			 "reach", node_id, addr, peer);
 }
 
-/* Was node retired by 'strata node remove'? Said on mgmt's log,
- * rate-limited: the node retries. A store that cannot tell admits it. */
-static bool removed_node(struct mgmt *m, uint32_t node)
+/* Was node retired by 'strata node remove'? 0 (no), -EPERM (yes: said on
+ * mgmt's log at most once a minute, since the node retries every
+ * heartbeat) or -EIO (the store cannot tell: refused too, and retried). */
+static int removed_node(struct mgmt *m, uint32_t node)
 {
 	int64_t when = 0;
 	int rc = mgmt_store_get_removed(m->store, node, &when);
+	uint64_t now = reactor_now_ms();
 
 	if (rc)
-		return false;
-	log_warn_limited("mgmt", "registration of node %u refused: it was removed from the cluster "
+		return rc == -ENOENT ? 0 : rc;
+	if (m->removed_said_ms && now - m->removed_said_ms < 60000)
+		return -EPERM;
+	m->removed_said_ms = now ? now : 1;
+	log_warn("mgmt", "registration of node %u refused: it was removed from the cluster "
 			 "('strata node remove') at %lld; to add the host again, give it a new "
 			 "node.id and an empty data directory", node, (long long)when);
-	return true;
+	return -EPERM;
 }
 
 /* MGMT_ADMIN_REMOVE: the map forgets the node (membership.h), and the
@@ -246,9 +252,9 @@ static void op_register(void *svc, struct svc_req *req)
 	}
 	/* A removed node stays out: its data was rebuilt elsewhere, and
 	 * admitting it again would take an operator's decision back. */
-	if (removed_node(m, rq.node_id)) {
+	if ((rc = removed_node(m, rq.node_id))) {
 		mg_register_release(&rq);
-		svc_reply(req, -EPERM);
+		svc_reply(req, rc);
 		return;
 	}
 	/* A process that restarted within its lease lost what it held in

@@ -194,13 +194,18 @@ static void on_register(void *arg, int status, struct rpc_msg *resp)
 	uint64_t v;
 
 	if (status == -EPERM) {
-		static struct log_limit removed_ll;
+		/* Retried like any refusal (mgmt's record decides, not us),
+		 * said once a minute. */
+		static uint64_t said_ms;
+		uint64_t now = reactor_now_ms(), was = __atomic_load_n(&said_ms, __ATOMIC_RELAXED);
 
-		/* Retried like any refusal: mgmt's record decides, not us. */
-		log_limited(&removed_ll, LOG_ERROR, "storage", "mgmt '%s' refuses node %u: it was removed from the "
-			    "cluster ('strata node remove'); to add this host again, give it a "
-			    "new node.id and an empty data directory", st->env.mgmt_addr,
-			    st->node_id);
+		if (!was || now - was >= 60000) {
+			__atomic_store_n(&said_ms, now ? now : 1, __ATOMIC_RELAXED);
+			log_error("storage", "mgmt '%s' refuses node %u: it was removed from the "
+				  "cluster ('strata node remove'); to add this host again, give it "
+				  "a new node.id and an empty data directory", st->env.mgmt_addr,
+				  st->node_id);
+		}
 		free(hc);
 		return;
 	}
