@@ -49,6 +49,7 @@ struct mgmt {
 	/* For status/metrics from other threads. */
 	volatile uint64_t version_snapshot;
 	volatile uint32_t nodes_up, nodes_total, chains, chains_short, storage_nodes;
+	volatile uint32_t chains_resyncing;	/* with a member SYNCING */
 	volatile uint64_t capacity, used;	/* cm_capacity() */
 	uint64_t space_ms;			/* when they were computed */
 	bool space_stale;			/* a heartbeat changed them since */
@@ -98,17 +99,21 @@ static void snapshot_space(struct mgmt *m)
 
 static void snapshot(struct mgmt *m)
 {
-	uint32_t up = 0, short_chains = 0;
+	uint32_t up = 0, short_chains = 0, resyncing = 0;
 
 	for (uint32_t i = 0; i < m->map.nnodes; i++)
 		up += m->map.nodes[i].state == NODE_UP;
 	for (uint32_t i = 0; i < m->map.nchains; i++) {
-		uint32_t serving = 0;
+		uint32_t serving = 0, syncing = 0;
 
-		for (uint32_t k = 0; k < m->map.chains[i].len; k++)
+		for (uint32_t k = 0; k < m->map.chains[i].len; k++) {
 			serving += m->map.chains[i].states[k] == TARGET_SERVING;
+			syncing += m->map.chains[i].states[k] == TARGET_SYNCING;
+		}
 		short_chains += serving < m->map.replication;
+		resyncing += syncing > 0;
 	}
+	m->chains_resyncing = resyncing;
 	m->version_snapshot = m->map.version;
 	m->nodes_up = up;
 	m->nodes_total = m->map.nnodes;
@@ -721,6 +726,7 @@ static void mgmt_status(void *svc, json_t *o)
 	json_object_set_new(o, "nodes_up", json_integer(m->nodes_up));
 	json_object_set_new(o, "chains", json_integer(m->chains));
 	json_object_set_new(o, "chains_short", json_integer(m->chains_short));
+	json_object_set_new(o, "chains_resyncing", json_integer(m->chains_resyncing));
 	/* What the cluster waits for before it builds chains (strata status
 	 * says "forming: N of M storage nodes registered"). */
 	json_object_set_new(o, "storage_nodes", json_integer(m->storage_nodes));
@@ -739,6 +745,9 @@ static void mgmt_metrics(void *svc, struct bbuf *out)
 	metrics_put(out, "strata_mgmt_nodes_up", "gauge", "storage nodes up", m->nodes_up);
 	metrics_put(out, "strata_mgmt_chains_short", "gauge",
 		    "chains with fewer serving replicas than R", m->chains_short);
+	metrics_put(out, "strata_mgmt_chains_resyncing", "gauge",
+		    "chains with a member resyncing (a node back, a drain's or a removed node's "
+		    "replacement)", m->chains_resyncing);
 	metrics_put(out, "strata_mgmt_capacity_bytes", "gauge",
 		    "raw capacity of the storage targets, each filesystem counted once",
 		    (double)m->capacity);

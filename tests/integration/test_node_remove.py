@@ -111,7 +111,8 @@ def test_remove_dead_node(faults):
     """A storage node killed with kill -9 under a writer, then removed: its
     chains re-replicate from the survivors (status says so meanwhile),
     health and the exit code of status return to ok, every acknowledged
-    byte reads back, and the node started again is refused."""
+    byte reads back, and the node started again (after a restart of mgmt)
+    is refused."""
     fc = faults(4, 3)
     w = Writer(fc, 612, ino=0x612, nchunks=24, depth=4, maxlen=32768)
     w.wait_acks(80)
@@ -141,11 +142,17 @@ def test_remove_dead_node(faults):
     assert j["health"] == "ok" and victim.id not in _node_ids(j), j
     m = fc.map()
     assert m.full(3) and victim.id not in m.nodes, m
+    assert fc.mgmt.metric("strata_mgmt_chains_resyncing") == 0
+    assert fc.mgmt.metric("strata_mgmt_chains_short") == 0
     w.wait_acks(30, since=time.time(), what="writes after the re-replication")
     w.stop()
     audit(fc, w.log, 3)
     check_copies([n for n in fc.storage if n is not victim], 3, min_chunks=10)
+    # The removal outlives mgmt: killed, started again, it still refuses.
+    fc.kill9(fc.mgmt)
+    fc.restart(fc.mgmt)
     fc.restart(victim)
     _refused_at_registration(fc, victim)
-    rc, j = _status(fc)
+    rc, j = wait_until(lambda: (lambda s: s if s[0] == 0 else None)(_status(fc)), 30, 0.5,
+                       "status ok after the mgmt restart")
     assert rc == 0 and j["health"] == "ok", j
