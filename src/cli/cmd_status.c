@@ -34,6 +34,7 @@ struct status_view {
 	const char *addr;
 	struct cluster_map map;
 	uint32_t nodes_up, serving, healthy, dark;
+	uint32_t resyncing;			/* short chains with a member syncing */
 	uint32_t meta_n, meta_up, mem_n, mem_up;
 	int64_t expect_nodes, storage_nodes;	/* -1: mgmt did not say */
 	int64_t lost_chunks;			/* no intact replica left (mgmt) */
@@ -81,6 +82,16 @@ static unsigned chain_serving(const struct cm_chain *c)
 	for (uint8_t k = 0; k < c->len && k < CM_CHAIN_SLOTS; k++)
 		n += c->states[k] == TARGET_SERVING;
 	return n;
+}
+
+/* Is a member of c resyncing (a node back, a drain's or a removed node's
+ * replacement)? */
+static bool chain_resyncing(const struct cm_chain *c)
+{
+	for (uint8_t k = 0; k < c->len && k < CM_CHAIN_SLOTS; k++)
+		if (c->states[k] == TARGET_SYNCING)
+			return true;
+	return false;
 }
 
 /* Services of kind in the map, and how many are up. */
@@ -155,8 +166,11 @@ static void judge(struct status_view *v)
 		waiting_add(v, "%u node%s not up", down, plural(down));
 	if (idle)
 		waiting_add(v, "%u target%s not serving", idle, plural(idle));
-	if (short_chains)
-		waiting_add(v, "%u chain%s short of replicas", short_chains, plural(short_chains));
+	if (v->resyncing)
+		waiting_add(v, "re-replicating %u chain%s", v->resyncing, plural(v->resyncing));
+	if (short_chains > v->resyncing)
+		waiting_add(v, "%u chain%s short of replicas", short_chains - v->resyncing,
+			    plural(short_chains - v->resyncing));
 	if (svc_down)
 		waiting_add(v, "%u service%s down", svc_down, plural(svc_down));
 	if (v->lost_chunks > 0)
@@ -207,6 +221,7 @@ static int gather(const struct fs_args *a, struct status_view *v)
 		v->serving += v->map.targets[i].state == TARGET_SERVING;
 	for (uint32_t i = 0; i < v->map.nchains; i++) {
 		v->healthy += chain_healthy(&v->map, &v->map.chains[i]);
+		v->resyncing += chain_resyncing(&v->map.chains[i]);
 		v->dark += chain_serving(&v->map.chains[i]) == 0;
 	}
 	v->meta_n = count_services(&v->map, CM_SVC_META, &v->meta_up);
@@ -304,6 +319,7 @@ static json_t *json_chains(const struct status_view *v)
 
 	JSET(o, "total", json_integer(m->nchains));
 	JSET(o, "healthy", json_integer(v->healthy));
+	JSET(o, "resyncing", json_integer(v->resyncing));
 	JSET(o, "replication", json_integer(m->replication));
 	for (uint32_t i = 0; i < m->nchains; i++) {
 		const struct cm_chain *c = &m->chains[i];
@@ -314,6 +330,7 @@ static json_t *json_chains(const struct status_view *v)
 		e = json_object();
 		JSET(e, "id", json_integer(c->id));
 		JSET(e, "serving", json_integer(chain_serving(c)));
+		JSET(e, "resyncing", json_boolean(chain_resyncing(c)));
 		JSET(e, "state", json_string(chain_serving(c) ? "degraded" : "unavailable"));
 		json_array_append_new(bad, e);
 	}

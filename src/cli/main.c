@@ -194,6 +194,8 @@ static void usage(FILE *f)
 		"                                     line 'local up' recorded for it\n"
 		"  ping ADDR [--count N]              round trip to a daemon\n"
 		"  node drain NODE_ID                 move a node's replicas to other nodes\n"
+		"  node remove NODE_ID                retire a drained or dead node for good;\n"
+		"                                     a dead one's chains re-replicate\n"
 		"  target replace OLD NEW             rebuild a lost target on a spare\n"
 		"security (docs/security.md):\n"
 		"  keygen FILE                        a new cluster key (mode 0600)\n"

@@ -620,6 +620,34 @@ int cm_target_synced(struct cluster_map *m, uint32_t target_id)
 	return ch.chains;
 }
 
+/*
+ * Drops a target gone for good from chain c: member i, or (i < 0) out-list
+ * entry o. Members that left before it did lack what it took after: none
+ * of them may come back serving on its own (see target_bring_back), or a
+ * chain left with no serving member would serve stale data instead of
+ * staying unavailable. That holds when the target left SERVING (or
+ * serves): it may be the chain's last up-to-date member. One that left
+ * SYNCING never was: every update it took went through a serving head,
+ * and the last SERVING member to leave (or one still serving) keeps its
+ * right to come back serving.
+ */
+static void chain_drop(struct cm_chain *c, int i, int o)
+{
+	int before = 0;
+
+	if (i >= 0 && c->states[i] == TARGET_SERVING)
+		before = c->nout;
+	else if (o >= 0 && c->out_states[o] == TARGET_SERVING)
+		before = o;
+	for (int j = 0; j < before; j++)
+		if (c->out_states[j] == TARGET_SERVING)
+			c->out_states[j] = TARGET_SYNCING;
+	if (i >= 0)
+		member_remove(c, i);
+	else
+		out_remove(c, o);
+}
+
 int cm_replace_target(struct cluster_map *m, uint32_t old_target, uint32_t new_target)
 {
 	struct cm_change ch = { .m = m };
@@ -645,30 +673,11 @@ int cm_replace_target(struct cluster_map *m, uint32_t old_target, uint32_t new_t
 	}
 	for (uint32_t k = 0; k < m->nchains; k++) {
 		struct cm_chain *c = &m->chains[k];
-		int i = member_idx(c, old_target), o = out_idx(c, old_target), before = 0;
+		int i = member_idx(c, old_target), o = out_idx(c, old_target);
 
 		if (i < 0 && o < 0)
 			continue;
-		/* Members that left before old_target did lack what it took
-		 * after: none of them may come back serving on its own (see
-		 * target_bring_back), or a chain left with no serving member
-		 * would serve stale data instead of staying unavailable. That
-		 * holds when old_target left SERVING (or serves): it may be
-		 * the chain's last up-to-date member. One that left SYNCING
-		 * never was: every update it took went through a serving head,
-		 * and the last SERVING member to leave (or one still serving)
-		 * keeps its right to come back serving. */
-		if (i >= 0 && c->states[i] == TARGET_SERVING)
-			before = c->nout;
-		else if (o >= 0 && c->out_states[o] == TARGET_SERVING)
-			before = o;
-		for (int j = 0; j < before; j++)
-			if (c->out_states[j] == TARGET_SERVING)
-				c->out_states[j] = TARGET_SYNCING;
-		if (i >= 0)
-			member_remove(c, i);
-		else
-			out_remove(c, o);
+		chain_drop(c, i, o);
 		member_add(c, new_target, TARGET_SYNCING);
 		added = true;
 		change_chain(&ch, c);
@@ -779,28 +788,120 @@ int cm_drain_node(struct cluster_map *m, uint32_t node_id, uint32_t *unplaced)
 	return ch.chains;
 }
 
-int cm_remove_node(struct cluster_map *m, uint32_t node_id)
+/* How many chain entries (members and out) are targets of node_id. */
+static uint32_t node_replicas(const struct cluster_map *m, uint32_t node_id)
 {
-	struct cm_node *node = node_get(m, node_id);
-	uint32_t w = 0;
+	uint32_t n = 0;
 
-	if (!node)
-		return -ENOENT;
 	for (uint32_t k = 0; k < m->nchains; k++) {
 		const struct cm_chain *c = &m->chains[k];
 
-		if (chain_has_node(m, c, node_id, 0))
-			return -EBUSY;
+		for (int i = 0; i < c->len; i++)
+			n += cm_node_of(m, c->targets[i]) == node_id;
+		for (int i = 0; i < c->nout; i++)
+			n += cm_node_of(m, c->out[i]) == node_id;
 	}
+	return n;
+}
+
+/* Does c keep a SERVING member off node_id? */
+static bool chain_serves_without(const struct cluster_map *m, const struct cm_chain *c,
+				 uint32_t node_id)
+{
+	for (int i = 0; i < c->len; i++)
+		if (c->states[i] == TARGET_SERVING && cm_node_of(m, c->targets[i]) != node_id)
+			return true;
+	return false;
+}
+
+/* Drops the entries of dead node_id from every chain, each chain getting
+ * replacements up to R (or to what it held, if less) on survivors. The
+ * caller checked that every such chain serves without the node. */
+static int chains_drop_node(struct cm_change *ch, uint32_t node_id, uint32_t *unplaced)
+{
+	struct cluster_map *m = ch->m;
+	uint32_t *cnt = membership_counts(m);
+
+	if (!cnt)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < m->nchains; k++) {
+		struct cm_chain *c = &m->chains[k];
+		uint32_t had = (uint32_t)(c->len + c->nout), have, want;
+		bool dropped = false;
+
+		for (int i = c->len - 1; i >= 0; i--)
+			if (cm_node_of(m, c->targets[i]) == node_id) {
+				chain_drop(c, i, -1);
+				dropped = true;
+			}
+		for (int o = c->nout - 1; o >= 0; o--)
+			if (cm_node_of(m, c->out[o]) == node_id) {
+				chain_drop(c, -1, o);
+				dropped = true;
+			}
+		if (!dropped)
+			continue;
+		change_chain(ch, c);
+		want = had < m->replication ? had : m->replication;
+		for (have = (uint32_t)(c->len + c->nout); have < want; have++) {
+			int r;
+
+			if (c->len + c->nout >= CM_CHAIN_SLOTS || (r = pick_replacement(m, c, cnt)) < 0) {
+				*unplaced += want - have;
+				break;
+			}
+			member_add(c, m->targets[r].id, TARGET_SYNCING);
+			m->targets[r].state = TARGET_SYNCING;
+			cnt[r]++;
+		}
+	}
+	free(cnt);
+	return 0;
+}
+
+int cm_remove_node(struct cluster_map *m, uint32_t node_id, uint32_t *count)
+{
+	struct cm_change ch = { .m = m };
+	struct cm_node *node = node_get(m, node_id);
+	uint32_t held, last = 0, w = 0;
+	int rc;
+
+	*count = 0;
+	if (!node)
+		return -ENOENT;
+	held = node_replicas(m, node_id);
+	if (held && node->state != NODE_OFFLINE && !drained_offline(m, node)) {
+		*count = held;
+		return node->state == NODE_DRAINING ? -EINPROGRESS : -EBUSY;
+	}
+	/* Dead: its replicas are rebuilt from the survivors, so each of its
+	 * chains must have one that serves. */
+	for (uint32_t k = 0; held && k < m->nchains; k++) {
+		const struct cm_chain *c = &m->chains[k];
+
+		if (chain_has_node(m, c, node_id, 0) && !chain_serves_without(m, c, node_id))
+			last++;
+	}
+	if (last) {
+		*count = last;
+		return -ENODATA;
+	}
+	if (held && (rc = chains_drop_node(&ch, node_id, count)))
+		return rc;
 	for (uint32_t k = 0; k < m->ntargets; k++)
 		if (m->targets[k].node_id != node_id)
 			m->targets[w++] = m->targets[k];
 	m->ntargets = w;
 	memmove(node, node + 1, sizeof(*node) * (m->nnodes - (node - m->nodes) - 1));
 	m->nnodes--;
-	m->version++;
-	log_info(COMP, "node %u removed from the cluster map", node_id);
-	return 0;
+	change_map(&ch);
+	if (held)
+		log_warn(COMP, "node %u removed from the cluster map while down: %d chain(s) "
+			 "re-replicate from the survivors%s", node_id, ch.chains,
+			 *count ? "; some found no node to take a replica: add storage nodes" : "");
+	else
+		log_info(COMP, "node %u removed from the cluster map", node_id);
+	return ch.chains;
 }
 
 int cm_build_chains(struct cluster_map *m, uint32_t r, bool force)

@@ -131,9 +131,27 @@ int cm_replace_target(struct cluster_map *m, uint32_t old_target, uint32_t new_t
  */
 int cm_drain_node(struct cluster_map *m, uint32_t node_id, uint32_t *unplaced);
 
-/* Forgets node_id and its targets; allowed only when none of them is in a
- * chain (members or out lists). Returns 0, -ENOENT or -EBUSY. */
-int cm_remove_node(struct cluster_map *m, uint32_t node_id);
+/*
+ * Retires node_id for good: it and its targets leave the map. Allowed when
+ * the node holds no replica (drained, or never in a chain), or when it is
+ * dead (OFFLINE, or drained while offline): then every chain that lists
+ * one of its targets drops it (as cm_replace_target() drops the old one)
+ * and gets SYNCING replacements on UP nodes, chosen as cm_drain_node()
+ * does, up to R (or what it held, if less); they resync from the chain's
+ * serving members.
+ *   count: receives, on success, how many replicas found no replacement
+ *   (those chains stay short until storage is added); on -EBUSY or
+ *   -EINPROGRESS, how many replicas the node holds; on -ENODATA, in how
+ *   many chains it holds the last copy. Not NULL.
+ * Returns the number of chains changed (>= 0), -ENOENT (no such node),
+ * -EBUSY (the node is up and holds replicas: drain it first),
+ * -EINPROGRESS (it is draining and still holds replicas), -ENODATA (it is
+ * down and a chain it is in has no other serving member: removing it
+ * would lose that chain's data) or -ENOMEM; on error m is unchanged.
+ * Keeping the node out afterwards (refusing its registration) is the
+ * caller's: the map no longer knows it.
+ */
+int cm_remove_node(struct cluster_map *m, uint32_t node_id, uint32_t *count);
 
 /*
  * Builds the chain table (see chain_table.h) from the SERVING targets of UP

@@ -38,6 +38,7 @@ struct mgmt_cfg {
 
 struct mgmt {
 	struct reactor *r;
+	uint32_t node_id;		/* the node mgmt runs on: never removed */
 	struct cluster_map map;
 	struct mgmt_store *store;
 	uint64_t lease_ms;
@@ -48,10 +49,12 @@ struct mgmt {
 	/* For status/metrics from other threads. */
 	volatile uint64_t version_snapshot;
 	volatile uint32_t nodes_up, nodes_total, chains, chains_short, storage_nodes;
+	volatile uint32_t chains_resyncing;	/* with a member SYNCING */
 	volatile uint64_t capacity, used;	/* cm_capacity() */
 	uint64_t space_ms;			/* when they were computed */
 	bool space_stale;			/* a heartbeat changed them since */
 	uint64_t reports;
+	uint64_t removed_said_ms;		/* last refusal of a removed node logged */
 	struct lost_set lost;			/* chunks reported lost (lost.h) */
 	struct log_limit lost_ll;
 	volatile uint32_t lost_n;		/* its count, for status/metrics */
@@ -96,17 +99,21 @@ static void snapshot_space(struct mgmt *m)
 
 static void snapshot(struct mgmt *m)
 {
-	uint32_t up = 0, short_chains = 0;
+	uint32_t up = 0, short_chains = 0, resyncing = 0;
 
 	for (uint32_t i = 0; i < m->map.nnodes; i++)
 		up += m->map.nodes[i].state == NODE_UP;
 	for (uint32_t i = 0; i < m->map.nchains; i++) {
-		uint32_t serving = 0;
+		uint32_t serving = 0, syncing = 0;
 
-		for (uint32_t k = 0; k < m->map.chains[i].len; k++)
+		for (uint32_t k = 0; k < m->map.chains[i].len; k++) {
 			serving += m->map.chains[i].states[k] == TARGET_SERVING;
+			syncing += m->map.chains[i].states[k] == TARGET_SYNCING;
+		}
 		short_chains += serving < m->map.replication;
+		resyncing += syncing > 0;
 	}
+	m->chains_resyncing = resyncing;
 	m->version_snapshot = m->map.version;
 	m->nodes_up = up;
 	m->nodes_total = m->map.nnodes;
@@ -189,6 +196,47 @@ static void check_registered_addr(struct svc_req *req, uint32_t node_id, const c
 			 "reach", node_id, addr, peer);
 }
 
+/* Was node retired by 'strata node remove'? 0 (no), -EPERM (yes: said on
+ * mgmt's log at most once a minute, since the node retries every
+ * heartbeat) or -EIO (the store cannot tell: refused too, and retried). */
+static int removed_node(struct mgmt *m, uint32_t node)
+{
+	int64_t when = 0;
+	int rc = mgmt_store_get_removed(m->store, node, &when);
+	uint64_t now = reactor_now_ms();
+
+	if (rc)
+		return rc == -ENOENT ? 0 : rc;
+	if (m->removed_said_ms && now - m->removed_said_ms < 60000)
+		return -EPERM;
+	m->removed_said_ms = now ? now : 1;
+	log_warn("mgmt", "registration of node %u refused: it was removed from the cluster "
+			 "('strata node remove') at %lld; to add the host again, give it a new "
+			 "node.id and an empty data directory", node, (long long)when);
+	return -EPERM;
+}
+
+/* MGMT_ADMIN_REMOVE: the map forgets the node (membership.h), and the
+ * store keeps it out. */
+static int admin_remove(struct mgmt *m, uint32_t node, uint32_t *result)
+{
+	int rc;
+
+	*result = 0;
+	if (node == m->node_id)
+		return -EPERM;
+	rc = cm_remove_node(&m->map, node, result);
+	if (rc < 0)
+		return rc;
+	if (mgmt_store_set_removed(m->store, node, (int64_t)time(NULL))) {
+		log_error("mgmt", "node %u left the cluster map, but its removal is not recorded: it "
+			  "would be admitted again if it registered", node);
+		persist(m);
+		return -EIO;
+	}
+	return rc;
+}
+
 static void op_register(void *svc, struct svc_req *req)
 {
 	struct mgmt *m = svc;
@@ -205,6 +253,13 @@ static void op_register(void *svc, struct svc_req *req)
 	if (rc) {
 		mg_register_release(&rq);
 		svc_reply(req, STRATA_EBADMSG);
+		return;
+	}
+	/* A removed node stays out: its data was rebuilt elsewhere, and
+	 * admitting it again would take an operator's decision back. */
+	if ((rc = removed_node(m, rq.node_id))) {
+		mg_register_release(&rq);
+		svc_reply(req, rc);
 		return;
 	}
 	/* A process that restarted within its lease lost what it held in
@@ -371,6 +426,9 @@ static void op_admin(void *svc, struct svc_req *req)
 		if (rc >= 0)
 			log_info("mgmt", "target %u is in sync with chain %u: serving (map version %llu)",
 				 rq.arg, rq.arg2, (unsigned long long)m->map.version);
+		break;
+	case MGMT_ADMIN_REMOVE:
+		rc = admin_remove(m, rq.arg, &rep.result);
 		break;
 	case MGMT_ADMIN_REPLACE:
 		rc = cm_replace_target(&m->map, rq.arg, rq.arg2);
@@ -590,6 +648,7 @@ static int mgmt_start(const struct service_env *env, void **out)
 	if (!m)
 		return -ENOMEM;
 	m->r = env->reactors[0];
+	m->node_id = env->node_id;
 	lost_init(&m->lost);
 	m->lease_ms = (uint64_t)cfg->lease_ms;
 	m->replication = (uint32_t)cfg->replication;
@@ -667,6 +726,7 @@ static void mgmt_status(void *svc, json_t *o)
 	json_object_set_new(o, "nodes_up", json_integer(m->nodes_up));
 	json_object_set_new(o, "chains", json_integer(m->chains));
 	json_object_set_new(o, "chains_short", json_integer(m->chains_short));
+	json_object_set_new(o, "chains_resyncing", json_integer(m->chains_resyncing));
 	/* What the cluster waits for before it builds chains (strata status
 	 * says "forming: N of M storage nodes registered"). */
 	json_object_set_new(o, "storage_nodes", json_integer(m->storage_nodes));
@@ -685,6 +745,9 @@ static void mgmt_metrics(void *svc, struct bbuf *out)
 	metrics_put(out, "strata_mgmt_nodes_up", "gauge", "storage nodes up", m->nodes_up);
 	metrics_put(out, "strata_mgmt_chains_short", "gauge",
 		    "chains with fewer serving replicas than R", m->chains_short);
+	metrics_put(out, "strata_mgmt_chains_resyncing", "gauge",
+		    "chains with a member resyncing (a node back, a drain's or a removed node's "
+		    "replacement)", m->chains_resyncing);
 	metrics_put(out, "strata_mgmt_capacity_bytes", "gauge",
 		    "raw capacity of the storage targets, each filesystem counted once",
 		    (double)m->capacity);

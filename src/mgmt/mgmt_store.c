@@ -34,6 +34,10 @@ static const char schema_sql[] =
 	" PRIMARY KEY (chain_id, out, pos));"
 	"CREATE TABLE IF NOT EXISTS mgmt_incarnations ("
 	" node_id INTEGER PRIMARY KEY, inc INTEGER NOT NULL);"
+	/* Node ids retired by 'strata node remove' (at: seconds since the
+	 * epoch); added to schema 1 as the tokens table was. */
+	"CREATE TABLE IF NOT EXISTS mgmt_removed ("
+	" node_id INTEGER PRIMARY KEY, at INTEGER NOT NULL);"
 	/* The token registry; revoked: when (0: not revoked). Added to schema
 	 * 1 as it stands: an older store simply gets the empty table. */
 	"CREATE TABLE IF NOT EXISTS mgmt_tokens ("
@@ -427,39 +431,70 @@ out:
 	return 0;
 }
 
-int mgmt_store_get_incarnation(struct mgmt_store *s, uint32_t node, uint64_t *inc)
+/* One value per node in a table of (node_id, value): sql selects it by
+ * node, or writes the pair; what names the table for the log. */
+static int node_value_get(struct mgmt_store *s, const char *sql, const char *what,
+			  uint32_t node, int64_t *v)
 {
 	sqlite3_stmt *st = NULL;
 	int rc;
 
-	if (sqlite3_prepare_v2(s->db, "SELECT inc FROM mgmt_incarnations WHERE node_id = ?", -1,
-			       &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return db_err(s, "prepare");
 	sqlite3_bind_int64(st, 1, node);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
-		*inc = (uint64_t)sqlite3_column_int64(st, 0);
+		*v = sqlite3_column_int64(st, 0);
 		rc = 0;
 	} else {
-		rc = rc == SQLITE_DONE ? -ENOENT : db_err(s, "read mgmt_incarnations");
+		rc = rc == SQLITE_DONE ? -ENOENT : db_err(s, what);
 	}
 	sqlite3_finalize(st);
 	return rc;
 }
 
-int mgmt_store_set_incarnation(struct mgmt_store *s, uint32_t node, uint64_t inc)
+static int node_value_set(struct mgmt_store *s, const char *sql, const char *what,
+			  uint32_t node, int64_t v)
 {
 	sqlite3_stmt *st = NULL;
 	int rc;
 
-	if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO mgmt_incarnations VALUES (?, ?)",
-			       -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return db_err(s, "prepare");
 	sqlite3_bind_int64(st, 1, node);
-	sqlite3_bind_int64(st, 2, (int64_t)inc);
-	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, "write mgmt_incarnations");
+	sqlite3_bind_int64(st, 2, v);
+	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, what);
 	sqlite3_finalize(st);
 	return rc;
+}
+
+int mgmt_store_get_incarnation(struct mgmt_store *s, uint32_t node, uint64_t *inc)
+{
+	int64_t v = 0;
+	int rc = node_value_get(s, "SELECT inc FROM mgmt_incarnations WHERE node_id = ?",
+				"read mgmt_incarnations", node, &v);
+
+	if (!rc)
+		*inc = (uint64_t)v;
+	return rc;
+}
+
+int mgmt_store_set_incarnation(struct mgmt_store *s, uint32_t node, uint64_t inc)
+{
+	return node_value_set(s, "INSERT OR REPLACE INTO mgmt_incarnations VALUES (?, ?)",
+			      "write mgmt_incarnations", node, (int64_t)inc);
+}
+
+int mgmt_store_set_removed(struct mgmt_store *s, uint32_t node, int64_t when)
+{
+	return node_value_set(s, "INSERT OR IGNORE INTO mgmt_removed VALUES (?, ?)",
+			      "write mgmt_removed", node, when);
+}
+
+int mgmt_store_get_removed(struct mgmt_store *s, uint32_t node, int64_t *when)
+{
+	return node_value_get(s, "SELECT at FROM mgmt_removed WHERE node_id = ?",
+			      "read mgmt_removed", node, when);
 }
 
 /* ---- the token registry ---- */

@@ -57,6 +57,18 @@ int mgmt_store_get_incarnation(struct mgmt_store *s, uint32_t node, uint64_t *in
 int mgmt_store_set_incarnation(struct mgmt_store *s, uint32_t node, uint64_t inc);
 
 /*
+ * Node ids retired by 'strata node remove': such a node is never admitted
+ * again (its registration is refused). Kept apart from the map, which
+ * forgets the node.
+ * set: records node as removed at when (seconds since the epoch; a node
+ * recorded already keeps its first time). 0 or -EIO; durable when it
+ * returns.
+ * get: 0 and *when, -ENOENT (not removed) or -EIO.
+ */
+int mgmt_store_set_removed(struct mgmt_store *s, uint32_t node, int64_t when);
+int mgmt_store_get_removed(struct mgmt_store *s, uint32_t node, int64_t *when);
+
+/*
  * The token registry: every token mgmt signed (TOKEN_CREATE), with its
  * claims as JSON, and whether it was revoked. Never the token text: a
  * token is rebuilt from its claims and the key, so the store holds no

@@ -3,7 +3,9 @@
  *
  *   REGISTER   a storage node (re)joins: its address, targets and
  *              incarnation (nonzero, new for every start of the process)
- *              -> mg_lease (the map version, and the lease it renews)
+ *              -> mg_lease (the map version, and the lease it renews);
+ *              -EPERM: the node id was removed (MGMT_ADMIN_REMOVE) and
+ *              is never admitted again
  *   HEARTBEAT  renews the lease; the targets' current capacity, usage
  *              and filesystem, which mgmt keeps in its map (without a
  *              new version: a GET_MAP of the whole map sees them)
@@ -12,7 +14,8 @@
  *   REPORT     a replica found a chunk damaged; error STRATA_ELOST: no
  *              intact replica is left (repeated every 30 s while so),
  *              0: the chunk is lost no more (mgmt/lost.h)
- *   ADMIN      drain, replace, build chains, "in sync" (MGMT_ADMIN_*)
+ *   ADMIN      drain, remove, replace, build chains, "in sync"
+ *              (MGMT_ADMIN_*)
  *   ANNOUNCE   a meta or mem service is (still) at addr: adds or renews
  *              its entry in the map -> mg_lease (mgmt/announce.h)
  *   TOKEN_CREATE  claims as JSON (common/token.h): mgmt signs them with
@@ -46,8 +49,12 @@ enum mgmt_admin_action {
 					 * the version its resync listed at (mgmt
 					 * refuses the report, STRATA_ESTALE_MAP,
 					 * when the chain moved on) */
+	MGMT_ADMIN_REMOVE = 5,		/* arg: node id; retires it (membership.h
+					 * cm_remove_node, whose errors it answers):
+					 * result = replicas that found no
+					 * replacement; -EPERM: the node runs mgmt */
 };
-#define MGMT_ADMIN_LAST MGMT_ADMIN_SYNCED
+#define MGMT_ADMIN_LAST MGMT_ADMIN_REMOVE
 
 /* fs: the filesystem holding the target (fs_identity(), common/fileio.h),
  * or 0 when the target has a capacity of its own (storage.capacity). */

@@ -193,6 +193,22 @@ static void on_register(void *arg, int status, struct rpc_msg *resp)
 	struct storage *st = hc->st;
 	uint64_t v;
 
+	if (status == -EPERM) {
+		/* Retried like any refusal (mgmt's record decides, not us),
+		 * said once a minute. */
+		static uint64_t said_ms;
+		uint64_t now = reactor_now_ms(), was = __atomic_load_n(&said_ms, __ATOMIC_RELAXED);
+
+		if (!was || now - was >= 60000) {
+			__atomic_store_n(&said_ms, now ? now : 1, __ATOMIC_RELAXED);
+			log_error("storage", "mgmt '%s' refuses node %u: it was removed from the "
+				  "cluster ('strata node remove'); to add this host again, give it "
+				  "a new node.id and an empty data directory", st->env.mgmt_addr,
+				  st->node_id);
+		}
+		free(hc);
+		return;
+	}
 	if (status) {
 		log_warn("storage", "registration with mgmt '%s' failed: %s (will retry)",
 			 st->env.mgmt_addr, strata_strerror(status));

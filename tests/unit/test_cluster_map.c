@@ -501,6 +501,55 @@ static void test_drain_offline(void **state)
 	cm_release(&m);
 }
 
+/* strata node remove: refused while the node is up in chains; a dead
+ * node's chains get replacements from the survivors; the last copy of a
+ * chain is never dropped. */
+static void test_remove_dead(void **state)
+{
+	struct cluster_map m;
+	uint32_t cnt = 99;
+	int rc;
+
+	(void)state;
+	make_cluster(&m, 4, 2, 3);
+	assert_int_equal(cm_remove_node(&m, 9, &cnt), -ENOENT);
+	assert_int_equal(cm_remove_node(&m, 4, &cnt), -EBUSY);
+	assert_int_equal(cnt, 6);
+	assert_true(cm_set_node_offline(&m, 4) > 0);
+	rc = cm_remove_node(&m, 4, &cnt);
+	assert_int_equal(rc, 6);
+	assert_int_equal(cnt, 0);
+	assert_null(cm_find_node(&m, 4));
+	assert_null(cm_find_target(&m, 401));
+	assert_int_equal(cm_validate(&m), 0);
+	for (uint32_t k = 0; k < m.nchains; k++) {
+		const struct cm_chain *c = &m.chains[k];
+		uint32_t serving = 0;
+
+		assert_true(cm_chain_ok(&m, c));
+		assert_int_equal(c->len, 3);
+		assert_int_equal(c->nout, 0);
+		for (int i = 0; i < c->len; i++)
+			serving += c->states[i] == TARGET_SERVING;
+		assert_true(serving >= 2);
+	}
+	/* Replacements resync, then every chain is whole again. */
+	for (uint32_t t = 101; t <= 302; t += (t % 100 == 2) ? 99 : 1)
+		(void)cm_target_synced(&m, t);
+	for (uint32_t k = 0; k < m.nchains; k++)
+		for (int i = 0; i < m.chains[k].len; i++)
+			assert_int_equal(m.chains[k].states[i], TARGET_SERVING);
+	cm_release(&m);
+
+	/* R = 1: the dead node holds the only copy of its chains. */
+	make_cluster(&m, 2, 1, 1);
+	assert_true(cm_set_node_offline(&m, 2) > 0);
+	assert_int_equal(cm_remove_node(&m, 2, &cnt), -ENODATA);
+	assert_int_equal(cnt, 1);
+	assert_non_null(cm_find_node(&m, 2));
+	cm_release(&m);
+}
+
 static void test_drain(void **state)
 {
 	struct cluster_map m;
@@ -515,7 +564,8 @@ static void test_drain(void **state)
 	assert_int_equal(unplaced, 6);
 	assert_int_equal(cm_find_node(&m, 3)->state, NODE_DRAINING);
 	assert_int_equal(memberships(&m, 301), 3);
-	assert_int_equal(cm_remove_node(&m, 3), -EBUSY);
+	assert_int_equal(cm_remove_node(&m, 3, &cnt[0]), -EINPROGRESS);
+	assert_int_equal(cnt[0], 6);
 
 	/* A new node arrives: draining again places every replica on it. */
 	reg(&m, 4, 2);
@@ -552,10 +602,10 @@ static void test_drain(void **state)
 	assert_int_equal(memberships(&m, 301), 0);
 	assert_int_equal(cm_find_target(&m, 401)->state, TARGET_SERVING);
 	assert_int_equal(cm_validate(&m), 0);
-	assert_int_equal(cm_remove_node(&m, 3), 0);
+	assert_int_equal(cm_remove_node(&m, 3, &cnt[0]), 0);
 	assert_null(cm_find_node(&m, 3));
 	assert_null(cm_find_target(&m, 301));
-	assert_int_equal(cm_remove_node(&m, 3), -ENOENT);
+	assert_int_equal(cm_remove_node(&m, 3, &cnt[0]), -ENOENT);
 	assert_int_equal(cm_validate(&m), 0);
 	cm_release(&m);
 }
@@ -866,6 +916,7 @@ int main(void)
 		cmocka_unit_test(test_replace_last_serving),
 		cmocka_unit_test(test_replace_syncing_keeps_last_serving),
 		cmocka_unit_test(test_drain),
+		cmocka_unit_test(test_remove_dead),
 		cmocka_unit_test(test_drain_offline),
 		cmocka_unit_test(test_codec_roundtrip),
 		cmocka_unit_test(test_codec_malformed),

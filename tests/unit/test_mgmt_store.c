@@ -167,6 +167,29 @@ static void test_incarnations(void **state)
 	cm_release(&m);
 }
 
+/* Removed nodes survive a reopen and map saves; the first time stays. */
+static void test_removed(void **state)
+{
+	struct mgmt_store *s;
+	struct cluster_map m;
+	int64_t when = 0;
+
+	(void)state;
+	assert_int_equal(mgmt_store_open(path, &s), 0);
+	assert_int_equal(mgmt_store_get_removed(s, 3, &when), -ENOENT);
+	assert_int_equal(mgmt_store_set_removed(s, 3, 1000), 0);
+	assert_int_equal(mgmt_store_set_removed(s, 3, 2000), 0);
+	build(&m);
+	assert_int_equal(mgmt_store_save(s, &m), 0);
+	mgmt_store_close(s);
+	assert_int_equal(mgmt_store_open(path, &s), 0);
+	assert_int_equal(mgmt_store_get_removed(s, 3, &when), 0);
+	assert_true(when == 1000);
+	assert_int_equal(mgmt_store_get_removed(s, 4, &when), -ENOENT);
+	mgmt_store_close(s);
+	cm_release(&m);
+}
+
 static struct mgmt_token tok(const char *id, const char *tenant, int64_t created, int64_t exp)
 {
 	struct mgmt_token t;
@@ -290,6 +313,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_incarnations, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_removed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
 	};
 
