@@ -279,8 +279,9 @@ def test_parallel_writers_roundtrip_sizes(cluster):
 @pytest.mark.timeout(200)
 def test_burst_killed_in_every_rank_leaves_previous(cluster):
     # A committed 3-rank checkpoint, then a 3-rank burst replacing it,
-    # every rank SIGKILLed while its shard is being written: the previous
-    # checkpoint still loads, and its files are byte for byte the same.
+    # every rank SIGKILLed once its shard is being written, rank 0 (which
+    # commits) before it could: the previous checkpoint still loads, and
+    # its files are byte for byte the same.
     c = cluster(3)
     run_py(c, """
         import torch
@@ -323,15 +324,17 @@ def test_burst_killed_in_every_rank_leaves_previous(cluster):
         print("committed", flush=True)
     """)
     procs = [spawn([PY, "-c", code, str(r)], env=py_env(c.dir)) for r in range(3)]
+    # Each rank is killed as soon as its shard is on its way; rank 0 first,
+    # the one that commits (after every part): a rank 1 or 2 may finish
+    # its part in the meantime (the writes are fast), which commits
+    # nothing, but rank 0 never gets to commit the burst.
     for p in procs:
         for want in ("snapshot", "partial"):
             line = p.stdout.readline().decode()
             assert line.startswith(want), line + p.stderr.read().decode()[-3000:]
-    for p in procs:
         p.send_signal(signal.SIGKILL)
-    for p in procs:
-        out, _ = p.communicate(timeout=30)
-        assert b"committed" not in out, "a rank's save committed before the kill"
+    outs = [p.communicate(timeout=30)[0] for p in procs]
+    assert b"committed" not in outs[0], "rank 0 committed the burst before the kill"
     after = run_py(c, digest)
     assert after == before, (before, after)
     out = run_py(c, """
