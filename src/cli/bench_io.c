@@ -13,8 +13,9 @@
  *   rand read 4/128 KiB   QD 1, 32 and 256 through one strata ring over the
  *                         N files; local: io_uring at the same QD, O_DIRECT
  *                         (the storage targets use O_DIRECT too).
- *   create/stat/unlink    N threads, each in its own directory; create is
- *                         open(O_CREAT) + a 3,901-byte write + close.
+ *
+ * Metadata rates (create, stat, open+read, unlink) are 'strata bench meta'
+ * (bench_meta.c).
  *
  * Then the cached libstrata sequential read against raw loopback TCP:
  * 1 MiB reads as request/response (a connection per reader, one request
@@ -50,8 +51,6 @@
 
 #define BIO_SEQ_IO (1u << 20)
 #define BIO_MAX_THREADS 64
-#define BIO_META_SIZE 3901
-#define BIO_META_MAX 200000		/* files per thread in the create phase */
 #define BIO_WAIT_MS 10000
 #define BIO_ROUNDS 3			/* libstrata read / raw loopback, alternated */
 
@@ -65,7 +64,6 @@ struct bio {
 	uint64_t cap;			/* bytes per sequential file, at most */
 	/* Written by the sequential phase: [0] strata, [1] local. */
 	uint64_t region[2][BIO_MAX_THREADS];
-	uint64_t created[2][BIO_MAX_THREADS];
 	double seq_read2;		/* strata cached read, N threads, median, bytes/s */
 	int fails;
 };
@@ -84,14 +82,6 @@ static void seq_path(const struct bio *b, bool cluster, int i, char *out, size_t
 		snprintf(out, len, "/bench/seq/f%02d", i);
 	else
 		snprintf(out, len, "%s/seq-%02d", b->ldir, i);
-}
-
-static void meta_path(const struct bio *b, bool cluster, int t, uint64_t i, char *out, size_t len)
-{
-	if (cluster)
-		snprintf(out, len, "/bench/meta/t%02d/f%06llu", t, (unsigned long long)i);
-	else
-		snprintf(out, len, "%s/meta-t%02d/f%06llu", b->ldir, t, (unsigned long long)i);
 }
 
 /* ---- sequential 1 MiB, one thread per file ---- */
@@ -449,130 +439,6 @@ out:
 	return rc ? 0 : (double)done / t0;
 }
 
-/* ---- metadata: create, stat, unlink ---- */
-
-enum meta_op { META_CREATE, META_STAT, META_UNLINK };
-
-struct meta_arg {
-	struct bio *b;
-	int idx;
-	bool cluster;
-	enum meta_op op;
-	double deadline;
-	uint64_t ops;
-	int err;
-	pthread_t thr;
-};
-
-static int meta_one_cluster(struct bio *b, enum meta_op op, const char *path, const uint8_t *data)
-{
-	struct strata_file *f;
-	struct strata_stat st;
-	ssize_t n;
-	int rc;
-
-	switch (op) {
-	case META_CREATE:
-		rc = strata_open(b->s, path, STRATA_O_WRONLY | STRATA_O_CREAT | STRATA_O_TRUNC, 0644,
-				 &f);
-		if (rc)
-			return rc;
-		n = strata_pwrite(f, data, BIO_META_SIZE, 0);
-		rc = strata_close(f);
-		if (n != BIO_META_SIZE)
-			return n < 0 ? (int)n : -EIO;
-		return rc;
-	case META_STAT:
-		rc = strata_stat(b->s, path, &st);
-		if (!rc && st.size != BIO_META_SIZE)
-			rc = -EIO;
-		return rc;
-	case META_UNLINK:
-		return strata_unlink(b->s, path);
-	}
-	return -EINVAL;
-}
-
-static int meta_one_local(enum meta_op op, const char *path, const uint8_t *data)
-{
-	struct stat st;
-	int fd, rc = 0;
-
-	switch (op) {
-	case META_CREATE:
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (fd < 0)
-			return -errno;
-		if (write(fd, data, BIO_META_SIZE) != BIO_META_SIZE)
-			rc = errno ? -errno : -EIO;
-		if (close(fd) < 0 && !rc)
-			rc = -errno;
-		return rc;
-	case META_STAT:
-		if (stat(path, &st) < 0)
-			return -errno;
-		return st.st_size == BIO_META_SIZE ? 0 : -EIO;
-	case META_UNLINK:
-		return unlink(path) < 0 ? -errno : 0;
-	}
-	return -EINVAL;
-}
-
-static void *meta_main(void *arg)
-{
-	struct meta_arg *a = arg;
-	struct bio *b = a->b;
-	uint64_t *created = &b->created[a->cluster ? 0 : 1][a->idx];
-	uint64_t n = a->op == META_CREATE ? BIO_META_MAX : *created;
-	uint8_t data[BIO_META_SIZE];
-	char path[PATH_MAX];
-
-	memset(data, 0x33, sizeof(data));
-	for (uint64_t i = 0; i < n && !bio_stop; i++) {
-		if (a->op == META_CREATE && mono_sec() >= a->deadline)
-			break;
-		meta_path(b, a->cluster, a->idx, i, path, sizeof(path));
-		a->err = a->cluster ? meta_one_cluster(b, a->op, path, data) :
-				      meta_one_local(a->op, path, data);
-		if (a->err)
-			break;
-		a->ops++;
-		if (a->op == META_CREATE)
-			*created = a->ops;
-	}
-	return NULL;
-}
-
-/* Returns operations per second, or 0 with *err. */
-static double meta_run(struct bio *b, bool cluster, enum meta_op op, int *err)
-{
-	struct meta_arg a[BIO_MAX_THREADS];
-	uint64_t ops = 0;
-	double t0 = mono_sec();
-	int started = 0;
-
-	*err = 0;
-	for (int i = 0; i < b->threads; i++) {
-		a[i] = (struct meta_arg){ .b = b, .idx = i, .cluster = cluster, .op = op,
-					  .deadline = t0 + b->seconds };
-		if (op == META_CREATE)
-			b->created[cluster ? 0 : 1][i] = 0;
-		if (pthread_create(&a[i].thr, NULL, meta_main, &a[i])) {
-			*err = -EAGAIN;
-			break;
-		}
-		started++;
-	}
-	for (int i = 0; i < started; i++) {
-		pthread_join(a[i].thr, NULL);
-		ops += a[i].ops;
-		if (a[i].err && !*err)
-			*err = a[i].err;
-	}
-	t0 = mono_sec() - t0;
-	return *err ? 0 : (double)ops / t0;
-}
-
 /* ---- raw loopback TCP ---- */
 
 /* Two patterns over nconn loopback connections, two threads each:
@@ -843,49 +709,6 @@ static void run_rand_rows(struct bio *b)
 	}
 }
 
-static int make_meta_dirs(struct bio *b)
-{
-	char path[PATH_MAX];
-	int rc;
-
-	for (int i = 0; i < b->threads; i++) {
-		snprintf(path, sizeof(path), "/bench/meta/t%02d", i);
-		rc = strata_mkdir(b->s, path, 0755);
-		if (rc) {
-			cli_err("bench io: cannot create '%s' in the cluster: %s", path,
-				strata_strerror(rc));
-			return rc;
-		}
-		snprintf(path, sizeof(path), "%s/meta-t%02d", b->ldir, i);
-		if (mkdir(path, 0755) < 0) {
-			rc = -errno;
-			cli_err("bench io: cannot create '%s': %s", path, strerror(errno));
-			return rc;
-		}
-	}
-	return 0;
-}
-
-static void run_meta_rows(struct bio *b)
-{
-	static const char *const names[] = { "create 3901 B (open+write+close)", "stat", "unlink" };
-
-	if (make_meta_dirs(b)) {
-		b->fails++;
-		return;
-	}
-	for (int op = META_CREATE; op <= META_UNLINK && !bio_stop; op++) {
-		char name[64];
-		double c, l;
-		int ce, le;
-
-		snprintf(name, sizeof(name), "%s, %d thr", names[op], b->threads);
-		c = meta_run(b, true, (enum meta_op)op, &ce);
-		l = meta_run(b, false, (enum meta_op)op, &le);
-		row(b, name, c, ce, l, le, true);
-	}
-}
-
 /*
  * The cached libstrata read against raw request/response over as many
  * streams, in alternating rounds: throughput on this kind of shared VM
@@ -976,12 +799,13 @@ static int parse_args(int argc, char **argv, struct bio *b)
 			       "libstrata against a local cluster it starts (3 storage daemons, R=3), each\n"
 			       "figure beside the same workload on a local directory: sequential 1 MiB\n"
 			       "writes and reads (N threads, default 4, files up to M MiB, default 256),\n"
-			       "random 4 KiB and 128 KiB reads at QD 1, 32, 256 through the batch ring,\n"
-			       "create/stat/unlink rates; then the cached sequential read against raw\n"
+			       "random 4 KiB and 128 KiB reads at QD 1, 32, 256 through the batch ring;\n"
+			       "then the cached sequential read against raw\n"
 			       "loopback TCP request/response with N and 2N readers (3 alternating rounds\n"
 			       "each, median ratio) and raw streaming; last, the sequential 1 MiB\n"
 			       "rows against a twin cluster without a cluster key (authentication\n"
-			       "off), 3 alternating rounds each. S seconds per test (default 3).\n");
+			       "off), 3 alternating rounds each. S seconds per test (default 3).\n"
+			       "Metadata rates: strata bench meta.\n");
 			return 1;
 		}
 		if (strcmp(argv[i], "--seconds") == 0 && val) {
@@ -1058,22 +882,18 @@ int bench_io(int argc, char **argv)
 		rc = strata_mkdir(b->s, "/bench", 0755);
 	if (!rc)
 		rc = strata_mkdir(b->s, "/bench/seq", 0755);
-	if (!rc)
-		rc = strata_mkdir(b->s, "/bench/meta", 0755);
 	if (rc) {
 		cli_err("bench io: cannot set up the cluster at %s: %s", mgmt, strata_strerror(rc));
 		goto out;
 	}
 	printf("strata bench io: libstrata against a local cluster (3 storage daemons, R=3), %d thread(s), %g s per test, files up to %llu MiB\n",
 	       b->threads, b->seconds, (unsigned long long)(b->cap >> 20));
-	printf("baseline: the same workload on '%s' (same filesystem): POSIX pread/pwrite (buffered, writes end with fdatasync) for seq, io_uring O_DIRECT at the same QD for random, creat/write/close, stat, unlink for metadata\n",
+	printf("baseline: the same workload on '%s' (same filesystem): POSIX pread/pwrite (buffered, writes end with fdatasync) for seq, io_uring O_DIRECT at the same QD for random (metadata rates: strata bench meta)\n",
 	       b->ldir);
 	printf("%-40s %16s %16s %7s\n", "test", "strata", "local", "ratio");
 	run_seq_rows(b);
 	if (!bio_stop)
 		run_rand_rows(b);
-	if (!bio_stop)
-		run_meta_rows(b);
 	if (!bio_stop)
 		run_read_vs_raw(b);
 	if (!bio_stop)

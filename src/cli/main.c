@@ -249,7 +249,7 @@ static void usage(FILE *f)
 		"benchmarks:\n"
 		"  bench rpc [--addr ADDR] [--tls DIR]  RPC round trips and bulk vs raw TCP (TLS: DIR\n"
 		"                                     from scripts/tls-cert.sh)\n"
-		"  bench io [--seconds S] [--threads N]  file I/O and metadata vs a local dir\n"
+		"  bench io [--seconds S] [--threads N]  file I/O vs a local dir\n"
 		"  bench train [--workload W] [--seconds S]  training I/O: accelerator utilization\n"		"  bench chunk [--seconds S]          the chunk engine and R=1/R=3 vs fio O_DIRECT\n"
 		"  bench meta [--seconds S] [--threads N]  create/stat/open/unlink vs a local dir\n"
 		"  bench mem [--threads N] [--batch B]  the memory plane vs Redis (libhiredis)\n"
