@@ -18,6 +18,13 @@ double bench_pct(const double *sorted, size_t n, double p);
 void bench_shuffle(void *base, size_t n, size_t size, uint64_t *rng);
 /* Removes a directory tree (benchmark scratch space), best effort. */
 void bench_rmtree(const char *path);
+/* Option values of the benchmarks. cmd names the benchmark in the
+ * message ("bench io"). Each returns 0 and *out, or 2 after printing
+ * "CMD: OPT must be in ...". --seconds: 0 < S <= 600. */
+int bench_opt_seconds(const char *cmd, const char *val, double *out);
+/* An integer option opt ("--threads") in lo..hi. */
+int bench_opt_int(const char *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,
+		  int64_t *out);
 
 int bench_rpc(int argc, char **argv);
 int bench_chunk(int argc, char **argv);

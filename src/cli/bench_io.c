@@ -809,24 +809,15 @@ static int parse_args(int argc, char **argv, struct bio *b)
 			return 1;
 		}
 		if (strcmp(argv[i], "--seconds") == 0 && val) {
-			char *end;
-
-			b->seconds = strtod(val, &end);
-			if (*end || !(b->seconds > 0 && b->seconds <= 600)) {
-				cli_err("bench io: --seconds must be in (0, 600]");
+			if (bench_opt_seconds("bench io", val, &b->seconds))
 				return 2;
-			}
 		} else if (strcmp(argv[i], "--threads") == 0 && val) {
-			if (parse_i64(val, &v) || v < 1 || v > BIO_MAX_THREADS) {
-				cli_err("bench io: --threads must be in 1..%d", BIO_MAX_THREADS);
+			if (bench_opt_int("bench io", "--threads", val, 1, BIO_MAX_THREADS, &v))
 				return 2;
-			}
 			b->threads = (int)v;
 		} else if (strcmp(argv[i], "--file-mib") == 0 && val) {
-			if (parse_i64(val, &v) || v < 1 || v > (1 << 20)) {
-				cli_err("bench io: --file-mib must be in 1..1048576");
+			if (bench_opt_int("bench io", "--file-mib", val, 1, 1 << 20, &v))
 				return 2;
-			}
 			b->cap = (uint64_t)v << 20;
 		} else {
 			cli_err("bench io: unexpected argument '%s' (usage: strata bench io [--seconds S] [--threads N] [--file-mib M])",

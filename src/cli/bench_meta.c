@@ -350,24 +350,15 @@ static int parse_args(int argc, char **argv, struct bm *b)
 			return 1;
 		}
 		if (strcmp(argv[i], "--seconds") == 0 && val) {
-			char *end;
-
-			b->seconds = strtod(val, &end);
-			if (*end || !(b->seconds > 0 && b->seconds <= 600)) {
-				cli_err("bench meta: --seconds must be in (0, 600]");
+			if (bench_opt_seconds("bench meta", val, &b->seconds))
 				return 2;
-			}
 		} else if (strcmp(argv[i], "--threads") == 0 && val) {
-			if (parse_i64(val, &v) || v < 1 || v > BM_MAX_THREADS) {
-				cli_err("bench meta: --threads must be in 1..%d", BM_MAX_THREADS);
+			if (bench_opt_int("bench meta", "--threads", val, 1, BM_MAX_THREADS, &v))
 				return 2;
-			}
 			b->threads = (int)v;
 		} else if (strcmp(argv[i], "--files") == 0 && val) {
-			if (parse_i64(val, &v) || v < 1 || v > BM_MAX_FILES) {
-				cli_err("bench meta: --files must be in 1..%d", BM_MAX_FILES);
+			if (bench_opt_int("bench meta", "--files", val, 1, BM_MAX_FILES, &v))
 				return 2;
-			}
 			b->files = (uint64_t)v;
 		} else if (strcmp(argv[i], "--mgmt") == 0 && val) {
 			b->mgmt = val;

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "bench.h"
+#include "cli.h"
+#include "common/config.h"
 #include "common/rand.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -58,3 +60,30 @@ void bench_rmtree(const char *path)
 {
 	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
+
+int bench_opt_seconds(const char *cmd, const char *val, double *out)
+{
+	char *end;
+	double v = strtod(val, &end);
+
+	if (*end || !(v > 0 && v <= 600)) {
+		cli_err("%s: --seconds must be in (0, 600]", cmd);
+		return 2;
+	}
+	*out = v;
+	return 0;
+}
+
+int bench_opt_int(const char *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,
+		  int64_t *out)
+{
+	int64_t v;
+
+	if (parse_i64(val, &v) || v < lo || v > hi) {
+		cli_err("%s: %s must be in %lld..%lld", cmd, opt, (long long)lo, (long long)hi);
+		return 2;
+	}
+	*out = v;
+	return 0;
+}
+
