@@ -107,6 +107,9 @@ struct cm_node {
 	char addr[CM_ADDR_LEN];		/* "host:port" of its storage RPC */
 	uint32_t state;			/* enum cm_node_state */
 	uint64_t lease_expires_ms;	/* mgmt-local, see above */
+	/* mgmt-local: the identity of the data directory that registered it
+	 * (service_data_ident); 0 until one does after mgmt's start. */
+	uint64_t ident;
 };
 
 struct cm_target {

@@ -69,6 +69,17 @@ struct service_def {
  * start and pid): what a service tells mgmt so that a restart is seen. */
 uint64_t service_incarnation(void);
 
+/*
+ * The identity of the data directory data: a random nonzero number kept in
+ * DATA/node.ident (0600, created on the first start, written to a temporary
+ * file and renamed so a crash leaves the old state or the new one). Unlike
+ * the incarnation it survives restarts, so mgmt tells a restart of a node
+ * (same directory) from a second daemon configured with the same node.id
+ * (another directory). Returns 0 and *out, -EIO (logged with the path:
+ * unreadable, not 16 hex digits, cannot be written) or -errno.
+ */
+int service_data_ident(const char *data, uint64_t *out);
+
 /* The metrics sink: appends one metric in the Prometheus text format
  * ("# HELP", "# TYPE", the value). */
 void metrics_put(struct bbuf *out, const char *name, const char *type, const char *help,

@@ -455,6 +455,26 @@ uint32_t cm_update_space(struct cluster_map *m, uint32_t node_id,
 	return changed;
 }
 
+int cm_check_ident(const struct cluster_map *m, uint32_t node_id, uint64_t ident,
+		   uint64_t now_ms)
+{
+	const struct cm_node *node = cm_find_node(m, node_id);
+
+	if (!node || !node->ident || node->ident == ident)
+		return 0;
+	return node->state != NODE_OFFLINE && node->lease_expires_ms > now_ms ? -EADDRINUSE : 0;
+}
+
+int cm_set_ident(struct cluster_map *m, uint32_t node_id, uint64_t ident)
+{
+	struct cm_node *node = node_get(m, node_id);
+
+	if (!node)
+		return -ENOENT;
+	node->ident = ident;
+	return 0;
+}
+
 int cm_heartbeat(struct cluster_map *m, uint32_t node_id, uint64_t lease_expires_ms)
 {
 	struct cm_node *node = node_get(m, node_id);

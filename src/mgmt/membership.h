@@ -64,6 +64,19 @@ int cm_register_node(struct cluster_map *m, uint32_t node_id, const char *addr,
 uint32_t cm_update_space(struct cluster_map *m, uint32_t node_id,
 			 const struct cm_target_info *targets, uint32_t n);
 
+/*
+ * Node identity (cm_node.ident). cm_check_ident: 0 when a daemon whose data
+ * directory is ident may act as node_id; -EADDRINUSE when the node was
+ * registered by another directory, is not OFFLINE and its lease runs past
+ * now_ms (two daemons configured with one node.id: the live one keeps it);
+ * 0 also for an unknown node or one whose identity is not known yet (after
+ * mgmt's restart). cm_set_ident records ident for a known node (-ENOENT
+ * otherwise).
+ */
+int cm_check_ident(const struct cluster_map *m, uint32_t node_id, uint64_t ident,
+		   uint64_t now_ms);
+int cm_set_ident(struct cluster_map *m, uint32_t node_id, uint64_t ident);
+
 /* Renews node_id's lease. Returns 0, -ENOENT (unknown node) or -ENOTCONN
  * (the node is OFFLINE, or DRAINING with no target in service and one
  * OFFLINE: drained while offline; it must register again to bring its

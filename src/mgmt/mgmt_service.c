@@ -57,6 +57,7 @@ struct mgmt {
 	uint64_t removed_said_ms;		/* last refusal of a removed node logged */
 	struct lost_set lost;			/* chunks reported lost (lost.h) */
 	struct log_limit lost_ll;
+	struct log_limit ident_ll;		/* refusals of a second directory */
 	volatile uint32_t lost_n;		/* its count, for status/metrics */
 };
 
@@ -248,7 +249,8 @@ static void op_register(void *svc, struct svc_req *req)
 
 	if (mg_register_req(req, &rq))
 		return;
-	rc = rq.node_id && rq.incarnation ? pstr_copy(rq.addr, addr, sizeof(addr)) : STRATA_EBADMSG;
+	rc = rq.node_id && rq.incarnation && rq.ident ? pstr_copy(rq.addr, addr, sizeof(addr))
+						      : STRATA_EBADMSG;
 	target_infos(rq.targets, rq.targets_n, tis);
 	if (rc) {
 		mg_register_release(&rq);
@@ -258,6 +260,18 @@ static void op_register(void *svc, struct svc_req *req)
 	/* A removed node stays out: its data was rebuilt elsewhere, and
 	 * admitting it again would take an operator's decision back. */
 	if ((rc = removed_node(m, rq.node_id))) {
+		mg_register_release(&rq);
+		svc_reply(req, rc);
+		return;
+	}
+	/* Another data directory claiming a live node's id: a second daemon
+	 * configured with the same node.id. Admitting it would hand the
+	 * node's chains to a directory that does not hold them. */
+	if ((rc = cm_check_ident(&m->map, rq.node_id, rq.ident, reactor_now_ms()))) {
+		log_limited(&m->ident_ll, LOG_WARN, "mgmt", "registration of node %u from '%s' "
+			    "refused: node %u is alive at '%s' with another data directory "
+			    "(two daemons configured with one node.id?)", rq.node_id, addr,
+			    rq.node_id, cm_find_node(&m->map, rq.node_id)->addr);
 		mg_register_release(&rq);
 		svc_reply(req, rc);
 		return;
@@ -290,6 +304,7 @@ static void op_register(void *svc, struct svc_req *req)
 		svc_reply(req, rc);
 		return;
 	}
+	(void)cm_set_ident(&m->map, rq.node_id, rq.ident);
 	log_info("mgmt", "node %u registered at '%s' with %u target(s)", rq.node_id, addr,
 		 rq.targets_n);
 	check_registered_addr(req, rq.node_id, addr);
@@ -304,11 +319,20 @@ static void op_heartbeat(void *svc, struct svc_req *req)
 	struct mgmt *m = svc;
 	struct cm_target_info tis[MGMT_MAX_TARGETS_PER_NODE];
 	struct mg_heartbeat rq;
+	const struct cm_node *nd;
 	int rc;
 
 	if (mg_heartbeat_req(req, &rq))
 		return;
-	rc = cm_heartbeat(&m->map, rq.node_id, reactor_now_ms() + m->lease_ms);
+	/* A heartbeat from another directory than the one that registered
+	 * (or, after mgmt's restart, the first one seen) renews nothing. */
+	nd = cm_find_node(&m->map, rq.node_id);
+	if (nd && nd->ident && nd->ident != rq.ident)
+		rc = -ENOTCONN;
+	else
+		rc = cm_heartbeat(&m->map, rq.node_id, reactor_now_ms() + m->lease_ms);
+	if (!rc && nd && !nd->ident && rq.ident)
+		(void)cm_set_ident(&m->map, rq.node_id, rq.ident);
 	/* Usage is as fresh as the last heartbeat: kept in the map (no new
 	 * version), seen by whoever fetches the whole map (strata status),
 	 * STATUS and /metrics. */

@@ -1,15 +1,19 @@
 /*
  * The mgmt service's operations (src/proto/proto.h explains the tables).
  *
- *   REGISTER   a storage node (re)joins: its address, targets and
+ *   REGISTER   a storage node (re)joins: its address, targets,
  *              incarnation (nonzero, new for every start of the process)
- *              -> mg_lease (the map version, and the lease it renews);
- *              -EPERM: the node id was removed (MGMT_ADMIN_REMOVE) and
- *              is never admitted again
+ *              and ident (nonzero, its data directory's identity,
+ *              service_data_ident()) -> mg_lease (the map version, and
+ *              the lease it renews); -EPERM: the node id was removed
+ *              (MGMT_ADMIN_REMOVE) and is never admitted again;
+ *              -EADDRINUSE: another data directory holds the node id
+ *              and its lease is live (two daemons with one node.id)
  *   HEARTBEAT  renews the lease; the targets' current capacity, usage
  *              and filesystem, which mgmt keeps in its map (without a
  *              new version: a GET_MAP of the whole map sees them)
- *              -> mg_lease (-ENOTCONN / -ENOENT: register again)
+ *              -> mg_lease (-ENOTCONN / -ENOENT: register again; also
+ *              when ident is not the one the node registered with)
  *   GET_MAP    the cluster map, when newer than the caller's version
  *   REPORT     a replica found a chunk damaged; error STRATA_ELOST: no
  *              intact replica is left (repeated every 30 s while so),
@@ -69,12 +73,14 @@ PROTO_MSG(mg_target_info, MG_TARGET_INFO_FIELDS)
 	X(U32, node_id) \
 	X(STR, addr, CM_ADDR_LEN - 1) \
 	X(ARR, targets, mg_target_info, MGMT_MAX_TARGETS_PER_NODE) \
-	X(U64, incarnation)
+	X(U64, incarnation) \
+	X(U64, ident)
 PROTO_MSG(mg_register, MG_REGISTER_FIELDS)
 
 #define MG_HEARTBEAT_FIELDS(X) \
 	X(U32, node_id) \
-	X(ARR, targets, mg_target_info, MGMT_MAX_TARGETS_PER_NODE)
+	X(ARR, targets, mg_target_info, MGMT_MAX_TARGETS_PER_NODE) \
+	X(U64, ident)
 PROTO_MSG(mg_heartbeat, MG_HEARTBEAT_FIELDS)
 
 #define MG_LEASE_FIELDS(X) \

@@ -144,6 +144,7 @@ struct storage {
 	struct map_snap *snap;
 	bool registered;
 	uint64_t incarnation;		/* this process's start, told to mgmt */
+	uint64_t ident;			/* the data directory's (service_data_ident) */
 	uint64_t reg_version;		/* atomic: the map version of mgmt's
 					 * answer to this process's registration
 					 * (0: none yet) */

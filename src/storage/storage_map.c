@@ -187,25 +187,38 @@ static void fill_targets(struct storage *st, struct mg_target_info *ti)
 	}
 }
 
+/* A refusal that mgmt's record decides, not us: retried like any, and
+ * said once a minute. Whether status was one. */
+static bool said_refusal(const struct storage *st, int status)
+{
+	static uint64_t said_ms;
+	uint64_t now = reactor_now_ms(), was = __atomic_load_n(&said_ms, __ATOMIC_RELAXED);
+	const char *why;
+
+	if (status == -EPERM)
+		why = "it was removed from the cluster ('strata node remove'); to add this host "
+		      "again, give it a new node.id and an empty data directory";
+	else if (status == -EADDRINUSE)
+		why = "a daemon with another data directory is registered under this id and "
+		      "alive; give each daemon its own node.id (retrying: this one is admitted "
+		      "only once the other's lease has expired)";
+	else
+		return false;
+	if (!was || now - was >= 60000) {
+		__atomic_store_n(&said_ms, now ? now : 1, __ATOMIC_RELAXED);
+		log_error("storage", "mgmt '%s' refuses node %u: %s", st->env.mgmt_addr,
+			  st->node_id, why);
+	}
+	return true;
+}
+
 static void on_register(void *arg, int status, struct rpc_msg *resp)
 {
 	struct hb_call *hc = arg;
 	struct storage *st = hc->st;
 	uint64_t v;
 
-	if (status == -EPERM) {
-		/* Retried like any refusal (mgmt's record decides, not us),
-		 * said once a minute. */
-		static uint64_t said_ms;
-		uint64_t now = reactor_now_ms(), was = __atomic_load_n(&said_ms, __ATOMIC_RELAXED);
-
-		if (!was || now - was >= 60000) {
-			__atomic_store_n(&said_ms, now ? now : 1, __ATOMIC_RELAXED);
-			log_error("storage", "mgmt '%s' refuses node %u: it was removed from the "
-				  "cluster ('strata node remove'); to add this host again, give it "
-				  "a new node.id and an empty data directory", st->env.mgmt_addr,
-				  st->node_id);
-		}
+	if (said_refusal(st, status)) {
 		free(hc);
 		return;
 	}
@@ -233,7 +246,7 @@ static void send_register(struct storage *st)
 {
 	struct mg_target_info ti[MGMT_MAX_TARGETS_PER_NODE];
 	struct mg_register rq = { st->node_id, pstr_c(st->env.addr), ti, (uint32_t)st->ntargets,
-				  st->incarnation };
+				  st->incarnation, st->ident };
 	struct hb_call *hc = hb_call_new(st);
 	struct proto_call c = { .cb = on_register, .arg = hc, .timeout_ms = st->timeout_ms };
 
@@ -271,7 +284,7 @@ static void on_hb_timer(void *arg)
 		send_register(st);
 	} else {
 		struct mg_target_info ti[MGMT_MAX_TARGETS_PER_NODE];
-		struct mg_heartbeat rq = { st->node_id, ti, (uint32_t)st->ntargets };
+		struct mg_heartbeat rq = { st->node_id, ti, (uint32_t)st->ntargets, st->ident };
 		struct hb_call *hc = hb_call_new(st);
 		struct proto_call c = { .cb = on_heartbeat, .arg = hc, .timeout_ms = st->timeout_ms };
 

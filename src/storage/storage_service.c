@@ -321,6 +321,9 @@ static int storage_start(const struct service_env *env, void **out)
 		if (rc)
 			goto fail;
 	}
+	rc = service_data_ident(env->data, &st->ident);
+	if (rc)
+		goto fail;
 	snprintf(dir, sizeof(dir), "%s/targets", env->data);
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
 		rc = -errno;

@@ -1,6 +1,7 @@
 """stratad as a process: the wire (HELLO, PING, STATUS, pipelining), /metrics,
 config errors, --config, and clean shutdown on signals."""
 
+import json
 import random
 import re
 import signal
@@ -12,7 +13,7 @@ import urllib.request
 import pytest
 
 import strata_wire as sw
-from conftest import fetch_metrics_text, parse_metrics, spawn, wait_until, REGISTRY, STRATAD
+from conftest import fetch_metrics_text, run_strata, parse_metrics, spawn, wait_until, REGISTRY, STRATAD
 
 STRATA_EBADOP = -(4096 + 10)
 NO_LEAKS = {"ASAN_OPTIONS": "detect_leaks=0"}
@@ -435,3 +436,49 @@ def test_one_daemon_per_data_directory(daemon_factory, run_stratad):
     d.kill9()
     d.start()
     assert d.running
+
+
+def _node_addr(mgmt, node_id):
+    r = run_strata("status", "--json", "--mgmt", mgmt.addr, timeout=30)
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    return next((n["address"] for n in json.loads(r.stdout)["nodes"] if n["id"] == node_id), None)
+
+
+@pytest.mark.timeout(120)
+def test_second_directory_cannot_take_a_live_node_id(daemon_factory):
+    """Two storage daemons configured with one node.id, each with its own
+    data directory: the second is refused at registration while the first
+    is alive (mgmt keeps the first's address; both logs say why), and is
+    admitted only once the first is dead and its lease has run out (a
+    replaced disk: it resyncs like a restarted node)."""
+    mgmt = daemon_factory(node_id=1, extra_flags=[
+        "--node.services=mgmt", "--mgmt.expect_nodes=1", "--mgmt.replication=1",
+        "--mgmt.lease=2s"])
+    flags = ["--node.services=storage", "--mgmt.address=%s" % mgmt.addr,
+             "--mgmt.heartbeat=300ms"]
+    first = daemon_factory(node_id=2, extra_flags=flags)
+    wait_until(lambda: _node_addr(mgmt, 2) == first.addr, 20, 0.2, "node 2 to register")
+    ident = (first.data / "node.ident").read_text()
+    assert re.fullmatch(r"[0-9a-f]{16}\n", ident), ident
+    assert (first.data / "node.ident").stat().st_mode & 0o777 == 0o600
+    second = daemon_factory(node_id=2, extra_flags=flags, name="second")
+    assert (second.data / "node.ident").read_text() != ident
+    wait_until(lambda: "refuses node 2: a daemon with another data directory" in second.log,
+               20, 0.2, "the second daemon to be refused")
+    assert re.search(r"registration of node 2 from '%s' refused: node 2 is alive at '%s' "
+                     r"with another data directory" % (re.escape(second.addr),
+                                                       re.escape(first.addr)), mgmt.log), \
+        mgmt.log_tail()
+    # Well past a lease: the first keeps the id, and its heartbeats.
+    time.sleep(3)
+    assert _node_addr(mgmt, 2) == first.addr
+    assert "registered with mgmt" not in second.log
+    # The first dies: once its lease has run out, the second takes over.
+    first.kill9()
+    wait_until(lambda: _node_addr(mgmt, 2) == second.addr, 30, 0.3,
+               "the second directory to be admitted as node 2")
+    # The first, back with its own directory, is now the one refused.
+    first.start(flags)
+    wait_until(lambda: "refuses node 2: a daemon with another data directory" in first.log,
+               20, 0.2, "the restarted first daemon to be refused")
+    assert _node_addr(mgmt, 2) == second.addr

@@ -294,6 +294,32 @@ static void test_empty_chain_return(void **state)
 	cm_release(&m);
 }
 
+/* A second data directory claiming a live node's id is refused; once the
+ * node is offline or its lease ran out, a directory may take the id over
+ * (a disk replaced: the restart resyncs it). */
+static void test_ident(void **state)
+{
+	struct cluster_map m;
+
+	(void)state;
+	make_cluster(&m, 3, 1, 3);
+	/* Unknown identity (as after mgmt's restart): anyone. */
+	assert_int_equal(cm_check_ident(&m, 2, 0xb, 0), 0);
+	assert_int_equal(cm_set_ident(&m, 2, 0xa), 0);
+	assert_int_equal(cm_set_ident(&m, 99, 0xa), -ENOENT);
+	assert_int_equal(cm_heartbeat(&m, 2, 5000), 0);
+	assert_int_equal(cm_check_ident(&m, 2, 0xa, 1000), 0);
+	assert_int_equal(cm_check_ident(&m, 2, 0xb, 1000), -EADDRINUSE);
+	assert_int_equal(cm_check_ident(&m, 3, 0xb, 1000), 0);
+	assert_int_equal(cm_check_ident(&m, 99, 0xb, 1000), 0);
+	/* The lease ran out... */
+	assert_int_equal(cm_check_ident(&m, 2, 0xb, 5000), 0);
+	/* ...or the node is offline. */
+	assert_true(cm_set_node_offline(&m, 2) > 0);
+	assert_int_equal(cm_check_ident(&m, 2, 0xb, 1000), 0);
+	cm_release(&m);
+}
+
 static void test_missing_target_and_leases(void **state)
 {
 	struct cluster_map m;
@@ -912,6 +938,7 @@ int main(void)
 		cmocka_unit_test(test_offline_return_resync),
 		cmocka_unit_test(test_empty_chain_return),
 		cmocka_unit_test(test_missing_target_and_leases),
+		cmocka_unit_test(test_ident),
 		cmocka_unit_test(test_replace),
 		cmocka_unit_test(test_replace_last_serving),
 		cmocka_unit_test(test_replace_syncing_keeps_last_serving),
