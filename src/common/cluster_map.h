@@ -123,6 +123,14 @@ struct cm_target {
 	 * by mgmt (0 after its restart until the next heartbeat, whose new
 	 * fs makes a new version: cm_update_space()). */
 	uint64_t fs;
+	/* Bytes a new chunk may still take: the target's own capacity less
+	 * its usage, or what its filesystem has free (storage.capacity 0).
+	 * As of the last heartbeat, like capacity and used. */
+	uint64_t avail;
+	/* 1 while mgmt holds the target full (mgmt.full_pct): meta places no
+	 * new file on a chain with a full member. A change is a new map
+	 * version; not stored (0 after mgmt's restart until the heartbeats). */
+	uint32_t full;
 };
 
 struct cm_chain {

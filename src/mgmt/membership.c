@@ -357,6 +357,7 @@ int cm_register_node(struct cluster_map *m, uint32_t node_id, const char *addr,
 		t->capacity = info[i].capacity;
 		t->used = info[i].used;
 		t->fs = info[i].fs;
+		t->avail = info[i].avail;
 		t->state = TARGET_SERVING;
 		change_map(&ch);
 	}
@@ -391,6 +392,7 @@ int cm_register_node(struct cluster_map *m, uint32_t node_id, const char *addr,
 			change_map(&ch);
 		}
 		t->fs = ti->fs;	/* not persisted: no new version for it */
+		t->avail = ti->avail;
 		if (t->state == TARGET_OFFLINE) {
 			target_bring_back(&ch, t);
 			change_map(&ch);
@@ -432,8 +434,22 @@ static bool drained_offline(const struct cluster_map *m, const struct cm_node *n
 	return offline;
 }
 
+/* Whether t, with capacity and avail as now, is full (see cm_update_space). */
+static bool target_full(const struct cm_target *t, uint32_t full_pct)
+{
+	uint64_t cap = t->capacity, in_use;
+	uint32_t pct = t->full && full_pct >= CM_FULL_HYSTERESIS_PCT ?
+		       full_pct - CM_FULL_HYSTERESIS_PCT : full_pct;
+
+	if (!cap || full_pct >= 100)
+		return false;
+	in_use = cap - (t->avail < cap ? t->avail : cap);
+	/* in_use / cap >= pct / 100, without overflow for any cap. */
+	return (unsigned __int128)in_use * 100 >= (unsigned __int128)cap * pct;
+}
+
 uint32_t cm_update_space(struct cluster_map *m, uint32_t node_id,
-			 const struct cm_target_info *targets, uint32_t n)
+			 const struct cm_target_info *targets, uint32_t n, uint32_t full_pct)
 {
 	uint32_t changed = 0;
 	bool fs_moved = false;
@@ -445,10 +461,24 @@ uint32_t cm_update_space(struct cluster_map *m, uint32_t node_id,
 			continue;
 		fs_moved |= t->fs != targets[i].fs;
 		changed += t->capacity != targets[i].capacity || t->used != targets[i].used ||
-			   t->fs != targets[i].fs;
+			   t->fs != targets[i].fs || t->avail != targets[i].avail;
 		t->capacity = targets[i].capacity;
 		t->used = targets[i].used;
 		t->fs = targets[i].fs;
+		t->avail = targets[i].avail;
+		if (target_full(t, full_pct) != (t->full != 0)) {
+			t->full = !t->full;
+			fs_moved = true;	/* placement changed: a new version */
+			if (t->full)
+				log_warn(COMP, "target %u of node %u is full (%llu of %llu bytes free): "
+					 "no new file is placed on its chains", t->id, node_id,
+					 (unsigned long long)t->avail,
+					 (unsigned long long)t->capacity);
+			else
+				log_info(COMP, "target %u of node %u has room again (%llu of %llu bytes "
+					 "free)", t->id, node_id, (unsigned long long)t->avail,
+					 (unsigned long long)t->capacity);
+		}
 	}
 	if (fs_moved)
 		m->version++;

@@ -25,6 +25,7 @@ struct cm_target_info {
 	uint32_t id;
 	uint64_t capacity, used;
 	uint64_t fs;		/* as struct cm_target's */
+	uint64_t avail;		/* as struct cm_target's */
 };
 
 /*
@@ -51,18 +52,24 @@ int cm_register_node(struct cluster_map *m, uint32_t node_id, const char *addr,
 		     uint64_t lease_expires_ms);
 
 /*
- * What a heartbeat tells of node_id's targets: the capacity, usage and fs
- * of each listed target that belongs to node_id are updated, without a new
- * map version (they are informational: nobody routes by them, and a
- * version per heartbeat would make every holder refetch the map), except
- * when a target's fs changed (mgmt does not store it: after its restart
- * the first heartbeat tells it again), so that clients' capacity totals
- * (strata_statfs) count the filesystem once again. Targets not listed, or
- * of another node, are left alone.
+ * What a heartbeat tells of node_id's targets: the capacity, usage, free
+ * space and fs of each listed target that belongs to node_id are updated,
+ * without a new map version (they are informational, and a version per
+ * heartbeat would make every holder refetch the map), except when
+ * - a target's fs changed (mgmt does not store it: after its restart the
+ *   first heartbeat tells it again), so that clients' capacity totals
+ *   (strata_statfs) count the filesystem once again;
+ * - a target became full or has room again: full once the share of its
+ *   capacity in use (capacity - avail) reaches full_pct percent, not full
+ *   again below full_pct - CM_FULL_HYSTERESIS_PCT (so that one chunk
+ *   freed does not flip it back); meta places new files by it. full_pct
+ *   100 never holds a target full.
+ * Targets not listed, or of another node, are left alone.
  * Returns how many targets changed.
  */
+#define CM_FULL_HYSTERESIS_PCT 2
 uint32_t cm_update_space(struct cluster_map *m, uint32_t node_id,
-			 const struct cm_target_info *targets, uint32_t n);
+			 const struct cm_target_info *targets, uint32_t n, uint32_t full_pct);
 
 /*
  * Node identity (cm_node.ident). cm_check_ident: 0 when a daemon whose data

@@ -34,6 +34,7 @@ struct mgmt_cfg {
 	int64_t lease_ms;
 	int64_t replication;
 	int64_t expect_nodes;
+	int64_t full_pct;
 };
 
 struct mgmt {
@@ -44,12 +45,14 @@ struct mgmt {
 	uint64_t lease_ms;
 	uint32_t replication;
 	uint32_t expect_nodes;
+	uint32_t full_pct;			/* mgmt.full_pct */
 	struct reactor_timer expiry;
 	const struct cluster_key *key;	/* env->key: signs the registry's tokens */
 	/* For status/metrics from other threads. */
 	volatile uint64_t version_snapshot;
 	volatile uint32_t nodes_up, nodes_total, chains, chains_short, storage_nodes;
 	volatile uint32_t chains_resyncing;	/* with a member SYNCING */
+	volatile uint32_t targets_full;		/* held full (mgmt.full_pct) */
 	volatile uint64_t capacity, used;	/* cm_capacity() */
 	uint64_t space_ms;			/* when they were computed */
 	bool space_stale;			/* a heartbeat changed them since */
@@ -100,10 +103,13 @@ static void snapshot_space(struct mgmt *m)
 
 static void snapshot(struct mgmt *m)
 {
-	uint32_t up = 0, short_chains = 0, resyncing = 0;
+	uint32_t up = 0, short_chains = 0, resyncing = 0, full = 0;
 
 	for (uint32_t i = 0; i < m->map.nnodes; i++)
 		up += m->map.nodes[i].state == NODE_UP;
+	for (uint32_t i = 0; i < m->map.ntargets; i++)
+		full += m->map.targets[i].full != 0;
+	m->targets_full = full;
 	for (uint32_t i = 0; i < m->map.nchains; i++) {
 		uint32_t serving = 0, syncing = 0;
 
@@ -177,7 +183,8 @@ static void reply_lease(struct mgmt *m, struct svc_req *req)
 static void target_infos(const struct mg_target_info *w, uint32_t n, struct cm_target_info *tis)
 {
 	for (uint32_t i = 0; i < n; i++)
-		tis[i] = (struct cm_target_info){ w[i].id, w[i].capacity, w[i].used, w[i].fs };
+		tis[i] = (struct cm_target_info){ w[i].id, w[i].capacity, w[i].used, w[i].fs,
+						  w[i].avail };
 }
 
 /* A node that registers a loopback address from another host (a wildcard
@@ -343,7 +350,7 @@ static void op_heartbeat(void *svc, struct svc_req *req)
 		/* cm_capacity sorts every target: at most a few times a
 		 * second, however many nodes heartbeat; a change waits for
 		 * the next heartbeat past that. */
-		if (cm_update_space(&m->map, rq.node_id, tis, rq.targets_n))
+		if (cm_update_space(&m->map, rq.node_id, tis, rq.targets_n, m->full_pct))
 			m->space_stale = true;
 		if (m->space_stale && reactor_now_ms() - m->space_ms >= SPACE_SNAPSHOT_MS)
 			snapshot_space(m);
@@ -677,6 +684,7 @@ static int mgmt_start(const struct service_env *env, void **out)
 	m->lease_ms = (uint64_t)cfg->lease_ms;
 	m->replication = (uint32_t)cfg->replication;
 	m->expect_nodes = (uint32_t)cfg->expect_nodes;
+	m->full_pct = (uint32_t)cfg->full_pct;
 	cm_init(&m->map);
 	snprintf(path, sizeof(path), "%s/mgmt.db", env->data);
 	rc = mgmt_store_open(path, &m->store);
@@ -758,6 +766,7 @@ static void mgmt_status(void *svc, json_t *o)
 	json_object_set_new(o, "capacity", json_integer((json_int_t)m->capacity));
 	json_object_set_new(o, "used", json_integer((json_int_t)m->used));
 	json_object_set_new(o, "lost_chunks", json_integer(m->lost_n));
+	json_object_set_new(o, "targets_full", json_integer(m->targets_full));
 }
 
 static void mgmt_metrics(void *svc, struct bbuf *out)
@@ -777,6 +786,9 @@ static void mgmt_metrics(void *svc, struct bbuf *out)
 		    (double)m->capacity);
 	metrics_put(out, "strata_mgmt_used_bytes", "gauge",
 		    "bytes the storage targets hold (as of their last heartbeat)", (double)m->used);
+	metrics_put(out, "strata_mgmt_targets_full", "gauge",
+		    "storage targets held full (mgmt.full_pct): no new file is placed on their "
+		    "chains", (double)m->targets_full);
 	metrics_put(out, "strata_mgmt_chunks_lost", "gauge",
 		    "chunks reported with no intact replica left (status says degraded)",
 		    (double)m->lost_n);
@@ -790,6 +802,9 @@ static const struct cfg_key mgmt_keys[] = {
 	K("replication", CFG_INT, replication, "3", 1, 8, "replication factor R"),
 	K("expect_nodes", CFG_INT, expect_nodes, "1", 1, 4096,
 	  "storage nodes to wait for before building chains"),
+	K("full_pct", CFG_INT, full_pct, "95", 50, 100,
+	  "a target with this percent of its capacity in use is full: no new file is placed "
+	  "on its chains (100: never)"),
 };
 #undef K
 static const struct cfg_schema mgmt_schema = CFG_SCHEMA(mgmt_keys);

@@ -66,7 +66,7 @@ int cmap_to_wire(const struct cluster_map *m, struct cm_map_w *w)
 		const struct cm_target *t = &m->targets[i];
 
 		w->targets[i] = (struct cm_target_w){ t->id, t->node_id, t->capacity, t->used,
-						      t->state, t->fs };
+						      t->state, t->fs, t->avail, t->full };
 	}
 	for (uint32_t i = 0; i < m->nchains; i++) {
 		const struct cm_chain *c = &m->chains[i];
@@ -116,7 +116,7 @@ int cmap_from_wire(const struct cm_map_w *w, struct cluster_map *out)
 		const struct cm_target_w *t = &w->targets[i];
 
 		m.targets[m.ntargets++] = (struct cm_target){ t->id, t->node_id, t->capacity, t->used,
-							      t->state, t->fs };
+							      t->state, t->fs, t->avail, t->full };
 	}
 	for (uint32_t i = 0; i < w->chains_n; i++) {
 		const struct cm_chain_w *cw = &w->chains[i];

@@ -66,7 +66,8 @@ enum mgmt_admin_action {
 	X(U32, id) \
 	X(U64, capacity) \
 	X(U64, used) \
-	X(U64, fs)
+	X(U64, fs) \
+	X(U64, avail)
 PROTO_MSG(mg_target_info, MG_TARGET_INFO_FIELDS)
 
 #define MG_REGISTER_FIELDS(X) \
@@ -113,7 +114,9 @@ PROTO_MSG(cm_node_w, CM_NODE_W_FIELDS)
 	X(U64, capacity) \
 	X(U64, used) \
 	X(U32R, state, TARGET_LOST) \
-	X(U64, fs)
+	X(U64, fs) \
+	X(U64, avail) \
+	X(U32R, full, 1)
 PROTO_MSG(cm_target_w, CM_TARGET_W_FIELDS)
 
 #define CM_MEMBER_W_FIELDS(X) \

@@ -183,7 +183,9 @@ static void fill_targets(struct storage *st, struct mg_target_info *ti)
 		ti[i].capacity = 0;
 		ti[i].used = 0;
 		ti[i].fs = st->targets[i].fs;
+		ti[i].avail = 0;
 		chunk_space(st->targets[i].cs, &ti[i].capacity, &ti[i].used);
+		chunk_space_avail(st->targets[i].cs, &ti[i].avail);
 	}
 }
 

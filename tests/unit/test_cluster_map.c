@@ -125,7 +125,7 @@ static int quiet(void **state)
 static void test_register_and_build(void **state)
 {
 	struct cluster_map m;
-	struct cm_target_info ti[2] = { { 101, 5, 1, 0 }, { 102, 5, 0, 0 } };
+	struct cm_target_info ti[2] = { { 101, 5, 1, 0, 4 }, { 102, 5, 0, 0, 5 } };
 	uint64_t v;
 
 	(void)state;
@@ -323,7 +323,7 @@ static void test_ident(void **state)
 static void test_missing_target_and_leases(void **state)
 {
 	struct cluster_map m;
-	struct cm_target_info ti = { 101, 1ull << 40, 0, 0 };
+	struct cm_target_info ti = { 101, 1ull << 40, 0, 0, 1ull << 40 };
 	int rc;
 
 	(void)state;
@@ -896,9 +896,9 @@ static void test_revoked(void **state)
 static void test_capacity_counts_each_fs_once(void **state)
 {
 	struct cluster_map m;
-	struct cm_target_info a[2] = { { 101, 100, 10, 7 }, { 102, 100, 20, 7 } };
-	struct cm_target_info b[2] = { { 201, 100, 5, 7 }, { 202, 30, 1, 0 } };
-	struct cm_target_info hb[2] = { { 101, 120, 40, 7 }, { 201, 999, 999, 9 } };
+	struct cm_target_info a[2] = { { 101, 100, 10, 7, 70 }, { 102, 100, 20, 7, 70 } };
+	struct cm_target_info b[2] = { { 201, 100, 5, 7, 70 }, { 202, 30, 1, 0, 29 } };
+	struct cm_target_info hb[2] = { { 101, 120, 40, 7, 80 }, { 201, 999, 999, 9, 0 } };
 	uint64_t cap, used, v;
 
 	(void)state;
@@ -914,20 +914,67 @@ static void test_capacity_counts_each_fs_once(void **state)
 
 	v = m.version;
 	/* Node 1 tells about its 101, and (wrongly) about node 2's 201. */
-	assert_int_equal(cm_update_space(&m, 1, hb, 2), 1);
+	assert_int_equal(cm_update_space(&m, 1, hb, 2, 95), 1);
 	assert_true(m.version == v);
 	assert_true(cm_find_target(&m, 101)->used == 40);
 	assert_true(cm_find_target(&m, 201)->used == 5);
-	assert_int_equal(cm_update_space(&m, 1, hb, 1), 0);
+	assert_int_equal(cm_update_space(&m, 1, hb, 1, 95), 0);
 	assert_int_equal(cm_capacity(&m, &cap, NULL), 0);
 	assert_true(cap == 120 + 30);	/* the largest figure of fs 7 */
 	/* A new fs (as after mgmt's restart: it does not store it) is a new
 	 * version, so that clients count the filesystem once again. */
 	hb[0].fs = 8;
-	assert_int_equal(cm_update_space(&m, 1, hb, 1), 1);
+	assert_int_equal(cm_update_space(&m, 1, hb, 1, 95), 1);
 	assert_true(m.version == v + 1);
 	assert_int_equal(cm_capacity(&m, &cap, NULL), 0);
 	assert_true(cap == 120 + 100 + 30);
+	cm_release(&m);
+}
+
+/* A target is full from full_pct percent of its capacity in use (what its
+ * free space says), and has room again only below full_pct - 2: each flip
+ * is a new version, the figures in between are not. */
+static void test_full_watermark(void **state)
+{
+	struct cluster_map m;
+	struct cm_target_info a = { 101, 1000, 0, 0, 1000 };
+	uint64_t v;
+
+	(void)state;
+	cm_init(&m);
+	assert_true(cm_register_node(&m, 1, "10.0.0.1:7000", &a, 1, 1000) >= 0);
+	v = m.version;
+	a.avail = 51;				/* 94.9% in use */
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, 95), 1);
+	assert_int_equal(cm_find_target(&m, 101)->full, 0);
+	assert_true(m.version == v);
+	a.avail = 50;				/* 95% */
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, 95), 1);
+	assert_int_equal(cm_find_target(&m, 101)->full, 1);
+	assert_true(m.version == v + 1);
+	a.avail = 60;				/* 94%: still full */
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, 95), 1);
+	assert_int_equal(cm_find_target(&m, 101)->full, 1);
+	assert_true(m.version == v + 1);
+	a.avail = 71;				/* 92.9%: room again */
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, 95), 1);
+	assert_int_equal(cm_find_target(&m, 101)->full, 0);
+	assert_true(m.version == v + 2);
+	/* 100: never full, even with nothing free; capacity 0: never. */
+	a.avail = 0;
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, 100), 1);
+	assert_int_equal(cm_find_target(&m, 101)->full, 0);
+	a.capacity = 0;
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, 95), 1);
+	assert_int_equal(cm_find_target(&m, 101)->full, 0);
+	/* Huge figures do not overflow. */
+	a.capacity = UINT64_MAX;
+	a.avail = UINT64_MAX / 100 * 10;
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, 95), 1);
+	assert_int_equal(cm_find_target(&m, 101)->full, 0);
+	a.avail = UINT64_MAX / 100 * 4;
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, 95), 1);
+	assert_int_equal(cm_find_target(&m, 101)->full, 1);
 	cm_release(&m);
 }
 
@@ -939,6 +986,7 @@ int main(void)
 		cmocka_unit_test(test_empty_chain_return),
 		cmocka_unit_test(test_missing_target_and_leases),
 		cmocka_unit_test(test_ident),
+		cmocka_unit_test(test_full_watermark),
 		cmocka_unit_test(test_replace),
 		cmocka_unit_test(test_replace_last_serving),
 		cmocka_unit_test(test_replace_syncing_keeps_last_serving),

@@ -60,13 +60,14 @@ static void build(struct cluster_map *m)
 			ti[i].capacity = (1ull << 63) + k;	/* above INT64_MAX */
 			ti[i].used = 12345 * i;
 			ti[i].fs = 0;	/* not persisted: the next heartbeat tells it */
+			ti[i].avail = 0;	/* nor this */
 		}
 		snprintf(addr, sizeof(addr), "node%u.example:7100", k);
 		assert_true(cm_register_node(m, k, addr, ti, 3, 1000) >= 0);
 	}
 	assert_int_equal(cm_build_chains(m, 3, false), 12);
 	{
-		struct cm_target_info spare = { 501, 1, 0, 0 };
+		struct cm_target_info spare = { 501, 1, 0, 0, 0 };
 
 		assert_true(cm_register_node(m, 5, "node5.example:7100", &spare, 1, 0) >= 0);
 	}
@@ -128,7 +129,7 @@ static void test_roundtrip(void **state)
 	/* Overwrite with a changed map: the new one replaces the old. */
 	assert_true(cm_target_synced(&m, 501) > 0);
 	{
-		struct cm_target_info ti[3] = { { 201, 1, 0, 0 }, { 202, 1, 0, 0 }, { 203, 1, 0, 0 } };
+		struct cm_target_info ti[3] = { { 201, 1, 0, 0, 0 }, { 202, 1, 0, 0, 0 }, { 203, 1, 0, 0, 0 } };
 
 		assert_true(cm_register_node(&m, 2, "node2.example:7100", ti, 3, 0) > 0);
 	}

@@ -176,7 +176,7 @@ static void test_arrays(void **state)
 
 static void test_strings(void **state)
 {
-	struct mg_target_info ti[1] = { { 513, 1ull << 40, 12345, 0xf5 } };
+	struct mg_target_info ti[1] = { { 513, 1ull << 40, 12345, 0xf5, 777 } };
 	struct mg_register r = { 2, pstr_c("10.0.0.2:7300"), ti, 1, 0x77, 0x1de47 }, d;
 	char longaddr[CM_ADDR_LEN + 1];
 	struct bbuf b;
@@ -188,7 +188,7 @@ static void test_strings(void **state)
 	assert_true(pstr_eq(d.addr, "10.0.0.2:7300"));
 	assert_int_equal(d.targets_n, 1);
 	assert_true(d.targets[0].capacity == 1ull << 40);
-	assert_true(d.targets[0].fs == 0xf5);
+	assert_true(d.targets[0].fs == 0xf5 && d.targets[0].avail == 777);
 	assert_true(d.incarnation == 0x77 && d.ident == 0x1de47);
 	mg_register_release(&d);
 	check_prefixes(op_of(mgmt_ops, mgmt_NOPS, OP_MGMT_REGISTER), true, &b);
