@@ -172,8 +172,14 @@ struct qos_wait {
 	struct qos_wait *next;
 	struct svc_req *req;
 	svc_handler_fn fn;
-	uint64_t due_ms;		/* reactor_now_ms() */
+	uint64_t due_ns;		/* qos_now_ns(): when it may be served */
 };
+
+/* The monotonic clock the buckets run on. */
+static uint64_t qos_now_ns(void)
+{
+	return (uint64_t)(mono_sec() * 1e9);
+}
 
 /* What req moves: the bytes of its data (a write's, a read's range, a
  * batch's ranges) and its chunk operations (a batch: one per item). A
@@ -223,38 +229,29 @@ static void qos_cost(const struct svc_req *req, uint64_t *bytes, uint32_t *ops)
 	}
 }
 
-static void qos_arm(struct target *t);
-
-/* t's timer: serves the requests whose time came, in order. */
+/* Serves the held requests whose time came, in order, then arms t's
+ * timer for the next one. A timer that cannot be armed (no memory)
+ * would leave them held for ever: they are served now, logged. */
 static void qos_release(void *arg)
 {
 	struct target *t = arg;
-	uint64_t now = reactor_now_ms();
+	bool now_all = false;
 
-	while (t->qos_waiting && t->qos_waiting->due_ms <= now) {
+	for (;;) {
 		struct qos_wait *w = t->qos_waiting;
+		uint64_t now = qos_now_ns();
 
-		t->qos_waiting = w->next;
-		w->next = t->qos_free;
-		t->qos_free = w;
-		w->fn(t->st, w->req);
-	}
-	qos_arm(t);
-}
-
-static void qos_arm(struct target *t)
-{
-	uint64_t now = reactor_now_ms();
-	struct qos_wait *w = t->qos_waiting;
-
-	if (!w)
-		return;
-	if (!reactor_timer_arm(t->r, &t->qos_timer, w->due_ms > now ? w->due_ms - now : 0))
-		return;
-	/* No memory for the timer: nothing would wake them. Served now. */
-	log_error("storage", "target %u: qos: cannot arm a timer; the requests held are served now",
-		  t->id);
-	while ((w = t->qos_waiting)) {
+		if (!w)
+			return;
+		if (w->due_ns > now && !now_all) {
+			/* Rounded up to the timer's milliseconds: never early. */
+			if (!reactor_timer_arm(t->r, &t->qos_timer,
+					       (w->due_ns - now + 999999) / 1000000))
+				return;
+			log_error("storage", "target %u: qos: cannot arm a timer; the requests "
+				  "held are served now", t->id);
+			now_all = true;
+		}
 		t->qos_waiting = w->next;
 		w->next = t->qos_free;
 		t->qos_free = w;
@@ -265,9 +262,13 @@ static void qos_arm(struct target *t)
 /*
  * On t's thread, for a client whose token has caps: charges req to its
  * credential and serves it with fn now, or holds it until its bucket
- * has room (inserted after every request due no later, so one
- * credential's requests keep their order). Forwarded updates come from
- * daemons and are never charged: a write counts once, at the head.
+ * has room. Held requests are kept in deadline order, a new one after
+ * every one due no later: one credential's deadlines never decrease
+ * (qos.h), so its requests keep the order they arrived in, and one due
+ * now is served at once only when no held request is due by now (else
+ * it could pass one of its own credential's held just as long).
+ * Forwarded updates come from daemons and are never charged: a write
+ * counts once, at the head.
  */
 static void qos_gate(struct storage *st, struct svc_req *req, svc_handler_fn fn)
 {
@@ -275,7 +276,7 @@ static void qos_gate(struct storage *st, struct svc_req *req, svc_handler_fn fn)
 	struct target *t = req_target(st, req);
 	struct qos_wait *w, **pp;
 	struct qos_caps caps;
-	uint64_t bytes, wait, now_ns;
+	uint64_t bytes, wait, now;
 	uint32_t ops;
 
 	if (!t || t->closing || id->role != NET_ROLE_CLIENT || !qos_caps_of(&id->claims, &caps)) {
@@ -283,9 +284,9 @@ static void qos_gate(struct storage *st, struct svc_req *req, svc_handler_fn fn)
 		return;
 	}
 	qos_cost(req, &bytes, &ops);
-	now_ns = (uint64_t)(mono_sec() * 1e9);
-	wait = qos_charge(&st->qos, id->claims.id, &caps, bytes, ops, now_ns);
-	if (!wait) {
+	now = qos_now_ns();
+	wait = qos_charge(&st->qos, id->claims.id, &caps, bytes, ops, now);
+	if (!wait && (!t->qos_waiting || t->qos_waiting->due_ns > now)) {
 		fn(st, req);
 		return;
 	}
@@ -293,19 +294,21 @@ static void qos_gate(struct storage *st, struct svc_req *req, svc_handler_fn fn)
 	if (w)
 		t->qos_free = w->next;
 	else if (!(w = malloc(sizeof(*w)))) {
-		/* Served now it could overtake this credential's held ones. */
+		/* Served now it could pass this credential's held ones. */
 		svc_reply(req, -ENOMEM);
 		return;
 	}
 	w->req = req;
 	w->fn = fn;
-	w->due_ms = (now_ns + wait + 999999) / 1000000;
-	for (pp = &t->qos_waiting; *pp && (*pp)->due_ms <= w->due_ms; pp = &(*pp)->next)
+	w->due_ns = now + wait;
+	for (pp = &t->qos_waiting; *pp && (*pp)->due_ns <= w->due_ns; pp = &(*pp)->next)
 		;
 	w->next = *pp;
 	*pp = w;
-	if (t->qos_waiting == w)
-		qos_arm(t);
+	if (!wait)
+		qos_release(t);	/* due now, behind ones due already */
+	else if (t->qos_waiting == w)
+		qos_release(t);	/* the first: (re)arms the timer */
 }
 
 /* target_quiesce: the requests held are answered -ESHUTDOWN, and the
