@@ -8,21 +8,29 @@ the Volume, 'compose show' and the token's claims; a writer and a reader
 with a capped credential measured at no more than the cap + 10% (an
 upper bound only: anything else on the machine only slows them, so this
 is not a timed assertion that noise can break), the storage daemon's
-counters showing the requests it held; an IOPS cap likewise (chunk
+counters showing the requests it held; writes of one chunk pipelined on
+one connection with a capped credential, every one held, applied in the
+order sent; an IOPS cap likewise (chunk
 operations counted by the daemon); the same workload without caps faster
 than the cap (skipped, with the figures, where the machine itself cannot
 reach twice the cap).
 """
 import json
 import os
+import struct
 import time
 
 import pytest
 
 import strata_wire as sw
-from conftest import fetch_metrics_text, parse_metrics
+from conftest import BUILD, fetch_metrics_text, parse_metrics, run
 from conftest import strata_nocred as strata
 from test_composer import error_of, http
+from test_storage import crc32c
+
+FAULT = BUILD / "tests" / "integration" / "fault_driver"
+OP_OPEN, OP_RESOLVE = 67, 81
+O_WRONLY = 1
 
 RF = "/redfish/v1"
 MIB = 1 << 20
@@ -182,3 +190,60 @@ def test_uncapped_runs_faster_than_the_cap(qc, tmp_path):
     assert w > CAP_MIB and rd > CAP_MIB
     if capped:
         assert capped[0] < w and capped[1] < rd, (capped, w, rd)
+
+
+def test_held_writes_of_one_chunk_keep_their_order(qc, tmp_path):
+    """8 writes of the same 256 KiB of one chunk sent back to back on one
+    connection with a credential capped at 1 MiB/s (each is more than a
+    burst: every one is held): the head gives them versions in the order
+    sent, and the chunk holds the last one's bytes."""
+    n, size = 8, 256 * 1024
+    s, cred = compose_volume(qc, tmp_path, "order", "--bandwidth", "1")
+    o = s["Oem"]["Strata"]
+    vol, mgmt = o["Volume"]["Path"], o["Addresses"]["Mgmt"]
+    first = tmp_path / "first"
+    first.write_bytes(b"\0" * size)
+    r = strata("put", "--mgmt", mgmt, "--token", cred, first, vol + "/f")
+    assert r.returncode == 0, r.stderr
+    token = cred.read_text().strip()
+    meta = next(nd for nd in qc.nodes if "meta" in nd.services.split(","))
+    st = qc.storage_nodes[0]
+    p = (vol + "/f").encode()
+    with sw.Client(meta.addr, token=(qc.dir / "admin.token").read_text()) as a:
+        f = a.call(OP_RESOLVE, struct.pack("<I", len(p)) + p + struct.pack("<I", 0))
+        assert f.status == 0
+        ino = struct.unpack_from("<Q", f.body)[0]
+    with sw.Client(meta.addr, token=token) as m:
+        f = m.call(OP_OPEN, struct.pack("<QQI", ino, 0, O_WRONLY))
+        assert f.status == 0, f.status
+        cap = f.body[-sw.CAP_LEN:]
+    # The chain of chunk 0 (any chain this node heads is taken: one
+    # storage node heads them all).
+    r = run([FAULT, mgmt, "steps", str(ino), str(1 << 20), "c:0"], timeout=60)
+    assert r.returncode == 0, r.stderr
+    line = r.stdout.split()
+    chain_id, chain_ver, target = int(line[2]), int(line[4]), int(line[3].split("@")[0])
+    datas = [bytes([0x41 + i]) * size for i in range(n)]
+    before = storage_metrics(qc)
+    with sw.Client(st.addr, token=token, timeout=60) as cl:
+        ids = []
+        for d in datas:
+            rid = cl.new_id()
+            ids.append(rid)
+            body = sw.sp_update(target, ino, 0, cap, length=size, crc=crc32c(d),
+                                chain_id=chain_id, chain_ver=chain_ver)
+            cl.send(sw.Frame(opcode=sw.OP_CHUNK_WRITE, req_id=rid, body=body, bulk=d))
+        got = {}
+        for _ in ids:
+            f = cl.recv(timeout=60)
+            assert f.status == 0, f.status
+            got[f.req_id] = struct.unpack_from("<Q", f.body)[0]
+    versions = [got[i] for i in ids]
+    assert versions == sorted(versions) and len(set(versions)) == n, versions
+    after = storage_metrics(qc)
+    assert after["strata_storage_qos_delayed_total"] - before.get(
+        "strata_storage_qos_delayed_total", 0) >= n
+    back = tmp_path / "back"
+    r = strata("get", "--mgmt", mgmt, "--token", cred, vol + "/f", back)
+    assert r.returncode == 0, r.stderr
+    assert back.read_bytes() == datas[-1]
