@@ -329,8 +329,9 @@ static void qos_stop_target(struct target *t)
 	}
 }
 
-/* Hands req to its target's reactor: to fn, or through qos_gate to fn
- * when its credential has caps. */
+/* Hands req to its target's reactor: to fn, or through gate (qos_gate)
+ * to fn when its credential has caps and gate is given (the chunk
+ * operations; a space query or a listing is not charged). */
 static void dispatch(struct storage *st, struct svc_req *req, svc_handler_fn fn,
 		     svc_handler_fn gate)
 {
@@ -340,7 +341,7 @@ static void dispatch(struct storage *st, struct svc_req *req, svc_handler_fn fn,
 
 	if (!t)
 		fn(st, req);	/* answers "no such target" */
-	else if (id->role == NET_ROLE_CLIENT && qos_caps_of(&id->claims, &caps))
+	else if (gate && id->role == NET_ROLE_CLIENT && qos_caps_of(&id->claims, &caps))
 		svc_handoff(req, t->r, gate, st);
 	else
 		svc_handoff(req, t->r, fn, st);
@@ -354,8 +355,8 @@ ROUTE(update, op_update)
 ROUTE(read, op_read)
 ROUTE(batch, op_batch_read)
 ROUTE(stat, op_stat)
-ROUTE(space, op_space)
-ROUTE(list, op_chunk_list)
+static void route_space(void *svc, struct svc_req *req) { dispatch(svc, req, op_space, NULL); }
+static void route_list(void *svc, struct svc_req *req) { dispatch(svc, req, op_chunk_list, NULL); }
 #undef ROUTE
 
 /* ---- start and stop ---- */
@@ -598,7 +599,7 @@ static void storage_metrics(void *svc, struct bbuf *out)
 	M("strata_storage_repaired_total", "needsync chunks repaired", n_repaired);
 	M("strata_storage_scrubbed_total", "chunks verified by the scrubber", n_scrubbed);
 #undef M
-	qos_stats_get(&st->qos, (uint64_t)(mono_sec() * 1e9), &qs);
+	qos_stats_get(&st->qos, qos_now_ns(), &qs);
 	metrics_put(out, "strata_storage_qos_charged_total", "counter",
 		    "client requests charged to a credential's QoS caps", (double)qs.charged);
 	metrics_put(out, "strata_storage_qos_delayed_total", "counter",
