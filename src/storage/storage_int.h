@@ -4,7 +4,9 @@
  * the others. storage_service.c (life cycle, targets, per-chunk state),
  * storage_map.c (this node and mgmt), chain_update.c (updates),
  * chain_read.c (reads), resync.c (resync, repair, scrub) and recover.c
- * (a restarted member's chains, before it serves them).
+ * (a restarted member's chains, before it serves them); qos.h, the
+ * buckets of the credentials' caps, which storage_service.c applies as
+ * it hands a request to its target.
  *
  * Threads: a target and everything under it (its chunk store, its cstates,
  * its resync tasks) belong to the target's reactor, t->r; mgmt is spoken
