@@ -15,6 +15,12 @@
  * composer's owner thread): the cost of the HTTP round trip itself, so
  * the ratio is what composing adds. No peer composer can be installed
  * from Debian to compare with.
+ *
+ * Then, with --qos MIB (0: not run), the QoS rows: a composition whose
+ * storage is capped at MIB MiB/s writes then reads 3 s worth at the cap
+ * with libstrata and its credential (4 MiB at a time), and one without a
+ * cap does the same: each rate beside the cap, as a ratio
+ * (docs/composer.md, "QoS"), and the uncapped run as the baseline.
  */
 #include <errno.h>
 #include <limits.h>
@@ -30,13 +36,17 @@
 #include "cli.h"
 #include "common/clock.h"
 #include "common/config.h"
+#include "strata/errors.h"
+#include "strata/strata.h"
 
 #define BC_MAX_THREADS 64
 #define BC_MAX_REQUESTS 100000
+#define BC_QOS_IO (4u << 20)	/* the QoS rows' I/O size */
 
 struct bc {
 	int nodes, gpus, threads, requests;
 	uint64_t storage;
+	int qos_mib;			/* the QoS rows' cap; 0: none */
 	char dir[PATH_MAX];
 	char addr[256];
 	char *token;
@@ -189,15 +199,128 @@ static int bc_wait_inventory(struct bc *b, int want)
 	return -ETIMEDOUT;
 }
 
+/* Writes (or reads back) size bytes of f in pieces of buf's BC_QOS_IO
+ * bytes, one after the other: MiB/s, or a negative error. */
+static double bc_qos_io(struct strata_file *f, uint8_t *buf, uint64_t size, bool write)
+{
+	double t0 = mono_sec();
+
+	for (uint64_t off = 0; off < size; off += BC_QOS_IO) {
+		size_t n = size - off < BC_QOS_IO ? (size_t)(size - off) : BC_QOS_IO;
+		ssize_t got = write ? strata_pwrite(f, buf, n, off) : strata_pread(f, buf, n, off);
+
+		if (got != (ssize_t)n)
+			return got < 0 ? (double)got : -EIO;
+	}
+	return (double)size / (1 << 20) / (mono_sec() - t0);
+}
+
+/*
+ * One QoS run: composes a volume (capped at cap MiB/s, or not when 0),
+ * writes size bytes into it and reads them back with libstrata and the
+ * composition's credential, then releases it. *wr, *rd: MiB/s. 0 or -1
+ * after printing why.
+ */
+static int bc_qos_run(struct bc *b, int cap, uint8_t *buf, uint64_t size, double *wr, double *rd)
+{
+	char body[256], path[128], file[512];
+	struct strata_file *f = NULL;
+	struct strata *s = NULL;
+	struct strata_opts o;
+	json_t *out = NULL, *st;
+	const char *id, *cred, *vol, *mgmt;
+	int code, rc = -1;
+
+	snprintf(body, sizeof(body),
+		 "{\"Storage\": {\"Size\": %llu}, \"Tenant\": \"bench\", \"Oem\": {\"Strata\": "
+		 "{\"Qos\": {\"BandwidthMBps\": %d}}}}", (unsigned long long)(size * 2), cap);
+	code = cli_http_call(b->addr, b->token, "POST", "/redfish/v1/Systems", body, &out);
+	st = json_object_get(json_object_get(out, "Oem"), "Strata");
+	id = json_string_value(json_object_get(out, "Id"));
+	cred = json_string_value(json_object_get(st, "Credential"));
+	vol = json_string_value(json_object_get(json_object_get(st, "Volume"), "Path"));
+	mgmt = json_string_value(json_object_get(json_object_get(st, "Addresses"), "Mgmt"));
+	if (code != 201 || !id || !cred || !vol || !mgmt) {
+		fprintf(stderr, "strata: bench compose: qos: compose: HTTP %d\n", code);
+		json_decref(out);
+		return -1;
+	}
+	snprintf(path, sizeof(path), "/redfish/v1/Systems/%s", id);
+	snprintf(file, sizeof(file), "%s/data", vol);
+	strata_opts_init(&o, sizeof(o));
+	o.token = cred;
+	code = strata_connect(mgmt, &o, &s);
+	if (!code)
+		code = strata_open(s, file, STRATA_O_CREAT | STRATA_O_WRONLY, 0600, &f);
+	if (!code && (*wr = bc_qos_io(f, buf, size, true)) < 0)
+		code = (int)*wr;
+	if (f && (rc = strata_close(f)) && !code)
+		code = rc;
+	f = NULL;
+	if (!code)
+		code = strata_open(s, file, STRATA_O_RDONLY, 0, &f);
+	if (!code && (*rd = bc_qos_io(f, buf, size, false)) < 0)
+		code = (int)*rd;
+	if (f)
+		strata_close(f);
+	strata_disconnect(s);
+	rc = code ? -1 : 0;
+	if (code)
+		fprintf(stderr, "strata: bench compose: qos: I/O to '%s': %s\n", file,
+			strata_strerror(code));
+	json_decref(out);
+	out = NULL;
+	code = cli_http_call(b->addr, b->token, "DELETE", path, NULL, &out);
+	json_decref(out);
+	if (code != 200 && !rc) {
+		fprintf(stderr, "strata: bench compose: qos: release: HTTP %d\n", code);
+		rc = -1;
+	}
+	return rc;
+}
+
+/* The QoS rows: capped and uncapped runs of the same 3 s (at the cap)
+ * of data. 0 or -1. */
+static int bc_qos(struct bc *b)
+{
+	uint64_t size = (uint64_t)b->qos_mib * 3 << 20;
+	double cw = 0, cr = 0, fw = 0, fr = 0;
+	uint8_t *buf = malloc(BC_QOS_IO);
+	uint64_t x = 0x9E3779B97F4A7C15ull;
+	int rc = -1;
+
+	if (!buf)
+		return -1;
+	for (size_t i = 0; i < BC_QOS_IO; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		buf[i] = (uint8_t)x;
+	}
+	if (bc_qos_run(b, b->qos_mib, buf, size, &cw, &cr) || bc_qos_run(b, 0, buf, size, &fw, &fr))
+		goto out;
+	printf("\n%-34s %10s %10s %12s\n", "qos (3 s at the cap, 4 MiB I/O)", "MiB/s", "cap",
+	       "rate / cap");
+	printf("%-34s %10.1f %10d %11.3fx\n", "write, capped", cw, b->qos_mib, cw / b->qos_mib);
+	printf("%-34s %10.1f %10d %11.3fx\n", "read, capped", cr, b->qos_mib, cr / b->qos_mib);
+	printf("%-34s %10.1f %10s %11.3fx\n", "write, no cap (baseline)", fw, "-", fw / b->qos_mib);
+	printf("%-34s %10.1f %10s %11.3fx\n", "read, no cap (baseline)", fr, "-", fr / b->qos_mib);
+	rc = 0;
+out:
+	free(buf);
+	return rc;
+}
+
 static int bc_usage(const char *msg)
 {
 	if (msg)
 		cli_err("bench compose: %s", msg);
 	fprintf(stderr,
 		"usage: strata bench compose [--nodes N] [--gpus-per-node G] [--threads T]\n"
-		"                            [--requests N] [--storage SIZE|0]\n"
+		"                            [--requests N] [--storage SIZE|0] [--qos MIB_PER_S|0]\n"
 		"  defaults: 16 compute nodes x 64 GPUs (1,024 resource blocks), 4 threads,\n"
-		"  400 compose+release pairs, a 1 MiB volume with each composition\n");
+		"  400 compose+release pairs, a 1 MiB volume with each composition, and a\n"
+		"  volume capped at 50 MiB/s written and read for 3 s (0: not run)\n");
 	return 2;
 }
 
@@ -229,9 +352,11 @@ static int bc_args(struct bc *b, int argc, char **argv)
 			b->threads = (int)x;
 		else if (!strcmp(k, "--requests") && x >= 1 && x <= BC_MAX_REQUESTS)
 			b->requests = (int)x;
+		else if (!strcmp(k, "--qos") && x >= 0 && x <= 1024)
+			b->qos_mib = (int)x;
 		else
 			return bc_usage("an unknown option or a value out of range (nodes, gpus-per-node "
-					"1..64, threads 1..64, requests 1..100000)");
+					"1..64, threads 1..64, requests 1..100000, qos 0..1024)");
 	}
 	if (b->requests < b->threads)
 		return bc_usage("--requests must be at least --threads");
@@ -241,7 +366,7 @@ static int bc_args(struct bc *b, int argc, char **argv)
 int bench_compose(int argc, char **argv)
 {
 	struct bc b = { .nodes = 16, .gpus = 64, .threads = 4, .requests = 400,
-			.storage = 1u << 20 };
+			.storage = 1u << 20, .qos_mib = 50 };
 	char self[PATH_MAX], nodes[16], gpus[16];
 	double rate, frate, p50[2], p99[2], f50[2], f99[2];
 	int rc = bc_args(&b, argc, argv);
@@ -297,7 +422,8 @@ int bench_compose(int argc, char **argv)
 	       p50[1] / f50[0]);
 	printf("%-34s %10s %10s %10.1f %11.3fx\n", "compose+release pairs", "", "", rate,
 	       rate / frate);
-	rc = 0;
+	fflush(stdout);
+	rc = b.qos_mib && bc_qos(&b) ? 1 : 0;
 down:
 	local_cluster_down(b.dir);
 out:

@@ -48,6 +48,7 @@ struct compose_args {
 	int64_t owner_uid, owner_gid;	/* -1: not given */
 	uint32_t npaths;
 	struct token_path paths[COMPOSE_PATHS_MAX];
+	int64_t qos_mbps, qos_iops;	/* the storage caps; 0: none */
 	const char *id;			/* show, delete */
 	int64_t since_ms;		/* usage: the window, back from now; -1: all */
 };
@@ -339,6 +340,18 @@ static void print_system(json_t *s)
 		printf("  memory   namespace %s (%s)\n",
 		       json_string_value(json_object_get(mem, "Namespace")),
 		       human(json_integer_value(json_object_get(mem, "Size")), b, sizeof(b)));
+	if (json_is_object(json_object_get(o, "Qos"))) {
+		long long mbps = json_integer_value(json_object_get(json_object_get(o, "Qos"),
+								    "BandwidthMBps"));
+		long long iops = json_integer_value(json_object_get(json_object_get(o, "Qos"), "Iops"));
+		char bw[32] = "no cap", ops[32] = "no cap";
+
+		if (mbps)
+			snprintf(bw, sizeof(bw), "%lld MiB/s", mbps);
+		if (iops)
+			snprintf(ops, sizeof(ops), "%lld", iops);
+		printf("  qos      bandwidth %s, IOPS %s (per storage daemon)\n", bw, ops);
+	}
 	printf("  mgmt     %s\n",
 	       json_string_value(json_object_get(json_object_get(o, "Addresses"), "Mgmt")) ?: "");
 	printf("  token id %s\n", json_string_value(json_object_get(o, "CredentialId")) ?: "");
@@ -435,6 +448,10 @@ static int create(const struct compose_args *a)
 							       "Access", a->paths[i].write ? "rw" : "r"));
 		json_object_set_new(rq, "Paths", paths);
 	}
+	if (a->qos_mbps || a->qos_iops)
+		json_object_set_new(rq, "Oem", json_pack("{s:{s:{s:I, s:I}}}", "Strata", "Qos",
+							 "BandwidthMBps", (json_int_t)a->qos_mbps,
+							 "Iops", (json_int_t)a->qos_iops));
 	body = json_dumps(rq, JSON_COMPACT);
 	json_decref(rq);
 	if (!body)
@@ -476,6 +493,7 @@ static int usage(const char *msg)
 		"                             [--storage SIZE]\n"
 		"                             [--memory SIZE] [--tenant T] [--name NAME] [--ttl TIME]\n"
 		"                             [--retain] [--owner UID[:GID]] [--path r:PATH|rw:PATH]...\n"
+		"                             [--bandwidth MIB_PER_S] [--iops N]\n"
 		"                             [--token-out FILE] [--json]\n"
 		"       strata compose list [--json]\n"
 		"       strata compose show ID [--json]\n"
@@ -489,7 +507,8 @@ static int usage(const char *msg)
 static int parse(int argc, char **argv, struct compose_args *a)
 {
 	enum { O_COMPOSER = 256, O_MGMT, O_DIR, O_TOKEN, O_JSON, O_SINCE, O_GPUS, O_MODEL, O_SAME,
-	       O_STORAGE, O_MEMORY, O_TENANT, O_NAME, O_TTL, O_RETAIN, O_OUT, O_OWNER, O_PATH, O_GPU_IDS };
+	       O_STORAGE, O_MEMORY, O_TENANT, O_NAME, O_TTL, O_RETAIN, O_OUT, O_OWNER, O_PATH, O_GPU_IDS,
+	       O_BANDWIDTH, O_IOPS };
 	static const struct option opts[] = {
 		{ "composer", required_argument, NULL, O_COMPOSER },
 		{ "mgmt", required_argument, NULL, O_MGMT },
@@ -510,6 +529,8 @@ static int parse(int argc, char **argv, struct compose_args *a)
 		{ "owner", required_argument, NULL, O_OWNER },
 		{ "path", required_argument, NULL, O_PATH },
 		{ "gpu-ids", required_argument, NULL, O_GPU_IDS },
+		{ "bandwidth", required_argument, NULL, O_BANDWIDTH },
+		{ "iops", required_argument, NULL, O_IOPS },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool create = strcmp(argv[0], "create") == 0;
@@ -584,6 +605,22 @@ static int parse(int argc, char **argv, struct compose_args *a)
 				return 2;
 			}
 			a->npaths++;
+			break;
+		case O_BANDWIDTH:
+			if (parse_i64(optarg, &a->qos_mbps) || a->qos_mbps < 0 ||
+			    (uint64_t)a->qos_mbps > TOKEN_QOS_BW_MAX >> 20) {
+				cli_err("%s: --bandwidth: '%s' is not a whole number of MiB/s in 0..%llu (0: no cap)",
+					a->cmd, optarg, (unsigned long long)(TOKEN_QOS_BW_MAX >> 20));
+				return 2;
+			}
+			break;
+		case O_IOPS:
+			if (parse_i64(optarg, &a->qos_iops) || a->qos_iops < 0 ||
+			    a->qos_iops > TOKEN_QOS_IOPS_MAX) {
+				cli_err("%s: --iops: '%s' is not a whole number of operations/s in 0..%u (0: no cap)",
+					a->cmd, optarg, TOKEN_QOS_IOPS_MAX);
+				return 2;
+			}
 			break;
 		case O_TTL:
 			if (parse_ms(optarg, &ms) || ms < 1000) {

@@ -299,6 +299,10 @@ int token_claims_check(const struct token_claims *c, char *err, size_t errlen)
 			return fail(err, errlen, -EINVAL,
 				    "mem namespace '%s' must be 1..%d of A-Z a-z 0-9 . _ -",
 				    c->mems[i].ns, TOKEN_NS_MAX);
+	if (c->qos_bw > TOKEN_QOS_BW_MAX || c->qos_iops > TOKEN_QOS_IOPS_MAX)
+		return fail(err, errlen, -EINVAL,
+			    "token qos caps must be at most %llu bytes/s and %u operations/s",
+			    (unsigned long long)TOKEN_QOS_BW_MAX, TOKEN_QOS_IOPS_MAX);
 	if (c->exp < 0)
 		return fail(err, errlen, -EINVAL, "token expiry must not be negative");
 	return 0;
@@ -332,6 +336,9 @@ static json_t *claims_json(const struct token_claims *c)
 		json_array_append_new(mems, json_pack("{s:s, s:I}", "ns", c->mems[i].ns,
 						      "capacity", (json_int_t)c->mems[i].capacity));
 	json_object_set_new(o, "mem", mems);
+	if (c->qos_bw || c->qos_iops)
+		json_object_set_new(o, "qos", json_pack("{s:I, s:I}", "bw", (json_int_t)c->qos_bw,
+							"iops", (json_int_t)c->qos_iops));
 	json_object_set_new(o, "exp", json_integer(c->exp));
 	return o;
 }
@@ -449,10 +456,25 @@ static int flag(json_t *o, const char *key, uint32_t bit, uint32_t *flags)
 	return 0;
 }
 
+/* "qos": {"bw": N, "iops": N}, both present, nothing else. */
+static int qos_from_json(json_t *v, struct token_claims *c)
+{
+	json_t *bw = json_object_get(v, "bw"), *iops = json_object_get(v, "iops");
+
+	if (!json_is_object(v) || json_object_size(v) != 2 || !json_is_integer(bw) ||
+	    !json_is_integer(iops) || json_integer_value(bw) < 0 ||
+	    (uint64_t)json_integer_value(bw) > TOKEN_QOS_BW_MAX || json_integer_value(iops) < 0 ||
+	    json_integer_value(iops) > TOKEN_QOS_IOPS_MAX)
+		return -1;
+	c->qos_bw = (uint64_t)json_integer_value(bw);
+	c->qos_iops = (uint32_t)json_integer_value(iops);
+	return 0;
+}
+
 static int claims_from_json(json_t *o, struct token_claims *c, char *err, size_t errlen)
 {
 	static const char *const known[] = { "v", "id", "tenant", "uid", "gids", "squash", "root",
-					     "caller", "admin", "paths", "mem", "exp" };
+					     "caller", "admin", "paths", "mem", "qos", "exp" };
 	const char *key;
 	json_t *v, *gids, *paths, *mems;
 	size_t i;
@@ -526,6 +548,12 @@ static int claims_from_json(json_t *o, struct token_claims *c, char *err, size_t
 			m->capacity = (uint64_t)json_integer_value(cap);
 		}
 	}
+	v = json_object_get(o, "qos");
+	if (v && qos_from_json(v, c))
+		return fail(err, errlen, -EINVAL,
+			    "token qos must be {\"bw\": BYTES_PER_S, \"iops\": OPS_PER_S}, each "
+			    "0..%llu and 0..%u", (unsigned long long)TOKEN_QOS_BW_MAX,
+			    TOKEN_QOS_IOPS_MAX);
 	v = json_object_get(o, "exp");
 	if (!json_is_integer(v) || json_integer_value(v) < 0)
 		return fail(err, errlen, -EINVAL, "token claims need an expiry (exp, 0: never)");

@@ -26,6 +26,11 @@
  *   mem     [{"ns": NAME, "capacity": BYTES}]: the memory namespaces it
  *           reaches (keys "NAME/..."), with the namespace's capacity on
  *           each mem node (a put past it: -EDQUOT)
+ *   qos     {"bw": BYTES_PER_S, "iops": OPS_PER_S}: storage caps, enforced
+ *           by each storage daemon for this credential (storage/qos.h);
+ *           0: no cap. Written only when one is set, so a token without
+ *           caps reads the same on a daemon that predates them (and one
+ *           with caps is refused there as an unknown claim, loudly)
  *   exp     expiry, seconds since the epoch; 0: never
  */
 #ifndef STRATA_COMMON_TOKEN_H
@@ -46,6 +51,8 @@
 #define TOKEN_NS_MAX 63
 #define TOKEN_TEXT_MAX 16384	/* a whole token, as text */
 #define TOKEN_NOBODY 65534u
+#define TOKEN_QOS_BW_MAX (1ull << 40)	/* bytes/s: 1 TiB/s */
+#define TOKEN_QOS_IOPS_MAX 100000000u	/* operations/s */
 
 struct cluster_key {
 	uint8_t k[CLUSTER_KEY_LEN];
@@ -89,6 +96,8 @@ struct token_claims {
 	struct token_path paths[TOKEN_PATHS_MAX];
 	uint32_t nmems;
 	struct token_mem mems[TOKEN_MEMS_MAX];
+	uint64_t qos_bw;		/* bytes/s at each storage daemon, 0: no cap */
+	uint32_t qos_iops;		/* chunk operations/s, likewise */
 	int64_t exp;			/* seconds since the epoch, 0: never */
 };
 

@@ -154,6 +154,10 @@ int attach_credential(struct composer *c, const struct comp *comp, char **text, 
 		cl.mems[0].capacity = comp->mem_share;
 		cl.nmems = 1;
 	}
+	/* The storage caps travel in the credential: each storage daemon
+	 * enforces them for it (storage/qos.h). */
+	cl.qos_bw = (uint64_t)comp->qos_mbps << 20;
+	cl.qos_iops = comp->qos_iops;
 	cl.exp = comp->expires;
 	rc = token_claims_check(&cl, err, errlen);
 	if (!rc)

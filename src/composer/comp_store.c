@@ -27,7 +27,8 @@ static const char schema_sql[] =
 	" created INTEGER NOT NULL, changed INTEGER NOT NULL, expires INTEGER NOT NULL,"
 	" mem_share INTEGER NOT NULL, mem_nodes INTEGER NOT NULL, token_id TEXT NOT NULL,"
 	" gpus TEXT NOT NULL, owner_uid INTEGER NOT NULL DEFAULT 65534,"
-	" owner_gid INTEGER NOT NULL DEFAULT 65534, paths TEXT NOT NULL DEFAULT '[]');"
+	" owner_gid INTEGER NOT NULL DEFAULT 65534, paths TEXT NOT NULL DEFAULT '[]',"
+	" qos_mbps INTEGER NOT NULL DEFAULT 0, qos_iops INTEGER NOT NULL DEFAULT 0);"
 	/* The GPUs held now: one row per GPU, so one owner per GPU. */
 	"CREATE TABLE IF NOT EXISTS comp_gpus ("
 	" node INTEGER NOT NULL, gpu INTEGER NOT NULL, comp TEXT NOT NULL,"
@@ -54,14 +55,16 @@ static int db_err(struct comp_store *s, const char *what)
 }
 
 /* Columns added after the first release, with what an older row holds:
- * every earlier composition belongs to nobody and reaches only its own
- * volume, as it did. */
+ * every earlier composition belongs to nobody, reaches only its own
+ * volume and has no QoS caps, as it did. */
 static const struct {
 	const char *name, *ddl;
 } added_columns[] = {
 	{ "owner_uid", "ALTER TABLE compositions ADD COLUMN owner_uid INTEGER NOT NULL DEFAULT 65534" },
 	{ "owner_gid", "ALTER TABLE compositions ADD COLUMN owner_gid INTEGER NOT NULL DEFAULT 65534" },
 	{ "paths", "ALTER TABLE compositions ADD COLUMN paths TEXT NOT NULL DEFAULT '[]'" },
+	{ "qos_mbps", "ALTER TABLE compositions ADD COLUMN qos_mbps INTEGER NOT NULL DEFAULT 0" },
+	{ "qos_iops", "ALTER TABLE compositions ADD COLUMN qos_iops INTEGER NOT NULL DEFAULT 0" },
 };
 
 /* A store made by an earlier release gains the columns it lacks. 0, or
@@ -199,7 +202,7 @@ out:
 static const char load_sql[] =
 	"SELECT seq, id, name, tenant, state, reason, gpu_count, gpu_model, same_node, storage,"
 	" memory, retain, created, changed, expires, mem_share, mem_nodes, token_id, gpus,"
-	" owner_uid, owner_gid, paths FROM compositions ORDER BY seq";
+	" owner_uid, owner_gid, paths, qos_mbps, qos_iops FROM compositions ORDER BY seq";
 
 static void copy_col(sqlite3_stmt *st, int col, char *out, size_t len)
 {
@@ -260,6 +263,8 @@ int comp_store_load(struct comp_store *s, struct comp **out, uint32_t *n)
 		if (paths_parse((const char *)sqlite3_column_text(st, 21), c))
 			log_warn(COMP, "store: %s: its paths '%s' do not read; it reaches only its volume",
 				 c->id, (const char *)sqlite3_column_text(st, 21));
+		c->qos_mbps = (uint32_t)sqlite3_column_int64(st, 22);
+		c->qos_iops = (uint32_t)sqlite3_column_int64(st, 23);
 		if (c->state > COMP_STATE_LAST)
 			c->state = COMP_FAILED;
 	}
@@ -279,8 +284,8 @@ out:
 static const char put_sql[] =
 	"INSERT OR REPLACE INTO compositions (seq, id, name, tenant, state, reason, gpu_count,"
 	" gpu_model, same_node, storage, memory, retain, created, changed, expires, mem_share,"
-	" mem_nodes, token_id, gpus, owner_uid, owner_gid, paths)"
-	" VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+	" mem_nodes, token_id, gpus, owner_uid, owner_gid, paths, qos_mbps, qos_iops)"
+	" VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 
 static int put_row(struct comp_store *s, const struct comp *c)
 {
@@ -313,6 +318,8 @@ static int put_row(struct comp_store *s, const struct comp *c)
 	sqlite3_bind_text(st, 19, gpus, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 20, (sqlite3_int64)c->owner_uid);
 	sqlite3_bind_int64(st, 21, (sqlite3_int64)c->owner_gid);
+	sqlite3_bind_int64(st, 23, (sqlite3_int64)c->qos_mbps);
+	sqlite3_bind_int64(st, 24, (sqlite3_int64)c->qos_iops);
 	if (!(paths = paths_text(c)))
 		rc = -ENOMEM;
 	else {

@@ -61,6 +61,10 @@ struct comp {
 	 * owner: the namespace's permissions apply. */
 	uint32_t npaths;
 	struct token_path paths[COMP_PATHS_MAX];
+	/* The storage slice's caps (docs/composer.md, "QoS"): MiB/s and
+	 * chunk operations/s that each storage daemon lets the credential
+	 * move; 0: no cap. */
+	uint32_t qos_mbps, qos_iops;
 };
 
 /* "Requested", "Allocating", ... as Redfish-style names. */

@@ -140,7 +140,8 @@ int attach_volume(struct composer *c, const struct comp *comp, char *err, size_t
 int detach_volume(struct composer *c, const struct comp *comp, char *err, size_t errlen);
 /* Signs the credential through mgmt's token registry: claims id
  * comp->token_id (set by the caller), tenant, rw on the volume, the mem
- * namespace <id> with comp->mem_share, expiring with the composition.
+ * namespace <id> with comp->mem_share, the storage caps (qos), expiring
+ * with the composition.
  * *text is malloc'd (the caller frees it). */
 int attach_credential(struct composer *c, const struct comp *comp, char **text, char *err,
 		      size_t errlen);

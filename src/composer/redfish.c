@@ -35,6 +35,9 @@
 #define RF_VOLUMES RF_STORAGE "/strata/Volumes"
 #define SIZE_MAX_BYTES (1ull << 60)	/* 1 EiB: more is a typo */
 #define TTL_MAX_S (10ll * 366 * 86400)
+/* QoS caps: MiB/s (1 TiB/s, the token's bound) and operations/s. */
+#define QOS_MBPS_MAX (TOKEN_QOS_BW_MAX >> 20)
+#define QOS_IOPS_MAX TOKEN_QOS_IOPS_MAX
 
 struct http_server {
 	struct MHD_Daemon *d;
@@ -259,6 +262,15 @@ static const char *rf_state(uint32_t state)
 	}
 }
 
+/* The caps as the request gave them, or null without any. */
+static json_t *qos_of(const struct comp *p)
+{
+	if (!p->qos_mbps && !p->qos_iops)
+		return json_null();
+	return json_pack("{s:I, s:I}", "BandwidthMBps", (json_int_t)p->qos_mbps, "Iops",
+			 (json_int_t)p->qos_iops);
+}
+
 json_t *rf_system(struct composer *c, const struct comp *p)
 {
 	json_t *gpus = json_array(), *blocks = json_array(), *cuda = json_object();
@@ -308,6 +320,7 @@ json_t *rf_system(struct composer *c, const struct comp *p)
 	for (uint32_t i = 0; i < p->npaths; i++)
 		json_array_append_new(paths, json_pack("{s:s, s:s}", "Path", p->paths[i].prefix,
 						       "Access", p->paths[i].write ? "rw" : "r"));
+	json_object_set_new(strata, "Qos", qos_of(p));
 	json_object_set_new(strata, "Volume", p->rq.storage ?
 			    json_pack("{s:s, s:I}", "Path", path, "Size", (json_int_t)p->rq.storage) :
 			    json_null());
@@ -361,6 +374,7 @@ static json_t *volume_of(struct composer *c, const struct comp *p, uint64_t cons
 	snprintf(uri, sizeof(uri), RF_SYSTEMS "/%s", p->id);
 	json_object_set_new(json_object_get(json_object_get(json_object_get(json_object_get(
 		o, "Links"), "Oem"), "Strata"), "Composition"), "@odata.id", json_string(uri));
+	json_object_set_new(json_object_get(json_object_get(o, "Oem"), "Strata"), "Qos", qos_of(p));
 	/* Consumed: what meta counts under the volume's quota now; absent
 	 * when meta could not be asked. */
 	if (consumed != UINT64_MAX)
@@ -718,6 +732,64 @@ static int get_paths(struct job *j, json_t *v)
 	return 0;
 }
 
+/* An integer property of Oem.Strata.Qos in 0..max. */
+static int get_cap(struct job *j, json_t *v, const char *name, const char *unit, uint64_t max,
+		   uint32_t *out)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    (uint64_t)json_integer_value(v) > max) {
+		bad(j, json_is_integer(v) ? "Base.1.8.PropertyValueOutOfRange"
+					  : "Base.1.8.PropertyValueTypeError",
+		    "'Oem.Strata.Qos.%s' must be an integer of %s in 0..%llu (0: no cap)", name, unit,
+		    (unsigned long long)max);
+		return -1;
+	}
+	*out = (uint32_t)json_integer_value(v);
+	return 0;
+}
+
+/* "Oem": {"Strata": {"Qos": {"BandwidthMBps": N, "Iops": N}}}: the
+ * storage slice's caps (docs/composer.md, "QoS"). */
+static int get_oem(struct job *j, json_t *oem)
+{
+	json_t *strata = json_object_get(oem, "Strata"), *qos, *v;
+	const char *k;
+
+	if (!json_is_object(oem) || json_object_size(oem) != 1 || !json_is_object(strata)) {
+		bad(j, "Base.1.8.PropertyValueTypeError",
+		    "'Oem' must be an object {\"Strata\": {\"Qos\": {...}}}");
+		return -1;
+	}
+	json_object_foreach(strata, k, v) {
+		if (strcmp(k, "Qos")) {
+			bad(j, "Base.1.8.PropertyUnknown", "'Oem.Strata.%s' is not a property (Qos)", k);
+			return -1;
+		}
+	}
+	qos = json_object_get(strata, "Qos");
+	if (!qos)
+		return 0;
+	if (!json_is_object(qos)) {
+		bad(j, "Base.1.8.PropertyValueTypeError",
+		    "'Oem.Strata.Qos' must be an object such as {\"BandwidthMBps\": 20, \"Iops\": 500}");
+		return -1;
+	}
+	json_object_foreach(qos, k, v) {
+		if (strcmp(k, "BandwidthMBps") == 0) {
+			if (get_cap(j, v, k, "MiB/s", QOS_MBPS_MAX, &j->req.qos_mbps))
+				return -1;
+		} else if (strcmp(k, "Iops") == 0) {
+			if (get_cap(j, v, k, "chunk operations/s", QOS_IOPS_MAX, &j->req.qos_iops))
+				return -1;
+		} else {
+			bad(j, "Base.1.8.PropertyUnknown",
+			    "'Oem.Strata.Qos.%s' is not a property (BandwidthMBps, Iops)", k);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* Reads a compose request into j->req; on a fault j->http is 400. */
 static void parse_compose(struct job *j, const char *text, size_t len)
 {
@@ -783,9 +855,12 @@ static void parse_compose(struct job *j, const char *text, size_t len)
 				goto out;
 			}
 			r->retain = json_is_true(v);
+		} else if (strcmp(k, "Oem") == 0) {
+			if (get_oem(j, v))
+				goto out;
 		} else {
 			bad(j, "Base.1.8.PropertyUnknown",
-			    "'%s' is not a property of a composition request (Name, Tenant, Owner, Gpus, Storage, Memory, Paths, TtlSeconds, Retain)",
+			    "'%s' is not a property of a composition request (Name, Tenant, Owner, Gpus, Storage, Memory, Paths, TtlSeconds, Retain, Oem)",
 			    k);
 			goto out;
 		}
@@ -801,6 +876,9 @@ static void parse_compose(struct job *j, const char *text, size_t len)
 	else if (!r->rq.gpus && !r->rq.storage && !r->rq.memory)
 		bad(j, "Base.1.8.PropertyMissing",
 		    "a composition asks for at least one of Gpus.Count, Storage.Size, Memory.Size");
+	else if ((r->qos_mbps || r->qos_iops) && !r->rq.storage && !r->npaths)
+		bad(j, "Base.1.8.PropertyValueConflict",
+		    "'Oem.Strata.Qos' caps the credential's storage traffic: ask for 'Storage' or 'Paths' too");
 out:
 	json_decref(o);
 }

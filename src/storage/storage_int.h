@@ -4,7 +4,9 @@
  * the others. storage_service.c (life cycle, targets, per-chunk state),
  * storage_map.c (this node and mgmt), chain_update.c (updates),
  * chain_read.c (reads), resync.c (resync, repair, scrub) and recover.c
- * (a restarted member's chains, before it serves them).
+ * (a restarted member's chains, before it serves them); qos.h, the
+ * buckets of the credentials' caps, which storage_service.c applies as
+ * it hands a request to its target.
  *
  * Threads: a target and everything under it (its chunk store, its cstates,
  * its resync tasks) belong to the target's reactor, t->r; mgmt is spoken
@@ -26,6 +28,7 @@
 #include "net/rpc.h"
 #include "net/server.h"
 #include "common/service.h"
+#include "storage/qos.h"
 
 #define CSTATE_BUCKETS 4096u
 
@@ -85,6 +88,7 @@ struct map_snap {
 
 struct resync;
 struct recovery;
+struct qos_wait;
 
 struct target {
 	uint32_t id;
@@ -122,6 +126,13 @@ struct target {
 	/* The chunk capabilities verified last (cap_allow): a file read or
 	 * written chunk by chunk costs one HMAC per cap, not per request. */
 	struct cap_cache caps;
+	/* QoS (qos.h): client requests held until their credential's
+	 * bucket has room, in deadline order (a credential's deadlines never
+	 * decrease, so its requests keep their order), with one timer for
+	 * the first; and the entries to hold them, kept for reuse. */
+	struct qos_wait *qos_waiting;
+	struct qos_wait *qos_free;
+	struct reactor_timer qos_timer;
 };
 
 /* [storage] keys. */
@@ -158,6 +169,8 @@ struct storage {
 		 n_verify, n_mapped;
 	uint64_t n_synced_chunks, bytes_synced, n_repaired, n_scrubbed;
 	uint64_t n_lost;		/* gauge: chunks lost here now */
+	/* The caps of client credentials (qos.h), for every target. */
+	struct qos_table qos;
 };
 
 #define CNT(st, f, v) __atomic_fetch_add(&(st)->f, (v), __ATOMIC_RELAXED)

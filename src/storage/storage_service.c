@@ -132,6 +132,233 @@ int cap_allow(struct target *t, struct svc_req *req, const struct sp_cap *cap, u
 	return rc;
 }
 
+/* ---- routing ---- */
+
+/*
+ * Handlers are routed by the daemon to a fixed owner; a request for a
+ * target owned by another reactor is handed over here, by the target it
+ * names: the first field of a batch or space request, the ref's target id
+ * (third field of a chunk ref, and of a listing's chain ref, laid out the
+ * same) for the others. Only that prefix is read here; the handler
+ * decodes the whole body.
+ */
+static struct target *req_target(struct storage *st, const struct svc_req *req)
+{
+	struct rbuf r;
+	uint32_t target_id;
+
+	rbuf_init(&r, req->body, req->hdr.body_len);
+	if (req->hdr.opcode == OP_CHUNK_BATCH_READ || req->hdr.opcode == OP_TARGET_SPACE) {
+		struct sp_target tg;
+
+		sp_target_dec(&r, &tg);
+		target_id = tg.target_id;
+	} else {
+		/* The prefix only (chain id, chain version, target id): a
+		 * listing's chain ref is shorter than a chunk ref with its
+		 * capability, and a failed decode here would run the handler
+		 * on this thread instead of the target's. */
+		(void)rb_u32(&r);
+		(void)rb_u64(&r);
+		target_id = rb_u32(&r);
+	}
+	return r.err ? NULL : find_target(st, target_id);
+}
+
+/* ---- QoS: the caps of a client's credential (qos.h) ---- */
+
+/* A request held until its credential's bucket has room. */
+struct qos_wait {
+	struct qos_wait *next;
+	struct svc_req *req;
+	svc_handler_fn fn;
+	uint64_t due_ns;		/* qos_now_ns(): when it may be served */
+};
+
+/* The monotonic clock the buckets run on. */
+static uint64_t qos_now_ns(void)
+{
+	return (uint64_t)(mono_sec() * 1e9);
+}
+
+/* What req moves: the bytes of its data (a write's, a read's range, a
+ * batch's ranges) and its chunk operations (a batch: one per item). A
+ * body that does not decode costs one operation (its handler refuses
+ * it). */
+static void qos_cost(const struct svc_req *req, uint64_t *bytes, uint32_t *ops)
+{
+	struct sp_read rd;
+	struct rbuf r;
+	uint32_t n;
+
+	*bytes = 0;
+	*ops = 1;
+	switch (req->hdr.opcode) {
+	case OP_CHUNK_WRITE:
+		*bytes = req->hdr.bulk_len;
+		break;
+	case OP_CHUNK_READ:
+		if (!sp_read_decode(req->body, req->hdr.body_len, &rd))
+			*bytes = rd.len;
+		break;
+	case OP_CHUNK_BATCH_READ:
+		/* Walked, not decoded: no allocation. The layout of sp_batch:
+		 * target, count, then each item (chain, chain version, ino,
+		 * idx, offset, len, cap). */
+		rbuf_init(&r, req->body, req->hdr.body_len);
+		(void)rb_u32(&r);
+		n = rb_u32(&r);
+		for (uint32_t i = 0; i < n && i < SP_BATCH_MAX && !r.err; i++) {
+			uint64_t len;
+
+			(void)rb_u32(&r);
+			(void)rb_u64(&r);
+			(void)rb_u64(&r);
+			(void)rb_u64(&r);
+			(void)rb_u32(&r);
+			len = rb_u32(&r);
+			(void)rb_u32(&r);
+			if (!r.err) {
+				*bytes += len;
+				*ops = i + 1;
+			}
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+/* Serves the held requests whose time came, in order, then arms t's
+ * timer for the next one. A timer that cannot be armed (no memory)
+ * would leave them held for ever: they are served now, logged. */
+static void qos_release(void *arg)
+{
+	struct target *t = arg;
+	bool now_all = false;
+
+	for (;;) {
+		struct qos_wait *w = t->qos_waiting;
+		uint64_t now = qos_now_ns();
+
+		if (!w)
+			return;
+		if (w->due_ns > now && !now_all) {
+			/* Rounded up to the timer's milliseconds: never early. */
+			if (!reactor_timer_arm(t->r, &t->qos_timer,
+					       (w->due_ns - now + 999999) / 1000000))
+				return;
+			log_error("storage", "target %u: qos: cannot arm a timer; the requests "
+				  "held are served now", t->id);
+			now_all = true;
+		}
+		t->qos_waiting = w->next;
+		w->next = t->qos_free;
+		t->qos_free = w;
+		w->fn(t->st, w->req);
+	}
+}
+
+/*
+ * On t's thread, for a client whose token has caps: charges req to its
+ * credential and serves it with fn now, or holds it until its bucket
+ * has room. Held requests are kept in deadline order, a new one after
+ * every one due no later: one credential's deadlines never decrease
+ * (qos.h), so its requests keep the order they arrived in, and one due
+ * now is served at once only when no held request is due by now (else
+ * it could pass one of its own credential's held just as long).
+ * Forwarded updates come from daemons and are never charged: a write
+ * counts once, at the head.
+ */
+static void qos_gate(struct storage *st, struct svc_req *req, svc_handler_fn fn)
+{
+	const struct net_ident *id = svc_req_ident(req);
+	struct target *t = req_target(st, req);
+	struct qos_wait *w, **pp;
+	struct qos_caps caps;
+	uint64_t bytes, wait, now;
+	uint32_t ops;
+
+	if (!t || t->closing || id->role != NET_ROLE_CLIENT || !qos_caps_of(&id->claims, &caps)) {
+		fn(st, req);
+		return;
+	}
+	qos_cost(req, &bytes, &ops);
+	now = qos_now_ns();
+	wait = qos_charge(&st->qos, id->claims.id, &caps, bytes, ops, now);
+	if (!wait && (!t->qos_waiting || t->qos_waiting->due_ns > now)) {
+		fn(st, req);
+		return;
+	}
+	w = t->qos_free;
+	if (w)
+		t->qos_free = w->next;
+	else if (!(w = malloc(sizeof(*w)))) {
+		/* Served now it could pass this credential's held ones. */
+		svc_reply(req, -ENOMEM);
+		return;
+	}
+	w->req = req;
+	w->fn = fn;
+	w->due_ns = now + wait;
+	for (pp = &t->qos_waiting; *pp && (*pp)->due_ns <= w->due_ns; pp = &(*pp)->next)
+		;
+	w->next = *pp;
+	*pp = w;
+	if (!wait)
+		qos_release(t);	/* due now, behind ones due already */
+	else if (t->qos_waiting == w)
+		qos_release(t);	/* the first: (re)arms the timer */
+}
+
+/* target_quiesce: the requests held are answered -ESHUTDOWN, and the
+ * entries freed. */
+static void qos_stop_target(struct target *t)
+{
+	struct qos_wait *w;
+
+	reactor_timer_cancel(t->r, &t->qos_timer);
+	while ((w = t->qos_waiting)) {
+		t->qos_waiting = w->next;
+		svc_reply(w->req, -ESHUTDOWN);
+		free(w);
+	}
+	while ((w = t->qos_free)) {
+		t->qos_free = w->next;
+		free(w);
+	}
+}
+
+/* Hands req to its target's reactor: to fn, or through gate (qos_gate)
+ * to fn when its credential has caps and gate is given (the chunk
+ * operations; a space query or a listing is not charged). */
+static void dispatch(struct storage *st, struct svc_req *req, svc_handler_fn fn,
+		     svc_handler_fn gate)
+{
+	const struct net_ident *id = svc_req_ident(req);
+	struct target *t = req_target(st, req);
+	struct qos_caps caps;
+
+	if (!t)
+		fn(st, req);	/* answers "no such target" */
+	else if (gate && id->role == NET_ROLE_CLIENT && qos_caps_of(&id->claims, &caps))
+		svc_handoff(req, t->r, gate, st);
+	else
+		svc_handoff(req, t->r, fn, st);
+}
+
+#define ROUTE(name, fn) \
+	static void gate_##name(void *svc, struct svc_req *req) { qos_gate(svc, req, fn); } \
+	static void route_##name(void *svc, struct svc_req *req) \
+	{ dispatch(svc, req, fn, gate_##name); }
+ROUTE(update, op_update)
+ROUTE(read, op_read)
+ROUTE(batch, op_batch_read)
+ROUTE(stat, op_stat)
+static void route_space(void *svc, struct svc_req *req) { dispatch(svc, req, op_space, NULL); }
+static void route_list(void *svc, struct svc_req *req) { dispatch(svc, req, op_chunk_list, NULL); }
+#undef ROUTE
+
 /* ---- start and stop ---- */
 
 static void on_cs_event(void *arg, uint32_t events)
@@ -163,6 +390,7 @@ static void target_attach(void *arg)
 {
 	struct target *t = arg;
 
+	reactor_timer_init(&t->qos_timer, qos_release, t);
 	if (reactor_watch_add(t->r, &t->w, chunk_store_fd(t->cs), EPOLLIN, on_cs_event, t))
 		log_error("storage", "target %u: cannot watch its ring", t->id);
 	resync_start_target(t);
@@ -176,6 +404,7 @@ static void target_quiesce(void *arg)
 	struct target *t = arg;
 
 	t->closing = true;
+	qos_stop_target(t);
 	resync_stop_target(t);
 	recover_stop_target(t);
 }
@@ -243,54 +472,12 @@ static void storage_stop(void *svc)
 			reactor_call(st->targets[i].r, target_detach, &st->targets[i]);
 	}
 	map_put(st, st->snap);
+	qos_table_release(&st->qos);
 	pthread_mutex_destroy(&st->map_lock);
 	free(st->pools);
 	free(st->targets);
 	free(st);
 }
-
-/*
- * Handlers are routed by the daemon to a fixed owner; a request for a
- * target owned by another reactor is handed over here, by the target it
- * names: the first field of a batch or space request, the ref's target id
- * (third field of a chunk ref, and of a listing's chain ref, laid out the
- * same) for the others. Only that prefix is read here; the handler
- * decodes the whole body.
- */
-static void dispatch(struct storage *st, struct svc_req *req, svc_handler_fn fn)
-{
-	struct rbuf r;
-	uint32_t target_id;
-	struct target *t;
-
-	rbuf_init(&r, req->body, req->hdr.body_len);
-	if (req->hdr.opcode == OP_CHUNK_BATCH_READ || req->hdr.opcode == OP_TARGET_SPACE) {
-		struct sp_target tg;
-
-		sp_target_dec(&r, &tg);
-		target_id = tg.target_id;
-	} else {
-		/* The prefix only (chain id, chain version, target id): a
-		 * listing's chain ref is shorter than a chunk ref with its
-		 * capability, and a failed decode here would run the handler
-		 * on this thread instead of the target's. */
-		(void)rb_u32(&r);
-		(void)rb_u64(&r);
-		target_id = rb_u32(&r);
-	}
-	t = r.err ? NULL : find_target(st, target_id);
-	if (!t)
-		fn(st, req);	/* answers "no such target" */
-	else
-		svc_handoff(req, t->r, fn, st);
-}
-
-static void route_update(void *svc, struct svc_req *req) { dispatch(svc, req, op_update); }
-static void route_read(void *svc, struct svc_req *req) { dispatch(svc, req, op_read); }
-static void route_batch(void *svc, struct svc_req *req) { dispatch(svc, req, op_batch_read); }
-static void route_stat(void *svc, struct svc_req *req) { dispatch(svc, req, op_stat); }
-static void route_space(void *svc, struct svc_req *req) { dispatch(svc, req, op_space); }
-static void route_list(void *svc, struct svc_req *req) { dispatch(svc, req, op_chunk_list); }
 
 static int storage_start(const struct service_env *env, void **out)
 {
@@ -309,6 +496,7 @@ static int storage_start(const struct service_env *env, void **out)
 	st->hb_ms = env->heartbeat_ms;
 	st->timeout_ms = env->rpc_timeout_ms;
 	pthread_mutex_init(&st->map_lock, NULL);
+	qos_table_init(&st->qos, 0);
 	st->ntargets = (int)st->cfg->targets;
 	st->targets = calloc((size_t)st->ntargets, sizeof(*st->targets));
 	st->pools = calloc((size_t)env->nreactors, sizeof(*st->pools));
@@ -396,6 +584,7 @@ static void storage_status(void *svc, json_t *o)
 static void storage_metrics(void *svc, struct bbuf *out)
 {
 	struct storage *st = svc;
+	struct qos_stats qs;
 
 #define M(name, help, f) metrics_put(out, name, "counter", help, \
 	(double)__atomic_load_n(&st->f, __ATOMIC_RELAXED))
@@ -413,6 +602,18 @@ static void storage_metrics(void *svc, struct bbuf *out)
 	M("strata_storage_repaired_total", "needsync chunks repaired", n_repaired);
 	M("strata_storage_scrubbed_total", "chunks verified by the scrubber", n_scrubbed);
 #undef M
+	qos_stats_get(&st->qos, qos_now_ns(), &qs);
+	metrics_put(out, "strata_storage_qos_charged_total", "counter",
+		    "client requests charged to a credential's QoS caps", (double)qs.charged);
+	metrics_put(out, "strata_storage_qos_delayed_total", "counter",
+		    "of them, held until the credential's bucket had room", (double)qs.delayed);
+	metrics_put(out, "strata_storage_qos_delay_ms_total", "counter",
+		    "milliseconds requests were held for QoS caps, summed", (double)qs.delay_ms);
+	metrics_put(out, "strata_storage_qos_overflow_total", "counter",
+		    "requests paced in the shared bucket: the credential table was full",
+		    (double)qs.overflow);
+	metrics_put(out, "strata_storage_qos_credentials", "gauge",
+		    "credentials with caps that owe time here now", (double)qs.active);
 	metrics_put(out, "strata_storage_chunks_lost", "gauge",
 		    "chunks held here with no intact replica left in their chain",
 		    (double)__atomic_load_n(&st->n_lost, __ATOMIC_RELAXED));

@@ -70,6 +70,8 @@ static void make(struct comp *c, uint64_t seq, uint32_t node, uint32_t first, ui
 	snprintf(c->paths[0].prefix, sizeof(c->paths[0].prefix), "/datasets/\"quoted\" x");
 	snprintf(c->paths[1].prefix, sizeof(c->paths[1].prefix), "/results/%u", (unsigned)seq);
 	c->paths[1].write = true;
+	c->qos_mbps = 20 + (uint32_t)seq;
+	c->qos_iops = 300;
 	c->ngpus = n;
 	for (uint32_t i = 0; i < n; i++) {
 		c->gpus[i].node = node;
@@ -126,6 +128,8 @@ static void test_round_trip_and_exclusive(void **state)
 	assert_false(all[1].paths[0].write);
 	assert_string_equal(all[1].paths[1].prefix, "/results/2");
 	assert_true(all[1].paths[1].write);
+	assert_int_equal(all[1].qos_mbps, 22);
+	assert_int_equal(all[1].qos_iops, 300);
 	free(all);
 	/* a cannot take its GPU back while b holds it. */
 	a.state = COMP_COMPOSED;
@@ -136,9 +140,9 @@ static void test_round_trip_and_exclusive(void **state)
 	assert_false(comp_state_holds(COMP_FAILED));
 }
 
-/* A store written before compositions had owners and paths opens, and
- * its compositions are nobody's and reach only their volumes, as they
- * were. */
+/* A store written before compositions had owners, paths and caps opens,
+ * and its compositions are nobody's, reach only their volumes and move
+ * without caps, as they were. */
 static void test_store_without_owners(void **state)
 {
 	struct comp_store *s;
@@ -166,6 +170,8 @@ static void test_store_without_owners(void **state)
 	assert_int_equal(all[0].owner_uid, 65534);
 	assert_int_equal(all[0].owner_gid, 65534);
 	assert_int_equal(all[0].npaths, 0);
+	assert_int_equal(all[0].qos_mbps, 0);	/* no caps, as before */
+	assert_int_equal(all[0].qos_iops, 0);
 	free(all);
 	comp_store_close(s);
 	/* Opened again: the columns are there already. */

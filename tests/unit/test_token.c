@@ -70,6 +70,26 @@ static void test_sign_verify_round_trip(void **state)
 	assert_false(back.paths[1].write);
 	assert_int_equal(back.mems[0].capacity, 1ull << 30);
 	assert_int_equal(back.exp, 1900000000);
+	assert_int_equal(back.qos_bw, 0);
+	assert_int_equal(back.qos_iops, 0);
+	/* No caps: no "qos" claim, so the token reads as before on a daemon
+	 * that knows nothing of them. */
+	free(text);
+	assert_int_equal(token_claims_to_json(&c, &text), 0);
+	assert_null(strstr(text, "qos"));
+	free(text);
+	c.qos_bw = 20ull << 20;
+	c.qos_iops = 500;
+	assert_int_equal(token_sign(&key_a, &c, &text), 0);
+	assert_int_equal(token_verify(&key_a, text, &back, err, sizeof(err)), 0);
+	assert_int_equal(back.qos_bw, 20ull << 20);
+	assert_int_equal(back.qos_iops, 500);
+	free(text);
+	c.qos_iops = TOKEN_QOS_IOPS_MAX + 1;	/* out of range: not signed */
+	assert_int_equal(token_claims_check(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "qos"));
+	c.qos_iops = 0;
+	assert_int_equal(token_sign(&key_a, &c, &text), 0);
 	/* The client's split gives the signed part and the secret a daemon
 	 * recomputes from it. */
 	assert_int_equal(token_split(text, &sp, &sl, secret, err, sizeof(err)), 0);
@@ -148,6 +168,14 @@ static void test_claims_rejections(void **state)
 		"{\"v\":1,\"id\":\"0123456789abcdef\",\"tenant\":\"t\",\"exp\":0,\"mem\":[{\"ns\":\"a\",\"capacity\":-1}]}",
 		"{\"v\":1,\"id\":\"0123456789abcdef\",\"id\":\"0123456789abcdef\",\"tenant\":\"t\",\"exp\":0}",
 		"{\"v\":1,\"id\":\"0123456789abcdef\",\"tenant\":\"t\\u0000x\",\"exp\":0}",
+		/* qos: both caps, integers in range, nothing else. */
+		"{\"v\":1,\"id\":\"0123456789abcdef\",\"tenant\":\"t\",\"exp\":0,\"qos\":1}",
+		"{\"v\":1,\"id\":\"0123456789abcdef\",\"tenant\":\"t\",\"exp\":0,\"qos\":{\"bw\":1}}",
+		"{\"v\":1,\"id\":\"0123456789abcdef\",\"tenant\":\"t\",\"exp\":0,\"qos\":{\"bw\":-1,\"iops\":0}}",
+		"{\"v\":1,\"id\":\"0123456789abcdef\",\"tenant\":\"t\",\"exp\":0,\"qos\":{\"bw\":1.5,\"iops\":0}}",
+		"{\"v\":1,\"id\":\"0123456789abcdef\",\"tenant\":\"t\",\"exp\":0,\"qos\":{\"bw\":1,\"iops\":100000001}}",
+		"{\"v\":1,\"id\":\"0123456789abcdef\",\"tenant\":\"t\",\"exp\":0,\"qos\":{\"bw\":1099511627777,\"iops\":0}}",
+		"{\"v\":1,\"id\":\"0123456789abcdef\",\"tenant\":\"t\",\"exp\":0,\"qos\":{\"bw\":1,\"iops\":1,\"x\":1}}",
 	};
 	struct token_claims c;
 	char err[256];
