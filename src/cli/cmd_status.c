@@ -39,6 +39,7 @@ struct status_view {
 	int64_t expect_nodes, storage_nodes;	/* -1: mgmt did not say */
 	int64_t lost_chunks;			/* no intact replica left (mgmt) */
 	uint64_t capacity, used;		/* cm_capacity() */
+	uint32_t full;				/* targets held full */
 	int statrc;				/* of strata_statfs */
 	struct strata_statfs sf;
 	const char *health;			/* ok, forming, degraded, unavailable */
@@ -227,6 +228,8 @@ static int gather(const struct fs_args *a, struct status_view *v)
 	v->meta_n = count_services(&v->map, CM_SVC_META, &v->meta_up);
 	v->mem_n = count_services(&v->map, CM_SVC_MEM, &v->mem_up);
 	(void)cm_capacity(&v->map, &v->capacity, &v->used);
+	for (uint32_t i = 0; i < v->map.ntargets; i++)
+		v->full += v->map.targets[i].full != 0;
 	/* Only a meta service the map lists as up is asked: while the
 	 * cluster forms there is none, and status answers at once. */
 	if (v->meta_up) {
@@ -244,17 +247,19 @@ static int gather(const struct fs_args *a, struct status_view *v)
 
 static void print_tables(const struct cluster_map *m)
 {
-	char cap[32], used[32];
+	char cap[32], used[32], avail[32];
 
 	printf("\n%-6s %-22s %s\n", "NODE", "ADDRESS", "STATE");
 	for (uint32_t i = 0; i < m->nnodes; i++)
 		printf("%-6u %-22s %s\n", m->nodes[i].id, m->nodes[i].addr, node_state(m->nodes[i].state));
-	printf("\n%-6s %-6s %-8s %12s %12s\n", "TARGET", "NODE", "STATE", "CAPACITY", "USED");
+	printf("\n%-6s %-6s %-8s %12s %12s %12s\n", "TARGET", "NODE", "STATE", "CAPACITY", "USED",
+	       "FREE");
 	for (uint32_t i = 0; i < m->ntargets; i++) {
 		const struct cm_target *t = &m->targets[i];
 
-		printf("%-6u %-6u %-8s %12s %12s\n", t->id, t->node_id, target_state(t->state),
-		       fs_human(t->capacity, cap, sizeof(cap)), fs_human(t->used, used, sizeof(used)));
+		printf("%-6u %-6u %-8s %12s %12s %12s%s\n", t->id, t->node_id, target_state(t->state),
+		       fs_human(t->capacity, cap, sizeof(cap)), fs_human(t->used, used, sizeof(used)),
+		       fs_human(t->avail, avail, sizeof(avail)), t->full ? "  FULL" : "");
 	}
 	for (uint32_t i = 0; i < m->nchains; i++) {
 		const struct cm_chain *c = &m->chains[i];
@@ -294,6 +299,9 @@ static void print_text(const struct status_view *v)
 	printf("capacity   %s, %s used (%.1f%%)\n", fs_human(v->capacity, cap, sizeof(cap)),
 	       fs_human(v->used, used, sizeof(used)),
 	       v->capacity ? 100.0 * (double)v->used / (double)v->capacity : 0.0);
+	if (v->full)
+		printf("full       %u target(s) past mgmt.full_pct: new files are placed on the "
+		       "chains without them\n", v->full);
 	if (v->statrc == 0)
 		printf("namespace  %llu files, %llu directories, %s\n",
 		       (unsigned long long)v->sf.files, (unsigned long long)v->sf.dirs,
@@ -363,6 +371,8 @@ static json_t *json_members(const struct status_view *v)
 		JSET(e, "state", json_string(target_state(t->state)));
 		JSET(e, "capacity", json_integer((json_int_t)t->capacity));
 		JSET(e, "used", json_integer((json_int_t)t->used));
+		JSET(e, "free", json_integer((json_int_t)t->avail));
+		JSET(e, "full", json_boolean(t->full));
 		JSET(e, "fs", t->fs ? json_string(fs) : json_null());
 		json_array_append_new(targets, e);
 	}
@@ -402,6 +412,7 @@ static int print_json(const struct status_view *v)
 	JSET(o, "waiting_for", w);
 	JSET(o, "nodes_up", json_integer(v->nodes_up));
 	JSET(o, "targets_serving", json_integer(v->serving));
+	JSET(o, "targets_full", json_integer(v->full));
 	JSET(o, "storage_nodes", v->storage_nodes >= 0 ? json_integer(v->storage_nodes) : json_null());
 	JSET(o, "expect_nodes", v->expect_nodes >= 0 ? json_integer(v->expect_nodes) : json_null());
 	JSET(o, "chains", json_chains(v));

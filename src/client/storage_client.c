@@ -42,6 +42,8 @@ struct sclient {
 	uint32_t table_len;
 	int map_err;
 	struct cluster_map svcs;	/* the map's services alone */
+	uint64_t *full;			/* chains with a full member (sclient_full_chains) */
+	uint32_t full_words, nfull;
 };
 
 static void io_start(struct sc_io *io);
@@ -201,6 +203,55 @@ static void io_failed(struct sc_io *io, int err)
 
 /* ---- the map ---- */
 
+/* Under sc->lock: the bits of chains with a full member. On -ENOMEM the
+ * previous bits stay (placement then avoids what it avoided before). */
+static void publish_full(struct sclient *sc)
+{
+	uint32_t words = (sc->map.nchains + 63) / 64, n = 0;
+
+	if (words > sc->full_words) {
+		uint64_t *b = realloc(sc->full, words * sizeof(*b));
+
+		if (!b)
+			return;
+		sc->full = b;
+		sc->full_words = words;
+	}
+	if (sc->full_words)
+		memset(sc->full, 0, sc->full_words * sizeof(*sc->full));
+	for (uint32_t i = 0; i < sc->map.nchains; i++) {
+		const struct cm_chain *c = &sc->map.chains[i];
+
+		for (uint32_t k = 0; k < c->len; k++) {
+			const struct cm_target *t = cm_find_target(&sc->map, c->targets[k]);
+
+			if (t && t->full) {
+				sc->full[i / 64] |= 1ull << (i % 64);
+				n++;
+				break;
+			}
+		}
+	}
+	sc->nfull = n;
+}
+
+uint32_t sclient_full_chains(struct sclient *sc, uint64_t *bits, uint32_t nwords,
+			     uint32_t *nfull)
+{
+	uint32_t n, w;
+
+	pthread_mutex_lock(&sc->lock);
+	n = sc->table_len;
+	w = nwords < sc->full_words ? nwords : sc->full_words;
+	if (w)
+		memcpy(bits, sc->full, w * sizeof(*bits));
+	if (nwords > w)
+		memset(bits + w, 0, (nwords - w) * sizeof(*bits));
+	*nfull = sc->nfull;
+	pthread_mutex_unlock(&sc->lock);
+	return n;
+}
+
 static void publish_map(struct sclient *sc, int err)
 {
 	struct map_summary sum = { 0, 0, sc->map.replication, 0 };
@@ -219,6 +270,7 @@ static void publish_map(struct sclient *sc, int err)
 			       sc->map.nservices * sizeof(*sc->map.services));
 	}
 	sc->sum = sum;
+	publish_full(sc);
 	sc->map_version = sc->map.version;
 	sc->table_len = sc->map.nchains;
 	sc->map_err = err;
@@ -769,6 +821,7 @@ void sclient_free(struct sclient *sc)
 	reactor_call(sc->r, free_on_owner, sc);
 	cm_release(&sc->map);
 	cm_release(&sc->svcs);
+	free(sc->full);
 	pthread_mutex_destroy(&sc->lock);
 	pthread_cond_destroy(&sc->cond);
 	free(sc);

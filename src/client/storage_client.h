@@ -55,6 +55,15 @@ uint32_t sclient_table_len(struct sclient *sc);
  * replication factor and the targets' total capacity. */
 void sclient_map_summary(struct sclient *sc, uint32_t *nodes, uint32_t *targets,
 			 uint32_t *replication, uint64_t *capacity);
+/*
+ * The chains of the cached map's table that have a member mgmt holds full
+ * (cm_target.full): bit i of bits[i / 64] for table index i, for the
+ * first nwords * 64 indexes (later ones read as not full). *nfull gets how
+ * many are full in the whole table. Returns the table length (0 before a
+ * map is known). What meta's placement avoids. Any thread.
+ */
+uint32_t sclient_full_chains(struct sclient *sc, uint64_t *bits, uint32_t nwords,
+			     uint32_t *nfull);
 /* Version of the cached map. */
 uint64_t sclient_map_version(struct sclient *sc);
 /* The address (into addr, cap bytes) and node id of an UP service of kind

@@ -161,6 +161,11 @@ struct meta {
 	struct gc_batch *bg;		/* the background batch, if running */
 	bool pumping, repump;
 	struct meta_gc_item scan[GC_QUEUE_SCAN];
+	/* Placement (ns_set_full_chains): the chains with a full member, as
+	 * of map version full_version; nfull_snap for status and metrics. */
+	uint64_t full_bits[CM_MAX_CHAINS / 64];
+	uint64_t full_version;
+	uint32_t nfull_snap;
 
 	/* Read by other threads (relaxed atomics). */
 	uint64_t ops[NOPS], op_errors;
@@ -530,6 +535,24 @@ static void quota_snapshot(struct meta *m)
 	pthread_mutex_unlock(&m->qlock);
 }
 
+/* New files avoid chains with a member mgmt holds full: taken from the
+ * map when its version moves. */
+static void follow_full_chains(struct meta *m, uint32_t tl)
+{
+	uint64_t v = sclient_map_version(m->sc);
+	uint32_t nfull = 0, was = STAT_GET(&m->nfull_snap);
+
+	if (!tl || v == m->full_version)
+		return;
+	m->full_version = v;
+	tl = sclient_full_chains(m->sc, m->full_bits, CM_MAX_CHAINS / 64, &nfull);
+	ns_set_full_chains(&m->ns, m->full_bits, tl, nfull);
+	if (nfull != was)
+		log_info(COMP, "%u of %u chains have a full target: new files are placed on the "
+			 "%u others", nfull, tl, tl > nfull ? tl - nfull : 0);
+	STAT_SET(&m->nfull_snap, nfull);
+}
+
 static void on_poll_timer(void *arg)
 {
 	struct meta *m = arg;
@@ -543,6 +566,7 @@ static void on_poll_timer(void *arg)
 		probe_map(m);
 	if (tl)
 		m->table_len = tl;
+	follow_full_chains(m, tl);
 	/* Only the GC role's holder writes it: one writer per database. */
 	if (tl && tl != m->table_len_stored && gc_role(m)) {
 		rc = ns_set_table_len(&m->ns, tl);
@@ -1789,6 +1813,7 @@ static void meta_status(void *svc, json_t *o)
 	json_object_set_new(o, "inodes", json_integer((json_int_t)STAT_GET(&m->inodes)));
 	json_object_set_new(o, "bytes", json_integer((json_int_t)STAT_GET(&m->bytes)));
 	json_object_set_new(o, "table_len", json_integer(STAT_GET(&m->table_len_snap)));
+	json_object_set_new(o, "chains_full", json_integer(STAT_GET(&m->nfull_snap)));
 	json_object_set_new(o, "gc_queue", json_integer((json_int_t)STAT_GET(&m->gc_queue)));
 	json_object_set_new(o, "gc_chunks_removed",
 			    json_integer((json_int_t)STAT_GET(&m->gc_chunks)));
@@ -1877,6 +1902,9 @@ static void meta_metrics(void *svc, struct bbuf *out)
 		    (double)STAT_GET(&m->inodes));
 	metrics_put(out, "strata_meta_bytes", "gauge", "bytes of regular files",
 		    (double)STAT_GET(&m->bytes));
+	metrics_put(out, "strata_meta_chains_full", "gauge",
+		    "chains with a target held full: new files are placed on the others",
+		    (double)STAT_GET(&m->nfull_snap));
 	metrics_put(out, "strata_meta_gc_queue", "gauge", "queued gc items (counted up to 256)",
 		    (double)STAT_GET(&m->gc_queue));
 	metrics_put(out, "strata_meta_gc_chunks_total", "counter", "chunks removed by gc",

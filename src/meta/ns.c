@@ -193,6 +193,66 @@ static void layout_resolve(const struct file_layout *dir, uint32_t cur, struct f
 	out->seed = 0;
 }
 
+void ns_set_full_chains(struct ns *ns, const uint64_t *bits, uint32_t table_len,
+			uint32_t nfull)
+{
+	ns->full = bits;
+	ns->full_len = bits ? table_len : 0;
+	ns->nfull = bits ? nfull : 0;
+}
+
+static bool chain_full(const struct ns *ns, uint32_t idx)
+{
+	return ns->full[idx / 64] >> (idx % 64) & 1;
+}
+
+/* Whether every chain of l is free of full members. */
+static bool layout_has_room(const struct ns *ns, const struct file_layout *l)
+{
+	for (uint32_t i = 0; i < l->stripe; i++)
+		if (chain_full(ns, layout_chain_index(l, i)))
+			return false;
+	return true;
+}
+
+/* ns_set_full_chains: another seed for l (a new file's), whose chains all
+ * have room; fewer chains when no seed tried finds as many; one chain with
+ * room, found directly, at worst. */
+#define PLACE_SEEDS 64
+static void place_around_full(const struct ns *ns, struct file_layout *l)
+{
+	uint32_t room, start;
+	struct file_layout t = *l;
+
+	if (!ns->nfull || ns->full_len != l->table_len || ns->nfull >= l->table_len ||
+	    layout_has_room(ns, l))
+		return;
+	room = l->table_len - ns->nfull;
+	if (t.stripe > room)
+		t.stripe = room;
+	for (; t.stripe > 1; t.stripe /= 2) {
+		t.seed = l->seed;
+		for (int k = 0; k < PLACE_SEEDS; k++) {
+			t.seed = splitmix64(t.seed ^ 0x66756c6cull);
+			if (layout_has_room(ns, &t)) {
+				*l = t;
+				return;
+			}
+		}
+	}
+	/* One chain: the first with room from a point the file picks. */
+	start = (uint32_t)(l->seed % l->table_len);
+	for (uint32_t k = 0; k < l->table_len; k++) {
+		uint32_t idx = (start + k) % l->table_len;
+
+		if (!chain_full(ns, idx) &&
+		    layout_for_chain(l->table_len, idx, l->chunk_size, &t) == 0) {
+			*l = t;
+			return;
+		}
+	}
+}
+
 /* Reads an inode for output: directory layouts are reported resolved. */
 static int inode_out(struct ns *ns, const struct meta_inode *in, struct meta_inode *out)
 {
@@ -707,6 +767,8 @@ int ns_init(struct ns *ns, struct meta_store *store, uint32_t table_len)
 	ns->max_retries = DEFAULT_RETRIES;
 	ns->group = false;
 	ns->group_err = 0;
+	ns->full = NULL;
+	ns->full_len = ns->nfull = 0;
 	if (!store || !store->ops)
 		return -EINVAL;
 	return run_txn(ns, true, do_init, &a);
@@ -866,8 +928,10 @@ static int do_create(struct ns *ns, void *a)
 	err = CALL(ns, alloc_ino, &in.ino, &in.gen);
 	if (err)
 		return err;
-	if (type == S_IFREG)
+	if (type == S_IFREG) {
 		in.layout.seed = splitmix64(in.ino ^ 0x5354524154415345ull);
+		place_around_full(ns, &in.layout);
+	}
 	err = CALL(ns, put_inode, &in);
 	if (!err && type == S_IFLNK)
 		err = CALL(ns, put_link, in.ino, args->target, in.size);

@@ -66,6 +66,9 @@ struct ns {
 	uint32_t max_retries;	  /* write transactions retried on -EBUSY */
 	bool group;		  /* a group is open (ns_group_begin) */
 	int group_err;		  /* its first savepoint failure */
+	/* Chains new files avoid (ns_set_full_chains); borrowed. */
+	const uint64_t *full;
+	uint32_t full_len, nfull;
 };
 
 /* ns_rename() flags (same meaning as Linux renameat2's). */
@@ -152,6 +155,21 @@ int ns_group_end(struct ns *ns, bool commit);
  * existing files keep the layout they were created with.
  */
 int ns_set_table_len(struct ns *ns, uint32_t table_len);
+
+/*
+ * Capacity-aware placement: bits (bit i of bits[i / 64], borrowed until
+ * the next call or ns_release) names the indexes of a chain table of
+ * table_len chains that have a full member, nfull of them. A new regular
+ * file then gets a seed whose chains avoid them, its stripe narrowed to
+ * the chains with room if need be (down to one chain); an existing file
+ * keeps its layout (its writes to a full chain fail with ENOSPC). The
+ * layout stays a function of seed, stripe and table_len: readers need
+ * nothing new. Ignored while table_len differs from the layout's (a table
+ * change under way), when nfull is 0, or when every chain is full (the
+ * write then fails with ENOSPC, as it must). bits NULL: none.
+ */
+void ns_set_full_chains(struct ns *ns, const uint64_t *bits, uint32_t table_len,
+			uint32_t nfull);
 
 /*
  * Checks a name of len bytes for create/rename: -ENAMETOOLONG if

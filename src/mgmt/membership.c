@@ -434,14 +434,21 @@ static bool drained_offline(const struct cluster_map *m, const struct cm_node *n
 	return offline;
 }
 
-/* Whether t, with capacity and avail as now, is full (see cm_update_space). */
-static bool target_full(const struct cm_target *t, uint32_t full_pct)
+/* Whether t, with capacity and avail as now, is full (struct cm_full_mark). */
+static bool target_full(const struct cm_target *t, const struct cm_full_mark *mark)
 {
-	uint64_t cap = t->capacity, in_use;
-	uint32_t pct = t->full && full_pct >= CM_FULL_HYSTERESIS_PCT ?
-		       full_pct - CM_FULL_HYSTERESIS_PCT : full_pct;
+	uint64_t cap = t->capacity, in_use, floor = mark->free;
+	uint32_t pct = mark->pct;
 
-	if (!cap || full_pct >= 100)
+	if (!cap)
+		return false;
+	if (t->full) {
+		pct = pct >= CM_FULL_HYSTERESIS_PCT ? pct - CM_FULL_HYSTERESIS_PCT : 0;
+		floor = floor > UINT64_MAX / 2 ? UINT64_MAX : floor * 2;
+	}
+	if (t->avail < floor)
+		return true;
+	if (mark->pct >= 100)
 		return false;
 	in_use = cap - (t->avail < cap ? t->avail : cap);
 	/* in_use / cap >= pct / 100, without overflow for any cap. */
@@ -449,7 +456,8 @@ static bool target_full(const struct cm_target *t, uint32_t full_pct)
 }
 
 uint32_t cm_update_space(struct cluster_map *m, uint32_t node_id,
-			 const struct cm_target_info *targets, uint32_t n, uint32_t full_pct)
+			 const struct cm_target_info *targets, uint32_t n,
+			 const struct cm_full_mark *mark)
 {
 	uint32_t changed = 0;
 	bool fs_moved = false;
@@ -466,7 +474,7 @@ uint32_t cm_update_space(struct cluster_map *m, uint32_t node_id,
 		t->used = targets[i].used;
 		t->fs = targets[i].fs;
 		t->avail = targets[i].avail;
-		if (target_full(t, full_pct) != (t->full != 0)) {
+		if (target_full(t, mark) != (t->full != 0)) {
 			t->full = !t->full;
 			fs_moved = true;	/* placement changed: a new version */
 			if (t->full)

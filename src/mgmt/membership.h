@@ -59,17 +59,24 @@ int cm_register_node(struct cluster_map *m, uint32_t node_id, const char *addr,
  * - a target's fs changed (mgmt does not store it: after its restart the
  *   first heartbeat tells it again), so that clients' capacity totals
  *   (strata_statfs) count the filesystem once again;
- * - a target became full or has room again: full once the share of its
- *   capacity in use (capacity - avail) reaches full_pct percent, not full
- *   again below full_pct - CM_FULL_HYSTERESIS_PCT (so that one chunk
- *   freed does not flip it back); meta places new files by it. full_pct
- *   100 never holds a target full.
+ * - a target became full or has room again (struct cm_full_mark); meta
+ *   places new files by it.
  * Targets not listed, or of another node, are left alone.
  * Returns how many targets changed.
  */
+/* When a target is full: once the share of its capacity in use (capacity
+ * - avail) reaches pct percent, or its avail falls below free bytes; it
+ * has room again only below pct - CM_FULL_HYSTERESIS_PCT and above twice
+ * free (so that one chunk freed does not flip it back). pct 100 and free
+ * 0 never hold a target full. */
+struct cm_full_mark {
+	uint32_t pct;		/* mgmt.full_pct */
+	uint64_t free;		/* mgmt.full_free */
+};
 #define CM_FULL_HYSTERESIS_PCT 2
 uint32_t cm_update_space(struct cluster_map *m, uint32_t node_id,
-			 const struct cm_target_info *targets, uint32_t n, uint32_t full_pct);
+			 const struct cm_target_info *targets, uint32_t n,
+			 const struct cm_full_mark *mark);
 
 /*
  * Node identity (cm_node.ident). cm_check_ident: 0 when a daemon whose data

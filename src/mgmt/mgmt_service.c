@@ -35,6 +35,7 @@ struct mgmt_cfg {
 	int64_t replication;
 	int64_t expect_nodes;
 	int64_t full_pct;
+	uint64_t full_free;
 };
 
 struct mgmt {
@@ -46,6 +47,7 @@ struct mgmt {
 	uint32_t replication;
 	uint32_t expect_nodes;
 	uint32_t full_pct;			/* mgmt.full_pct */
+	uint64_t full_free;			/* mgmt.full_free */
 	struct reactor_timer expiry;
 	const struct cluster_key *key;	/* env->key: signs the registry's tokens */
 	/* For status/metrics from other threads. */
@@ -350,7 +352,8 @@ static void op_heartbeat(void *svc, struct svc_req *req)
 		/* cm_capacity sorts every target: at most a few times a
 		 * second, however many nodes heartbeat; a change waits for
 		 * the next heartbeat past that. */
-		if (cm_update_space(&m->map, rq.node_id, tis, rq.targets_n, m->full_pct))
+		if (cm_update_space(&m->map, rq.node_id, tis, rq.targets_n,
+				    &(struct cm_full_mark){ m->full_pct, m->full_free }))
 			m->space_stale = true;
 		if (m->space_stale && reactor_now_ms() - m->space_ms >= SPACE_SNAPSHOT_MS)
 			snapshot_space(m);
@@ -685,6 +688,7 @@ static int mgmt_start(const struct service_env *env, void **out)
 	m->replication = (uint32_t)cfg->replication;
 	m->expect_nodes = (uint32_t)cfg->expect_nodes;
 	m->full_pct = (uint32_t)cfg->full_pct;
+	m->full_free = cfg->full_free;
 	cm_init(&m->map);
 	snprintf(path, sizeof(path), "%s/mgmt.db", env->data);
 	rc = mgmt_store_open(path, &m->store);
@@ -805,6 +809,8 @@ static const struct cfg_key mgmt_keys[] = {
 	K("full_pct", CFG_INT, full_pct, "95", 50, 100,
 	  "a target with this percent of its capacity in use is full: no new file is placed "
 	  "on its chains (100: never)"),
+	K("full_free", CFG_SIZE, full_free, "256M", 0, 0,
+	  "a target with less free space than this is full too (0: only full_pct counts)"),
 };
 #undef K
 static const struct cfg_schema mgmt_schema = CFG_SCHEMA(mgmt_keys);

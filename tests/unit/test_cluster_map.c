@@ -899,6 +899,7 @@ static void test_capacity_counts_each_fs_once(void **state)
 	struct cm_target_info a[2] = { { 101, 100, 10, 7, 70 }, { 102, 100, 20, 7, 70 } };
 	struct cm_target_info b[2] = { { 201, 100, 5, 7, 70 }, { 202, 30, 1, 0, 29 } };
 	struct cm_target_info hb[2] = { { 101, 120, 40, 7, 80 }, { 201, 999, 999, 9, 0 } };
+	struct cm_full_mark mark = { 95, 0 };
 	uint64_t cap, used, v;
 
 	(void)state;
@@ -914,17 +915,17 @@ static void test_capacity_counts_each_fs_once(void **state)
 
 	v = m.version;
 	/* Node 1 tells about its 101, and (wrongly) about node 2's 201. */
-	assert_int_equal(cm_update_space(&m, 1, hb, 2, 95), 1);
+	assert_int_equal(cm_update_space(&m, 1, hb, 2, &mark), 1);
 	assert_true(m.version == v);
 	assert_true(cm_find_target(&m, 101)->used == 40);
 	assert_true(cm_find_target(&m, 201)->used == 5);
-	assert_int_equal(cm_update_space(&m, 1, hb, 1, 95), 0);
+	assert_int_equal(cm_update_space(&m, 1, hb, 1, &mark), 0);
 	assert_int_equal(cm_capacity(&m, &cap, NULL), 0);
 	assert_true(cap == 120 + 30);	/* the largest figure of fs 7 */
 	/* A new fs (as after mgmt's restart: it does not store it) is a new
 	 * version, so that clients count the filesystem once again. */
 	hb[0].fs = 8;
-	assert_int_equal(cm_update_space(&m, 1, hb, 1, 95), 1);
+	assert_int_equal(cm_update_space(&m, 1, hb, 1, &mark), 1);
 	assert_true(m.version == v + 1);
 	assert_int_equal(cm_capacity(&m, &cap, NULL), 0);
 	assert_true(cap == 120 + 100 + 30);
@@ -938,6 +939,7 @@ static void test_full_watermark(void **state)
 {
 	struct cluster_map m;
 	struct cm_target_info a = { 101, 1000, 0, 0, 1000 };
+	struct cm_full_mark mark = { 95, 0 }, never = { 100, 0 }, floor = { 100, 30 };
 	uint64_t v;
 
 	(void)state;
@@ -945,35 +947,45 @@ static void test_full_watermark(void **state)
 	assert_true(cm_register_node(&m, 1, "10.0.0.1:7000", &a, 1, 1000) >= 0);
 	v = m.version;
 	a.avail = 51;				/* 94.9% in use */
-	assert_int_equal(cm_update_space(&m, 1, &a, 1, 95), 1);
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, &mark), 1);
 	assert_int_equal(cm_find_target(&m, 101)->full, 0);
 	assert_true(m.version == v);
 	a.avail = 50;				/* 95% */
-	assert_int_equal(cm_update_space(&m, 1, &a, 1, 95), 1);
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, &mark), 1);
 	assert_int_equal(cm_find_target(&m, 101)->full, 1);
 	assert_true(m.version == v + 1);
 	a.avail = 60;				/* 94%: still full */
-	assert_int_equal(cm_update_space(&m, 1, &a, 1, 95), 1);
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, &mark), 1);
 	assert_int_equal(cm_find_target(&m, 101)->full, 1);
 	assert_true(m.version == v + 1);
 	a.avail = 71;				/* 92.9%: room again */
-	assert_int_equal(cm_update_space(&m, 1, &a, 1, 95), 1);
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, &mark), 1);
 	assert_int_equal(cm_find_target(&m, 101)->full, 0);
 	assert_true(m.version == v + 2);
 	/* 100: never full, even with nothing free; capacity 0: never. */
 	a.avail = 0;
-	assert_int_equal(cm_update_space(&m, 1, &a, 1, 100), 1);
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, &never), 1);
+	assert_int_equal(cm_find_target(&m, 101)->full, 0);
+	/* Less free than the floor: full; room again above twice the floor. */
+	a.avail = 29;
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, &floor), 1);
+	assert_int_equal(cm_find_target(&m, 101)->full, 1);
+	a.avail = 59;
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, &floor), 1);
+	assert_int_equal(cm_find_target(&m, 101)->full, 1);
+	a.avail = 60;
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, &floor), 1);
 	assert_int_equal(cm_find_target(&m, 101)->full, 0);
 	a.capacity = 0;
-	assert_int_equal(cm_update_space(&m, 1, &a, 1, 95), 1);
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, &mark), 1);
 	assert_int_equal(cm_find_target(&m, 101)->full, 0);
 	/* Huge figures do not overflow. */
 	a.capacity = UINT64_MAX;
 	a.avail = UINT64_MAX / 100 * 10;
-	assert_int_equal(cm_update_space(&m, 1, &a, 1, 95), 1);
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, &mark), 1);
 	assert_int_equal(cm_find_target(&m, 101)->full, 0);
 	a.avail = UINT64_MAX / 100 * 4;
-	assert_int_equal(cm_update_space(&m, 1, &a, 1, 95), 1);
+	assert_int_equal(cm_update_space(&m, 1, &a, 1, &mark), 1);
 	assert_int_equal(cm_find_target(&m, 101)->full, 1);
 	cm_release(&m);
 }

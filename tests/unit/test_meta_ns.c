@@ -829,6 +829,56 @@ static void test_layout(void **state)
 	assert_int_equal(in.layout.stripe, 16);
 }
 
+/* Capacity-aware placement: new files avoid chains with a full member,
+ * narrowing their stripe if need be; existing files keep their layout;
+ * every chain full, or a table of another length: the usual layout. */
+static void test_full_chains(void **state)
+{
+	struct fx *f = *state;
+	struct meta_inode in, old;
+	uint64_t bits[1] = { 0 };
+	char name[32];
+
+	assert_int_equal(ns_set_table_len(&f->ns, 40), 0);
+	mkfile(&f->ns, NS_ROOT_INO, "old", 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "old", &old), 0);
+	/* Chains 0..29 full: 10 have room, fewer than the default 16. */
+	bits[0] = (1ull << 30) - 1;
+	ns_set_full_chains(&f->ns, bits, 40, 30);
+	for (int n = 0; n < 50; n++) {
+		snprintf(name, sizeof(name), "f%d", n);
+		mkfile(&f->ns, NS_ROOT_INO, name, 0);
+		assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), name, &in), 0);
+		assert_int_equal(layout_check(&in.layout), 0);
+		assert_int_equal(in.layout.table_len, 40);
+		assert_true(in.layout.stripe >= 1 && in.layout.stripe <= 10);
+		for (uint32_t i = 0; i < in.layout.stripe; i++)
+			assert_true(layout_chain_index(&in.layout, i) >= 30);
+	}
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "old", &in), 0);
+	assert_memory_equal(&in.layout, &old.layout, sizeof(in.layout));
+	/* One chain with room: every new file lands on it alone. */
+	bits[0] = ((1ull << 40) - 1) & ~(1ull << 17);
+	ns_set_full_chains(&f->ns, bits, 40, 39);
+	mkfile(&f->ns, NS_ROOT_INO, "one", 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "one", &in), 0);
+	assert_int_equal(in.layout.stripe, 1);
+	assert_int_equal(layout_chain_index(&in.layout, 0), 17);
+	/* Every chain full: the usual layout (its writes get ENOSPC). */
+	bits[0] = (1ull << 40) - 1;
+	ns_set_full_chains(&f->ns, bits, 40, 40);
+	mkfile(&f->ns, NS_ROOT_INO, "all", 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "all", &in), 0);
+	assert_int_equal(in.layout.stripe, 16);
+	/* Bits of another table length (a table change under way): ignored. */
+	bits[0] = (1ull << 30) - 1;
+	ns_set_full_chains(&f->ns, bits, 32, 30);
+	mkfile(&f->ns, NS_ROOT_INO, "other", 0);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(NS_ROOT_INO), "other", &in), 0);
+	assert_int_equal(in.layout.stripe, 16);
+	ns_set_full_chains(&f->ns, NULL, 0, 0);
+}
+
 static void test_setattr_statfs(void **state)
 {
 	struct fx *f = *state;
@@ -1429,6 +1479,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_concurrent_creates, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_truncate_unlink_gc, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_layout, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_full_chains, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_setattr_statfs, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_reopen, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_group, fx_setup, fx_teardown),

@@ -1,0 +1,129 @@
+"""A full small target (issue 14): placement is capacity-aware.
+
+Three storage nodes, R=1 (three chains of one target each); node 2's
+target is an 8 MiB tmpfs. Files are written until mgmt holds that target
+full (mgmt.full_pct, 95% by default). From then on:
+- `status` flags it (text FULL, JSON full/free, targets_full), mgmt's
+  /metrics counts it, meta says it places new files elsewhere;
+- every new file is written and read back, and none lands on the full
+  target (its usage does not grow);
+- removing files frees it, and the flag clears.
+Before this, one small full target made every write in the cluster fail
+with ENOSPC while status said healthy.
+"""
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import run_strata, wait_until
+from test_faults import faults  # noqa: F401 (fixture)
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def small_target(request):
+    """mount(fc): an 8 MiB tmpfs on node 2's target (before the daemons
+    start); unmounted after the test."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mounted = []
+
+    def mount(fc):
+        d = fc.node(2).data / "targets" / "0"
+        d.mkdir(parents=True, exist_ok=True)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(d)],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip("cannot mount a tmpfs: %s" % r.stderr.strip())
+        mounted.append(d)
+
+    def umount():
+        for d in mounted:
+            subprocess.run(["umount", "-l", str(d)], capture_output=True)
+    request.addfinalizer(umount)
+    return mount
+
+
+def status(fc):
+    r = run_strata("status", "--json", "--mgmt", fc.mgmt_addr, timeout=30)
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
+def target_of(j, node):
+    return next(t for t in j["targets"] if t["node"] == node)
+
+
+def put(fc, src, path):
+    return run_strata("put", "-q", src, path, "--mgmt", fc.mgmt_addr, timeout=60)
+
+
+@pytest.mark.timeout(240)
+def test_full_small_target_gets_no_new_files(faults, small_target, tmp_path):
+    # The free-space floor at one and a half chunks of these files (the
+    # default 256 MiB would hold an 8 MiB target full from the start): a
+    # target that cannot take one more chunk is full whatever its
+    # percentage.
+    fc = faults(nstorage=3, replication=1, before_start=small_target,
+                flags=["--mgmt.full_free=1536K"])
+    fc.wait_healthy()
+    blob = tmp_path / "blob"
+    data = os.urandom(MiB)
+    blob.write_bytes(data)
+    assert run_strata("mkdir", "/fill", "--mgmt", fc.mgmt_addr).returncode == 0
+    assert run_strata("mkdir", "/new", "--mgmt", fc.mgmt_addr).returncode == 0
+
+    # Fill until mgmt holds node 2's target full. A put whose chunk lands
+    # on it in the last second before the flag may get ENOSPC: that one
+    # is refused whole (no partial file), and said so.
+    full = False
+    for i in range(60):
+        r = put(fc, blob, "/fill/f%d" % i)
+        if r.returncode != 0:
+            assert "space" in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
+        if i % 3 == 2:
+            try:
+                wait_until(lambda: target_of(status(fc), 2)["full"], 3, 0.3, "full")
+                full = True
+                break
+            except AssertionError:
+                pass
+    assert full, json.dumps(target_of(status(fc), 2))
+
+    j = status(fc)
+    t = target_of(j, 2)
+    assert t["full"] and j["targets_full"] == 1, j
+    assert t["free"] < 1536 * 1024, t
+    assert all(not x["full"] for x in j["targets"] if x["node"] != 2), j
+    r = run_strata("status", "--mgmt", fc.mgmt_addr, timeout=30)
+    out = r.stdout
+    assert re.search(r"^full\s+1 target\(s\) past mgmt.full_pct", out, re.M), out
+    assert re.search(r"^%d\s+2\s+\S+.*FULL$" % t["id"], out, re.M), out
+    assert fc.mgmt.metric("strata_mgmt_targets_full") == 1
+    wait_until(lambda: "1 of 3 chains have a full target" in fc.meta_node.log, 15, 0.2,
+               "meta to place new files around the full chain")
+
+    # Every new file is written and read back; none lands on the full target.
+    used = target_of(status(fc), 2)["used"]
+    for i in range(24):
+        r = put(fc, blob, "/new/n%d" % i)
+        assert r.returncode == 0, r.stdout + r.stderr
+    for i in range(0, 24, 5):
+        out = tmp_path / ("back%d" % i)
+        r = run_strata("get", "/new/n%d" % i, out, "--mgmt", fc.mgmt_addr, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert out.read_bytes() == data
+    wait_until(lambda: status(fc)["targets_serving"] == 3, 10, 0.3, "the status")
+    assert target_of(status(fc), 2)["used"] <= used
+
+    # Freeing space clears the flag.
+    r = run_strata("rm", "-r", "/fill", "--mgmt", fc.mgmt_addr, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wait_until(lambda: not target_of(status(fc), 2)["full"], 60, 0.5,
+               "node 2's target to have room again (gc, then a heartbeat)")
+    assert status(fc)["targets_full"] == 0
