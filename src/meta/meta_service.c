@@ -42,6 +42,7 @@
 #include "common/log.h"
 #include "meta/access.h"
 #include "meta/group.h"
+#include "meta/reserve.h"
 #include "meta/meta_service.h"
 #include "common/cluster_map.h"
 #include "mgmt/announce.h"
@@ -125,6 +126,7 @@ struct meta_cfg {
 	char store[CFG_STR_MAX];		/* "": SQLite; postgresql://... */
 	char store_passfile[CFG_STR_MAX];	/* PostgreSQL's password file */
 	bool group_commit;			/* SQLite: one transaction per loop turn */
+	uint64_t reserve;			/* SQLite: the disk reserve (reserve.h) */
 };
 
 struct meta {
@@ -161,6 +163,8 @@ struct meta {
 	struct gc_batch *bg;		/* the background batch, if running */
 	bool pumping, repump;
 	struct meta_gc_item scan[GC_QUEUE_SCAN];
+	struct meta_reserve res;	/* SQLite's disk reserve */
+	bool group_allowed;		/* meta.group_commit on a store with savepoints */
 	/* Placement (ns_set_full_chains): the chains with a full member, as
 	 * of map version full_version; nfull_snap for status and metrics. */
 	uint64_t full_bits[CM_MAX_CHAINS / 64];
@@ -535,6 +539,30 @@ static void quota_snapshot(struct meta *m)
 	pthread_mutex_unlock(&m->qlock);
 }
 
+/* ns_set_space's make_room: a removal failed for space. */
+static bool make_room(void *arg)
+{
+	struct meta *m = arg;
+
+	if (!meta_reserve_release(&m->res))
+		return false;
+	ns_set_space(&m->ns, true, make_room, m);
+	return true;
+}
+
+/* The namespace follows the reserve: new entries refused while it is
+ * given back, and one transaction per call then (a group whose commit
+ * fails for space would fail every call in it, removals too). */
+static void follow_reserve(struct meta *m)
+{
+	bool tight = meta_reserve_tight(&m->res);
+
+	if (tight && m->group.on)
+		meta_group_flush(&m->group);
+	m->group.on = m->group_allowed && !tight;
+	ns_set_space(&m->ns, tight, make_room, m);
+}
+
 /* New files avoid chains with a member mgmt holds full: taken from the
  * map when its version moves. */
 static void follow_full_chains(struct meta *m, uint32_t tl)
@@ -567,6 +595,8 @@ static void on_poll_timer(void *arg)
 	if (tl)
 		m->table_len = tl;
 	follow_full_chains(m, tl);
+	if (meta_reserve_poll(&m->res) || m->res.tight != m->ns.tight)
+		follow_reserve(m);
 	/* Only the GC role's holder writes it: one writer per database. */
 	if (tl && tl != m->table_len_stored && gc_role(m)) {
 		rc = ns_set_table_len(&m->ns, tl);
@@ -1762,7 +1792,15 @@ static int meta_start(const struct service_env *env, void **out)
 	m->ns_ready = true;
 	/* PostgreSQL has no savepoints here (meta_store.h): one transaction
 	 * per call, as before. */
-	meta_group_init(&m->group, &m->ns, m->r, m->cfg->group_commit && m->store.ops->sp_mark);
+	m->group_allowed = m->cfg->group_commit && m->store.ops->sp_mark;
+	meta_group_init(&m->group, &m->ns, m->r, m->group_allowed);
+	/* The reserve guards the SQLite file's disk; PostgreSQL's is its
+	 * server's. */
+	rc = meta_reserve_init(&m->res, env->data,
+			       meta_store_is_pg(m->cfg->store) ? 0 : m->cfg->reserve);
+	if (rc)
+		goto fail;
+	follow_reserve(m);
 	root_layout(m);
 	sclient_opts_init(&so, sizeof(so));
 	so.timeout_ms = env->rpc_timeout_ms;
@@ -1814,6 +1852,8 @@ static void meta_status(void *svc, json_t *o)
 	json_object_set_new(o, "bytes", json_integer((json_int_t)STAT_GET(&m->bytes)));
 	json_object_set_new(o, "table_len", json_integer(STAT_GET(&m->table_len_snap)));
 	json_object_set_new(o, "chains_full", json_integer(STAT_GET(&m->nfull_snap)));
+	json_object_set_new(o, "reserve_bytes", json_integer((json_int_t)m->res.bytes));
+	json_object_set_new(o, "disk_tight", json_boolean(meta_reserve_tight(&m->res)));
 	json_object_set_new(o, "gc_queue", json_integer((json_int_t)STAT_GET(&m->gc_queue)));
 	json_object_set_new(o, "gc_chunks_removed",
 			    json_integer((json_int_t)STAT_GET(&m->gc_chunks)));
@@ -1902,6 +1942,12 @@ static void meta_metrics(void *svc, struct bbuf *out)
 		    (double)STAT_GET(&m->inodes));
 	metrics_put(out, "strata_meta_bytes", "gauge", "bytes of regular files",
 		    (double)STAT_GET(&m->bytes));
+	metrics_put(out, "strata_meta_disk_tight", "gauge",
+		    "1 while the metadata disk is full: the reserve (meta.reserve) is given back, "
+		    "creates are refused and deletes go on", meta_reserve_tight(&m->res));
+	metrics_put(out, "strata_meta_reserve_releases_total", "counter",
+		    "times the reserve was given back",
+		    (double)__atomic_load_n(&m->res.releases, __ATOMIC_RELAXED));
 	metrics_put(out, "strata_meta_chains_full", "gauge",
 		    "chains with a target held full: new files are placed on the others",
 		    (double)STAT_GET(&m->nfull_snap));
@@ -1948,6 +1994,8 @@ static const struct cfg_key meta_keys[] = {
 	  " postgresql://...: PostgreSQL"),
 	K("store_passfile", CFG_STR, store_passfile, "", 0, 0,
 	  "PostgreSQL password file (mode 0600); empty: libpq's default"),
+	K("reserve", CFG_SIZE, reserve, "64M", 0, 0,
+	  "SQLite: space kept on the database's disk for deletes once it is full (0: none)"),
 	K("group_commit", CFG_BOOL, group_commit, "true", 0, 0,
 	  "SQLite: the requests of one turn of the event loop share one transaction,"
 	  " each answered after it commits"),

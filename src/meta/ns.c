@@ -193,6 +193,13 @@ static void layout_resolve(const struct file_layout *dir, uint32_t cur, struct f
 	out->seed = 0;
 }
 
+void ns_set_space(struct ns *ns, bool tight, bool (*make_room)(void *arg), void *arg)
+{
+	ns->tight = tight;
+	ns->make_room = make_room;
+	ns->room_arg = arg;
+}
+
 void ns_set_full_chains(struct ns *ns, const uint64_t *bits, uint32_t table_len,
 			uint32_t nfull)
 {
@@ -769,6 +776,9 @@ int ns_init(struct ns *ns, struct meta_store *store, uint32_t table_len)
 	ns->group_err = 0;
 	ns->full = NULL;
 	ns->full_len = ns->nfull = 0;
+	ns->tight = false;
+	ns->make_room = NULL;
+	ns->room_arg = NULL;
 	if (!store || !store->ops)
 		return -EINVAL;
 	return run_txn(ns, true, do_init, &a);
@@ -925,6 +935,10 @@ static int do_create(struct ns *ns, void *a)
 	} else {
 		in.nlink = 1;	/* a fifo or a socket: a name, no data */
 	}
+	/* A new inode on a tight disk: refused, so that removals keep the
+	 * room left (ns_set_space). */
+	if (ns->tight)
+		return -ENOSPC;
 	err = CALL(ns, alloc_ino, &in.ino, &in.gen);
 	if (err)
 		return err;
@@ -1042,6 +1056,8 @@ static int do_link(struct ns *ns, void *a)
 		return err;
 	if (!same)
 		return -EXDEV;
+	if (ns->tight)
+		return -ENOSPC;	/* a new name on a tight disk (ns_set_space) */
 	now = now_ns();
 	in.nlink++;
 	in.ctime_ns = now;
@@ -1132,12 +1148,23 @@ static int do_remove(struct ns *ns, void *a)
 	return CALL(ns, put_inode, &dir);
 }
 
+/* A removal, tried once more when it failed for space and the reserve
+ * was given back for it (ns_set_space). */
+static int run_removal(struct ns *ns, struct remove_args *a)
+{
+	int err = run_txn(ns, true, do_remove, a);
+
+	if (err == -ENOSPC && ns->make_room && ns->make_room(ns->room_arg))
+		err = run_txn(ns, true, do_remove, a);
+	return err;
+}
+
 int ns_unlink(struct ns *ns, struct ns_ref parent, const char *name)
 {
 	struct remove_args a = { parent, name, false };
 	int err = name_check(name);
 
-	return err ? err : run_txn(ns, true, do_remove, &a);
+	return err ? err : run_removal(ns, &a);
 }
 
 int ns_rmdir(struct ns *ns, struct ns_ref parent, const char *name)
@@ -1145,7 +1172,7 @@ int ns_rmdir(struct ns *ns, struct ns_ref parent, const char *name)
 	struct remove_args a = { parent, name, true };
 	int err = name_check(name);
 
-	return err ? err : run_txn(ns, true, do_remove, &a);
+	return err ? err : run_removal(ns, &a);
 }
 
 /* ---- rename ---- */

@@ -69,6 +69,10 @@ struct ns {
 	/* Chains new files avoid (ns_set_full_chains); borrowed. */
 	const uint64_t *full;
 	uint32_t full_len, nfull;
+	/* The disk reserve (ns_set_space). */
+	bool tight;
+	bool (*make_room)(void *arg);
+	void *room_arg;
 };
 
 /* ns_rename() flags (same meaning as Linux renameat2's). */
@@ -155,6 +159,16 @@ int ns_group_end(struct ns *ns, bool commit);
  * existing files keep the layout they were created with.
  */
 int ns_set_table_len(struct ns *ns, uint32_t table_len);
+
+/*
+ * The store's disk (meta/reserve.h). While tight, what would make a new
+ * inode or name (create of a new file, mkdir, mknod, symlink, link) fails
+ * with -ENOSPC before writing; opening an existing file, removals, renames
+ * and setattr go on. make_room (may be NULL) is called when an unlink or
+ * rmdir fails with -ENOSPC: true when it freed space, and the removal is
+ * tried once more.
+ */
+void ns_set_space(struct ns *ns, bool tight, bool (*make_room)(void *arg), void *arg);
 
 /*
  * Capacity-aware placement: bits (bit i of bits[i / 64], borrowed until

@@ -127,3 +127,89 @@ def test_full_small_target_gets_no_new_files(faults, small_target, tmp_path):
     wait_until(lambda: not target_of(status(fc), 2)["full"], 60, 0.5,
                "node 2's target to have room again (gc, then a heartbeat)")
     assert status(fc)["targets_full"] == 0
+
+
+@pytest.fixture
+def small_meta_disk(request):
+    """mount(fc): a 24 MiB tmpfs as the meta server's data directory
+    (before the daemons start); unmounted after the test."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mounted = []
+
+    def mount(fc):
+        d = fc.meta_node.data
+        d.mkdir(parents=True, exist_ok=True)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(d)],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip("cannot mount a tmpfs: %s" % r.stderr.strip())
+        mounted.append(d)
+
+    def umount():
+        for d in mounted:
+            subprocess.run(["umount", "-l", str(d)], capture_output=True)
+    request.addfinalizer(umount)
+    return mount
+
+
+def fill_disk(path):
+    """Writes path until its disk is full; -> the bytes written."""
+    n = 0
+    block = b"\0" * 65536
+    with open(path, "wb", buffering=0) as f:
+        try:
+            while True:
+                n += f.write(block)
+        except OSError:
+            pass
+    return n
+
+
+@pytest.mark.timeout(180)
+def test_deletes_work_on_a_full_meta_disk(faults, small_meta_disk, tmp_path):
+    """The meta server's disk fills up (another program's file): it gives
+    its reserve (meta.reserve) back, refuses creates with ENOSPC, and
+    removals still work; once space is back it takes the reserve again
+    and creates are served."""
+    fc = faults(nstorage=1, replication=1, meta_apart=True, before_start=small_meta_disk,
+                flags=["--meta.reserve=4M"])
+    fc.wait_healthy()
+    meta = fc.meta_node
+    assert (meta.data / "meta.reserve").stat().st_size == 4 << 20
+    assert (meta.data / "meta.reserve").stat().st_mode & 0o777 == 0o600
+    src = tmp_path / "small"
+    src.write_bytes(os.urandom(4096))
+    assert run_strata("mkdir", "/keep", "--mgmt", fc.mgmt_addr).returncode == 0
+    for i in range(20):
+        r = put(fc, src, "/keep/f%d" % i)
+        assert r.returncode == 0, r.stdout + r.stderr
+    assert meta.metric("strata_meta_disk_tight") == 0
+
+    filler = meta.data / "filler"
+    fill_disk(filler)
+    wait_until(lambda: meta.metric("strata_meta_disk_tight") == 1, 20, 0.2,
+               "meta to give its reserve back")
+    assert not (meta.data / "meta.reserve").exists()
+    assert meta.metric("strata_meta_reserve_releases_total") >= 1
+    # Creates are refused, with the error that says why.
+    r = put(fc, src, "/keep/new")
+    assert r.returncode != 0
+    assert "No space left on device" in r.stdout + r.stderr, r.stdout + r.stderr
+    r = run_strata("mkdir", "/d", "--mgmt", fc.mgmt_addr)
+    assert r.returncode != 0 and "No space left on device" in r.stderr, r.stdout + r.stderr
+    # Removals work: one file, then the whole directory.
+    r = run_strata("rm", "/keep/f0", "--mgmt", fc.mgmt_addr, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run_strata("rm", "-r", "/keep", "--mgmt", fc.mgmt_addr, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run_strata("ls", "/", "--mgmt", fc.mgmt_addr)
+    assert r.returncode == 0 and "keep" not in r.stdout, r.stdout + r.stderr
+
+    # Space back: the reserve is taken again and creates are served.
+    filler.unlink()
+    wait_until(lambda: meta.metric("strata_meta_disk_tight") == 0, 20, 0.2,
+               "meta to take its reserve again")
+    assert (meta.data / "meta.reserve").stat().st_size == 4 << 20
+    r = put(fc, src, "/again")
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -879,6 +879,47 @@ static void test_full_chains(void **state)
 	ns_set_full_chains(&f->ns, NULL, 0, 0);
 }
 
+static int rooms;
+
+static bool give_room(void *arg)
+{
+	(void)arg;
+	rooms++;
+	return false;
+}
+
+/* A tight disk (meta/reserve.h): new inodes and names are refused with
+ * ENOSPC before anything is written; an existing file still opens, and
+ * removals, renames and setattr go on. */
+static void test_tight_disk(void **state)
+{
+	struct fx *f = *state;
+	struct meta_inode in;
+	struct ns_trunc tr;
+	uint64_t d, a;
+
+	d = mkdir_(&f->ns, NS_ROOT_INO, "d");
+	a = mkfile(&f->ns, d, "a", 10);
+	mkfile(&f->ns, d, "b", 10);
+	ns_set_space(&f->ns, true, give_room, NULL);
+	assert_int_equal(ns_create(&f->ns, ns_any(d), "new", 0644, 0, 0, true, &in), -ENOSPC);
+	assert_int_equal(ns_mkdir(&f->ns, ns_any(d), "sub", 0755, 0, 0, &in), -ENOSPC);
+	assert_int_equal(ns_symlink(&f->ns, ns_any(d), "l", "a", 0, 0, &in), -ENOSPC);
+	assert_int_equal(ns_mknod(&f->ns, ns_any(d), "p", S_IFIFO | 0644, 0, 0, &in), -ENOSPC);
+	assert_int_equal(ns_link(&f->ns, ns_any(a), ns_any(d), "a2", &in), -ENOSPC);
+	assert_int_equal(ns_lookup(&f->ns, ns_any(d), "new", &in), -ENOENT);
+	/* An existing name opens (create without O_EXCL finds it). */
+	assert_int_equal(ns_create(&f->ns, ns_any(d), "a", 0644, 0, 0, false, &in), 0);
+	assert_int_equal(ns_open(&f->ns, ns_any(a), O_WRONLY | O_TRUNC, &in, &tr), 0);
+	assert_int_equal(ns_rename(&f->ns, ns_any(d), "b", ns_any(d), "c", 0), 0);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(d), "a"), 0);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(d), "c"), 0);
+	assert_int_equal(ns_rmdir(&f->ns, ns_any(NS_ROOT_INO), "d"), 0);
+	assert_int_equal(rooms, 0);	/* no removal failed for space */
+	ns_set_space(&f->ns, false, NULL, NULL);
+	mkfile(&f->ns, NS_ROOT_INO, "after", 0);
+}
+
 static void test_setattr_statfs(void **state)
 {
 	struct fx *f = *state;
@@ -1480,6 +1521,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_truncate_unlink_gc, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_layout, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_full_chains, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_tight_disk, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_setattr_statfs, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_reopen, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_group, fx_setup, fx_teardown),
