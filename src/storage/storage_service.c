@@ -581,6 +581,34 @@ static void storage_status(void *svc, json_t *o)
 	json_object_set_new(o, "targets", ts);
 }
 
+/* Each target's capacity, usage and free space (what a new chunk may
+ * still take), one series per target. */
+static void target_space_metrics(struct storage *st, struct bbuf *out)
+{
+	static const struct { const char *name, *help; } m[3] = {
+		{ "strata_storage_target_capacity_bytes", "a target's capacity" },
+		{ "strata_storage_target_used_bytes", "bytes a target's chunks take" },
+		{ "strata_storage_target_free_bytes",
+		  "what a new chunk may still take on a target (mgmt holds it full below "
+		  "mgmt.full_free or past mgmt.full_pct)" },
+	};
+	char id[16];
+
+	for (int k = 0; k < 3; k++) {
+		metrics_head(out, m[k].name, "gauge", m[k].help);
+		for (int i = 0; i < st->ntargets; i++) {
+			uint64_t v[3] = { 0, 0, 0 };
+
+			if (!st->targets[i].cs)
+				continue;
+			chunk_space(st->targets[i].cs, &v[0], &v[1]);
+			chunk_space_avail(st->targets[i].cs, &v[2]);
+			snprintf(id, sizeof(id), "%u", st->targets[i].id);
+			metrics_series(out, m[k].name, "target", id, (double)v[k]);
+		}
+	}
+}
+
 static void storage_metrics(void *svc, struct bbuf *out)
 {
 	struct storage *st = svc;
@@ -617,6 +645,7 @@ static void storage_metrics(void *svc, struct bbuf *out)
 	metrics_put(out, "strata_storage_chunks_lost", "gauge",
 		    "chunks held here with no intact replica left in their chain",
 		    (double)__atomic_load_n(&st->n_lost, __ATOMIC_RELAXED));
+	target_space_metrics(st, out);
 }
 
 #define K(name, type, field, def, min, max, help) \

@@ -105,6 +105,10 @@ def test_full_small_target_gets_no_new_files(faults, small_target, tmp_path):
     assert re.search(r"^full\s+1 target\(s\) past mgmt.full_pct", out, re.M), out
     assert re.search(r"^%d\s+2\s+\S+.*FULL$" % t["id"], out, re.M), out
     assert fc.mgmt.metric("strata_mgmt_targets_full") == 1
+    m = fc.node(2).metrics()
+    assert m['strata_storage_target_capacity_bytes{target="%d"}' % t["id"]] == 8 * MiB, m
+    assert m['strata_storage_target_free_bytes{target="%d"}' % t["id"]] < 1536 * 1024, m
+    assert m['strata_storage_target_used_bytes{target="%d"}' % t["id"]] > 4 * MiB, m
     wait_until(lambda: "1 of 3 chains have a full target" in fc.meta_node.log, 15, 0.2,
                "meta to place new files around the full chain")
 
