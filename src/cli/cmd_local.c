@@ -2,7 +2,9 @@
  * recorded in DIR/cluster.json. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <limits.h>
 #include <signal.h>
@@ -731,6 +733,55 @@ static int local_node(const char *dir, const char *action, int64_t id)
 	return rc ? 1 : 0;
 }
 
+/*
+ * One 'strata local' command that changes a cluster at a time per
+ * directory: DIR/local.lock (flock, exclusive, with our pid) for the
+ * life of this process; a second one, started at the same time, would
+ * start or stop daemons the first does not know of. The kernel drops the
+ * lock when we exit; our daemons do not inherit it (close-on-exec).
+ * 0, 1 (the reason said), or 0 for a directory that does not exist
+ * (nothing to race on; the command says what is missing).
+ */
+static int lock_local_dir(const char *dir, bool create)
+{
+	char path[PATH_MAX], pid[32] = "";
+	int fd, n;
+
+	if (create && mkdir(dir, 0755) < 0 && errno != EEXIST) {
+		cli_err("cannot create '%s': %s", dir, strerror(errno));
+		return 1;
+	}
+	if (snprintf(path, sizeof(path), "%s/local.lock", dir) >= (int)sizeof(path)) {
+		cli_err("directory '%s': path too long", dir);
+		return 1;
+	}
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		if (errno == ENOENT && !create)
+			return 0;
+		cli_err("cannot open '%s': %s", path, strerror(errno));
+		return 1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int err = errno;
+
+		n = (int)pread(fd, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		if (err == EWOULDBLOCK)
+			cli_err("another 'strata local' command is working on '%s'%s%s%s; wait for it "
+				"to finish", dir, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
+		else
+			cli_err("cannot lock '%s': %s", path, strerror(err));
+		close(fd);
+		return 1;
+	}
+	n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+		cli_err("warning: cannot write our pid into '%s': %s", path, strerror(errno));
+	return 0;	/* fd stays open: the lock lives as long as we do */
+}
+
 int cmd_local(int argc, char **argv)
 {
 	struct local_opts o;
@@ -749,6 +800,10 @@ int cmd_local(int argc, char **argv)
 		cli_err("local: --node is an option of start, stop and restart");
 		return 2;
 	}
+	if ((!strcmp(argv[1], "up") || !strcmp(argv[1], "down") || !strcmp(argv[1], "start") ||
+	     !strcmp(argv[1], "stop") || !strcmp(argv[1], "restart")) &&
+	    lock_local_dir(o.dir, strcmp(argv[1], "up") == 0))
+		return 1;
 	if (strcmp(argv[1], "up") == 0)
 		return local_up(&o);
 	if (strcmp(argv[1], "down") == 0)

@@ -7,10 +7,11 @@ import json
 import os
 import re
 import socket
+import subprocess
 
 import pytest
 
-from conftest import free_port, pid_alive, wait_until
+from conftest import free_port, pid_alive, wait_until, REGISTRY, STRATA
 
 
 def _procs_mentioning(text):
@@ -84,6 +85,51 @@ def test_up_twice_is_refused(cluster, strata):
     assert c.reload() and c.pids() == pids
     assert all(pid_alive(p) for p in pids)
     assert c.status().returncode == 0
+
+
+def _daemons_of(directory):
+    """pids of the stratad processes whose data lies under directory."""
+    out = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            cmd = open("/proc/%s/cmdline" % p, "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if cmd and cmd[0].endswith(b"stratad") and any(
+                a.startswith(str(directory).encode()) for a in cmd):
+            out.append(int(p))
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_two_concurrent_ups_on_one_directory(tmp_path, strata):
+    """Two 'local up' at once on one directory: one builds the cluster,
+    the other is refused at once naming the first (or, if it came late,
+    the recorded cluster); every daemon running is one cluster.json
+    lists, and 'local down' leaves none."""
+    d = tmp_path / "c"
+    procs = [subprocess.Popen([STRATA, "local", "up", "--dir", str(d), "--nodes", "3"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    for p in procs:
+        REGISTRY.add(p.pid, "strata local up")
+    outs = [p.communicate(timeout=100) for p in procs]
+    for p in procs:
+        REGISTRY.discard(p.pid)
+    rcs = sorted(p.returncode for p in procs)
+    assert rcs == [0, 1], outs
+    loser = next(o for p, o in zip(procs, outs) if p.returncode == 1)
+    assert ("another 'strata local' command is working on '%s'" % d in loser[1] or
+            "already recorded" in loser[1]), loser
+    listed = sorted(n["pid"] for n in json.loads((d / "cluster.json").read_text())["nodes"])
+    try:
+        assert sorted(_daemons_of(d)) == listed
+    finally:
+        r = strata("local", "down", "--dir", d, timeout=60)
+    assert r.returncode == 0, r.stderr
+    wait_until(lambda: not _daemons_of(d), 20, 0.2, "every daemon to stop")
 
 
 def test_status_reports_a_killed_daemon_and_down_cleans_up(cluster):
