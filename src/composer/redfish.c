@@ -1044,7 +1044,7 @@ static bool route(const char *url, const char *method, struct job *j)
 		{ RF_VOLUMES "/", JOB_VOLUME, 0, 0, true },
 	};
 	char path[256];
-	size_t len = strlen(url);
+	size_t len = strlen(url), rl = strlen(RF_RECOMPOSE), sl = strlen(RF_SYSTEMS "/");
 
 	if (len >= sizeof(path)) {
 		bad(j, "Base.1.8.ResourceMissingAtURI", "no resource at this URI");
@@ -1055,13 +1055,16 @@ static bool route(const char *url, const char *method, struct job *j)
 	while (len > 1 && path[len - 1] == '/')
 		path[--len] = 0;
 	/* Systems/{id}/Actions/Oem/Strata.Recompose: POST only. */
-	if (len > strlen(RF_RECOMPOSE) && strcmp(path + len - strlen(RF_RECOMPOSE), RF_RECOMPOSE) == 0 &&
-	    strncmp(path, RF_SYSTEMS "/", strlen(RF_SYSTEMS "/")) == 0) {
-		path[len - strlen(RF_RECOMPOSE)] = 0;
-		if (!path[strlen(RF_SYSTEMS "/")] || strchr(path + strlen(RF_SYSTEMS "/"), '/') ||
-		    strlen(path + strlen(RF_SYSTEMS "/")) >= sizeof(j->id))
+	if (len > sl + rl && strcmp(path + len - rl, RF_RECOMPOSE) == 0 &&
+	    strncmp(path, RF_SYSTEMS "/", sl) == 0) {
+		const char *id = path + sl;
+
+		path[len - rl] = 0;
+		if (strchr(id, '/') || strlen(id) >= sizeof(j->id)) {
+			path[len - rl] = RF_RECOMPOSE[0];
 			goto missing;
-		snprintf(j->id, sizeof(j->id), "%s", path + strlen(RF_SYSTEMS "/"));
+		}
+		snprintf(j->id, sizeof(j->id), "%s", id);
 		if (strcmp(method, "POST")) {
 			j->http = 405;
 			j->msg_id = "Base.1.8.OperationNotAllowed";

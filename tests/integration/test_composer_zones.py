@@ -198,3 +198,37 @@ def test_recompose_after_a_compute_node_dies(zc, tmp_path):
     assert code == 200 and body["Oem"]["Strata"]["State"] == "Released", body
     release(zc, pinned["Id"])
     audit(zc)
+    code, body = http(zc, "POST", RF + "/Systems/%s/Actions/Oem/Strata.Recompose" % sid, {})
+    assert code == 409 and "is Released: only a Composed or Degraded one" in error_of(body)
+
+
+@pytest.mark.parametrize("path,code,says", [
+    ("/Systems/nope/Actions/Oem/Strata.Recompose", 404, "no composition 'nope'"),
+    ("/Systems/Actions/Oem/Strata.Recompose", 404, "no resource at"),
+    ("/Systems/a/b/Actions/Oem/Strata.Recompose", 404, "no resource at"),
+    ("/Systems/comp-1/Actions/Oem/Strata.Other", 404, "no resource at"),
+])
+def test_recompose_urls(zc, path, code, says):
+    c, body = http(zc, "POST", RF + path, {})
+    assert c == code and says in error_of(body), body
+
+
+def test_if_match_malformed(zc):
+    code, s = compose(zc, Gpus={"Count": 1})
+    assert code == 201
+    code, body = http(zc, "DELETE", RF + "/Systems/" + s["Id"], headers={"If-Match": "x" * 300})
+    assert code == 400 and "'If-Match' must be" in error_of(body), body
+    code, body = http(zc, "DELETE", RF + "/Systems/" + s["Id"],
+                      headers={"If-Match": "W/" + s["@odata.etag"]})
+    assert code == 412, body
+    code, body = http(zc, "DELETE", RF + "/Systems/" + s["Id"],
+                      headers={"If-Match": '"999", ' + s["@odata.etag"]})
+    assert code == 200, body
+    audit(zc)
+
+
+@pytest.mark.parametrize("value", ["0", "27", "two"])
+def test_local_up_zones_checked(tmp_path, value):
+    r = strata("local", "up", "--dir", tmp_path / "c", "--compute", "2", "--zones", value)
+    assert r.returncode == 2, r.stderr
+    assert "--zones: '%s' is not a number of zones in 1..26" % value in r.stderr, r.stderr
