@@ -175,7 +175,7 @@ json_t *rf_systems(struct composer *c);
 json_t *rf_system(struct composer *c, const struct comp *comp);
 /* Counts a GPU of model in models ({"MODEL": {"Total", "Free"}}), as
  * free or not. */
-void rf_count_model(json_t *models, const char *model, bool free);
+void rf_count_model(json_t *models, const char *model, bool is_free);
 /* ResourceZones: every zone of the compute nodes, with its blocks; one
  * zone (NULL: none called id). */
 json_t *rf_zones(struct composer *c);

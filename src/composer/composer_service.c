@@ -105,7 +105,6 @@ static json_t *service_status(struct composer *c, const char *addr, const char *
 static void read_gpus(json_t *sv, struct inv_node *n)
 {
 	json_t *gpus = json_object_get(sv, "gpus");
-
 	const char *zone = json_string_value(json_object_get(sv, "zone"));
 
 	memset(&n->inv, 0, sizeof(n->inv));

@@ -4,9 +4,10 @@
  * (a block per GPU, and the storage and memory pools), ResourceZones
  * (zones.c), and Systems (the compositions: POST composes, DELETE
  * decomposes, the Oem action Strata.Recompose replaces lost GPUs; each
- * has an ETag, and DELETE and the action honour If-Match). Every resource but the
- * ServiceRoot needs an admin token of the cluster in "Authorization:
- * Bearer"; errors carry Redfish's error.@Message.ExtendedInfo.
+ * has an ETag, and DELETE and the action honour If-Match). Every
+ * resource but the ServiceRoot needs an admin token of the cluster in
+ * "Authorization: Bearer"; errors carry Redfish's
+ * error.@Message.ExtendedInfo.
  *
  * Each connection has its own MHD thread: it reads and checks the request
  * there, hands a job to the owner thread (composer_run) and writes what
@@ -200,7 +201,7 @@ json_t *rf_blocks(struct composer *c)
 			 "Members", members, "Oem", "Strata", "Blocks", full);
 }
 
-void rf_count_model(json_t *models, const char *model, bool free)
+void rf_count_model(json_t *models, const char *model, bool is_free)
 {
 	json_t *m = json_object_get(models, model);
 
@@ -212,7 +213,7 @@ void rf_count_model(json_t *models, const char *model, bool free)
 	json_object_set_new(m, "Total",
 			    json_integer(json_integer_value(json_object_get(m, "Total")) + 1));
 	json_object_set_new(m, "Free", json_integer(json_integer_value(json_object_get(m, "Free")) +
-						    free));
+						    is_free));
 }
 
 json_t *rf_composition_service(struct composer *c)
