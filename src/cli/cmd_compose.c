@@ -25,6 +25,7 @@
 #include "common/config.h"
 #include "common/fileio.h"
 #include "common/token.h"
+#include "compute/gpu_inventory.h"
 #include "net/proto.h"
 #include "strata/errors.h"
 #include "strata/locate.h"
@@ -41,15 +42,16 @@ struct compose_args {
 	/* create */
 	int64_t gpus;
 	const char *model, *tenant, *name, *token_out;
+	const char *zone;		/* every GPU in this zone */
 	const char *gpu_ids;		/* "gpu-1-0,gpu-1-1": exactly these */
-	bool same_node, retain;
+	bool same_node, same_zone, retain;
 	uint64_t storage, memory;
 	int64_t ttl_s;
 	int64_t owner_uid, owner_gid;	/* -1: not given */
 	uint32_t npaths;
 	struct token_path paths[COMPOSE_PATHS_MAX];
 	int64_t qos_mbps, qos_iops;	/* the storage caps; 0: none */
-	const char *id;			/* show, delete */
+	const char *id;			/* show, delete, recompose */
 	int64_t since_ms;		/* usage: the window, back from now; -1: all */
 };
 
@@ -301,21 +303,23 @@ static void print_inventory(json_t *svc)
 		       (long long)json_integer_value(json_object_get(v, "Total")));
 	print_pool("storage", json_object_get(inv, "Storage"));
 	print_pool("memory", json_object_get(inv, "Memory"));
-	printf("\n%-6s %-22s %-5s %s\n", "NODE", "ADDRESS", "UP", "GPUS");
+	printf("\n%-6s %-22s %-5s %-5s %s\n", "NODE", "ADDRESS", "UP", "GPUS", "ZONE");
 	for (size_t i = 0; i < json_array_size(json_object_get(inv, "ComputeNodes")); i++) {
 		json_t *n = json_array_get(json_object_get(inv, "ComputeNodes"), i);
 
-		printf("%-6lld %-22s %-5s %lld\n", (long long)json_integer_value(json_object_get(n, "Node")),
+		printf("%-6lld %-22s %-5s %-5lld %s\n",
+		       (long long)json_integer_value(json_object_get(n, "Node")),
 		       json_string_value(json_object_get(n, "Address")) ?: "",
 		       json_is_true(json_object_get(n, "Up")) ? "yes" : "no",
-		       (long long)json_integer_value(json_object_get(n, "Gpus")));
+		       (long long)json_integer_value(json_object_get(n, "Gpus")),
+		       json_string_value(json_object_get(n, "Zone")) ?: "");
 	}
 }
 
 static void print_system(json_t *s)
 {
 	json_t *o = oem(s), *vol = json_object_get(o, "Volume"), *mem = json_object_get(o, "Memory");
-	json_t *cuda = json_object_get(o, "CudaVisibleDevices"), *v;
+	json_t *cuda = json_object_get(o, "CudaVisibleDevices"), *v, *g;
 	const char *reason = json_string_value(json_object_get(o, "Reason")), *k;
 	char b[32];
 	size_t i;
@@ -324,6 +328,7 @@ static void print_system(json_t *s)
 	       json_string_value(json_object_get(o, "State")) ?: "?", reason && reason[0] ? ": " : "",
 	       reason ? reason : "");
 	printf("  tenant   %s\n", json_string_value(json_object_get(o, "Tenant")) ?: "");
+	printf("  etag     %s\n", json_string_value(json_object_get(s, "@odata.etag")) ?: "");
 	if (json_is_object(json_object_get(o, "Owner")))
 		printf("  owner    uid %lld gid %lld\n",
 		       (long long)json_integer_value(json_object_get(json_object_get(o, "Owner"), "Uid")),
@@ -331,8 +336,15 @@ static void print_system(json_t *s)
 	json_array_foreach(json_object_get(o, "Paths"), i, v)
 		printf("  path     %s (%s)\n", json_string_value(json_object_get(v, "Path")) ?: "",
 		       json_string_value(json_object_get(v, "Access")) ?: "");
-	json_object_foreach(cuda, k, v)
-		printf("  gpus     node %s: CUDA_VISIBLE_DEVICES=%s\n", k, json_string_value(v));
+	json_object_foreach(cuda, k, v) {
+		const char *zone = "";
+
+		json_array_foreach(json_object_get(o, "Gpus"), i, g)
+			if (json_integer_value(json_object_get(g, "Node")) == strtoll(k, NULL, 10))
+				zone = json_string_value(json_object_get(g, "Zone")) ?: "";
+		printf("  gpus     node %s (zone %s): CUDA_VISIBLE_DEVICES=%s\n", k, zone,
+		       json_string_value(v));
+	}
 	if (json_is_object(vol))
 		printf("  volume   %s (%s)\n", json_string_value(json_object_get(vol, "Path")),
 		       human(json_integer_value(json_object_get(vol, "Size")), b, sizeof(b)));
@@ -406,9 +418,14 @@ static int create(const struct compose_args *a)
 	char *body;
 	int rc;
 
-	if (a->gpus || a->model || a->gpu_ids) {
+	if (a->gpus || a->model || a->gpu_ids || a->zone || a->same_zone) {
 		json_t *g = json_pack("{s:I, s:s, s:b}", "Count", (json_int_t)a->gpus, "Model",
 				      a->model ? a->model : "", "SameNode", a->same_node);
+
+		if (a->zone)
+			json_object_set_new(g, "Zone", json_string(a->zone));
+		if (a->same_zone)
+			json_object_set_new(g, "SameZone", json_true());
 		json_t *ids = json_array();
 
 		for (const char *p = a->gpu_ids; p && *p;) {
@@ -490,6 +507,7 @@ static int usage(const char *msg)
 	fprintf(stderr,
 		"usage: strata compose inventory [--json]\n"
 		"       strata compose create [--gpus N] [--model M] [--same-node] [--gpu-ids ID,...]\n"
+		"                             [--zone Z] [--same-zone]\n"
 		"                             [--storage SIZE]\n"
 		"                             [--memory SIZE] [--tenant T] [--name NAME] [--ttl TIME]\n"
 		"                             [--retain] [--owner UID[:GID]] [--path r:PATH|rw:PATH]...\n"
@@ -498,6 +516,7 @@ static int usage(const char *msg)
 		"       strata compose list [--json]\n"
 		"       strata compose show ID [--json]\n"
 		"       strata compose delete ID [--json]\n"
+		"       strata compose recompose ID [--json]\n"
 		"       strata compose usage [--since TIME] [--json]\n"
 		"  the composer: --composer HOST:PORT, $STRATA_COMPOSER, or the cluster's\n"
 		"  (--mgmt ADDR, --dir DIR, $STRATA_MGMT); an admin token (--token, ...)\n");
@@ -508,7 +527,7 @@ static int parse(int argc, char **argv, struct compose_args *a)
 {
 	enum { O_COMPOSER = 256, O_MGMT, O_DIR, O_TOKEN, O_JSON, O_SINCE, O_GPUS, O_MODEL, O_SAME,
 	       O_STORAGE, O_MEMORY, O_TENANT, O_NAME, O_TTL, O_RETAIN, O_OUT, O_OWNER, O_PATH, O_GPU_IDS,
-	       O_BANDWIDTH, O_IOPS };
+	       O_BANDWIDTH, O_IOPS, O_ZONE, O_SAME_ZONE };
 	static const struct option opts[] = {
 		{ "composer", required_argument, NULL, O_COMPOSER },
 		{ "mgmt", required_argument, NULL, O_MGMT },
@@ -531,6 +550,8 @@ static int parse(int argc, char **argv, struct compose_args *a)
 		{ "gpu-ids", required_argument, NULL, O_GPU_IDS },
 		{ "bandwidth", required_argument, NULL, O_BANDWIDTH },
 		{ "iops", required_argument, NULL, O_IOPS },
+		{ "zone", required_argument, NULL, O_ZONE },
+		{ "same-zone", no_argument, NULL, O_SAME_ZONE },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool create = strcmp(argv[0], "create") == 0;
@@ -563,6 +584,15 @@ static int parse(int argc, char **argv, struct compose_args *a)
 			break;
 		case O_MODEL: a->model = optarg; break;
 		case O_SAME: a->same_node = true; break;
+		case O_SAME_ZONE: a->same_zone = true; break;
+		case O_ZONE:
+			if (!gpu_zone_ok(optarg)) {
+				cli_err("%s: --zone: '%s' is not a zone name (1..%d letters, digits, '.', '_' or '-')",
+					a->cmd, optarg, GPU_ZONE_MAX);
+				return 2;
+			}
+			a->zone = optarg;
+			break;
 		case O_TENANT: a->tenant = optarg; break;
 		case O_NAME: a->name = optarg; break;
 		case O_RETAIN: a->retain = true; break;
@@ -647,7 +677,7 @@ static int parse(int argc, char **argv, struct compose_args *a)
 int cmd_compose(int argc, char **argv)
 {
 	static const char *const actions[] = { "inventory", "create", "list", "show", "delete",
-					       "usage" };
+					       "recompose", "usage" };
 	struct compose_args a = { .owner_uid = -1, .owner_gid = -1, .since_ms = -1 };
 	char cmd[32], path[160];
 	json_t *out = NULL;
@@ -660,13 +690,14 @@ int cmd_compose(int argc, char **argv)
 		if (strcmp(argv[1], actions[i]) == 0)
 			a.cmd = actions[i];
 	if (!a.cmd)
-		return usage("compose: unknown action (inventory, create, list, show, delete, usage)");
+		return usage("compose: unknown action (inventory, create, list, show, delete, recompose, usage)");
 	snprintf(cmd, sizeof(cmd), "compose %s", a.cmd);
 	a.cmd = cmd;
 	rc = parse(argc - 1, argv + 1, &a);
 	if (rc)
 		return rc;
-	takes_id = strcmp(argv[1], "show") == 0 || strcmp(argv[1], "delete") == 0;
+	takes_id = strcmp(argv[1], "show") == 0 || strcmp(argv[1], "delete") == 0 ||
+		   strcmp(argv[1], "recompose") == 0;
 	if (takes_id != (a.id != NULL))
 		return usage(takes_id ? "compose: give the composition's ID" :
 				 "compose: this action takes no ID");
@@ -689,6 +720,10 @@ int cmd_compose(int argc, char **argv)
 		snprintf(path, sizeof(path), "/redfish/v1/CompositionService/Oem/Strata/Usage?Since=%lld",
 			 (long long)(since > 0 ? since : 0));
 		rc = call(&a, "GET", path, NULL, &out);
+	} else if (strcmp(argv[1], "recompose") == 0) {
+		snprintf(path, sizeof(path), "/redfish/v1/Systems/%s/Actions/Oem/Strata.Recompose",
+			 a.id);
+		rc = call(&a, "POST", path, "{}", &out);
 	} else
 		rc = call(&a, strcmp(argv[1], "show") == 0 ? "GET" : "DELETE", path, NULL, &out);
 	if (rc)

@@ -40,6 +40,7 @@ struct local_opts {
 	int64_t compute;	/* extra daemons running the compute service */
 	int64_t gpus;		/* GPUs each compute daemon declares */
 	const char *gpu_model;
+	int64_t zones;		/* 0: every compute daemon in zone "default"; N: zones a, b, ... */
 	bool keyless;		/* no cluster key: every peer trusted (benchmarks) */
 	int64_t control;	/* control daemons: node 1 and control - 1 meta-only ones */
 	bool pg;		/* --meta-store postgresql: a local server for the namespace */
@@ -57,6 +58,7 @@ static int parse_local_args(int argc, char **argv, struct local_opts *o)
 	o->compute = 0;
 	o->gpus = 4;
 	o->gpu_model = LOCAL_GPU_MODEL;
+	o->zones = 0;
 	o->keyless = false;
 	o->control = 1;
 	o->pg = false;
@@ -96,6 +98,12 @@ static int parse_local_args(int argc, char **argv, struct local_opts *o)
 		} else if (strcmp(a, "--gpus-per-node") == 0 && v) {
 			if (parse_i64(v, &o->gpus) || o->gpus < 0 || o->gpus > 64) {
 				cli_err("--gpus-per-node: '%s' is not a number of GPUs in 0..64", v);
+				return 2;
+			}
+		} else if (strcmp(a, "--zones") == 0 && v) {
+			if (parse_i64(v, &o->zones) || o->zones < 1 || o->zones > 26) {
+				cli_err("--zones: '%s' is not a number of zones in 1..26 (the compute daemons go to zones a, b, ... in turn)",
+					v);
 				return 2;
 			}
 		} else if (strcmp(a, "--gpu-model") == 0 && v) {
@@ -467,6 +475,7 @@ static int local_up(const struct local_opts *o)
 	for (int i = 1; i <= total; i++) {
 		char data[PATH_MAX], svc[128], f_id[32], f_svc[160], f_mgmt[96], f_repl[48];
 		char extra[1024], addr[64], f_expect[48], f_listen[64], f_composer[96], f_gpus[160];
+		char f_zone[48];
 		const char *flags[48];
 		int nf = 0, pid;
 		json_t *n;
@@ -502,6 +511,14 @@ static int local_up(const struct local_opts *o)
 		}
 		if (strcmp(svc, "compute") == 0 && o->gpus)
 			flags[nf++] = f_gpus;
+		if (strcmp(svc, "compute") == 0 && o->zones) {
+			/* The k-th compute daemon (from 0) goes to zone 'a' + k % zones. */
+			int k = i - 2 - nstorage - ((int)o->control - 1) - (int)o->mem;
+
+			snprintf(f_zone, sizeof(f_zone), "--compute.zone=%c",
+				 'a' + (int)(k % o->zones));
+			flags[nf++] = f_zone;
+		}
 		if (o->pg && strstr(svc, "meta")) {
 			flags[nf++] = f_store;
 			flags[nf++] = f_pass;
@@ -555,8 +572,9 @@ static int local_up(const struct local_opts *o)
 		printf("%lld meta server(s) on PostgreSQL in '%s' (password in '%s')\n",
 		       (long long)o->control, pg.dir, pg.passfile);
 	if (o->mem || o->compute)
-		printf("%lld mem daemon(s), %lld compute daemon(s) with %lldx%s each\n",
-		       (long long)o->mem, (long long)o->compute, (long long)o->gpus, o->gpu_model);
+		printf("%lld mem daemon(s), %lld compute daemon(s) with %lldx%s each%s\n",
+		       (long long)o->mem, (long long)o->compute, (long long)o->gpus, o->gpu_model,
+		       o->zones > 1 ? ", spread over zones" : "");
 	if (!o->keyless)
 		printf("composer API at http://%s/redfish/v1\n", composer);
 	return 0;

@@ -43,6 +43,13 @@ static void append(char *why, size_t len, const char *part)
 		snprintf(why + used, len - used, "%s", part);
 }
 
+/* Whether g may be given to rq: its model, its zone, its pinned node. */
+static bool fits(const struct alloc_gpu *g, const struct alloc_request *rq)
+{
+	return alloc_gpu_fits(g, rq->model) && (!rq->zone[0] || strcmp(g->zone, rq->zone) == 0) &&
+	       (!rq->pin_node || g->node == rq->pin_node);
+}
+
 /* Same node: the node with the fewest fitting GPUs that has enough. */
 static uint32_t best_node(const struct alloc_inventory *inv, const struct alloc_request *rq,
 			  uint32_t *most)
@@ -55,13 +62,54 @@ static uint32_t best_node(const struct alloc_inventory *inv, const struct alloc_
 
 		if (i && inv->gpus[i - 1].node == node)
 			continue;	/* counted with the node's first GPU */
-		for (uint32_t k = 0; k < inv->ngpus; k++)
-			nfree += inv->gpus[k].node == node && alloc_gpu_fits(&inv->gpus[k], rq->model);
+		for (uint32_t k = i; k < inv->ngpus && inv->gpus[k].node == node; k++)
+			nfree += fits(&inv->gpus[k], rq);
 		if (nfree > *most)
 			*most = nfree;
 		if (nfree >= rq->gpus && nfree < best_free) {
 			best = node;
 			best_free = nfree;
+		}
+	}
+	return best;
+}
+
+/* Same zone: the zone with the fewest fitting GPUs that has enough, or
+ * NULL; *most_zone the zone with the most (NULL when none fits). */
+static const char *best_zone(const struct alloc_inventory *inv, const struct alloc_request *rq,
+			     uint32_t *most, const char **most_zone)
+{
+	struct zone_free {
+		const char *zone;
+		uint32_t nfree;
+	} z[ALLOC_MAX_ZONES];
+	uint32_t nz = 0, best_free = UINT32_MAX;
+	const char *best = NULL;
+
+	*most = 0;
+	*most_zone = NULL;
+	for (uint32_t i = 0; i < inv->ngpus; i++) {
+		uint32_t k;
+
+		if (!fits(&inv->gpus[i], rq))
+			continue;
+		for (k = 0; k < nz && strcmp(z[k].zone, inv->gpus[i].zone); k++)
+			;
+		if (k == nz) {
+			if (nz == ALLOC_MAX_ZONES)
+				continue;	/* more zones than nodes: not reached */
+			z[nz++] = (struct zone_free){ inv->gpus[i].zone, 0 };
+		}
+		z[k].nfree++;
+	}
+	for (uint32_t k = 0; k < nz; k++) {
+		if (z[k].nfree > *most) {
+			*most = z[k].nfree;
+			*most_zone = z[k].zone;
+		}
+		if (z[k].nfree >= rq->gpus && z[k].nfree < best_free) {
+			best = z[k].zone;
+			best_free = z[k].nfree;
 		}
 	}
 	return best;
@@ -96,27 +144,42 @@ static void place_gpus(const struct alloc_inventory *inv, const struct alloc_req
 		       struct alloc_result *out, char *why, size_t whylen)
 {
 	const char *what = rq->model[0] ? rq->model : (rq->gpus == 1 ? "GPU" : "GPUs");
+	const char *zone = NULL, *most_zone = NULL;
 	uint32_t nfree = 0, node = 0, most = 0;
-	char part[256];
+	char part[256], where[GPU_ZONE_MAX + 32] = "";
 
+	if (rq->pin_node)
+		snprintf(where, sizeof(where), " on node %u", rq->pin_node);
+	else if (rq->zone[0])
+		snprintf(where, sizeof(where), " in zone %s", rq->zone);
 	for (uint32_t i = 0; i < inv->ngpus; i++)
-		nfree += alloc_gpu_fits(&inv->gpus[i], rq->model);
+		nfree += fits(&inv->gpus[i], rq);
 	if (nfree < rq->gpus) {
-		snprintf(part, sizeof(part), "needs %u %s, %u free", rq->gpus, what, nfree);
+		snprintf(part, sizeof(part), "needs %u %s%s, %u free%s", rq->gpus, what, where, nfree,
+			 where[0] ? " there" : "");
 		append(why, whylen, part);
 		return;
 	}
-	if (rq->same_node) {
+	if (rq->same_node && !rq->pin_node) {
 		node = best_node(inv, rq, &most);
 		if (!node) {
-			snprintf(part, sizeof(part), "needs %u %s on one node, at most %u free on a node (%u free in all)",
-				 rq->gpus, what, most, nfree);
+			snprintf(part, sizeof(part), "needs %u %s on one node%s, at most %u free on a node (%u free in all)",
+				 rq->gpus, what, where, most, nfree);
+			append(why, whylen, part);
+			return;
+		}
+	} else if (rq->same_zone && !rq->zone[0] && !rq->pin_node) {
+		zone = best_zone(inv, rq, &most, &most_zone);
+		if (!zone) {
+			snprintf(part, sizeof(part), "needs %u %s in one zone, at most %u free in zone %s (%u free in all)",
+				 rq->gpus, what, most, most_zone ? most_zone : "-", nfree);
 			append(why, whylen, part);
 			return;
 		}
 	}
 	for (uint32_t i = 0; i < inv->ngpus && out->n < rq->gpus; i++)
-		if (alloc_gpu_fits(&inv->gpus[i], rq->model) && (!node || inv->gpus[i].node == node))
+		if (fits(&inv->gpus[i], rq) && (!node || inv->gpus[i].node == node) &&
+		    (!zone || strcmp(inv->gpus[i].zone, zone) == 0))
 			out->pick[out->n++] = i;
 }
 
@@ -133,8 +196,8 @@ int alloc_place(const struct alloc_inventory *inv, const struct alloc_request *r
 		return -EINVAL;
 	}
 	if (rq->nids && (rq->nids != rq->gpus || rq->nids > ALLOC_MAX_GPUS || rq->model[0] ||
-			 rq->same_node)) {
-		snprintf(why, whylen, "named GPUs take no count, model or same-node of their own");
+			 rq->same_node || rq->zone[0] || rq->same_zone || rq->pin_node)) {
+		snprintf(why, whylen, "named GPUs take no count, model, zone, same-node or same-zone of their own");
 		return -EINVAL;
 	}
 	if (rq->nids)

@@ -28,7 +28,9 @@ static const char schema_sql[] =
 	" mem_share INTEGER NOT NULL, mem_nodes INTEGER NOT NULL, token_id TEXT NOT NULL,"
 	" gpus TEXT NOT NULL, owner_uid INTEGER NOT NULL DEFAULT 65534,"
 	" owner_gid INTEGER NOT NULL DEFAULT 65534, paths TEXT NOT NULL DEFAULT '[]',"
-	" qos_mbps INTEGER NOT NULL DEFAULT 0, qos_iops INTEGER NOT NULL DEFAULT 0);"
+	" qos_mbps INTEGER NOT NULL DEFAULT 0, qos_iops INTEGER NOT NULL DEFAULT 0,"
+	" gpu_zone TEXT NOT NULL DEFAULT '', same_zone INTEGER NOT NULL DEFAULT 0,"
+	" generation INTEGER NOT NULL DEFAULT 1);"
 	/* The GPUs held now: one row per GPU, so one owner per GPU. */
 	"CREATE TABLE IF NOT EXISTS comp_gpus ("
 	" node INTEGER NOT NULL, gpu INTEGER NOT NULL, comp TEXT NOT NULL,"
@@ -56,7 +58,8 @@ static int db_err(struct comp_store *s, const char *what)
 
 /* Columns added after the first release, with what an older row holds:
  * every earlier composition belongs to nobody, reaches only its own
- * volume and has no QoS caps, as it did. */
+ * volume, has no QoS caps and no zone constraint, as it did, and is at
+ * generation 1. */
 static const struct {
 	const char *name, *ddl;
 } added_columns[] = {
@@ -65,6 +68,9 @@ static const struct {
 	{ "paths", "ALTER TABLE compositions ADD COLUMN paths TEXT NOT NULL DEFAULT '[]'" },
 	{ "qos_mbps", "ALTER TABLE compositions ADD COLUMN qos_mbps INTEGER NOT NULL DEFAULT 0" },
 	{ "qos_iops", "ALTER TABLE compositions ADD COLUMN qos_iops INTEGER NOT NULL DEFAULT 0" },
+	{ "gpu_zone", "ALTER TABLE compositions ADD COLUMN gpu_zone TEXT NOT NULL DEFAULT ''" },
+	{ "same_zone", "ALTER TABLE compositions ADD COLUMN same_zone INTEGER NOT NULL DEFAULT 0" },
+	{ "generation", "ALTER TABLE compositions ADD COLUMN generation INTEGER NOT NULL DEFAULT 1" },
 };
 
 /* A store made by an earlier release gains the columns it lacks. 0, or
@@ -202,7 +208,8 @@ out:
 static const char load_sql[] =
 	"SELECT seq, id, name, tenant, state, reason, gpu_count, gpu_model, same_node, storage,"
 	" memory, retain, created, changed, expires, mem_share, mem_nodes, token_id, gpus,"
-	" owner_uid, owner_gid, paths, qos_mbps, qos_iops FROM compositions ORDER BY seq";
+	" owner_uid, owner_gid, paths, qos_mbps, qos_iops, gpu_zone, same_zone, generation"
+	" FROM compositions ORDER BY seq";
 
 static void copy_col(sqlite3_stmt *st, int col, char *out, size_t len)
 {
@@ -265,6 +272,9 @@ int comp_store_load(struct comp_store *s, struct comp **out, uint32_t *n)
 				 c->id, (const char *)sqlite3_column_text(st, 21));
 		c->qos_mbps = (uint32_t)sqlite3_column_int64(st, 22);
 		c->qos_iops = (uint32_t)sqlite3_column_int64(st, 23);
+		copy_col(st, 24, c->rq.zone, sizeof(c->rq.zone));
+		c->rq.same_zone = sqlite3_column_int(st, 25) != 0;
+		c->generation = (uint64_t)sqlite3_column_int64(st, 26);
 		if (c->state > COMP_STATE_LAST)
 			c->state = COMP_FAILED;
 	}
@@ -284,10 +294,10 @@ out:
 static const char put_sql[] =
 	"INSERT OR REPLACE INTO compositions (seq, id, name, tenant, state, reason, gpu_count,"
 	" gpu_model, same_node, storage, memory, retain, created, changed, expires, mem_share,"
-	" mem_nodes, token_id, gpus, owner_uid, owner_gid, paths, qos_mbps, qos_iops)"
-	" VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+	" mem_nodes, token_id, gpus, owner_uid, owner_gid, paths, qos_mbps, qos_iops, gpu_zone,"
+	" same_zone, generation) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 
-static int put_row(struct comp_store *s, const struct comp *c)
+static int put_row(struct comp_store *s, const struct comp *c, uint64_t generation)
 {
 	char gpus[ALLOC_MAX_GPUS * (GPU_MODEL_MAX + 24)];
 	sqlite3_stmt *st = NULL;
@@ -320,6 +330,9 @@ static int put_row(struct comp_store *s, const struct comp *c)
 	sqlite3_bind_int64(st, 21, (sqlite3_int64)c->owner_gid);
 	sqlite3_bind_int64(st, 23, (sqlite3_int64)c->qos_mbps);
 	sqlite3_bind_int64(st, 24, (sqlite3_int64)c->qos_iops);
+	sqlite3_bind_text(st, 25, c->rq.zone, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 26, c->rq.same_zone);
+	sqlite3_bind_int64(st, 27, (sqlite3_int64)generation);
 	if (!(paths = paths_text(c)))
 		rc = -ENOMEM;
 	else {
@@ -372,18 +385,20 @@ out:
 	return rc;
 }
 
-int comp_store_put(struct comp_store *s, const struct comp *c)
+int comp_store_put(struct comp_store *s, struct comp *c)
 {
 	int rc;
 
 	if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
 		return db_err(s, "begin");
-	rc = put_row(s, c);
+	rc = put_row(s, c, c->generation + 1);
 	if (!rc)
 		rc = put_gpus(s, c);
 	if (!rc && sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
 		rc = db_err(s, "commit");
 	if (rc)
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+	else
+		c->generation++;
 	return rc;
 }

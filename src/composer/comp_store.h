@@ -65,6 +65,10 @@ struct comp {
 	 * chunk operations/s that each storage daemon lets the credential
 	 * move; 0: no cap. */
 	uint32_t qos_mbps, qos_iops;
+	/* 1, 2, ...: moves on with every change written (comp_store_put
+	 * bumps it), so a client's If-Match of an older one is stale. The
+	 * System's ETag (docs/composer.md, "ETags"). */
+	uint64_t generation;
 };
 
 /* "Requested", "Allocating", ... as Redfish-style names. */
@@ -80,9 +84,10 @@ void comp_store_close(struct comp_store *s);
 /* Every composition, oldest first: *out is malloc'd (the caller frees it),
  * *n its length. 0 or a negative error. */
 int comp_store_load(struct comp_store *s, struct comp **out, uint32_t *n);
-/* Writes c (insert or replace) and, when its state holds resources, its
- * GPUs; otherwise frees them. -EEXIST (nothing written) when a GPU is
- * held by another composition. */
-int comp_store_put(struct comp_store *s, const struct comp *c);
+/* Writes c (insert or replace) with its generation one more than c's
+ * (*c's is moved on only when written), and, when its state holds
+ * resources, its GPUs; otherwise frees them. -EEXIST (nothing written,
+ * c unchanged) when a GPU is held by another composition. */
+int comp_store_put(struct comp_store *s, struct comp *c);
 
 #endif

@@ -45,6 +45,7 @@ struct inv_node {
 	char addr[CM_ADDR_LEN];
 	bool up;
 	uint64_t host_memory;
+	char zone[GPU_ZONE_MAX + 1];	/* its STATUS's (compute.zone) */
 	struct gpu_inventory inv;
 };
 
@@ -56,6 +57,9 @@ enum job_kind {
 	JOB_SYSTEM,		/* Systems/{id} */
 	JOB_COMPOSE,		/* POST Systems */
 	JOB_DECOMPOSE,		/* DELETE Systems/{id} */
+	JOB_RECOMPOSE,		/* POST Systems/{id}/Actions/Oem/Strata.Recompose */
+	JOB_ZONES,		/* ResourceZones */
+	JOB_ZONE,		/* ResourceZones/{id} */
 	JOB_USAGE,		/* CompositionService/Oem/Strata/Usage */
 	JOB_STORAGE_SERVICES,	/* StorageServices */
 	JOB_STORAGE_SERVICE,	/* StorageServices/{id} */
@@ -66,7 +70,10 @@ enum job_kind {
 /* A request for the owner thread, and its answer. */
 struct job {
 	enum job_kind kind;
-	char id[COMP_ID_MAX + 16];	/* JOB_BLOCK, JOB_SYSTEM, JOB_DECOMPOSE */
+	char id[COMP_ID_MAX + 16];	/* JOB_BLOCK, JOB_SYSTEM, JOB_DECOMPOSE, ... */
+	/* DELETE and the actions of a System: the If-Match header ("": none),
+	 * checked against its ETag on the owner thread. */
+	char if_match[256];
 	/* JOB_COMPOSE: name, tenant, rq and retain; expires holds the TTL
 	 * in seconds (0: none) until the owner thread dates it. */
 	struct comp req;
@@ -166,6 +173,18 @@ json_t *rf_blocks(struct composer *c);
 json_t *rf_block(struct composer *c, const char *id);	/* NULL: none */
 json_t *rf_systems(struct composer *c);
 json_t *rf_system(struct composer *c, const struct comp *comp);
+/* Counts a GPU of model in models ({"MODEL": {"Total", "Free"}}), as
+ * free or not. */
+void rf_count_model(json_t *models, const char *model, bool is_free);
+/* ResourceZones: every zone of the compute nodes, with its blocks; one
+ * zone (NULL: none called id). */
+json_t *rf_zones(struct composer *c);
+json_t *rf_zone(struct composer *c, const char *id);
+/* The System's ETag: "\"<generation>\"" into out. */
+void rf_etag(const struct comp *comp, char *out, size_t len);
+/* Whether the If-Match header value matches comp's ETag ("*", or one of
+ * a comma-separated list of entity tags; weak ones never match). */
+bool rf_if_match(const struct comp *comp, const char *header);
 /* ---- portal.c (HTTP threads) ---- */
 
 struct MHD_Connection;

@@ -12,6 +12,8 @@
  * compute node the map lists offline, releases those whose TTL ran out,
  * and finishes what a restart interrupted: a composition found
  * Allocating is rolled back (Failed), one found Decomposing is released.
+ * A recompose (do_recompose) replaces a composition's lost GPUs with
+ * free ones under its model and zone constraints.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -103,10 +105,13 @@ static json_t *service_status(struct composer *c, const char *addr, const char *
 static void read_gpus(json_t *sv, struct inv_node *n)
 {
 	json_t *gpus = json_object_get(sv, "gpus");
+	const char *zone = json_string_value(json_object_get(sv, "zone"));
 
 	memset(&n->inv, 0, sizeof(n->inv));
 	n->inv.source = "status";
 	n->host_memory = (uint64_t)json_integer_value(json_object_get(sv, "host_memory"));
+	/* A node from before zones says none: it is in the default one. */
+	snprintf(n->zone, sizeof(n->zone), "%s", zone && gpu_zone_ok(zone) ? zone : GPU_ZONE_DEFAULT);
 	for (size_t i = 0; i < json_array_size(gpus) && n->inv.n < GPU_MAX; i++) {
 		json_t *g = json_array_get(gpus, i);
 		struct gpu *d = &n->inv.gpus[n->inv.n++];
@@ -227,8 +232,11 @@ static int refresh(struct composer *c)
 		sv = n->up ? service_status(c, s->addr, "compute") : NULL;
 		if (sv)
 			read_gpus(sv, n);
-		else if (was)
-			n->inv = was->inv, n->host_memory = was->host_memory;
+		else if (was) {
+			n->inv = was->inv;
+			n->host_memory = was->host_memory;
+			memcpy(n->zone, was->zone, sizeof(n->zone));
+		}
 		n->up = n->up && sv;
 		json_decref(sv);
 		if (sv || was)
@@ -242,6 +250,7 @@ static int refresh(struct composer *c)
 			g->node = nodes[i].node;
 			g->index = nodes[i].inv.gpus[k].index;
 			snprintf(g->model, sizeof(g->model), "%s", nodes[i].inv.gpus[k].model);
+			snprintf(g->zone, sizeof(g->zone), "%s", nodes[i].zone);
 			g->state = nodes[i].inv.gpus[k].state;
 			g->node_up = nodes[i].up;
 		}
@@ -415,6 +424,20 @@ static void do_compose(struct composer *c, struct job *j)
 	free(cred);
 }
 
+/* Whether j's If-Match is stale for p: j then holds the 412. */
+static bool stale(struct job *j, const struct comp *p)
+{
+	char etag[32];
+
+	if (!j->if_match[0] || rf_if_match(p, j->if_match))
+		return false;
+	rf_etag(p, etag, sizeof(etag));
+	fail_job(j, 412, "Base.1.8.PreconditionFailed",
+		 "composition '%s' has changed: its ETag is %s, not %.64s; GET it again and retry",
+		 p->id, etag, j->if_match);
+	return true;
+}
+
 static void do_decompose(struct composer *c, struct job *j)
 {
 	struct comp *p = composer_find(c, j->id);
@@ -423,6 +446,8 @@ static void do_decompose(struct composer *c, struct job *j)
 		fail_job(j, 404, "Base.1.8.ResourceMissingAtURI", "no composition '%s'", j->id);
 		return;
 	}
+	if (stale(j, p))
+		return;
 	if (p->state == COMP_RELEASED || p->state == COMP_FAILED) {
 		fail_job(j, 409, "Base.1.8.ResourceInUse", "composition '%s' is already %s", p->id,
 			 comp_state_name(p->state));
@@ -434,6 +459,147 @@ static void do_decompose(struct composer *c, struct job *j)
 			 p->id, p->reason);
 		return;
 	}
+	j->http = 200;
+	j->body = rf_system(c, p);
+}
+
+/* ---- recompose ---- */
+
+/* Whether p's GPU g is lost: the map lists its node offline, or the
+ * node reports it failed. A node the map does not list (mgmt restarted,
+ * the node not announced again yet) is not judged, as in tick. */
+static bool gpu_lost(const struct composer *c, const struct comp_gpu *g)
+{
+	for (uint32_t i = 0; i < c->ngpus; i++)
+		if (c->gpus[i].node == g->node && c->gpus[i].index == g->index)
+			return !c->gpus[i].node_up || c->gpus[i].state == GPU_FAILED;
+	return false;
+}
+
+/* Places a replacement for each lost GPU of p (lost[k]) into gpus[k],
+ * all or nothing: of the model of the GPU it replaces, in the request's
+ * zone, with same_zone in the zone of the GPUs kept (or any one zone for
+ * all of them), with same_node on their node (or any one node). 0, or
+ * -ENOSPC with why. The picks are marked owned in c->gpus (the caller
+ * recounts). */
+static int place_replacements(struct composer *c, const struct comp *p, const bool *lost,
+			      struct comp_gpu *gpus, char *why, size_t whylen)
+{
+	struct alloc_inventory inv = { c->gpus, c->ngpus, 0, 0, 0, 0, 0 };
+	struct alloc_request rq;
+	bool done[ALLOC_MAX_GPUS] = { false };
+	int rc;
+
+	memset(&rq, 0, sizeof(rq));
+	snprintf(rq.zone, sizeof(rq.zone), "%s", p->rq.zone);
+	rq.same_node = p->rq.same_node;
+	rq.same_zone = p->rq.same_zone;
+	for (uint32_t k = 0; k < p->ngpus; k++) {
+		const struct inv_node *n = old_node(c, p->gpus[k].node);
+
+		if (lost[k])
+			continue;
+		if (rq.same_node)
+			rq.pin_node = p->gpus[k].node;
+		if (rq.same_zone && !rq.zone[0] && n)
+			snprintf(rq.zone, sizeof(rq.zone), "%s", n->zone);
+		break;
+	}
+	for (uint32_t k = 0; k < p->ngpus; k++) {
+		struct alloc_result res;
+		uint32_t m = 0;
+
+		if (!lost[k] || done[k])
+			continue;
+		snprintf(rq.model, sizeof(rq.model), "%s", p->gpus[k].model);
+		rq.gpus = 0;
+		for (uint32_t x = k; x < p->ngpus; x++)
+			rq.gpus += lost[x] && !done[x] && !strcmp(p->gpus[x].model, rq.model);
+		rc = alloc_place(&inv, &rq, &res, why, whylen);
+		if (rc)
+			return rc;
+		for (uint32_t x = k; x < p->ngpus && m < res.n; x++) {
+			struct alloc_gpu *g;
+
+			if (!lost[x] || done[x] || strcmp(p->gpus[x].model, rq.model))
+				continue;
+			g = &c->gpus[res.pick[m++]];
+			g->owned = true;
+			gpus[x] = (struct comp_gpu){ g->node, g->index, "" };
+			snprintf(gpus[x].model, sizeof(gpus[x].model), "%s", g->model);
+			done[x] = true;
+		}
+		/* GPUs of another model go where these went. */
+		if (rq.same_node && !rq.pin_node)
+			rq.pin_node = gpus[k].node;
+		if (rq.same_zone && !rq.zone[0])
+			snprintf(rq.zone, sizeof(rq.zone), "%s", c->gpus[res.pick[0]].zone);
+	}
+	return 0;
+}
+
+/* Replaces the lost GPUs of a Composed or Degraded composition with
+ * free ones, all or nothing; it is Composed again, at a new generation,
+ * its credential, volume and memory untouched. */
+static void do_recompose(struct composer *c, struct job *j)
+{
+	struct comp *p = composer_find(c, j->id);
+	struct comp_gpu gpus[ALLOC_MAX_GPUS];
+	bool lost[ALLOC_MAX_GPUS];
+	char why[512] = "";
+	uint32_t nlost = 0;
+	int rc;
+
+	if (!p) {
+		fail_job(j, 404, "Base.1.8.ResourceMissingAtURI", "no composition '%s'", j->id);
+		return;
+	}
+	if (stale(j, p))
+		return;
+	if (p->state != COMP_COMPOSED && p->state != COMP_DEGRADED) {
+		fail_job(j, 409, "Base.1.8.ResourceInUse",
+			 "composition '%s' is %s: only a Composed or Degraded one is recomposed",
+			 p->id, comp_state_name(p->state));
+		return;
+	}
+	if (refresh(c)) {
+		fail_job(j, 503, "Base.1.8.ServiceTemporarilyUnavailable",
+			 "cannot read the cluster map from mgmt '%s'; retry", c->mgmt);
+		return;
+	}
+	for (uint32_t k = 0; k < p->ngpus; k++)
+		nlost += lost[k] = gpu_lost(c, &p->gpus[k]);
+	if (!nlost && p->state == COMP_COMPOSED) {
+		j->http = 200;		/* nothing lost: unchanged */
+		j->body = rf_system(c, p);
+		return;
+	}
+	memcpy(gpus, p->gpus, sizeof(gpus));
+	rc = place_replacements(c, p, lost, gpus, why, sizeof(why));
+	if (rc) {
+		recount(c);
+		c->snap_refusals++;
+		log_info(COMP_LOG, "composition '%s' not recomposed: %s", p->id, why);
+		fail_job(j, 409, "Strata.1.0.InsufficientResources",
+			 "cannot replace %u lost GPU(s) of '%s': %s", nlost, p->id, why);
+		return;
+	}
+	struct comp old = *p;
+
+	memcpy(p->gpus, gpus, sizeof(gpus));
+	rc = save(c, p, COMP_COMPOSED, "");
+	if (rc) {
+		*p = old;
+		recount(c);
+		fail_job(j, rc == -EEXIST ? 409 : 500, "Base.1.8.InternalError",
+			 "cannot record the recomposed '%s': %s", p->id, strata_strerror(rc));
+		return;
+	}
+	for (uint32_t k = 0; k < p->ngpus; k++)
+		if (lost[k])
+			log_info(COMP_LOG, "composition '%s' recomposed: gpu-%u-%u replaced by gpu-%u-%u",
+				 p->id, old.gpus[k].node, old.gpus[k].index, p->gpus[k].node,
+				 p->gpus[k].index);
 	j->http = 200;
 	j->body = rf_system(c, p);
 }
@@ -474,6 +640,20 @@ static void run_job(struct composer *c, struct job *j)
 		break;
 	case JOB_DECOMPOSE:
 		do_decompose(c, j);
+		break;
+	case JOB_RECOMPOSE:
+		do_recompose(c, j);
+		break;
+	case JOB_ZONES:
+		j->body = rf_zones(c);
+		if (!j->body)
+			fail_job(j, 500, "Base.1.8.InternalError", "out of memory");
+		break;
+	case JOB_ZONE:
+		j->body = rf_zone(c, j->id);
+		if (!j->body)
+			fail_job(j, 404, "Base.1.8.ResourceMissingAtURI", "no resource zone '%s'",
+				 j->id);
 		break;
 	case JOB_STORAGE_SERVICES:
 		j->body = rf_storage_services(c);

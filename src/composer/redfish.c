@@ -1,10 +1,13 @@
 /*
  * The composer's HTTP API, Redfish-shaped (docs/composer.md): the
  * ServiceRoot, the CompositionService with the inventory, ResourceBlocks
- * (a block per GPU, and the storage and memory pools), and Systems (the
- * compositions: POST composes, DELETE decomposes). Every resource but the
- * ServiceRoot needs an admin token of the cluster in "Authorization:
- * Bearer"; errors carry Redfish's error.@Message.ExtendedInfo.
+ * (a block per GPU, and the storage and memory pools), ResourceZones
+ * (zones.c), and Systems (the compositions: POST composes, DELETE
+ * decomposes, the Oem action Strata.Recompose replaces lost GPUs; each
+ * has an ETag, and DELETE and the action honour If-Match). Every
+ * resource but the ServiceRoot needs an admin token of the cluster in
+ * "Authorization: Bearer"; errors carry Redfish's
+ * error.@Message.ExtendedInfo.
  *
  * Each connection has its own MHD thread: it reads and checks the request
  * there, hands a job to the owner thread (composer_run) and writes what
@@ -30,6 +33,8 @@
 #define RF_SYSTEMS RF "/Systems"
 #define RF_SERVICE RF "/CompositionService"
 #define RF_BLOCKS RF_SERVICE "/ResourceBlocks"
+#define RF_ZONES RF_SERVICE "/ResourceZones"
+#define RF_RECOMPOSE "/Actions/Oem/Strata.Recompose"
 #define RF_USAGE RF_SERVICE "/Oem/Strata/Usage"
 #define RF_STORAGE RF "/StorageServices"
 #define RF_VOLUMES RF_STORAGE "/strata/Volumes"
@@ -90,19 +95,22 @@ static json_t *gpu_block(struct composer *c, const struct alloc_gpu *g)
 	const char *state = owner ? "composed" : gpu_state_name(g->state);
 	const char *cstate = !g->node_up ? "Unavailable" : owner ? "Composed" :
 			     g->state == GPU_FAILED ? "Failed" : "Unused";
-	char id[64];
+	char id[64], zone[GPU_ZONE_MAX + 64];
 
 	snprintf(id, sizeof(id), "gpu-%u-%u", g->node, g->index);
-	return json_pack("{s:s, s:s, s:s, s:s, s:[s], s:{s:s, s:b}, s:{s:s, s:s},"
-			 " s:{s:{s:i, s:i, s:s, s:s, s:b, s:s?, s:s}}}",
+	snprintf(zone, sizeof(zone), RF_ZONES "/%s", g->zone);
+	return json_pack("{s:s, s:s, s:s, s:s, s:[s], s:{s:s, s:b}, s:{s:s, s:s}, s:{s:[{s:s}]},"
+			 " s:{s:{s:i, s:i, s:s, s:s, s:b, s:s?, s:s, s:s}}}",
 			 "@odata.id", "", "@odata.type", "#ResourceBlock.v1_4_0.ResourceBlock",
 			 "Id", id, "Name", g->model, "ResourceBlockType", "Processor",
 			 "CompositionStatus", "CompositionState", cstate, "SharingCapable", 0,
 			 "Status", "State", g->node_up ? "Enabled" : "UnavailableOffline", "Health",
 			 g->state == GPU_FAILED || !g->node_up ? "Critical" : "OK",
+			 "Links", "Zones", "@odata.id", zone,
 			 "Oem", "Strata", "Node", (int)g->node, "Index", (int)g->index, "Model",
 			 g->model, "State", g->node_up ? state : "unavailable", "NodeUp",
-			 g->node_up, "Composition", owner, "Address", n ? n->addr : "");
+			 g->node_up, "Composition", owner, "Address", n ? n->addr : "", "Zone",
+			 g->zone);
 }
 
 static void set_uri(json_t *o, const char *base, const char *id)
@@ -193,6 +201,21 @@ json_t *rf_blocks(struct composer *c)
 			 "Members", members, "Oem", "Strata", "Blocks", full);
 }
 
+void rf_count_model(json_t *models, const char *model, bool is_free)
+{
+	json_t *m = json_object_get(models, model);
+
+	if (!m) {
+		m = json_pack("{s:i, s:i}", "Total", 0, "Free", 0);
+		if (json_object_set_new(models, model, m))
+			return;
+	}
+	json_object_set_new(m, "Total",
+			    json_integer(json_integer_value(json_object_get(m, "Total")) + 1));
+	json_object_set_new(m, "Free", json_integer(json_integer_value(json_object_get(m, "Free")) +
+						    is_free));
+}
+
 json_t *rf_composition_service(struct composer *c)
 {
 	json_t *nodes = json_array(), *models = json_object();
@@ -200,17 +223,9 @@ json_t *rf_composition_service(struct composer *c)
 
 	for (uint32_t i = 0; i < c->ngpus; i++) {
 		const struct alloc_gpu *g = &c->gpus[i];
-		json_t *m = json_object_get(models, g->model);
 		bool fits = alloc_gpu_fits(g, "");
 
-		if (!m) {
-			m = json_pack("{s:i, s:i}", "Total", 0, "Free", 0);
-			json_object_set_new(models, g->model, m);
-		}
-		json_object_set_new(m, "Total",
-				    json_integer(json_integer_value(json_object_get(m, "Total")) + 1));
-		json_object_set_new(m, "Free", json_integer(json_integer_value(json_object_get(m, "Free")) +
-							    fits));
+		rf_count_model(models, g->model, fits);
 		nfree += fits;
 		unavail += !g->node_up;
 		composed += g->node_up && g->owned;
@@ -219,22 +234,22 @@ json_t *rf_composition_service(struct composer *c)
 	for (uint32_t i = 0; i < c->nnodes; i++) {
 		const struct inv_node *n = &c->nodes[i];
 
-		json_array_append_new(nodes, json_pack("{s:i, s:s, s:b, s:I, s:i}", "Node",
+		json_array_append_new(nodes, json_pack("{s:i, s:s, s:b, s:I, s:i, s:s}", "Node",
 						       (int)n->node, "Address", n->addr, "Up", n->up,
 						       "HostMemory", (json_int_t)n->host_memory,
-						       "Gpus", (int)n->inv.n));
+						       "Gpus", (int)n->inv.n, "Zone", n->zone));
 	}
 	json_t *mem = pool(c->mem_total, c->mem_used);
 
 	json_object_set_new(mem, "Nodes", json_integer(c->mem_nodes));
-	return json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:{s:s, s:s}, s:{s:s},"
+	return json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:{s:s, s:s}, s:{s:s}, s:{s:s},"
 			 " s:{s:{s:{s:{s:i, s:i, s:i, s:i, s:i, s:o}, s:o, s:o, s:o, s:b}}}}",
 			 "@odata.id", RF_SERVICE, "@odata.type",
 			 "#CompositionService.v1_2_0.CompositionService", "Id", "CompositionService",
 			 "Name", "Strata composition service", "ServiceEnabled", 1,
 			 "AllowOverprovisioning", 0, "Status", "State", "Enabled", "Health",
 			 c->inv_ok ? "OK" : "Warning", "ResourceBlocks", "@odata.id", RF_BLOCKS,
-			 "Oem", "Strata", "Inventory", "Gpus", "Total", (int)c->ngpus, "Free",
+			 "ResourceZones", "@odata.id", RF_ZONES, "Oem", "Strata", "Inventory", "Gpus", "Total", (int)c->ngpus, "Free",
 			 (int)nfree, "Composed", (int)composed, "Failed", (int)failed, "Unavailable",
 			 (int)unavail, "Models", models, "ComputeNodes", nodes, "Storage",
 			 pool(c->storage_total, c->storage_used), "Memory", mem, "MapRead",
@@ -285,10 +300,11 @@ json_t *rf_system(struct composer *c, const struct comp *p)
 
 		snprintf(id, sizeof(id), "gpu-%u-%u", p->gpus[i].node, p->gpus[i].index);
 		snprintf(node, sizeof(node), "%u", p->gpus[i].node);
-		json_array_append_new(gpus, json_pack("{s:i, s:i, s:s, s:s}", "Node",
+		json_array_append_new(gpus, json_pack("{s:i, s:i, s:s, s:s, s:s}", "Node",
 						      (int)p->gpus[i].node, "Index",
 						      (int)p->gpus[i].index, "Model", p->gpus[i].model,
-						      "Address", n ? n->addr : ""));
+						      "Address", n ? n->addr : "", "Zone",
+						      n ? n->zone : ""));
 		json_array_append_new(blocks, odata(RF_BLOCKS, id));
 		/* CUDA_VISIBLE_DEVICES of each node: its indices, in order. */
 		was = json_string_value(json_object_get(cuda, node));
@@ -304,13 +320,14 @@ json_t *rf_system(struct composer *c, const struct comp *p)
 	for (uint32_t i = 0; p->rq.memory && i < c->mem_nodes; i++)
 		json_array_append_new(mem_nodes, json_string(c->mem_addrs[i]));
 	comp_volume_path(c, p, path, sizeof(path));
-	strata = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:b, s:{s:i, s:s, s:b}, s:o, s:o,"
+	strata = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:b, s:{s:i, s:s, s:b, s:s?, s:b}, s:o, s:o,"
 			   " s:s, s:{s:s, s:s}}",
 			   "State", comp_state_name(p->state), "Reason", p->reason, "Tenant",
 			   p->tenant, "Created", (json_int_t)p->created, "Changed",
 			   (json_int_t)p->changed, "Expires", (json_int_t)p->expires, "Retain",
 			   p->retain, "GpuRequest", "Count", (int)p->rq.gpus, "Model", p->rq.model,
-			   "SameNode", p->rq.same_node, "Gpus", gpus, "CudaVisibleDevices", cuda,
+			   "SameNode", p->rq.same_node, "Zone", p->rq.zone[0] ? p->rq.zone : NULL,
+			   "SameZone", p->rq.same_zone, "Gpus", gpus, "CudaVisibleDevices", cuda,
 			   "CredentialId", p->token_id, "Addresses", "Mgmt", c->mgmt, "Meta",
 			   c->meta);
 	json_object_set_new(strata, "Owner", json_pack("{s:I, s:I}", "Uid",
@@ -338,7 +355,38 @@ json_t *rf_system(struct composer *c, const struct comp *p)
 		      rf_state(p->state), "Health", health(p->state), "Links", "ResourceBlocks",
 		      blocks, "Oem", "Strata", strata);
 	set_uri(o, RF_SYSTEMS, p->id);
+	rf_etag(p, path, sizeof(path));
+	json_object_set_new(o, "@odata.etag", json_string(path));
+	snprintf(path, sizeof(path), RF_SYSTEMS "/%s" RF_RECOMPOSE, p->id);
+	json_object_set_new(o, "Actions", json_pack("{s:{s:{s:s}}}", "Oem", "#Strata.Recompose",
+						    "target", path));
 	return o;
+}
+
+void rf_etag(const struct comp *p, char *out, size_t len)
+{
+	snprintf(out, len, "\"%llu\"", (unsigned long long)p->generation);
+}
+
+bool rf_if_match(const struct comp *p, const char *header)
+{
+	char etag[32];
+	size_t elen;
+	const char *s = header;
+
+	rf_etag(p, etag, sizeof(etag));
+	elen = strlen(etag);
+	while (*s) {
+		size_t n;
+
+		while (*s == ' ' || *s == '\t' || *s == ',')
+			s++;
+		n = strcspn(s, ", \t");
+		if ((n == 1 && *s == '*') || (n == elen && strncmp(s, etag, n) == 0))
+			return true;
+		s += n;
+	}
+	return false;
 }
 
 /* ---- Swordfish: the volumes ---- */
@@ -642,12 +690,26 @@ static int get_gpus(struct job *j, json_t *o)
 				return -1;
 			}
 			rq->same_node = json_is_true(v);
+		} else if (strcmp(k, "Zone") == 0) {
+			if (!json_is_string(v) || !gpu_zone_ok(json_string_value(v))) {
+				bad(j, "Base.1.8.PropertyValueFormatError",
+				    "'Gpus.Zone' must be a zone name (1..%d letters, digits, '.', '_' or '-')",
+				    GPU_ZONE_MAX);
+				return -1;
+			}
+			snprintf(rq->zone, sizeof(rq->zone), "%s", json_string_value(v));
+		} else if (strcmp(k, "SameZone") == 0) {
+			if (!json_is_boolean(v)) {
+				bad(j, "Base.1.8.PropertyValueTypeError", "'Gpus.SameZone' must be true or false");
+				return -1;
+			}
+			rq->same_zone = json_is_true(v);
 		} else if (strcmp(k, "Ids") == 0) {
 			if (get_gpu_ids(j, v))
 				return -1;
 		} else {
 			bad(j, "Base.1.8.PropertyUnknown",
-			    "'Gpus.%s' is not a property (Count, Model, SameNode, Ids)", k);
+			    "'Gpus.%s' is not a property (Count, Model, SameNode, Zone, SameZone, Ids)", k);
 			return -1;
 		}
 	}
@@ -866,13 +928,15 @@ static void parse_compose(struct job *j, const char *text, size_t len)
 		}
 	}
 	if (r->rq.nids && ((r->rq.gpus && r->rq.gpus != r->rq.nids) || r->rq.model[0] ||
-			   r->rq.same_node))
+			   r->rq.same_node || r->rq.zone[0] || r->rq.same_zone))
 		bad(j, "Base.1.8.PropertyValueConflict",
-		    "'Gpus.Ids' names the GPUs: give no 'Count' (or the same number), 'Model' or 'SameNode'");
+		    "'Gpus.Ids' names the GPUs: give no 'Count' (or the same number), 'Model', 'SameNode', 'Zone' or 'SameZone'");
 	else if (r->rq.nids)
 		r->rq.gpus = r->rq.nids;
-	else if (r->rq.model[0] && !r->rq.gpus)
-		bad(j, "Base.1.8.PropertyValueConflict", "'Gpus.Model' is given without 'Gpus.Count'");
+	else if ((r->rq.model[0] || r->rq.zone[0] || r->rq.same_zone) && !r->rq.gpus)
+		bad(j, "Base.1.8.PropertyValueConflict",
+		    "'Gpus.%s' is given without 'Gpus.Count'",
+		    r->rq.model[0] ? "Model" : r->rq.zone[0] ? "Zone" : "SameZone");
 	else if (!r->rq.gpus && !r->rq.storage && !r->rq.memory)
 		bad(j, "Base.1.8.PropertyMissing",
 		    "a composition asks for at least one of Gpus.Count, Storage.Size, Memory.Size");
@@ -900,6 +964,21 @@ static void parse_since(struct job *j, const char *v)
 		return;
 	}
 	j->since = s;
+}
+
+/* The If-Match header of a DELETE or an action, kept for the owner
+ * thread (rf_if_match); one longer than we keep is refused. */
+static void read_if_match(struct job *j, const char *v)
+{
+	if (!v)
+		return;
+	if (!*v || strlen(v) >= sizeof(j->if_match)) {
+		bad(j, "Base.1.8.HeaderInvalid",
+		    "'If-Match' must be \"*\" or 1..%zu bytes of entity tags such as \"3\"",
+		    sizeof(j->if_match) - 1);
+		return;
+	}
+	snprintf(j->if_match, sizeof(j->if_match), "%s", v);
 }
 
 /* Checks "Authorization: Bearer TOKEN": an admin token of this cluster,
@@ -955,6 +1034,8 @@ static bool route(const char *url, const char *method, struct job *j)
 		{ RF_SERVICE, JOB_SERVICE, 0, 0, false },
 		{ RF_BLOCKS, JOB_BLOCKS, 0, 0, false },
 		{ RF_BLOCKS "/", JOB_BLOCK, 0, 0, true },
+		{ RF_ZONES, JOB_ZONES, 0, 0, false },
+		{ RF_ZONES "/", JOB_ZONE, 0, 0, true },
 		{ RF_SYSTEMS, JOB_SYSTEMS, JOB_COMPOSE, 0, false },
 		{ RF_SYSTEMS "/", JOB_SYSTEM, 0, JOB_DECOMPOSE, true },
 		{ RF_USAGE, JOB_USAGE, 0, 0, false },
@@ -964,7 +1045,7 @@ static bool route(const char *url, const char *method, struct job *j)
 		{ RF_VOLUMES "/", JOB_VOLUME, 0, 0, true },
 	};
 	char path[256];
-	size_t len = strlen(url);
+	size_t len = strlen(url), rl = strlen(RF_RECOMPOSE), sl = strlen(RF_SYSTEMS "/");
 
 	if (len >= sizeof(path)) {
 		bad(j, "Base.1.8.ResourceMissingAtURI", "no resource at this URI");
@@ -974,6 +1055,26 @@ static bool route(const char *url, const char *method, struct job *j)
 	memcpy(path, url, len + 1);
 	while (len > 1 && path[len - 1] == '/')
 		path[--len] = 0;
+	/* Systems/{id}/Actions/Oem/Strata.Recompose: POST only. */
+	if (len > sl + rl && strcmp(path + len - rl, RF_RECOMPOSE) == 0 &&
+	    strncmp(path, RF_SYSTEMS "/", sl) == 0) {
+		const char *id = path + sl;
+
+		path[len - rl] = 0;
+		if (strchr(id, '/') || strlen(id) >= sizeof(j->id)) {
+			path[len - rl] = RF_RECOMPOSE[0];
+			goto missing;
+		}
+		snprintf(j->id, sizeof(j->id), "%s", id);
+		if (strcmp(method, "POST")) {
+			j->http = 405;
+			j->msg_id = "Base.1.8.OperationNotAllowed";
+			snprintf(j->msg, sizeof(j->msg), "%s is not allowed on an action (POST it)", method);
+			return false;
+		}
+		j->kind = JOB_RECOMPOSE;
+		return true;
+	}
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
 		size_t pl = strlen(routes[i].prefix);
 		const char *id = path + pl;
@@ -998,6 +1099,7 @@ static bool route(const char *url, const char *method, struct job *j)
 		}
 		return true;
 	}
+missing:
 	j->http = 404;
 	j->msg_id = "Base.1.8.ResourceMissingAtURI";
 	snprintf(j->msg, sizeof(j->msg), "no resource at '%s' (the API is under %s)", path, RF);
@@ -1013,6 +1115,7 @@ static json_t *error_body(const struct job *j)
 			 "#Message.v1_1_1.Message", "MessageId", id, "Message", j->msg, "Severity",
 			 j->http >= 500 ? "Critical" : "Warning", "Resolution",
 			 j->http == 409 ? "Release compositions or add resources, then retry."
+			 : j->http == 412 ? "GET the resource for its current ETag, then retry."
 			 : j->http >= 500 ? "Retry the request; see the daemon's log."
 					  : "Correct the request and resubmit it (docs/composer.md).");
 }
@@ -1036,6 +1139,9 @@ static enum MHD_Result respond(struct MHD_Connection *conn, struct job *j)
 	MHD_add_response_header(resp, "OData-Version", "4.0");
 	if (j->location[0])
 		MHD_add_response_header(resp, "Location", j->location);
+	if (!j->msg[0] && json_is_string(json_object_get(j->body, "@odata.etag")))
+		MHD_add_response_header(resp, "ETag",
+					json_string_value(json_object_get(j->body, "@odata.etag")));
 	ret = MHD_queue_response(conn, j->http ? j->http : 500, resp);
 	MHD_destroy_response(resp);
 	return ret;
@@ -1087,6 +1193,9 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
 			    COMPOSER_BODY_MAX);
 		else if (j->kind == JOB_COMPOSE)
 			parse_compose(j, (const char *)r->body.buf, r->body.len);
+		else if (j->kind == JOB_DECOMPOSE || j->kind == JOB_RECOMPOSE)
+			read_if_match(j, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+								     "If-Match"));
 		else if (j->kind == JOB_USAGE)
 			parse_since(j, MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND,
 								   "Since"));

@@ -9,7 +9,9 @@
  * of a node whose lease ran out Degraded.
  *
  * The inventory is read once at start and never changes, so status runs
- * on any thread without a lock.
+ * on any thread without a lock. The node's zone (`compute.zone`, e.g. its
+ * rack) travels in the STATUS too: the composer keeps a composition's
+ * GPUs in one zone when asked.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -28,11 +30,13 @@ struct compute_cfg {
 	char gpus[CFG_STR_MAX];
 	char failed[CFG_STR_MAX];
 	uint64_t host_memory;
+	char zone[CFG_STR_MAX];
 };
 
 struct compute {
 	struct gpu_inventory inv;
 	uint64_t host_memory;
+	char zone[GPU_ZONE_MAX + 1];
 	struct announcer *ann;
 };
 
@@ -96,6 +100,7 @@ static int compute_start(const struct service_env *env, void **out)
 		rc = mark_failed(&c->inv, cfg->failed);
 	if (rc)
 		goto fail;
+	snprintf(c->zone, sizeof(c->zone), "%s", cfg->zone);
 	c->host_memory = cfg->host_memory ? cfg->host_memory :
 			 (pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0);
 	rc = announce_start(env, CM_SVC_COMPUTE, &c->ann);
@@ -104,9 +109,9 @@ static int compute_start(const struct service_env *env, void **out)
 			  env->mgmt_addr, strata_strerror(rc));
 		goto fail;
 	}
-	log_info("compute", "%u GPU(s) from %s%s%s, %llu MiB of host memory", c->inv.n,
+	log_info("compute", "%u GPU(s) from %s%s%s, %llu MiB of host memory, zone '%s'", c->inv.n,
 		 c->inv.source, c->inv.n ? ", first " : "", c->inv.n ? c->inv.gpus[0].model : "",
-		 (unsigned long long)(c->host_memory >> 20));
+		 (unsigned long long)(c->host_memory >> 20), c->zone);
 	*out = c;
 	return 0;
 fail:
@@ -138,6 +143,7 @@ static void compute_status(void *svc, json_t *o)
 	json_object_set_new(o, "gpus", gpus);
 	json_object_set_new(o, "gpu_source", json_string(c->inv.source));
 	json_object_set_new(o, "host_memory", json_integer((json_int_t)c->host_memory));
+	json_object_set_new(o, "zone", json_string(c->zone));
 }
 
 static void compute_metrics(void *svc, struct bbuf *out)
@@ -152,6 +158,19 @@ static void compute_metrics(void *svc, struct bbuf *out)
 		    failed);
 }
 
+static int compute_check(const void *cfg, char *err, size_t errlen)
+{
+	const struct compute_cfg *c = cfg;
+
+	if (!gpu_zone_ok(c->zone)) {
+		snprintf(err, errlen,
+			 "compute.zone: '%s' is not a zone name (1..%d letters, digits, '.', '_' or '-')",
+			 c->zone, GPU_ZONE_MAX);
+		return STRATA_ECONFIG;
+	}
+	return 0;
+}
+
 #define K(name, type, field, def, min, max, help) \
 	CFG_KEY(struct compute_cfg, "compute", name, type, field, def, min, max, help)
 static const struct cfg_key compute_keys[] = {
@@ -160,6 +179,8 @@ static const struct cfg_key compute_keys[] = {
 	K("failed", CFG_STR, failed, "", 0, 0, "GPU indices to report failed (e.g. 1,3)"),
 	K("host_memory", CFG_SIZE, host_memory, "0", 0, 0,
 	  "host memory to report; 0: the machine's"),
+	K("zone", CFG_STR, zone, GPU_ZONE_DEFAULT, 0, 0,
+	  "the zone of this node (e.g. a rack): compositions may keep their GPUs in one"),
 };
 #undef K
 static const struct cfg_schema compute_schema = CFG_SCHEMA(compute_keys);
@@ -168,6 +189,7 @@ const struct service_def compute_service = {
 	.name = "compute",
 	.schema = &compute_schema,
 	.cfg_size = sizeof(struct compute_cfg),
+	.check = compute_check,
 	.start = compute_start,
 	.stop = compute_stop,
 	.status = compute_status,

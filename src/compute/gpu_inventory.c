@@ -20,6 +20,18 @@ static int model_char_ok(int c)
 	return isalnum(c) || c == '.' || c == '_' || c == '-';
 }
 
+bool gpu_zone_ok(const char *zone)
+{
+	size_t n = strlen(zone);
+
+	if (!n || n > GPU_ZONE_MAX)
+		return false;
+	for (; *zone; zone++)
+		if (!model_char_ok((unsigned char)*zone))
+			return false;
+	return true;
+}
+
 /* The N of a trailing "-<N>GB" (or "<N>GB" after any separator), in
  * bytes; 0 when the model does not say. */
 static uint64_t model_memory(const char *model)

@@ -7,11 +7,14 @@
 #ifndef STRATA_COMPUTE_GPU_INVENTORY_H
 #define STRATA_COMPUTE_GPU_INVENTORY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define GPU_MAX 64		/* GPUs on one node */
 #define GPU_MODEL_MAX 63	/* [A-Za-z0-9._-], as a token's tenant */
+#define GPU_ZONE_MAX 31		/* a compute node's zone: [A-Za-z0-9._-] */
+#define GPU_ZONE_DEFAULT "default"
 
 enum gpu_state {
 	GPU_FREE = 0,		/* healthy; the composer may give it to a job */
@@ -31,6 +34,9 @@ struct gpu_inventory {
 	uint32_t n;
 	const char *source;		/* "config", "nvml" or "none" (static strings) */
 };
+
+/* Whether zone is a zone name: 1..GPU_ZONE_MAX of [A-Za-z0-9._-]. */
+bool gpu_zone_ok(const char *zone);
 
 /* "free", "composed", "failed" (or "?"). */
 const char *gpu_state_name(uint32_t state);

@@ -56,11 +56,11 @@ def admin(c):
     return (c.dir / "admin.token").read_text().strip()
 
 
-def http(c, method, path, body=None, token=True, raw=None):
+def http(c, method, path, body=None, token=True, raw=None, headers=None):
     """(status, JSON body) of a request to the composer."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     rq = urllib.request.Request("http://%s%s" % (composer_addr(c), path), data=data,
-                                method=method)
+                                method=method, headers=headers or {})
     if token:
         rq.add_header("Authorization", "Bearer " + (admin(c) if token is True else token))
     if data is not None:
@@ -199,7 +199,7 @@ def test_every_resource_but_the_root_needs_an_admin_token(cc, tmp_path):
     (b'{"Gpus": {"Count": 65}}', "'Gpus.Count' must be an integer in 0..64"),
     (b'{"Gpus": 2}', "'Gpus' must be an object"),
     (b'{"Gpus": {"Count": 1, "Model": "H 100"}}', "'Gpus.Model' must be a model name"),
-    (b'{"Gpus": {"Count": 1, "Zone": "a"}}', "'Gpus.Zone' is not a property"),
+    (b'{"Gpus": {"Count": 1, "Rack": "a"}}', "'Gpus.Rack' is not a property"),
     (b'{"Gpus": {"Model": "H100-80GB"}}', "without 'Gpus.Count'"),
     (b'{"Gpus": {"Count": 1, "SameNode": 1}}', "'Gpus.SameNode' must be true or false"),
     (b'{"Storage": {"Size": "1Q"}}', "'Storage.Size' must be a positive number of bytes"),
@@ -744,6 +744,6 @@ def test_failed_gpus_and_models(cc, daemon_factory):
     code, s = compose(cc, Gpus={"Count": 1, "Model": "L4-24GB"})
     assert code == 201, s
     assert s["Oem"]["Strata"]["Gpus"] == [{"Node": 40, "Index": 0, "Model": "L4-24GB",
-                                          "Address": n.addr}]
+                                          "Address": n.addr, "Zone": "default"}]
     audit(cc)
     release(cc, s["Id"])

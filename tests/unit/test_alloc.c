@@ -1,6 +1,6 @@
 /*
  * Unit tests of the composer's placement (src/composer/alloc.c): GPUs by
- * count, model and same node, the pools, refusals that name every part
+ * count, model, same node, zone and same zone, the pools, refusals that name every part
  * that does not fit, and a randomized run of compose/release against a
  * model that checks no GPU is ever given twice.
  */
@@ -28,6 +28,7 @@ static void fill(struct alloc_gpu *g, uint32_t nodes, uint32_t per, const char *
 			x->node = n + 1;
 			x->index = i;
 			snprintf(x->model, sizeof(x->model), "%s", model);
+			snprintf(x->zone, sizeof(x->zone), "%s", GPU_ZONE_DEFAULT);
 			x->state = GPU_FREE;
 			x->node_up = true;
 		}
@@ -147,6 +148,84 @@ static void test_same_node(void **state)
 	assert_int_equal(res.n, 4);
 }
 
+/* Zones: a named zone, one zone (the tightest that fits), the refusal
+ * naming the zone with the most, a pinned node, and named GPUs refusing
+ * zone constraints. Nodes 1 and 2 are in zone a, node 3 in zone b. */
+static void test_zones(void **state)
+{
+	struct alloc_gpu g[12];
+	struct alloc_inventory inv;
+	struct alloc_request rq = { .gpus = 4 };
+	struct alloc_result res;
+	char why[256];
+
+	(void)state;
+	fill(g, 3, 4, "H100-80GB");
+	for (int i = 0; i < 12; i++)
+		snprintf(g[i].zone, sizeof(g[i].zone), "%s", i < 8 ? "a" : "b");
+	inv = inv_of(g, 12);
+	snprintf(rq.zone, sizeof(rq.zone), "b");
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), 0);
+	for (uint32_t i = 0; i < 4; i++)
+		assert_int_equal(g[res.pick[i]].node, 3);
+	rq.gpus = 5;
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), -ENOSPC);
+	assert_string_equal(why, "needs 5 GPUs in zone b, 4 free there");
+	snprintf(rq.zone, sizeof(rq.zone), "nowhere");
+	rq.gpus = 1;
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), -ENOSPC);
+	assert_string_equal(why, "needs 1 GPU in zone nowhere, 0 free there");
+	/* One zone, any: the tightest that has enough. */
+	rq.zone[0] = 0;
+	rq.same_zone = true;
+	rq.gpus = 3;
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), 0);
+	for (uint32_t i = 0; i < 3; i++)
+		assert_string_equal(g[res.pick[i]].zone, "b");
+	rq.gpus = 6;
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), 0);
+	for (uint32_t i = 0; i < 6; i++)
+		assert_string_equal(g[res.pick[i]].zone, "a");	/* across nodes 1 and 2 */
+	assert_int_equal(g[res.pick[5]].node, 2);
+	/* Zone a: 3 free, zone b: 2 free; 5 free in all, but not in one. */
+	g[0].owned = g[1].owned = g[4].owned = g[5].owned = g[6].owned = true;
+	g[8].owned = g[9].owned = true;
+	rq.gpus = 4;
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), -ENOSPC);
+	assert_string_equal(why, "needs 4 GPUs in one zone, at most 3 free in zone a (5 free in all)");
+	snprintf(rq.model, sizeof(rq.model), "H100-80GB");
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), -ENOSPC);
+	assert_string_equal(why, "needs 4 H100-80GB in one zone, at most 3 free in zone a (5 free in all)");
+	rq.same_zone = false;
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), 0);
+	/* Same node within a zone. */
+	rq.model[0] = 0;
+	rq.same_node = true;
+	rq.gpus = 2;
+	snprintf(rq.zone, sizeof(rq.zone), "a");
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), 0);
+	assert_int_equal(g[res.pick[0]].node, 1);
+	assert_int_equal(g[res.pick[1]].node, 1);
+	rq.gpus = 3;
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), -ENOSPC);
+	assert_string_equal(why, "needs 3 GPUs on one node in zone a, at most 2 free on a node (3 free in all)");
+	/* A pinned node (a recompose keeping a same-node composition). */
+	rq.zone[0] = 0;
+	rq.gpus = 1;
+	rq.pin_node = 3;
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), 0);
+	assert_int_equal(g[res.pick[0]].node, 3);
+	rq.gpus = 3;
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), -ENOSPC);
+	assert_string_equal(why, "needs 3 GPUs on node 3, 2 free there");
+	/* Named GPUs take no zone. */
+	memset(&rq, 0, sizeof(rq));
+	rq.gpus = rq.nids = 1;
+	rq.ids[0] = (struct alloc_gpu_id){ 3, 3 };
+	rq.same_zone = true;
+	assert_int_equal(alloc_place(&inv, &rq, &res, why, sizeof(why)), -EINVAL);
+}
+
 /* Random composes and releases: every placement takes free GPUs only,
  * never one held, and the pools never go past their totals. */
 static void test_random_against_model(void **state)
@@ -161,6 +240,8 @@ static void test_random_against_model(void **state)
 
 	(void)state;
 	fill(g, NODES, PER, "H100-80GB");
+	for (uint32_t i = 0; i < N; i++)	/* two zones of two nodes */
+		snprintf(g[i].zone, sizeof(g[i].zone), "%s", g[i].node <= NODES / 2 ? "a" : "b");
 	memset(holder, 0, sizeof(holder));
 	memset(c, 0, sizeof(c));
 	inv = inv_of(g, N);
@@ -183,6 +264,9 @@ static void test_random_against_model(void **state)
 		}
 		rq.gpus = (uint32_t)(rng_below(&rng, 6));
 		rq.same_node = rng_below(&rng, 2);
+		rq.same_zone = rng_below(&rng, 2);
+		if (!rng_below(&rng, 4))
+			snprintf(rq.zone, sizeof(rq.zone), "%s", rng_below(&rng, 2) ? "a" : "b");
 		rq.storage = (rng_below(&rng, 5)) << 27;
 		rq.memory = (rng_below(&rng, 5)) << 24;
 		if (!rq.gpus && !rq.storage && !rq.memory)
@@ -198,6 +282,8 @@ static void test_random_against_model(void **state)
 			assert_true(k < N);
 			assert_int_equal(holder[k], 0);
 			assert_true(!rq.same_node || g[k].node == g[res.pick[0]].node);
+			assert_true(!rq.same_zone || !strcmp(g[k].zone, g[res.pick[0]].zone));
+			assert_true(!rq.zone[0] || !strcmp(g[k].zone, rq.zone));
 			holder[k] = s + 1;
 			g[k].owned = true;
 		}
@@ -273,6 +359,7 @@ int main(void)
 		cmocka_unit_test(test_count_and_model),
 		cmocka_unit_test(test_refusal_texts),
 		cmocka_unit_test(test_same_node),
+		cmocka_unit_test(test_zones),
 		cmocka_unit_test(test_named_gpus),
 		cmocka_unit_test(test_random_against_model),
 		cmocka_unit_test(test_human),

@@ -2,7 +2,8 @@
  * Unit tests of the composer's store (src/composer/comp_store.c): a
  * composition round-trips with its GPUs, a reopened store holds what was
  * written, one GPU is never held by two compositions (the store refuses
- * and writes nothing), and a released composition frees its GPUs.
+ * and writes nothing), a released composition frees its GPUs, and each
+ * write moves the generation (the System's ETag) on.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -56,6 +57,8 @@ static void make(struct comp *c, uint64_t seq, uint32_t node, uint32_t first, ui
 	c->rq.gpus = n;
 	snprintf(c->rq.model, sizeof(c->rq.model), "H100-80GB");
 	c->rq.same_node = true;
+	snprintf(c->rq.zone, sizeof(c->rq.zone), "rack-%u", (unsigned)seq);
+	c->rq.same_zone = true;
 	c->rq.storage = 1ull << 30;
 	c->rq.memory = 256ull << 20;
 	c->mem_share = 128ull << 20;
@@ -90,16 +93,22 @@ static void test_round_trip_and_exclusive(void **state)
 	assert_int_equal(comp_store_open(path, &s), 0);
 	make(&a, 1, 7, 0, 2);
 	assert_int_equal(comp_store_put(s, &a), 0);
-	/* GPU 1 of node 7 is a's: b is refused, and not written. */
+	assert_int_equal(a.generation, 1);
+	/* GPU 1 of node 7 is a's: b is refused, not written, its generation
+	 * unmoved. */
 	make(&b, 2, 7, 1, 2);
 	assert_int_equal(comp_store_put(s, &b), -EEXIST);
+	assert_int_equal(b.generation, 0);
 	assert_int_equal(comp_store_load(s, &all, &n), 0);
 	assert_int_equal(n, 1);
 	free(all);
 	/* Released, a holds nothing: b fits. */
 	a.state = COMP_RELEASED;
 	assert_int_equal(comp_store_put(s, &a), 0);
+	assert_int_equal(a.generation, 2);
 	assert_int_equal(comp_store_put(s, &b), 0);
+	assert_int_equal(comp_store_put(s, &b), 0);
+	assert_int_equal(b.generation, 2);
 	comp_store_close(s);
 
 	assert_int_equal(comp_store_open(path, &s), 0);
@@ -130,6 +139,10 @@ static void test_round_trip_and_exclusive(void **state)
 	assert_true(all[1].paths[1].write);
 	assert_int_equal(all[1].qos_mbps, 22);
 	assert_int_equal(all[1].qos_iops, 300);
+	assert_string_equal(all[1].rq.zone, "rack-2");
+	assert_true(all[1].rq.same_zone);
+	assert_int_equal(all[0].generation, 2);
+	assert_int_equal(all[1].generation, 2);
 	free(all);
 	/* a cannot take its GPU back while b holds it. */
 	a.state = COMP_COMPOSED;
@@ -140,9 +153,10 @@ static void test_round_trip_and_exclusive(void **state)
 	assert_false(comp_state_holds(COMP_FAILED));
 }
 
-/* A store written before compositions had owners, paths and caps opens,
- * and its compositions are nobody's, reach only their volumes and move
- * without caps, as they were. */
+/* A store written before compositions had owners, paths, caps, zones
+ * and generations opens, and its compositions are nobody's, reach only
+ * their volumes, move without caps and have no zone, as they were, at
+ * generation 1. */
 static void test_store_without_owners(void **state)
 {
 	struct comp_store *s;
@@ -172,6 +186,9 @@ static void test_store_without_owners(void **state)
 	assert_int_equal(all[0].npaths, 0);
 	assert_int_equal(all[0].qos_mbps, 0);	/* no caps, as before */
 	assert_int_equal(all[0].qos_iops, 0);
+	assert_string_equal(all[0].rq.zone, "");	/* no zone constraint */
+	assert_false(all[0].rq.same_zone);
+	assert_int_equal(all[0].generation, 1);
 	free(all);
 	comp_store_close(s);
 	/* Opened again: the columns are there already. */

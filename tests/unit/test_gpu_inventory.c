@@ -84,6 +84,26 @@ static void test_model_from_name(void **state)
 
 /* Without libnvidia-ml the probe says so and offers nothing; with it (a
  * GPU machine) it must find devices with names. */
+/* compute.zone: a short name of [A-Za-z0-9._-]. */
+static void test_zone_names(void **state)
+{
+	char longest[GPU_ZONE_MAX + 2];
+
+	(void)state;
+	assert_true(gpu_zone_ok("default"));
+	assert_true(gpu_zone_ok("rack-1.row_2"));
+	memset(longest, 'z', sizeof(longest));
+	longest[GPU_ZONE_MAX] = 0;
+	assert_true(gpu_zone_ok(longest));
+	longest[GPU_ZONE_MAX] = 'z';
+	longest[GPU_ZONE_MAX + 1] = 0;
+	assert_false(gpu_zone_ok(longest));
+	assert_false(gpu_zone_ok(""));
+	assert_false(gpu_zone_ok("rack 1"));
+	assert_false(gpu_zone_ok("a/b"));
+	assert_false(gpu_zone_ok("zone\n"));
+}
+
 static void test_nvml_probe(void **state)
 {
 	struct gpu_inventory inv;
@@ -114,6 +134,7 @@ int main(void)
 		cmocka_unit_test(test_decl),
 		cmocka_unit_test(test_decl_refused),
 		cmocka_unit_test(test_model_from_name),
+		cmocka_unit_test(test_zone_names),
 		cmocka_unit_test(test_nvml_probe),
 	};
 
