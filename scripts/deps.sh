@@ -32,6 +32,8 @@ PKGS=(
   libslurm-dev                                   # slurm/spank.h: src/slurm/spank_strata.so
   chromium python3-websocket                     # tests/integration/test_portal.py drives the
   fonts-dejavu-core                              # portal in headless Chromium (DevTools protocol)
+  patroni etcd-server                            # tests/integration/test_patroni.py: the namespace's
+                                                 # PostgreSQL under Patroni, three etcd members
 )
 
 missing=()
