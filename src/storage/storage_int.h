@@ -28,6 +28,7 @@
 #include "net/rpc.h"
 #include "net/server.h"
 #include "common/service.h"
+#include "storage/meter.h"
 #include "storage/qos.h"
 
 #define CSTATE_BUCKETS 4096u
@@ -171,6 +172,7 @@ struct storage {
 	uint64_t n_lost;		/* gauge: chunks lost here now */
 	/* The caps of client credentials (qos.h), for every target. */
 	struct qos_table qos;
+	struct meter meter;		/* bytes moved per tenant (meter.h) */
 };
 
 #define CNT(st, f, v) __atomic_fetch_add(&(st)->f, (v), __ATOMIC_RELAXED)

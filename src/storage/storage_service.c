@@ -279,11 +279,16 @@ static void qos_gate(struct storage *st, struct svc_req *req, svc_handler_fn fn)
 	uint64_t bytes, wait, now;
 	uint32_t ops;
 
-	if (!t || t->closing || id->role != NET_ROLE_CLIENT || !qos_caps_of(&id->claims, &caps)) {
+	if (!t || t->closing || id->role != NET_ROLE_CLIENT) {
 		fn(st, req);
 		return;
 	}
 	qos_cost(req, &bytes, &ops);
+	meter_add(&st->meter, id->claims.tenant, bytes, req->hdr.opcode == OP_CHUNK_WRITE);
+	if (!qos_caps_of(&id->claims, &caps)) {
+		fn(st, req);
+		return;
+	}
 	now = qos_now_ns();
 	wait = qos_charge(&st->qos, id->claims.id, &caps, bytes, ops, now);
 	if (!wait && (!t->qos_waiting || t->qos_waiting->due_ns > now)) {
@@ -473,6 +478,7 @@ static void storage_stop(void *svc)
 	}
 	map_put(st, st->snap);
 	qos_table_release(&st->qos);
+	meter_release(&st->meter);
 	pthread_mutex_destroy(&st->map_lock);
 	free(st->pools);
 	free(st->targets);
@@ -497,6 +503,7 @@ static int storage_start(const struct service_env *env, void **out)
 	st->timeout_ms = env->rpc_timeout_ms;
 	pthread_mutex_init(&st->map_lock, NULL);
 	qos_table_init(&st->qos, 0);
+	meter_init(&st->meter);
 	st->ntargets = (int)st->cfg->targets;
 	st->targets = calloc((size_t)st->ntargets, sizeof(*st->targets));
 	st->pools = calloc((size_t)env->nreactors, sizeof(*st->pools));
@@ -559,6 +566,24 @@ fail:
 	return rc;
 }
 
+static void tenant_json(void *arg, const char *tenant, uint64_t read, uint64_t written)
+{
+	json_array_append_new(arg, json_pack("{s:s, s:I, s:I}", "tenant", tenant, "read_bytes",
+					     (json_int_t)read, "write_bytes", (json_int_t)written));
+}
+
+/* Bytes moved per tenant (meter.h), for the composer's usage. */
+static void status_tenants(struct storage *st, json_t *o)
+{
+	json_t *a = json_array();
+
+	meter_each(&st->meter, tenant_json, a);
+	json_object_set_new(o, "tenants", a);
+	json_object_set_new(o, "tenants_overflow_bytes",
+			    json_integer((json_int_t)__atomic_load_n(&st->meter.overflow,
+								     __ATOMIC_RELAXED)));
+}
+
 static void storage_status(void *svc, json_t *o)
 {
 	struct storage *st = svc;
@@ -579,6 +604,7 @@ static void storage_status(void *svc, json_t *o)
 		json_array_append_new(ts, t);
 	}
 	json_object_set_new(o, "targets", ts);
+	status_tenants(st, o);
 }
 
 /* Each target's capacity, usage and free space (what a new chunk may
