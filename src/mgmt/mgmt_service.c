@@ -34,6 +34,8 @@ struct mgmt_cfg {
 	int64_t lease_ms;
 	int64_t replication;
 	int64_t expect_nodes;
+	char store[CFG_STR_MAX];		/* "": SQLite; postgresql://... */
+	char store_passfile[CFG_STR_MAX];	/* PostgreSQL's password file */
 };
 
 struct mgmt {
@@ -643,6 +645,7 @@ static int mgmt_start(const struct service_env *env, void **out)
 	const struct mgmt_cfg *cfg = env->cfg;
 	struct mgmt *m = calloc(1, sizeof(*m));
 	char path[CFG_STR_MAX + 16];
+	const char *where = path;
 	int rc;
 
 	if (!m)
@@ -655,14 +658,20 @@ static int mgmt_start(const struct service_env *env, void **out)
 	m->expect_nodes = (uint32_t)cfg->expect_nodes;
 	cm_init(&m->map);
 	snprintf(path, sizeof(path), "%s/mgmt.db", env->data);
-	rc = mgmt_store_open(path, &m->store);
+	if (cfg->store[0]) {
+		where = "the database of mgmt.store";	/* the URI may hold a password */
+		rc = mgmt_store_open_pg(cfg->store, cfg->store_passfile, &m->store);
+	} else {
+		rc = mgmt_store_open(path, &m->store);
+	}
 	if (rc) {
-		log_error("mgmt", "cannot open '%s': %s", path, strata_strerror(rc));
+		log_error("mgmt", "cannot open %s%s%s: %s", where == path ? "'" : "", where,
+			  where == path ? "'" : "", strata_strerror(rc));
 		goto fail;
 	}
 	rc = mgmt_store_load(m->store, &m->map);
 	if (rc) {
-		log_error("mgmt", "cannot load the cluster map from '%s': %s", path, strata_strerror(rc));
+		log_error("mgmt", "cannot load the cluster map from %s: %s", where, strata_strerror(rc));
 		goto fail;
 	}
 	/* Nodes get a fresh lease after a restart of mgmt: they keep serving
@@ -671,7 +680,7 @@ static int mgmt_start(const struct service_env *env, void **out)
 	m->key = env->key;
 	rc = mgmt_store_revoked(m->store, (int64_t)time(NULL), &m->map);
 	if (rc) {
-		log_error("mgmt", "cannot load the revoked tokens from '%s': %s", path,
+		log_error("mgmt", "cannot load the revoked tokens from %s: %s", where,
 			  strata_strerror(rc));
 		goto fail;
 	}
@@ -766,14 +775,27 @@ static const struct cfg_key mgmt_keys[] = {
 	K("replication", CFG_INT, replication, "3", 1, 8, "replication factor R"),
 	K("expect_nodes", CFG_INT, expect_nodes, "1", 1, 4096,
 	  "storage nodes to wait for before building chains"),
+	K("store", CFG_STR, store, "", 0, 0,
+	  "cluster state database: empty: SQLite (mgmt.db in the data directory), one mgmt;"
+	  " postgresql://...: PostgreSQL, shared by the mgmt of every control node"),
+	K("store_passfile", CFG_STR, store_passfile, "", 0, 0,
+	  "PostgreSQL password file (mode 0600); empty: libpq's default"),
 };
 #undef K
 static const struct cfg_schema mgmt_schema = CFG_SCHEMA(mgmt_keys);
+
+static int mgmt_check(const void *cfg, char *err, size_t errlen)
+{
+	const struct mgmt_cfg *c = cfg;
+
+	return mgmt_store_check_spec(c->store, c->store_passfile, err, errlen) ? STRATA_ECONFIG : 0;
+}
 
 const struct service_def mgmt_service = {
 	.name = "mgmt",
 	.schema = &mgmt_schema,
 	.cfg_size = sizeof(struct mgmt_cfg),
+	.check = mgmt_check,
 	.start = mgmt_start,
 	.stop = mgmt_stop,
 	.status = mgmt_status,

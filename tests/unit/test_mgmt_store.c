@@ -1,7 +1,11 @@
 /*
  * Unit tests of the cluster map's persistence: empty store, save / close /
  * reopen / load round trip (including out lists and SYNCING members),
- * overwrite, corrupt content.
+ * overwrite, corrupt content; the leader lease and its fencing.
+ *
+ * On SQLite, or, with $STRATA_TEST_PG_HOST set (tests/pg_tmp.sh run sets
+ * it, as meson's test_mgmt_store_pg does), on PostgreSQL: a fresh
+ * database per test.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,8 +16,10 @@
 #include <string.h>
 #include <errno.h>
 #include <unistd.h>
+#include <time.h>
 #include <sqlite3.h>
 #include <cmocka.h>
+#include <libpq-fe.h>
 
 #include "common/log.h"
 #include "mgmt/membership.h"
@@ -21,16 +27,69 @@
 #include "proto/mgmt.h"
 
 static char dir[64];
-static char path[128];
+static char path[256];
+/* PostgreSQL: the server's socket directory and port (NULL: SQLite). */
+static const char *pg_host;
+static const char *pg_port = "5432";
+static char pg_db[64];
+static unsigned pg_serial;
+
+static void pg_quiet(void *arg, const char *msg)
+{
+	(void)arg;
+	(void)msg;
+}
+
+/* Runs sql on database db of the test server. */
+static void pg_admin(const char *db, const char *sql)
+{
+	char ci[256];
+	PGconn *c;
+	PGresult *r;
+
+	snprintf(ci, sizeof(ci), "host=%s port=%s user=postgres dbname=%s", pg_host, pg_port, db);
+	c = PQconnectdb(ci);
+	assert_int_equal(PQstatus(c), CONNECTION_OK);
+	PQsetNoticeProcessor(c, pg_quiet, NULL);
+	r = PQexec(c, sql);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+		fail_msg("'%s': %s", sql, PQresultErrorMessage(r));
+	PQclear(r);
+	PQfinish(c);
+}
+
+/* Changes the stored content behind the store's back: sql on SQLite's file
+ * or the test's database. */
+static void tamper(const char *sql)
+{
+	sqlite3 *db;
+
+	if (pg_host) {
+		pg_admin(pg_db, sql);
+		return;
+	}
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+}
 
 static int setup(void **state)
 {
+	char sql[96];
+
 	(void)state;
 	log_set_level(LOG_OFF);
 	snprintf(dir, sizeof(dir), "/tmp/strata-mgmt-store-XXXXXX");
 	if (!mkdtemp(dir))
 		return -1;
 	snprintf(path, sizeof(path), "%s/meta.db", dir);
+	if (pg_host) {
+		snprintf(pg_db, sizeof(pg_db), "mg%u_%d", pg_serial++, (int)getpid());
+		snprintf(sql, sizeof(sql), "CREATE DATABASE %s", pg_db);
+		pg_admin("postgres", sql);
+		snprintf(path, sizeof(path), "postgresql:///%s?host=%s&port=%s&user=postgres", pg_db,
+			 pg_host, pg_port);
+	}
 	return 0;
 }
 
@@ -39,6 +98,12 @@ static int teardown(void **state)
 	char p[160];
 
 	(void)state;
+	if (pg_host) {
+		snprintf(p, sizeof(p), "DROP DATABASE IF EXISTS %s WITH (FORCE)", pg_db);
+		pg_admin("postgres", p);
+		rmdir(dir);
+		return 0;
+	}
 	unlink(path);
 	snprintf(p, sizeof(p), "%s-wal", path);
 	unlink(p);
@@ -261,7 +326,6 @@ static void test_corrupt(void **state)
 {
 	struct mgmt_store *s;
 	struct cluster_map m, l;
-	sqlite3 *db;
 
 	(void)state;
 	build(&m);
@@ -270,11 +334,8 @@ static void test_corrupt(void **state)
 	mgmt_store_close(s);
 
 	/* A chain member on an unknown target. */
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "UPDATE mgmt_chain_members SET target_id = 999 "
-				      "WHERE chain_id = 1 AND out = 0 AND pos = 0", NULL, NULL,
-				      NULL), SQLITE_OK);
-	sqlite3_close(db);
+	tamper("UPDATE mgmt_chain_members SET target_id = 999 WHERE chain_id = 1 AND out = 0"
+	       " AND pos = 0");
 	assert_int_equal(mgmt_store_open(path, &s), 0);
 	assert_int_equal(mgmt_store_load(s, &l), STRATA_EBADMSG);
 	assert_null(l.chains);
@@ -285,24 +346,117 @@ static void test_corrupt(void **state)
 	mgmt_store_close(s);
 
 	/* A gap in positions. */
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "DELETE FROM mgmt_chain_members "
-				      "WHERE chain_id = 2 AND out = 0 AND pos = 0", NULL, NULL,
-				      NULL), SQLITE_OK);
-	sqlite3_close(db);
+	tamper("DELETE FROM mgmt_chain_members WHERE chain_id = 2 AND out = 0 AND pos = 0");
 	assert_int_equal(mgmt_store_open(path, &s), 0);
 	assert_int_equal(mgmt_store_load(s, &l), STRATA_EBADMSG);
 	mgmt_store_close(s);
 
 	/* A newer schema is refused. */
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "UPDATE mgmt_map SET value = 99 WHERE key = 'schema'",
-				      NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(db);
+	tamper(pg_host ? "UPDATE schema_version SET version = 99 WHERE component = 'mgmt'" :
+	       "UPDATE mgmt_map SET value = 99 WHERE key = 'schema'");
 	assert_int_equal(mgmt_store_open(path, &s), STRATA_EBADMSG);
 	assert_null(s);
 
-	assert_int_equal(mgmt_store_open("/nonexistent-dir/x/meta.db", &s), -EIO);
+	if (pg_host)
+		assert_int_equal(mgmt_store_open("postgresql:///nonexistent?host=/nonexistent", &s),
+				 -EIO);
+	else
+		assert_int_equal(mgmt_store_open("/nonexistent-dir/x/meta.db", &s), -EIO);
+	cm_release(&m);
+}
+
+/* Takes the lease for holder until it is granted, a bounded number of
+ * times (the previous holder's lease runs out meanwhile). */
+static void lease_until_leader(struct mgmt_store *s, const char *holder, const char *addr,
+			       struct mgmt_lease *l)
+{
+	for (int i = 0; i < 500; i++) {
+		assert_int_equal(mgmt_store_lease(s, holder, addr, 300, l), 0);
+		if (l->leader)
+			return;
+		nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
+	}
+	fail_msg("'%s' never got the lease", holder);
+}
+
+/* The leader lease: one holder at a time, renewed in its term, taken with
+ * a new term once it runs out; a deposed holder's writes are refused
+ * (fencing) and change nothing; resigning hands it over at once. SQLite:
+ * the one process leads. */
+static void test_lease(void **state)
+{
+	struct mgmt_store *a, *b;
+	struct mgmt_lease l;
+	struct cluster_map m, got;
+	uint64_t inc = 0;
+
+	(void)state;
+	assert_int_equal(mgmt_store_open(path, &a), 0);
+	assert_int_equal(mgmt_store_lease(a, "", "x:1", 300, &l), -EINVAL);
+	if (!pg_host) {
+		assert_false(mgmt_store_shared(a));
+		assert_int_equal(mgmt_store_lease(a, "node1", "h1:7000", 300, &l), 0);
+		assert_true(l.leader && l.term == 1);
+		mgmt_store_close(a);
+		return;
+	}
+	assert_true(mgmt_store_shared(a));
+	assert_int_equal(mgmt_store_open(path, &b), 0);
+	assert_int_equal(mgmt_store_lease(a, "node1-aa", "h1:7000", 60000, &l), 0);
+	assert_true(l.leader);
+	assert_int_equal(l.term, 1);
+	assert_true(l.left_ms > 50000 && l.left_ms <= 60000);
+	/* Renewed: the same term. */
+	assert_int_equal(mgmt_store_lease(a, "node1-aa", "h1:7000", 300, &l), 0);
+	assert_true(l.leader && l.term == 1);
+	assert_int_equal(mgmt_store_lease(b, "node2-bb", "h2:7000", 300, &l), 0);
+	assert_false(l.leader);
+	assert_int_equal(l.term, 1);
+	assert_string_equal(l.addr, "h1:7000");
+
+	build(&m);
+	mgmt_store_fence(a, 1);
+	assert_int_equal(mgmt_store_save(a, &m), 0);
+	assert_int_equal(mgmt_store_set_incarnation(a, 3, 33), 0);
+
+	/* a stops renewing: b takes over with term 2 once the lease ran out. */
+	lease_until_leader(b, "node2-bb", "h2:7000", &l);
+	assert_int_equal(l.term, 2);
+	mgmt_store_fence(b, 2);
+	assert_int_equal(mgmt_store_load(b, &got), 0);
+	cm_release(&got);
+	/* a, deposed, can no longer write anything. */
+	m.version++;
+	assert_int_equal(mgmt_store_save(a, &m), -ESTALE);
+	assert_int_equal(mgmt_store_set_incarnation(a, 3, 34), -ESTALE);
+	assert_int_equal(mgmt_store_set_removed(a, 4, 1), -ESTALE);
+	{
+		struct mgmt_token t;
+
+		memset(&t, 0, sizeof(t));
+		snprintf(t.id, sizeof(t.id), "00000000000000dd");
+		snprintf(t.tenant, sizeof(t.tenant), "t");
+		assert_int_equal(mgmt_store_token_add(a, &t, "{}"), -ESTALE);
+	}
+	assert_int_equal(mgmt_store_get_incarnation(b, 3, &inc), 0);
+	assert_true(inc == 33);
+	assert_int_equal(mgmt_store_load(b, &got), 0);
+	assert_int_equal(got.version, m.version - 1);
+	cm_release(&got);
+	/* a learns who leads now. */
+	assert_int_equal(mgmt_store_lease(a, "node1-aa", "h1:7000", 300, &l), 0);
+	assert_false(l.leader);
+	assert_int_equal(l.term, 2);
+	assert_string_equal(l.addr, "h2:7000");
+	assert_int_equal(mgmt_store_save(b, &m), 0);
+
+	/* b resigns: a takes over at once, in term 3. */
+	assert_int_equal(mgmt_store_lease(b, "node2-bb", "h2:7000", 60000, &l), 0);
+	assert_int_equal(mgmt_store_resign(b, "node2-bb"), 0);
+	assert_int_equal(mgmt_store_lease(a, "node1-aa", "h1:7000", 60000, &l), 0);
+	assert_true(l.leader && l.term == 3);
+	mgmt_store_close(a);
+	mgmt_store_close(b);
 	cm_release(&m);
 }
 
@@ -315,7 +469,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_incarnations, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_removed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lease, setup, teardown),
 	};
 
+	pg_host = getenv("STRATA_TEST_PG_HOST");
+	if (pg_host && !*pg_host)
+		pg_host = NULL;
+	if (getenv("STRATA_TEST_PG_PORT"))
+		pg_port = getenv("STRATA_TEST_PG_PORT");
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
