@@ -33,6 +33,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "meta/meta_store.h"
+#include "meta/pg_conn.h"
 #include "mgmt/mgmt_store.h"
 #include "strata/errors.h"
 
@@ -93,25 +94,6 @@ static void pa_str(struct pargs *a, const char *s)
 	a->v[a->n++] = s;
 }
 
-/* libpq's messages span lines; a log line must not. */
-static const char *one_line(const char *msg, char *buf, size_t cap)
-{
-	size_t n = 0;
-
-	for (; *msg && n + 1 < cap; msg++)
-		buf[n++] = *msg == '\n' || *msg == '\t' ? ' ' : *msg;
-	while (n && buf[n - 1] == ' ')
-		n--;
-	buf[n] = '\0';
-	return buf;
-}
-
-static void notice_quiet(void *arg, const char *msg)
-{
-	(void)arg;
-	log_debug(COMP, "server notice: %s", msg);
-}
-
 /* The errno of a failed result (logged): -EEXIST for a duplicate key,
  * -EIO otherwise; a broken connection is marked lost. */
 static int fail(struct pgm *s, const PGresult *r, const char *what)
@@ -122,7 +104,7 @@ static int fail(struct pgm *s, const PGresult *r, const char *what)
 	if (PQstatus(s->conn) != CONNECTION_OK) {
 		if (!s->lost)
 			log_error(COMP, "%s: connection lost during %s: %s; reconnecting at the next"
-				  " call", s->where, what, one_line(PQerrorMessage(s->conn), msg,
+				  " call", s->where, what, pg_conn_one_line(PQerrorMessage(s->conn), msg,
 								     sizeof(msg)));
 		s->lost = true;
 		return -EIO;
@@ -130,7 +112,7 @@ static int fail(struct pgm *s, const PGresult *r, const char *what)
 	if (state && !strcmp(state, "23505"))
 		return -EEXIST;
 	log_error(COMP, "%s: %s failed: %s", s->where, what,
-		  one_line(r ? PQresultErrorMessage(r) : PQerrorMessage(s->conn), msg, sizeof(msg)));
+		  pg_conn_one_line(r ? PQresultErrorMessage(r) : PQerrorMessage(s->conn), msg, sizeof(msg)));
 	return -EIO;
 }
 
@@ -211,7 +193,7 @@ static int reconnect(struct pgm *s)
 	if (PQstatus(s->conn) != CONNECTION_OK) {
 		s->retry_at_ms = mono_ms() + RECONNECT_BACKOFF_MS;
 		log_warn_limited(COMP, "%s: cannot reconnect: %s", s->where,
-				 one_line(PQerrorMessage(s->conn), msg, sizeof(msg)));
+				 pg_conn_one_line(PQerrorMessage(s->conn), msg, sizeof(msg)));
 		s->lost = true;
 		return -EIO;
 	}
@@ -890,35 +872,16 @@ fail:
 
 static int pgm_connect(struct pgm *s)
 {
-	const char *keys[10], *vals[10];
-	char msg[256];
-	int n = 0;
-
-	keys[n] = "connect_timeout", vals[n++] = "5";
-	keys[n] = "application_name", vals[n++] = "stratad-mgmt";
-	keys[n] = "keepalives", vals[n++] = "1";
-	keys[n] = "keepalives_idle", vals[n++] = "5";
-	keys[n] = "keepalives_interval", vals[n++] = "2";
-	keys[n] = "keepalives_count", vals[n++] = "3";
 	/* A statement stuck longer than a lease is of no use to a leader. */
-	keys[n] = "options", vals[n++] = "-c statement_timeout=10000";
-	keys[n] = "dbname", vals[n++] = s->conninfo;
-	if (s->passfile)
-		keys[n] = "passfile", vals[n++] = s->passfile;
-	keys[n] = NULL, vals[n] = NULL;
-	s->conn = PQconnectdbParams(keys, vals, 1);
+	struct pg_conn_opts o = { .app = "stratad-mgmt", .comp = COMP, .key = "mgmt.store",
+				  .passfile = s->passfile,
+				  .options = "-c statement_timeout=10000",
+				  .connect_timeout_s = 5 };
+
+	s->conn = pg_conn_open(s->conninfo, &o, s->where, sizeof(s->where));
 	if (!s->conn)
 		return -ENOMEM;
-	snprintf(s->where, sizeof(s->where), "database '%s' on %s:%s", PQdb(s->conn),
-		 PQhost(s->conn) ? PQhost(s->conn) : "?", PQport(s->conn) ? PQport(s->conn) : "?");
-	PQsetNoticeProcessor(s->conn, notice_quiet, NULL);
-	if (PQstatus(s->conn) != CONNECTION_OK) {
-		log_error(COMP, "cannot connect to PostgreSQL %s: %s; check mgmt.store and that the"
-			  " server runs", s->where, one_line(PQerrorMessage(s->conn), msg,
-							     sizeof(msg)));
-		return -EIO;
-	}
-	return 0;
+	return PQstatus(s->conn) == CONNECTION_OK ? 0 : -EIO;
 }
 
 int mgmt_store_pg_open(const char *conninfo, const char *passfile,
