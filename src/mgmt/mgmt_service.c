@@ -306,7 +306,7 @@ static int removed_node(struct mgmt *m, uint32_t node)
  * store keeps it out. */
 static int admin_remove(struct mgmt *m, uint32_t node, uint32_t *result)
 {
-	int rc;
+	int rc, err;
 
 	*result = 0;
 	if (node == m->node_id)
@@ -314,9 +314,9 @@ static int admin_remove(struct mgmt *m, uint32_t node, uint32_t *result)
 	rc = cm_remove_node(&m->map, node, result);
 	if (rc < 0)
 		return rc;
-	if ((rc = mgmt_store_set_removed(m->store, node, (int64_t)time(NULL)))) {
-		if (rc == -ESTALE)
-			return rc;	/* deposed: the new leader never saw the removal */
+	if ((err = mgmt_store_set_removed(m->store, node, (int64_t)time(NULL)))) {
+		if (err == -ESTALE)
+			return err;	/* deposed: the new leader never saw the removal */
 		log_error("mgmt", "node %u left the cluster map, but its removal is not recorded: it "
 			  "would be admitted again if it registered", node);
 		persist(m);

@@ -78,8 +78,9 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 
 	st->fetching = false;
 	if (status) {
-		log_warn("storage", "cannot fetch the cluster map from '%s': %s", st->env.mgmt_addr,
+		log_warn("storage", "cannot fetch the cluster map from mgmt '%s': %s", st->map_called,
 			 strata_strerror(status));
+		mgmt_addrs_failed(&st->mgmt, st->map_called, status, resp);
 		return;
 	}
 	s = calloc(1, sizeof(*s));
@@ -113,7 +114,8 @@ static void fetch_map(struct storage *st)
 
 	if (st->fetching)
 		return;
-	st->fetching = mg_get_map_call(st->pools[0], st->env.mgmt_addr, &rq, &c) == 0;
+	st->map_called = mgmt_addrs_cur(&st->mgmt);
+	st->fetching = mg_get_map_call(st->pools[0], st->map_called, &rq, &c) == 0;
 }
 
 static void fetch_map_task(void *arg)
@@ -141,6 +143,7 @@ static void map_hint(struct storage *st)
 struct hb_call {
 	struct storage *st;
 	uint64_t sent_ms;
+	const char *called;	/* the mgmt it went to (st->mgmt's) */
 };
 
 bool storage_lease_valid(struct storage *st)
@@ -171,6 +174,7 @@ static struct hb_call *hb_call_new(struct storage *st)
 	if (hc) {
 		hc->st = st;
 		hc->sent_ms = reactor_now_ms();
+		hc->called = mgmt_addrs_cur(&st->mgmt);
 	}
 	return hc;
 }
@@ -203,15 +207,20 @@ static void on_register(void *arg, int status, struct rpc_msg *resp)
 			__atomic_store_n(&said_ms, now ? now : 1, __ATOMIC_RELAXED);
 			log_error("storage", "mgmt '%s' refuses node %u: it was removed from the "
 				  "cluster ('strata node remove'); to add this host again, give it "
-				  "a new node.id and an empty data directory", st->env.mgmt_addr,
+				  "a new node.id and an empty data directory", hc->called,
 				  st->node_id);
 		}
 		free(hc);
 		return;
 	}
 	if (status) {
-		log_warn("storage", "registration with mgmt '%s' failed: %s (will retry)",
-			 st->env.mgmt_addr, strata_strerror(status));
+		/* A follower names the leader: the next try goes there. */
+		if (mgmt_addrs_failed(&st->mgmt, hc->called, status, resp))
+			log_info("storage", "mgmt '%s' cannot register us (%s): trying '%s'",
+				 hc->called, strata_strerror(status), mgmt_addrs_cur(&st->mgmt));
+		else
+			log_warn("storage", "registration with mgmt '%s' failed: %s (will retry)",
+				 hc->called, strata_strerror(status));
 		free(hc);
 		return;
 	}
@@ -221,10 +230,10 @@ static void on_register(void *arg, int status, struct rpc_msg *resp)
 	v = renew_lease(hc, resp);
 	if (v)
 		__atomic_store_n(&st->reg_version, v, __ATOMIC_RELEASE);
-	free(hc);
 	if (!st->registered)
-		log_info("storage", "registered with mgmt '%s' as node %u", st->env.mgmt_addr,
+		log_info("storage", "registered with mgmt '%s' as node %u", hc->called,
 			 st->node_id);
+	free(hc);
 	st->registered = true;
 	fetch_map(st);
 }
@@ -238,7 +247,7 @@ static void send_register(struct storage *st)
 	struct proto_call c = { .cb = on_register, .arg = hc, .timeout_ms = st->timeout_ms };
 
 	fill_targets(st, ti);
-	if (hc && mg_register_call(st->pools[0], st->env.mgmt_addr, &rq, &c))
+	if (hc && mg_register_call(st->pools[0], hc->called, &rq, &c))
 		free(hc);
 }
 
@@ -252,6 +261,17 @@ static void on_heartbeat(void *arg, int status, struct rpc_msg *resp)
 		/* mgmt took us offline or forgot us: register again. */
 		log_warn("storage", "mgmt says node %u is not registered (%s): registering again",
 			 st->node_id, strata_strerror(status));
+		free(hc);
+		st->registered = false;
+		send_register(st);
+		return;
+	}
+	if (status && mgmt_addrs_failed(&st->mgmt, hc->called, status, resp)) {
+		/* Another mgmt leads now (or this one died): it knows us from the
+		 * database, but registering again is what a new leader expects
+		 * of a node it has not heard (and costs nothing if it has). */
+		log_info("storage", "mgmt '%s' does not answer heartbeats (%s): trying '%s'",
+			 hc->called, strata_strerror(status), mgmt_addrs_cur(&st->mgmt));
 		free(hc);
 		st->registered = false;
 		send_register(st);
@@ -276,7 +296,7 @@ static void on_hb_timer(void *arg)
 		struct proto_call c = { .cb = on_heartbeat, .arg = hc, .timeout_ms = st->timeout_ms };
 
 		fill_targets(st, ti);
-		if (hc && mg_heartbeat_call(st->pools[0], st->env.mgmt_addr, &rq, &c))
+		if (hc && mg_heartbeat_call(st->pools[0], hc->called, &rq, &c))
 			free(hc);
 	}
 	reactor_timer_arm(st->env.reactors[0], &st->hb, st->hb_ms);
@@ -361,7 +381,7 @@ static void report_on_r0(void *arg)
 	struct report_ctx *c = arg;
 	struct proto_call call = { .cb = on_report_done, .arg = c, .timeout_ms = c->st->timeout_ms };
 
-	if (mg_report_call(c->st->pools[0], c->st->env.mgmt_addr, &c->rq, &call))
+	if (mg_report_call(c->st->pools[0], mgmt_addrs_cur(&c->st->mgmt), &c->rq, &call))
 		free(c);
 }
 
