@@ -40,6 +40,11 @@ const char *mgmt_addrs_cur(const struct mgmt_addrs *a)
 	return a->addr[i < a->n ? i : 0];
 }
 
+uint32_t mgmt_addrs_timeout(const struct mgmt_addrs *a, uint32_t timeout_ms)
+{
+	return a->n > 1 && timeout_ms > MGMT_ADDRS_CALL_MS ? MGMT_ADDRS_CALL_MS : timeout_ms;
+}
+
 bool mgmt_addrs_retry_elsewhere(int status)
 {
 	switch (status) {

@@ -44,6 +44,13 @@ int mgmt_addrs_init(struct mgmt_addrs *a, const char *spec);
 /* The address to call now (valid as long as a). */
 const char *mgmt_addrs_cur(const struct mgmt_addrs *a);
 
+/* How long a call to mgmt may wait: timeout_ms, but with several mgmt at
+ * most MGMT_ADDRS_CALL_MS, so that a leader that hangs (a paused process,
+ * a lost host: no reset tells) is given up on well within a storage
+ * node's lease (mgmt.lease, 5 s) and the next one is tried. */
+#define MGMT_ADDRS_CALL_MS 2000u
+uint32_t mgmt_addrs_timeout(const struct mgmt_addrs *a, uint32_t timeout_ms);
+
 /* Whether a call's status says another mgmt may answer: STRATA_ENOTLEADER
  * or a transport failure (refused, reset, timed out, unreachable). */
 bool mgmt_addrs_retry_elsewhere(int status);

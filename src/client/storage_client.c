@@ -291,7 +291,8 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 static void fetch_map(struct sclient *sc)
 {
 	struct mg_since rq = { sc->map.version };
-	struct proto_call c = { .cb = on_map, .arg = sc, .timeout_ms = sc->o.timeout_ms };
+	struct proto_call c = { .cb = on_map, .arg = sc,
+				.timeout_ms = mgmt_addrs_timeout(&sc->mgmt, sc->o.timeout_ms) };
 
 	if (sc->fetching || sc->closing)
 		return;

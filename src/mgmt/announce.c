@@ -76,7 +76,8 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 static void fetch_map(struct announcer *a, uint64_t version)
 {
 	struct mg_since rq = { a->map_version };
-	struct proto_call c = { .cb = on_map, .arg = a, .timeout_ms = a->env.rpc_timeout_ms };
+	struct proto_call c = { .cb = on_map, .arg = a,
+				.timeout_ms = mgmt_addrs_timeout(&a->mgmt, a->env.rpc_timeout_ms) };
 
 	if (a->fetching || version == a->map_version)
 		return;
@@ -108,7 +109,8 @@ static void on_timer(void *arg)
 {
 	struct announcer *a = arg;
 	struct mg_announce rq = { a->kind, a->env.node_id, pstr_c(a->env.addr), a->incarnation };
-	struct proto_call c = { .cb = on_reply, .arg = a, .timeout_ms = a->env.rpc_timeout_ms };
+	struct proto_call c = { .cb = on_reply, .arg = a,
+				.timeout_ms = mgmt_addrs_timeout(&a->mgmt, a->env.rpc_timeout_ms) };
 	int rc;
 
 	a->called = mgmt_addrs_cur(&a->mgmt);

@@ -110,7 +110,8 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 static void fetch_map(struct storage *st)
 {
 	struct mg_since rq = { map_version(st) };
-	struct proto_call c = { .cb = on_map, .arg = st, .timeout_ms = st->timeout_ms };
+	struct proto_call c = { .cb = on_map, .arg = st,
+				.timeout_ms = mgmt_addrs_timeout(&st->mgmt, st->timeout_ms) };
 
 	if (st->fetching)
 		return;
@@ -244,7 +245,8 @@ static void send_register(struct storage *st)
 	struct mg_register rq = { st->node_id, pstr_c(st->env.addr), ti, (uint32_t)st->ntargets,
 				  st->incarnation };
 	struct hb_call *hc = hb_call_new(st);
-	struct proto_call c = { .cb = on_register, .arg = hc, .timeout_ms = st->timeout_ms };
+	struct proto_call c = { .cb = on_register, .arg = hc,
+				.timeout_ms = mgmt_addrs_timeout(&st->mgmt, st->timeout_ms) };
 
 	fill_targets(st, ti);
 	if (hc && mg_register_call(st->pools[0], hc->called, &rq, &c))
@@ -293,7 +295,8 @@ static void on_hb_timer(void *arg)
 		struct mg_target_info ti[MGMT_MAX_TARGETS_PER_NODE];
 		struct mg_heartbeat rq = { st->node_id, ti, (uint32_t)st->ntargets };
 		struct hb_call *hc = hb_call_new(st);
-		struct proto_call c = { .cb = on_heartbeat, .arg = hc, .timeout_ms = st->timeout_ms };
+		struct proto_call c = { .cb = on_heartbeat, .arg = hc,
+					.timeout_ms = mgmt_addrs_timeout(&st->mgmt, st->timeout_ms) };
 
 		fill_targets(st, ti);
 		if (hc && mg_heartbeat_call(st->pools[0], hc->called, &rq, &c))

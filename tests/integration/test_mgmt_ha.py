@@ -5,14 +5,17 @@ leads (a lease row with a fencing term), the others answer that they are
 not the leader; a kill -9 of the leader under a writing client: a follower
 takes over within the lease, the storage daemons and the client follow it,
 writes resume, and an audit reads back every acknowledged file; the old
-leader, started again, follows.
+leader, started again, follows; a paused (SIGSTOP) leader is deposed the
+same way and steps down when it resumes.
 
 PostgreSQL is started by 'local up' (the recipe of tests/pg_tmp.sh); the
 module is skipped without its binaries (or, as root, without a 'postgres'
 user to run them as)."""
 
 import json
+import os
 import re
+import signal
 import time
 
 import pytest
@@ -183,3 +186,37 @@ def test_kill9_of_the_mgmt_leader_under_a_writer(ha, tmp_path):
     wait_until(lambda: "the leader is" in c.node(leader).log, 30, 0.2,
                "node %d to find the leader" % leader)
     assert _leaders(c, CONTROL) == [new]
+
+
+@pytest.mark.timeout(300)
+def test_a_paused_leader_is_deposed(ha, tmp_path):
+    """SIGSTOP of the leader: no reset tells anyone, its callers give up on
+    it after a short call timeout; a follower takes over once the lease ran
+    out by the database's clock. Resumed, the old leader answers nothing as
+    leader: its lease lapsed by its own clock, and its next renewal finds
+    the new holder, so it steps down (its writes would be fenced)."""
+    c = ha
+    wait_until(lambda: len(_leaders(c, CONTROL)) == 1, 30, 0.2, "one mgmt leader")
+    leader = _leaders(c, CONTROL)[0]
+    term = _metric(c.node(leader), "strata_mgmt_leader_term")
+    others = [i for i in CONTROL if i != leader]
+    pid = c.node(leader).pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: len(_leaders(c, others)) == 1, 30, 0.2, "a follower to take over")
+        new = _leaders(c, others)[0]
+        assert _metric(c.node(new), "strata_mgmt_leader_term") > term
+        src = tmp_path / "p.txt"
+        src.write_bytes(b"while the old leader sleeps\n")
+        r = _strata_fn("put", "-q", src, "/paused.txt", env={"STRATA_MGMT": str(c.dir)})
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_until(lambda: "no longer the leader" in c.node(leader).log, 30, 0.2,
+               "the old leader to step down")
+    wait_until(lambda: _leaders(c, CONTROL) == [new], 30, 0.2, "one leader, the new one")
+    r = _strata_fn("cat", "/paused.txt", env={"STRATA_MGMT": str(c.dir)})
+    assert r.returncode == 0 and r.stdout == "while the old leader sleeps\n", r.stderr
+    wait_until(lambda: re.search(r"^nodes\s+3 up of 3",
+                                 _strata_fn("status", "--dir", c.dir).stdout, re.M), 60, 0.5,
+               "every storage daemon up under the new leader")

@@ -2,7 +2,7 @@
  * Unit tests of the mgmt address list (client/mgmt_addrs.h): parsing,
  * moving to the leader a follower names, to the next address on a
  * transport failure, once for several failed calls to one address, and
- * staying on other errors.
+ * staying on other errors; the bounded call timeout of a list.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -76,6 +76,11 @@ static void test_failover(void **state)
 	/* One address: nowhere to go. */
 	assert_int_equal(mgmt_addrs_init(&a, "h1:1"), 0);
 	assert_false(mgmt_addrs_failed(&a, "h1:1", -ECONNREFUSED, NULL));
+	/* One mgmt: the caller's timeout; several: bounded. */
+	assert_int_equal(mgmt_addrs_timeout(&a, 10000), 10000);
+	assert_int_equal(mgmt_addrs_init(&a, "h1:1,h2:2"), 0);
+	assert_int_equal(mgmt_addrs_timeout(&a, 10000), MGMT_ADDRS_CALL_MS);
+	assert_int_equal(mgmt_addrs_timeout(&a, 500), 500);
 	assert_true(mgmt_addrs_retry_elsewhere(STRATA_ENOTLEADER));
 	assert_false(mgmt_addrs_retry_elsewhere(0));
 }
