@@ -20,17 +20,13 @@ import time
 
 import pytest
 
-from conftest import (REGISTRY, fetch_metrics_text, parse_metrics, spawn, wait_until)
-from test_meta_ha import _finish, _have_pg, _ok, _py, _strata_fn, _up
+from conftest import REGISTRY, spawn, wait_until
+from test_meta_ha import _finish, _have_pg, _metric, _ok, _py, _strata_fn, _up
 from test_python import PY, py_env
 
 pytestmark = pytest.mark.skipif(_have_pg() is not None, reason=_have_pg() or "")
 
 CONTROL = (1, 5, 6)     # --nodes 3 --control 3: node 1, then 5 and 6 after storage
-
-
-def _metric(node, name):
-    return parse_metrics(fetch_metrics_text(node.metrics_port)[2]).get(name, 0.0)
 
 
 def _leaders(c, ids):

@@ -19,44 +19,18 @@
 #include <time.h>
 #include <sqlite3.h>
 #include <cmocka.h>
-#include <libpq-fe.h>
 
 #include "common/log.h"
+#include "meta_fx.h"
 #include "mgmt/membership.h"
 #include "mgmt/mgmt_store.h"
 #include "proto/mgmt.h"
 
 static char dir[64];
 static char path[256];
-/* PostgreSQL: the server's socket directory and port (NULL: SQLite). */
-static const char *pg_host;
-static const char *pg_port = "5432";
+/* PostgreSQL (meta_fx.h's pg_host, pg_admin): this test's database. */
 static char pg_db[64];
 static unsigned pg_serial;
-
-static void pg_quiet(void *arg, const char *msg)
-{
-	(void)arg;
-	(void)msg;
-}
-
-/* Runs sql on database db of the test server. */
-static void pg_admin(const char *db, const char *sql)
-{
-	char ci[256];
-	PGconn *c;
-	PGresult *r;
-
-	snprintf(ci, sizeof(ci), "host=%s port=%s user=postgres dbname=%s", pg_host, pg_port, db);
-	c = PQconnectdb(ci);
-	assert_int_equal(PQstatus(c), CONNECTION_OK);
-	PQsetNoticeProcessor(c, pg_quiet, NULL);
-	r = PQexec(c, sql);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
-		fail_msg("'%s': %s", sql, PQresultErrorMessage(r));
-	PQclear(r);
-	PQfinish(c);
-}
 
 /* Changes the stored content behind the store's back: sql on SQLite's file
  * or the test's database. */
@@ -472,10 +446,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lease, setup, teardown),
 	};
 
-	pg_host = getenv("STRATA_TEST_PG_HOST");
-	if (pg_host && !*pg_host)
-		pg_host = NULL;
-	if (getenv("STRATA_TEST_PG_PORT"))
-		pg_port = getenv("STRATA_TEST_PG_PORT");
+	fx_backend_from_env();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
