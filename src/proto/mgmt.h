@@ -31,6 +31,11 @@
  *
  * A node serves clients for lease_ms, less a margin, from when it sent the
  * request that mgmt answered (docs/failures.md).
+ *
+ * Several mgmt on one PostgreSQL store (mgmt.store): only the leader
+ * answers; the others answer every operation STRATA_ENOTLEADER, the body
+ * the leader's address (bytes, no NUL; empty when unknown). Callers move
+ * with client/mgmt_addrs.h.
  */
 #ifndef STRATA_PROTO_MGMT_H
 #define STRATA_PROTO_MGMT_H
