@@ -17,6 +17,7 @@ struct announcer {
 	struct mgmt_addrs mgmt;		/* env.mgmt_addr as a list (owner thread) */
 	const char *map_called;		/* the mgmt of the fetch in flight */
 	const char *called;		/* the mgmt of the last announcement */
+	int in_flight;			/* announcements not answered yet */
 	uint32_t kind;
 	uint64_t incarnation;
 	struct reactor *r;
@@ -90,6 +91,7 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 	struct announcer *a = arg;
 	struct mg_lease rep;
 
+	a->in_flight--;
 	if (a->closing)
 		return;
 	if (!status)
@@ -113,10 +115,18 @@ static void on_timer(void *arg)
 				.timeout_ms = mgmt_addrs_timeout(&a->mgmt, a->env.rpc_timeout_ms) };
 	int rc;
 
+	/* With several mgmt, one at a time: its failure names the mgmt it
+	 * went to (a->called) when the next one is chosen. */
+	if (a->mgmt.n > 1 && a->in_flight) {
+		reactor_timer_arm(a->r, &a->timer, a->env.heartbeat_ms);
+		return;
+	}
 	a->called = mgmt_addrs_cur(&a->mgmt);
 	rc = mg_announce_call(a->pool, a->called, &rq, &c);
 	if (rc)
 		failed(a, a->called, rc, NULL);
+	else
+		a->in_flight++;
 	reactor_timer_arm(a->r, &a->timer, a->env.heartbeat_ms);
 }
 
