@@ -178,3 +178,98 @@ void mgmt_store_fence(struct mgmt_store *s, uint64_t term)
 	if (s->ops->fence)
 		s->ops->fence(s->impl, term);
 }
+
+/* ---- copying ---- */
+
+static int count_row(void *arg, uint32_t node, uint64_t v)
+{
+	(void)node;
+	(void)v;
+	++*(uint32_t *)arg;
+	return 0;
+}
+
+static int copy_inc(void *arg, uint32_t node, uint64_t inc)
+{
+	struct mgmt_store *to = arg;
+
+	return mgmt_store_set_incarnation(to, node, inc);
+}
+
+static int copy_removed(void *arg, uint32_t node, int64_t at)
+{
+	struct mgmt_store *to = arg;
+
+	return mgmt_store_set_removed(to, node, at);
+}
+
+/* A token as its registry row: added, then revoked at its time. */
+static int copy_token(void *arg, const struct mgmt_token *t, const char *claims)
+{
+	struct mgmt_store *to = arg;
+	int rc = mgmt_store_token_add(to, t, claims);
+
+	if (!rc && t->revoked)
+		rc = mgmt_store_token_revoke(to, t->id, t->revoked);
+	return rc;
+}
+
+static int empty(struct mgmt_store *s)
+{
+	struct mgmt_token *ts = NULL;
+	struct cluster_map m;
+	uint32_t n = 0, total = 0, incs = 0;
+	int rc = mgmt_store_load(s, &m);
+
+	if (rc)
+		return rc;
+	if (m.version || m.nnodes)
+		rc = -ENOTEMPTY;
+	cm_release(&m);
+	if (!rc)
+		rc = mgmt_store_token_list(s, 1, &ts, &n, &total);
+	free(ts);
+	if (!rc && total)
+		rc = -ENOTEMPTY;
+	if (!rc)
+		rc = s->ops->each_incarnation(s->impl, count_row, &incs);
+	return rc ? rc : incs ? -ENOTEMPTY : 0;
+}
+
+static int count_at(void *arg, uint32_t node, int64_t at)
+{
+	return count_row(arg, node, (uint64_t)at);
+}
+
+static int count_token(void *arg, const struct mgmt_token *t, const char *claims)
+{
+	(void)t;
+	(void)claims;
+	++*(uint32_t *)arg;
+	return 0;
+}
+
+int mgmt_store_copy(struct mgmt_store *from, struct mgmt_store *to, struct mgmt_copy_stats *st)
+{
+	struct cluster_map m;
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	if ((rc = empty(to)))
+		return rc;
+	if ((rc = mgmt_store_load(from, &m)))
+		return rc;
+	st->version = m.version;
+	st->nodes = m.nnodes;
+	st->targets = m.ntargets;
+	st->chains = m.nchains;
+	if (!(rc = from->ops->each_incarnation(from->impl, copy_inc, to)) &&
+	    !(rc = from->ops->each_removed(from->impl, copy_removed, to)) &&
+	    !(rc = from->ops->each_token(from->impl, copy_token, to)) &&
+	    !(rc = to->ops->each_incarnation(to->impl, count_row, &st->incarnations)) &&
+	    !(rc = to->ops->each_removed(to->impl, count_at, &st->removed)) &&
+	    !(rc = to->ops->each_token(to->impl, count_token, &st->tokens)))
+		rc = mgmt_store_save(to, &m);	/* last: the copy is whole */
+	cm_release(&m);
+	return rc;
+}

@@ -169,6 +169,24 @@ int mgmt_store_resign(struct mgmt_store *s, const char *holder);
  * with -ESTALE and changes nothing. No-op on SQLite. */
 void mgmt_store_fence(struct mgmt_store *s, uint64_t term);
 
+/* ---- copying a store (strata mgmt migrate) ---- */
+
+struct mgmt_copy_stats {
+	uint64_t version;		/* of the map copied */
+	uint32_t nodes, targets, chains, incarnations, removed, tokens;
+};
+
+/*
+ * Copies everything from holds (the map, incarnations, removed nodes, the
+ * token registry with revocations) into to, which must hold nothing yet
+ * (-ENOTEMPTY otherwise, nothing written). Offline: stop the daemon whose
+ * store from is. The map is written last, so a copy that failed half way
+ * is seen as unfinished (-ENOTEMPTY when run again: empty the target, a
+ * new database, and run it again). st (not NULL) receives the counts.
+ * Returns 0 or the first error of either store.
+ */
+int mgmt_store_copy(struct mgmt_store *from, struct mgmt_store *to, struct mgmt_copy_stats *st);
+
 /* ---- backends ---- */
 
 /* What a backend provides: the functions above on its impl, with the same
@@ -187,10 +205,27 @@ struct mgmt_store_ops {
 	int (*token_list)(void *impl, uint32_t max, struct mgmt_token **out, uint32_t *n,
 			  uint32_t *total);
 	int (*revoked)(void *impl, int64_t now, struct cluster_map *m);
+	/* For mgmt_store_copy: cb for each row, in key order, until it
+	 * returns nonzero (returned). */
+	int (*each_incarnation)(void *impl, int (*cb)(void *arg, uint32_t node, uint64_t inc),
+				void *arg);
+	int (*each_removed)(void *impl, int (*cb)(void *arg, uint32_t node, int64_t at),
+			    void *arg);
+	int (*each_token)(void *impl, int (*cb)(void *arg, const struct mgmt_token *t,
+						const char *claims), void *arg);
 	int (*lease)(void *impl, const char *holder, const char *addr, uint32_t ttl_ms,
 		     struct mgmt_lease *out);
 	int (*resign)(void *impl, const char *holder);
 	void (*fence)(void *impl, uint64_t term);
+};
+
+/* A backend's each_* callback and its argument, as its row readers pass
+ * them on (one of the three set). */
+struct mgmt_row_cb {
+	int (*inc)(void *arg, uint32_t node, uint64_t inc);
+	int (*at)(void *arg, uint32_t node, int64_t at);
+	int (*tok)(void *arg, const struct mgmt_token *t, const char *claims);
+	void *arg;
 };
 
 /* Open a backend: *ops and *impl on success (impl closed with

@@ -724,6 +724,87 @@ static int pgm_revoked(void *impl, int64_t now, struct cluster_map *m)
 	return rc;
 }
 
+/* ---- copying ---- */
+
+/* Runs sql (no parameters) in a read-only snapshot, calling row(r, i, arg)
+ * for each row until it returns nonzero. */
+static int each_row(struct pgm *s, const char *sql,
+		    int (*row)(const PGresult *r, int i, void *arg), void *arg)
+{
+	PGresult *r;
+	int rc;
+
+	if ((rc = reconnect(s)) || (rc = q(s, sql, NULL, "reading a table", &r)))
+		return rc;
+	for (int i = 0; !rc && i < PQntuples(r); i++)
+		rc = row(r, i, arg);
+	PQclear(r);
+	return rc;
+}
+
+static int inc_row(const PGresult *r, int i, void *arg)
+{
+	struct mgmt_row_cb *c = arg;
+	bool bad = false;
+	uint32_t node = (uint32_t)col_u(r, i, 0, UINT32_MAX, &bad);
+	int64_t v = col_i64(r, i, 1, &bad);
+
+	return bad ? STRATA_EBADMSG : c->inc(c->arg, node, (uint64_t)v);
+}
+
+static int removed_row(const PGresult *r, int i, void *arg)
+{
+	struct mgmt_row_cb *c = arg;
+	bool bad = false;
+	uint32_t node = (uint32_t)col_u(r, i, 0, UINT32_MAX, &bad);
+	int64_t v = col_i64(r, i, 1, &bad);
+
+	return bad ? STRATA_EBADMSG : c->at(c->arg, node, v);
+}
+
+static int token_row(const PGresult *r, int i, void *arg)
+{
+	struct mgmt_row_cb *c = arg;
+	struct mgmt_token t;
+	bool bad;
+
+	memset(&t, 0, sizeof(t));
+	bad = !col_str(r, i, 0, t.id, sizeof(t.id)) || !col_str(r, i, 1, t.tenant, sizeof(t.tenant))
+	      || PQgetisnull(r, i, 2);
+	t.created = (int64_t)col_u(r, i, 3, INT64_MAX, &bad);
+	t.exp = (int64_t)col_u(r, i, 4, INT64_MAX, &bad);
+	t.admin = col_u(r, i, 5, 1, &bad) != 0;
+	t.revoked = (int64_t)col_u(r, i, 6, INT64_MAX, &bad);
+	return bad ? STRATA_EBADMSG : c->tok(c->arg, &t, PQgetvalue(r, i, 2));
+}
+
+static int pgm_each_incarnation(void *impl, int (*cb)(void *arg, uint32_t node, uint64_t inc),
+				void *arg)
+{
+	struct mgmt_row_cb c = { .inc = cb, .arg = arg };
+
+	return each_row(impl, "SELECT node_id, inc FROM mgmt_incarnations ORDER BY node_id",
+			inc_row, &c);
+}
+
+static int pgm_each_removed(void *impl, int (*cb)(void *arg, uint32_t node, int64_t at),
+			    void *arg)
+{
+	struct mgmt_row_cb c = { .at = cb, .arg = arg };
+
+	return each_row(impl, "SELECT node_id, at FROM mgmt_removed ORDER BY node_id",
+			removed_row, &c);
+}
+
+static int pgm_each_token(void *impl, int (*cb)(void *arg, const struct mgmt_token *t,
+						const char *claims), void *arg)
+{
+	struct mgmt_row_cb c = { .tok = cb, .arg = arg };
+
+	return each_row(impl, "SELECT id, tenant, claims, created, exp, admin, revoked FROM"
+			" mgmt_tokens ORDER BY id", token_row, &c);
+}
+
 /* ---- the leader lease ---- */
 
 static int pgm_lease(void *impl, const char *holder, const char *addr, uint32_t ttl_ms,
@@ -819,6 +900,9 @@ static const struct mgmt_store_ops pgm_ops = {
 	.token_revoke_offline = pgm_token_revoke_offline,
 	.token_list = pgm_token_list,
 	.revoked = pgm_revoked,
+	.each_incarnation = pgm_each_incarnation,
+	.each_removed = pgm_each_removed,
+	.each_token = pgm_each_token,
 	.lease = pgm_lease,
 	.resign = pgm_resign,
 	.fence = pgm_fence,

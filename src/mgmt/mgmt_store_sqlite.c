@@ -693,6 +693,96 @@ out:
 	return rc;
 }
 
+/* ---- copying ---- */
+
+/* Runs sql (no parameters) and calls row(st) for each row until it
+ * returns nonzero. */
+static int each_row(struct sq_store *s, const char *sql, int (*row)(sqlite3_stmt *st, void *arg),
+		    void *arg)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return db_err(s, "prepare");
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int r = row(st, arg);
+
+		if (r) {
+			sqlite3_finalize(st);
+			return r;
+		}
+	}
+	rc = rc == SQLITE_DONE ? 0 : db_err(s, "read");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int inc_row(sqlite3_stmt *st, void *arg)
+{
+	struct mgmt_row_cb *c = arg;
+	uint64_t node;
+
+	if (col_u(st, 0, UINT32_MAX, &node))
+		return STRATA_EBADMSG;
+	return c->inc(c->arg, (uint32_t)node, (uint64_t)sqlite3_column_int64(st, 1));
+}
+
+static int removed_row(sqlite3_stmt *st, void *arg)
+{
+	struct mgmt_row_cb *c = arg;
+	uint64_t node;
+
+	if (col_u(st, 0, UINT32_MAX, &node))
+		return STRATA_EBADMSG;
+	return c->at(c->arg, (uint32_t)node, sqlite3_column_int64(st, 1));
+}
+
+static int token_row(sqlite3_stmt *st, void *arg)
+{
+	struct mgmt_row_cb *c = arg;
+	const unsigned char *claims = sqlite3_column_text(st, 2);
+	struct mgmt_token t;
+	uint64_t a, b, d, e;
+
+	memset(&t, 0, sizeof(t));
+	if (col_str(st, 0, t.id, sizeof(t.id)) || col_str(st, 1, t.tenant, sizeof(t.tenant)) ||
+	    !claims || col_u(st, 3, INT64_MAX, &a) || col_u(st, 4, INT64_MAX, &b) ||
+	    col_u(st, 5, 1, &d) || col_u(st, 6, INT64_MAX, &e))
+		return STRATA_EBADMSG;
+	t.created = (int64_t)a;
+	t.exp = (int64_t)b;
+	t.admin = d != 0;
+	t.revoked = (int64_t)e;
+	return c->tok(c->arg, &t, (const char *)claims);
+}
+
+static int sq_each_incarnation(void *impl, int (*cb)(void *arg, uint32_t node, uint64_t inc),
+			       void *arg)
+{
+	struct mgmt_row_cb c = { .inc = cb, .arg = arg };
+
+	return each_row(impl, "SELECT node_id, inc FROM mgmt_incarnations ORDER BY node_id",
+			inc_row, &c);
+}
+
+static int sq_each_removed(void *impl, int (*cb)(void *arg, uint32_t node, int64_t at), void *arg)
+{
+	struct mgmt_row_cb c = { .at = cb, .arg = arg };
+
+	return each_row(impl, "SELECT node_id, at FROM mgmt_removed ORDER BY node_id", removed_row,
+			&c);
+}
+
+static int sq_each_token(void *impl, int (*cb)(void *arg, const struct mgmt_token *t,
+					       const char *claims), void *arg)
+{
+	struct mgmt_row_cb c = { .tok = cb, .arg = arg };
+
+	return each_row(impl, "SELECT id, tenant, claims, created, exp, admin, revoked FROM"
+			" mgmt_tokens ORDER BY id", token_row, &c);
+}
+
 static const struct mgmt_store_ops sq_ops = {
 	.close = sq_close,
 	.save = sq_save,
@@ -706,4 +796,7 @@ static const struct mgmt_store_ops sq_ops = {
 	.token_revoke_offline = sq_token_revoke_offline,
 	.token_list = sq_token_list,
 	.revoked = sq_revoked,
+	.each_incarnation = sq_each_incarnation,
+	.each_removed = sq_each_removed,
+	.each_token = sq_each_token,
 };

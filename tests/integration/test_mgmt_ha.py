@@ -16,11 +16,13 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 
 import pytest
 
-from conftest import REGISTRY, spawn, wait_until
+from conftest import REGISTRY, STRATA, Cluster, restart_control_node, spawn, wait_until
+from pgtmp import PgServer
 from test_meta_ha import _finish, _have_pg, _metric, _ok, _py, _strata_fn, _up
 from test_python import PY, py_env
 
@@ -216,3 +218,53 @@ def test_a_paused_leader_is_deposed(ha, tmp_path):
     wait_until(lambda: re.search(r"^nodes\s+3 up of 3",
                                  _strata_fn("status", "--dir", c.dir).stdout, re.M), 60, 0.5,
                "every storage daemon up under the new leader")
+
+
+@pytest.mark.timeout(300)
+def test_mgmt_migrate_moves_a_running_clusters_state(tmp_path):
+    """'strata mgmt migrate' copies a SQLite mgmt.db into an empty PostgreSQL
+    database while node 1 is stopped; started again with mgmt.store there,
+    mgmt carries on with the same chains and the cluster's files; a second
+    migrate into the same database is refused."""
+    pg = PgServer.start_or_skip()
+    c = Cluster(tmp_path / "cluster", _strata_fn)
+    try:
+        c.up(3, timeout=90)
+        env = {"STRATA_MGMT": str(c.dir)}
+        src = tmp_path / "f.bin"
+        src.write_bytes(os.urandom(1 << 20))
+        r = _strata_fn("put", "-q", src, "/f.bin", env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        before = json.loads(_strata_fn("status", "--json", env=env).stdout)
+        uri = pg.create_db("mg")
+        out = {}
+
+        def migrate(node):
+            out["first"] = _strata_fn("mgmt", "migrate", "--from", node.data / "mgmt.db",
+                                      "--to", uri)
+            out["again"] = _strata_fn("mgmt", "migrate", "--from", node.data / "mgmt.db",
+                                      "--to", uri)
+        restart_control_node(c, signal.SIGTERM, ["--mgmt.store=" + uri], between=migrate)
+        r = out["first"]
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert re.search(r"migrated the cluster map version \d+ \(3 nodes, 3 targets, 3 chains\)",
+                         r.stdout), r.stdout
+        assert out["again"].returncode == 1
+        assert "already holds cluster state" in out["again"].stderr
+        assert pg.psql("SELECT count(*) FROM mgmt_chains", db="mg").strip() == "3"
+        wait_until(lambda: "leading the control nodes" in c.mgmt_node.log, 30, 0.2,
+                   "mgmt on PostgreSQL to lead")
+        wait_until(lambda: re.search(r"^nodes\s+3 up of 3",
+                                     _strata_fn("status", "--dir", c.dir).stdout, re.M), 60, 0.5,
+                   "the storage daemons under mgmt on PostgreSQL")
+        after = json.loads(_strata_fn("status", "--json", env=env).stdout)
+        assert after["chains"] == before["chains"]
+        (tmp_path / "back").mkdir()
+        got = subprocess.run([STRATA, "get", "-q", "/f.bin", str(tmp_path / "back")],
+                             capture_output=True, timeout=60, env=dict(os.environ, **env))
+        assert got.returncode == 0, got.stderr
+        assert (tmp_path / "back" / "f.bin").read_bytes() == src.read_bytes()
+    finally:
+        problems = c.stop_all() + c.sanitizer_reports()
+        pg.destroy()
+    assert not problems, "\n".join(problems)

@@ -434,6 +434,76 @@ static void test_lease(void **state)
 	cm_release(&m);
 }
 
+/* strata mgmt migrate: a SQLite store whole into an empty one (the test's
+ * database: PostgreSQL, or another SQLite file), and never into one that
+ * holds something. */
+static void test_copy(void **state)
+{
+	char src_path[192], p[208];
+	struct mgmt_store *src, *dst;
+	struct mgmt_copy_stats cs;
+	struct cluster_map m, l;
+	struct mgmt_token t, *ts;
+	uint32_t n, total;
+	uint64_t inc = 0;
+	int64_t when = 0;
+
+	(void)state;
+	snprintf(src_path, sizeof(src_path), "%s/src.db", dir);
+	assert_int_equal(mgmt_store_open(src_path, &src), 0);
+	build(&m);
+	assert_int_equal(mgmt_store_save(src, &m), 0);
+	assert_int_equal(mgmt_store_set_incarnation(src, 1, 0xfedcba9876543210ull), 0);
+	assert_int_equal(mgmt_store_set_incarnation(src, 4, 44), 0);
+	assert_int_equal(mgmt_store_set_removed(src, 9, 900), 0);
+	t = tok("00000000000000aa", "t1", 100, 0);
+	t.admin = true;
+	assert_int_equal(mgmt_store_token_add(src, &t, "{\"tenant\":\"t1\"}"), 0);
+	t = tok("00000000000000bb", "t2", 200, 5000);
+	assert_int_equal(mgmt_store_token_add(src, &t, "{}"), 0);
+	assert_int_equal(mgmt_store_token_revoke(src, "00000000000000bb", 300), 0);
+	assert_int_equal(mgmt_store_token_revoke_offline(src, "00000000000000cc", 7000, 400), 0);
+
+	assert_int_equal(mgmt_store_open(path, &dst), 0);
+	assert_int_equal(mgmt_store_copy(src, dst, &cs), 0);
+	assert_true(cs.version == m.version);
+	assert_int_equal(cs.nodes, 5);
+	assert_int_equal(cs.chains, 12);
+	assert_int_equal(cs.incarnations, 2);
+	assert_int_equal(cs.removed, 1);
+	assert_int_equal(cs.tokens, 3);
+	/* Into a store that holds something: refused. */
+	assert_int_equal(mgmt_store_copy(src, dst, &cs), -ENOTEMPTY);
+	mgmt_store_close(dst);
+
+	assert_int_equal(mgmt_store_open(path, &dst), 0);
+	assert_int_equal(mgmt_store_load(dst, &l), 0);
+	assert_same(&m, &l);
+	cm_release(&l);
+	assert_int_equal(mgmt_store_get_incarnation(dst, 1, &inc), 0);
+	assert_true(inc == 0xfedcba9876543210ull);
+	assert_int_equal(mgmt_store_get_removed(dst, 9, &when), 0);
+	assert_true(when == 900);
+	assert_int_equal(mgmt_store_token_list(dst, 10, &ts, &n, &total), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(ts[0].id, "00000000000000aa");
+	assert_true(ts[0].admin && !ts[0].revoked);
+	assert_true(ts[1].revoked == 300 && ts[1].exp == 5000);
+	assert_string_equal(ts[2].tenant, "(offline)");
+	assert_true(ts[2].revoked == 400 && ts[2].exp == 7000);
+	free(ts);
+	assert_int_equal(mgmt_store_revoked(dst, 1000, &l), 0);
+	assert_int_equal(l.nrevoked, 2);
+	cm_release(&l);
+	mgmt_store_close(dst);
+	mgmt_store_close(src);
+	cm_release(&m);
+	for (const char *const *x = (const char *const[]){ "", "-wal", "-shm", NULL }; *x; x++) {
+		snprintf(p, sizeof(p), "%s%s", src_path, *x);
+		unlink(p);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -444,6 +514,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_removed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lease, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_copy, setup, teardown),
 	};
 
 	fx_backend_from_env();
