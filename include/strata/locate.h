@@ -3,8 +3,10 @@
  * strata CLI, python/strata, tools linked against libstrata) turns what its
  * user named into the mgmt address to connect to.
  *
- *   1. mgmt, when given: "host:port", or the directory of a cluster
- *      started by 'strata local up' (its cluster.json names mgmt);
+ *   1. mgmt, when given: "host:port" (or a comma-separated list of them:
+ *      the control nodes of a cluster whose mgmt is on PostgreSQL), or
+ *      the directory of a cluster started by 'strata local up' (its
+ *      cluster.json names mgmt);
  *   2. else dir, when given: the directory of 'strata local up';
  *   3. else $STRATA_MGMT, read as mgmt is.
  */

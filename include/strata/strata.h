@@ -83,7 +83,9 @@ struct strata_opts {
 void strata_opts_init(struct strata_opts *opts, size_t size);
 
 /* Connects to the cluster whose mgmt service listens at mgmt_addr
- * ("host:port"). opts may be NULL. Waits (up to retry_ms) for the cluster
+ * ("host:port", or "host:port,host:port,..." for a cluster whose control
+ * daemons share mgmt on PostgreSQL: the leader among them is found and
+ * followed). opts may be NULL. Waits (up to retry_ms) for the cluster
  * map and the meta service. Returns 0 and *out (free with
  * strata_disconnect) or a negative error. */
 int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct strata **out);

@@ -47,7 +47,9 @@ int cmd_token(int argc, char **argv);
 int cmd_compose(int argc, char **argv);
 /* strata slurm install|gres (cmd_slurm.c): Strata under Slurm. */
 int cmd_slurm(int argc, char **argv);
-/* strata meta migrate (cmd_meta.c): a SQLite namespace into PostgreSQL. */
+/* strata meta migrate, strata mgmt migrate (cmd_meta.c): a SQLite
+ * namespace, or mgmt's SQLite cluster state, into PostgreSQL. argv[0] is
+ * "meta" or "mgmt". */
 int cmd_meta(int argc, char **argv);
 
 /* Writes text and a newline to path, created with mode 0600 (an existing

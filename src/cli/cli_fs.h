@@ -56,9 +56,14 @@ int fs_parse(int argc, char **argv, const char *letters, bool layout, struct fs_
 int fs_connect(const struct fs_args *a, struct strata **out);
 /* fs_connect that also leaves the mgmt address it used in addr. */
 int fs_connect_at(const struct fs_args *a, struct strata **out, char *addr, size_t len);
-/* The mgmt address fs_connect would use, into addr. Returns 0, 1 or 2 as
- * fs_connect (reported). */
+/* The mgmt address the command names, into addr: of a list (the control
+ * daemons of a cluster whose mgmt is on PostgreSQL), the leader
+ * (cli_mgmt_leader). Returns 0, 1 or 2 as fs_connect (reported). */
 int fs_mgmt_addr(const struct fs_args *a, char *addr, size_t len);
+/* When addr (len bytes) is a comma-separated list of mgmt addresses,
+ * replaces it by the first that answers (the leader), or by the first
+ * when none does. */
+void cli_mgmt_leader(struct rpc_client *cl, char *addr, size_t len);
 
 /* fs_mgmt_addr, then an RPC client (named name) presenting the command's
  * credential (cli_rpc_client). Returns 0 and *cl, or 1 or 2 (reported). */

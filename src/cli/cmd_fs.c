@@ -20,8 +20,11 @@
 
 #include "cli.h"
 #include "cli_fs.h"
+#include "client/mgmt_addrs.h"
 #include "common/config.h"
 #include "net/addr.h"
+#include "net/rpc.h"
+#include "proto/mgmt.h"
 #include "strata/locate.h"
 #include "strata/strata.h"
 
@@ -106,17 +109,31 @@ unknown:
 	return 2;
 }
 
-int fs_mgmt_addr(const struct fs_args *a, char *addr, size_t len)
+/* Whether every address of the list spec is HOST:PORT. */
+static bool hostports(const char *spec)
+{
+	struct mgmt_addrs l;
+	char host[ADDR_HOST_MAX];
+	int port;
+
+	if (mgmt_addrs_init(&l, spec))
+		return false;
+	for (uint32_t i = 0; i < l.n; i++)
+		if (parse_hostport(l.addr[i], host, sizeof(host), &port) || port == 0)
+			return false;
+	return true;
+}
+
+/* The mgmt address, or list of them, the command names (checked). */
+static int mgmt_spec(const struct fs_args *a, char *addr, size_t len)
 {
 	int rc = strata_find_mgmt(a->mgmt, a->dir, addr, len);
 	const char *named = a->mgmt && *a->mgmt ? a->mgmt : a->dir && *a->dir ? a->dir :
 			    getenv("STRATA_MGMT");
-	char host[ADDR_HOST_MAX];
-	int port;
 
-	if (rc == 0 && (parse_hostport(addr, host, sizeof(host), &port) || port == 0)) {
-		cli_err("%s: '%s' is neither a cluster directory nor HOST:PORT (a port in 1..65535; IPv6 as [ADDR]:PORT)",
-			a->cmd, addr);
+	if (rc == 0 && !hostports(addr)) {
+		cli_err("%s: '%s' is neither a cluster directory nor HOST:PORT[,HOST:PORT...] (a port"
+			" in 1..65535; IPv6 as [ADDR]:PORT)", a->cmd, addr);
 		return 2;
 	}
 	if (rc == 0)
@@ -136,14 +153,51 @@ int fs_mgmt_addr(const struct fs_args *a, char *addr, size_t len)
 	return 1;
 }
 
+void cli_mgmt_leader(struct rpc_client *cl, char *addr, size_t len)
+{
+	struct mgmt_addrs l;
+	struct cluster_map m;
+
+	if (!strchr(addr, ',') || mgmt_addrs_init(&l, addr))
+		return;
+	/* The first that answers leads: followers refuse (STRATA_ENOTLEADER). */
+	for (uint32_t i = 0; i < l.n; i++) {
+		int rc = cmap_fetch_sync(cl, l.addr[i], 3000, &m);
+
+		cm_release(&m);
+		if (!rc) {
+			snprintf(addr, len, "%s", l.addr[i]);
+			return;
+		}
+	}
+	snprintf(addr, len, "%s", l.addr[0]);	/* the caller's call reports it */
+}
+
+int fs_mgmt_addr(const struct fs_args *a, char *addr, size_t len)
+{
+	struct rpc_client *cl;
+	int rc = mgmt_spec(a, addr, len);
+
+	if (rc || !strchr(addr, ','))
+		return rc;
+	if (cli_rpc_client("strata-cli", 3000, a->token, a->mgmt, a->dir, &cl))
+		return 1;
+	cli_mgmt_leader(cl, addr, len);
+	rpc_client_free(cl);
+	return 0;
+}
+
 int fs_mgmt_client(const struct fs_args *a, const char *name, uint32_t timeout_ms, char *addr,
 		   size_t len, struct rpc_client **cl)
 {
-	int rc = fs_mgmt_addr(a, addr, len);
+	int rc = mgmt_spec(a, addr, len);
 
 	if (rc)
 		return rc;
-	return cli_rpc_client(name, timeout_ms, a->token, a->mgmt, a->dir, cl) ? 1 : 0;
+	if (cli_rpc_client(name, timeout_ms, a->token, a->mgmt, a->dir, cl))
+		return 1;
+	cli_mgmt_leader(*cl, addr, len);
+	return 0;
 }
 
 int fs_connect_at(const struct fs_args *a, struct strata **out, char *addr, size_t len)
@@ -153,7 +207,8 @@ int fs_connect_at(const struct fs_args *a, struct strata **out, char *addr, size
 	int rc;
 
 	*out = NULL;
-	rc = fs_mgmt_addr(a, addr, len);
+	/* The whole list: libstrata follows a change of mgmt leader. */
+	rc = mgmt_spec(a, addr, len);
 	if (rc)
 		return rc;
 	text = cli_find_token(a->token, a->mgmt, a->dir);

@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "cli_fs.h"
 #include "local_pg.h"
 #include "common/config.h"
 #include "common/token.h"
@@ -177,8 +178,9 @@ static json_t *load_cluster(const char *dir)
 /*
  * Which services node i (1-based) of a local cluster runs: node 1 holds
  * the control plane (mgmt, meta, composer: no composer without a key);
- * then the storage daemons; then the other control daemons (meta alone:
- * mgmt stays on node 1); then mem and compute daemons.
+ * then the storage daemons; then the other control daemons (mgmt and meta
+ * on PostgreSQL: one mgmt leads, docs/failures.md "mgmt leader change";
+ * on SQLite there is one control daemon); then mem and compute daemons.
  */
 static const char *node_services(const struct local_opts *o, int nstorage, int i)
 {
@@ -189,7 +191,7 @@ static const char *node_services(const struct local_opts *o, int nstorage, int i
 		return "storage";
 	i -= nstorage;
 	if (i < o->control - 1)
-		return "meta";
+		return "mgmt,meta";
 	i -= (int)o->control - 1;
 	return i < o->mem ? "mem" : "compute";	/* mem's pool: --mem.capacity */
 }
@@ -337,7 +339,7 @@ static bool services_listed(struct rpc_client *cl, const char *mgmt, int nmeta, 
  * (the storage daemons registered and mgmt built the chains) and is
  * listed in the map, and every storage daemon holds mgmt's current map
  * (no first write is refused for a stale one). */
-static int wait_ready(const char *dir, const char *mgmt, json_t *nodes, int nmeta,
+static int wait_ready(const char *dir, const char *list, json_t *nodes, int nmeta,
 		      int ncompute, int timeout_ms)
 {
 	struct rpc_client *cl;
@@ -347,7 +349,13 @@ static int wait_ready(const char *dir, const char *mgmt, json_t *nodes, int nmet
 	if (dir_client(dir, &cl))
 		return -EINVAL;
 	while (!ready && reactor_now_ms() < deadline) {
-		int64_t version = status_value(cl, mgmt, "mgmt", "map_version");
+		char mgmt[512];
+		int64_t version;
+
+		/* Of several mgmt, the leader (it may change meanwhile). */
+		snprintf(mgmt, sizeof(mgmt), "%s", list);
+		cli_mgmt_leader(cl, mgmt, sizeof(mgmt));
+		version = status_value(cl, mgmt, "mgmt", "map_version");
 
 		ready = status_value(cl, mgmt, "meta", "table_len") > 0 && version > 0 &&
 			services_listed(cl, mgmt, nmeta, ncompute);
@@ -423,8 +431,9 @@ static int local_up(const struct local_opts *o)
 	int nstorage = (int)(o->storage > 0 ? o->storage : o->nodes);
 	int total = nstorage + (int)o->control + (int)o->mem + (int)o->compute;
 	int64_t repl = o->replication ? o->replication : (nstorage < 3 ? nstorage : 3);
-	char mgmt[64] = "", keyfile[PATH_MAX + 32], f_key[PATH_MAX + 48], composer[64];
-	char f_store[192], f_pass[PATH_MAX + 32];
+	char mgmt[512] = "", keyfile[PATH_MAX + 32], f_key[PATH_MAX + 48], composer[64];
+	char f_store[192], f_pass[PATH_MAX + 32], f_mstore[192], f_mpass[PATH_MAX + 32];
+	int ports[LOCAL_CONTROL_MAX] = { 0 };
 	struct local_pg pg;
 	int rc = 0;
 
@@ -471,9 +480,20 @@ static int local_up(const struct local_opts *o)
 		}
 		snprintf(f_store, sizeof(f_store), "--meta.store=%s", pg.uri);
 		snprintf(f_pass, sizeof(f_pass), "--meta.store_passfile=%s", pg.passfile);
+		snprintf(f_mstore, sizeof(f_mstore), "--mgmt.store=%s", pg.uri);
+		snprintf(f_mpass, sizeof(f_mpass), "--mgmt.store_passfile=%s", pg.passfile);
+		/* Every control daemon runs mgmt: each daemon is given all their
+		 * addresses, so their ports are fixed before any starts. */
+		for (int k = 0; k < o->control; k++) {
+			size_t used = strlen(mgmt);
+
+			ports[k] = free_port();
+			snprintf(mgmt + used, sizeof(mgmt) - used, "%s127.0.0.1:%d", k ? "," : "",
+				 ports[k]);
+		}
 	}
 	for (int i = 1; i <= total; i++) {
-		char data[PATH_MAX], svc[128], f_id[32], f_svc[160], f_mgmt[96], f_repl[48];
+		char data[PATH_MAX], svc[128], f_id[32], f_svc[160], f_mgmt[560], f_repl[48];
 		char extra[1024], addr[64], f_expect[48], f_listen[64], f_composer[96], f_gpus[160];
 		char f_zone[48];
 		const char *flags[48];
@@ -489,7 +509,13 @@ static int local_up(const struct local_opts *o)
 		snprintf(f_svc, sizeof(f_svc), "--node.services=%s", svc);
 		flags[nf++] = f_id;
 		flags[nf++] = f_svc;
-		snprintf(f_listen, sizeof(f_listen), "--node.listen=127.0.0.1:%d", i == 1 ? free_port() : 0);
+		/* Control daemons keep their ports: they are the mgmt addresses. */
+		if (o->pg && strstr(svc, "mgmt"))
+			snprintf(f_listen, sizeof(f_listen), "--node.listen=127.0.0.1:%d",
+				 ports[i == 1 ? 0 : i - 1 - nstorage]);
+		else
+			snprintf(f_listen, sizeof(f_listen), "--node.listen=127.0.0.1:%d",
+				 i == 1 ? free_port() : 0);
 		flags[nf++] = f_listen;
 		flags[nf++] = "--node.metrics_listen=127.0.0.1:0";
 		if (mgmt[0]) {
@@ -500,14 +526,18 @@ static int local_up(const struct local_opts *o)
 			snprintf(f_key, sizeof(f_key), "--node.key_file=%s", keyfile);
 			flags[nf++] = f_key;
 		}
-		if (i == 1) {
+		if (strstr(svc, "mgmt")) {
 			snprintf(f_repl, sizeof(f_repl), "--mgmt.replication=%lld", (long long)repl);
 			snprintf(f_expect, sizeof(f_expect), "--mgmt.expect_nodes=%d", nstorage);
 			flags[nf++] = f_repl;
 			flags[nf++] = f_expect;
 			snprintf(f_composer, sizeof(f_composer), "--composer.listen=%s", composer);
-			if (!o->keyless)
+			if (!o->keyless && i == 1)
 				flags[nf++] = f_composer;
+		}
+		if (o->pg && strstr(svc, "mgmt")) {
+			flags[nf++] = f_mstore;
+			flags[nf++] = f_mpass;
 		}
 		if (strcmp(svc, "compute") == 0 && o->gpus)
 			flags[nf++] = f_gpus;
@@ -523,14 +553,14 @@ static int local_up(const struct local_opts *o)
 			flags[nf++] = f_store;
 			flags[nf++] = f_pass;
 		}
-		nf += split_flags(o->extra, extra, sizeof(extra), flags + nf, 36);
+		nf += split_flags(o->extra, extra, sizeof(extra), flags + nf, 32);
 		flags[nf] = NULL;
 		rc = cli_spawn_daemon(data, flags, 15000, addr, sizeof(addr), &pid);
 		if (rc) {
 			cli_err("cannot start node %d: %s", i, strata_strerror(rc));
 			break;
 		}
-		if (i == 1)
+		if (i == 1 && !o->pg)
 			snprintf(mgmt, sizeof(mgmt), "%s", addr);
 		n = json_object();
 		json_object_set_new(n, "id", json_integer(i));
@@ -737,7 +767,8 @@ static int local_node(const char *dir, const char *action, int64_t id)
 		} else {
 			json_object_set_new(n, "pid", json_integer(pid));
 			json_object_set_new(n, "addr", json_string(addr));
-			if (id == 1)
+			/* A list of control daemons' addresses stays: their ports are fixed. */
+			if (id == 1 && !strchr(json_string_value(json_object_get(j, "mgmt")) ?: "", ','))
 				json_object_set_new(j, "mgmt", json_string(addr));
 			printf("node %lld started (pid %d) at %s\n", (long long)id, pid, addr);
 		}

@@ -221,6 +221,8 @@ static void usage(FILE *f)
 		"namespace database (docs/namespace.md):\n"
 		"  meta migrate --from DATA/meta.db --to postgresql://... [--passfile FILE]\n"
 		"                                     copy a SQLite namespace into PostgreSQL\n"
+		"  mgmt migrate --from DATA/mgmt.db --to postgresql://... [--passfile FILE]\n"
+		"                                     copy mgmt's cluster state into PostgreSQL\n"
 		"files (the cluster: --mgmt ADDR, --dir DIR of 'local up', or $STRATA_MGMT;\n"
 		"       the credential: --token TOKEN|FILE, $STRATA_TOKEN, $STRATA_TOKEN_FILE,\n"
 		"       or DIR/admin.token):\n"
@@ -306,7 +308,8 @@ int main(int argc, char **argv)
 	}
 	/* Commands without a --help of their own answer from the list above. */
 	if (argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) &&
-	    strcmp(argv[1], "demo") && strcmp(argv[1], "meta") && strcmp(argv[1], "pack") &&
+	    strcmp(argv[1], "demo") && strcmp(argv[1], "meta") && strcmp(argv[1], "mgmt") &&
+	    strcmp(argv[1], "pack") &&
 	    strcmp(argv[1], "bench") && command_help(argv[1]) == 0)
 		return 0;
 	if (strcmp(argv[1], "local") == 0)
@@ -323,7 +326,7 @@ int main(int argc, char **argv)
 		return cmd_compose(argc - 1, argv + 1);
 	if (strcmp(argv[1], "slurm") == 0)
 		return cmd_slurm(argc - 1, argv + 1);
-	if (strcmp(argv[1], "meta") == 0)
+	if (strcmp(argv[1], "meta") == 0 || strcmp(argv[1], "mgmt") == 0)
 		return cmd_meta(argc - 1, argv + 1);
 	if (strcmp(argv[1], "bench") == 0)
 		return cmd_bench(argc - 1, argv + 1);

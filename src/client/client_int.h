@@ -19,7 +19,7 @@ struct strata {
 	bool has_cred;
 	bool has_tls;			/* opts named tls_ca: tls, not the default */
 	struct net_tls *tls;		/* a reference; NULL: plain TCP */
-	char mgmt[64];
+	char mgmt[512];			/* one address or a list (mgmt_addrs.h) */
 	struct rpc_client *rpc;		/* meta calls */
 	struct mc_ctx mc;
 	int nio;

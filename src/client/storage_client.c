@@ -13,6 +13,7 @@
 #include "net/rpc.h"
 #include "proto/mgmt.h"
 #include "proto/storage.h"
+#include "client/mgmt_addrs.h"
 #include "storage_client.h"
 #include "common/errors_int.h"
 
@@ -25,7 +26,8 @@ struct sclient {
 	struct map_summary sum;
 	struct reactor *r;
 	struct rpc_pool *pool;
-	char mgmt[64];
+	struct mgmt_addrs mgmt;		/* the list, and the one to call */
+	const char *map_called;		/* the mgmt of the fetch in flight */
 	struct sclient_opts o;
 	struct cluster_map map;		/* owner thread */
 	bool fetching;
@@ -327,9 +329,13 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 			cm_release(&m);
 		}
 	}
-	if (status)
-		log_debug("client", "cannot fetch the cluster map from '%s': %s", sc->mgmt,
+	if (status) {
+		log_debug("client", "cannot fetch the cluster map from '%s': %s", sc->map_called,
 			  strata_strerror(status));
+		/* The next fetch (a waiter's retry, with its backoff) goes to
+		 * the leader a follower named, or the next mgmt. */
+		mgmt_addrs_failed(&sc->mgmt, sc->map_called, status, resp);
+	}
 	publish_map(sc, status);
 	restart_waiters(sc);
 }
@@ -337,12 +343,14 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 static void fetch_map(struct sclient *sc)
 {
 	struct mg_since rq = { sc->map.version };
-	struct proto_call c = { .cb = on_map, .arg = sc, .timeout_ms = sc->o.timeout_ms };
+	struct proto_call c = { .cb = on_map, .arg = sc,
+				.timeout_ms = mgmt_addrs_timeout(&sc->mgmt, sc->o.timeout_ms) };
 
 	if (sc->fetching || sc->closing)
 		return;
 	sc->fetching = true;
-	if (mg_get_map_call(sc->pool, sc->mgmt, &rq, &c)) {
+	sc->map_called = mgmt_addrs_cur(&sc->mgmt);
+	if (mg_get_map_call(sc->pool, sc->map_called, &rq, &c)) {
 		sc->fetching = false;
 		reactor_timer_arm(sc->r, &sc->refetch, 200);
 	}
@@ -645,13 +653,14 @@ int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_o
 	struct sclient *sc;
 	int rc;
 
-	if (strlen(mgmt_addr) >= sizeof(sc->mgmt))
-		return -EINVAL;
 	sc = calloc(1, sizeof(*sc));
 	if (!sc)
 		return -ENOMEM;
+	if (mgmt_addrs_init(&sc->mgmt, mgmt_addr)) {
+		free(sc);
+		return -EINVAL;
+	}
 	sc->r = r;
-	snprintf(sc->mgmt, sizeof(sc->mgmt), "%s", mgmt_addr);
 	sclient_opts_init(&sc->o, sizeof(sc->o));
 	if (o) {
 		if (o->timeout_ms)

@@ -24,6 +24,8 @@ static const char *const strata_msgs[] = {
 	       "server does not speak TLS",
 	[15] = "no intact replica of the chunk is left: its data is lost (restore the file"
 	       " from a copy, or remove it)",
+	[16] = "this mgmt is not the leader: retry at the leader the reply names, or at"
+	       " the next mgmt address",
 };
 
 /* A new code in errors.h or errors_int.h needs its message here. */

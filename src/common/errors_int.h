@@ -28,7 +28,11 @@ enum strata_err_int {
 	/* A replica lacks the base version of a chunk update: its
 	 * predecessor resends the whole chunk (between storage nodes). */
 	STRATA_ENEEDFULL = -(STRATA_ERR_BASE + 11),
-	STRATA_ERR_LAST = -(STRATA_ERR_BASE + 15),
+	/* This mgmt is not the leader of the control nodes (a follower, or
+	 * deposed): the reply's body, when not empty, is the leader's
+	 * address; try there, or the next mgmt address (client/mgmt_addrs.h). */
+	STRATA_ENOTLEADER = -(STRATA_ERR_BASE + 16),
+	STRATA_ERR_LAST = -(STRATA_ERR_BASE + 16),
 };
 
 #endif

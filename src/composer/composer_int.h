@@ -96,7 +96,7 @@ struct strata;
 struct composer {
 	struct service_env env;		/* borrowed strings: valid until stop */
 	struct composer_cfg cfg;
-	char mgmt[CM_ADDR_LEN];
+	char mgmt[256];			/* mgmt.address: one address or a list */
 	const struct cluster_key *key;
 	struct http_server *http;
 	int port;			/* the HTTP API's */

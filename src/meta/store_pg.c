@@ -35,6 +35,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "meta/meta_store.h"
+#include "meta/pg_conn.h"
 
 #define COMP "meta-pg"
 
@@ -262,23 +263,6 @@ static size_t col_bytes(const PGresult *r, int row, int col, char *buf, size_t c
 	return n;
 }
 
-/* libpq's messages span lines; a log line must not. */
-static const char *one_line(const char *msg, char *buf, size_t cap)
-{
-	size_t n = 0;
-
-	for (; *msg && n + 1 < cap; msg++)
-		if (*msg != '\n' || (msg[1] && n && buf[n - 1] != ' '))
-			buf[n++] = *msg == '\n' || *msg == '\t' ? ' ' : *msg;
-	buf[n] = '\0';
-	return buf;
-}
-
-static void notice_quiet(void *arg, const char *msg)
-{
-	(void)arg;
-	log_debug(COMP, "server notice: %s", msg);
-}
 
 /* Marks the connection lost when libpq says so; logs it once. */
 static bool check_lost(struct pg_store *s)
@@ -289,7 +273,7 @@ static bool check_lost(struct pg_store *s)
 		char msg[256];
 
 		log_error(COMP, "%s: connection lost: %s; reconnecting at the next request",
-			  s->where, s->conn ? one_line(PQerrorMessage(s->conn), msg, sizeof(msg)) :
+			  s->where, s->conn ? pg_conn_one_line(PQerrorMessage(s->conn), msg, sizeof(msg)) :
 			  "no connection");
 	}
 	s->lost = true;
@@ -323,7 +307,7 @@ static int map_result(struct pg_store *s, const PGresult *r, const char *what)
 	{
 		char msg[256];
 
-		log_error(COMP, "%s: %s failed: %s", s->where, what, one_line(r ?
+		log_error(COMP, "%s: %s failed: %s", s->where, what, pg_conn_one_line(r ?
 			  PQresultErrorMessage(r) : PQerrorMessage(s->conn), msg, sizeof(msg)));
 	}
 	return -EIO;
@@ -429,7 +413,7 @@ static int reconnect(struct pg_store *s)
 
 		s->retry_at_ms = mono_ms() + RECONNECT_BACKOFF_MS;
 		log_warn_limited(COMP, "%s: cannot reconnect: %s", s->where,
-				 one_line(PQerrorMessage(s->conn), msg, sizeof(msg)));
+				 pg_conn_one_line(PQerrorMessage(s->conn), msg, sizeof(msg)));
 		return -EIO;
 	}
 	s->lost = false;
@@ -1161,37 +1145,14 @@ fail:
 
 static int pg_connect(struct pg_store *s)
 {
-	char timeout[16];
-	const char *keys[12], *vals[12];
-	int n = 0;
+	struct pg_conn_opts o = { .app = "stratad-meta", .comp = COMP, .key = "meta.store",
+				  .passfile = s->passfile,
+				  .connect_timeout_s = s->o.connect_timeout_s };
 
-	snprintf(timeout, sizeof(timeout), "%u", s->o.connect_timeout_s);
-	/* Ours first: what the URI says wins, but for the passfile. */
-	keys[n] = "connect_timeout", vals[n++] = timeout;
-	keys[n] = "application_name", vals[n++] = "stratad-meta";
-	keys[n] = "keepalives", vals[n++] = "1";
-	keys[n] = "keepalives_idle", vals[n++] = "10";
-	keys[n] = "keepalives_interval", vals[n++] = "3";
-	keys[n] = "keepalives_count", vals[n++] = "3";
-	keys[n] = "dbname", vals[n++] = s->conninfo;
-	if (s->passfile)
-		keys[n] = "passfile", vals[n++] = s->passfile;
-	keys[n] = NULL, vals[n] = NULL;
-	s->conn = PQconnectdbParams(keys, vals, 1);
+	s->conn = pg_conn_open(s->conninfo, &o, s->where, sizeof(s->where));
 	if (!s->conn)
 		return -ENOMEM;
-	snprintf(s->where, sizeof(s->where), "database '%s' on %s:%s", PQdb(s->conn),
-		 PQhost(s->conn) ? PQhost(s->conn) : "?", PQport(s->conn) ? PQport(s->conn) : "?");
-	PQsetNoticeProcessor(s->conn, notice_quiet, NULL);
-	if (PQstatus(s->conn) != CONNECTION_OK) {
-		char msg[256];
-
-		log_error(COMP, "cannot connect to PostgreSQL %s: %s; check meta.store and that"
-			  " the server runs", s->where,
-			  one_line(PQerrorMessage(s->conn), msg, sizeof(msg)));
-		return -EIO;
-	}
-	return 0;
+	return PQstatus(s->conn) == CONNECTION_OK ? 0 : -EIO;
 }
 
 int meta_store_pg_open(const char *conninfo, const struct meta_store_pg_opts *opts,

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "client/mgmt_addrs.h"
 #include "common/cluster_map.h"
 #include "common/log.h"
 #include "mgmt/announce.h"
@@ -13,6 +14,10 @@
 
 struct announcer {
 	struct service_env env;		/* borrowed strings: valid until stop */
+	struct mgmt_addrs mgmt;		/* env.mgmt_addr as a list (owner thread) */
+	const char *map_called;		/* the mgmt of the fetch in flight */
+	const char *called;		/* the mgmt of the last announcement */
+	int in_flight;			/* announcements not answered yet */
 	uint32_t kind;
 	uint64_t incarnation;
 	struct reactor *r;
@@ -25,11 +30,18 @@ struct announcer {
 	bool closing;
 };
 
-static void failed(struct announcer *a, int status)
+static void failed(struct announcer *a, const char *called, int status,
+		   const struct rpc_msg *resp)
 {
+	/* A follower names the leader; a dead mgmt, the next one. */
+	if (mgmt_addrs_failed(&a->mgmt, called, status, resp)) {
+		log_info(cm_service_kind_name(a->kind), "mgmt '%s' cannot list us (%s): trying '%s'",
+			 called, strata_strerror(status), mgmt_addrs_cur(&a->mgmt));
+		return;
+	}
 	if (a->state != -1)
 		log_warn(cm_service_kind_name(a->kind), "cannot announce to mgmt '%s': %s (retrying every %u ms)",
-			 a->env.mgmt_addr, strata_strerror(status), a->env.heartbeat_ms);
+			 called, strata_strerror(status), a->env.heartbeat_ms);
 	a->state = -1;
 }
 
@@ -47,7 +59,8 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 		status = cmap_decode_since(resp->body, resp->hdr.body_len, &m, &changed);
 	if (status) {
 		log_warn(cm_service_kind_name(a->kind), "cannot fetch the cluster map from '%s': %s",
-			 a->env.mgmt_addr, strata_strerror(status));
+			 a->map_called, strata_strerror(status));
+		mgmt_addrs_failed(&a->mgmt, a->map_called, status, resp);
 	} else if (changed) {
 		if (net_revoked_update(m.version, (const char (*)[TOKEN_ID_LEN + 1])m.revoked,
 				       m.nrevoked))
@@ -64,11 +77,13 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 static void fetch_map(struct announcer *a, uint64_t version)
 {
 	struct mg_since rq = { a->map_version };
-	struct proto_call c = { .cb = on_map, .arg = a, .timeout_ms = a->env.rpc_timeout_ms };
+	struct proto_call c = { .cb = on_map, .arg = a,
+				.timeout_ms = mgmt_addrs_timeout(&a->mgmt, a->env.rpc_timeout_ms) };
 
 	if (a->fetching || version == a->map_version)
 		return;
-	a->fetching = mg_get_map_call(a->pool, a->env.mgmt_addr, &rq, &c) == 0;
+	a->map_called = mgmt_addrs_cur(&a->mgmt);
+	a->fetching = mg_get_map_call(a->pool, a->map_called, &rq, &c) == 0;
 }
 
 static void on_reply(void *arg, int status, struct rpc_msg *resp)
@@ -76,17 +91,18 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 	struct announcer *a = arg;
 	struct mg_lease rep;
 
+	a->in_flight--;
 	if (a->closing)
 		return;
 	if (!status)
 		status = mg_announce_rep(resp, &rep);
 	if (status) {
-		failed(a, status);
+		failed(a, a->called, status, resp);
 		return;
 	}
 	if (a->state != 1)
 		log_info(cm_service_kind_name(a->kind), "listed in the cluster map by mgmt '%s' as node %u at '%s'",
-			 a->env.mgmt_addr, a->env.node_id, a->env.addr);
+			 a->called, a->env.node_id, a->env.addr);
 	a->state = 1;
 	fetch_map(a, rep.map_version);
 }
@@ -95,11 +111,22 @@ static void on_timer(void *arg)
 {
 	struct announcer *a = arg;
 	struct mg_announce rq = { a->kind, a->env.node_id, pstr_c(a->env.addr), a->incarnation };
-	struct proto_call c = { .cb = on_reply, .arg = a, .timeout_ms = a->env.rpc_timeout_ms };
-	int rc = mg_announce_call(a->pool, a->env.mgmt_addr, &rq, &c);
+	struct proto_call c = { .cb = on_reply, .arg = a,
+				.timeout_ms = mgmt_addrs_timeout(&a->mgmt, a->env.rpc_timeout_ms) };
+	int rc;
 
+	/* With several mgmt, one at a time: its failure names the mgmt it
+	 * went to (a->called) when the next one is chosen. */
+	if (a->mgmt.n > 1 && a->in_flight) {
+		reactor_timer_arm(a->r, &a->timer, a->env.heartbeat_ms);
+		return;
+	}
+	a->called = mgmt_addrs_cur(&a->mgmt);
+	rc = mg_announce_call(a->pool, a->called, &rq, &c);
 	if (rc)
-		failed(a, rc);
+		failed(a, a->called, rc, NULL);
+	else
+		a->in_flight++;
 	reactor_timer_arm(a->r, &a->timer, a->env.heartbeat_ms);
 }
 
@@ -130,6 +157,10 @@ int announce_start(const struct service_env *env, uint32_t kind, struct announce
 	if (!a)
 		return -ENOMEM;
 	a->env = *env;
+	if (mgmt_addrs_init(&a->mgmt, env->mgmt_addr)) {
+		free(a);
+		return -EINVAL;
+	}
 	a->kind = kind;
 	a->incarnation = service_incarnation();
 	a->r = env->reactors[0];

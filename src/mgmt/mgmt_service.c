@@ -1,7 +1,18 @@
 /*
  * The mgmt service: membership with heartbeat leases, the versioned cluster
- * map (kept in SQLite), chain building, failure detection. All state is
- * owned by reactor 0's thread.
+ * map (kept in mgmt_store.h: SQLite, or PostgreSQL shared by several
+ * control daemons), chain building, failure detection. All state is owned
+ * by reactor 0's thread.
+ *
+ * With a shared store, every control daemon runs mgmt and one leads: the
+ * holder of the leader lease (mgmt_store_lease), renewed every third of
+ * mgmt.leader_lease. Only the leader answers; the others answer
+ * STRATA_ENOTLEADER naming it (the reply's body), and each tries to take
+ * the lease as it renews. A daemon that takes it loads the state from the
+ * database, fences its writes by its term and gives every node a fresh
+ * lease, as mgmt does after a restart. A leader that could not renew
+ * stops answering before the database's lease runs out (a margin of a
+ * tenth), and one whose write is refused by the fence steps down at once.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -36,6 +47,9 @@ struct mgmt_cfg {
 	int64_t expect_nodes;
 	int64_t full_pct;
 	uint64_t full_free;
+	char store[CFG_STR_MAX];		/* "": SQLite; postgresql://... */
+	char store_passfile[CFG_STR_MAX];	/* PostgreSQL's password file */
+	int64_t leader_lease_ms;
 };
 
 struct mgmt {
@@ -64,6 +78,19 @@ struct mgmt {
 	struct log_limit lost_ll;
 	struct log_limit ident_ll;		/* refusals of a second directory */
 	volatile uint32_t lost_n;		/* its count, for status/metrics */
+	/* The leader lease (shared store only; otherwise always the leader). */
+	bool shared;
+	bool leader;
+	uint64_t term;				/* the lease's term we lead in */
+	uint64_t lead_until_ms;			/* reactor clock; UINT64_MAX: not shared */
+	uint32_t leader_lease_ms;
+	const char *addr;			/* env->addr: where we serve */
+	char holder[64];			/* "node N-incarnation" */
+	char leader_addr[CM_ADDR_LEN];		/* the holder now, for redirects */
+	struct reactor_timer lease_timer;
+	volatile uint64_t term_snapshot;	/* for status/metrics */
+	volatile uint32_t leader_snapshot;
+	volatile uint64_t takeovers;
 };
 
 /*
@@ -132,14 +159,73 @@ static void snapshot(struct mgmt *m)
 	snapshot_space(m);
 }
 
-static void persist(struct mgmt *m)
+static void step_down(struct mgmt *m, const char *why);
+
+/* Saves the map; -ESTALE: a newer leader fenced us off, and we stepped
+ * down (the caller answers STRATA_ENOTLEADER). */
+static int persist(struct mgmt *m)
 {
 	int rc = mgmt_store_save(m->store, &m->map);
 
-	if (rc)
+	if (rc == -ESTALE)
+		step_down(m, "a newer leader took over (its term fenced our write)");
+	else if (rc)
 		log_error("mgmt", "cannot persist the cluster map (version %llu): %s",
 			  (unsigned long long)m->map.version, strata_strerror(rc));
 	snapshot(m);
+	return rc;
+}
+
+/* ---- leadership ---- */
+
+static bool is_leader(const struct mgmt *m)
+{
+	return m->leader && reactor_now_ms() < m->lead_until_ms;
+}
+
+/* Answers req STRATA_ENOTLEADER, its body the leader's address (empty when
+ * none is known). */
+static void redirect(struct mgmt *m, struct svc_req *req)
+{
+	size_t n = m->leader && m->leader_addr[0] && !strcmp(m->leader_addr, m->addr) ? 0 :
+		   strlen(m->leader_addr);
+
+	req->reply.len = 0;
+	if (n && bbuf_append(&req->reply, m->leader_addr, n))
+		req->reply.len = 0;
+	svc_reply(req, STRATA_ENOTLEADER);
+}
+
+/* At the top of every handler: true when this mgmt leads; otherwise req
+ * is answered (redirect) and must not be touched. */
+static bool lead(struct mgmt *m, struct svc_req *req)
+{
+	if (is_leader(m))
+		return true;
+	redirect(m, req);
+	return false;
+}
+
+/* An error of the store for req: -ESTALE (deposed) becomes a redirect. */
+static void reply_store_err(struct mgmt *m, struct svc_req *req, int rc)
+{
+	if (rc == -ESTALE) {
+		step_down(m, "a newer leader took over (its term fenced our write)");
+		redirect(m, req);
+		return;
+	}
+	svc_reply(req, rc);
+}
+
+static void step_down(struct mgmt *m, const char *why)
+{
+	if (!m->leader)
+		return;
+	m->leader = false;
+	m->leader_snapshot = 0;
+	if (!strcmp(m->leader_addr, m->addr))
+		m->leader_addr[0] = '\0';
+	log_warn("mgmt", "no longer the leader (term %llu): %s", (unsigned long long)m->term, why);
 }
 
 static uint32_t nodes_with_targets(const struct cluster_map *map)
@@ -230,7 +316,7 @@ static int removed_node(struct mgmt *m, uint32_t node)
  * store keeps it out. */
 static int admin_remove(struct mgmt *m, uint32_t node, uint32_t *result)
 {
-	int rc;
+	int rc, err;
 
 	*result = 0;
 	if (node == m->node_id)
@@ -238,7 +324,9 @@ static int admin_remove(struct mgmt *m, uint32_t node, uint32_t *result)
 	rc = cm_remove_node(&m->map, node, result);
 	if (rc < 0)
 		return rc;
-	if (mgmt_store_set_removed(m->store, node, (int64_t)time(NULL))) {
+	if ((err = mgmt_store_set_removed(m->store, node, (int64_t)time(NULL)))) {
+		if (err == -ESTALE)
+			return err;	/* deposed: the new leader never saw the removal */
 		log_error("mgmt", "node %u left the cluster map, but its removal is not recorded: it "
 			  "would be admitted again if it registered", node);
 		persist(m);
@@ -256,6 +344,8 @@ static void op_register(void *svc, struct svc_req *req)
 	bool restarted;
 	int rc;
 
+	if (!lead(m, req))
+		return;
 	if (mg_register_req(req, &rq))
 		return;
 	rc = rq.node_id && rq.incarnation && rq.ident ? pstr_copy(rq.addr, addr, sizeof(addr))
@@ -270,7 +360,7 @@ static void op_register(void *svc, struct svc_req *req)
 	 * admitting it again would take an operator's decision back. */
 	if ((rc = removed_node(m, rq.node_id))) {
 		mg_register_release(&rq);
-		svc_reply(req, rc);
+		reply_store_err(m, req, rc);
 		return;
 	}
 	/* Another data directory claiming a live node's id: a second daemon
@@ -291,7 +381,7 @@ static void op_register(void *svc, struct svc_req *req)
 	rc = incarnation_changed(m, rq.node_id, rq.incarnation, &restarted);
 	if (rc) {
 		mg_register_release(&rq);
-		svc_reply(req, rc);
+		reply_store_err(m, req, rc);
 		return;
 	}
 	if (restarted) {
@@ -319,7 +409,10 @@ static void op_register(void *svc, struct svc_req *req)
 	check_registered_addr(req, rq.node_id, addr);
 	mg_register_release(&rq);
 	maybe_build_chains(m);
-	persist(m);
+	if (persist(m) == -ESTALE) {
+		redirect(m, req);
+		return;
+	}
 	reply_lease(m, req);
 }
 
@@ -331,6 +424,8 @@ static void op_heartbeat(void *svc, struct svc_req *req)
 	const struct cm_node *nd;
 	int rc;
 
+	if (!lead(m, req))
+		return;
 	if (mg_heartbeat_req(req, &rq))
 		return;
 	/* A heartbeat from another directory than the one that registered
@@ -375,6 +470,8 @@ static void op_announce(void *svc, struct svc_req *req)
 	char addr[CM_ADDR_LEN];
 	int rc;
 
+	if (!lead(m, req))
+		return;
 	if (mg_announce_req(req, &rq))
 		return;
 	rc = pstr_copy(rq.addr, addr, sizeof(addr)) ? STRATA_EBADMSG :
@@ -390,7 +487,11 @@ static void op_announce(void *svc, struct svc_req *req)
 		log_info("mgmt", "%s service of node %u at '%s' (map version %llu)",
 			 cm_service_kind_name(rq.kind), rq.node_id, addr,
 			 (unsigned long long)m->map.version);
-		persist(m);	/* the version only: services are not stored */
+		/* The version only: services are not stored. */
+		if (persist(m) == -ESTALE) {
+			redirect(m, req);
+			return;
+		}
 	}
 	mg_announce_reply(req, 0, &(struct mg_lease){ m->map.version, (uint32_t)m->lease_ms });
 }
@@ -400,6 +501,8 @@ static void op_get_map(void *svc, struct svc_req *req)
 	struct mgmt *m = svc;
 	struct mg_since rq;
 
+	if (!lead(m, req))
+		return;
 	if (mg_get_map_req(req, &rq))
 		return;
 	svc_reply(req, cmap_encode_since(&m->map, rq.since_version, &req->reply));
@@ -410,6 +513,8 @@ static void op_report(void *svc, struct svc_req *req)
 	struct mgmt *m = svc;
 	struct mg_report rq;
 
+	if (!lead(m, req))
+		return;
 	if (mg_report_req(req, &rq))
 		return;
 	m->reports++;
@@ -439,6 +544,8 @@ static void op_admin(void *svc, struct svc_req *req)
 	const struct cm_chain *c;
 	int rc;
 
+	if (!lead(m, req))
+		return;
 	if (mg_admin_req(req, &rq))
 		return;
 	switch (rq.action) {
@@ -475,7 +582,11 @@ static void op_admin(void *svc, struct svc_req *req)
 		break;
 	}
 	if (rc >= 0)
-		persist(m);
+		rc = persist(m) == -ESTALE ? -ESTALE : rc;
+	if (rc == -ESTALE) {
+		reply_store_err(m, req, rc);
+		return;
+	}
 	mg_admin_reply(req, rc < 0 ? rc : 0, &rep);
 }
 
@@ -532,6 +643,8 @@ static void op_token_create(void *svc, struct svc_req *req)
 	char err[256], *json = NULL, *text = NULL;
 	int rc;
 
+	if (!lead(m, req))
+		return;
 	if (mg_token_create_req(req, &rq))
 		return;
 	if (!m->key) {
@@ -563,7 +676,7 @@ static void op_token_create(void *svc, struct svc_req *req)
 	if (rc) {
 		if (rc != -EEXIST)
 			log_error("mgmt", "cannot create token %s: %s", c.id, strata_strerror(rc));
-		svc_reply(req, rc);
+		reply_store_err(m, req, rc);
 	} else {
 		log_info("mgmt", "token %s created for tenant '%s'%s", c.id, c.tenant,
 			 t.admin ? " (admin)" : "");
@@ -585,6 +698,8 @@ static void op_token_list(void *svc, struct svc_req *req)
 	uint32_t n = 0;
 	int rc;
 
+	if (!lead(m, req))
+		return;
 	if (mg_token_list_req(req, &rq))
 		return;
 	rc = mgmt_store_token_list(m->store, MGMT_MAX_TOKENS, &ts, &n, &rep.total);
@@ -613,6 +728,8 @@ static void op_token_revoke(void *svc, struct svc_req *req)
 	int64_t now = (int64_t)time(NULL);
 	int rc;
 
+	if (!lead(m, req))
+		return;
 	if (mg_token_revoke_req(req, &rq))
 		return;
 	rc = pstr_copy(rq.id, id, sizeof(id)) || !token_id_ok(id) || rq.until < 0 ?
@@ -637,17 +754,20 @@ static void op_token_revoke(void *svc, struct svc_req *req)
 			log_info("mgmt", "token %s revoked (map version %llu)", id,
 				 (unsigned long long)m->map.version);
 	}
-	svc_reply(req, rc);
+	reply_store_err(m, req, rc);
 }
 
 static void on_expiry(void *arg)
 {
 	struct mgmt *m = arg;
 	uint64_t before = m->map.version;
-	int changed = cm_expire_leases(&m->map, reactor_now_ms());
+	int changed = 0;
 
-	m->lost_n = lost_count(&m->lost, reactor_now_ms());
-
+	/* A follower's map is not the cluster's: only the leader expires. */
+	if (is_leader(m)) {
+		changed = cm_expire_leases(&m->map, reactor_now_ms());
+		m->lost_n = lost_count(&m->lost, reactor_now_ms());
+	}
 	if (m->map.version != before) {
 		log_warn("mgmt", "lease expiry: %d chain(s) reconfigured, map version %llu", changed,
 			 (unsigned long long)m->map.version);
@@ -656,11 +776,110 @@ static void on_expiry(void *arg)
 	reactor_timer_arm(m->r, &m->expiry, m->lease_ms / 4 ? m->lease_ms / 4 : 1);
 }
 
+/*
+ * Loads the cluster's state from the store into m->map (replacing it):
+ * nodes get a fresh lease (they keep serving and renew it, or expire
+ * normally), the revoked tokens are read again. A new version is made
+ * and saved when bump (a new leader: every holder refetches) or when
+ * tokens are revoked (a revocation recorded just before a crash may not
+ * have reached the stored version). 0 or the store's error (logged).
+ */
+static int load_state(struct mgmt *m, bool bump)
+{
+	struct cluster_map map;
+	int rc = mgmt_store_load(m->store, &map);
+
+	if (rc) {
+		log_error("mgmt", "cannot load the cluster map: %s", strata_strerror(rc));
+		return rc;
+	}
+	cm_reset_leases(&map, reactor_now_ms() + m->lease_ms);
+	rc = mgmt_store_revoked(m->store, (int64_t)time(NULL), &map);
+	if (rc)
+		log_error("mgmt", "cannot load the revoked tokens: %s", strata_strerror(rc));
+	if (!rc && (bump || map.nrevoked)) {
+		map.version++;
+		if ((rc = mgmt_store_save(m->store, &map)))
+			log_error("mgmt", "cannot persist the cluster map: %s", strata_strerror(rc));
+	}
+	if (rc) {
+		cm_release(&map);
+		return rc;
+	}
+	cm_release(&m->map);
+	m->map = map;
+	/* Reports of lost chunks are repeated every 30 s: they come back. */
+	lost_release(&m->lost);
+	lost_init(&m->lost);
+	m->lost_n = 0;
+	apply_revoked(m);
+	snapshot(m);
+	log_info("mgmt", "cluster map version %llu loaded: %u nodes, %u targets, %u chains",
+		 (unsigned long long)m->map.version, m->map.nnodes, m->map.ntargets, m->map.nchains);
+	return 0;
+}
+
+/* Takes or renews the leader lease (shared store): see the top. */
+static void lease_tick(struct mgmt *m)
+{
+	struct mgmt_lease l;
+	uint64_t sent = reactor_now_ms(), margin, run;
+	int rc = mgmt_store_lease(m->store, m->holder, m->addr, m->leader_lease_ms, &l);
+
+	if (rc) {
+		log_warn_limited("mgmt", "cannot take or renew the leader lease: %s",
+				 strata_strerror(rc));
+		if (m->leader && reactor_now_ms() >= m->lead_until_ms)
+			step_down(m, "the leader lease could not be renewed in time");
+		return;
+	}
+	if (!l.leader) {
+		if (strcmp(m->leader_addr, l.addr))
+			log_info("mgmt", "the leader is '%s' (term %llu)", l.addr,
+				 (unsigned long long)l.term);
+		snprintf(m->leader_addr, sizeof(m->leader_addr), "%s", l.addr);
+		step_down(m, "another mgmt holds the leader lease");
+		return;
+	}
+	if (!m->leader || l.term != m->term) {
+		mgmt_store_fence(m->store, l.term);
+		rc = load_state(m, true);
+		if (rc) {
+			/* Another daemon may manage where we cannot. */
+			(void)mgmt_store_resign(m->store, m->holder);
+			m->leader = false;
+			return;
+		}
+		m->term = l.term;
+		m->leader = true;
+		m->takeovers++;
+		log_info("mgmt", "leading the control nodes (term %llu) at '%s'",
+			 (unsigned long long)m->term, m->addr);
+	}
+	snprintf(m->leader_addr, sizeof(m->leader_addr), "%s", m->addr);
+	/* We stop a margin before the database's lease runs out. */
+	margin = m->leader_lease_ms / 10 > 50 ? m->leader_lease_ms / 10 : 50;
+	run = l.left_ms < m->leader_lease_ms ? l.left_ms : m->leader_lease_ms;
+	m->lead_until_ms = sent + (run > margin ? run - margin : 0);
+	m->term_snapshot = m->term;
+	m->leader_snapshot = 1;
+}
+
+static void on_lease_timer(void *arg)
+{
+	struct mgmt *m = arg;
+
+	lease_tick(m);
+	reactor_timer_arm(m->r, &m->lease_timer, m->leader_lease_ms / 3);
+}
+
 static void arm_on_owner(void *arg)
 {
 	struct mgmt *m = arg;
 
 	reactor_timer_arm(m->r, &m->expiry, m->lease_ms / 4 ? m->lease_ms / 4 : 1);
+	if (m->shared)
+		reactor_timer_arm(m->r, &m->lease_timer, m->leader_lease_ms / 3);
 }
 
 static void stop_on_owner(void *arg)
@@ -668,6 +887,12 @@ static void stop_on_owner(void *arg)
 	struct mgmt *m = arg;
 
 	reactor_timer_cancel(m->r, &m->expiry);
+	if (m->shared) {
+		reactor_timer_cancel(m->r, &m->lease_timer);
+		/* A clean stop hands over at once, without waiting for the expiry. */
+		if (m->leader)
+			(void)mgmt_store_resign(m->store, m->holder);
+	}
 	mgmt_store_close(m->store);
 	m->store = NULL;
 }
@@ -683,48 +908,45 @@ static int mgmt_start(const struct service_env *env, void **out)
 		return -ENOMEM;
 	m->r = env->reactors[0];
 	m->node_id = env->node_id;
+	m->addr = env->addr;
 	lost_init(&m->lost);
 	m->lease_ms = (uint64_t)cfg->lease_ms;
 	m->replication = (uint32_t)cfg->replication;
 	m->expect_nodes = (uint32_t)cfg->expect_nodes;
 	m->full_pct = (uint32_t)cfg->full_pct;
 	m->full_free = cfg->full_free;
-	cm_init(&m->map);
-	snprintf(path, sizeof(path), "%s/mgmt.db", env->data);
-	rc = mgmt_store_open(path, &m->store);
-	if (rc) {
-		log_error("mgmt", "cannot open '%s': %s", path, strata_strerror(rc));
-		goto fail;
-	}
-	rc = mgmt_store_load(m->store, &m->map);
-	if (rc) {
-		log_error("mgmt", "cannot load the cluster map from '%s': %s", path, strata_strerror(rc));
-		goto fail;
-	}
-	/* Nodes get a fresh lease after a restart of mgmt: they keep serving
-	 * and renew it, or expire normally. */
-	cm_reset_leases(&m->map, reactor_now_ms() + m->lease_ms);
+	m->leader_lease_ms = (uint32_t)cfg->leader_lease_ms;
 	m->key = env->key;
-	rc = mgmt_store_revoked(m->store, (int64_t)time(NULL), &m->map);
+	cm_init(&m->map);
+	reactor_timer_init(&m->expiry, on_expiry, m);
+	reactor_timer_init(&m->lease_timer, on_lease_timer, m);
+	snprintf(path, sizeof(path), "%s/mgmt.db", env->data);
+	if (cfg->store[0])
+		rc = mgmt_store_open_pg(cfg->store, cfg->store_passfile, &m->store);
+	else
+		rc = mgmt_store_open(path, &m->store);
 	if (rc) {
-		log_error("mgmt", "cannot load the revoked tokens from '%s': %s", path,
-			  strata_strerror(rc));
+		/* Not the URI: it may hold a password. */
+		log_error("mgmt", "cannot open %s%s%s: %s", cfg->store[0] ? "" : "'",
+			  cfg->store[0] ? "the database of mgmt.store" : path,
+			  cfg->store[0] ? "" : "'", strata_strerror(rc));
 		goto fail;
 	}
-	/* A revocation recorded just before a crash may not have reached the
-	 * stored version: a new version makes every holder refetch the list. */
-	if (m->map.nrevoked) {
-		m->map.version++;
-		if ((rc = mgmt_store_save(m->store, &m->map))) {
-			log_error("mgmt", "cannot persist the cluster map: %s", strata_strerror(rc));
+	m->shared = mgmt_store_shared(m->store);
+	if (!m->shared) {
+		/* The one mgmt: it leads for good. */
+		if ((rc = load_state(m, false)))
 			goto fail;
-		}
+		m->leader = true;
+		m->lead_until_ms = UINT64_MAX;
+		m->leader_snapshot = 1;
+		snprintf(m->leader_addr, sizeof(m->leader_addr), "%s", m->addr);
+	} else {
+		snprintf(m->holder, sizeof(m->holder), "node %u-%016llx", m->node_id,
+			 (unsigned long long)service_incarnation());
+		/* Leads at once when the lease is free; else follows. */
+		lease_tick(m);
 	}
-	apply_revoked(m);
-	snapshot(m);
-	log_info("mgmt", "cluster map version %llu loaded: %u nodes, %u targets, %u chains",
-		 (unsigned long long)m->map.version, m->map.nnodes, m->map.ntargets, m->map.nchains);
-	reactor_timer_init(&m->expiry, on_expiry, m);
 	reactor_post(m->r, arm_on_owner, m);
 	mgmt_route(env->srv, m->r, &(const struct mgmt_handlers){
 		.mg_register = op_register, .mg_heartbeat = op_heartbeat, .mg_get_map = op_get_map,
@@ -738,6 +960,7 @@ fail:
 	if (m->store)
 		mgmt_store_close(m->store);
 	cm_release(&m->map);
+	lost_release(&m->lost);
 	free(m);
 	return rc;
 }
@@ -771,6 +994,10 @@ static void mgmt_status(void *svc, json_t *o)
 	json_object_set_new(o, "used", json_integer((json_int_t)m->used));
 	json_object_set_new(o, "lost_chunks", json_integer(m->lost_n));
 	json_object_set_new(o, "targets_full", json_integer(m->targets_full));
+	/* With a shared store: whether this mgmt leads, in which term. */
+	json_object_set_new(o, "leader", json_boolean(m->leader_snapshot));
+	json_object_set_new(o, "term", json_integer((json_int_t)m->term_snapshot));
+	json_object_set_new(o, "takeovers", json_integer((json_int_t)m->takeovers));
 }
 
 static void mgmt_metrics(void *svc, struct bbuf *out)
@@ -796,6 +1023,12 @@ static void mgmt_metrics(void *svc, struct bbuf *out)
 	metrics_put(out, "strata_mgmt_chunks_lost", "gauge",
 		    "chunks reported with no intact replica left (status says degraded)",
 		    (double)m->lost_n);
+	metrics_put(out, "strata_mgmt_leader", "gauge",
+		    "1: this mgmt leads the control nodes (always, with SQLite)",
+		    m->leader_snapshot);
+	metrics_put(out, "strata_mgmt_leader_term", "gauge",
+		    "the leader lease's term this mgmt led in last (0: never led; SQLite: 0)",
+		    (double)m->term_snapshot);
 }
 
 #define K(name, type, field, def, min, max, help) \
@@ -811,14 +1044,30 @@ static const struct cfg_key mgmt_keys[] = {
 	  "on its chains (100: never)"),
 	K("full_free", CFG_SIZE, full_free, "256M", 0, 0,
 	  "a target with less free space than this is full too (0: only full_pct counts)"),
+	K("store", CFG_STR, store, "", 0, 0,
+	  "cluster state database: empty: SQLite (mgmt.db in the data directory), one mgmt;"
+	  " postgresql://...: PostgreSQL, shared by the mgmt of every control node"),
+	K("store_passfile", CFG_STR, store_passfile, "", 0, 0,
+	  "PostgreSQL password file (mode 0600); empty: libpq's default"),
+	K("leader_lease", CFG_MS, leader_lease_ms, "3s", 300, 60000,
+	  "PostgreSQL: the leader lease of the control nodes' mgmt; a follower takes over"
+	  " within it once the leader stops renewing"),
 };
 #undef K
 static const struct cfg_schema mgmt_schema = CFG_SCHEMA(mgmt_keys);
+
+static int mgmt_check(const void *cfg, char *err, size_t errlen)
+{
+	const struct mgmt_cfg *c = cfg;
+
+	return mgmt_store_check_spec(c->store, c->store_passfile, err, errlen) ? STRATA_ECONFIG : 0;
+}
 
 const struct service_def mgmt_service = {
 	.name = "mgmt",
 	.schema = &mgmt_schema,
 	.cfg_size = sizeof(struct mgmt_cfg),
+	.check = mgmt_check,
 	.start = mgmt_start,
 	.stop = mgmt_stop,
 	.status = mgmt_status,

@@ -1,673 +1,275 @@
 /*
- * The cluster map in SQLite. See mgmt_store.h.
+ * mgmt's store: the backend a spec names, and the calls that go to it
+ * (mgmt_store.h).
  */
 #include <errno.h>
-#include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/log.h"
+#include "meta/meta_store.h"
 #include "mgmt/mgmt_store.h"
-#include "strata/errors.h"
-
-#define COMP "mgmt"
-#define MGMT_SCHEMA 1
 
 struct mgmt_store {
-	sqlite3 *db;
+	const struct mgmt_store_ops *ops;
+	void *impl;
 };
 
-static const char schema_sql[] =
-	"CREATE TABLE IF NOT EXISTS mgmt_map ("
-	" key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
-	"CREATE TABLE IF NOT EXISTS mgmt_nodes ("
-	" id INTEGER PRIMARY KEY, addr TEXT NOT NULL, state INTEGER NOT NULL);"
-	"CREATE TABLE IF NOT EXISTS mgmt_targets ("
-	" id INTEGER PRIMARY KEY, node_id INTEGER NOT NULL, capacity INTEGER NOT NULL,"
-	" used INTEGER NOT NULL, state INTEGER NOT NULL);"
-	"CREATE TABLE IF NOT EXISTS mgmt_chains ("
-	" id INTEGER PRIMARY KEY, version INTEGER NOT NULL);"
-	/* out = 0: member at pos (head = 0); out = 1: out-list entry. */
-	"CREATE TABLE IF NOT EXISTS mgmt_chain_members ("
-	" chain_id INTEGER NOT NULL, out INTEGER NOT NULL, pos INTEGER NOT NULL,"
-	" target_id INTEGER NOT NULL, state INTEGER NOT NULL,"
-	" PRIMARY KEY (chain_id, out, pos));"
-	"CREATE TABLE IF NOT EXISTS mgmt_incarnations ("
-	" node_id INTEGER PRIMARY KEY, inc INTEGER NOT NULL);"
-	/* Node ids retired by 'strata node remove' (at: seconds since the
-	 * epoch); added to schema 1 as the tokens table was. */
-	"CREATE TABLE IF NOT EXISTS mgmt_removed ("
-	" node_id INTEGER PRIMARY KEY, at INTEGER NOT NULL);"
-	/* The token registry; revoked: when (0: not revoked). Added to schema
-	 * 1 as it stands: an older store simply gets the empty table. */
-	"CREATE TABLE IF NOT EXISTS mgmt_tokens ("
-	" id TEXT PRIMARY KEY, tenant TEXT NOT NULL, claims TEXT NOT NULL,"
-	" created INTEGER NOT NULL, exp INTEGER NOT NULL, admin INTEGER NOT NULL,"
-	" revoked INTEGER NOT NULL DEFAULT 0);";
-
-static int db_err(struct mgmt_store *s, const char *what)
-{
-	log_error(COMP, "metadata store: %s failed: %s", what, sqlite3_errmsg(s->db));
-	return -EIO;
-}
-
-static int exec(struct mgmt_store *s, const char *sql)
-{
-	char *msg = NULL;
-
-	if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		log_error(COMP, "metadata store: \"%.60s\" failed: %s", sql,
-			  msg ? msg : "unknown error");
-		sqlite3_free(msg);
-		return -EIO;
-	}
-	return 0;
-}
-
-/* Reads one integer of mgmt_map; *found = 0 when the key is absent. */
-static int map_get(struct mgmt_store *s, const char *key, int64_t *v, int *found)
-{
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	*found = 0;
-	*v = 0;
-	if (sqlite3_prepare_v2(s->db, "SELECT value FROM mgmt_map WHERE key = ?", -1, &st,
-			       NULL) != SQLITE_OK)
-		return db_err(s, "prepare");
-	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*v = sqlite3_column_int64(st, 0);
-		*found = 1;
-		rc = 0;
-	} else if (rc == SQLITE_DONE) {
-		rc = 0;
-	} else {
-		rc = db_err(s, "read mgmt_map");
-	}
-	sqlite3_finalize(st);
-	return rc;
-}
-
-int mgmt_store_open(const char *path, struct mgmt_store **out)
+static int wrap(int rc, const struct mgmt_store_ops *ops, void *impl, struct mgmt_store **out)
 {
 	struct mgmt_store *s;
-	int64_t schema;
-	int found, rc = -EIO;
 
-	*out = NULL;
-	s = calloc(1, sizeof(*s));
-	if (!s)
+	if (rc)
+		return rc;
+	s = malloc(sizeof(*s));
+	if (!s) {
+		ops->close(impl);
 		return -ENOMEM;
-	if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-			    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-		log_error(COMP, "cannot open metadata store \"%s\": %s; check the path "
-			  "and its permissions", path,
-			  s->db ? sqlite3_errmsg(s->db) : "out of memory");
-		goto fail;
 	}
-	sqlite3_busy_timeout(s->db, 5000);
-	if ((rc = exec(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;")) ||
-	    (rc = exec(s, schema_sql)) ||
-	    (rc = map_get(s, "schema", &schema, &found)))
-		goto fail;
-	if (found && schema > MGMT_SCHEMA) {
-		log_error(COMP, "metadata store \"%s\" has schema %lld, newer than %d; "
-			  "run a newer stratad", path, (long long)schema, MGMT_SCHEMA);
-		rc = STRATA_EBADMSG;
-		goto fail;
-	}
+	s->ops = ops;
+	s->impl = impl;
 	*out = s;
 	return 0;
-fail:
-	mgmt_store_close(s);
-	return rc;
+}
+
+int mgmt_store_open_pg(const char *conninfo, const char *passfile, struct mgmt_store **out)
+{
+	const struct mgmt_store_ops *ops = NULL;
+	void *impl = NULL;
+
+	int rc = mgmt_store_pg_open(conninfo, passfile, &ops, &impl);
+
+	*out = NULL;
+	return wrap(rc, ops, impl, out);
+}
+
+int mgmt_store_open(const char *spec, struct mgmt_store **out)
+{
+	const struct mgmt_store_ops *ops = NULL;
+	void *impl = NULL;
+
+	int rc;
+
+	*out = NULL;
+	if (meta_store_is_pg(spec))
+		return mgmt_store_open_pg(spec, NULL, out);
+	rc = mgmt_store_sqlite_open(spec, &ops, &impl);
+	return wrap(rc, ops, impl, out);
+}
+
+int mgmt_store_check_spec(const char *spec, const char *passfile, char *err, size_t errlen)
+{
+	char msg[512];
+
+	if (spec[0] && !meta_store_is_pg(spec)) {
+		/* The scheme only: the rest may hold a password. */
+		snprintf(err, errlen, "key 'mgmt.store': unknown store '%.*s'; leave it empty for"
+			 " the embedded SQLite database, or give a postgresql:// URI",
+			 (int)strcspn(spec, ":@/ "), spec);
+		return -EINVAL;
+	}
+	if (passfile[0] && !spec[0]) {
+		snprintf(err, errlen, "key 'mgmt.store_passfile' is set but 'mgmt.store' is not a"
+			 " postgresql:// URI");
+		return -EINVAL;
+	}
+	if (passfile[0] && meta_store_pg_check_passfile(passfile, msg, sizeof(msg))) {
+		snprintf(err, errlen, "key 'mgmt.store_passfile': %s", msg);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 void mgmt_store_close(struct mgmt_store *s)
 {
 	if (!s)
 		return;
-	sqlite3_close(s->db);
+	s->ops->close(s->impl);
 	free(s);
-}
-
-static int step_done(struct mgmt_store *s, sqlite3_stmt *st)
-{
-	int rc = sqlite3_step(st);
-
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	return rc == SQLITE_DONE ? 0 : db_err(s, "write");
-}
-
-static int save_map_kv(struct mgmt_store *s, sqlite3_stmt *st, const char *key, int64_t v)
-{
-	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, v);
-	return step_done(s, st);
-}
-
-static int save_all(struct mgmt_store *s, const struct cluster_map *m)
-{
-	sqlite3_stmt *kv = NULL, *nd = NULL, *tg = NULL, *ch = NULL, *mb = NULL;
-	int rc = -EIO;
-
-	if (sqlite3_prepare_v2(s->db, "INSERT INTO mgmt_map VALUES (?, ?)", -1, &kv,
-			       NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(s->db, "INSERT INTO mgmt_nodes VALUES (?, ?, ?)", -1, &nd,
-			       NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(s->db, "INSERT INTO mgmt_targets VALUES (?, ?, ?, ?, ?)", -1,
-			       &tg, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(s->db, "INSERT INTO mgmt_chains VALUES (?, ?)", -1, &ch,
-			       NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(s->db, "INSERT INTO mgmt_chain_members VALUES (?, ?, ?, ?, ?)",
-			       -1, &mb, NULL) != SQLITE_OK) {
-		rc = db_err(s, "prepare");
-		goto out;
-	}
-	if ((rc = save_map_kv(s, kv, "schema", MGMT_SCHEMA)) ||
-	    (rc = save_map_kv(s, kv, "version", (int64_t)m->version)) ||
-	    (rc = save_map_kv(s, kv, "replication", m->replication)) ||
-	    (rc = save_map_kv(s, kv, "chain_table_len", m->chain_table_len)))
-		goto out;
-	for (uint32_t i = 0; i < m->nnodes; i++) {
-		sqlite3_bind_int64(nd, 1, m->nodes[i].id);
-		sqlite3_bind_text(nd, 2, m->nodes[i].addr, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(nd, 3, m->nodes[i].state);
-		if ((rc = step_done(s, nd)))
-			goto out;
-	}
-	for (uint32_t i = 0; i < m->ntargets; i++) {
-		const struct cm_target *t = &m->targets[i];
-
-		sqlite3_bind_int64(tg, 1, t->id);
-		sqlite3_bind_int64(tg, 2, t->node_id);
-		sqlite3_bind_int64(tg, 3, (int64_t)t->capacity);
-		sqlite3_bind_int64(tg, 4, (int64_t)t->used);
-		sqlite3_bind_int64(tg, 5, t->state);
-		if ((rc = step_done(s, tg)))
-			goto out;
-	}
-	for (uint32_t i = 0; i < m->nchains; i++) {
-		const struct cm_chain *c = &m->chains[i];
-
-		sqlite3_bind_int64(ch, 1, c->id);
-		sqlite3_bind_int64(ch, 2, (int64_t)c->version);
-		if ((rc = step_done(s, ch)))
-			goto out;
-		for (int k = 0; k < c->len + c->nout; k++) {
-			int is_out = k >= c->len;
-
-			sqlite3_bind_int64(mb, 1, c->id);
-			sqlite3_bind_int64(mb, 2, is_out);
-			sqlite3_bind_int64(mb, 3, is_out ? k - c->len : k);
-			sqlite3_bind_int64(mb, 4, is_out ? c->out[k - c->len] : c->targets[k]);
-			sqlite3_bind_int64(mb, 5, is_out ? c->out_states[k - c->len] : c->states[k]);
-			if ((rc = step_done(s, mb)))
-				goto out;
-		}
-	}
-	rc = 0;
-out:
-	sqlite3_finalize(kv);
-	sqlite3_finalize(nd);
-	sqlite3_finalize(tg);
-	sqlite3_finalize(ch);
-	sqlite3_finalize(mb);
-	return rc;
 }
 
 int mgmt_store_save(struct mgmt_store *s, const struct cluster_map *m)
 {
-	int rc;
-
-	if ((rc = exec(s, "BEGIN IMMEDIATE")))
-		return rc;
-	rc = exec(s, "DELETE FROM mgmt_map; DELETE FROM mgmt_nodes; DELETE FROM mgmt_targets;"
-		  " DELETE FROM mgmt_chains; DELETE FROM mgmt_chain_members;");
-	if (!rc)
-		rc = save_all(s, m);
-	if (!rc)
-		rc = exec(s, "COMMIT");
-	if (rc)
-		(void)exec(s, "ROLLBACK");
-	return rc;
-}
-
-/* Row count of a table, rejected above max. */
-static int count_rows(struct mgmt_store *s, const char *sql, uint32_t max, uint32_t *n)
-{
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return db_err(s, "prepare");
-	if (sqlite3_step(st) != SQLITE_ROW) {
-		rc = db_err(s, "count");
-	} else {
-		int64_t v = sqlite3_column_int64(st, 0);
-
-		rc = v < 0 || v > max ? STRATA_EBADMSG : 0;
-		*n = (uint32_t)v;
-	}
-	sqlite3_finalize(st);
-	return rc;
-}
-
-/* Integer column i of st, required to fit in [0, max]. */
-static int col_u(sqlite3_stmt *st, int i, uint64_t max, uint64_t *v)
-{
-	int64_t x = sqlite3_column_int64(st, i);
-
-	if (sqlite3_column_type(st, i) != SQLITE_INTEGER || (max != UINT64_MAX && (x < 0 ||
-	    (uint64_t)x > max)))
-		return STRATA_EBADMSG;
-	*v = (uint64_t)x;
-	return 0;
-}
-
-static int load_rows(struct mgmt_store *s, struct cluster_map *m)
-{
-	sqlite3_stmt *st = NULL;
-	uint64_t a, b, c, d, e;
-	int rc;
-
-	/* Nodes. */
-	if (sqlite3_prepare_v2(s->db, "SELECT id, addr, state FROM mgmt_nodes ORDER BY id",
-			       -1, &st, NULL) != SQLITE_OK)
-		return db_err(s, "prepare");
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct cm_node *n;
-		const unsigned char *addr = sqlite3_column_text(st, 1);
-		int alen = sqlite3_column_bytes(st, 1);
-
-		if (m->nnodes >= m->nodes_cap || col_u(st, 0, UINT32_MAX, &a) ||
-		    col_u(st, 2, UINT32_MAX, &b) || !addr || alen <= 0 || alen >= CM_ADDR_LEN)
-			goto bad;
-		n = &m->nodes[m->nnodes];
-		memset(n, 0, sizeof(*n));
-		n->id = (uint32_t)a;
-		n->state = (uint32_t)b;
-		memcpy(n->addr, addr, (size_t)alen);
-		m->nnodes++;
-	}
-	if (rc != SQLITE_DONE)
-		goto dberr;
-	sqlite3_finalize(st);
-
-	/* Targets. */
-	if (sqlite3_prepare_v2(s->db, "SELECT id, node_id, capacity, used, state "
-			       "FROM mgmt_targets ORDER BY id", -1, &st, NULL) != SQLITE_OK)
-		return db_err(s, "prepare");
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct cm_target *t;
-
-		if (m->ntargets >= m->targets_cap || col_u(st, 0, UINT32_MAX, &a) ||
-		    col_u(st, 1, UINT32_MAX, &b) || col_u(st, 2, UINT64_MAX, &c) ||
-		    col_u(st, 3, UINT64_MAX, &d) || col_u(st, 4, UINT32_MAX, &e))
-			goto bad;
-		t = &m->targets[m->ntargets];
-		memset(t, 0, sizeof(*t));
-		t->id = (uint32_t)a;
-		t->node_id = (uint32_t)b;
-		t->capacity = c;
-		t->used = d;
-		t->state = (uint32_t)e;
-		m->ntargets++;
-	}
-	if (rc != SQLITE_DONE)
-		goto dberr;
-	sqlite3_finalize(st);
-
-	/* Chains. */
-	if (sqlite3_prepare_v2(s->db, "SELECT id, version FROM mgmt_chains ORDER BY id", -1,
-			       &st, NULL) != SQLITE_OK)
-		return db_err(s, "prepare");
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct cm_chain *ch;
-
-		if (m->nchains >= m->chains_cap || col_u(st, 0, UINT32_MAX, &a) ||
-		    col_u(st, 1, UINT64_MAX, &b))
-			goto bad;
-		ch = &m->chains[m->nchains];
-		memset(ch, 0, sizeof(*ch));
-		ch->id = (uint32_t)a;
-		ch->version = b;
-		m->nchains++;
-	}
-	if (rc != SQLITE_DONE)
-		goto dberr;
-	sqlite3_finalize(st);
-
-	/* Members, in order: positions must be 0, 1, ... in each list. */
-	if (sqlite3_prepare_v2(s->db, "SELECT chain_id, out, pos, target_id, state "
-			       "FROM mgmt_chain_members ORDER BY chain_id, out, pos", -1, &st,
-			       NULL) != SQLITE_OK)
-		return db_err(s, "prepare");
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const struct cm_chain *found;
-		struct cm_chain *ch;
-
-		if (col_u(st, 0, UINT32_MAX, &a) || col_u(st, 1, 1, &b) ||
-		    col_u(st, 2, CM_CHAIN_SLOTS, &c) || col_u(st, 3, UINT32_MAX, &d) ||
-		    col_u(st, 4, 255, &e))
-			goto bad;
-		found = cm_find_chain(m, (uint32_t)a);
-		if (!found)
-			goto bad;
-		ch = &m->chains[found - m->chains];
-		if (ch->len + ch->nout >= CM_CHAIN_SLOTS)
-			goto bad;
-		if (!b) {
-			if (ch->nout || c != ch->len)
-				goto bad;
-			ch->targets[ch->len] = (uint32_t)d;
-			ch->states[ch->len++] = (uint8_t)e;
-		} else {
-			if (c != ch->nout)
-				goto bad;
-			ch->out[ch->nout] = (uint32_t)d;
-			ch->out_states[ch->nout++] = (uint8_t)e;
-		}
-	}
-	if (rc != SQLITE_DONE)
-		goto dberr;
-	sqlite3_finalize(st);
-	return 0;
-bad:
-	sqlite3_finalize(st);
-	log_error(COMP, "metadata store: corrupt cluster map row; restore the store "
-		  "from a backup");
-	return STRATA_EBADMSG;
-dberr:
-	rc = db_err(s, "read");
-	sqlite3_finalize(st);
-	return rc;
+	return s->ops->save(s->impl, m);
 }
 
 int mgmt_store_load(struct mgmt_store *s, struct cluster_map *out)
 {
-	struct cluster_map m;
-	uint32_t nn, nt, nc;
-	int64_t v;
-	int found, rc;
-
-	cm_init(&m);
-	cm_init(out);
-	if ((rc = exec(s, "BEGIN")))
-		return rc;
-	if ((rc = count_rows(s, "SELECT COUNT(*) FROM mgmt_nodes", CM_MAX_NODES, &nn)) ||
-	    (rc = count_rows(s, "SELECT COUNT(*) FROM mgmt_targets", CM_MAX_TARGETS, &nt)) ||
-	    (rc = count_rows(s, "SELECT COUNT(*) FROM mgmt_chains", CM_MAX_CHAINS, &nc)))
-		goto out;
-	rc = -ENOMEM;
-	if (cm_reserve(&m, nn, nt, nc))
-		goto out;
-	if ((rc = map_get(s, "version", &v, &found)))
-		goto out;
-	m.version = (uint64_t)v;
-	if ((rc = map_get(s, "replication", &v, &found)))
-		goto out;
-	if (found)
-		m.replication = v < 0 || v > CM_MAX_R ? CM_MAX_R + 1 : (uint32_t)v;
-	if ((rc = map_get(s, "chain_table_len", &v, &found)))
-		goto out;
-	m.chain_table_len = v < 0 || v > CM_MAX_CHAINS ? UINT32_MAX : (uint32_t)v;
-	if ((rc = load_rows(s, &m)))
-		goto out;
-	rc = cm_validate(&m);
-	if (rc)
-		log_error(COMP, "metadata store: the stored cluster map is inconsistent; "
-			  "restore the store from a backup");
-out:
-	(void)exec(s, "COMMIT");
-	if (rc) {
-		cm_release(&m);
-		return rc;
-	}
-	*out = m;
-	return 0;
-}
-
-/* One value per node in a table of (node_id, value): sql selects it by
- * node, or writes the pair; what names the table for the log. */
-static int node_value_get(struct mgmt_store *s, const char *sql, const char *what,
-			  uint32_t node, int64_t *v)
-{
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return db_err(s, "prepare");
-	sqlite3_bind_int64(st, 1, node);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*v = sqlite3_column_int64(st, 0);
-		rc = 0;
-	} else {
-		rc = rc == SQLITE_DONE ? -ENOENT : db_err(s, what);
-	}
-	sqlite3_finalize(st);
-	return rc;
-}
-
-static int node_value_set(struct mgmt_store *s, const char *sql, const char *what,
-			  uint32_t node, int64_t v)
-{
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return db_err(s, "prepare");
-	sqlite3_bind_int64(st, 1, node);
-	sqlite3_bind_int64(st, 2, v);
-	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, what);
-	sqlite3_finalize(st);
-	return rc;
+	return s->ops->load(s->impl, out);
 }
 
 int mgmt_store_get_incarnation(struct mgmt_store *s, uint32_t node, uint64_t *inc)
 {
-	int64_t v = 0;
-	int rc = node_value_get(s, "SELECT inc FROM mgmt_incarnations WHERE node_id = ?",
-				"read mgmt_incarnations", node, &v);
-
-	if (!rc)
-		*inc = (uint64_t)v;
-	return rc;
+	return s->ops->get_incarnation(s->impl, node, inc);
 }
 
 int mgmt_store_set_incarnation(struct mgmt_store *s, uint32_t node, uint64_t inc)
 {
-	return node_value_set(s, "INSERT OR REPLACE INTO mgmt_incarnations VALUES (?, ?)",
-			      "write mgmt_incarnations", node, (int64_t)inc);
+	return s->ops->set_incarnation(s->impl, node, inc);
 }
 
 int mgmt_store_set_removed(struct mgmt_store *s, uint32_t node, int64_t when)
 {
-	return node_value_set(s, "INSERT OR IGNORE INTO mgmt_removed VALUES (?, ?)",
-			      "write mgmt_removed", node, when);
+	return s->ops->set_removed(s->impl, node, when);
 }
 
 int mgmt_store_get_removed(struct mgmt_store *s, uint32_t node, int64_t *when)
 {
-	return node_value_get(s, "SELECT at FROM mgmt_removed WHERE node_id = ?",
-			      "read mgmt_removed", node, when);
+	return s->ops->get_removed(s->impl, node, when);
 }
-
-/* ---- the token registry ---- */
 
 int mgmt_store_token_add(struct mgmt_store *s, const struct mgmt_token *t, const char *claims)
 {
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	if (sqlite3_prepare_v2(s->db, "INSERT INTO mgmt_tokens (id, tenant, claims, created, exp,"
-			       " admin, revoked) VALUES (?, ?, ?, ?, ?, ?, 0)", -1, &st,
-			       NULL) != SQLITE_OK)
-		return db_err(s, "prepare");
-	sqlite3_bind_text(st, 1, t->id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, t->tenant, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, claims, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 4, t->created);
-	sqlite3_bind_int64(st, 5, t->exp);
-	sqlite3_bind_int64(st, 6, t->admin);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE)
-		rc = 0;
-	else if (sqlite3_extended_errcode(s->db) == SQLITE_CONSTRAINT_PRIMARYKEY)
-		rc = -EEXIST;
-	else
-		rc = db_err(s, "write mgmt_tokens");
-	sqlite3_finalize(st);
-	return rc;
+	return s->ops->token_add(s->impl, t, claims);
 }
 
 int mgmt_store_token_revoke(struct mgmt_store *s, const char *id, int64_t when)
 {
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	/* The first revocation's time stays; a second one only finds the row. */
-	if (sqlite3_prepare_v2(s->db, "UPDATE mgmt_tokens SET revoked = CASE WHEN revoked = 0"
-			       " THEN ? ELSE revoked END WHERE id = ?", -1, &st, NULL) != SQLITE_OK)
-		return db_err(s, "prepare");
-	sqlite3_bind_int64(st, 1, when > 0 ? when : 1);
-	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE)
-		rc = sqlite3_changes(s->db) ? 0 : -ENOENT;
-	else
-		rc = db_err(s, "write mgmt_tokens");
-	sqlite3_finalize(st);
-	return rc;
+	return s->ops->token_revoke(s->impl, id, when);
 }
 
 int mgmt_store_token_revoke_offline(struct mgmt_store *s, const char *id, int64_t exp,
 				    int64_t when)
 {
-	sqlite3_stmt *st = NULL;
-	int rc;
-
-	if (sqlite3_prepare_v2(s->db, "INSERT INTO mgmt_tokens (id, tenant, claims, created, exp,"
-			       " admin, revoked) VALUES (?, '(offline)', '{}', ?, ?, 0, ?)"
-			       " ON CONFLICT(id) DO UPDATE SET revoked = CASE WHEN revoked = 0"
-			       " THEN excluded.revoked ELSE revoked END", -1, &st, NULL) != SQLITE_OK)
-		return db_err(s, "prepare");
-	when = when > 0 ? when : 1;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, when);
-	sqlite3_bind_int64(st, 3, exp > 0 ? exp : 0);
-	sqlite3_bind_int64(st, 4, when);
-	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, "write mgmt_tokens");
-	sqlite3_finalize(st);
-	return rc;
-}
-
-/* Text column i of st into dst[cap]: a valid length, no NUL inside. */
-static int col_str(sqlite3_stmt *st, int i, char *dst, size_t cap)
-{
-	const unsigned char *v = sqlite3_column_text(st, i);
-	int len = sqlite3_column_bytes(st, i);
-
-	if (!v || len <= 0 || (size_t)len >= cap || memchr(v, 0, (size_t)len))
-		return STRATA_EBADMSG;
-	memcpy(dst, v, (size_t)len);
-	dst[len] = '\0';
-	return 0;
+	return s->ops->token_revoke_offline(s->impl, id, exp, when);
 }
 
 int mgmt_store_token_list(struct mgmt_store *s, uint32_t max, struct mgmt_token **out,
 			  uint32_t *n, uint32_t *total)
 {
-	sqlite3_stmt *st = NULL;
-	struct mgmt_token *ts = NULL;
-	uint32_t cnt = 0, count;
-	uint64_t a, b, c, d;
-	int rc;
-
-	*out = NULL;
-	*n = *total = 0;
-	if ((rc = count_rows(s, "SELECT COUNT(*) FROM mgmt_tokens", UINT32_MAX, &count)))
-		return rc;
-	if (count > max)
-		count = max;
-	if (count && !(ts = calloc(count, sizeof(*ts))))
-		return -ENOMEM;
-	if (sqlite3_prepare_v2(s->db, "SELECT id, tenant, created, exp, admin, revoked"
-			       " FROM mgmt_tokens ORDER BY created, id LIMIT ?", -1, &st,
-			       NULL) != SQLITE_OK) {
-		free(ts);
-		return db_err(s, "prepare");
-	}
-	sqlite3_bind_int64(st, 1, count);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct mgmt_token *t = &ts[cnt];
-
-		if (cnt >= count || col_str(st, 0, t->id, sizeof(t->id)) ||
-		    col_str(st, 1, t->tenant, sizeof(t->tenant)) ||
-		    col_u(st, 2, INT64_MAX, &a) || col_u(st, 3, INT64_MAX, &b) ||
-		    col_u(st, 4, 1, &c) || col_u(st, 5, INT64_MAX, &d)) {
-			rc = STRATA_EBADMSG;
-			log_error(COMP, "metadata store: corrupt token registry row");
-			goto out;
-		}
-		t->created = (int64_t)a;
-		t->exp = (int64_t)b;
-		t->admin = c != 0;
-		t->revoked = (int64_t)d;
-		cnt++;
-	}
-	rc = rc == SQLITE_DONE ? 0 : db_err(s, "read mgmt_tokens");
-out:
-	sqlite3_finalize(st);
-	if (rc) {
-		free(ts);
-		return rc;
-	}
-	if (!cnt) {
-		free(ts);
-		ts = NULL;
-	}
-	*out = ts;
-	*n = cnt;
-	return count_rows(s, "SELECT COUNT(*) FROM mgmt_tokens", UINT32_MAX, total);
+	return s->ops->token_list(s->impl, max, out, n, total);
 }
 
 int mgmt_store_revoked(struct mgmt_store *s, int64_t now, struct cluster_map *m)
 {
-	sqlite3_stmt *st = NULL;
-	uint32_t cnt = 0;
+	return s->ops->revoked(s->impl, now, m);
+}
+
+bool mgmt_store_shared(const struct mgmt_store *s)
+{
+	return s->ops->lease != NULL;
+}
+
+int mgmt_store_lease(struct mgmt_store *s, const char *holder, const char *addr,
+		     uint32_t ttl_ms, struct mgmt_lease *out)
+{
+	size_t hl = holder ? strlen(holder) : 0, al = addr ? strlen(addr) : 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!hl || hl > 128 || !al || al >= sizeof(out->addr) || !ttl_ms)
+		return -EINVAL;
+	if (!s->ops->lease) {
+		out->leader = true;
+		out->term = 1;
+		memcpy(out->addr, addr, al + 1);
+		out->left_ms = ttl_ms;
+		return 0;
+	}
+	return s->ops->lease(s->impl, holder, addr, ttl_ms, out);
+}
+
+int mgmt_store_resign(struct mgmt_store *s, const char *holder)
+{
+	return s->ops->resign ? s->ops->resign(s->impl, holder) : 0;
+}
+
+void mgmt_store_fence(struct mgmt_store *s, uint64_t term)
+{
+	if (s->ops->fence)
+		s->ops->fence(s->impl, term);
+}
+
+/* ---- copying ---- */
+
+static int count_row(void *arg, uint32_t node, uint64_t v)
+{
+	(void)node;
+	(void)v;
+	++*(uint32_t *)arg;
+	return 0;
+}
+
+static int copy_inc(void *arg, uint32_t node, uint64_t inc)
+{
+	struct mgmt_store *to = arg;
+
+	return mgmt_store_set_incarnation(to, node, inc);
+}
+
+static int copy_removed(void *arg, uint32_t node, int64_t at)
+{
+	struct mgmt_store *to = arg;
+
+	return mgmt_store_set_removed(to, node, at);
+}
+
+/* A token as its registry row: added, then revoked at its time. */
+static int copy_token(void *arg, const struct mgmt_token *t, const char *claims)
+{
+	struct mgmt_store *to = arg;
+	int rc = mgmt_store_token_add(to, t, claims);
+
+	if (!rc && t->revoked)
+		rc = mgmt_store_token_revoke(to, t->id, t->revoked);
+	return rc;
+}
+
+static int empty(struct mgmt_store *s)
+{
+	struct mgmt_token *ts = NULL;
+	struct cluster_map m;
+	uint32_t n = 0, total = 0, incs = 0;
+	int rc = mgmt_store_load(s, &m);
+
+	if (rc)
+		return rc;
+	if (m.version || m.nnodes)
+		rc = -ENOTEMPTY;
+	cm_release(&m);
+	if (!rc)
+		rc = mgmt_store_token_list(s, 1, &ts, &n, &total);
+	free(ts);
+	if (!rc && total)
+		rc = -ENOTEMPTY;
+	if (!rc)
+		rc = s->ops->each_incarnation(s->impl, count_row, &incs);
+	return rc ? rc : incs ? -ENOTEMPTY : 0;
+}
+
+static int count_at(void *arg, uint32_t node, int64_t at)
+{
+	return count_row(arg, node, (uint64_t)at);
+}
+
+static int count_token(void *arg, const struct mgmt_token *t, const char *claims)
+{
+	(void)t;
+	(void)claims;
+	++*(uint32_t *)arg;
+	return 0;
+}
+
+int mgmt_store_copy(struct mgmt_store *from, struct mgmt_store *to, struct mgmt_copy_stats *st)
+{
+	struct cluster_map m;
 	int rc;
 
-	if (sqlite3_prepare_v2(s->db, "SELECT id FROM mgmt_tokens WHERE revoked != 0 AND"
-			       " (exp = 0 OR exp > ?) ORDER BY id", -1, &st, NULL) != SQLITE_OK)
-		return db_err(s, "prepare");
-	sqlite3_bind_int64(st, 1, now);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		char id[TOKEN_ID_LEN + 1];
-
-		if (col_str(st, 0, id, sizeof(id)) || !token_id_ok(id) ||
-		    (cnt && strcmp(id, m->revoked[cnt - 1]) <= 0)) {
-			rc = STRATA_EBADMSG;
-			log_error(COMP, "metadata store: corrupt token registry row");
-			goto out;
-		}
-		if (cnt >= CM_MAX_REVOKED) {
-			rc = -ENOSPC;
-			goto out;
-		}
-		if (cm_reserve_revoked(m, cnt + 1)) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		memcpy(m->revoked[cnt++], id, sizeof(id));
-	}
-	rc = rc == SQLITE_DONE ? 0 : db_err(s, "read mgmt_tokens");
-out:
-	sqlite3_finalize(st);
-	m->nrevoked = rc ? 0 : cnt;
+	memset(st, 0, sizeof(*st));
+	if ((rc = empty(to)))
+		return rc;
+	if ((rc = mgmt_store_load(from, &m)))
+		return rc;
+	st->version = m.version;
+	st->nodes = m.nnodes;
+	st->targets = m.ntargets;
+	st->chains = m.nchains;
+	if (!(rc = from->ops->each_incarnation(from->impl, copy_inc, to)) &&
+	    !(rc = from->ops->each_removed(from->impl, copy_removed, to)) &&
+	    !(rc = from->ops->each_token(from->impl, copy_token, to)) &&
+	    !(rc = to->ops->each_incarnation(to->impl, count_row, &st->incarnations)) &&
+	    !(rc = to->ops->each_removed(to->impl, count_at, &st->removed)) &&
+	    !(rc = to->ops->each_token(to->impl, count_token, &st->tokens)))
+		rc = mgmt_store_save(to, &m);	/* last: the copy is whole */
+	cm_release(&m);
 	return rc;
 }

@@ -1,12 +1,27 @@
 /*
- * Persistence of the cluster map in SQLite (WAL mode), so the map survives
- * a restart of mgmt. The whole map is rewritten in one transaction on each
- * save: it is small and changes rarely (call it after every call that
- * bumped map->version). Tables are prefixed mgmt_ so the file can be
- * shared with other users of the metadata store.
+ * mgmt's persistent state: the cluster map, incarnations, removed nodes
+ * and the token registry, so that they survive a restart of mgmt (or a
+ * change of leader). One interface, two backends, as the meta store
+ * (meta/meta_store.h):
+ *   - SQLite (mgmt_store_sqlite.c, the default): the file mgmt.db in the
+ *     node's data directory, WAL mode; one mgmt;
+ *   - PostgreSQL (mgmt_store_pg.c, mgmt.store = postgresql://...): a
+ *     database several control daemons share; one of them leads, elected
+ *     by a lease row with a fencing term (mgmt_store_lease), and every
+ *     write is conditional on the leader's term (mgmt_store_fence).
+ * The whole map is rewritten in one transaction on each save: it is small
+ * and changes rarely (call it after every call that bumped map->version).
+ * Tables are prefixed mgmt_ so the database can be shared with other
+ * users (the meta store).
  *
- * Leases are not stored: after mgmt_store_load(), give every node a fresh
- * lease with cm_reset_leases().
+ * Node leases are not stored: after mgmt_store_load(), give every node a
+ * fresh lease with cm_reset_leases().
+ *
+ * A handle is used by one thread at a time. Errors besides those listed:
+ * -EIO (the database failed or the connection to it was lost: logged; the
+ * PostgreSQL backend reconnects at the next call) and -ESTALE (fenced: the
+ * term set with mgmt_store_fence is no longer the lease's, so this process
+ * was deposed and nothing was written).
  */
 #ifndef STRATA_MGMT_MGMT_STORE_H
 #define STRATA_MGMT_MGMT_STORE_H
@@ -18,15 +33,28 @@
 #include "common/token.h"
 
 struct mgmt_store;
+struct mgmt_token;
+struct mgmt_lease;
 
 /*
- * Opens (creating if needed) the SQLite database at path, sets WAL mode and
- * creates the tables. *out receives a handle owned by the caller, to be
- * closed with mgmt_store_close(). Returns 0, -ENOMEM, -EIO (cannot open or
- * set up the database; logged with SQLite's reason) or STRATA_EBADMSG (the
- * file holds a newer schema).
+ * Opens the store spec names: a postgresql:// or postgres:// URI is
+ * PostgreSQL (mgmt_store_open_pg with libpq's default password file),
+ * anything else the path of a SQLite file (created if needed). The
+ * tables are created, or an older schema migrated. *out receives a handle
+ * owned by the caller, to be closed with mgmt_store_close(). Returns 0,
+ * -ENOMEM, -EIO (cannot open, connect or set up the database; logged with
+ * the reason) or STRATA_EBADMSG (the database holds a newer schema).
  */
-int mgmt_store_open(const char *path, struct mgmt_store **out);
+int mgmt_store_open(const char *spec, struct mgmt_store **out);
+/* The same for a PostgreSQL URI, with passfile (NULL or "": libpq's
+ * default) holding its password: a regular file of mode 0600 or stricter
+ * (-EACCES otherwise, logged). */
+int mgmt_store_open_pg(const char *conninfo, const char *passfile, struct mgmt_store **out);
+
+/* Checks the keys mgmt.store (spec: "" or a postgresql:// URI) and
+ * mgmt.store_passfile (passfile: "" or a private regular file) together.
+ * 0, or -EINVAL with a message naming the key in err. */
+int mgmt_store_check_spec(const char *spec, const char *passfile, char *err, size_t errlen);
 
 /* Closes the store; NULL is a no-op. */
 void mgmt_store_close(struct mgmt_store *s);
@@ -105,5 +133,105 @@ int mgmt_store_token_list(struct mgmt_store *s, uint32_t max, struct mgmt_token 
  * -ENOMEM, -EIO, -ENOSPC (more than CM_MAX_REVOKED) or STRATA_EBADMSG, with
  * the list left empty. */
 int mgmt_store_revoked(struct mgmt_store *s, int64_t now, struct cluster_map *m);
+
+/* ---- the leader lease (PostgreSQL) ---- */
+
+/* Whether several daemons may share this store, so that one must be
+ * elected (PostgreSQL); false: the one process that opened it leads
+ * (SQLite), and the lease calls below say so without a database. */
+bool mgmt_store_shared(const struct mgmt_store *s);
+
+/* What the lease row says after mgmt_store_lease. */
+struct mgmt_lease {
+	bool leader;			/* holder holds the lease now */
+	uint64_t term;			/* the lease's term: the fencing token */
+	char addr[CM_ADDR_LEN];		/* the holder's address; "": none yet */
+	uint32_t left_ms;		/* how long it runs still (database clock) */
+};
+
+/*
+ * Takes or renews the leader lease for holder (a name unique to this
+ * process: node id and a random part), at addr (where it serves), for
+ * ttl_ms counted by the database's clock, in one transaction: a holder
+ * renews its own lease (same term); anyone takes a lease that expired,
+ * with the term incremented, so every leader has a term no other had.
+ * out tells who holds it now. SQLite: always the leader, term 1.
+ * Returns 0 (whoever leads), -EINVAL (holder or addr empty or too long)
+ * or -EIO.
+ */
+int mgmt_store_lease(struct mgmt_store *s, const char *holder, const char *addr,
+		     uint32_t ttl_ms, struct mgmt_lease *out);
+/* Gives the lease up at once when holder holds it (a clean stop: another
+ * daemon takes over without waiting for the expiry). 0 or -EIO. */
+int mgmt_store_resign(struct mgmt_store *s, const char *holder);
+/* Makes every later write conditional on term being the lease's term
+ * still (0: unconditional): a write after a newer leader took over fails
+ * with -ESTALE and changes nothing. No-op on SQLite. */
+void mgmt_store_fence(struct mgmt_store *s, uint64_t term);
+
+/* ---- copying a store (strata mgmt migrate) ---- */
+
+struct mgmt_copy_stats {
+	uint64_t version;		/* of the map copied */
+	uint32_t nodes, targets, chains, incarnations, removed, tokens;
+};
+
+/*
+ * Copies everything from holds (the map, incarnations, removed nodes, the
+ * token registry with revocations) into to, which must hold nothing yet
+ * (-ENOTEMPTY otherwise, nothing written). Offline: stop the daemon whose
+ * store from is. The map is written last, so a copy that failed half way
+ * is seen as unfinished (-ENOTEMPTY when run again: empty the target, a
+ * new database, and run it again). st (not NULL) receives the counts.
+ * Returns 0 or the first error of either store.
+ */
+int mgmt_store_copy(struct mgmt_store *from, struct mgmt_store *to, struct mgmt_copy_stats *st);
+
+/* ---- backends ---- */
+
+/* What a backend provides: the functions above on its impl, with the same
+ * contracts. lease and resign are NULL for a backend that is not shared. */
+struct mgmt_store_ops {
+	void (*close)(void *impl);
+	int (*save)(void *impl, const struct cluster_map *m);
+	int (*load)(void *impl, struct cluster_map *out);
+	int (*get_incarnation)(void *impl, uint32_t node, uint64_t *inc);
+	int (*set_incarnation)(void *impl, uint32_t node, uint64_t inc);
+	int (*set_removed)(void *impl, uint32_t node, int64_t when);
+	int (*get_removed)(void *impl, uint32_t node, int64_t *when);
+	int (*token_add)(void *impl, const struct mgmt_token *t, const char *claims);
+	int (*token_revoke)(void *impl, const char *id, int64_t when);
+	int (*token_revoke_offline)(void *impl, const char *id, int64_t exp, int64_t when);
+	int (*token_list)(void *impl, uint32_t max, struct mgmt_token **out, uint32_t *n,
+			  uint32_t *total);
+	int (*revoked)(void *impl, int64_t now, struct cluster_map *m);
+	/* For mgmt_store_copy: cb for each row, in key order, until it
+	 * returns nonzero (returned). */
+	int (*each_incarnation)(void *impl, int (*cb)(void *arg, uint32_t node, uint64_t inc),
+				void *arg);
+	int (*each_removed)(void *impl, int (*cb)(void *arg, uint32_t node, int64_t at),
+			    void *arg);
+	int (*each_token)(void *impl, int (*cb)(void *arg, const struct mgmt_token *t,
+						const char *claims), void *arg);
+	int (*lease)(void *impl, const char *holder, const char *addr, uint32_t ttl_ms,
+		     struct mgmt_lease *out);
+	int (*resign)(void *impl, const char *holder);
+	void (*fence)(void *impl, uint64_t term);
+};
+
+/* A backend's each_* callback and its argument, as its row readers pass
+ * them on (one of the three set). */
+struct mgmt_row_cb {
+	int (*inc)(void *arg, uint32_t node, uint64_t inc);
+	int (*at)(void *arg, uint32_t node, int64_t at);
+	int (*tok)(void *arg, const struct mgmt_token *t, const char *claims);
+	void *arg;
+};
+
+/* Open a backend: *ops and *impl on success (impl closed with
+ * ops->close), errors as mgmt_store_open. */
+int mgmt_store_sqlite_open(const char *path, const struct mgmt_store_ops **ops, void **impl);
+int mgmt_store_pg_open(const char *conninfo, const char *passfile,
+		       const struct mgmt_store_ops **ops, void **impl);
 
 #endif

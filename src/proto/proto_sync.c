@@ -2,6 +2,9 @@
  * block (the CLI, tools, the synchronous client API); the services and
  * the simulation use only the asynchronous stubs. */
 #include <errno.h>
+#include <string.h>
+
+#include "client/mgmt_addrs.h"
 
 #include "net/auth.h"
 #include "net/conn.h"
@@ -54,8 +57,8 @@ int proto_call_sync(struct rpc_client *cl, const char *addr, uint16_t op,
 	return rc;
 }
 
-int cmap_fetch_sync(struct rpc_client *cl, const char *addr, uint32_t timeout_ms,
-		    struct cluster_map *out)
+static int fetch_one(struct rpc_client *cl, const char *addr, uint32_t timeout_ms,
+		     struct cluster_map *out)
 {
 	/* No version is UINT64_MAX: mgmt sends the whole map, also the empty
 	 * one of version 0 (since 0 got nothing back from a cluster where no
@@ -75,4 +78,25 @@ int cmap_fetch_sync(struct rpc_client *cl, const char *addr, uint32_t timeout_ms
 	}
 	bbuf_release(&body);
 	return rc;
+}
+
+int cmap_fetch_sync(struct rpc_client *cl, const char *addr, uint32_t timeout_ms,
+		    struct cluster_map *out)
+{
+	struct mgmt_addrs a;
+	int rc;
+
+	if (!strchr(addr, ','))
+		return fetch_one(cl, addr, timeout_ms, out);
+	if (mgmt_addrs_init(&a, addr)) {
+		cm_init(out);
+		return -EINVAL;
+	}
+	/* The first that answers: the leader (followers say they are not). */
+	for (uint32_t i = 0;; i++) {
+		rc = fetch_one(cl, a.addr[i], timeout_ms, out);
+		if (!rc || i + 1 == a.n || !mgmt_addrs_retry_elsewhere(rc))
+			return rc;
+		cm_release(out);
+	}
 }

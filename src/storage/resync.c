@@ -1129,7 +1129,8 @@ static void report_synced(struct resync *rs)
 	rs->reported_ms = now;
 	log_info("storage", "target %u caught up with chain %u: telling mgmt", t->id, rs->chain_id);
 	rs->busy = true;
-	if (mg_admin_call(t->pool, t->st->env.mgmt_addr, &rq, &c))
+	/* The mgmt the heartbeats found: they move it on a leader change. */
+	if (mg_admin_call(t->pool, mgmt_addrs_cur(&t->st->mgmt), &rq, &c))
 		rs->busy = false;
 }
 

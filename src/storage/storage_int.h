@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "client/mgmt_addrs.h"
 #include "chunk_store.h"
 #include "common/cap.h"
 #include "common/cluster_map.h"
@@ -147,6 +148,10 @@ struct storage_cfg {
 
 struct storage {
 	struct service_env env;
+	/* env.mgmt_addr as a list, and which mgmt to call (mgmt_addrs.h):
+	 * reactor 0 moves it on failures; any thread reads it. */
+	struct mgmt_addrs mgmt;
+	const char *map_called;		/* the mgmt the map fetch in flight went to */
 	const struct storage_cfg *cfg;
 	uint32_t node_id;
 	int ntargets;

@@ -78,8 +78,9 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 
 	st->fetching = false;
 	if (status) {
-		log_warn("storage", "cannot fetch the cluster map from '%s': %s", st->env.mgmt_addr,
+		log_warn("storage", "cannot fetch the cluster map from mgmt '%s': %s", st->map_called,
 			 strata_strerror(status));
+		mgmt_addrs_failed(&st->mgmt, st->map_called, status, resp);
 		return;
 	}
 	s = calloc(1, sizeof(*s));
@@ -109,11 +110,13 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 static void fetch_map(struct storage *st)
 {
 	struct mg_since rq = { map_version(st) };
-	struct proto_call c = { .cb = on_map, .arg = st, .timeout_ms = st->timeout_ms };
+	struct proto_call c = { .cb = on_map, .arg = st,
+				.timeout_ms = mgmt_addrs_timeout(&st->mgmt, st->timeout_ms) };
 
 	if (st->fetching)
 		return;
-	st->fetching = mg_get_map_call(st->pools[0], st->env.mgmt_addr, &rq, &c) == 0;
+	st->map_called = mgmt_addrs_cur(&st->mgmt);
+	st->fetching = mg_get_map_call(st->pools[0], st->map_called, &rq, &c) == 0;
 }
 
 static void fetch_map_task(void *arg)
@@ -141,6 +144,7 @@ static void map_hint(struct storage *st)
 struct hb_call {
 	struct storage *st;
 	uint64_t sent_ms;
+	const char *called;	/* the mgmt it went to (st->mgmt's) */
 };
 
 bool storage_lease_valid(struct storage *st)
@@ -171,6 +175,7 @@ static struct hb_call *hb_call_new(struct storage *st)
 	if (hc) {
 		hc->st = st;
 		hc->sent_ms = reactor_now_ms();
+		hc->called = mgmt_addrs_cur(&st->mgmt);
 	}
 	return hc;
 }
@@ -191,7 +196,7 @@ static void fill_targets(struct storage *st, struct mg_target_info *ti)
 
 /* A refusal that mgmt's record decides, not us: retried like any, and
  * said once a minute. Whether status was one. */
-static bool said_refusal(const struct storage *st, int status)
+static bool said_refusal(const struct storage *st, int status, const char *mgmt)
 {
 	static uint64_t said_ms;
 	uint64_t now = reactor_now_ms(), was = __atomic_load_n(&said_ms, __ATOMIC_RELAXED);
@@ -208,8 +213,7 @@ static bool said_refusal(const struct storage *st, int status)
 		return false;
 	if (!was || now - was >= 60000) {
 		__atomic_store_n(&said_ms, now ? now : 1, __ATOMIC_RELAXED);
-		log_error("storage", "mgmt '%s' refuses node %u: %s", st->env.mgmt_addr,
-			  st->node_id, why);
+		log_error("storage", "mgmt '%s' refuses node %u: %s", mgmt, st->node_id, why);
 	}
 	return true;
 }
@@ -220,13 +224,18 @@ static void on_register(void *arg, int status, struct rpc_msg *resp)
 	struct storage *st = hc->st;
 	uint64_t v;
 
-	if (said_refusal(st, status)) {
+	if (said_refusal(st, status, hc->called)) {
 		free(hc);
 		return;
 	}
 	if (status) {
-		log_warn("storage", "registration with mgmt '%s' failed: %s (will retry)",
-			 st->env.mgmt_addr, strata_strerror(status));
+		/* A follower names the leader: the next try goes there. */
+		if (mgmt_addrs_failed(&st->mgmt, hc->called, status, resp))
+			log_info("storage", "mgmt '%s' cannot register us (%s): trying '%s'",
+				 hc->called, strata_strerror(status), mgmt_addrs_cur(&st->mgmt));
+		else
+			log_warn("storage", "registration with mgmt '%s' failed: %s (will retry)",
+				 hc->called, strata_strerror(status));
 		free(hc);
 		return;
 	}
@@ -236,10 +245,10 @@ static void on_register(void *arg, int status, struct rpc_msg *resp)
 	v = renew_lease(hc, resp);
 	if (v)
 		__atomic_store_n(&st->reg_version, v, __ATOMIC_RELEASE);
-	free(hc);
 	if (!st->registered)
-		log_info("storage", "registered with mgmt '%s' as node %u", st->env.mgmt_addr,
+		log_info("storage", "registered with mgmt '%s' as node %u", hc->called,
 			 st->node_id);
+	free(hc);
 	st->registered = true;
 	fetch_map(st);
 }
@@ -250,10 +259,11 @@ static void send_register(struct storage *st)
 	struct mg_register rq = { st->node_id, pstr_c(st->env.addr), ti, (uint32_t)st->ntargets,
 				  st->incarnation, st->ident };
 	struct hb_call *hc = hb_call_new(st);
-	struct proto_call c = { .cb = on_register, .arg = hc, .timeout_ms = st->timeout_ms };
+	struct proto_call c = { .cb = on_register, .arg = hc,
+				.timeout_ms = mgmt_addrs_timeout(&st->mgmt, st->timeout_ms) };
 
 	fill_targets(st, ti);
-	if (hc && mg_register_call(st->pools[0], st->env.mgmt_addr, &rq, &c))
+	if (hc && mg_register_call(st->pools[0], hc->called, &rq, &c))
 		free(hc);
 }
 
@@ -267,6 +277,17 @@ static void on_heartbeat(void *arg, int status, struct rpc_msg *resp)
 		/* mgmt took us offline or forgot us: register again. */
 		log_warn("storage", "mgmt says node %u is not registered (%s): registering again",
 			 st->node_id, strata_strerror(status));
+		free(hc);
+		st->registered = false;
+		send_register(st);
+		return;
+	}
+	if (status && mgmt_addrs_failed(&st->mgmt, hc->called, status, resp)) {
+		/* Another mgmt leads now (or this one died): it knows us from the
+		 * database, but registering again is what a new leader expects
+		 * of a node it has not heard (and costs nothing if it has). */
+		log_info("storage", "mgmt '%s' does not answer heartbeats (%s): trying '%s'",
+			 hc->called, strata_strerror(status), mgmt_addrs_cur(&st->mgmt));
 		free(hc);
 		st->registered = false;
 		send_register(st);
@@ -288,10 +309,11 @@ static void on_hb_timer(void *arg)
 		struct mg_target_info ti[MGMT_MAX_TARGETS_PER_NODE];
 		struct mg_heartbeat rq = { st->node_id, ti, (uint32_t)st->ntargets, st->ident };
 		struct hb_call *hc = hb_call_new(st);
-		struct proto_call c = { .cb = on_heartbeat, .arg = hc, .timeout_ms = st->timeout_ms };
+		struct proto_call c = { .cb = on_heartbeat, .arg = hc,
+					.timeout_ms = mgmt_addrs_timeout(&st->mgmt, st->timeout_ms) };
 
 		fill_targets(st, ti);
-		if (hc && mg_heartbeat_call(st->pools[0], st->env.mgmt_addr, &rq, &c))
+		if (hc && mg_heartbeat_call(st->pools[0], hc->called, &rq, &c))
 			free(hc);
 	}
 	reactor_timer_arm(st->env.reactors[0], &st->hb, st->hb_ms);
@@ -376,7 +398,7 @@ static void report_on_r0(void *arg)
 	struct report_ctx *c = arg;
 	struct proto_call call = { .cb = on_report_done, .arg = c, .timeout_ms = c->st->timeout_ms };
 
-	if (mg_report_call(c->st->pools[0], c->st->env.mgmt_addr, &c->rq, &call))
+	if (mg_report_call(c->st->pools[0], mgmt_addrs_cur(&c->st->mgmt), &c->rq, &call))
 		free(c);
 }
 

@@ -495,6 +495,12 @@ static int storage_start(const struct service_env *env, void **out)
 	if (!st)
 		return -ENOMEM;
 	st->env = *env;
+	if (mgmt_addrs_init(&st->mgmt, env->mgmt_addr)) {
+		log_error("storage", "key 'mgmt.address': '%s' is not a list of 1 to %d mgmt"
+			  " addresses (host:port[,host:port...])", env->mgmt_addr, MGMT_ADDRS_MAX);
+		free(st);
+		return STRATA_ECONFIG;
+	}
 	st->cfg = env->cfg;
 	st->node_id = env->node_id;
 	/* Unique across restarts of this node (service.h). */

@@ -220,3 +220,54 @@ int mgmt_store_get_removed(struct mgmt_store *s, uint32_t node, int64_t *when)
 	(void)when;
 	return -ENOENT;
 }
+
+/* One mgmt per simulated cluster: it leads, and nothing is shared. */
+int mgmt_store_open_pg(const char *conninfo, const char *passfile, struct mgmt_store **out)
+{
+	(void)conninfo;
+	(void)passfile;
+	*out = NULL;
+	return -EIO;
+}
+
+int mgmt_store_check_spec(const char *spec, const char *passfile, char *err, size_t errlen)
+{
+	(void)passfile;
+	if (spec[0]) {
+		snprintf(err, errlen, "key 'mgmt.store': no PostgreSQL in the simulation");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+bool mgmt_store_shared(const struct mgmt_store *s)
+{
+	(void)s;
+	return false;
+}
+
+int mgmt_store_lease(struct mgmt_store *s, const char *holder, const char *addr,
+		     uint32_t ttl_ms, struct mgmt_lease *out)
+{
+	(void)s;
+	(void)holder;
+	memset(out, 0, sizeof(*out));
+	out->leader = true;
+	out->term = 1;
+	snprintf(out->addr, sizeof(out->addr), "%s", addr);
+	out->left_ms = ttl_ms;
+	return 0;
+}
+
+int mgmt_store_resign(struct mgmt_store *s, const char *holder)
+{
+	(void)s;
+	(void)holder;
+	return 0;
+}
+
+void mgmt_store_fence(struct mgmt_store *s, uint64_t term)
+{
+	(void)s;
+	(void)term;
+}

@@ -1,7 +1,11 @@
 /*
  * Unit tests of the cluster map's persistence: empty store, save / close /
  * reopen / load round trip (including out lists and SYNCING members),
- * overwrite, corrupt content.
+ * overwrite, corrupt content; the leader lease and its fencing.
+ *
+ * On SQLite, or, with $STRATA_TEST_PG_HOST set (tests/pg_tmp.sh run sets
+ * it, as meson's test_mgmt_store_pg does), on PostgreSQL: a fresh
+ * database per test.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,25 +16,54 @@
 #include <string.h>
 #include <errno.h>
 #include <unistd.h>
+#include <time.h>
 #include <sqlite3.h>
 #include <cmocka.h>
 
 #include "common/log.h"
+#include "meta_fx.h"
 #include "mgmt/membership.h"
 #include "mgmt/mgmt_store.h"
 #include "proto/mgmt.h"
 
 static char dir[64];
-static char path[128];
+static char path[256];
+/* PostgreSQL (meta_fx.h's pg_host, pg_admin): this test's database. */
+static char pg_db[64];
+static unsigned pg_serial;
+
+/* Changes the stored content behind the store's back: sql on SQLite's file
+ * or the test's database. */
+static void tamper(const char *sql)
+{
+	sqlite3 *db;
+
+	if (pg_host) {
+		pg_admin(pg_db, sql);
+		return;
+	}
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+}
 
 static int setup(void **state)
 {
+	char sql[96];
+
 	(void)state;
 	log_set_level(LOG_OFF);
 	snprintf(dir, sizeof(dir), "/tmp/strata-mgmt-store-XXXXXX");
 	if (!mkdtemp(dir))
 		return -1;
 	snprintf(path, sizeof(path), "%s/meta.db", dir);
+	if (pg_host) {
+		snprintf(pg_db, sizeof(pg_db), "mg%u_%d", pg_serial++, (int)getpid());
+		snprintf(sql, sizeof(sql), "CREATE DATABASE %s", pg_db);
+		pg_admin("postgres", sql);
+		snprintf(path, sizeof(path), "postgresql:///%s?host=%s&port=%s&user=postgres", pg_db,
+			 pg_host, pg_port);
+	}
 	return 0;
 }
 
@@ -39,6 +72,12 @@ static int teardown(void **state)
 	char p[160];
 
 	(void)state;
+	if (pg_host) {
+		snprintf(p, sizeof(p), "DROP DATABASE IF EXISTS %s WITH (FORCE)", pg_db);
+		pg_admin("postgres", p);
+		rmdir(dir);
+		return 0;
+	}
 	unlink(path);
 	snprintf(p, sizeof(p), "%s-wal", path);
 	unlink(p);
@@ -262,7 +301,6 @@ static void test_corrupt(void **state)
 {
 	struct mgmt_store *s;
 	struct cluster_map m, l;
-	sqlite3 *db;
 
 	(void)state;
 	build(&m);
@@ -271,11 +309,8 @@ static void test_corrupt(void **state)
 	mgmt_store_close(s);
 
 	/* A chain member on an unknown target. */
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "UPDATE mgmt_chain_members SET target_id = 999 "
-				      "WHERE chain_id = 1 AND out = 0 AND pos = 0", NULL, NULL,
-				      NULL), SQLITE_OK);
-	sqlite3_close(db);
+	tamper("UPDATE mgmt_chain_members SET target_id = 999 WHERE chain_id = 1 AND out = 0"
+	       " AND pos = 0");
 	assert_int_equal(mgmt_store_open(path, &s), 0);
 	assert_int_equal(mgmt_store_load(s, &l), STRATA_EBADMSG);
 	assert_null(l.chains);
@@ -286,25 +321,188 @@ static void test_corrupt(void **state)
 	mgmt_store_close(s);
 
 	/* A gap in positions. */
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "DELETE FROM mgmt_chain_members "
-				      "WHERE chain_id = 2 AND out = 0 AND pos = 0", NULL, NULL,
-				      NULL), SQLITE_OK);
-	sqlite3_close(db);
+	tamper("DELETE FROM mgmt_chain_members WHERE chain_id = 2 AND out = 0 AND pos = 0");
 	assert_int_equal(mgmt_store_open(path, &s), 0);
 	assert_int_equal(mgmt_store_load(s, &l), STRATA_EBADMSG);
 	mgmt_store_close(s);
 
 	/* A newer schema is refused. */
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(db, "UPDATE mgmt_map SET value = 99 WHERE key = 'schema'",
-				      NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(db);
+	tamper(pg_host ? "UPDATE schema_version SET version = 99 WHERE component = 'mgmt'" :
+	       "UPDATE mgmt_map SET value = 99 WHERE key = 'schema'");
 	assert_int_equal(mgmt_store_open(path, &s), STRATA_EBADMSG);
 	assert_null(s);
 
-	assert_int_equal(mgmt_store_open("/nonexistent-dir/x/meta.db", &s), -EIO);
+	if (pg_host)
+		assert_int_equal(mgmt_store_open("postgresql:///nonexistent?host=/nonexistent", &s),
+				 -EIO);
+	else
+		assert_int_equal(mgmt_store_open("/nonexistent-dir/x/meta.db", &s), -EIO);
 	cm_release(&m);
+}
+
+/* Takes the lease for holder until it is granted, a bounded number of
+ * times (the previous holder's lease runs out meanwhile). */
+static void lease_until_leader(struct mgmt_store *s, const char *holder, const char *addr,
+			       struct mgmt_lease *l)
+{
+	for (int i = 0; i < 500; i++) {
+		assert_int_equal(mgmt_store_lease(s, holder, addr, 300, l), 0);
+		if (l->leader)
+			return;
+		nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
+	}
+	fail_msg("'%s' never got the lease", holder);
+}
+
+/* The leader lease: one holder at a time, renewed in its term, taken with
+ * a new term once it runs out; a deposed holder's writes are refused
+ * (fencing) and change nothing; resigning hands it over at once. SQLite:
+ * the one process leads. */
+static void test_lease(void **state)
+{
+	struct mgmt_store *a, *b;
+	struct mgmt_lease l;
+	struct cluster_map m, got;
+	uint64_t inc = 0;
+
+	(void)state;
+	assert_int_equal(mgmt_store_open(path, &a), 0);
+	assert_int_equal(mgmt_store_lease(a, "", "x:1", 300, &l), -EINVAL);
+	if (!pg_host) {
+		assert_false(mgmt_store_shared(a));
+		assert_int_equal(mgmt_store_lease(a, "node1", "h1:7000", 300, &l), 0);
+		assert_true(l.leader && l.term == 1);
+		mgmt_store_close(a);
+		return;
+	}
+	assert_true(mgmt_store_shared(a));
+	assert_int_equal(mgmt_store_open(path, &b), 0);
+	assert_int_equal(mgmt_store_lease(a, "node1-aa", "h1:7000", 60000, &l), 0);
+	assert_true(l.leader);
+	assert_int_equal(l.term, 1);
+	assert_true(l.left_ms > 50000 && l.left_ms <= 60000);
+	/* Renewed: the same term. */
+	assert_int_equal(mgmt_store_lease(a, "node1-aa", "h1:7000", 300, &l), 0);
+	assert_true(l.leader && l.term == 1);
+	assert_int_equal(mgmt_store_lease(b, "node2-bb", "h2:7000", 300, &l), 0);
+	assert_false(l.leader);
+	assert_int_equal(l.term, 1);
+	assert_string_equal(l.addr, "h1:7000");
+
+	build(&m);
+	mgmt_store_fence(a, 1);
+	assert_int_equal(mgmt_store_save(a, &m), 0);
+	assert_int_equal(mgmt_store_set_incarnation(a, 3, 33), 0);
+
+	/* a stops renewing: b takes over with term 2 once the lease ran out. */
+	lease_until_leader(b, "node2-bb", "h2:7000", &l);
+	assert_int_equal(l.term, 2);
+	mgmt_store_fence(b, 2);
+	assert_int_equal(mgmt_store_load(b, &got), 0);
+	cm_release(&got);
+	/* a, deposed, can no longer write anything. */
+	m.version++;
+	assert_int_equal(mgmt_store_save(a, &m), -ESTALE);
+	assert_int_equal(mgmt_store_set_incarnation(a, 3, 34), -ESTALE);
+	assert_int_equal(mgmt_store_set_removed(a, 4, 1), -ESTALE);
+	{
+		struct mgmt_token t;
+
+		memset(&t, 0, sizeof(t));
+		snprintf(t.id, sizeof(t.id), "00000000000000dd");
+		snprintf(t.tenant, sizeof(t.tenant), "t");
+		assert_int_equal(mgmt_store_token_add(a, &t, "{}"), -ESTALE);
+	}
+	assert_int_equal(mgmt_store_get_incarnation(b, 3, &inc), 0);
+	assert_true(inc == 33);
+	assert_int_equal(mgmt_store_load(b, &got), 0);
+	assert_int_equal(got.version, m.version - 1);
+	cm_release(&got);
+	/* a learns who leads now. */
+	assert_int_equal(mgmt_store_lease(a, "node1-aa", "h1:7000", 300, &l), 0);
+	assert_false(l.leader);
+	assert_int_equal(l.term, 2);
+	assert_string_equal(l.addr, "h2:7000");
+	assert_int_equal(mgmt_store_save(b, &m), 0);
+
+	/* b resigns: a takes over at once, in term 3. */
+	assert_int_equal(mgmt_store_lease(b, "node2-bb", "h2:7000", 60000, &l), 0);
+	assert_int_equal(mgmt_store_resign(b, "node2-bb"), 0);
+	assert_int_equal(mgmt_store_lease(a, "node1-aa", "h1:7000", 60000, &l), 0);
+	assert_true(l.leader && l.term == 3);
+	mgmt_store_close(a);
+	mgmt_store_close(b);
+	cm_release(&m);
+}
+
+/* strata mgmt migrate: a SQLite store whole into an empty one (the test's
+ * database: PostgreSQL, or another SQLite file), and never into one that
+ * holds something. */
+static void test_copy(void **state)
+{
+	char src_path[192], p[208];
+	struct mgmt_store *src, *dst;
+	struct mgmt_copy_stats cs;
+	struct cluster_map m, l;
+	struct mgmt_token t, *ts;
+	uint32_t n, total;
+	uint64_t inc = 0;
+	int64_t when = 0;
+
+	(void)state;
+	snprintf(src_path, sizeof(src_path), "%s/src.db", dir);
+	assert_int_equal(mgmt_store_open(src_path, &src), 0);
+	build(&m);
+	assert_int_equal(mgmt_store_save(src, &m), 0);
+	assert_int_equal(mgmt_store_set_incarnation(src, 1, 0xfedcba9876543210ull), 0);
+	assert_int_equal(mgmt_store_set_incarnation(src, 4, 44), 0);
+	assert_int_equal(mgmt_store_set_removed(src, 9, 900), 0);
+	t = tok("00000000000000aa", "t1", 100, 0);
+	t.admin = true;
+	assert_int_equal(mgmt_store_token_add(src, &t, "{\"tenant\":\"t1\"}"), 0);
+	t = tok("00000000000000bb", "t2", 200, 5000);
+	assert_int_equal(mgmt_store_token_add(src, &t, "{}"), 0);
+	assert_int_equal(mgmt_store_token_revoke(src, "00000000000000bb", 300), 0);
+	assert_int_equal(mgmt_store_token_revoke_offline(src, "00000000000000cc", 7000, 400), 0);
+
+	assert_int_equal(mgmt_store_open(path, &dst), 0);
+	assert_int_equal(mgmt_store_copy(src, dst, &cs), 0);
+	assert_true(cs.version == m.version);
+	assert_int_equal(cs.nodes, 5);
+	assert_int_equal(cs.chains, 12);
+	assert_int_equal(cs.incarnations, 2);
+	assert_int_equal(cs.removed, 1);
+	assert_int_equal(cs.tokens, 3);
+	/* Into a store that holds something: refused. */
+	assert_int_equal(mgmt_store_copy(src, dst, &cs), -ENOTEMPTY);
+	mgmt_store_close(dst);
+
+	assert_int_equal(mgmt_store_open(path, &dst), 0);
+	assert_int_equal(mgmt_store_load(dst, &l), 0);
+	assert_same(&m, &l);
+	cm_release(&l);
+	assert_int_equal(mgmt_store_get_incarnation(dst, 1, &inc), 0);
+	assert_true(inc == 0xfedcba9876543210ull);
+	assert_int_equal(mgmt_store_get_removed(dst, 9, &when), 0);
+	assert_true(when == 900);
+	assert_int_equal(mgmt_store_token_list(dst, 10, &ts, &n, &total), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(ts[0].id, "00000000000000aa");
+	assert_true(ts[0].admin && !ts[0].revoked);
+	assert_true(ts[1].revoked == 300 && ts[1].exp == 5000);
+	assert_string_equal(ts[2].tenant, "(offline)");
+	assert_true(ts[2].revoked == 400 && ts[2].exp == 7000);
+	free(ts);
+	assert_int_equal(mgmt_store_revoked(dst, 1000, &l), 0);
+	assert_int_equal(l.nrevoked, 2);
+	cm_release(&l);
+	mgmt_store_close(dst);
+	mgmt_store_close(src);
+	cm_release(&m);
+	for (const char *const *x = (const char *const[]){ "", "-wal", "-shm", NULL }; *x; x++) {
+		snprintf(p, sizeof(p), "%s%s", src_path, *x);
+		unlink(p);
+	}
 }
 
 int main(void)
@@ -316,7 +514,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_incarnations, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_removed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lease, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_copy, setup, teardown),
 	};
 
+	fx_backend_from_env();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,270 @@
+"""mgmt without a single point of failure (issue 18, docs/failures.md "mgmt
+leader change"): 'strata local up --control 3 --meta-store postgresql' runs
+mgmt on all three control daemons over one PostgreSQL database; exactly one
+leads (a lease row with a fencing term), the others answer that they are
+not the leader; a kill -9 of the leader under a writing client: a follower
+takes over within the lease, the storage daemons and the client follow it,
+writes resume, and an audit reads back every acknowledged file; the old
+leader, started again, follows; a paused (SIGSTOP) leader is deposed the
+same way and steps down when it resumes.
+
+PostgreSQL is started by 'local up' (the recipe of tests/pg_tmp.sh); the
+module is skipped without its binaries (or, as root, without a 'postgres'
+user to run them as)."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import REGISTRY, STRATA, Cluster, restart_control_node, spawn, wait_until
+from pgtmp import PgServer
+from test_meta_ha import _finish, _have_pg, _metric, _ok, _py, _strata_fn, _up
+from test_python import PY, py_env
+
+pytestmark = pytest.mark.skipif(_have_pg() is not None, reason=_have_pg() or "")
+
+CONTROL = (1, 5, 6)     # --nodes 3 --control 3: node 1, then 5 and 6 after storage
+
+
+def _leaders(c, ids):
+    return [i for i in ids if _metric(c.node(i), "strata_mgmt_leader") == 1]
+
+
+@pytest.fixture(scope="module")
+def ha(tmp_path_factory):
+    c = _up(tmp_path_factory.mktemp("mgmtha") / "cluster")
+    yield c
+    _finish(c)
+
+
+@pytest.mark.timeout(300)
+def test_three_mgmt_one_leader_the_others_redirect(ha):
+    c = ha
+    assert [c.node(i).services for i in CONTROL] == ["mgmt,meta,composer", "mgmt,meta",
+                                                     "mgmt,meta"]
+    j = json.loads((c.dir / "cluster.json").read_text())
+    assert j["mgmt"] == ",".join(c.node(i).addr for i in CONTROL)
+    wait_until(lambda: len(_leaders(c, CONTROL)) == 1, 30, 0.2, "one mgmt leader")
+    leader = _leaders(c, CONTROL)[0]
+    assert _metric(c.node(leader), "strata_mgmt_leader_term") >= 1
+    # The list finds the leader; a follower alone says it is not one.
+    r = _strata_fn("status", "--dir", c.dir)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"^cluster\s+%s " % re.escape(c.node(leader).addr), r.stdout, re.M), r.stdout
+    assert re.search(r"^nodes\s+3 up of 3", r.stdout, re.M), r.stdout
+    for i in CONTROL:
+        if i == leader:
+            continue
+        r = _strata_fn("status", "--mgmt", c.node(i).addr, "--dir", c.dir)
+        assert r.returncode != 0, r.stdout
+        assert "not the leader" in r.stderr, r.stderr
+
+
+WRITER = """
+import hashlib, json, os, sys, time, strata
+progress, total, deadline = sys.argv[1], int(sys.argv[2]), time.monotonic() + float(sys.argv[3])
+c = strata.Client()
+acked, failed, slowest = [], [], 0.0
+for i in range(total):
+    if time.monotonic() > deadline:
+        break
+    name = "/w/f%05d" % i
+    data = hashlib.sha256(name.encode()).digest() * 2048     # 64 KiB
+    t = time.monotonic()
+    try:
+        with c.open(name, "wb") as f:
+            f.write(data)
+        acked.append(name)
+    except OSError as e:
+        failed.append([name, e.errno])
+    slowest = max(slowest, time.monotonic() - t)
+    with open(progress + ".tmp", "w") as p:
+        p.write(str(i + 1))
+    os.replace(progress + ".tmp", progress)
+with open(progress + ".json", "w") as out:
+    json.dump({"acked": acked, "failed": failed, "slowest": slowest}, out)
+"""
+
+AUDIT = """
+import hashlib, json, sys, strata
+c = strata.Client()
+bad = []
+for name in json.load(open(sys.argv[1]))["acked"]:
+    want = hashlib.sha256(name.encode()).digest() * 2048
+    try:
+        with c.open(name, "rb") as f:
+            got = f.read()
+    except OSError as e:
+        got = "error %d" % e.errno
+    if got != want:
+        bad.append(name)
+print(json.dumps(bad))
+"""
+
+
+def _progress(path):
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return 0
+
+
+@pytest.mark.timeout(400)
+def test_kill9_of_the_mgmt_leader_under_a_writer(ha, tmp_path):
+    c = ha
+    wait_until(lambda: len(_leaders(c, CONTROL)) == 1, 30, 0.2, "one mgmt leader")
+    leader = _leaders(c, CONTROL)[0]
+    term = _metric(c.node(leader), "strata_mgmt_leader_term")
+    _ok(_py(c, "import strata; strata.Client().mkdir('/w')"))
+    progress = tmp_path / "progress"
+    total = 300
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    p = spawn([PY, str(script), str(progress), str(total), "120"], tmp_path / "writer.log",
+              "writer", env=py_env(c.dir))
+    try:
+        wait_until(lambda: _progress(progress) >= 30 or p.poll() is not None, 120, 0.05,
+                   "the writer's first 30 files")
+        assert p.poll() is None, (tmp_path / "writer.log").read_text()[-4000:]
+        c.node(leader).kill9()
+        at_kill = _progress(progress)
+        # Meanwhile, CLI puts: each a new client that must find a leader
+        # to connect (the first waits for the takeover).
+        src = tmp_path / "put.bin"
+        src.write_bytes(b"put while mgmt changes leader\n" * 1000)
+        puts = []
+        for k in range(5):
+            t = time.monotonic()
+            r = _strata_fn("put", "-q", src, "/w/put%d" % k, env={"STRATA_MGMT": str(c.dir)})
+            assert r.returncode == 0, r.stdout + r.stderr
+            puts.append(time.monotonic() - t)
+        print("CLI puts after the kill: %s s" % ", ".join("%.2f" % x for x in puts))
+        wait_until(lambda: p.poll() is not None, 300, 0.1, "the writer to finish")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+    REGISTRY.discard(p.pid)
+    log = (tmp_path / "writer.log").read_text()
+    assert p.returncode == 0, log[-4000:]
+    res = json.loads((tmp_path / "progress.json").read_text())
+    acked, failed = res["acked"], res["failed"]
+    print("writer: %d acknowledged, %d failed, slowest write %.2f s (killed at %d)"
+          % (len(acked), len(failed), res["slowest"], at_kill))
+    # Another mgmt took over, in a newer term, and the writes resumed.
+    survivors = [i for i in CONTROL if i != leader]
+    wait_until(lambda: len(_leaders(c, survivors)) == 1, 30, 0.2, "a new mgmt leader")
+    new = _leaders(c, survivors)[0]
+    assert _metric(c.node(new), "strata_mgmt_leader_term") > term
+    assert at_kill < len(acked) + len(failed)
+    assert any(int(n[-5:]) >= at_kill + 1 for n in acked), res
+    assert len(failed) <= 2, failed
+    # The storage daemons follow the new leader: all up in its map.
+    wait_until(lambda: re.search(r"^nodes\s+3 up of 3",
+                                 _strata_fn("status", "--dir", c.dir).stdout, re.M), 60, 0.5,
+               "the storage daemons registered with the new leader")
+    # The audit, through a fresh client: every acknowledged file, whole.
+    audit = tmp_path / "audit.py"
+    audit.write_text(AUDIT)
+    out = _ok(_py(c, "import runpy, sys; sys.argv = ['a', %r]; runpy.run_path(%r)"
+                  % (str(tmp_path / "progress.json"), str(audit))))
+    assert json.loads(out.strip().splitlines()[-1]) == []
+    for k in range(5):
+        r = _strata_fn("cat", "/w/put%d" % k, env={"STRATA_MGMT": str(c.dir)})
+        assert r.returncode == 0 and r.stdout == src.read_text(), r.stderr
+    # The old leader, started again, follows.
+    r = _strata_fn("local", "start", "--dir", c.dir, "--node", str(leader))
+    assert r.returncode == 0, r.stdout + r.stderr
+    c.reload()
+    wait_until(lambda: "the leader is" in c.node(leader).log, 30, 0.2,
+               "node %d to find the leader" % leader)
+    assert _leaders(c, CONTROL) == [new]
+
+
+@pytest.mark.timeout(300)
+def test_a_paused_leader_is_deposed(ha, tmp_path):
+    """SIGSTOP of the leader: no reset tells anyone, its callers give up on
+    it after a short call timeout; a follower takes over once the lease ran
+    out by the database's clock. Resumed, the old leader answers nothing as
+    leader: its lease lapsed by its own clock, and its next renewal finds
+    the new holder, so it steps down (its writes would be fenced)."""
+    c = ha
+    wait_until(lambda: len(_leaders(c, CONTROL)) == 1, 30, 0.2, "one mgmt leader")
+    leader = _leaders(c, CONTROL)[0]
+    term = _metric(c.node(leader), "strata_mgmt_leader_term")
+    others = [i for i in CONTROL if i != leader]
+    pid = c.node(leader).pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: len(_leaders(c, others)) == 1, 30, 0.2, "a follower to take over")
+        new = _leaders(c, others)[0]
+        assert _metric(c.node(new), "strata_mgmt_leader_term") > term
+        src = tmp_path / "p.txt"
+        src.write_bytes(b"while the old leader sleeps\n")
+        r = _strata_fn("put", "-q", src, "/paused.txt", env={"STRATA_MGMT": str(c.dir)})
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_until(lambda: "no longer the leader" in c.node(leader).log, 30, 0.2,
+               "the old leader to step down")
+    wait_until(lambda: _leaders(c, CONTROL) == [new], 30, 0.2, "one leader, the new one")
+    r = _strata_fn("cat", "/paused.txt", env={"STRATA_MGMT": str(c.dir)})
+    assert r.returncode == 0 and r.stdout == "while the old leader sleeps\n", r.stderr
+    wait_until(lambda: re.search(r"^nodes\s+3 up of 3",
+                                 _strata_fn("status", "--dir", c.dir).stdout, re.M), 60, 0.5,
+               "every storage daemon up under the new leader")
+
+
+@pytest.mark.timeout(300)
+def test_mgmt_migrate_moves_a_running_clusters_state(tmp_path):
+    """'strata mgmt migrate' copies a SQLite mgmt.db into an empty PostgreSQL
+    database while node 1 is stopped; started again with mgmt.store there,
+    mgmt carries on with the same chains and the cluster's files; a second
+    migrate into the same database is refused."""
+    pg = PgServer.start_or_skip()
+    c = Cluster(tmp_path / "cluster", _strata_fn)
+    try:
+        c.up(3, timeout=90)
+        env = {"STRATA_MGMT": str(c.dir)}
+        src = tmp_path / "f.bin"
+        src.write_bytes(os.urandom(1 << 20))
+        r = _strata_fn("put", "-q", src, "/f.bin", env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        before = json.loads(_strata_fn("status", "--json", env=env).stdout)
+        uri = pg.create_db("mg")
+        out = {}
+
+        def migrate(node):
+            out["first"] = _strata_fn("mgmt", "migrate", "--from", node.data / "mgmt.db",
+                                      "--to", uri)
+            out["again"] = _strata_fn("mgmt", "migrate", "--from", node.data / "mgmt.db",
+                                      "--to", uri)
+        restart_control_node(c, signal.SIGTERM, ["--mgmt.store=" + uri], between=migrate)
+        r = out["first"]
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert re.search(r"migrated the cluster map version \d+ \(3 nodes, 3 targets, 3 chains\)",
+                         r.stdout), r.stdout
+        assert out["again"].returncode == 1
+        assert "already holds cluster state" in out["again"].stderr
+        assert pg.psql("SELECT count(*) FROM mgmt_chains", db="mg").strip() == "3"
+        wait_until(lambda: "leading the control nodes" in c.mgmt_node.log, 30, 0.2,
+                   "mgmt on PostgreSQL to lead")
+        wait_until(lambda: re.search(r"^nodes\s+3 up of 3",
+                                     _strata_fn("status", "--dir", c.dir).stdout, re.M), 60, 0.5,
+                   "the storage daemons under mgmt on PostgreSQL")
+        after = json.loads(_strata_fn("status", "--json", env=env).stdout)
+        assert after["chains"] == before["chains"]
+        (tmp_path / "back").mkdir()
+        got = subprocess.run([STRATA, "get", "-q", "/f.bin", str(tmp_path / "back")],
+                             capture_output=True, timeout=60, env=dict(os.environ, **env))
+        assert got.returncode == 0, got.stderr
+        assert (tmp_path / "back" / "f.bin").read_bytes() == src.read_bytes()
+    finally:
+        problems = c.stop_all() + c.sanitizer_reports()
+        pg.destroy()
+    assert not problems, "\n".join(problems)
