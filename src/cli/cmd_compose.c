@@ -374,15 +374,20 @@ static void print_usage(json_t *u)
 	json_t *t, *all = json_object_get(u, "Tenants");
 	size_t i;
 
-	printf("%-20s %12s %16s %16s %6s\n", "TENANT", "GPU-HOURS", "STORAGE TB-HOURS",
-	       "MEMORY GB-HOURS", "COMPS");
+	char rd[32], wr[32];
+
+	printf("%-20s %12s %16s %16s %6s %12s %12s\n", "TENANT", "GPU-HOURS", "STORAGE TB-HOURS",
+	       "MEMORY GB-HOURS", "COMPS", "READ", "WRITTEN");
 	json_array_foreach(all, i, t)
-		printf("%-20s %12.4f %16.6f %16.4f %6lld\n",
+		printf("%-20s %12.4f %16.6f %16.4f %6lld %12s %12s\n",
 		       json_string_value(json_object_get(t, "Tenant")) ?: "?",
 		       json_number_value(json_object_get(t, "GpuHours")),
 		       json_number_value(json_object_get(t, "StorageTBHours")),
 		       json_number_value(json_object_get(t, "MemoryGBHours")),
-		       (long long)json_integer_value(json_object_get(t, "Compositions")));
+		       (long long)json_integer_value(json_object_get(t, "Compositions")),
+		       human(json_integer_value(json_object_get(t, "BytesRead")), rd, sizeof(rd)),
+		       human(json_integer_value(json_object_get(t, "BytesWritten")), wr,
+			     sizeof(wr)));
 	if (!json_array_size(all))
 		printf("(no composition held anything in the window)\n");
 }

@@ -34,7 +34,12 @@ static const char schema_sql[] =
 	/* The GPUs held now: one row per GPU, so one owner per GPU. */
 	"CREATE TABLE IF NOT EXISTS comp_gpus ("
 	" node INTEGER NOT NULL, gpu INTEGER NOT NULL, comp TEXT NOT NULL,"
-	" PRIMARY KEY (node, gpu));";
+	" PRIMARY KEY (node, gpu));"
+	/* Bytes moved: one row per sample and tenant (comp_store_add_bytes). */
+	"CREATE TABLE IF NOT EXISTS usage_bytes ("
+	" at INTEGER NOT NULL, tenant TEXT NOT NULL, read INTEGER NOT NULL,"
+	" written INTEGER NOT NULL);"
+	"CREATE INDEX IF NOT EXISTS usage_bytes_at ON usage_bytes (at);";
 
 const char *comp_state_name(uint32_t state)
 {
@@ -400,5 +405,47 @@ int comp_store_put(struct comp_store *s, struct comp *c)
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 	else
 		c->generation++;
+	return rc;
+}
+
+int comp_store_add_bytes(struct comp_store *s, int64_t at, const char *tenant, uint64_t read,
+			 uint64_t written)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(s->db, "INSERT INTO usage_bytes (at, tenant, read, written)"
+			       " VALUES (?, ?, ?, ?)", -1, &st, NULL) != SQLITE_OK)
+		return db_err(s, "prepare");
+	sqlite3_bind_int64(st, 1, at);
+	sqlite3_bind_text(st, 2, tenant, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, (sqlite3_int64)(read > INT64_MAX ? INT64_MAX : read));
+	sqlite3_bind_int64(st, 4, (sqlite3_int64)(written > INT64_MAX ? INT64_MAX : written));
+	rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(s, "insert usage_bytes");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int comp_store_sum_bytes(struct comp_store *s, int64_t since, int64_t until,
+			 void (*fn)(void *arg, const char *tenant, uint64_t read,
+				    uint64_t written), void *arg)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(s->db, "SELECT tenant, SUM(read), SUM(written) FROM usage_bytes"
+			       " WHERE at >= ? AND at <= ? GROUP BY tenant ORDER BY tenant", -1, &st,
+			       NULL) != SQLITE_OK)
+		return db_err(s, "prepare");
+	sqlite3_bind_int64(st, 1, since);
+	sqlite3_bind_int64(st, 2, until);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t r = sqlite3_column_int64(st, 1), w = sqlite3_column_int64(st, 2);
+
+		fn(arg, (const char *)sqlite3_column_text(st, 0), r > 0 ? (uint64_t)r : 0,
+		   w > 0 ? (uint64_t)w : 0);
+	}
+	rc = rc == SQLITE_DONE ? 0 : db_err(s, "select usage_bytes");
+	sqlite3_finalize(st);
 	return rc;
 }

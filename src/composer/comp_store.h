@@ -90,4 +90,17 @@ int comp_store_load(struct comp_store *s, struct comp **out, uint32_t *n);
  * c unchanged) when a GPU is held by another composition. */
 int comp_store_put(struct comp_store *s, struct comp *c);
 
+/*
+ * Bytes moved (docs/composer.md, "Usage"): what tenant's clients read and
+ * wrote at the storage daemons between the composer's sample before and
+ * the one at `at` (seconds since the epoch). add: 0 or -EIO.
+ */
+int comp_store_add_bytes(struct comp_store *s, int64_t at, const char *tenant, uint64_t read,
+			 uint64_t written);
+/* Sums the samples of [since, until] per tenant, calling fn for each, in
+ * tenant order. 0 or -EIO. */
+int comp_store_sum_bytes(struct comp_store *s, int64_t since, int64_t until,
+			 void (*fn)(void *arg, const char *tenant, uint64_t read,
+				    uint64_t written), void *arg);
+
 #endif

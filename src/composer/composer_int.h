@@ -31,12 +31,14 @@
 
 #define COMPOSER_MAX_NODES 1024	/* compute nodes in the inventory */
 #define COMPOSER_MAX_MEM 64	/* mem nodes named in a composition */
+#define COMPOSER_MAX_STORAGE 1024	/* storage daemons sampled for bytes moved */
 #define COMPOSER_BODY_MAX (64u << 10)	/* a request body */
 
 struct composer_cfg {
 	char listen[CFG_STR_MAX];
 	char volumes[CFG_STR_MAX];
 	int64_t refresh_ms;
+	int64_t meter_ms;		/* how often bytes moved are sampled */
 };
 
 /* A compute node as last seen: listed in the map, its GPUs from STATUS. */
@@ -125,6 +127,13 @@ struct composer {
 	uint64_t storage_total, storage_used, mem_total, mem_used;
 	uint32_t mem_nodes;
 	char mem_addrs[COMPOSER_MAX_MEM][CM_ADDR_LEN];
+	/* Bytes moved (meter_sample): the storage daemons up at the last
+	 * refresh, and what each told per tenant at the last sample
+	 * ({addr: {tenant: [read, written]}}; NULL before the first). */
+	char (*storage_addrs)[CM_ADDR_LEN];
+	uint32_t nstorage;
+	json_t *meter_last;
+	uint64_t meter_at_ms;
 	char meta[CM_ADDR_LEN];
 	bool inv_ok;			/* the last refresh read the map */
 	uint64_t inv_at_ms;

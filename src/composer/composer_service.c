@@ -255,6 +255,11 @@ static int refresh(struct composer *c)
 			g->node_up = nodes[i].up;
 		}
 	}
+	c->nstorage = 0;
+	for (uint32_t i = 0; i < m.nnodes && c->storage_addrs && c->nstorage < COMPOSER_MAX_STORAGE;
+	     i++)
+		if (m.nodes[i].state != NODE_OFFLINE)
+			snprintf(c->storage_addrs[c->nstorage++], CM_ADDR_LEN, "%s", m.nodes[i].addr);
 	c->mem_nodes = nmem;
 	c->mem_total = nmem ? mem_min * nmem : 0;
 	free(c->nodes);
@@ -685,12 +690,94 @@ static const struct inv_node *node_of(struct composer *c, uint32_t id)
 	return old_node(c, id);
 }
 
+/* Adds a storage daemon's count for tenant (read, written now; was: its
+ * count at the last sample, NULL: none) into delta {tenant: [r, w]}. A
+ * count that went down is a daemon that restarted: all of it is new. */
+static void meter_delta(json_t *delta, const char *tenant, uint64_t r, uint64_t w, json_t *was)
+{
+	uint64_t pr = (uint64_t)json_integer_value(json_array_get(was, 0));
+	uint64_t pw = (uint64_t)json_integer_value(json_array_get(was, 1));
+	json_t *d = json_object_get(delta, tenant);
+	uint64_t dr = r >= pr ? r - pr : r, dw = w >= pw ? w - pw : w;
+
+	if (!dr && !dw)
+		return;
+	if (!d) {
+		d = json_pack("[I,I]", (json_int_t)0, (json_int_t)0);
+		json_object_set_new(delta, tenant, d);
+	}
+	json_array_set_new(d, 0, json_integer(json_integer_value(json_array_get(d, 0)) +
+					      (json_int_t)dr));
+	json_array_set_new(d, 1, json_integer(json_integer_value(json_array_get(d, 1)) +
+					      (json_int_t)dw));
+}
+
+/*
+ * Bytes moved per tenant (docs/composer.md, "Usage"): each storage
+ * daemon's counts (cumulative since it started, its STATUS "tenants")
+ * against the last sample's; the deltas go to the store with this
+ * sample's time. The first sample after the composer starts sets the
+ * baseline only: what moved while no composer watched is not counted. A
+ * daemon that does not answer keeps its last counts for the next sample.
+ */
+static void meter_sample(struct composer *c)
+{
+	json_t *now = json_object(), *delta = json_object(), *v;
+	int64_t at = (int64_t)time(NULL);
+	const char *tenant;
+
+	c->meter_at_ms = mono_ms();
+	for (uint32_t i = 0; now && delta && i < c->nstorage; i++) {
+		const char *addr = c->storage_addrs[i];
+		json_t *sv = service_status(c, addr, "storage"), *per, *t;
+		json_t *was = json_object_get(c->meter_last, addr);
+		size_t k;
+
+		if (!sv) {
+			if (was)
+				json_object_set(now, addr, was);
+			continue;
+		}
+		per = json_object();
+		json_array_foreach(json_object_get(sv, "tenants"), k, t) {
+			const char *name = json_string_value(json_object_get(t, "tenant"));
+			json_int_t r = json_integer_value(json_object_get(t, "read_bytes"));
+			json_int_t w = json_integer_value(json_object_get(t, "write_bytes"));
+
+			if (!name || r < 0 || w < 0)
+				continue;
+			json_object_set_new(per, name, json_pack("[I,I]", r, w));
+			if (c->meter_last)
+				meter_delta(delta, name, (uint64_t)r, (uint64_t)w,
+					    json_object_get(was, name));
+		}
+		json_object_set_new(now, addr, per);
+		json_decref(sv);
+	}
+	json_object_foreach(delta, tenant, v) {
+		int rc = comp_store_add_bytes(c->store, at, tenant,
+					      (uint64_t)json_integer_value(json_array_get(v, 0)),
+					      (uint64_t)json_integer_value(json_array_get(v, 1)));
+
+		if (rc)
+			log_warn(COMP_LOG, "cannot record the bytes tenant '%s' moved: %s", tenant,
+				 strata_strerror(rc));
+	}
+	json_decref(delta);
+	if (now) {
+		json_decref(c->meter_last);
+		c->meter_last = now;
+	}
+}
+
 static void tick(struct composer *c)
 {
 	int64_t now = (int64_t)time(NULL);
 
 	if (refresh(c))
 		return;		/* mgmt away: nothing is judged without the map */
+	if (!c->meter_last || mono_ms() - c->meter_at_ms >= (uint64_t)c->cfg.meter_ms)
+		meter_sample(c);
 	for (uint32_t i = 0; i < c->ncomps; i++) {
 		struct comp *p = &c->comps[i];
 		char reason[COMP_REASON_MAX + 1];
@@ -790,6 +877,8 @@ static void composer_free(struct composer *c)
 	free(c->comps);
 	free(c->nodes);
 	free(c->gpus);
+	free(c->storage_addrs);
+	json_decref(c->meter_last);
 	free(c);
 }
 
@@ -814,6 +903,11 @@ static int composer_start(const struct service_env *env, void **out)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	c->storage_addrs = calloc(COMPOSER_MAX_STORAGE, sizeof(*c->storage_addrs));
+	if (!c->storage_addrs) {
+		free(c);
+		return -ENOMEM;
+	}
 	c->env = *env;
 	c->cfg = *cfg;
 	c->key = env->key;
@@ -938,6 +1032,8 @@ static const struct cfg_key composer_keys[] = {
 	  "the directory of the namespace that holds the volumes"),
 	K("refresh", CFG_MS, refresh_ms, "500ms", 50, 60000,
 	  "how often the inventory is read again (and TTLs and leases judged)"),
+	K("meter_interval", CFG_MS, meter_ms, "30s", 100, 3600000,
+	  "how often the bytes each tenant moved are read from the storage daemons"),
 };
 #undef K
 static const struct cfg_schema composer_schema = CFG_SCHEMA(composer_keys);

@@ -260,7 +260,8 @@ static void qos_release(void *arg)
 }
 
 /*
- * On t's thread, for a client whose token has caps: charges req to its
+ * On t's thread, for a client whose token has caps or a tenant: counts
+ * the bytes its tenant moves (meter.h); with caps, charges req to its
  * credential and serves it with fn now, or holds it until its bucket
  * has room. Held requests are kept in deadline order, a new one after
  * every one due no later: one credential's deadlines never decrease
@@ -335,8 +336,9 @@ static void qos_stop_target(struct target *t)
 }
 
 /* Hands req to its target's reactor: to fn, or through gate (qos_gate)
- * to fn when its credential has caps and gate is given (the chunk
- * operations; a space query or a listing is not charged). */
+ * to fn when its credential has caps or a tenant (whose bytes are
+ * counted, meter.h) and gate is given (the chunk operations; a space
+ * query or a listing is not charged). */
 static void dispatch(struct storage *st, struct svc_req *req, svc_handler_fn fn,
 		     svc_handler_fn gate)
 {
@@ -346,7 +348,8 @@ static void dispatch(struct storage *st, struct svc_req *req, svc_handler_fn fn,
 
 	if (!t)
 		fn(st, req);	/* answers "no such target" */
-	else if (gate && id->role == NET_ROLE_CLIENT && qos_caps_of(&id->claims, &caps))
+	else if (gate && id->role == NET_ROLE_CLIENT &&
+		 (id->claims.tenant[0] || qos_caps_of(&id->claims, &caps)))
 		svc_handoff(req, t->r, gate, st);
 	else
 		svc_handoff(req, t->r, fn, st);

@@ -43,7 +43,8 @@ RF = "/redfish/v1"
 
 @pytest.fixture(scope="module")
 def cc(module_cluster):
-    return module_cluster(1, daemon_flags="--mem.capacity=64M", timeout=120,
+    return module_cluster(1, daemon_flags="--mem.capacity=64M --composer.meter_interval=1s",
+                          timeout=120,
                           local_args=["--mem", str(MEM_NODES), "--compute", str(COMPUTE),
                                       "--gpus-per-node", str(GPUS_PER_NODE)])
 
@@ -377,6 +378,39 @@ def test_owner_gets_the_volume_and_the_credential(cc, tmp_path):
     audit(cc)
 
 
+def test_usage_counts_the_bytes_a_tenant_moved(cc, tmp_path):
+    """Bytes moved: what a composition's credential wrote to and read from
+    the storage daemons shows in its tenant's usage (sampled every
+    composer.meter_interval, 1 s here), and in 'compose usage'."""
+    cred = tmp_path / "bytes.token"
+    r = strata("compose", "create", "--dir", cc.dir, "--storage", "8M", "--tenant", "mover",
+               "--token-out", cred, "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    o = s["Oem"]["Strata"]
+    mgmt, vol = o["Addresses"]["Mgmt"], o["Volume"]["Path"]
+    f = tmp_path / "f"
+    f.write_bytes(os.urandom(1 << 20))
+    r = strata("put", "--mgmt", mgmt, "--token", cred, f, vol + "/f")
+    assert r.returncode == 0, r.stderr
+    r = strata("get", "--mgmt", mgmt, "--token", cred, vol + "/f", tmp_path / "back")
+    assert r.returncode == 0, r.stderr
+
+    def moved():
+        code, u = http(cc, "GET", RF + "/CompositionService/Oem/Strata/Usage")
+        row = [t for t in u["Tenants"] if t["Tenant"] == "mover"]
+        return row and row[0]["BytesWritten"] >= 1 << 20 and row[0]["BytesRead"] >= 1 << 20 \
+            and row[0]
+    row = wait_until(moved, BOUND_S, 0.3, "the bytes moved to show in the usage")
+    assert row["BytesMoved"] == row["BytesRead"] + row["BytesWritten"]
+    assert row["BytesWritten"] < 2 << 20, row     # one put of 1 MiB, R=1
+    r = strata("compose", "usage", "--dir", cc.dir)
+    assert r.returncode == 0 and re.search(r"^mover\s.*\s1(\.0)? MiB\s+1(\.0)? MiB$", r.stdout,
+                                           re.M), r.stdout
+    assert strata("compose", "delete", s["Id"], "--dir", cc.dir).returncode == 0
+    audit(cc)
+
+
 def test_paths_reach_beyond_the_volume_as_the_owner(cc, tmp_path):
     """Paths: the credential also reaches a dataset to read and a place to
     write results, still as the owner, so the namespace's permissions
@@ -471,7 +505,7 @@ def test_usage_per_tenant(cc):
     code, u3 = http(cc, "GET", RF + "/CompositionService/Oem/Strata/Usage?Since=%d" % u2["Until"])
     assert code == 200 and not [t for t in u3["Tenants"] if t["Tenant"] == "metered"], u3
     r = strata("compose", "usage", "--dir", cc.dir)
-    assert r.returncode == 0 and re.search(r"^metered\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+1$",
+    assert r.returncode == 0 and re.search(r"^metered\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+1\s+0 B\s+0 B$",
                                            r.stdout, re.M), r.stdout
     r = strata("compose", "usage", "--dir", cc.dir, "--since", "1h", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["Since"] > 0, r.stdout
