@@ -20,7 +20,7 @@
 
 #include "cli.h"
 #include "cli_fs.h"
-#include "client/mgmt_addrs.h"
+#include "net/mgmt_addrs.h"
 #include "common/config.h"
 #include "net/addr.h"
 #include "net/rpc.h"

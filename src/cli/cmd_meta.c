@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "common/pg_conn.h"
 #include "common/log.h"
 #include "meta/meta_store.h"
 #include "mgmt/mgmt_store.h"
@@ -57,7 +58,7 @@ static int migrate_args(int argc, char **argv, const char *what, const char **fr
 		meta_usage(stderr);
 		return 2;
 	}
-	if (!meta_store_is_pg(*to)) {
+	if (!pg_conn_is_uri(*to)) {
 		cli_err("%s migrate: --to must be a postgresql:// or postgres:// URI", what);
 		return 2;
 	}

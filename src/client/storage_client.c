@@ -13,7 +13,7 @@
 #include "net/rpc.h"
 #include "proto/mgmt.h"
 #include "proto/storage.h"
-#include "client/mgmt_addrs.h"
+#include "net/mgmt_addrs.h"
 #include "storage_client.h"
 #include "common/errors_int.h"
 

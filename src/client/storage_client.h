@@ -41,7 +41,7 @@ struct sclient_opts {
 void sclient_opts_init(struct sclient_opts *o, size_t size);
 
 /* Creates a client on reactor r (running). mgmt_addr: one mgmt address or
- * a comma-separated list (client/mgmt_addrs.h); the map is fetched from
+ * a comma-separated list (net/mgmt_addrs.h); the map is fetched from
  * the leader among them. Any thread. -EINVAL: a bad list. */
 int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_opts *o,
 		struct sclient **out);

@@ -30,7 +30,7 @@ enum strata_err_int {
 	STRATA_ENEEDFULL = -(STRATA_ERR_BASE + 11),
 	/* This mgmt is not the leader of the control nodes (a follower, or
 	 * deposed): the reply's body, when not empty, is the leader's
-	 * address; try there, or the next mgmt address (client/mgmt_addrs.h). */
+	 * address; try there, or the next mgmt address (net/mgmt_addrs.h). */
 	STRATA_ENOTLEADER = -(STRATA_ERR_BASE + 16),
 	STRATA_ERR_LAST = -(STRATA_ERR_BASE + 16),
 };

@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 
 #include "client/storage_client.h"
+#include "common/pg_conn.h"
 #include "common/cap.h"
 #include "common/errors_int.h"
 #include "common/clock.h"
@@ -1797,7 +1798,7 @@ static int meta_start(const struct service_env *env, void **out)
 	/* The reserve guards the SQLite file's disk; PostgreSQL's is its
 	 * server's. */
 	rc = meta_reserve_init(&m->res, env->data,
-			       meta_store_is_pg(m->cfg->store) ? 0 : m->cfg->reserve);
+			       pg_conn_is_uri(m->cfg->store) ? 0 : m->cfg->reserve);
 	if (rc)
 		goto fail;
 	follow_reserve(m);
@@ -2009,7 +2010,7 @@ static int meta_check(const void *cfg, char *err, size_t errlen)
 	const struct meta_cfg *c = cfg;
 	char msg[512];
 
-	if (c->store[0] && !meta_store_is_pg(c->store)) {
+	if (c->store[0] && !pg_conn_is_uri(c->store)) {
 		/* The scheme only: the rest may hold a password. */
 		snprintf(err, errlen, "key 'meta.store': unknown store '%.*s'; leave it empty for"
 			 " the embedded SQLite database, or give a postgresql:// URI",
@@ -2029,7 +2030,7 @@ static int meta_check(const void *cfg, char *err, size_t errlen)
 		return STRATA_ECONFIG;
 	}
 	if (c->store_passfile[0] &&
-	    meta_store_pg_check_passfile(c->store_passfile, msg, sizeof(msg))) {
+	    pg_conn_check_passfile(c->store_passfile, msg, sizeof(msg))) {
 		snprintf(err, errlen, "key 'meta.store_passfile': %s", msg);
 		return STRATA_ECONFIG;
 	}

@@ -259,16 +259,8 @@ void meta_store_pg_opts_init(struct meta_store_pg_opts *opts, size_t size);
 int meta_store_pg_open(const char *conninfo, const struct meta_store_pg_opts *opts,
 		       struct meta_store *out);
 
-/*
- * Checks that path is a regular file of mode 0600 or stricter, as a
- * password file must be. Returns 0, or a negative errno (-EACCES for a
- * loose mode or not a file) with a message naming the file in err.
- */
-int meta_store_pg_check_passfile(const char *path, char *err, size_t errlen);
-
-/* True when spec names a PostgreSQL database: it starts with
- * "postgresql://" or "postgres://". */
-bool meta_store_is_pg(const char *spec);
+/* Whether spec names PostgreSQL, and the check of its password file:
+ * pg_conn_is_uri() and pg_conn_check_passfile() (common/pg_conn.h). */
 
 /*
  * Opens the store a meta.store setting names: "" (the default) is the

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/pg_conn.h"
 #include "common/log.h"
 #include "meta/meta_store.h"
 
@@ -31,7 +32,7 @@ int meta_store_open_spec(const char *spec, const char *passfile, const char *dat
 		snprintf(desc, desclen, "%s", path);
 		return meta_store_sqlite_open(path, NULL, out);
 	}
-	if (!meta_store_is_pg(spec)) {
+	if (!pg_conn_is_uri(spec)) {
 		/* Print the scheme only: the rest may hold a password. */
 		log_error(COMP, "meta.store: unknown store '%.*s'; leave it empty for the"
 			  " embedded SQLite database, or give a postgresql:// URI",

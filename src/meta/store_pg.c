@@ -35,7 +35,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "meta/meta_store.h"
-#include "meta/pg_conn.h"
+#include "common/pg_conn.h"
 
 #define COMP "meta-pg"
 
@@ -1040,38 +1040,10 @@ void meta_store_pg_opts_init(struct meta_store_pg_opts *opts, size_t size)
 	opts->size = size;
 }
 
-bool meta_store_is_pg(const char *spec)
-{
-	return spec && (!strncmp(spec, "postgresql://", 13) || !strncmp(spec, "postgres://", 11));
-}
-
-int meta_store_pg_check_passfile(const char *path, char *err, size_t errlen)
-{
-	struct stat st;
-
-	if (stat(path, &st) < 0) {
-		int e = -errno;
-
-		snprintf(err, errlen, "password file '%s': %s", path, strerror(-e));
-		return e;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "password file '%s' is not a regular file", path);
-		return -EACCES;
-	}
-	/* libpq would only warn about a loose one and go on without it. */
-	if (st.st_mode & 077) {
-		snprintf(err, errlen, "password file '%s' has mode %04o; it must be 0600 or"
-			 " stricter (chmod 600 '%s')", path, (unsigned)(st.st_mode & 07777), path);
-		return -EACCES;
-	}
-	return 0;
-}
-
 static int check_passfile(const char *path)
 {
 	char msg[512];
-	int err = meta_store_pg_check_passfile(path, msg, sizeof(msg));
+	int err = pg_conn_check_passfile(path, msg, sizeof(msg));
 
 	if (err)
 		log_error(COMP, "%s", msg);

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "client/mgmt_addrs.h"
+#include "net/mgmt_addrs.h"
 #include "common/cluster_map.h"
 #include "common/log.h"
 #include "mgmt/announce.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "meta/meta_store.h"
+#include "common/pg_conn.h"
 #include "mgmt/mgmt_store.h"
 
 struct mgmt_store {
@@ -51,7 +51,7 @@ int mgmt_store_open(const char *spec, struct mgmt_store **out)
 	int rc;
 
 	*out = NULL;
-	if (meta_store_is_pg(spec))
+	if (pg_conn_is_uri(spec))
 		return mgmt_store_open_pg(spec, NULL, out);
 	rc = mgmt_store_sqlite_open(spec, &ops, &impl);
 	return wrap(rc, ops, impl, out);
@@ -61,7 +61,7 @@ int mgmt_store_check_spec(const char *spec, const char *passfile, char *err, siz
 {
 	char msg[512];
 
-	if (spec[0] && !meta_store_is_pg(spec)) {
+	if (spec[0] && !pg_conn_is_uri(spec)) {
 		/* The scheme only: the rest may hold a password. */
 		snprintf(err, errlen, "key 'mgmt.store': unknown store '%.*s'; leave it empty for"
 			 " the embedded SQLite database, or give a postgresql:// URI",
@@ -73,7 +73,7 @@ int mgmt_store_check_spec(const char *spec, const char *passfile, char *err, siz
 			 " postgresql:// URI");
 		return -EINVAL;
 	}
-	if (passfile[0] && meta_store_pg_check_passfile(passfile, msg, sizeof(msg))) {
+	if (passfile[0] && pg_conn_check_passfile(passfile, msg, sizeof(msg))) {
 		snprintf(err, errlen, "key 'mgmt.store_passfile': %s", msg);
 		return -EINVAL;
 	}

@@ -32,8 +32,7 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "meta/meta_store.h"
-#include "meta/pg_conn.h"
+#include "common/pg_conn.h"
 #include "mgmt/mgmt_store.h"
 #include "strata/errors.h"
 
@@ -984,7 +983,7 @@ int mgmt_store_pg_open(const char *conninfo, const char *passfile,
 	s->conninfo = strdup(conninfo);
 	s->passfile = passfile && *passfile ? strdup(passfile) : NULL;
 	rc = !s->conninfo || (passfile && *passfile && !s->passfile) ? -ENOMEM : 0;
-	if (!rc && s->passfile && (rc = meta_store_pg_check_passfile(s->passfile, msg,
+	if (!rc && s->passfile && (rc = pg_conn_check_passfile(s->passfile, msg,
 								      sizeof(msg))))
 		log_error(COMP, "%s", msg);
 	if (!rc)

@@ -39,7 +39,7 @@
  * Several mgmt on one PostgreSQL store (mgmt.store): only the leader
  * answers; the others answer every operation STRATA_ENOTLEADER, the body
  * the leader's address (bytes, no NUL; empty when unknown). Callers move
- * with client/mgmt_addrs.h.
+ * with net/mgmt_addrs.h.
  */
 #ifndef STRATA_PROTO_MGMT_H
 #define STRATA_PROTO_MGMT_H
@@ -244,7 +244,7 @@ int cmap_encode_since(const struct cluster_map *m, uint64_t since_version, struc
 int cmap_decode_since(const void *body, uint32_t len, struct cluster_map *out, bool *changed);
 
 /* Blocking: the whole cluster map of mgmt at addr into out (the caller
- * releases it); addr may be a comma-separated list (client/mgmt_addrs.h):
+ * releases it); addr may be a comma-separated list (net/mgmt_addrs.h):
  * the first mgmt that answers, the leader. 0 or a negative error. */
 int cmap_fetch_sync(struct rpc_client *cl, const char *addr, uint32_t timeout_ms,
 		    struct cluster_map *out);

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "client/mgmt_addrs.h"
+#include "net/mgmt_addrs.h"
 
 #include "net/auth.h"
 #include "net/conn.h"

@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "client/mgmt_addrs.h"
+#include "net/mgmt_addrs.h"
 #include "chunk_store.h"
 #include "common/cap.h"
 #include "common/cluster_map.h"

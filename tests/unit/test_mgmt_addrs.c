@@ -1,5 +1,5 @@
 /*
- * Unit tests of the mgmt address list (client/mgmt_addrs.h): parsing,
+ * Unit tests of the mgmt address list (net/mgmt_addrs.h): parsing,
  * moving to the leader a follower names, to the next address on a
  * transport failure, once for several failed calls to one address, and
  * staying on other errors; the bounded call timeout of a list.
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "client/mgmt_addrs.h"
+#include "net/mgmt_addrs.h"
 #include "common/errors_int.h"
 #include "net/conn.h"
 

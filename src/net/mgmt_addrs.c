@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "client/mgmt_addrs.h"
+#include "net/mgmt_addrs.h"
 #include "common/errors_int.h"
 #include "net/conn.h"
 

@@ -1,11 +1,13 @@
 /*
  * What the two PostgreSQL stores share (meta/store_pg.c, the namespace;
  * mgmt/mgmt_store_pg.c, the cluster state): connecting with the same
- * timeouts and keepalives, and libpq's messages fit for one log line.
+ * timeouts and keepalives, libpq's messages fit for one log line, and the
+ * checks of a store setting and its password file.
  */
-#ifndef STRATA_META_PG_CONN_H
-#define STRATA_META_PG_CONN_H
+#ifndef STRATA_COMMON_PG_CONN_H
+#define STRATA_COMMON_PG_CONN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +34,15 @@ struct pg_conn_opts {
  */
 PGconn *pg_conn_open(const char *conninfo, const struct pg_conn_opts *o, char *where,
 		     size_t wherelen);
+
+/* Whether a store setting (meta.store, mgmt.store) names PostgreSQL: it
+ * starts with "postgresql://" or "postgres://". */
+bool pg_conn_is_uri(const char *spec);
+
+/* A password file libpq may use: it exists, is a regular file, and has no
+ * permission for group or others (libpq would only warn and go on without
+ * it). 0, or a negative errno with err filled (naming the path). */
+int pg_conn_check_passfile(const char *path, char *err, size_t errlen);
 
 /* libpq's message msg (which spans lines) on one line, into buf (cap
  * bytes); returns buf. */

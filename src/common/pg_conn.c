@@ -1,8 +1,11 @@
 /* What the two PostgreSQL stores share (pg_conn.h). */
+#include <errno.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "common/log.h"
-#include "meta/pg_conn.h"
+#include "common/pg_conn.h"
 
 const char *pg_conn_one_line(const char *msg, char *buf, size_t cap)
 {
@@ -54,4 +57,32 @@ PGconn *pg_conn_open(const char *conninfo, const struct pg_conn_opts *o, char *w
 			  " server runs", where, pg_conn_one_line(PQerrorMessage(c), msg, sizeof(msg)),
 			  o->key);
 	return c;
+}
+
+bool pg_conn_is_uri(const char *spec)
+{
+	return spec && (!strncmp(spec, "postgresql://", 13) || !strncmp(spec, "postgres://", 11));
+}
+
+int pg_conn_check_passfile(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0) {
+		int e = -errno;
+
+		snprintf(err, errlen, "password file '%s': %s", path, strerror(-e));
+		return e;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "password file '%s' is not a regular file", path);
+		return -EACCES;
+	}
+	/* libpq would only warn about a loose one and go on without it. */
+	if (st.st_mode & 077) {
+		snprintf(err, errlen, "password file '%s' has mode %04o; it must be 0600 or"
+			 " stricter (chmod 600 '%s')", path, (unsigned)(st.st_mode & 07777), path);
+		return -EACCES;
+	}
+	return 0;
 }
