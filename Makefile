@@ -7,7 +7,8 @@
 #   make demo    the main job on the embedded default (one machine, loopback)
 #   make bench   benchmarks, each beside its baseline (see bench/RESULTS.md)
 #   make fuzz    libFuzzer targets, briefly (FUZZ_SECONDS each)
-#   make soak    the long randomized fault test, and SIM_SOAK_SEEDS seeds of the simulation
+#   make soak    the long randomized fault tests (data path and control plane), and
+#                SIM_SOAK_SEEDS seeds of the simulation
 #   make install build/ and install it under PREFIX (default /usr/local), staged
 #                under DESTDIR when set: stratad, strata, strata-fuse, libstrata
 #                with its headers and strata.pc, the systemd unit
