@@ -25,18 +25,17 @@ from test_faults import faults  # noqa: F401 (fixture)
 MiB = 1 << 20
 
 
-@pytest.fixture
-def small_target(request):
-    """mount(fc): an 8 MiB tmpfs on node 2's target (before the daemons
-    start); unmounted after the test."""
+def tmpfs_on(request, size, where):
+    """mount(fc): a tmpfs of size on where(fc) (before the daemons start);
+    unmounted after the test. Skips without root or where mounting fails."""
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     mounted = []
 
     def mount(fc):
-        d = fc.node(2).data / "targets" / "0"
+        d = where(fc)
         d.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(d)],
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", str(d)],
                            capture_output=True, text=True)
         if r.returncode != 0:
             pytest.skip("cannot mount a tmpfs: %s" % r.stderr.strip())
@@ -47,6 +46,12 @@ def small_target(request):
             subprocess.run(["umount", "-l", str(d)], capture_output=True)
     request.addfinalizer(umount)
     return mount
+
+
+@pytest.fixture
+def small_target(request):
+    """An 8 MiB tmpfs on node 2's target."""
+    return tmpfs_on(request, "8m", lambda fc: fc.node(2).data / "targets" / "0")
 
 
 def status(fc):
@@ -135,26 +140,8 @@ def test_full_small_target_gets_no_new_files(faults, small_target, tmp_path):
 
 @pytest.fixture
 def small_meta_disk(request):
-    """mount(fc): a 24 MiB tmpfs as the meta server's data directory
-    (before the daemons start); unmounted after the test."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mounted = []
-
-    def mount(fc):
-        d = fc.meta_node.data
-        d.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(d)],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            pytest.skip("cannot mount a tmpfs: %s" % r.stderr.strip())
-        mounted.append(d)
-
-    def umount():
-        for d in mounted:
-            subprocess.run(["umount", "-l", str(d)], capture_output=True)
-    request.addfinalizer(umount)
-    return mount
+    """A 24 MiB tmpfs as the meta server's data directory."""
+    return tmpfs_on(request, "24m", lambda fc: fc.meta_node.data)
 
 
 def fill_disk(path):
