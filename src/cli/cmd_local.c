@@ -2,9 +2,7 @@
  * recorded in DIR/cluster.json. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <sys/file.h>
 #include <sys/socket.h>
 #include <limits.h>
 #include <signal.h>
@@ -20,6 +18,7 @@
 #include "cli_fs.h"
 #include "local_pg.h"
 #include "common/config.h"
+#include "common/fileio.h"
 #include "common/token.h"
 #include "net/proto.h"
 #include "net/reactor.h"
@@ -793,8 +792,8 @@ static int local_node(const char *dir, const char *action, int64_t id)
  */
 static int lock_local_dir(const char *dir, bool create)
 {
-	char path[PATH_MAX], pid[32] = "";
-	int fd, n;
+	char path[PATH_MAX], pid[32];
+	int rc;
 
 	if (create && mkdir(dir, 0755) < 0 && errno != EEXIST) {
 		cli_err("cannot create '%s': %s", dir, strerror(errno));
@@ -804,31 +803,15 @@ static int lock_local_dir(const char *dir, bool create)
 		cli_err("directory '%s': path too long", dir);
 		return 1;
 	}
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		if (errno == ENOENT && !create)
-			return 0;
-		cli_err("cannot open '%s': %s", path, strerror(errno));
-		return 1;
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		int err = errno;
-
-		n = (int)pread(fd, pid, sizeof(pid) - 1, 0);
-		pid[n > 0 ? n : 0] = '\0';
-		pid[strcspn(pid, "\n")] = '\0';
-		if (err == EWOULDBLOCK)
-			cli_err("another 'strata local' command is working on '%s'%s%s%s; wait for it "
-				"to finish", dir, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
-		else
-			cli_err("cannot lock '%s': %s", path, strerror(err));
-		close(fd);
-		return 1;
-	}
-	n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
-	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
-		cli_err("warning: cannot write our pid into '%s': %s", path, strerror(errno));
-	return 0;	/* fd stays open: the lock lives as long as we do */
+	rc = lock_pidfile(path, pid, sizeof(pid));
+	if (rc == -ENOENT && !create)
+		return 0;
+	if (rc == -EWOULDBLOCK)
+		cli_err("another 'strata local' command is working on '%s'%s%s%s; wait for it "
+			"to finish", dir, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
+	else if (rc)
+		cli_err("cannot lock '%s': %s", path, strerror(-rc));
+	return rc ? 1 : 0;
 }
 
 int cmd_local(int argc, char **argv)

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -146,4 +148,32 @@ int fs_identity(const char *path, uint64_t *id)
 	h = fnv1a(h, &dev, sizeof(dev));
 	*id = h ? h : 1;
 	return 0;
+}
+
+int lock_pidfile(const char *path, char *holder, size_t holderlen)
+{
+	char pid[32];
+	int fd, n, err;
+
+	if (holderlen)
+		holder[0] = '\0';
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		err = errno;
+		n = (int)pread(fd, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		if (holderlen)
+			snprintf(holder, holderlen, "%s", pid);
+		close(fd);
+		return err == EWOULDBLOCK ? -EWOULDBLOCK : -err;
+	}
+	n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	/* The pid is for the message of the next one refused: a failure to
+	 * write it leaves the lock whole. */
+	if (ftruncate(fd, 0) == 0)
+		(void)!pwrite(fd, pid, (size_t)n, 0);
+	return 0;	/* fd stays open: the lock lives as long as we do */
 }

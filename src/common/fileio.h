@@ -37,4 +37,14 @@ int mkdir_p(const char *path, mode_t mode);
  */
 int fs_identity(const char *path, uint64_t *id);
 
+/*
+ * One process at a time: takes an exclusive flock(2) on path (created
+ * 0600, close-on-exec) for the life of the process and writes our pid
+ * into it; on success the descriptor stays open, and the kernel drops the
+ * lock when the process dies, however it dies. Returns 0; -EWOULDBLOCK
+ * when another process holds it, with the pid it wrote in holder
+ * (holderlen bytes; "" when unknown); or -errno of open(2) or flock(2).
+ */
+int lock_pidfile(const char *path, char *holder, size_t holderlen);
+
 #endif

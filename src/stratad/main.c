@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -665,37 +664,21 @@ static int setup_tls(struct daemon *d, struct net_tls **server_out)
  */
 static int lock_data_dir(const char *data)
 {
-	char path[PATH_MAX], pid[32] = "";
-	int fd, n;
+	char path[PATH_MAX], pid[32];
+	int rc;
 
 	if (snprintf(path, sizeof(path), "%s/stratad.lock", data) >= (int)sizeof(path)) {
 		log_error("stratad", "data directory '%s': path too long", data);
 		return 1;
 	}
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		log_error("stratad", "cannot open '%s': %s", path, strerror(errno));
-		return 1;
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		int err = errno;
-
-		n = (int)pread(fd, pid, sizeof(pid) - 1, 0);
-		pid[n > 0 ? n : 0] = '\0';
-		pid[strcspn(pid, "\n")] = '\0';
-		if (err == EWOULDBLOCK)
-			log_error("stratad", "data directory '%s' is in use by another stratad%s%s%s: "
-				  "one directory serves one daemon", data, pid[0] ? " (pid " : "", pid,
-				  pid[0] ? ")" : "");
-		else
-			log_error("stratad", "cannot lock '%s': %s", path, strerror(err));
-		close(fd);
-		return 1;
-	}
-	n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
-	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
-		log_warn("stratad", "cannot write our pid into '%s': %s", path, strerror(errno));
-	return 0;	/* fd stays open: the lock lives as long as we do */
+	rc = lock_pidfile(path, pid, sizeof(pid));
+	if (rc == -EWOULDBLOCK)
+		log_error("stratad", "data directory '%s' is in use by another stratad%s%s%s: "
+			  "one directory serves one daemon", data, pid[0] ? " (pid " : "", pid,
+			  pid[0] ? ")" : "");
+	else if (rc)
+		log_error("stratad", "cannot lock '%s': %s", path, strerror(-rc));
+	return rc ? 1 : 0;
 }
 
 /* Runs the node once its config is read; returns main's exit status. */
