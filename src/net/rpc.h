@@ -126,14 +126,14 @@ struct rpc_lanes;
 
 /* n lanes (at most RPC_LANES_MAX; 0: none, rpc_lanes_hold always NULL)
  * whose pools present, and time out, as like does now (its credential and
- * TLS context are copied; set them on like first). 0 or -ENOMEM (nothing
- * is left). */
+ * TLS context are copied; set them on like first). 0, or a negative
+ * error (-ENOMEM, -EMFILE: the descriptors of a lane) with nothing left. */
 int rpc_lanes_new(const char *name, uint32_t n, const struct rpc_pool *like,
 		  struct rpc_lanes **out);
 /* Frees every lane; no thread may hold one. l may be NULL. */
 void rpc_lanes_free(struct rpc_lanes *l);
 /* A free lane, now held by the calling thread (rpc_direct_release when
- * done), or NULL when every lane is held. Never waits. */
+ * done), or NULL when every lane is held (or l is NULL). Never waits. */
 struct rpc_direct *rpc_lanes_hold(struct rpc_lanes *l);
 /* How many lanes: n, or the value of environment variable env (a test
  * knob) when it is set to a number >= 0; at most RPC_LANES_MAX. */
@@ -148,7 +148,7 @@ unsigned rpc_thread_slot(void);
  * (rpc_direct_call_sync), and through cl's thread only when every lane is
  * held. Timeouts, reconnects, credentials and errors stay the same; a
  * lane looks for a peer's close at every hold, as cl's thread would have
- * seen it. 0 or -ENOMEM (cl unchanged). */
+ * seen it. 0 or rpc_lanes_new's error (cl unchanged). */
 int rpc_client_add_lanes(struct rpc_client *cl, uint32_t n);
 
 #endif
