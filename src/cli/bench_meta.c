@@ -12,8 +12,10 @@
  * The cluster is one the benchmark starts (3 storage daemons, R=3), or the
  * one --mgmt names (with the token of the environment). Each row prints
  * ops/s of both, the ratio strata / local, and (for a cluster it started)
- * the CPU time the meta daemon spent per strata op: a figure that the
- * load of a shared machine moves far less than a rate.
+ * the CPU time the meta daemon spent per strata op, and the CPU time this
+ * process (the client: its calling threads and libstrata's) spent per
+ * strata op: figures that the load of a shared machine moves far less
+ * than a rate.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -226,6 +229,17 @@ static double meta_cpu(const struct bm *b)
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* CPU seconds (user + system) this process has used. */
+static double self_cpu(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		return -1;
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 static long find_meta_pid(const struct bm *b)
 {
 	char path[PATH_MAX + 32], l1[128], l2[64], l3[64];
@@ -247,20 +261,24 @@ static long find_meta_pid(const struct bm *b)
 	return pid;
 }
 
-/* cpu_us: meta daemon CPU microseconds per strata op (< 0: unknown). */
+/* cpu_us: meta daemon CPU microseconds per strata op, ccpu_us: this
+ * process's (< 0: unknown). */
 static void bm_row(struct bm *b, const char *name, double c, int cerr, double l, int lerr,
-		   double cpu_us)
+		   double cpu_us, double ccpu_us)
 {
-	char cpu[32] = "-";
+	char cpu[32] = "-", ccpu[32] = "-";
 
 	if (cpu_us >= 0)
 		snprintf(cpu, sizeof(cpu), "%.1f", cpu_us);
+	if (ccpu_us >= 0)
+		snprintf(ccpu, sizeof(ccpu), "%.1f", ccpu_us);
 	if (cerr || lerr) {
 		printf("%-34s failed: %s%s\n", name, cerr ? "strata: " : "local: ",
 		       cerr ? strata_strerror(cerr) : strerror(-lerr));
 		b->fails++;
 	} else {
-		printf("%-34s %12.0f %12.0f %8.3f %12s\n", name, c, l, l > 0 ? c / l : 0, cpu);
+		printf("%-34s %12.0f %12.0f %8.3f %12s %14s\n", name, c, l, l > 0 ? c / l : 0, cpu,
+		       ccpu);
 	}
 	fflush(stdout);
 }
@@ -309,22 +327,27 @@ static void run_rows(struct bm *b)
 		double c, l;
 		int ce, le;
 
-		double cpu0 = meta_cpu(b), t0 = mono_sec(), cpu1, cpu_us = -1;
+		double cpu0 = meta_cpu(b), ccpu0 = self_cpu(), t0 = mono_sec(), cpu1, ccpu1;
+		double cpu_us = -1, ccpu_us = -1, ops;
 
 		c = bm_run(b, true, rows[r].op, &ce);
 		cpu1 = meta_cpu(b);
+		ccpu1 = self_cpu();
+		ops = c * (mono_sec() - t0);
 		if (cpu0 >= 0 && cpu1 >= 0 && c > 0)
-			cpu_us = (cpu1 - cpu0) * 1e6 / (c * (mono_sec() - t0));
+			cpu_us = (cpu1 - cpu0) * 1e6 / ops;
+		if (ccpu0 >= 0 && ccpu1 >= 0 && c > 0)
+			ccpu_us = (ccpu1 - ccpu0) * 1e6 / ops;
 		l = bm_run(b, false, rows[r].op, &le);
 		if (!rows[r].name) {	/* untimed: content for the read row */
 			if (ce || le)
-				bm_row(b, "write 1 KiB into each file", c, ce, l, le, -1);
+				bm_row(b, "write 1 KiB into each file", c, ce, l, le, -1, -1);
 			if (ce || le)
 				return;
 			continue;
 		}
 		snprintf(name, sizeof(name), "%s, %d thr", rows[r].name, b->threads);
-		bm_row(b, name, c, ce, l, le, cpu_us);
+		bm_row(b, name, c, ce, l, le, cpu_us, ccpu_us);
 		if (ce || le)
 			return;
 	}
@@ -438,7 +461,9 @@ int bench_meta(int argc, char **argv)
 	       b->threads, b->files ? "a fixed file count" : "creates timed");
 	printf("baseline: the same calls on '%s' (same filesystem)\n", b->ldir);
 	printf("meta us/op: CPU time of the meta daemon (user + system) per strata op, from /proc (a cluster it started)\n");
-	printf("%-34s %12s %12s %8s %12s\n", "test (ops/s)", "strata", "local", "ratio", "meta us/op");
+	printf("client us/op: CPU time of this process (user + system) per strata op, from getrusage\n");
+	printf("%-34s %12s %12s %8s %12s %14s\n", "test (ops/s)", "strata", "local", "ratio",
+	       "meta us/op", "client us/op");
 	run_rows(b);
 	exit_code = b->fails || bm_stop ? 1 : 0;
 out:

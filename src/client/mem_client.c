@@ -5,7 +5,7 @@
  * caller's buffer (bulk_dst).
  *
  * A synchronous call runs on the caller's thread: it takes a free lane
- * (an rpc_direct, rpc.h: connections of its own, one per node, driven by
+ * (rpc_lanes, rpc.h: connections of its own, one per node, driven by
  * whichever thread holds it), writes its requests from that thread, all of
  * them back to back (a batch: one request per node; a replicated put: one
  * per replica), and waits in epoll on the lane's sockets until every one
@@ -36,7 +36,6 @@
 
 #define MAX_REPLICAS 8u
 #define ADDR_LEN 64
-#define MAX_LANES 64u
 
 _Static_assert(STRATA_MEM_PIN == MP_PUT_PIN && STRATA_MEM_NX == MP_PUT_NX,
 	       "the API's put flags are the wire's");
@@ -55,8 +54,7 @@ struct strata_mem {
 	uint32_t nring;
 	struct rpc_client **rc;	/* io_threads of them */
 	uint32_t nrc;
-	struct rpc_direct **lanes;	/* for synchronous calls */
-	uint32_t nlanes;
+	struct rpc_lanes *lanes;	/* for synchronous calls */
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
 	uint32_t inflight;
@@ -184,47 +182,8 @@ static uint32_t owners(const struct strata_mem *m, const char *key, size_t klen,
  * descriptors, and a connection per node once used), or the test knob. */
 static uint32_t lanes_wanted(const struct strata_mem *m)
 {
-	const char *env = getenv("STRATA_TEST_MEM_LANES");
-	uint32_t n = m->o.io_threads * 2 < 8 ? 8 : m->o.io_threads * 2;
-
-	if (env && *env) {
-		char *end;
-		long v = strtol(env, &end, 10);
-
-		if (*end == '\0' && v >= 0)
-			n = (uint32_t)v;
-	}
-	return n > MAX_LANES ? MAX_LANES : n;
-}
-
-static int lanes_open(struct strata_mem *m, const struct net_cred *cred)
-{
-	uint32_t want = lanes_wanted(m);
-	int rc = 0;
-
-	if (!want)
-		return 0;
-	m->lanes = calloc(want, sizeof(*m->lanes));
-	if (!m->lanes)
-		return -ENOMEM;
-	while (!rc && m->nlanes < want) {
-		rc = rpc_direct_new("strata-mem-lane", m->o.timeout_ms, &m->lanes[m->nlanes]);
-		if (rc)
-			break;
-		m->nlanes++;
-		if (cred)
-			rc = rpc_pool_set_cred(rpc_direct_pool(m->lanes[m->nlanes - 1]), cred);
-	}
-	return rc;
-}
-
-static void lanes_close(struct strata_mem *m)
-{
-	for (uint32_t i = 0; i < m->nlanes; i++)
-		rpc_direct_free(m->lanes[i]);
-	free(m->lanes);
-	m->lanes = NULL;
-	m->nlanes = 0;
+	return rpc_lanes_count("STRATA_TEST_MEM_LANES",
+			       m->o.io_threads * 2 < 8 ? 8 : m->o.io_threads * 2);
 }
 
 int strata_mem_open(const char *addrs, const struct strata_mem_opts *opts,
@@ -315,8 +274,9 @@ int strata_mem_open(const char *addrs, const struct strata_mem_opts *opts,
 		if (has_cred)
 			rc = rpc_pool_set_cred(rpc_client_pool(m->rc[m->nrc - 1]), &cred);
 	}
-	if (!rc)
-		rc = lanes_open(m, has_cred ? &cred : NULL);
+	if (!rc)	/* presenting what the I/O threads' pools do */
+		rc = rpc_lanes_new("strata-mem-lane", lanes_wanted(m), rpc_client_pool(m->rc[0]),
+				   &m->lanes);
 	net_cred_release(&cred);
 	if (rc)
 		goto fail;
@@ -326,7 +286,7 @@ fail:
 	for (uint32_t i = 0; m->rc && i < m->nrc; i++)
 		rpc_client_free(m->rc[i]);
 	free(m->rc);
-	lanes_close(m);
+	rpc_lanes_free(m->lanes);
 	free(m->ring);
 	free(m->addrs);
 	pthread_mutex_destroy(&m->lock);
@@ -346,7 +306,7 @@ void strata_mem_close(struct strata_mem *m)
 	for (uint32_t i = 0; i < m->nrc; i++)
 		rpc_client_free(m->rc[i]);
 	free(m->rc);
-	lanes_close(m);
+	rpc_lanes_free(m->lanes);
 	free(m->ring);
 	free(m->addrs);
 	pthread_mutex_destroy(&m->lock);
@@ -361,37 +321,11 @@ void strata_mem_free(void *buf)
 
 /* ---- operations ---- */
 
-/* The calling thread's number, given on its first call. */
-static unsigned thread_slot(void)
-{
-	static unsigned next;
-	static __thread unsigned mine = UINT32_MAX;
-
-	if (mine == UINT32_MAX)
-		mine = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
-	return mine;
-}
-
 /* The I/O thread of the calling thread: each caller sticks to one, so its
  * requests stay in order on one connection per node. */
 static struct rpc_client *pick_rc(struct strata_mem *m)
 {
-	return m->rc[thread_slot() % m->nrc];
-}
-
-/* A lane for the calling thread, held (rpc_direct_release when done):
- * its own first, else any free one; NULL when every lane is held. */
-static struct rpc_direct *lane_hold(struct strata_mem *m)
-{
-	uint32_t start = m->nlanes ? thread_slot() % m->nlanes : 0;
-
-	for (uint32_t i = 0; i < m->nlanes; i++) {
-		struct rpc_direct *d = m->lanes[(start + i) % m->nlanes];
-
-		if (rpc_direct_try_hold(d))
-			return d;
-	}
-	return NULL;
+	return m->rc[rpc_thread_slot() % m->nrc];
 }
 
 /* A new operation; key[klen] (may be NULL) is copied into it, so that a
@@ -699,7 +633,7 @@ static bool ops_done(void *arg)
  * is free, else through the reactor threads. */
 static void run_ops(struct strata_mem *m, struct strata_mem_op **ops, uint32_t n)
 {
-	struct rpc_direct *d = lane_hold(m);
+	struct rpc_direct *d = rpc_lanes_hold(m->lanes);
 	struct op_set set = { ops, n };
 
 	if (d) {

@@ -5,8 +5,12 @@
  * bodies.
  *
  * Every call blocks the calling thread (any thread but the rpc_client's
- * own reactor thread) until the reply arrives or ctx->timeout_ms passes,
- * and returns 0 (or a documented count) or a negative error: the ns_*
+ * own reactor thread) until the reply arrives or ctx->timeout_ms passes.
+ * With lanes on the rpc_client (libstrata's: rpc_client_add_lanes,
+ * net/rpc.h) the call is written and answered on the calling thread, over
+ * a lane's own connection, and goes through the rpc_client's thread only
+ * when every lane is held; either way the same timeouts, retries,
+ * credentials and errors apply. A call returns 0 (or a documented count) or a negative error: the ns_*
  * error the service answered (-ENOENT, -EEXIST, -ESTALE, ...), a
  * transport error (-ETIMEDOUT, -ECONNREFUSED, ...), STRATA_EBADMSG for a
  * reply that does not decode, -ENAMETOOLONG for a name or path too long

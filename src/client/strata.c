@@ -26,6 +26,12 @@
 #include "strata/locate.h"
 
 #define PATH_MAX_LEN 4096
+/* Lanes for meta calls (rpc_lanes): as many threads as a FUSE mount or a
+ * benchmark calls from make their calls on their own threads; more fall
+ * back to the meta rpc_client's thread. Each costs two descriptors, and a
+ * connection per meta server it has called. Knob for tests:
+ * STRATA_TEST_META_LANES=N (0: every call through that thread). */
+#define META_LANES 16u
 
 const char *strata_version(void)
 {
@@ -218,6 +224,9 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
 		rc = rpc_pool_set_cred(rpc_client_pool(s->rpc), &s->cred);
 	if (!rc && s->has_tls)
 		rpc_pool_set_tls(rpc_client_pool(s->rpc), s->tls);
+	if (!rc)	/* meta calls on the calling thread (meta_client.h) */
+		rc = rpc_client_add_lanes(s->rpc, rpc_lanes_count("STRATA_TEST_META_LANES",
+								   META_LANES));
 	if (rc)
 		goto fail;
 	s->nio = (int)s->o.io_threads;

@@ -133,6 +133,7 @@ int rpc_pool_call(struct rpc_pool *p, const char *addr, const struct rpc_call_ar
 struct rpc_client {
 	struct reactor *r;
 	struct rpc_pool *pool;
+	struct rpc_lanes *lanes;	/* NULL: every call through r */
 };
 
 static void free_pool_task(void *arg)
@@ -187,6 +188,7 @@ void rpc_client_free(struct rpc_client *cl)
 	reactor_stop(cl->r);
 	reactor_join(cl->r);
 	reactor_free(cl->r);
+	rpc_lanes_free(cl->lanes);
 	free(cl);
 }
 
@@ -208,17 +210,36 @@ struct sync_call {
 	int done;
 };
 
+/* A blocking call's outcome into res (rpc_call_sync, rpc_direct_call_sync). */
+static void result_fill(struct rpc_result *res, int status, const struct rpc_msg *resp)
+{
+	res->status = status;
+	if (resp) {
+		res->hdr = resp->hdr;
+		if (bbuf_append(&res->body, resp->body, resp->hdr.body_len))
+			res->status = -ENOMEM;
+		res->bulk_len = resp->hdr.bulk_len;
+	}
+}
+
+/* The pool call of a blocking call, answered to cb(arg). */
+static struct rpc_call_args call_args(const struct rpc_sync_args *a, rpc_cb cb, void *arg)
+{
+	struct rpc_call_args ca = {
+		.op = a->op, .body = a->body, .body_len = a->body_len,
+		.bulk = a->bulk, .bulk_len = a->bulk_len,
+		.bulk_dst = a->bulk_dst, .bulk_cap = a->bulk_cap,
+		.timeout_ms = a->timeout_ms, .flags = a->flags, .cb = cb, .arg = arg,
+	};
+
+	return ca;
+}
+
 static void sync_done(void *arg, int status, struct rpc_msg *resp)
 {
 	struct sync_call *s = arg;
 
-	s->res->status = status;
-	if (resp) {
-		s->res->hdr = resp->hdr;
-		if (bbuf_append(&s->res->body, resp->body, resp->hdr.body_len))
-			s->res->status = -ENOMEM;
-		s->res->bulk_len = resp->hdr.bulk_len;
-	}
+	result_fill(s->res, status, resp);
 	pthread_mutex_lock(&s->lock);
 	s->done = 1;
 	pthread_cond_signal(&s->cond);
@@ -228,12 +249,7 @@ static void sync_done(void *arg, int status, struct rpc_msg *resp)
 static void sync_start(void *arg)
 {
 	struct sync_call *s = arg;
-	struct rpc_call_args ca = {
-		.op = s->a->op, .body = s->a->body, .body_len = s->a->body_len,
-		.bulk = s->a->bulk, .bulk_len = s->a->bulk_len,
-		.bulk_dst = s->a->bulk_dst, .bulk_cap = s->a->bulk_cap,
-		.timeout_ms = s->a->timeout_ms, .flags = s->a->flags, .cb = sync_done, .arg = s,
-	};
+	struct rpc_call_args ca = call_args(s->a, sync_done, s);
 	int rc = rpc_pool_call(s->cl->pool, s->addr, &ca);
 
 	if (rc)
@@ -244,8 +260,14 @@ int rpc_call_sync(struct rpc_client *cl, const char *addr, const struct rpc_sync
 		  struct rpc_result *res)
 {
 	struct sync_call s = { .cl = cl, .addr = addr, .a = a, .res = res };
+	struct rpc_direct *d = rpc_lanes_hold(cl->lanes);
 	int rc;
 
+	if (d) {
+		rc = rpc_direct_call_sync(d, addr, a, res);
+		rpc_direct_release(d);
+		return rc;
+	}
 	memset(res, 0, sizeof(*res));
 	bbuf_init(&res->body);
 	pthread_mutex_init(&s.lock, NULL);
@@ -272,6 +294,7 @@ struct rpc_direct {
 	struct rpc_pool *pool;
 	int held;		/* 1 while a thread holds it (atomic) */
 	uint64_t left_ms;	/* when the last holder gave it back */
+	uint32_t idle_ms;	/* DIRECT_IDLE_MS, or 0: look at every hold */
 };
 
 /* Held again within this long, d skips its look at what happened in
@@ -291,6 +314,7 @@ int rpc_direct_new(const char *name, uint32_t timeout_ms, struct rpc_direct **ou
 		free(d);
 		return rc;
 	}
+	d->idle_ms = DIRECT_IDLE_MS;
 	*out = d;
 	return 0;
 }
@@ -314,7 +338,7 @@ bool rpc_direct_try_hold(struct rpc_direct *d)
 	if (!__atomic_compare_exchange_n(&d->held, &free_, 1, false, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
 		return false;
-	if (reactor_now_ms() - d->left_ms >= DIRECT_IDLE_MS)
+	if (reactor_now_ms() - d->left_ms >= d->idle_ms)
 		reactor_run_until(d->r, NULL, NULL);
 	return true;
 }
@@ -328,4 +352,142 @@ void rpc_direct_release(struct rpc_direct *d)
 int rpc_direct_wait(struct rpc_direct *d, bool (*done)(void *arg), void *arg)
 {
 	return reactor_run_until(d->r, done, arg);
+}
+
+struct direct_call {
+	struct rpc_result *res;
+	bool done;
+};
+
+static void direct_done(void *arg, int status, struct rpc_msg *resp)
+{
+	struct direct_call *c = arg;
+
+	result_fill(c->res, status, resp);
+	c->done = true;
+}
+
+static bool direct_call_done(void *arg)
+{
+	return ((struct direct_call *)arg)->done;
+}
+
+int rpc_direct_call_sync(struct rpc_direct *d, const char *addr, const struct rpc_sync_args *a,
+			 struct rpc_result *res)
+{
+	struct direct_call c = { .res = res };
+	struct rpc_call_args ca = call_args(a, direct_done, &c);
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	bbuf_init(&res->body);
+	rc = rpc_pool_call(d->pool, addr, &ca);
+	if (rc)
+		direct_done(&c, rc, NULL);
+	else
+		rpc_direct_wait(d, direct_call_done, &c);	/* its timeout ends it */
+	return res->status;
+}
+
+/* ---- rpc_lanes ---- */
+
+struct rpc_lanes {
+	uint32_t n;
+	struct rpc_direct *d[];
+};
+
+int rpc_lanes_new(const char *name, uint32_t n, const struct rpc_pool *like,
+		  struct rpc_lanes **out)
+{
+	struct rpc_lanes *l;
+	int rc = 0;
+
+	if (n > RPC_LANES_MAX)
+		n = RPC_LANES_MAX;
+	l = calloc(1, sizeof(*l) + n * sizeof(l->d[0]));
+	if (!l)
+		return -ENOMEM;
+	while (!rc && l->n < n) {
+		struct rpc_pool *p;
+
+		rc = rpc_direct_new(name, like->timeout_ms, &l->d[l->n]);
+		if (rc)
+			break;
+		p = l->d[l->n++]->pool;
+		if (like->has_cred)
+			rc = rpc_pool_set_cred(p, &like->cred);
+		if (like->has_tls)
+			rpc_pool_set_tls(p, like->tls);
+	}
+	if (rc) {
+		rpc_lanes_free(l);
+		return rc;
+	}
+	*out = l;
+	return 0;
+}
+
+void rpc_lanes_free(struct rpc_lanes *l)
+{
+	if (!l)
+		return;
+	for (uint32_t i = 0; i < l->n; i++)
+		rpc_direct_free(l->d[i]);
+	free(l);
+}
+
+unsigned rpc_thread_slot(void)
+{
+	static unsigned next;
+	static __thread unsigned mine = UINT32_MAX;
+
+	if (mine == UINT32_MAX)
+		mine = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+	return mine;
+}
+
+struct rpc_direct *rpc_lanes_hold(struct rpc_lanes *l)
+{
+	uint32_t start;
+
+	if (!l || !l->n)
+		return NULL;
+	start = rpc_thread_slot() % l->n;
+	for (uint32_t i = 0; i < l->n; i++) {
+		struct rpc_direct *d = l->d[(start + i) % l->n];
+
+		if (rpc_direct_try_hold(d))
+			return d;
+	}
+	return NULL;
+}
+
+uint32_t rpc_lanes_count(const char *env, uint32_t n)
+{
+	const char *v = env ? getenv(env) : NULL;
+
+	if (v && *v) {
+		char *end;
+		long k;
+
+		errno = 0;
+		k = strtol(v, &end, 10);
+		if (!errno && *end == '\0' && k >= 0)
+			n = k > (long)RPC_LANES_MAX ? RPC_LANES_MAX : (uint32_t)k;
+	}
+	return n > RPC_LANES_MAX ? RPC_LANES_MAX : n;
+}
+
+int rpc_client_add_lanes(struct rpc_client *cl, uint32_t n)
+{
+	int rc = n ? rpc_lanes_new("strata-lane", n, cl->pool, &cl->lanes) : 0;
+
+	/* cl's thread notices a peer's close at once; so does a lane, by
+	 * looking at every hold (a syscall): a call made right after
+	 * another, the second of a path operation, is not written to a
+	 * connection whose server has just died (an -ECONNRESET that
+	 * mc_again could not retry) but reconnects, or finds it refused. */
+	for (uint32_t i = 0; !rc && cl->lanes && i < cl->lanes->n; i++)
+		cl->lanes->d[i]->idle_ms = 0;
+	return rc;
 }

@@ -6,7 +6,8 @@
  * forwarding, heartbeats) and by the client library's I/O threads.
  *
  * rpc_client: a reactor thread with its own pool, plus blocking calls from
- * any thread (CLI, tools, the synchronous client API).
+ * any thread (CLI, tools, the synchronous client API), optionally run on
+ * the calling thread over lanes (rpc_client_add_lanes).
  */
 #ifndef STRATA_NET_RPC_H
 #define STRATA_NET_RPC_H
@@ -107,5 +108,47 @@ void rpc_direct_release(struct rpc_direct *d);
  * that waits for the holder's calls returns. 0, or -EIO when epoll failed
  * on the way (logged; the calls then ended by their timeouts). */
 int rpc_direct_wait(struct rpc_direct *d, bool (*done)(void *arg), void *arg);
+/* Holder only: a blocking call over d's pool, answered on the calling
+ * thread (rpc_direct_wait). Same contract as rpc_call_sync. */
+int rpc_direct_call_sync(struct rpc_direct *d, const char *addr, const struct rpc_sync_args *a,
+			 struct rpc_result *res);
+
+/*
+ * rpc_lanes: rpc_directs shared by the threads that make blocking calls
+ * (libstrata's memory and meta calls). A thread takes the lane its number
+ * (rpc_thread_slot) names when it is free, so that it keeps one lane and
+ * that lane's connections while threads are fewer than lanes, else any
+ * free one; when every lane is held, the caller uses its rpc_client.
+ */
+#define RPC_LANES_MAX 64u
+
+struct rpc_lanes;
+
+/* n lanes (at most RPC_LANES_MAX; 0: none, rpc_lanes_hold always NULL)
+ * whose pools present, and time out, as like does now (its credential and
+ * TLS context are copied; set them on like first). 0, or a negative
+ * error (-ENOMEM, -EMFILE: the descriptors of a lane) with nothing left. */
+int rpc_lanes_new(const char *name, uint32_t n, const struct rpc_pool *like,
+		  struct rpc_lanes **out);
+/* Frees every lane; no thread may hold one. l may be NULL. */
+void rpc_lanes_free(struct rpc_lanes *l);
+/* A free lane, now held by the calling thread (rpc_direct_release when
+ * done), or NULL when every lane is held (or l is NULL). Never waits. */
+struct rpc_direct *rpc_lanes_hold(struct rpc_lanes *l);
+/* How many lanes: n, or the value of environment variable env (a test
+ * knob) when it is set to a number >= 0; at most RPC_LANES_MAX. */
+uint32_t rpc_lanes_count(const char *env, uint32_t n);
+/* The calling thread's number, given on its first call (0, 1, ...): picks
+ * a thread's lane, and other per-thread choices (an I/O thread). */
+unsigned rpc_thread_slot(void);
+
+/* Gives cl n lanes (rpc_lanes, like cl's pool: call after its
+ * rpc_pool_set_cred and set_tls, before its first call; freed with cl):
+ * from then on rpc_call_sync runs on the calling thread over a free lane
+ * (rpc_direct_call_sync), and through cl's thread only when every lane is
+ * held. Timeouts, reconnects, credentials and errors stay the same; a
+ * lane looks for a peer's close at every hold, as cl's thread would have
+ * seen it. 0 or rpc_lanes_new's error (cl unchanged). */
+int rpc_client_add_lanes(struct rpc_client *cl, uint32_t n);
 
 #endif

@@ -5,10 +5,12 @@
  * connection failed and after rpc_pool_reset; timeouts; a refused port; a
  * peer named by a host name; many threads calling at once over one pooled
  * connection. rpc_direct: calls written and answered on the holder's
- * thread, one holder at a time, many threads sharing a few of them (and
- * falling back to the rpc_client when all are held), a timeout, a peer
- * that drops the connection mid-call, a direct call while a call of the
- * rpc_client is in flight.
+ * thread, one holder at a time, many threads sharing a few of them
+ * (rpc_lanes, falling back to the rpc_client when all are held), a
+ * timeout, a peer that drops the connection mid-call, a direct call while
+ * a call of the rpc_client is in flight. An rpc_client with lanes: its
+ * blocking calls on the caller's thread, through its own thread once
+ * every lane is held.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -468,7 +470,7 @@ static void test_direct_while_an_async_call_is_in_flight(void **state)
 
 struct lane_caller {
 	struct fix *f;
-	struct rpc_direct **lanes;
+	struct rpc_lanes *lanes;
 	int id, failures, direct, fallback;
 	pthread_t th;
 };
@@ -479,14 +481,10 @@ static void *lane_caller_main(void *arg)
 
 	for (int i = 0; i < CALLS; i++) {
 		uint8_t body[8];
-		struct rpc_direct *d = NULL;
+		struct rpc_direct *d = rpc_lanes_hold(c->lanes);
 
 		put_le32(body, (uint32_t)c->id);
 		put_le32(body + 4, (uint32_t)i);
-		for (int k = 0; k < LANES && !d; k++) {
-			if (rpc_direct_try_hold(c->lanes[(c->id + k) % LANES]))
-				d = c->lanes[(c->id + k) % LANES];
-		}
 		if (d) {
 			struct dcall dc;
 
@@ -512,12 +510,24 @@ static void *lane_caller_main(void *arg)
 static void test_direct_many_threads_few_lanes(void **state)
 {
 	struct fix *f = *state;
-	struct rpc_direct *lanes[LANES];
+	struct rpc_direct *held[LANES];
+	struct rpc_lanes *lanes;
 	struct lane_caller c[CALLERS * 2];
 	int direct = 0;
 
+	assert_int_equal(rpc_lanes_new("lane", LANES, rpc_client_pool(f->cl), &lanes), 0);
+	/* Each lane to one holder; none left, then one again. */
+	for (int i = 0; i < LANES; i++) {
+		held[i] = rpc_lanes_hold(lanes);
+		assert_non_null(held[i]);
+		for (int k = 0; k < i; k++)
+			assert_ptr_not_equal(held[i], held[k]);
+	}
+	assert_null(rpc_lanes_hold(lanes));
+	rpc_direct_release(held[0]);
+	assert_ptr_equal(rpc_lanes_hold(lanes), held[0]);
 	for (int i = 0; i < LANES; i++)
-		assert_int_equal(rpc_direct_new("lane", 5000, &lanes[i]), 0);
+		rpc_direct_release(held[i]);
 	for (int i = 0; i < CALLERS * 2; i++) {
 		c[i] = (struct lane_caller){ .f = f, .lanes = lanes, .id = i };
 		assert_int_equal(pthread_create(&c[i].th, NULL, lane_caller_main, &c[i]), 0);
@@ -529,10 +539,87 @@ static void test_direct_many_threads_few_lanes(void **state)
 		direct += c[i].direct;
 	}
 	assert_true(direct > 0);
-	for (int i = 0; i < LANES; i++)
-		rpc_direct_free(lanes[i]);
+	rpc_lanes_free(lanes);
 	/* A connection per lane used, and the client's one at most. */
 	assert_true(latch_get(&f->s.ev.accepted) <= LANES + 1);
+}
+
+static void test_direct_call_sync(void **state)
+{
+	struct fix *f = *state;
+	static const char body[] = "direct";
+	struct rpc_sync_args a = { .op = T_ECHO, .body = body, .body_len = sizeof(body) };
+	struct rpc_lanes *lanes;
+	struct rpc_result res;
+	struct rpc_direct *d;
+
+	assert_int_equal(rpc_lanes_new("lane", 1, rpc_client_pool(f->cl), &lanes), 0);
+	d = rpc_lanes_hold(lanes);
+	assert_non_null(d);
+	assert_int_equal(rpc_direct_call_sync(d, f->addr, &a, &res), 0);
+	assert_int_equal(res.hdr.opcode, T_ECHO);
+	assert_int_equal(res.body.len, sizeof(body));
+	assert_memory_equal(res.body.buf, body, sizeof(body));
+	rpc_result_release(&res);
+	a = (struct rpc_sync_args){ .op = T_FAIL };
+	assert_int_equal(rpc_direct_call_sync(d, f->addr, &a, &res), -ENOENT);
+	assert_int_equal(res.status, -ENOENT);
+	rpc_result_release(&res);
+	a = (struct rpc_sync_args){ .op = T_SILENT, .timeout_ms = 50 };
+	assert_int_equal(rpc_direct_call_sync(d, f->addr, &a, &res), -ETIMEDOUT);
+	rpc_result_release(&res);
+	assert_true(latch_wait(&f->s.silent_got, 1));
+	assert_int_equal(reactor_call(f->s.r, release_silent, &f->s), 0);
+	/* An address that does not parse fails at once, with nothing kept. */
+	a = (struct rpc_sync_args){ .op = T_ECHO };
+	assert_int_equal(rpc_direct_call_sync(d, "no port", &a, &res), -EINVAL);
+	assert_int_equal(res.body.len, 0);
+	rpc_result_release(&res);
+	rpc_direct_release(d);
+	rpc_lanes_free(lanes);
+	assert_int_equal(latch_get(&f->s.ev.accepted), 1);
+}
+
+struct silent_caller {
+	struct fix *f;
+	int rc;
+	pthread_t th;
+};
+
+static void *silent_caller_main(void *arg)
+{
+	struct silent_caller *c = arg;
+	struct rpc_sync_args a = { .op = T_SILENT };
+	struct rpc_result res;
+
+	c->rc = rpc_call_sync(c->f->cl, c->f->addr, &a, &res);
+	rpc_result_release(&res);
+	return NULL;
+}
+
+static void test_client_with_lanes(void **state)
+{
+	struct fix *f = *state;
+	struct silent_caller sc = { .f = f, .rc = 1 };
+
+	assert_int_equal(rpc_client_add_lanes(f->cl, 1), 0);
+	/* A call that the server holds, on the one lane: its own connection. */
+	assert_int_equal(pthread_create(&sc.th, NULL, silent_caller_main, &sc), 0);
+	assert_true(latch_wait(&f->s.silent_got, 1));
+	assert_int_equal(latch_get(&f->s.ev.accepted), 1);
+	/* Meanwhile this thread finds the lane held: through the client's
+	 * thread, over a second connection. */
+	assert_int_equal(call_op(f, f->addr, T_ECHO, 0), 0);
+	assert_int_equal(latch_get(&f->s.ev.accepted), 2);
+	assert_int_equal(reactor_call(f->s.r, release_silent, &f->s), 0);
+	pthread_join(sc.th, NULL);
+	assert_int_equal(sc.rc, 0);
+	/* The lane is free again: calls go over its connection, status and
+	 * all, and no third one is opened. */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(call_op(f, f->addr, T_ECHO, 0), 0);
+	assert_int_equal(call_op(f, f->addr, T_FAIL, 0), -ENOENT);
+	assert_int_equal(latch_get(&f->s.ev.accepted), 2);
 }
 
 int main(void)
@@ -550,6 +637,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_direct_while_an_async_call_is_in_flight, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_direct_many_threads_few_lanes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_direct_call_sync, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_client_with_lanes, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
