@@ -196,10 +196,12 @@ int listener_new_opts(struct reactor **reactors, int nreactors, const char *addr
 		goto fail;
 	}
 	l->port = addr_port(&ss);
-	rc = reactor_watch_add(reactors[0], &l->watch, l->fd, EPOLLIN, listener_on_event, l);
-	if (rc)
-		goto fail;
-	l->watching = true;
+	if (!l->o.paused) {
+		rc = reactor_watch_add(reactors[0], &l->watch, l->fd, EPOLLIN, listener_on_event, l);
+		if (rc)
+			goto fail;
+		l->watching = true;
+	}
 	*out = l;
 	return 0;
 fail:
@@ -207,6 +209,15 @@ fail:
 		close(l->fd);
 	free(l);
 	return rc;
+}
+
+void listener_accept(struct listener *l)
+{
+	if (l && l->o.paused) {
+		l->o.paused = false;
+		/* on_resume on reactors[0]'s thread: it owns the watch. */
+		reactor_call(l->reactors[0], on_resume, l);
+	}
 }
 
 int listener_port(const struct listener *l) { return l->port; }

@@ -13,6 +13,7 @@
 #include "conn.h"
 #include "reactor.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
 
@@ -37,6 +38,10 @@ struct listener_opts {
 	 * to 16 times it while the failures go on: the socket stays ready,
 	 * and retrying at once would spin. */
 	uint32_t backoff_ms;
+	/* Bound and listening, but not accepting until listener_accept():
+	 * connections wait in the kernel's backlog meanwhile (a daemon
+	 * whose services are still starting, with routes not yet set). */
+	bool paused;
 };
 
 /* Defaults: no admission hook, backoff 50 ms. */
@@ -55,6 +60,9 @@ int listener_new(struct reactor **reactors, int nreactors, const char *addr,
 int listener_new_opts(struct reactor **reactors, int nreactors, const char *addr,
 		      const struct conn_handler *h, const struct listener_opts *opts,
 		      struct listener **out);
+/* Starts accepting on a listener opened paused (any thread but a
+ * reactor's; the reactors running). No-op otherwise. */
+void listener_accept(struct listener *l);
 /* The bound port (useful with port 0). */
 int listener_port(const struct listener *l);
 /* accept() pauses taken so far (EMFILE and the like). */

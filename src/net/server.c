@@ -394,6 +394,7 @@ int rpc_server_listen(struct rpc_server *s, const char *addr)
 	int rc;
 
 	listener_opts_init(&lo, sizeof(lo));
+	lo.paused = true;
 	if (s->gate) {
 		lo.admit = admit;
 		lo.unadmit = unadmit;
@@ -404,6 +405,11 @@ int rpc_server_listen(struct rpc_server *s, const char *addr)
 	if (rc)
 		return rc;
 	return listener_port(s->listener);
+}
+
+void rpc_server_accept(struct rpc_server *s)
+{
+	listener_accept(s->listener);
 }
 
 void rpc_server_free(struct rpc_server *s)

@@ -77,9 +77,14 @@ struct rpc_server_stats {
 };
 void rpc_server_stats_get(struct rpc_server *s, struct rpc_server_stats *out);
 
-/* Listens on addr ("host:port", port 0 = any). Returns the port (> 0) or a
- * negative error. */
+/* Listens on addr ("host:port", port 0 = any): bound, so the port is
+ * known, but accepting only from rpc_server_accept(), once the routes are
+ * set (a connection meanwhile waits in the backlog instead of getting
+ * "unknown operation" for a service still starting). Returns the port
+ * (> 0) or a negative error. */
 int rpc_server_listen(struct rpc_server *s, const char *addr);
+/* Starts accepting (the reactors running; not on a reactor's thread). */
+void rpc_server_accept(struct rpc_server *s);
 /* Stops accepting and closes every accepted connection, on each reactor's
  * thread (reactors must be running). After it no request arrives. */
 void rpc_server_shutdown(struct rpc_server *s);

@@ -814,6 +814,9 @@ static int serve(struct daemon *d_, const struct all_keys *keys)
 	rc = start_services(&d, keys);
 	if (rc)
 		goto stop;
+	/* Every route is set: connections waiting in the backlog are
+	 * taken now (none got "unknown operation" from a service starting). */
+	rpc_server_accept(d.srv);
 	if (d.cfg.metrics_listen[0]) {
 		rc = metrics_start(d.cfg.metrics_listen, collect_metrics, &d, &d.metrics);
 		if (rc < 0) {
