@@ -566,16 +566,21 @@ local function expand_hostlist(s)
 			end
 			out[#out + 1] = item
 		else
+			local bad = "'" .. item .. "': '" .. ranges ..
+				"' is not N or N-M with N <= M, comma-separated (such as n[1-3,5])"
 			if ranges == "" or ranges:sub(-1) == "," then
-				return nil, "'" .. item .. "': '" .. ranges .. "' is not N or N-M with N <= M, comma-separated"
+				return nil, bad
 			end
 			for part in (ranges .. ","):gmatch("([^,]*),") do
 				local a, b = part:match("^(%d+)%-(%d+)$")
 				a = a or part:match("^(%d+)$")
 				b = b or a
 				local lo, hi = tonumber(a), tonumber(b)
-				if not lo or hi < lo or #b > 9 or #out + hi - lo >= 4096 then
-					return nil, "'" .. item .. "': '" .. part .. "' is not N or N-M with N <= M (of 4096 names at most)"
+				if not lo or hi < lo or #b > 9 then
+					return nil, bad
+				end
+				if #out + hi - lo >= 4096 then
+					return nil, "'" .. s .. "' names more than 4096 nodes"
 				end
 				local width = (a:sub(1, 1) == "0" and #a > 1) and #a or 0
 				for i = lo, hi do

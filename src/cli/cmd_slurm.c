@@ -468,6 +468,10 @@ static int expand_hostlist(const char *spec, struct hostlist_out *o, char *why, 
 	const char *p = spec;
 
 	o->n = o->used = 0;
+	if (!*p) {
+		snprintf(why, whylen, "an empty hostlist (give NAME,... or PREFIX[RANGES])");
+		return -EINVAL;
+	}
 	while (*p) {
 		const char *item = p, *open, *close = NULL;
 		int rc;
@@ -533,9 +537,24 @@ static int gres(struct slurm_args *a)
 	v[n] = NULL;
 	if (a->files && (a->files[0] != '/' || !plain_word(a->files)))
 		return usage("slurm gres: --files: an absolute path prefix, such as /dev/nvidia");
+	if (a->names) {
+		char why[256];
+		struct hostlist_out ho = { .buflen = SLURM_MAX_NAMES * 64, .names = names,
+					   .max = SLURM_MAX_NAMES };
+
+		list = ho.buf = malloc(ho.buflen);
+		if (!list || expand_hostlist(a->names, &ho, why, sizeof(why))) {
+			cli_err("%s: --names: %s", a->cmd, list ? why : strerror(ENOMEM));
+			free(list);
+			return 2;
+		}
+		nnames = ho.n;
+	}
 	rc = run_self(v, &text);
-	if (rc)
+	if (rc) {
+		free(list);
 		return rc;
+	}
 	svc = json_loads(text, 0, NULL);
 	free(text);
 	inv = json_object_get(json_object_get(json_object_get(svc, "Oem"), "Strata"), "Inventory");
@@ -550,24 +569,11 @@ static int gres(struct slurm_args *a)
 	 * say which node holds which model. */
 	if (json_object_size(models) == 1)
 		gres_type(json_object_iter_key(json_object_iter(models)), type, sizeof(type));
-	if (a->names) {
-		char why[256];
-		struct hostlist_out ho = { .buflen = SLURM_MAX_NAMES * 64, .names = names,
-					   .max = SLURM_MAX_NAMES };
-
-		list = ho.buf = malloc(ho.buflen);
-		if (!list || expand_hostlist(a->names, &ho, why, sizeof(why))) {
-			cli_err("%s: --names: %s", a->cmd, list ? why : strerror(ENOMEM));
-			rc = 2;
-			goto out;
-		}
-		nnames = ho.n;
-		if (nnames != json_array_size(nodes)) {
-			cli_err("%s: --names gives %zu name(s), the inventory lists %zu compute node(s)",
-				a->cmd, nnames, json_array_size(nodes));
-			rc = 2;
-			goto out;
-		}
+	if (nnames && nnames != json_array_size(nodes)) {
+		cli_err("%s: --names gives %zu name(s), the inventory lists %zu compute node(s)",
+			a->cmd, nnames, json_array_size(nodes));
+		rc = 2;
+		goto out;
 	}
 	if (a->out && !(f = fopen(a->out, "w"))) {
 		cli_err("%s: cannot write '%s': %s", a->cmd, a->out, strerror(errno));

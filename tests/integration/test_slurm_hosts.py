@@ -405,9 +405,13 @@ def test_gres_names_take_a_hostlist(hosts_logs):
                      ("n[]", "'n[]' has an empty name or range"),
                      ("n1,", "'n1,' ends with ','"),
                      ("n[1,]", "'n[1,]': '1,' is not N or N-M"),
-                     ("n[0-99999]", "'n[0-99999]' names more than 1024 nodes")):
-        r = s.strata("slurm", "gres", "--names", bad)
-        assert r.returncode == 2 and "slurm gres: --names: " + why in r.stderr, (bad, r.stderr)
+                     ("n[0-99999]", "'n[0-99999]' names more than 1024 nodes"),
+                     ("", "an empty hostlist")):
+        # Refused before the composer is asked (there is none at port 1).
+        r = run_strata("slurm", "gres", "--names", bad, "--mgmt", "127.0.0.1:1",
+                       "--composer", "127.0.0.1:1")
+        assert r.returncode == 2 and "strata: slurm gres: --names: " + why in r.stderr, \
+            (bad, r.stderr)
 
 
 def _lua_expand(cases):
@@ -449,16 +453,19 @@ def _lua_expand(cases):
 
 def test_burst_buffer_expands_hostlists():
     got = _lua_expand(["n[1-3,5]", "host[1-2]", "a,b[01-03]x,c", "n1", "n[3-1]", "n[1-2",
-                       "n[a]", "n[1-2]x[3]", "n[]", "n1,", ",n1", "n[1,]", "n[0-99999]"])
+                       "n[a]", "n[1-2]x[3]", "n[]", "n1,", ",n1", "n[1,]", "n[0-99999]", ""])
+    bad = "is not N or N-M with N <= M, comma-separated (such as n[1-3,5])"
+    one = "is not NAME or PREFIX[RANGES]SUFFIX (one bracket per name)"
     assert got == [
         "n1 n2 n3 n5", "host1 host2", "a b01x b02x b03x c", "n1",
-        "error: 'n[3-1]': '3-1' is not N or N-M with N <= M (of 4096 names at most)",
-        "error: 'n[1-2' is not NAME or PREFIX[RANGES]SUFFIX (one bracket per name)",
-        "error: 'n[a]': 'a' is not N or N-M with N <= M (of 4096 names at most)",
-        "error: 'n[1-2]x[3]' is not NAME or PREFIX[RANGES]SUFFIX (one bracket per name)",
-        "error: 'n[]': '' is not N or N-M with N <= M, comma-separated",
+        "error: 'n[3-1]': '3-1' " + bad,
+        "error: 'n[1-2' " + one,
+        "error: 'n[a]': 'a' " + bad,
+        "error: 'n[1-2]x[3]' " + one,
+        "error: 'n[]': '' " + bad,
         "error: 'n1,' ends with ','",
-        "error: ',n1' is not NAME or PREFIX[RANGES]SUFFIX (one bracket per name)",
-        "error: 'n[1,]': '1,' is not N or N-M with N <= M, comma-separated",
-        "error: 'n[0-99999]': '0-99999' is not N or N-M with N <= M (of 4096 names at most)",
+        "error: ',n1' " + one,
+        "error: 'n[1,]': '1,' " + bad,
+        "error: 'n[0-99999]' names more than 4096 nodes",
+        "error: an empty hostlist",
     ], got
