@@ -13,16 +13,17 @@ namespaces rather than NodeName aliases on one address.
 
 Shown: gres.conf from 'strata slurm gres --names host[1-2]' maps each
 NodeName to its host's compute node; a job on each host writes and reads
-through its slice from inside its namespace, sees its STRATA_* variables,
-and its GPUs are its host's (the composition's GPU blocks carry that
+through its slice from inside its namespace (with the strata CLI, and
+through the SPANK plugin's mount where it was built), sees its STRATA_*
+variables, and its GPUs are its host's (the composition's GPU blocks carry that
 host's address); a job on both hosts (-N2, Slurm's 'Nodes=host[1-2]')
 gets one GPU of each; scancel mid-job brings the inventory back to its
 baseline. The hostlists of burst_buffer.lua and of 'strata slurm gres'
 are checked directly too, bad ones refused with the reason.
 
 Needs root (slurmd, namespaces); skips, saying why, without slurm-wlm or
-where network namespaces cannot be made. Every namespace, daemon and job
-process is removed on every way out of the module.
+where network namespaces cannot be made. Every namespace, daemon, mount
+and job process is removed on every way out of the module.
 """
 
 import ctypes
@@ -39,8 +40,9 @@ import pytest
 import netns
 from conftest import (STRATA, STRATAD, Cluster, free_port, run_strata, sanitizer_reports,
                       spawn, wait_until)
-from test_slurm import GPUS, JOB_USER, SLURM_USER, Slurm, _missing, _stop
-from test_slurm import _make_dirs, _write_conf as write_conf
+from test_slurm import (GPUS, JOB_USER, SLURM_USER, SPANK, STRATA_FUSE, Slurm, _make_dirs,
+                        _missing, _no_mount, _stop, _unmount_all)
+from test_slurm import _write_conf as write_conf
 from test_slurm import slurm_logs  # noqa: F401 (a fixture, on this module's slurm)
 
 HOSTS = ("host1", "host2")
@@ -175,7 +177,14 @@ def slurm():
                      "--out", s.etc / "gres.conf")
         assert r.returncode == 0, r.stdout + r.stderr
         _write_conf(s, free_port(), free_port())
-        (s.etc / "plugstack.conf").write_text("")
+        # The SPANK plugin where it was built: slurmd's mounts are in the
+        # root mount namespace (nsenter --net), strata-fuse in the host's
+        # network namespace.
+        (base / "mnt").mkdir()
+        (base / "mnt").chmod(0o1777)
+        (s.etc / "plugstack.conf").write_text(
+            "optional %s mount_root=%s strata_fuse=%s\n" % (SPANK, base / "mnt", STRATA_FUSE)
+            if _no_mount() is None else "")
 
         s.start_slurmctld()
         for h in HOSTS:
@@ -196,7 +205,9 @@ def slurm():
             problems = []
             steps = [lambda p=p: _stop(p) for p in
                      list(s.slurmd.values()) + list(reversed(s.procs)) + s.compute]
-            steps += [lambda: _kill_namespace_procs(s.fabric),
+            steps += [lambda: problems.extend("mount left behind: " + m
+                                              for m in _unmount_all(base)),
+                      lambda: _kill_namespace_procs(s.fabric),
                       lambda: s.cluster and s.cluster.stop_all(),
                       lambda: problems.extend(s.fabric.destroy())]
             for step in steps:
@@ -238,6 +249,9 @@ head -c 1048576 /dev/urandom > $W/in-$SLURM_JOB_ID
 mkdir -p $W/out-$SLURM_JOB_ID
 {strata} get -q "$STRATA_VOLUME/data" $W/out-$SLURM_JOB_ID && \
   cmp $W/in-$SLURM_JOB_ID $W/out-$SLURM_JOB_ID/data && echo read=same
+if [ -n "$STRATA_VOLUME_DIR" ]; then
+  cmp $W/in-$SLURM_JOB_ID "$STRATA_VOLUME_DIR/data" && echo mount=same
+fi
 rm -rf $W/in-$SLURM_JOB_ID $W/out-$SLURM_JOB_ID
 touch $W/ready-$SLURM_JOB_ID
 # Until the test has seen it running (at most 60 s).
@@ -272,6 +286,9 @@ def test_a_job_on_each_host_gets_its_hosts_gpus(slurm_logs):
         assert "vol=/volumes/%s mgmt=%s ns=%s token=set" % (
             comp["Id"], s.cluster_mgmt(), comp["Id"]) in text, text
         assert "put=ok" in text and "read=same" in text and "done" in text, text
+        # Through the SPANK plugin's strata-fuse mount on its host too.
+        if _no_mount() is None:
+            assert "mount=same" in text, text
         # Its GPUs: GPU 0..ngpu-1 of its host's compute node, at its address.
         assert [(g[0], g[1], g[2].rsplit(":", 1)[0]) for g in seen[h][1]] == \
             [(COMPUTE_ID[h], i, s.ip(h)) for i in range(ngpu)], seen[h]
