@@ -268,6 +268,16 @@ PartitionName=batch Nodes=ALL Default=YES MaxTime=10 State=UP
            b=b, nodes=nodes))
 
 
+def _write_plugstack(s):
+    """plugstack.conf: the SPANK plugin where it was built, mounting under
+    base/mnt (everyone's, sticky); empty otherwise."""
+    (s.base / "mnt").mkdir()
+    (s.base / "mnt").chmod(0o1777)
+    (s.etc / "plugstack.conf").write_text(
+        "optional %s mount_root=%s strata_fuse=%s\n" % (SPANK, s.base / "mnt", STRATA_FUSE)
+        if _no_mount() is None else "")
+
+
 def _unmount_all(base, timeout=20):
     """Lazily unmounts every mount under base (strata-fuse mounts the
     SPANK plugin made and a dead step left), and waits for their
@@ -362,11 +372,7 @@ def slurm():
                      "--out", s.etc / "gres.conf")
         assert r.returncode == 0, r.stdout + r.stderr
         _write_conf(s, free_port(), free_port())
-        (base / "mnt").mkdir()
-        (base / "mnt").chmod(0o1777)
-        (s.etc / "plugstack.conf").write_text(
-            "optional %s mount_root=%s strata_fuse=%s\n" % (SPANK, base / "mnt", STRATA_FUSE)
-            if _no_mount() is None else "")
+        _write_plugstack(s)
 
         s.start_slurmctld()
         s.start_slurmd()

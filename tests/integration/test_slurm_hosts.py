@@ -40,8 +40,8 @@ import pytest
 import netns
 from conftest import (STRATA, STRATAD, Cluster, free_port, run_strata, sanitizer_reports,
                       spawn, wait_until)
-from test_slurm import (GPUS, JOB_USER, SLURM_USER, SPANK, STRATA_FUSE, Slurm, _make_dirs,
-                        _missing, _no_mount, _stop, _unmount_all)
+from test_slurm import (GPUS, JOB_USER, SLURM_USER, Slurm, _make_dirs, _missing, _no_mount,
+                        _stop, _unmount_all, _write_plugstack)
 from test_slurm import _write_conf as write_conf
 from test_slurm import slurm_logs  # noqa: F401 (a fixture, on this module's slurm)
 
@@ -180,11 +180,7 @@ def slurm():
         # The SPANK plugin where it was built: slurmd's mounts are in the
         # root mount namespace (nsenter --net), strata-fuse in the host's
         # network namespace.
-        (base / "mnt").mkdir()
-        (base / "mnt").chmod(0o1777)
-        (s.etc / "plugstack.conf").write_text(
-            "optional %s mount_root=%s strata_fuse=%s\n" % (SPANK, base / "mnt", STRATA_FUSE)
-            if _no_mount() is None else "")
+        _write_plugstack(s)
 
         s.start_slurmctld()
         for h in HOSTS:
