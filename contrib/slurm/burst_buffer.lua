@@ -543,6 +543,59 @@ local function expand_idx(s)
 	return out
 end
 
+-- Slurm's hostlist, expanded: comma-separated items, each NAME or
+-- PREFIX[RANGES]SUFFIX, RANGES a comma list of N or N-M (zero padding
+-- kept: n[01-10]), one bracket per item; "n[1-3,5],gpu7" is n1, n2, n3,
+-- n5, gpu7 (what 'scontrol show job -d' prints for the nodes of one
+-- allocation). -> the names, or nil and why.
+local function expand_hostlist(s)
+	local out, pos = {}, 1
+	if s == "" then
+		return nil, "an empty hostlist"
+	end
+	while pos <= #s do
+		local item = s:match("^[^,%[]*%b[][^,%[]*", pos) or s:match("^[^,%[%]]*", pos)
+		local nxt = s:sub(pos + #item, pos + #item)
+		if item == "" or (nxt ~= "," and nxt ~= "") then
+			return nil, "'" .. s:sub(pos) .. "' is not NAME or PREFIX[RANGES]SUFFIX (one bracket per name)"
+		end
+		local pre, ranges, suf = item:match("^([^%[%]]*)%[([^%[%]]*)%]([^%[%]]*)$")
+		if not pre then
+			if item:find("[%[%]]") then
+				return nil, "'" .. item .. "' is not NAME or PREFIX[RANGES]SUFFIX (one bracket per name)"
+			end
+			out[#out + 1] = item
+		else
+			local bad = "'" .. item .. "': '" .. ranges ..
+				"' is not N or N-M with N <= M, comma-separated (such as n[1-3,5])"
+			if ranges == "" or ranges:sub(-1) == "," then
+				return nil, bad
+			end
+			for part in (ranges .. ","):gmatch("([^,]*),") do
+				local a, b = part:match("^(%d+)%-(%d+)$")
+				a = a or part:match("^(%d+)$")
+				b = b or a
+				local lo, hi = tonumber(a), tonumber(b)
+				if not lo or hi < lo or #b > 9 then
+					return nil, bad
+				end
+				if #out + hi - lo >= 4096 then
+					return nil, "'" .. s .. "' names more than 4096 nodes"
+				end
+				local width = (a:sub(1, 1) == "0" and #a > 1) and #a or 0
+				for i = lo, hi do
+					out[#out + 1] = pre .. string.format("%0" .. width .. "d", i) .. suf
+				end
+			end
+		end
+		pos = pos + #item + 1
+		if nxt == "," and pos > #s then
+			return nil, "'" .. s .. "' ends with ','"
+		end
+	end
+	return out
+end
+
 -- Pre-run, once Slurm has placed the job: the GPUs it gave the job (GRES
 -- gpu with their indices, 'scontrol show job -d') become a composition of
 -- those GPU blocks (slurm-job-ID-gpus, the job's user its owner), so the
@@ -564,14 +617,24 @@ function slurm_bb_pre_run(job_id, job_script)
 	if p then p:close() end
 	local ids = {}
 	for nodes, idx in text:gmatch("Nodes=(%S+)%s+CPU_IDs=%S+%s+Mem=%S+%s+GRES=gpu[^%(%s]*%(IDX:([%d,%-]+)%)") do
-		local node, list = map[nodes], expand_idx(idx)
-		if not node or not list then
-			slurm.log_error("%s: job %s: cannot bind GPUs of nodes '%s' (IDX %s): not one node of gres.conf",
-				NAME, job_id, nodes, idx)
-			return slurm.ERROR, "strata: cannot bind the GPUs of nodes " .. nodes
+		-- One line for the nodes of one allocation: a hostlist (n[1-2]).
+		local names, herr = expand_hostlist(nodes)
+		local list = expand_idx(idx)
+		local why = herr or (not list and "IDX " .. idx .. " is not a list of GPU indices")
+		for _, name in ipairs(names or {}) do
+			if not why and not map[name] then
+				why = "node '" .. name .. "' is not one of gres.conf's strata nodes"
+			end
 		end
-		for _, i in ipairs(list) do
-			ids[#ids + 1] = string.format("gpu-%s-%d", node, i)
+		if why then
+			slurm.log_error("%s: job %s: cannot bind GPUs of nodes '%s' (IDX %s): %s",
+				NAME, job_id, nodes, idx, why)
+			return slurm.ERROR, "strata: cannot bind the GPUs of nodes " .. nodes .. ": " .. why
+		end
+		for _, name in ipairs(names) do
+			for _, i in ipairs(list) do
+				ids[#ids + 1] = string.format("gpu-%s-%d", map[name], i)
+			end
 		end
 	end
 	if #ids == 0 then

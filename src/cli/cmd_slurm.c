@@ -58,7 +58,7 @@ static int usage(const char *msg)
 		"usage: strata slurm install [--conf-dir DIR] [--slurm-user USER] [--state-dir DIR]\n"
 		"                            [--pool NAME] [--tenant user|job] [--retain] [--strata PATH]\n"
 		"                            [--datasets PREFIX] [--results PREFIX]\n"
-		"       strata slurm gres [--names N1,N2,...] [--files PREFIX] [--out FILE]\n"
+		"       strata slurm gres [--names N1,N2,...|n[1-3,5]] [--files PREFIX] [--out FILE]\n"
 		"  the cluster: --mgmt ADDR, --dir DIR or $STRATA_MGMT; --composer HOST:PORT;\n"
 		"  an admin token (--token, ...)\n"
 		"  install: the burst_buffer/lua script into DIR (default /etc/slurm), its\n"
@@ -67,7 +67,8 @@ static int usage(const char *msg)
 		"    --datasets: jobs may stage in dataset= under PREFIX; --results: jobs may\n"
 		"    stage out to stage_out= under PREFIX (both as the job's user)\n"
 		"  gres: gres.conf lines for the composer's GPUs; --names: Slurm's NodeName of\n"
-		"    each compute node, in the inventory's order (default: its host);\n"
+		"    each compute node, in the inventory's order, a Slurm hostlist (default:\n"
+		"    its host);\n"
 		"    --files /dev/nvidia: File=/dev/nvidia[0-N] (default: Count= only)\n");
 	return 2;
 }
@@ -396,10 +397,135 @@ static void gres_type(const char *model, char *out, size_t len)
 	out[i] = 0;
 }
 
+struct hostlist_out {
+	char *buf;		/* the names, each NUL-ended */
+	size_t buflen, used;
+	const char **names;	/* into buf */
+	size_t max, n;
+};
+
+/* Appends PREFIX, NUM (width digits, 0: as is; num < 0: none), SUFFIX. */
+static int hostlist_add(struct hostlist_out *o, const char *pre, int plen, int width, long num,
+			const char *suf, int slen)
+{
+	int len;
+
+	if (o->n == o->max)
+		return -E2BIG;
+	if (num < 0)
+		len = snprintf(o->buf + o->used, o->buflen - o->used, "%.*s", plen, pre);
+	else
+		len = snprintf(o->buf + o->used, o->buflen - o->used, "%.*s%0*ld%.*s", plen, pre,
+			       width, num, slen, suf);
+	if (len < 0 || (size_t)len >= o->buflen - o->used)
+		return -E2BIG;
+	o->names[o->n++] = o->buf + o->used;
+	o->used += (size_t)len + 1;
+	return 0;
+}
+
+/* RANGES of PREFIX[RANGES]SUFFIX (r..close): N or N-M, comma-separated. */
+static int hostlist_ranges(struct hostlist_out *o, const char *item, int plen, const char *r,
+			   const char *close, const char *suf, int slen)
+{
+	while (r < close) {
+		const char *d = r;
+		char *e;
+		long a, b;
+		int width, rc;
+
+		if (*r < '0' || *r > '9')
+			return -EINVAL;
+		errno = 0;
+		a = strtol(r, &e, 10);
+		width = *d == '0' && e - d > 1 ? (int)(e - d) : 0;
+		b = a;
+		if (*e == '-') {
+			if (e[1] < '0' || e[1] > '9')
+				return -EINVAL;
+			b = strtol(e + 1, &e, 10);
+		}
+		if (errno || (e != close && *e != ',') || b < a || b > 999999999 ||
+		    (e != close && e + 1 == close))
+			return -EINVAL;
+		for (long i = a; i <= b; i++)
+			if ((rc = hostlist_add(o, item, plen, width, i, suf, slen)))
+				return rc;
+		r = e == close ? close : e + 1;
+	}
+	return 0;
+}
+
+/*
+ * Slurm's hostlist of --names, expanded: comma-separated items, each a
+ * NAME or PREFIX[RANGES]SUFFIX, RANGES a comma list of N or N-M (zero
+ * padding kept: n[01-10]), one bracket per item: "n[1-3,5],gpu7" is n1,
+ * n2, n3, n5, gpu7. The names go into o. 0, or -EINVAL with why[] set
+ * (what is wrong with which item).
+ */
+static int expand_hostlist(const char *spec, struct hostlist_out *o, char *why, size_t whylen)
+{
+	const char *p = spec;
+
+	o->n = o->used = 0;
+	if (!*p) {
+		snprintf(why, whylen, "an empty hostlist (give NAME,... or PREFIX[RANGES])");
+		return -EINVAL;
+	}
+	while (*p) {
+		const char *item = p, *open, *close = NULL;
+		int rc;
+
+		while (*p && *p != ',' && *p != '[' && *p != ']')
+			p++;
+		open = *p == '[' ? p : NULL;
+		if (open) {
+			close = strchr(open, ']');
+			if (!close || memchr(open + 1, '[', (size_t)(close - open - 1))) {
+				snprintf(why, whylen, "'%s' has a '[' without its ']'", item);
+				return -EINVAL;
+			}
+			p = close + 1;
+			while (*p && *p != ',' && *p != '[' && *p != ']')
+				p++;
+		}
+		if (*p == '[' || *p == ']') {
+			snprintf(why, whylen, "'%s' is not NAME or PREFIX[RANGES]SUFFIX (one bracket "
+				 "per name)", item);
+			return -EINVAL;
+		}
+		if (p == item || (open && close == open + 1)) {
+			snprintf(why, whylen, "'%s' has an empty name or range", spec);
+			return -EINVAL;
+		}
+		if (!open)
+			rc = hostlist_add(o, item, (int)(p - item), 0, -1, NULL, 0);
+		else
+			rc = hostlist_ranges(o, item, (int)(open - item), open + 1, close, close + 1,
+					     (int)(p - close - 1));
+		if (rc == -E2BIG) {
+			snprintf(why, whylen, "'%s' names more than %zu nodes", spec, o->max);
+			return -EINVAL;
+		}
+		if (rc) {
+			snprintf(why, whylen, "'%.*s': '%.*s' is not N or N-M with N <= M, "
+				 "comma-separated (such as n[1-3,5])", (int)(p - item), item,
+				 (int)(close - open - 1), open + 1);
+			return -EINVAL;
+		}
+		if (*p == ',' && !p[1]) {
+			snprintf(why, whylen, "'%s' ends with ','", spec);
+			return -EINVAL;
+		}
+		p += *p == ',';
+	}
+	return 0;
+}
+
 static int gres(struct slurm_args *a)
 {
 	const char *v[16] = { "strata", "compose", "inventory", "--json" }, *names[SLURM_MAX_NAMES];
-	char *text = NULL, *list = NULL, *save = NULL, type[64] = "";
+	char *text = NULL, *list = NULL, type[64] = "";
 	json_t *svc = NULL, *inv, *nodes, *models;
 	size_t nnames = 0;
 	FILE *f = stdout;
@@ -411,9 +537,24 @@ static int gres(struct slurm_args *a)
 	v[n] = NULL;
 	if (a->files && (a->files[0] != '/' || !plain_word(a->files)))
 		return usage("slurm gres: --files: an absolute path prefix, such as /dev/nvidia");
+	if (a->names) {
+		char why[256];
+		struct hostlist_out ho = { .buflen = SLURM_MAX_NAMES * 64, .names = names,
+					   .max = SLURM_MAX_NAMES };
+
+		list = ho.buf = malloc(ho.buflen);
+		if (!list || expand_hostlist(a->names, &ho, why, sizeof(why))) {
+			cli_err("%s: --names: %s", a->cmd, list ? why : strerror(ENOMEM));
+			free(list);
+			return 2;
+		}
+		nnames = ho.n;
+	}
 	rc = run_self(v, &text);
-	if (rc)
+	if (rc) {
+		free(list);
 		return rc;
+	}
 	svc = json_loads(text, 0, NULL);
 	free(text);
 	inv = json_object_get(json_object_get(json_object_get(svc, "Oem"), "Strata"), "Inventory");
@@ -428,17 +569,11 @@ static int gres(struct slurm_args *a)
 	 * say which node holds which model. */
 	if (json_object_size(models) == 1)
 		gres_type(json_object_iter_key(json_object_iter(models)), type, sizeof(type));
-	if (a->names) {
-		list = strdup(a->names);
-		for (char *t = list ? strtok_r(list, ",", &save) : NULL; t && nnames < SLURM_MAX_NAMES;
-		     t = strtok_r(NULL, ",", &save))
-			names[nnames++] = t;
-		if (nnames != json_array_size(nodes)) {
-			cli_err("%s: --names gives %zu name(s), the inventory lists %zu compute node(s)",
-				a->cmd, nnames, json_array_size(nodes));
-			rc = 2;
-			goto out;
-		}
+	if (nnames && nnames != json_array_size(nodes)) {
+		cli_err("%s: --names gives %zu name(s), the inventory lists %zu compute node(s)",
+			a->cmd, nnames, json_array_size(nodes));
+		rc = 2;
+		goto out;
 	}
 	if (a->out && !(f = fopen(a->out, "w"))) {
 		cli_err("%s: cannot write '%s': %s", a->cmd, a->out, strerror(errno));

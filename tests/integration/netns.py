@@ -147,6 +147,13 @@ class Fabric:
         execs it: the pid is the command's own)."""
         return ["ip", "netns", "exec", self.nodes[k]]
 
+    def nsenter_prefix(self, k):
+        """argv prefix that runs a command in node k's network namespace
+        only (nsenter execs it): unlike exec_prefix, the mounts stay the
+        root namespace's (ip netns exec remounts /sys, which hides
+        /sys/fs/cgroup from daemons such as slurmd)."""
+        return ["nsenter", "--net=/run/netns/%s" % self.nodes[k], "--"]
+
     # -- life cycle --
 
     def create(self):
