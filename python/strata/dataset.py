@@ -33,7 +33,10 @@ _PROTOS = {
     "strata_pack_index_shards": (ctypes.c_uint32, [_P]),
     "strata_pack_index_shard_path": (ctypes.c_char_p, [_P, ctypes.c_uint32]),
     "strata_pack_index_export": (None, [_P, _P, _P, _P]),
+    "strata_cache_prefetch": (ctypes.c_int, [_P, ctypes.c_char_p]),
 }
+
+_ENOENT, _EAGAIN = -2, -11
 
 
 class _PackOpts(ctypes.Structure):
@@ -214,13 +217,39 @@ class PrefetchReader:
     """Reads samples in a known order (the sampler's), keeping up to
     depth reads in flight through one batch ring, and yields (index,
     bytearray) in that order. Packed shards stay open for the whole run;
-    sample files are opened as their reads are queued."""
+    sample files are opened as their reads are queued.
 
-    def __init__(self, client: Client, index: SampleIndex, order: Any, depth: int = 64):
+    With the client's read cache on (STRATA_CACHE_MEM or STRATA_CACHE_DIR,
+    docs/cache.md), starting a packed shard k queues shards k+1..k+ahead
+    for the cache's background prefetch (strata_cache_prefetch; the order
+    shards are laid out in, which is the order a shard-sequential epoch
+    reads them). Without a cache, nothing is queued."""
+
+    def __init__(self, client: Client, index: SampleIndex, order: Any, depth: int = 64,
+                 ahead: int = 2):
         self.client = client
         self.index = index
         self.order = order
         self.depth = max(1, depth)
+        self.ahead = max(0, ahead)
+        self._queued = set()
+        self._no_cache = False
+
+    def _prefetch_after(self, k: int) -> None:
+        """Queues the shards after k (packed datasets, a cache on)."""
+        if self._no_cache or not self.index.packed:
+            return
+        for j in range(k + 1, min(k + 1 + self.ahead, len(self.index.paths))):
+            if j in self._queued:
+                continue
+            rc = _plib().strata_cache_prefetch(self.client.handle,
+                                               os.fsencode(self.index.paths[j]))
+            if rc == _ENOENT:           # no cache on this client
+                self._no_cache = True
+                return
+            if rc == _EAGAIN:           # the queue is full: later
+                return
+            self._queued.add(j)
 
     def __iter__(self) -> Iterator[Tuple[int, bytearray]]:
         idx = self.index
@@ -243,6 +272,7 @@ class PrefetchReader:
                         if f is None:
                             f = shards[k] = self.client.open(idx.paths[k], "rb",
                                                              buffering=0)
+                            self._prefetch_after(k)
                     else:
                         f = own = self.client.open(idx.paths[k], "rb", buffering=0)
                     if len(buf):

@@ -259,3 +259,46 @@ def test_pack_prefetch_queues_the_next_shards(cluster, tmp_path):
         assert st[9] == 8, list(st)
         L.strata_pack_index_free(x)
     """, {"STRATA_CACHE_MEM": "16M", "STRATA_CACHE_BLOCK": "64K"})
+
+
+@pytest.mark.timeout(180)
+def test_reader_prefetches_the_next_shards(cluster, tmp_path):
+    """strata.dataset.PrefetchReader over a packed dataset, with a cache:
+    starting shard 0 queues shards 1 and 2 (ahead=2) for the background
+    prefetch; without a cache it reads the same and queues nothing."""
+    c = cluster(3)
+    src = tmp_path / "samples"
+    src.mkdir()
+    for i in range(8):
+        (src / ("s%02d" % i)).write_bytes(bytes([i]) * 100000)
+    r = run_strata("pack", "--dir", str(c.dir), "--samples-per-shard", "2", str(src), "/dsr")
+    assert r.returncode == 0, r.stderr
+    script = """
+        import ctypes, sys, time
+        import strata
+        from strata._lib import lib
+        from strata.dataset import PrefetchReader, SampleIndex
+        c = strata.Client()
+        x = SampleIndex.open(c, "/dsr")
+        got = [(i, bytes(b)) for i, b in PrefetchReader(c, x, [0, 1], depth=4, ahead=2)]
+        assert [i for i, _ in got] == [0, 1], got
+        assert got[0][1] == bytes([0]) * 100000
+        L = lib()
+        L.strata_cache_stats.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        st = (ctypes.c_uint64 * 14)()
+        st[0] = ctypes.sizeof(st)
+        want = int(sys.argv[1])
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            rc = L.strata_cache_stats(c.handle, st)
+            if rc == -2 or st[9] >= want:
+                break
+            time.sleep(0.05)
+        print("rc", rc, "prefetched", st[9])
+    """
+    out = py(c, script, {"STRATA_CACHE_DIR": str(tmp_path / "cache"),
+                         "STRATA_CACHE_BLOCK": "64K"}, ["8"])
+    # Shards 1 and 2: 200000 bytes each, 4 blocks of 64 KiB each.
+    assert "rc 0 prefetched 8" in out, out
+    out = py(c, script, {}, ["8"])
+    assert "rc -2" in out, out
