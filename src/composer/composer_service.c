@@ -25,6 +25,7 @@
 #include "common/clock.h"
 #include "common/errors_int.h"
 #include "common/log.h"
+#include "common/pg_conn.h"
 #include "composer/composer_int.h"
 #include "net/proto.h"
 #include "net/rpc.h"
@@ -882,12 +883,37 @@ static void composer_free(struct composer *c)
 	free(c);
 }
 
+/*
+ * Opens the store composer.store names: "" follows mgmt.store (the
+ * compositions live where mgmt's state does), "sqlite" is DATA/composer.db,
+ * a postgresql:// URI that database. what (len bytes) receives where, for
+ * logs, never a password.
+ */
+static int open_store(struct composer *c, const struct service_env *env, char *what, size_t len)
+{
+	const char *spec = c->cfg.store, *pass = c->cfg.store_passfile, *key = "composer.store";
+	char path[CFG_STR_MAX + 32];
+
+	if (!spec[0] && env->all_keys) {
+		spec = cfg_get_str(env->all_keys, env->all_cfg, "mgmt.store");
+		pass = cfg_get_str(env->all_keys, env->all_cfg, "mgmt.store_passfile");
+		key = "mgmt.store";
+	}
+	if (spec && pg_conn_is_uri(spec)) {
+		snprintf(what, len, "PostgreSQL (%s)", key);
+		return comp_store_open_pg(spec, pass, &c->store);
+	}
+	snprintf(path, sizeof(path), "%s/composer.db", env->data);
+	snprintf(what, len, "'%s'", path);
+	return comp_store_open(path, &c->store);
+}
+
 static int composer_start(const struct service_env *env, void **out)
 {
 	const struct composer_cfg *cfg = env->cfg;
 	struct composer *c;
 	pthread_condattr_t ca;
-	char path[CFG_STR_MAX + 32];
+	char path[CFG_STR_MAX + 48];
 	int rc;
 
 	if (!env->key) {
@@ -918,12 +944,11 @@ static int composer_start(const struct service_env *env, void **out)
 	pthread_cond_init(&c->work, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&c->done, NULL);
-	snprintf(path, sizeof(path), "%s/composer.db", env->data);
-	rc = comp_store_open(path, &c->store);
+	rc = open_store(c, env, path, sizeof(path));
 	if (!rc)
 		rc = comp_store_load(c->store, &c->comps, &c->ncomps);
 	if (rc) {
-		log_error(COMP_LOG, "cannot load the compositions from '%s': %s", path,
+		log_error(COMP_LOG, "cannot load the compositions from %s: %s", path,
 			  strata_strerror(rc));
 		goto fail;
 	}
@@ -1020,7 +1045,7 @@ static int composer_check(const void *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "composer.listen: '%s' is not host:port", c->listen);
 		return STRATA_ECONFIG;
 	}
-	return 0;
+	return comp_store_check_spec(c->store, c->store_passfile, err, errlen) ? STRATA_ECONFIG : 0;
 }
 
 #define K(name, type, field, def, min, max, help) \
@@ -1034,6 +1059,13 @@ static const struct cfg_key composer_keys[] = {
 	  "how often the inventory is read again (and TTLs and leases judged)"),
 	K("meter_interval", CFG_MS, meter_ms, "30s", 100, 3600000,
 	  "how often the bytes each tenant moved are read from the storage daemons"),
+	K("store", CFG_STR, store, "", 0, 0,
+	  "where the compositions are kept: \"\" follows mgmt.store (its database, or "
+	  "DATA/composer.db when mgmt's is SQLite), 'sqlite' is DATA/composer.db, a "
+	  "postgresql://USER@HOST:PORT/DB URI that database (tables composer_*)"),
+	K("store_passfile", CFG_STR, store_passfile, "", 0, 0,
+	  "the password file (mode 0600) for composer.store's PostgreSQL; \"\": libpq's "
+	  "default (following mgmt.store: mgmt.store_passfile)"),
 };
 #undef K
 static const struct cfg_schema composer_schema = CFG_SCHEMA(composer_keys);
