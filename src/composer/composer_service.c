@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 
 #include "common/clock.h"
 #include "common/errors_int.h"
@@ -884,15 +885,47 @@ static void composer_free(struct composer *c)
 }
 
 /*
- * Opens the store composer.store names: "" follows mgmt.store (the
- * compositions live where mgmt's state does), "sqlite" is DATA/composer.db,
- * a postgresql:// URI that database. what (len bytes) receives where, for
- * logs, never a password.
+ * With the store in PostgreSQL, compositions left in DATA/composer.db (a
+ * node whose mgmt.store moved to PostgreSQL) would be forgotten, their
+ * volumes and credentials orphaned: refuse to start instead, unless the
+ * database holds compositions already. 0 or STRATA_ECONFIG (logged).
+ */
+static int check_left_behind(const struct service_env *env, const char *key, uint32_t in_store)
+{
+	char path[CFG_STR_MAX + 32];
+	struct comp_store *old = NULL;
+	struct comp *v = NULL;
+	struct stat st;
+	uint32_t n = 0;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/composer.db", env->data);
+	if (in_store || stat(path, &st) < 0)
+		return 0;
+	rc = comp_store_open(path, &old);
+	if (!rc)
+		rc = comp_store_load(old, &v, &n);
+	free(v);
+	comp_store_close(old);
+	if (rc || !n)
+		return rc;
+	log_error(COMP_LOG, "'%s' holds %u composition(s) and the store in PostgreSQL (%s) none:"
+		  " they would be forgotten; set composer.store=sqlite to keep using the file"
+		  " (copying it into PostgreSQL is not done yet)", path, n, key);
+	return STRATA_ECONFIG;
+}
+
+/*
+ * Opens the store composer.store names and loads the compositions: ""
+ * follows mgmt.store (the compositions live where mgmt's state does),
+ * "sqlite" is DATA/composer.db, a postgresql:// URI that database. what
+ * (len bytes) receives where, for logs, never a password.
  */
 static int open_store(struct composer *c, const struct service_env *env, char *what, size_t len)
 {
 	const char *spec = c->cfg.store, *pass = c->cfg.store_passfile, *key = "composer.store";
 	char path[CFG_STR_MAX + 32];
+	int rc;
 
 	if (!spec[0] && env->all_keys) {
 		spec = cfg_get_str(env->all_keys, env->all_cfg, "mgmt.store");
@@ -901,11 +934,15 @@ static int open_store(struct composer *c, const struct service_env *env, char *w
 	}
 	if (spec && pg_conn_is_uri(spec)) {
 		snprintf(what, len, "PostgreSQL (%s)", key);
-		return comp_store_open_pg(spec, pass, &c->store);
+		rc = comp_store_open_pg(spec, pass, &c->store);
+		if (!rc)
+			rc = comp_store_load(c->store, &c->comps, &c->ncomps);
+		return rc ? rc : check_left_behind(env, key, c->ncomps);
 	}
 	snprintf(path, sizeof(path), "%s/composer.db", env->data);
 	snprintf(what, len, "'%s'", path);
-	return comp_store_open(path, &c->store);
+	rc = comp_store_open(path, &c->store);
+	return rc ? rc : comp_store_load(c->store, &c->comps, &c->ncomps);
 }
 
 static int composer_start(const struct service_env *env, void **out)
@@ -945,8 +982,6 @@ static int composer_start(const struct service_env *env, void **out)
 	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&c->done, NULL);
 	rc = open_store(c, env, path, sizeof(path));
-	if (!rc)
-		rc = comp_store_load(c->store, &c->comps, &c->ncomps);
 	if (rc) {
 		log_error(COMP_LOG, "cannot load the compositions from %s: %s", path,
 			  strata_strerror(rc));
