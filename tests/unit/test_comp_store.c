@@ -312,6 +312,39 @@ static void test_newer_schema_refused(void **state)
 	assert_int_equal(comp_store_open(path, &s), STRATA_EBADMSG);
 }
 
+/* PostgreSQL: the server drops the connection (a restart, a failover):
+ * the call that finds it gone fails (-EIO), the next reconnects, prepares its
+ * statements again and writes; nothing was lost. */
+static void test_reconnect(void **state)
+{
+	struct comp_store *s;
+	struct comp a, b, *all;
+	uint32_t n;
+	char sql[256];
+
+	(void)state;
+	if (!pg_host)
+		skip();
+	assert_int_equal(comp_store_open(path, &s), 0);
+	make(&a, 1, 3, 0, 1);
+	assert_int_equal(comp_store_put(s, &a), 0);
+	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE"
+		 " application_name = 'stratad-composer' AND datname = '%s'", pg_db);
+	pg_admin("postgres", sql);
+	make(&b, 2, 3, 1, 1);
+	assert_int_equal(comp_store_put(s, &b), -EIO);	/* waited for: it is gone */
+	assert_int_equal(b.generation, 0);
+	assert_int_equal(comp_store_put(s, &b), 0);
+	assert_int_equal(b.generation, 1);
+	assert_int_equal(comp_store_load(s, &all, &n), 0);
+	assert_int_equal(n, 2);
+	free(all);
+	/* The GPU key holds on the new connection too. */
+	make(&b, 3, 3, 0, 1);
+	assert_int_equal(comp_store_put(s, &b), -EEXIST);
+	comp_store_close(s);
+}
+
 /* The keys' checks name the key. */
 static void test_check_spec(void **state)
 {
@@ -348,6 +381,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_usage_bytes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_extremes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reconnect, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_check_spec, setup, teardown),
 	};
 
