@@ -413,6 +413,20 @@ int cfg_set(const struct cfg_schema *s, void *obj, const char *dotted, const cha
 	return set_value(k, obj, value, err, errlen);
 }
 
+const char *cfg_get_str(const struct cfg_schema *s, const void *obj, const char *dotted)
+{
+	const char *dot = strchr(dotted, '.');
+	char section[128] = "";
+	const struct cfg_key *k;
+
+	if (dot && (size_t)(dot - dotted) < sizeof(section))
+		memcpy(section, dotted, (size_t)(dot - dotted));
+	else if (dot)
+		return NULL;
+	k = find_key(s, section, dot ? dot + 1 : dotted);
+	return k && k->type == CFG_STR ? (const char *)obj + k->offset : NULL;
+}
+
 static bool is_passthrough(const char *flag, size_t n, const char *const *pass)
 {
 	for (; pass && *pass; pass++) {

@@ -63,6 +63,10 @@ int cfg_set(const struct cfg_schema *s, void *obj, const char *dotted, const cha
 int cfg_apply_args(const struct cfg_schema *s, void *obj, int argc, char **argv,
 		   const char *const *passthrough, char *err, size_t errlen);
 
+/* The value of string key dotted ("section.key") in obj, or NULL when s
+ * has no such string key. The text is obj's (borrowed). */
+const char *cfg_get_str(const struct cfg_schema *s, const void *obj, const char *dotted);
+
 /* Value parsers, shared with the CLI. Return 0 or -EINVAL / -ERANGE. */
 int parse_i64(const char *s, int64_t *out);
 int parse_size(const char *s, uint64_t *out);

@@ -42,6 +42,11 @@ struct service_env {
 	/* The cluster key (node.key_file), for a service that signs or checks
 	 * tokens itself (mgmt's registry); NULL when the node has none. */
 	const struct cluster_key *key;
+	/* Every key of the node (the node's and every service's) and their
+	 * values, for a default that follows another service's key (the
+	 * composer's store follows mgmt.store): read with cfg_get_str. */
+	const struct cfg_schema *all_keys;
+	const void *all_cfg;
 };
 
 struct service_def {

@@ -1,10 +1,20 @@
 /*
- * The composer's compositions and their GPU allocations, kept in SQLite
- * (DATA/composer.db, WAL), so that every composition survives a restart
- * of the composer (docs/composer.md, "State"). One writer: the composer's
- * owner thread. Each put is one transaction; the table of held GPUs has
- * the key (node, gpu), so the store itself refuses to give one GPU to two
- * compositions, whatever the code above it does.
+ * The composer's compositions and their GPU allocations, kept so that
+ * every composition survives a restart of the composer (docs/composer.md,
+ * "State"). One interface, two backends, as mgmt's store
+ * (mgmt/mgmt_store.h):
+ *   - SQLite (comp_store_sqlite.c): DATA/composer.db, WAL mode;
+ *   - PostgreSQL (comp_store_pg.c): the database mgmt's state is in
+ *     (composer.store, following mgmt.store), tables composer_*, so the
+ *     compositions outlive the node's disk.
+ * One writer: the composer's owner thread. Each put is one transaction;
+ * the table of held GPUs has the key (node, gpu), so the store itself
+ * refuses to give one GPU to two compositions, whatever the code above
+ * it does.
+ *
+ * Errors besides those listed: -EIO (the database failed, or the
+ * connection to it was lost: logged; the PostgreSQL backend reconnects
+ * at the next call).
  */
 #ifndef STRATA_COMPOSER_COMP_STORE_H
 #define STRATA_COMPOSER_COMP_STORE_H
@@ -78,9 +88,27 @@ bool comp_state_holds(uint32_t state);
 
 struct comp_store;
 
-/* Opens (creating) the store at path. 0 and *out, or a negative error. */
-int comp_store_open(const char *path, struct comp_store **out);
+/*
+ * Opens the store spec names: a postgresql:// or postgres:// URI is
+ * PostgreSQL (comp_store_open_pg with libpq's default password file),
+ * anything else the path of a SQLite file (created if needed). The tables
+ * are created, or an older schema migrated. *out receives a handle owned
+ * by the caller, closed with comp_store_close(). 0, -ENOMEM, -EIO (cannot
+ * open, connect or set up: logged with the reason) or STRATA_EBADMSG (the
+ * database holds a newer schema).
+ */
+int comp_store_open(const char *spec, struct comp_store **out);
+/* The same for a PostgreSQL URI, with passfile (NULL or "": libpq's
+ * default) holding its password: a regular file of mode 0600 or stricter
+ * (-EACCES otherwise, logged). */
+int comp_store_open_pg(const char *conninfo, const char *passfile, struct comp_store **out);
+/* Closes the store; NULL is a no-op. */
 void comp_store_close(struct comp_store *s);
+
+/* Checks the keys composer.store (spec: "", "sqlite" or a postgresql://
+ * URI) and composer.store_passfile (passfile: "" or a private regular
+ * file) together. 0, or -EINVAL with a message naming the key in err. */
+int comp_store_check_spec(const char *spec, const char *passfile, char *err, size_t errlen);
 /* Every composition, oldest first: *out is malloc'd (the caller frees it),
  * *n its length. 0 or a negative error. */
 int comp_store_load(struct comp_store *s, struct comp **out, uint32_t *n);
@@ -102,5 +130,43 @@ int comp_store_add_bytes(struct comp_store *s, int64_t at, const char *tenant, u
 int comp_store_sum_bytes(struct comp_store *s, int64_t since, int64_t until,
 			 void (*fn)(void *arg, const char *tenant, uint64_t read,
 				    uint64_t written), void *arg);
+
+/* ---- backends ---- */
+
+/* What a backend provides, on its impl, with the contracts above. put
+ * writes c with generation (the dispatcher moves c's on). */
+struct comp_store_ops {
+	void (*close)(void *impl);
+	int (*load)(void *impl, struct comp **out, uint32_t *n);
+	int (*put)(void *impl, const struct comp *c, uint64_t generation);
+	int (*add_bytes)(void *impl, int64_t at, const char *tenant, uint64_t read,
+			 uint64_t written);
+	int (*sum_bytes)(void *impl, int64_t since, int64_t until,
+			 void (*fn)(void *arg, const char *tenant, uint64_t read, uint64_t written),
+			 void *arg);
+};
+
+/* Open a backend: *ops and *impl on success, errors as comp_store_open. */
+int comp_store_sqlite_open(const char *path, const struct comp_store_ops **ops, void **impl);
+int comp_store_pg_open(const char *conninfo, const char *passfile,
+		       const struct comp_store_ops **ops, void **impl);
+
+/* The row forms both backends store (comp_store.c). */
+#define COMP_GPUS_TEXT_MAX (ALLOC_MAX_GPUS * (GPU_MODEL_MAX + 24))
+/* c's GPUs as "node:index:model;..." into out (len bytes). */
+void comp_gpus_text(const struct comp *c, char *out, size_t len);
+/* Reads comp_gpus_text's form into c's GPUs (what does not read is left out). */
+void comp_gpus_parse(const char *text, struct comp *c);
+/* The paths c's credential reaches besides its volume as JSON:
+ * [{"prefix": P, "access": "r"|"rw"}, ...]. NULL on ENOMEM; free() it. */
+char *comp_paths_text(const struct comp *c);
+/* Reads comp_paths_text's form into c; -EINVAL (c->npaths 0) when it does
+ * not read. */
+int comp_paths_parse(const char *text, struct comp *c);
+/* How both backends clip a count into a signed 64-bit column. */
+static inline int64_t comp_i64(uint64_t v)
+{
+	return v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}
 
 #endif

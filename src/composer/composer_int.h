@@ -39,6 +39,8 @@ struct composer_cfg {
 	char volumes[CFG_STR_MAX];
 	int64_t refresh_ms;
 	int64_t meter_ms;		/* how often bytes moved are sampled */
+	char store[CFG_STR_MAX];	/* "": follow mgmt.store; "sqlite"; a URI */
+	char store_passfile[CFG_STR_MAX];	/* PostgreSQL's password file */
 };
 
 /* A compute node as last seen: listed in the map, its GPUs from STATUS. */

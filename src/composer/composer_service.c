@@ -21,10 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 
 #include "common/clock.h"
 #include "common/errors_int.h"
 #include "common/log.h"
+#include "common/pg_conn.h"
 #include "composer/composer_int.h"
 #include "net/proto.h"
 #include "net/rpc.h"
@@ -882,12 +884,73 @@ static void composer_free(struct composer *c)
 	free(c);
 }
 
+/*
+ * With the store in PostgreSQL, compositions left in DATA/composer.db (a
+ * node whose mgmt.store moved to PostgreSQL) would be forgotten, their
+ * volumes and credentials orphaned: refuse to start instead, unless the
+ * database holds compositions already. 0 or STRATA_ECONFIG (logged).
+ */
+static int check_left_behind(const struct service_env *env, const char *key, uint32_t in_store)
+{
+	char path[CFG_STR_MAX + 32];
+	struct comp_store *old = NULL;
+	struct comp *v = NULL;
+	struct stat st;
+	uint32_t n = 0;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/composer.db", env->data);
+	if (in_store || stat(path, &st) < 0)
+		return 0;
+	rc = comp_store_open(path, &old);
+	if (!rc)
+		rc = comp_store_load(old, &v, &n);
+	free(v);
+	comp_store_close(old);
+	if (rc || !n)
+		return rc;
+	log_error(COMP_LOG, "'%s' holds %u composition(s) and the store in PostgreSQL (%s) none:"
+		  " they would be forgotten; set composer.store=sqlite to keep using the file"
+		  " (copying it into PostgreSQL is not done yet)", path, n, key);
+	return STRATA_ECONFIG;
+}
+
+/*
+ * Opens the store composer.store names and loads the compositions: ""
+ * follows mgmt.store (the compositions live where mgmt's state does),
+ * "sqlite" is DATA/composer.db, a postgresql:// URI that database. what
+ * (len bytes) receives where, for logs, never a password.
+ */
+static int open_store(struct composer *c, const struct service_env *env, char *what, size_t len)
+{
+	const char *spec = c->cfg.store, *pass = c->cfg.store_passfile, *key = "composer.store";
+	char path[CFG_STR_MAX + 32];
+	int rc;
+
+	if (!spec[0] && env->all_keys) {
+		spec = cfg_get_str(env->all_keys, env->all_cfg, "mgmt.store");
+		pass = cfg_get_str(env->all_keys, env->all_cfg, "mgmt.store_passfile");
+		key = "mgmt.store";
+	}
+	if (spec && pg_conn_is_uri(spec)) {
+		snprintf(what, len, "PostgreSQL (%s)", key);
+		rc = comp_store_open_pg(spec, pass, &c->store);
+		if (!rc)
+			rc = comp_store_load(c->store, &c->comps, &c->ncomps);
+		return rc ? rc : check_left_behind(env, key, c->ncomps);
+	}
+	snprintf(path, sizeof(path), "%s/composer.db", env->data);
+	snprintf(what, len, "'%s'", path);
+	rc = comp_store_open(path, &c->store);
+	return rc ? rc : comp_store_load(c->store, &c->comps, &c->ncomps);
+}
+
 static int composer_start(const struct service_env *env, void **out)
 {
 	const struct composer_cfg *cfg = env->cfg;
 	struct composer *c;
 	pthread_condattr_t ca;
-	char path[CFG_STR_MAX + 32];
+	char path[CFG_STR_MAX + 48];
 	int rc;
 
 	if (!env->key) {
@@ -918,12 +981,9 @@ static int composer_start(const struct service_env *env, void **out)
 	pthread_cond_init(&c->work, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&c->done, NULL);
-	snprintf(path, sizeof(path), "%s/composer.db", env->data);
-	rc = comp_store_open(path, &c->store);
-	if (!rc)
-		rc = comp_store_load(c->store, &c->comps, &c->ncomps);
+	rc = open_store(c, env, path, sizeof(path));
 	if (rc) {
-		log_error(COMP_LOG, "cannot load the compositions from '%s': %s", path,
+		log_error(COMP_LOG, "cannot load the compositions from %s: %s", path,
 			  strata_strerror(rc));
 		goto fail;
 	}
@@ -1020,7 +1080,7 @@ static int composer_check(const void *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "composer.listen: '%s' is not host:port", c->listen);
 		return STRATA_ECONFIG;
 	}
-	return 0;
+	return comp_store_check_spec(c->store, c->store_passfile, err, errlen) ? STRATA_ECONFIG : 0;
 }
 
 #define K(name, type, field, def, min, max, help) \
@@ -1034,6 +1094,13 @@ static const struct cfg_key composer_keys[] = {
 	  "how often the inventory is read again (and TTLs and leases judged)"),
 	K("meter_interval", CFG_MS, meter_ms, "30s", 100, 3600000,
 	  "how often the bytes each tenant moved are read from the storage daemons"),
+	K("store", CFG_STR, store, "", 0, 0,
+	  "where the compositions are kept: \"\" follows mgmt.store (its database, or "
+	  "DATA/composer.db when mgmt's is SQLite), 'sqlite' is DATA/composer.db, a "
+	  "postgresql://USER@HOST:PORT/DB URI that database (tables composer_*)"),
+	K("store_passfile", CFG_STR, store_passfile, "", 0, 0,
+	  "the password file (mode 0600) for composer.store's PostgreSQL; \"\": libpq's "
+	  "default (following mgmt.store: mgmt.store_passfile)"),
 };
 #undef K
 static const struct cfg_schema composer_schema = CFG_SCHEMA(composer_keys);

@@ -373,6 +373,7 @@ static int start_services(struct daemon *d, const struct all_keys *a)
 			.reactors = d->reactors, .nreactors = d->nreactors, .srv = d->srv,
 			.cfg = (char *)d->cfg_blob + a->base[reg],
 			.key = d->has_key ? &d->key : NULL,
+			.all_keys = &a->schema, .all_cfg = d->cfg_blob,
 		};
 		rc = def->start(env, &d->svcs[d->nservices]);
 		if (rc) {

@@ -114,6 +114,22 @@ static void test_defaults(void **state)
 	assert_int_equal(c.offset, -5);
 }
 
+/* Another key's string read by name (a default that follows it); a key
+ * that is not a string, or not there, is NULL. */
+static void test_get_str(void **state)
+{
+	struct conf c;
+
+	(void)state;
+	load_defaults(&c);
+	assert_int_equal(cfg_set(&schema, &c, "storage.path", "/d", err, sizeof(err)), 0);
+	assert_string_equal(cfg_get_str(&schema, &c, "storage.path"), "/d");
+	assert_string_equal(cfg_get_str(&schema, &c, "name"), "strata");
+	assert_null(cfg_get_str(&schema, &c, "net.port"));
+	assert_null(cfg_get_str(&schema, &c, "net.nope"));
+	assert_null(cfg_get_str(&schema, &c, "path"));
+}
+
 static void test_bad_default(void **state)
 {
 	static const struct cfg_key bad[] = {
@@ -660,6 +676,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_get_str),
 		cmocka_unit_test(test_bad_default),
 		cmocka_unit_test(test_file_ok),
 		cmocka_unit_test(test_missing_file),
