@@ -51,6 +51,7 @@ struct inv_node {
 	uint64_t host_memory;
 	char zone[GPU_ZONE_MAX + 1];	/* its STATUS's (compute.zone) */
 	struct gpu_inventory inv;
+	json_t *nics;			/* its STATUS's network interfaces (owned) */
 };
 
 enum job_kind {

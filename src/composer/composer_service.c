@@ -177,6 +177,13 @@ static int cmp_node(const void *a, const void *b)
 	return x->node < y->node ? -1 : x->node > y->node;
 }
 
+static void free_nodes(struct inv_node *nodes, uint32_t n)
+{
+	for (uint32_t i = 0; nodes && i < n; i++)
+		json_decref(nodes[i].nics);
+	free(nodes);
+}
+
 /* Reads the map and the nodes' STATUS into a new inventory. A compute
  * node that the map lists offline keeps the GPUs it last reported, as
  * unavailable; one the map does not list (mgmt restarted, the node not
@@ -232,12 +239,15 @@ static int refresh(struct composer *c)
 		snprintf(n->addr, sizeof(n->addr), "%s", s->addr);
 		n->up = s->state == NODE_UP;
 		sv = n->up ? service_status(c, s->addr, "compute") : NULL;
-		if (sv)
+		n->nics = NULL;
+		if (sv) {
 			read_gpus(sv, n);
-		else if (was) {
+			n->nics = json_incref(json_object_get(sv, "nics"));
+		} else if (was) {
 			n->inv = was->inv;
 			n->host_memory = was->host_memory;
 			memcpy(n->zone, was->zone, sizeof(n->zone));
+			n->nics = json_incref(was->nics);
 		}
 		n->up = n->up && sv;
 		json_decref(sv);
@@ -264,7 +274,7 @@ static int refresh(struct composer *c)
 			snprintf(c->storage_addrs[c->nstorage++], CM_ADDR_LEN, "%s", m.nodes[i].addr);
 	c->mem_nodes = nmem;
 	c->mem_total = nmem ? mem_min * nmem : 0;
-	free(c->nodes);
+	free_nodes(c->nodes, c->nnodes);
 	free(c->gpus);
 	c->nodes = nodes;
 	c->nnodes = nn;
@@ -276,7 +286,7 @@ static int refresh(struct composer *c)
 	c->inv_at_ms = mono_ms();
 	recount(c);
 out:
-	free(nodes);
+	free_nodes(nodes, nn);
 	free(gpus);
 	cm_release(&m);
 	return rc;
@@ -877,7 +887,7 @@ static void composer_free(struct composer *c)
 	pthread_cond_destroy(&c->done);
 	pthread_mutex_destroy(&c->mu);
 	free(c->comps);
-	free(c->nodes);
+	free_nodes(c->nodes, c->nnodes);
 	free(c->gpus);
 	free(c->storage_addrs);
 	json_decref(c->meter_last);

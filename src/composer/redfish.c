@@ -234,10 +234,20 @@ json_t *rf_composition_service(struct composer *c)
 	for (uint32_t i = 0; i < c->nnodes; i++) {
 		const struct inv_node *n = &c->nodes[i];
 
-		json_array_append_new(nodes, json_pack("{s:i, s:s, s:b, s:I, s:i, s:s}", "Node",
+		json_t *nics = json_array(), *x;
+		size_t k;
+
+		json_array_foreach(n->nics, k, x)
+			json_array_append_new(nics, json_pack(
+				"{s:s, s:s, s:I}", "Name",
+				json_string_value(json_object_get(x, "name")) ?: "?", "State",
+				json_string_value(json_object_get(x, "state")) ?: "unknown",
+				"SpeedMbps", json_integer_value(json_object_get(x, "speed_mbps"))));
+		json_array_append_new(nodes, json_pack("{s:i, s:s, s:b, s:I, s:i, s:s, s:o}", "Node",
 						       (int)n->node, "Address", n->addr, "Up", n->up,
 						       "HostMemory", (json_int_t)n->host_memory,
-						       "Gpus", (int)n->inv.n, "Zone", n->zone));
+						       "Gpus", (int)n->inv.n, "Zone", n->zone,
+						       "Nics", nics));
 	}
 	json_t *mem = pool(c->mem_total, c->mem_used);
 

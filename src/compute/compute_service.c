@@ -9,10 +9,13 @@
  * of a node whose lease ran out Degraded.
  *
  * The inventory is read once at start and never changes, so status runs
- * on any thread without a lock. The node's zone (`compute.zone`, e.g. its
+ * on any thread without a lock. Its network interfaces (NICs) are read
+ * from /sys/class/net at each STATUS (name, state, link speed): the
+ * composer lists them per node. The node's zone (`compute.zone`, e.g. its
  * rack) travels in the STATUS too: the composer keeps a composition's
  * GPUs in one zone when asked.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +130,59 @@ static void compute_stop(void *svc)
 	free(c);
 }
 
+#define NIC_MAX 32
+#define SYS_NET "/sys/class/net"
+
+/* One line of a sysfs file of interface name into buf ("" when absent). */
+static void nic_attr(const char *name, const char *attr, char *buf, size_t cap)
+{
+	char path[256];
+	FILE *f;
+
+	buf[0] = '\0';
+	if (snprintf(path, sizeof(path), SYS_NET "/%s/%s", name, attr) >= (int)sizeof(path))
+		return;
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	if (!fgets(buf, (int)cap, f))
+		buf[0] = '\0';
+	fclose(f);
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* The host's network interfaces but loopback: name, operstate, link speed
+ * in Mb/s (0 when the driver does not say, as for virtual links). */
+static json_t *nics_json(void)
+{
+	json_t *a = json_array();
+	DIR *d = opendir(SYS_NET);
+	struct dirent *e;
+	char state[32], speed[32];
+	size_t n = 0;
+
+	while (d && a && (e = readdir(d)) && n < NIC_MAX) {
+		long v;
+		char *end;
+
+		if (e->d_name[0] == '.' || !strcmp(e->d_name, "lo"))
+			continue;
+		nic_attr(e->d_name, "operstate", state, sizeof(state));
+		nic_attr(e->d_name, "speed", speed, sizeof(speed));
+		errno = 0;
+		v = strtol(speed, &end, 10);
+		if (errno || end == speed || *end || v < 0)
+			v = 0;
+		json_array_append_new(a, json_pack("{s:s, s:s, s:I}", "name", e->d_name, "state",
+						   state[0] ? state : "unknown", "speed_mbps",
+						   (json_int_t)v));
+		n++;
+	}
+	if (d)
+		closedir(d);
+	return a;
+}
+
 static void compute_status(void *svc, json_t *o)
 {
 	struct compute *c = svc;
@@ -144,6 +200,7 @@ static void compute_status(void *svc, json_t *o)
 	json_object_set_new(o, "gpu_source", json_string(c->inv.source));
 	json_object_set_new(o, "host_memory", json_integer((json_int_t)c->host_memory));
 	json_object_set_new(o, "zone", json_string(c->zone));
+	json_object_set_new(o, "nics", nics_json());
 }
 
 static void compute_metrics(void *svc, struct bbuf *out)

@@ -154,6 +154,23 @@ def test_service_root_and_inventory(cc):
     assert inv["Gpus"]["Models"] == {"H100-80GB": {"Total": total, "Free": total}}
     assert len(inv["ComputeNodes"]) == COMPUTE and all(n["Up"] for n in inv["ComputeNodes"])
     assert all(n["Gpus"] == GPUS_PER_NODE and n["HostMemory"] > 0 for n in inv["ComputeNodes"])
+    # The NICs: the compute daemons run here, so theirs are this host's
+    # (/sys/class/net but loopback), with the link speed the driver says.
+    want = {}
+    for name in os.listdir("/sys/class/net"):
+        if name == "lo":
+            continue
+        try:
+            speed = max(0, int(open("/sys/class/net/%s/speed" % name).read()))
+        except (OSError, ValueError):
+            speed = 0
+        want[name] = speed
+    for n in inv["ComputeNodes"]:
+        got = {x["Name"]: x["SpeedMbps"] for x in n["Nics"]}
+        assert set(got) <= set(want) | {k for k in got if k.startswith(("veth", "sf"))}, n
+        assert all(got[k] == want[k] for k in got if k in want), (got, want)
+        assert all(x["State"] for x in n["Nics"]), n
+        assert {k for k in want if not k.startswith(("veth", "sf"))} <= set(got), (got, want)
     assert inv["Memory"] == {"Total": MEM_NODES * MEM_CAP, "Used": 0, "Free": MEM_NODES * MEM_CAP,
                              "Nodes": MEM_NODES}
     assert inv["Storage"]["Total"] > 0 and inv["Storage"]["Used"] == 0
