@@ -18,6 +18,13 @@ Where systemd runs (PID 1, /run/systemd/system) and the test is root,
 the packages are also installed for real (dpkg -i), the unit must be
 active and the cluster healthy on 127.0.0.1:7300, and they are purged
 afterwards.
+
+With STRATA_TEST_DEB_CHROOT=1 as well (root, debootstrap, systemd-nspawn
+from systemd-container, and the Debian archive reachable): a clean
+Debian 12 minbase chroot (debootstrap) gets the packages with apt, which
+brings what they depend on, and systemd; booted with systemd-nspawn, the
+unit the package enabled must start stratad on the shipped configuration
+and 'strata status' must say the cluster is healthy.
 """
 import os
 import shutil
@@ -175,3 +182,59 @@ def test_install_starts_the_daemon_through_systemd(debs):
                    60, interval=0.5, what="strata status exit 0 after dpkg -i")
     finally:
         subprocess.run(["dpkg", "--purge"] + list(EXPECT), capture_output=True, timeout=300)
+
+
+# Runs once the booted chroot reaches multi-user: waits for the unit and a
+# healthy cluster, writes what it saw to /root, and powers off.
+CHECK_UNIT = """[Unit]
+Description=test_deb: stratad started through systemd, then power off
+After=stratad.service
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c 'for i in $(seq 1 60); do systemctl is-active --quiet stratad && \\
+  strata status --mgmt 127.0.0.1:7300 > /root/status.txt 2>&1 && echo ok > /root/ok && break; \\
+  sleep 1; done; systemctl status stratad --no-pager > /root/unit.txt 2>&1'
+ExecStartPost=/bin/systemctl poweroff --no-block
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.skipif(os.environ.get("STRATA_TEST_DEB_CHROOT") != "1" or os.geteuid() != 0
+                    or not shutil.which("debootstrap") or not shutil.which("systemd-nspawn"),
+                    reason="set STRATA_TEST_DEB_CHROOT=1, as root, with debootstrap and "
+                           "systemd-nspawn, and the Debian archive reachable")
+def test_installs_and_starts_in_a_booted_clean_chroot(debs, tmp_path):
+    c = tmp_path / "chroot"
+    try:
+        r = subprocess.run(["debootstrap", "--variant=minbase", "bookworm", str(c)],
+                           capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        (c / "tmp/debs").mkdir(parents=True)
+        for pkg in EXPECT:
+            shutil.copy(debs[pkg], c / "tmp/debs")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        for argv in (["apt-get", "update", "-qq"],
+                     ["apt-get", "install", "-y", "-qq", "--no-install-recommends",
+                      "systemd", "systemd-sysv", "dbus"]
+                     + ["/tmp/debs/" + debs[p].name for p in EXPECT]):
+            r = subprocess.run(["chroot", str(c)] + argv, capture_output=True, text=True,
+                               timeout=900, env=env)
+            assert r.returncode == 0, (argv, r.stdout[-3000:], r.stderr[-3000:])
+        r = subprocess.run(["chroot", str(c), "systemctl", "is-enabled", "stratad"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.stdout.strip() == "enabled", r.stdout + r.stderr
+        (c / "etc/systemd/system/test-deb-check.service").write_text(CHECK_UNIT)
+        subprocess.run(["chroot", str(c), "systemctl", "enable", "test-deb-check.service"],
+                       check=True, capture_output=True, timeout=60)
+        r = subprocess.run(["systemd-nspawn", "-q", "-D", str(c), "--boot", "--register=no",
+                            "--keep-unit", "--private-network"],
+                           capture_output=True, text=True, timeout=300)
+        unit = (c / "root/unit.txt").read_text() if (c / "root/unit.txt").exists() else ""
+        assert (c / "root/ok").exists(), (r.stdout[-3000:], unit)
+        status = (c / "root/status.txt").read_text()
+        assert "health     ok" in status, status
+        assert "active (running)" in unit, unit
+    finally:
+        shutil.rmtree(c, ignore_errors=True)
