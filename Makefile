@@ -12,6 +12,10 @@
 #   make install build/ and install it under PREFIX (default /usr/local), staged
 #                under DESTDIR when set: stratad, strata, strata-fuse, libstrata
 #                with its headers and strata.pc, the systemd unit
+#   make deb     Debian packages (dpkg-buildpackage -us -uc -b, tests skipped:
+#                make test runs them) of a copy of the tree, into DEB_OUT
+#                (default build-deb/): strata, libstrata0, libstrata-dev,
+#                python3-strata
 #   make clean
 
 PY ?= /usr/bin/python3
@@ -20,9 +24,10 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 SIM_SOAK_SEEDS ?= 200000
 PREFIX ?= /usr/local
+DEB_OUT ?= build-deb
 DESTDIR ?=
 
-.PHONY: all deps build test unit sim integration demo bench fuzz soak install clean
+.PHONY: all deps build test unit sim integration demo bench fuzz soak install deb clean
 
 all: build
 
@@ -84,5 +89,18 @@ install: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 	meson install -C $(BUILD) --no-rebuild $(if $(DESTDIR),--destdir "$(abspath $(DESTDIR))")
 
+# dpkg-buildpackage writes its packages beside the tree it builds: it runs
+# on a copy in DEB_OUT/src (the files git tracks or would, so no build
+# directory goes in), and the .deb files land in DEB_OUT.
+deb: deps
+	rm -rf $(DEB_OUT)/src && mkdir -p $(DEB_OUT)/src
+	rm -f $(DEB_OUT)/*.deb $(DEB_OUT)/*.buildinfo $(DEB_OUT)/*.changes
+	git ls-files -z --cached --others --exclude-standard | \
+		tar --null -T - --ignore-failed-read -cf - | tar -C $(DEB_OUT)/src -xf -
+	cd $(DEB_OUT)/src && DEB_BUILD_OPTIONS="nocheck $(DEB_BUILD_OPTIONS)" \
+		dpkg-buildpackage -us -uc -b
+	rm -rf $(DEB_OUT)/src
+	@ls $(DEB_OUT)/*.deb
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz $(DEB_OUT)

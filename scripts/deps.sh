@@ -24,6 +24,8 @@ PKGS=(
   python3-numpy python3-torch                    # python/strata: arrays, tensors, datasets
   python3-fsspec python3-pandas                  # strata.fsspec, its pandas round trip
   python3-pip python3-setuptools                 # pip install ./python (offline, tested)
+  debhelper dh-python dpkg-dev                   # make deb: dpkg-buildpackage, dh with meson and
+                                                 # the Python binding (debian/)
   redis-server                                   # bench mem: the peer it is compared with
   libhiredis-dev                                 # bench mem: Redis measured through its own C
                                                  # client (linked into the strata CLI only)
