@@ -134,15 +134,13 @@ static int list_dir(struct strata *s, const struct bm *b, int t, uint64_t n, dou
 	return 0;
 }
 
-static int one_cluster(struct bm *b, struct strata *s, enum bm_op op, const char *path,
-		       uint8_t *buf)
+static int one_cluster(struct strata *s, enum bm_op op, const char *path, uint8_t *buf)
 {
 	struct strata_file *f;
 	struct strata_stat st;
 	ssize_t n;
 	int rc;
 
-	(void)b;
 	switch (op) {
 	case BM_CREATE:
 		rc = strata_open(s, path, STRATA_O_WRONLY | STRATA_O_CREAT | STRATA_O_EXCL, 0644,
@@ -231,7 +229,7 @@ static void *bm_main(void *arg)
 			bm_path(b, a->cluster, a->idx, i, true, to, sizeof(to));
 			a->err = strata_rename(s, path, to, STRATA_RENAME_NOREPLACE);
 		} else {
-			a->err = a->cluster ? one_cluster(b, s, a->op, path, buf) :
+			a->err = a->cluster ? one_cluster(s, a->op, path, buf) :
 					      one_local(a->op, path, buf);
 		}
 		if (a->err)
