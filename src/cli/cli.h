@@ -37,6 +37,12 @@ int local_cluster_up(const char *dir, int nstorage, int replication, const char 
  * the "authentication off" twin of a benchmark. */
 int local_cluster_up_keyless(const char *dir, int nstorage, int replication, const char *extra,
 			     char *mgmt, size_t mgmtlen);
+/* The same with the namespace and mgmt state on a local PostgreSQL server
+ * ('local up --control N --meta-store postgresql'): control daemons
+ * (1..16), each running mgmt and meta; mgmt is filled with their
+ * addresses, comma-separated. */
+int local_cluster_up_pg(const char *dir, int nstorage, int replication, int control,
+			const char *extra, char *mgmt, size_t mgmtlen);
 int local_cluster_down(const char *dir);
 
 /* strata keygen and strata token create|list|revoke (cmd_token.c). */

@@ -657,11 +657,11 @@ static int local_status(const char *dir)
 }
 
 static int cluster_up(const char *dir, int nstorage, int replication, const char *extra,
-		      bool keyless, char *mgmt, size_t mgmtlen)
+		      bool keyless, int control, char *mgmt, size_t mgmtlen)
 {
 	struct local_opts o = { .dir = dir, .nodes = nstorage, .storage = nstorage,
 				.replication = replication, .extra = extra, .keyless = keyless,
-				.control = 1 };
+				.control = control ? control : 1, .pg = control > 0 };
 	int rc = local_up(&o);
 
 	if (rc)
@@ -676,13 +676,24 @@ static int cluster_up(const char *dir, int nstorage, int replication, const char
 int local_cluster_up(const char *dir, int nstorage, int replication, const char *extra,
 		     char *mgmt, size_t mgmtlen)
 {
-	return cluster_up(dir, nstorage, replication, extra, false, mgmt, mgmtlen);
+	return cluster_up(dir, nstorage, replication, extra, false, 0, mgmt, mgmtlen);
+}
+
+int local_cluster_up_pg(const char *dir, int nstorage, int replication, int control,
+			const char *extra, char *mgmt, size_t mgmtlen)
+{
+	if (control < 1 || control > LOCAL_CONTROL_MAX) {
+		cli_err("local: %d is not a number of control daemons in 1..%d", control,
+			LOCAL_CONTROL_MAX);
+		return 1;
+	}
+	return cluster_up(dir, nstorage, replication, extra, false, control, mgmt, mgmtlen);
 }
 
 int local_cluster_up_keyless(const char *dir, int nstorage, int replication, const char *extra,
 			     char *mgmt, size_t mgmtlen)
 {
-	return cluster_up(dir, nstorage, replication, extra, true, mgmt, mgmtlen);
+	return cluster_up(dir, nstorage, replication, extra, true, 0, mgmt, mgmtlen);
 }
 
 int local_cluster_down(const char *dir)

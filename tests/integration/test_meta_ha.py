@@ -19,7 +19,7 @@ import re
 import pytest
 
 from conftest import (REGISTRY, STRATA, Cluster, Daemon, fetch_metrics_text, parse_metrics,
-                      pid_alive, run, spawn, wait_until)
+                      pid_alive, run, sanitizer_reports, spawn, wait_until)
 from pgtmp import PGBIN, PgServer
 from test_python import PY, py_env
 
@@ -362,3 +362,57 @@ assert c.listdir("/x") == []
         problems += c.stop_all() + c.sanitizer_reports()
         pg.destroy()
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.timeout(300)
+def test_bench_meta_servers_smoke():
+    """'strata bench meta --servers 1,2' (issue 18, deliverable 4): a SQLite
+    cluster, then PostgreSQL ones with 1 and 2 meta servers, in one run;
+    every row has a rate per configuration and a ratio to SQLite, the CPU
+    table and the split of the meta CPU over the two servers are printed,
+    and every cluster and PostgreSQL server is gone afterwards. The shape
+    only: no figure is judged."""
+    r = _strata_fn("bench", "meta", "--servers", "1,2", "--files", "20", "--seconds", "0.2",
+                   "--threads", "2", timeout=280)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert not sanitizer_reports(out), out
+    lines = r.stdout.splitlines()
+    head = [i for i, l in enumerate(lines) if l.startswith("ops/s ")]
+    assert len(head) == 1, out
+    assert lines[head[0]].split() == ["ops/s", "sqlite", "pg", "x1", "ratio", "pg", "x2",
+                                      "ratio"], out
+    rows = lines[head[0] + 1:head[0] + 6]
+    names = ("create", "stat", "rename (same dir)", "readdir (entries)", "unlink")
+    for name, l in zip(names, rows):
+        assert l.startswith(name), out
+        assert re.fullmatch(r"\s+\d+\s+\d+\s+\d+\.\d{3}\s+\d+\s+\d+\.\d{3}", l[len(name):]), l
+    cpu = [i for i, l in enumerate(lines) if l.startswith("server us/op")]
+    assert len(cpu) == 1 and "meta daemons + PostgreSQL" in lines[cpu[0]], out
+    for name, l in zip(names, lines[cpu[0] + 1:cpu[0] + 6]):
+        assert l.startswith(name), out
+        assert re.fullmatch(r"\s+[\d.]+; [\d.]+\s+[\d.]+\+[\d.]+; [\d.]+\s+[\d.]+\+[\d.]+; [\d.]+",
+                            l[len(name):]), l
+    retried = [i for i, l in enumerate(lines) if l.startswith("retried per 1000 ops")]
+    assert len(retried) == 1, out
+    for name, l in zip(names, lines[retried[0] + 1:retried[0] + 6]):
+        assert re.fullmatch(r"\s+([\d.]+|-)\s+([\d.]+|-)", l[len(name):]), l
+    assert re.search(r"^pg x2: meta CPU per server \d+% \d+%$", r.stdout, re.M), out
+    assert len(re.findall(r"^local cluster in '.*' stopped$", r.stdout, re.M)) == 3, out
+    pgdirs = re.findall(r"on PostgreSQL in '(/tmp/strata-pg\.[^']+)'", r.stdout)
+    assert len(pgdirs) == 2, out
+    for d in pgdirs:
+        assert not os.path.exists(d), d
+
+
+def test_bench_meta_servers_usage():
+    for bad, msg in ((("--servers", "0"), "not a list of meta server counts"),
+                     (("--servers", "1,,2"), "not a list of meta server counts"),
+                     (("--servers", "1,"), "not a list of meta server counts"),
+                     (("--servers", "9"), "not a list of meta server counts"),
+                     (("--servers", "2,2"), "names 2 twice"),
+                     (("--servers", "1", "--mgmt", "127.0.0.1:1"), "does not take --mgmt")):
+        r = _strata_fn("bench", "meta", *bad, timeout=30)
+        assert r.returncode == 2 and msg in r.stderr, (bad, r.stdout + r.stderr)
+    r = _strata_fn("bench", "meta", "--help", timeout=30)
+    assert r.returncode == 0 and "--servers LIST" in r.stdout, r.stdout + r.stderr
