@@ -28,14 +28,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 
 #include <libpq-fe.h>
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "meta/meta_store.h"
 #include "common/pg_conn.h"
+#include "meta/meta_store.h"
 
 #define COMP "meta-pg"
 
@@ -74,6 +75,9 @@ enum pst {
 	P_COUNTER_GET,
 	P_COUNTER_ADD,
 	P_COUNTER_SET,
+	P_PART_GET,
+	P_PART_ADD,
+	P_PART_CLEAR,
 	P_GC_PUSH,
 	P_GC_POP,
 	P_GC_POP_INO,
@@ -136,6 +140,15 @@ static const struct pstmt pstmts[P_COUNT] = {
 		" ON CONFLICT (name) DO UPDATE SET value = meta_counters.value + $2", "ti" },
 	[P_COUNTER_SET] = { "INSERT INTO meta_counters (name, value) VALUES ($1, $2)"
 		" ON CONFLICT (name) DO UPDATE SET value = $2", "ti" },
+	/* The statistics (stat_counter()): a base row plus one part per
+	 * connection. */
+	[P_PART_GET] = { "SELECT (COALESCE((SELECT value FROM meta_counters WHERE name = $1), 0)"
+		" + COALESCE((SELECT SUM(value) FROM meta_counter_parts WHERE name = $1), 0))::bigint",
+		"t" },
+	[P_PART_ADD] = { "INSERT INTO meta_counter_parts (name, part, value) VALUES ($1, $3, $2)"
+		" ON CONFLICT (name, part) DO UPDATE SET value = meta_counter_parts.value + $2",
+		"tii" },
+	[P_PART_CLEAR] = { "DELETE FROM meta_counter_parts WHERE name = $1", "t" },
 	[P_GC_PUSH] = { "INSERT INTO meta_gc_queue (ino, chunk_from, chunk_to, chunk_size,"
 		" stripe, table_len, seed) VALUES ($1, $2, $3, $4, $5, $6, $7)", "iiiiiii" },
 	[P_GC_POP] = { "SELECT " GC_COLS " FROM meta_gc_queue ORDER BY id LIMIT $1", "i" },
@@ -145,8 +158,9 @@ static const struct pstmt pstmts[P_COUNT] = {
 	[P_LIST_INODES] = { "SELECT " INODE_COLS ", ino FROM meta_inodes WHERE ino > $1"
 		" ORDER BY ino LIMIT $2", "ii" },
 	/* Names are COLLATE "C": byte order, whatever the database's locale. */
-	[P_LIST_COUNTERS] = { "SELECT name, value FROM meta_counters WHERE name > $1"
-		" ORDER BY name LIMIT $2", "ti" },
+	[P_LIST_COUNTERS] = { "SELECT name, SUM(value)::bigint FROM (SELECT name, value FROM"
+		" meta_counters UNION ALL SELECT name, value FROM meta_counter_parts) c"
+		" WHERE name > $1 GROUP BY name ORDER BY name LIMIT $2", "ti" },
 	[P_GC_LIST] = { "SELECT " GC_COLS " FROM meta_gc_queue WHERE id > $1 ORDER BY id"
 		" LIMIT $2", "ii" },
 	[P_ALLOC_PEEK] = { "SELECT " SEQ_LAST("meta_ino_seq") ", " SEQ_LAST("meta_gen_seq"), "" },
@@ -191,6 +205,10 @@ static const char *const migrations[] = {
 	/* 1 is the root's number and generation, made by the namespace. */
 	"CREATE SEQUENCE meta_ino_seq START 2;"
 	"CREATE SEQUENCE meta_gen_seq START 2;",
+	/* 1 -> 2: the statistics' parts (stat_counter()). */
+	"CREATE TABLE meta_counter_parts ("
+	" name text COLLATE \"C\" NOT NULL, part bigint NOT NULL, value bigint NOT NULL,"
+	" PRIMARY KEY (name, part));",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -205,6 +223,7 @@ struct pg_store {
 	bool lost;		/* the connection broke: reconnect at begin() */
 	uint64_t retry_at_ms;	/* no reconnect before (mono_ms) */
 	bool gc_held;		/* this session holds GC_LOCK_KEY */
+	int64_t part;		/* this store's part of the statistics (stat_counter) */
 };
 
 /* Parameters of one statement, in binary format. */
@@ -809,6 +828,23 @@ static int pg_alloc_reserve(void *impl, uint64_t ino, uint64_t gen)
 	return two_values(impl, P_ALLOC_RESERVE, &a, "set the allocation state", &x, &y);
 }
 
+/*
+ * The statistics: "inodes" and "bytes" change with every create, unlink
+ * and size change, and are read only by statfs (a read-only transaction).
+ * One row each would make every two such writes of different meta servers
+ * a serialization failure (SERIALIZABLE: the first updater wins), retried
+ * until the retries run out under load. So each store adds to its own
+ * part (meta_counter_parts, `part` chosen at random when it opens, one of
+ * STAT_PARTS) and a read sums the base row and the parts. Counters read
+ * by write transactions (table_len, quotas) keep one row: a read of the
+ * parts there would conflict with every part written.
+ */
+#define STAT_PARTS 4096
+static bool stat_counter(const char *name)
+{
+	return !strcmp(name, "inodes") || !strcmp(name, "bytes");
+}
+
 static int pg_counter_get(void *impl, const char *name, int64_t *out)
 {
 	struct args a = { 0 };
@@ -816,7 +852,7 @@ static int pg_counter_get(void *impl, const char *name, int64_t *out)
 	int err;
 
 	arg_str(&a, name);
-	err = run(impl, P_COUNTER_GET, &a, "get counter", &r);
+	err = run(impl, stat_counter(name) ? P_PART_GET : P_COUNTER_GET, &a, "get counter", &r);
 	if (err)
 		return err;
 	*out = PQntuples(r) == 1 ? col_i64(r, 0, 0) : 0;
@@ -837,11 +873,30 @@ static int counter_write(struct pg_store *s, enum pst id, const char *name, int6
 
 static int pg_counter_add(void *impl, const char *name, int64_t delta)
 {
-	return counter_write(impl, P_COUNTER_ADD, name, delta);
+	struct pg_store *s = impl;
+	struct args a = { 0 };
+	int n;
+
+	if (!stat_counter(name))
+		return counter_write(s, P_COUNTER_ADD, name, delta);
+	arg_str(&a, name);
+	arg_i64(&a, delta);
+	arg_i64(&a, s->part);
+	n = run_count(s, P_PART_ADD, &a, "update counter");
+	return n < 0 ? n : 0;
 }
 
 static int pg_counter_set(void *impl, const char *name, int64_t value)
 {
+	struct args a = { 0 };
+	int n;
+
+	if (stat_counter(name)) {
+		arg_str(&a, name);
+		n = run_count(impl, P_PART_CLEAR, &a, "update counter");
+		if (n < 0)
+			return n;
+	}
 	return counter_write(impl, P_COUNTER_SET, name, value);
 }
 
@@ -1137,6 +1192,10 @@ int meta_store_pg_open(const char *conninfo, const struct meta_store_pg_opts *op
 	out->ops = NULL;
 	out->impl = NULL;
 	s = calloc(1, sizeof(*s));
+	if (s && getrandom(&s->part, sizeof(s->part), 0) == (ssize_t)sizeof(s->part))
+		s->part = (int64_t)((uint64_t)s->part % STAT_PARTS);
+	else if (s)
+		s->part = (int64_t)(mono_ms() % STAT_PARTS);
 	if (!s)
 		return -ENOMEM;
 	meta_store_pg_opts_init(&s->o, sizeof(s->o));
