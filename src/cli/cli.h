@@ -146,5 +146,9 @@ int cli_spawn_daemon(const char *data, const char *const *flags, int timeout_ms,
 /* SIGTERM, wait up to timeout_ms, then SIGKILL. Returns 0 if it exited
  * cleanly on SIGTERM. */
 int cli_stop_pid(int pid, int timeout_ms);
+/* Whether process pid runs: a zombie (exited, not yet reaped by its
+ * parent, as a daemon whose parent does not reap can stay) counts as
+ * gone. */
+int cli_pid_alive(int pid);
 
 #endif

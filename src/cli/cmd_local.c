@@ -739,7 +739,7 @@ static int local_node(const char *dir, const char *action, int64_t id)
 		return 2;
 	}
 	pid = (int)json_integer_value(json_object_get(n, "pid"));
-	if (pid > 0 && kill(pid, 0) < 0 && errno == ESRCH)
+	if (pid > 0 && !cli_pid_alive(pid))
 		pid = 0;	/* died on its own (kill -9, a crash) */
 	if (stop && pid > 0) {
 		rc = cli_stop_pid(pid, 10000);

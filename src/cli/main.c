@@ -135,8 +135,7 @@ int cli_spawn_daemon(const char *data, const char *const *flags, int timeout_ms,
 	return -ETIMEDOUT;
 }
 
-/* A zombie (exited, not yet reaped by its parent) counts as gone. */
-static int pid_alive(int pid)
+int cli_pid_alive(int pid)
 {
 	char path[64], buf[256];
 	int status, fd;
@@ -167,12 +166,12 @@ int cli_stop_pid(int pid, int timeout_ms)
 	if (pid <= 0 || kill(pid, SIGTERM) < 0)
 		return -ESRCH;
 	while (reactor_now_ms() < deadline) {
-		if (!pid_alive(pid))
+		if (!cli_pid_alive(pid))
 			return 0;
 		sleep_ms(20);
 	}
 	kill(pid, SIGKILL);
-	for (int i = 0; i < 100 && pid_alive(pid); i++)
+	for (int i = 0; i < 100 && cli_pid_alive(pid); i++)
 		sleep_ms(10);
 	return -ETIMEDOUT;
 }
