@@ -1,9 +1,11 @@
 /* What the two PostgreSQL stores share (pg_conn.h). */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/pg_conn.h"
 
@@ -84,5 +86,87 @@ int pg_conn_check_passfile(const char *path, char *err, size_t errlen)
 			 " stricter (chmod 600 '%s')", path, (unsigned)(st.st_mode & 07777), path);
 		return -EACCES;
 	}
+	return 0;
+}
+
+/* ---- a store's session ---- */
+
+#define RECONNECT_BACKOFF_MS 500
+
+void pg_param_i64(struct pg_params *a, int64_t v)
+{
+	if (a->n >= PG_PARAMS_MAX)
+		return;
+	snprintf(a->num[a->n], sizeof(a->num[a->n]), "%" PRId64, v);
+	a->v[a->n] = a->num[a->n];
+	a->n++;
+}
+
+void pg_param_str(struct pg_params *a, const char *s)
+{
+	if (a->n < PG_PARAMS_MAX)
+		a->v[a->n++] = s;
+}
+
+int pg_session_fail(struct pg_session *s, const PGresult *r, const char *what)
+{
+	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	char msg[256];
+
+	if (PQstatus(s->conn) != CONNECTION_OK) {
+		if (!s->lost)
+			log_error(s->comp, "%s: connection lost during %s: %s; reconnecting at the"
+				  " next call", s->where, what,
+				  pg_conn_one_line(PQerrorMessage(s->conn), msg, sizeof(msg)));
+		s->lost = true;
+		return -EIO;
+	}
+	if (state && !strcmp(state, "23505"))
+		return -EEXIST;
+	log_error(s->comp, "%s: %s failed: %s", s->where, what,
+		  pg_conn_one_line(r ? PQresultErrorMessage(r) : PQerrorMessage(s->conn), msg,
+				   sizeof(msg)));
+	return -EIO;
+}
+
+int pg_session_check(struct pg_session *s, PGresult *r, const char *what, PGresult **out)
+{
+	ExecStatusType st = PQresultStatus(r);
+	int rc = 0;
+
+	if (out)
+		*out = NULL;
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+		rc = pg_session_fail(s, r, what);
+	if (!rc && out)
+		*out = r;
+	else
+		PQclear(r);
+	return rc;
+}
+
+int pg_session_reconnect(struct pg_session *s, int (*after)(void *arg), void *arg)
+{
+	char msg[256];
+
+	if (!s->lost && PQstatus(s->conn) == CONNECTION_OK)
+		return 0;
+	if (mono_ms() < s->retry_at_ms)
+		return -EIO;
+	PQreset(s->conn);
+	if (PQstatus(s->conn) != CONNECTION_OK) {
+		s->retry_at_ms = mono_ms() + RECONNECT_BACKOFF_MS;
+		log_warn_limited(s->comp, "%s: cannot reconnect: %s", s->where,
+				 pg_conn_one_line(PQerrorMessage(s->conn), msg, sizeof(msg)));
+		s->lost = true;
+		return -EIO;
+	}
+	s->lost = false;
+	if (after && after(arg)) {
+		s->lost = true;
+		s->retry_at_ms = mono_ms() + RECONNECT_BACKOFF_MS;
+		return -EIO;
+	}
+	log_info(s->comp, "%s: reconnected", s->where);
 	return 0;
 }

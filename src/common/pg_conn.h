@@ -44,6 +44,40 @@ bool pg_conn_is_uri(const char *spec);
  * it). 0, or a negative errno with err filled (naming the path). */
 int pg_conn_check_passfile(const char *path, char *err, size_t errlen);
 
+/* ---- a store's session: one connection, text parameters ---- */
+
+/* Text parameters of one statement. */
+#define PG_PARAMS_MAX 32
+struct pg_params {
+	int n;
+	const char *v[PG_PARAMS_MAX];
+	char num[PG_PARAMS_MAX][24];
+};
+void pg_param_i64(struct pg_params *a, int64_t v);
+/* s is borrowed until the statement has run. */
+void pg_param_str(struct pg_params *a, const char *s);
+
+/* A store's connection: where it is for the logs, and whether it broke. */
+struct pg_session {
+	PGconn *conn;
+	const char *comp;	/* the log component */
+	char where[192];	/* "database 'db' on host:port" (pg_conn_open) */
+	bool lost;		/* broken: reconnect at the next call */
+	uint64_t retry_at_ms;	/* no reconnect before (mono_ms) */
+};
+
+/* The errno of a failed result r (NULL: the connection's error): -EEXIST
+ * for a duplicate key (not logged: the caller's to judge), -EIO
+ * otherwise (logged naming what); a broken connection is marked lost. */
+int pg_session_fail(struct pg_session *s, const PGresult *r, const char *what);
+/* Takes r: 0 and *out = r (the caller PQclears it) when it succeeded and
+ * out is not NULL; else it is cleared, and the error is pg_session_fail's. */
+int pg_session_check(struct pg_session *s, PGresult *r, const char *what, PGresult **out);
+/* When s is lost or its connection broken: PQreset, at most every 500 ms,
+ * then after(arg) (NULL: none; e.g. preparing statements again, which the
+ * old session took with it). 0, or -EIO (logged, rate-limited). */
+int pg_session_reconnect(struct pg_session *s, int (*after)(void *arg), void *arg);
+
 /* libpq's message msg (which spans lines) on one line, into buf (cap
  * bytes); returns buf. */
 const char *pg_conn_one_line(const char *msg, char *buf, size_t cap);

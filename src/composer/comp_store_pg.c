@@ -31,8 +31,6 @@
 #define COMP "composer-pg"
 /* The meta and mgmt stores' schema lock: one set-up at a time for all. */
 #define SCHEMA_LOCK_KEY "6076327939519844691"
-#define RECONNECT_BACKOFF_MS 500
-#define MAX_PARAMS 27
 
 static const char *const migrations[] = {
 	/* 0 -> 1: the SQLite store's tables as of generation and zones. */
@@ -88,92 +86,35 @@ static const char *const pstmts[P_COUNT] = {
 };
 
 struct pgc {
-	PGconn *conn;
+	struct pg_session db;	/* the connection (common/pg_conn.h) */
 	char *conninfo;
 	char *passfile;
-	char where[192];	/* "database 'db' on host:port", for logs */
-	bool lost;		/* reconnect at the next call */
-	uint64_t retry_at_ms;
 };
-
-/* Text parameters of one statement. */
-struct pargs {
-	int n;
-	const char *v[MAX_PARAMS];
-	char num[MAX_PARAMS][24];
-};
-
-static void pa_i64(struct pargs *a, int64_t v)
-{
-	snprintf(a->num[a->n], sizeof(a->num[a->n]), "%" PRId64, v);
-	a->v[a->n] = a->num[a->n];
-	a->n++;
-}
-
-static void pa_str(struct pargs *a, const char *s)
-{
-	a->v[a->n++] = s;
-}
-
-/* The errno of a failed result (logged unless a duplicate key, the
- * caller's to judge): -EEXIST for a duplicate key, -EIO otherwise; a
- * broken connection is marked lost. */
-static int fail(struct pgc *s, const PGresult *r, const char *what)
-{
-	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-	char msg[256];
-
-	if (PQstatus(s->conn) != CONNECTION_OK) {
-		if (!s->lost)
-			log_error(COMP, "%s: connection lost during %s: %s; reconnecting at the next"
-				  " call", s->where, what,
-				  pg_conn_one_line(PQerrorMessage(s->conn), msg, sizeof(msg)));
-		s->lost = true;
-		return -EIO;
-	}
-	if (state && !strcmp(state, "23505"))
-		return -EEXIST;
-	log_error(COMP, "%s: %s failed: %s", s->where, what,
-		  pg_conn_one_line(r ? PQresultErrorMessage(r) : PQerrorMessage(s->conn), msg,
-				   sizeof(msg)));
-	return -EIO;
-}
 
 static int check(struct pgc *s, PGresult *r, const char *what, PGresult **out)
 {
-	ExecStatusType st = PQresultStatus(r);
-	int rc = 0;
-
-	if (out)
-		*out = NULL;
-	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-		rc = fail(s, r, what);
-	if (!rc && out)
-		*out = r;
-	else
-		PQclear(r);
-	return rc;
+	return pg_session_check(&s->db, r, what, out);
 }
 
 /* Runs SQL text without parameters (transactions, set-up). */
 static int exec_sql(struct pgc *s, const char *sql, const char *what, PGresult **out)
 {
-	if (s->lost)
+	if (s->db.lost)
 		return -EIO;
-	return check(s, PQexec(s->conn, sql), what, out);
+	return check(s, PQexec(s->db.conn, sql), what, out);
 }
 
 /* Runs prepared statement id with a; *out gets the result (PQclear it)
  * when out is not NULL. */
-static int run(struct pgc *s, enum pst id, const struct pargs *a, const char *what,
+static int run(struct pgc *s, enum pst id, const struct pg_params *a, const char *what,
 	       PGresult **out)
 {
 	char name[16];
 
-	if (s->lost)
+	if (s->db.lost)
 		return -EIO;
 	snprintf(name, sizeof(name), "c%d", (int)id);
-	return check(s, PQexecPrepared(s->conn, name, a ? a->n : 0, a ? a->v : NULL, NULL, NULL, 0),
+	return check(s, PQexecPrepared(s->db.conn, name, a ? a->n : 0, a ? a->v : NULL, NULL, NULL, 0),
 		     what, out);
 }
 
@@ -184,46 +125,30 @@ static int prepare_all(struct pgc *s)
 		int rc;
 
 		snprintf(name, sizeof(name), "c%d", i);
-		rc = check(s, PQprepare(s->conn, name, pstmts[i], 0, NULL), "preparing a statement",
+		rc = check(s, PQprepare(s->db.conn, name, pstmts[i], 0, NULL), "preparing a statement",
 			   NULL);
 		if (rc) {
-			log_error(COMP, "%s: statement %d: %s", s->where, i, pstmts[i]);
+			log_error(COMP, "%s: statement %d: %s", s->db.where, i, pstmts[i]);
 			return rc == -EEXIST ? -EIO : rc;
 		}
 	}
 	return 0;
 }
 
+static int prepare_again(void *arg)
+{
+	return prepare_all(arg);
+}
+
+/* Prepared statements belong to the session: made again after a reset. */
 static int reconnect(struct pgc *s)
 {
-	char msg[256];
-
-	if (!s->lost && PQstatus(s->conn) == CONNECTION_OK)
-		return 0;
-	if (mono_ms() < s->retry_at_ms)
-		return -EIO;
-	PQreset(s->conn);
-	if (PQstatus(s->conn) != CONNECTION_OK) {
-		s->retry_at_ms = mono_ms() + RECONNECT_BACKOFF_MS;
-		log_warn_limited(COMP, "%s: cannot reconnect: %s", s->where,
-				 pg_conn_one_line(PQerrorMessage(s->conn), msg, sizeof(msg)));
-		s->lost = true;
-		return -EIO;
-	}
-	s->lost = false;
-	/* Prepared statements belong to the session that is gone. */
-	if (prepare_all(s)) {
-		s->lost = true;
-		s->retry_at_ms = mono_ms() + RECONNECT_BACKOFF_MS;
-		return -EIO;
-	}
-	log_info(COMP, "%s: reconnected", s->where);
-	return 0;
+	return pg_session_reconnect(&s->db, prepare_again, s);
 }
 
 static void rollback(struct pgc *s)
 {
-	if (!s->lost && PQtransactionStatus(s->conn) != PQTRANS_IDLE)
+	if (!s->db.lost && PQtransactionStatus(s->db.conn) != PQTRANS_IDLE)
 		(void)exec_sql(s, "ROLLBACK", "rollback", NULL);
 }
 
@@ -304,52 +229,52 @@ static int pgc_load(void *impl, struct comp **out, uint32_t *n)
 static int put_row(struct pgc *s, const struct comp *c, uint64_t generation, const char *gpus,
 		   const char *paths)
 {
-	struct pargs a = { 0 };
+	struct pg_params a = { 0 };
 
-	pa_i64(&a, (int64_t)c->seq);
-	pa_str(&a, c->id);
-	pa_str(&a, c->name);
-	pa_str(&a, c->tenant);
-	pa_i64(&a, c->state);
-	pa_str(&a, c->reason);
-	pa_i64(&a, c->rq.gpus);
-	pa_str(&a, c->rq.model);
-	pa_i64(&a, c->rq.same_node);
-	pa_i64(&a, (int64_t)c->rq.storage);
-	pa_i64(&a, (int64_t)c->rq.memory);
-	pa_i64(&a, c->retain);
-	pa_i64(&a, c->created);
-	pa_i64(&a, c->changed);
-	pa_i64(&a, c->expires);
-	pa_i64(&a, (int64_t)c->mem_share);
-	pa_i64(&a, c->mem_nodes);
-	pa_str(&a, c->token_id);
-	pa_str(&a, gpus);
-	pa_i64(&a, c->owner_uid);
-	pa_i64(&a, c->owner_gid);
-	pa_str(&a, paths);
-	pa_i64(&a, c->qos_mbps);
-	pa_i64(&a, c->qos_iops);
-	pa_str(&a, c->rq.zone);
-	pa_i64(&a, c->rq.same_zone);
-	pa_i64(&a, (int64_t)generation);
+	pg_param_i64(&a, (int64_t)c->seq);
+	pg_param_str(&a, c->id);
+	pg_param_str(&a, c->name);
+	pg_param_str(&a, c->tenant);
+	pg_param_i64(&a, c->state);
+	pg_param_str(&a, c->reason);
+	pg_param_i64(&a, c->rq.gpus);
+	pg_param_str(&a, c->rq.model);
+	pg_param_i64(&a, c->rq.same_node);
+	pg_param_i64(&a, (int64_t)c->rq.storage);
+	pg_param_i64(&a, (int64_t)c->rq.memory);
+	pg_param_i64(&a, c->retain);
+	pg_param_i64(&a, c->created);
+	pg_param_i64(&a, c->changed);
+	pg_param_i64(&a, c->expires);
+	pg_param_i64(&a, (int64_t)c->mem_share);
+	pg_param_i64(&a, c->mem_nodes);
+	pg_param_str(&a, c->token_id);
+	pg_param_str(&a, gpus);
+	pg_param_i64(&a, c->owner_uid);
+	pg_param_i64(&a, c->owner_gid);
+	pg_param_str(&a, paths);
+	pg_param_i64(&a, c->qos_mbps);
+	pg_param_i64(&a, c->qos_iops);
+	pg_param_str(&a, c->rq.zone);
+	pg_param_i64(&a, c->rq.same_zone);
+	pg_param_i64(&a, (int64_t)generation);
 	return run(s, P_PUT, &a, "writing a composition", NULL);
 }
 
 static int put_gpus(struct pgc *s, const struct comp *c)
 {
-	struct pargs a = { 0 };
+	struct pg_params a = { 0 };
 	int rc;
 
-	pa_str(&a, c->id);
+	pg_param_str(&a, c->id);
 	if ((rc = run(s, P_FREE_GPUS, &a, "freeing GPUs", NULL)))
 		return rc;
 	for (uint32_t i = 0; comp_state_holds(c->state) && i < c->ngpus; i++) {
-		struct pargs g = { 0 };
+		struct pg_params g = { 0 };
 
-		pa_i64(&g, c->gpus[i].node);
-		pa_i64(&g, c->gpus[i].index);
-		pa_str(&g, c->id);
+		pg_param_i64(&g, c->gpus[i].node);
+		pg_param_i64(&g, c->gpus[i].index);
+		pg_param_str(&g, c->id);
 		rc = run(s, P_HOLD_GPU, &g, "holding a GPU", NULL);
 		if (rc == -EEXIST)
 			log_error(COMP, "GPU %u of node %u is held by another composition: '%s' refused",
@@ -392,13 +317,13 @@ static int pgc_add_bytes(void *impl, int64_t at, const char *tenant, uint64_t re
 			 uint64_t written)
 {
 	struct pgc *s = impl;
-	struct pargs a = { 0 };
+	struct pg_params a = { 0 };
 	int rc;
 
-	pa_i64(&a, at);
-	pa_str(&a, tenant);
-	pa_i64(&a, comp_i64(read));
-	pa_i64(&a, comp_i64(written));
+	pg_param_i64(&a, at);
+	pg_param_str(&a, tenant);
+	pg_param_i64(&a, comp_i64(read));
+	pg_param_i64(&a, comp_i64(written));
 	if ((rc = reconnect(s)))
 		return rc;
 	rc = run(s, P_ADD_BYTES, &a, "writing composer_usage_bytes", NULL);
@@ -410,12 +335,12 @@ static int pgc_sum_bytes(void *impl, int64_t since, int64_t until,
 			 void *arg)
 {
 	struct pgc *s = impl;
-	struct pargs a = { 0 };
+	struct pg_params a = { 0 };
 	PGresult *r;
 	int rc;
 
-	pa_i64(&a, since);
-	pa_i64(&a, until);
+	pg_param_i64(&a, since);
+	pg_param_i64(&a, until);
 	if ((rc = reconnect(s)) ||
 	    (rc = run(s, P_SUM_BYTES, &a, "reading composer_usage_bytes", &r)))
 		return rc;
@@ -434,8 +359,8 @@ static void pgc_close(void *impl)
 
 	if (!s)
 		return;
-	if (s->conn)
-		PQfinish(s->conn);
+	if (s->db.conn)
+		PQfinish(s->db.conn);
 	free(s->conninfo);
 	free(s->passfile);
 	free(s);
@@ -474,14 +399,14 @@ static int setup_schema(struct pgc *s)
 	PQclear(r);
 	if (v > SCHEMA_VERSION) {
 		log_error(COMP, "%s has composer schema version %d, newer than this build's (%d);"
-			  " run a newer stratad", s->where, v, SCHEMA_VERSION);
+			  " run a newer stratad", s->db.where, v, SCHEMA_VERSION);
 		rc = STRATA_EBADMSG;
 		goto fail;
 	}
 	for (int i = v; !rc && i < SCHEMA_VERSION; i++) {
 		rc = exec_sql(s, migrations[i], "migrating the schema", NULL);
 		if (!rc)
-			log_info(COMP, "%s: composer schema %d -> %d", s->where, i, i + 1);
+			log_info(COMP, "%s: composer schema %d -> %d", s->db.where, i, i + 1);
 	}
 	snprintf(sql, sizeof(sql), "INSERT INTO schema_version VALUES ('composer', %d) ON CONFLICT"
 		 " (component) DO UPDATE SET version = excluded.version", SCHEMA_VERSION);
@@ -509,7 +434,8 @@ int comp_store_pg_open(const char *conninfo, const char *passfile,
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	snprintf(s->where, sizeof(s->where), "PostgreSQL");
+	s->db.comp = COMP;
+	snprintf(s->db.where, sizeof(s->db.where), "PostgreSQL");
 	s->conninfo = strdup(conninfo);
 	s->passfile = passfile && *passfile ? strdup(passfile) : NULL;
 	rc = !s->conninfo || (passfile && *passfile && !s->passfile) ? -ENOMEM : 0;
@@ -517,8 +443,8 @@ int comp_store_pg_open(const char *conninfo, const char *passfile,
 		log_error(COMP, "%s", msg);
 	if (!rc) {
 		o.passfile = s->passfile;
-		s->conn = pg_conn_open(s->conninfo, &o, s->where, sizeof(s->where));
-		rc = !s->conn ? -ENOMEM : PQstatus(s->conn) == CONNECTION_OK ? 0 : -EIO;
+		s->db.conn = pg_conn_open(s->conninfo, &o, s->db.where, sizeof(s->db.where));
+		rc = !s->db.conn ? -ENOMEM : PQstatus(s->db.conn) == CONNECTION_OK ? 0 : -EIO;
 	}
 	if (!rc)
 		rc = setup_schema(s);
@@ -528,7 +454,7 @@ int comp_store_pg_open(const char *conninfo, const char *passfile,
 		pgc_close(s);
 		return rc;
 	}
-	log_info(COMP, "%s: composer schema version %d", s->where, SCHEMA_VERSION);
+	log_info(COMP, "%s: composer schema version %d", s->db.where, SCHEMA_VERSION);
 	*ops = &pgc_ops;
 	*impl = s;
 	return 0;

@@ -39,8 +39,6 @@
 #define COMP "mgmt-pg"
 /* The meta store's schema lock: one set-up at a time for both. */
 #define SCHEMA_LOCK_KEY "6076327939519844691"
-#define RECONNECT_BACKOFF_MS 500
-#define MAX_PARAMS 8
 
 static const char *const migrations[] = {
 	/* 0 -> 1: schema 1 of the SQLite store, and the lease. */
@@ -65,83 +63,31 @@ static const char *const migrations[] = {
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
 struct pgm {
-	PGconn *conn;
+	struct pg_session db;	/* the connection (common/pg_conn.h) */
 	char *conninfo;
 	char *passfile;
-	char where[192];	/* "database 'db' on host:port", for logs */
-	bool lost;		/* reconnect at the next call */
-	uint64_t retry_at_ms;
 	uint64_t term;		/* the fence (0: none) */
 };
 
-/* Text parameters of one statement. */
-struct pargs {
-	int n;
-	const char *v[MAX_PARAMS];
-	char num[MAX_PARAMS][24];
-};
-
-static void pa_i64(struct pargs *a, int64_t v)
-{
-	snprintf(a->num[a->n], sizeof(a->num[a->n]), "%" PRId64, v);
-	a->v[a->n] = a->num[a->n];
-	a->n++;
-}
-
-static void pa_str(struct pargs *a, const char *s)
-{
-	a->v[a->n++] = s;
-}
-
-/* The errno of a failed result (logged): -EEXIST for a duplicate key,
- * -EIO otherwise; a broken connection is marked lost. */
-static int fail(struct pgm *s, const PGresult *r, const char *what)
-{
-	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-	char msg[256];
-
-	if (PQstatus(s->conn) != CONNECTION_OK) {
-		if (!s->lost)
-			log_error(COMP, "%s: connection lost during %s: %s; reconnecting at the next"
-				  " call", s->where, what, pg_conn_one_line(PQerrorMessage(s->conn), msg,
-								     sizeof(msg)));
-		s->lost = true;
-		return -EIO;
-	}
-	if (state && !strcmp(state, "23505"))
-		return -EEXIST;
-	log_error(COMP, "%s: %s failed: %s", s->where, what,
-		  pg_conn_one_line(r ? PQresultErrorMessage(r) : PQerrorMessage(s->conn), msg, sizeof(msg)));
-	return -EIO;
-}
-
 /* Runs sql with text parameters a (NULL: none); *out gets the result
  * (PQclear it) when out is not NULL. */
-static int q(struct pgm *s, const char *sql, const struct pargs *a, const char *what,
+static int q(struct pgm *s, const char *sql, const struct pg_params *a, const char *what,
 	     PGresult **out)
 {
 	PGresult *r;
-	ExecStatusType st;
-	int rc = 0;
 
 	if (out)
 		*out = NULL;
-	if (s->lost)
+	if (s->db.lost)
 		return -EIO;
 	/* Without parameters, PQexec: several statements in one string. */
-	r = a ? PQexecParams(s->conn, sql, a->n, NULL, a->v, NULL, NULL, 0) : PQexec(s->conn, sql);
-	st = PQresultStatus(r);
-	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-		rc = fail(s, r, what);
-	if (!rc && out)
-		*out = r;
-	else
-		PQclear(r);
-	return rc;
+	r = a ? PQexecParams(s->db.conn, sql, a->n, NULL, a->v, NULL, NULL, 0) :
+		PQexec(s->db.conn, sql);
+	return pg_session_check(&s->db, r, what, out);
 }
 
 /* Rows a statement changed. */
-static int q_count(struct pgm *s, const char *sql, const struct pargs *a, const char *what)
+static int q_count(struct pgm *s, const char *sql, const struct pg_params *a, const char *what)
 {
 	PGresult *r;
 	int rc = q(s, sql, a, what, &r);
@@ -182,28 +128,12 @@ static uint64_t col_u(const PGresult *r, int row, int col, uint64_t max, bool *b
 
 static int reconnect(struct pgm *s)
 {
-	char msg[256];
-
-	if (!s->lost && PQstatus(s->conn) == CONNECTION_OK)
-		return 0;
-	if (mono_ms() < s->retry_at_ms)
-		return -EIO;
-	PQreset(s->conn);
-	if (PQstatus(s->conn) != CONNECTION_OK) {
-		s->retry_at_ms = mono_ms() + RECONNECT_BACKOFF_MS;
-		log_warn_limited(COMP, "%s: cannot reconnect: %s", s->where,
-				 pg_conn_one_line(PQerrorMessage(s->conn), msg, sizeof(msg)));
-		s->lost = true;
-		return -EIO;
-	}
-	s->lost = false;
-	log_info(COMP, "%s: reconnected", s->where);
-	return 0;
+	return pg_session_reconnect(&s->db, NULL, NULL);
 }
 
 static void rollback(struct pgm *s)
 {
-	if (!s->lost && PQtransactionStatus(s->conn) != PQTRANS_IDLE)
+	if (!s->db.lost && PQtransactionStatus(s->db.conn) != PQTRANS_IDLE)
 		(void)q(s, "ROLLBACK", NULL, "rollback", NULL);
 }
 
@@ -229,7 +159,7 @@ static int wbegin(struct pgm *s)
 	PQclear(r);
 	if (bad || (uint64_t)term != s->term) {
 		log_warn(COMP, "%s: write refused: the leader lease is at term %lld, this mgmt led"
-			 " term %llu (deposed)", s->where, (long long)term,
+			 " term %llu (deposed)", s->db.where, (long long)term,
 			 (unsigned long long)s->term);
 		rollback(s);
 		return -ESTALE;
@@ -250,10 +180,10 @@ static int wend(struct pgm *s, int rc)
 
 static int put_kv(struct pgm *s, const char *key, int64_t v)
 {
-	struct pargs a = { 0 };
+	struct pg_params a = { 0 };
 
-	pa_str(&a, key);
-	pa_i64(&a, v);
+	pg_param_str(&a, key);
+	pg_param_i64(&a, v);
 	return q(s, "INSERT INTO mgmt_map VALUES ($1, $2)", &a, "writing mgmt_map", NULL);
 }
 
@@ -289,7 +219,7 @@ static int save_nodes(struct pgm *s, const struct cluster_map *m, struct bbuf *b
 	int rc = 0;
 
 	for (uint32_t i = 0; !rc && i < m->nnodes; i++) {
-		char *lit = PQescapeLiteral(s->conn, m->nodes[i].addr, strlen(m->nodes[i].addr));
+		char *lit = PQescapeLiteral(s->db.conn, m->nodes[i].addr, strlen(m->nodes[i].addr));
 
 		if (!lit)
 			return -ENOMEM;
@@ -448,7 +378,7 @@ static int load_rows(struct pgm *s, struct cluster_map *m, PGresult *const rs[4]
 	if (!bad)
 		return 0;
 	log_error(COMP, "%s: corrupt cluster map row; restore the database from a backup",
-		  s->where);
+		  s->db.where);
 	return STRATA_EBADMSG;
 }
 
@@ -491,7 +421,7 @@ static int pgm_load(void *impl, struct cluster_map *out)
 	rc = cm_validate(&m);
 	if (rc)
 		log_error(COMP, "%s: the stored cluster map is inconsistent; restore the database"
-			  " from a backup", s->where);
+			  " from a backup", s->db.where);
 out:
 	for (int i = 0; i < 4; i++)
 		PQclear(rs[i]);
@@ -508,14 +438,14 @@ out:
 
 static int node_get(struct pgm *s, const char *sql, uint32_t node, int64_t *v)
 {
-	struct pargs a = { 0 };
+	struct pg_params a = { 0 };
 	PGresult *r;
 	bool bad = false;
 	int rc;
 
 	if ((rc = reconnect(s)))
 		return rc;
-	pa_i64(&a, node);
+	pg_param_i64(&a, node);
 	if ((rc = q(s, sql, &a, "reading a node's record", &r)))
 		return rc;
 	if (PQntuples(r) == 1)
@@ -528,13 +458,13 @@ static int node_get(struct pgm *s, const char *sql, uint32_t node, int64_t *v)
 
 static int node_set(struct pgm *s, const char *sql, uint32_t node, int64_t v)
 {
-	struct pargs a = { 0 };
+	struct pg_params a = { 0 };
 	int rc = wbegin(s);
 
 	if (rc)
 		return rc;
-	pa_i64(&a, node);
-	pa_i64(&a, v);
+	pg_param_i64(&a, node);
+	pg_param_i64(&a, v);
 	return wend(s, q(s, sql, &a, "writing a node's record", NULL));
 }
 
@@ -570,17 +500,17 @@ static int pgm_get_removed(void *impl, uint32_t node, int64_t *when)
 static int pgm_token_add(void *impl, const struct mgmt_token *t, const char *claims)
 {
 	struct pgm *s = impl;
-	struct pargs a = { 0 };
+	struct pg_params a = { 0 };
 	int rc = wbegin(s);
 
 	if (rc)
 		return rc;
-	pa_str(&a, t->id);
-	pa_str(&a, t->tenant);
-	pa_str(&a, claims);
-	pa_i64(&a, t->created);
-	pa_i64(&a, t->exp);
-	pa_i64(&a, t->admin);
+	pg_param_str(&a, t->id);
+	pg_param_str(&a, t->tenant);
+	pg_param_str(&a, claims);
+	pg_param_i64(&a, t->created);
+	pg_param_i64(&a, t->exp);
+	pg_param_i64(&a, t->admin);
 	rc = q_count(s, "INSERT INTO mgmt_tokens (id, tenant, claims, created, exp, admin, revoked)"
 		     " VALUES ($1, $2, $3, $4, $5, $6, 0) ON CONFLICT DO NOTHING", &a,
 		     "writing mgmt_tokens");
@@ -590,14 +520,14 @@ static int pgm_token_add(void *impl, const struct mgmt_token *t, const char *cla
 static int pgm_token_revoke(void *impl, const char *id, int64_t when)
 {
 	struct pgm *s = impl;
-	struct pargs a = { 0 };
+	struct pg_params a = { 0 };
 	int rc = wbegin(s);
 
 	if (rc)
 		return rc;
 	/* The first revocation's time stays; a second one only finds the row. */
-	pa_i64(&a, when > 0 ? when : 1);
-	pa_str(&a, id);
+	pg_param_i64(&a, when > 0 ? when : 1);
+	pg_param_str(&a, id);
 	rc = q_count(s, "UPDATE mgmt_tokens SET revoked = CASE WHEN revoked = 0 THEN $1 ELSE"
 		     " revoked END WHERE id = $2", &a, "writing mgmt_tokens");
 	return wend(s, rc < 0 ? rc : rc ? 0 : -ENOENT);
@@ -606,15 +536,15 @@ static int pgm_token_revoke(void *impl, const char *id, int64_t when)
 static int pgm_token_revoke_offline(void *impl, const char *id, int64_t exp, int64_t when)
 {
 	struct pgm *s = impl;
-	struct pargs a = { 0 };
+	struct pg_params a = { 0 };
 	int rc = wbegin(s);
 
 	if (rc)
 		return rc;
 	when = when > 0 ? when : 1;
-	pa_str(&a, id);
-	pa_i64(&a, when);
-	pa_i64(&a, exp > 0 ? exp : 0);
+	pg_param_str(&a, id);
+	pg_param_i64(&a, when);
+	pg_param_i64(&a, exp > 0 ? exp : 0);
 	rc = q(s, "INSERT INTO mgmt_tokens (id, tenant, claims, created, exp, admin, revoked)"
 	       " VALUES ($1, '(offline)', '{}', $2, $3, 0, $2) ON CONFLICT (id) DO UPDATE SET"
 	       " revoked = CASE WHEN mgmt_tokens.revoked = 0 THEN excluded.revoked ELSE"
@@ -639,7 +569,7 @@ static int pgm_token_list(void *impl, uint32_t max, struct mgmt_token **out, uin
 {
 	struct pgm *s = impl;
 	struct mgmt_token *ts = NULL;
-	struct pargs a = { 0 };
+	struct pg_params a = { 0 };
 	PGresult *r = NULL, *c = NULL;
 	bool bad = false;
 	int rc, rows;
@@ -649,7 +579,7 @@ static int pgm_token_list(void *impl, uint32_t max, struct mgmt_token **out, uin
 	if ((rc = reconnect(s)) ||
 	    (rc = q(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", NULL, "begin", NULL)))
 		return rc;
-	pa_i64(&a, max);
+	pg_param_i64(&a, max);
 	if ((rc = q(s, "SELECT COUNT(*) FROM mgmt_tokens", NULL, "reading mgmt_tokens", &c)) ||
 	    (rc = q(s, "SELECT id, tenant, created, exp, admin, revoked FROM mgmt_tokens"
 		    " ORDER BY created, id LIMIT $1", &a, "reading mgmt_tokens", &r)))
@@ -671,7 +601,7 @@ static int pgm_token_list(void *impl, uint32_t max, struct mgmt_token **out, uin
 	}
 	*total = (uint32_t)col_u(c, 0, 0, UINT32_MAX, &bad);
 	if (bad) {
-		log_error(COMP, "%s: corrupt token registry row", s->where);
+		log_error(COMP, "%s: corrupt token registry row", s->db.where);
 		rc = STRATA_EBADMSG;
 		goto out;
 	}
@@ -691,7 +621,7 @@ out:
 static int pgm_revoked(void *impl, int64_t now, struct cluster_map *m)
 {
 	struct pgm *s = impl;
-	struct pargs a = { 0 };
+	struct pg_params a = { 0 };
 	PGresult *r;
 	uint32_t cnt = 0;
 	int rc;
@@ -699,7 +629,7 @@ static int pgm_revoked(void *impl, int64_t now, struct cluster_map *m)
 	m->nrevoked = 0;
 	if ((rc = reconnect(s)))
 		return rc;
-	pa_i64(&a, now);
+	pg_param_i64(&a, now);
 	if ((rc = q(s, "SELECT id FROM mgmt_tokens WHERE revoked != 0 AND (exp = 0 OR exp > $1)"
 		    " ORDER BY id", &a, "reading mgmt_tokens", &r)))
 		return rc;
@@ -712,7 +642,7 @@ static int pgm_revoked(void *impl, int64_t now, struct cluster_map *m)
 
 		if (!col_str(r, i, 0, id, sizeof(id)) || !token_id_ok(id) ||
 		    (cnt && strcmp(id, m->revoked[cnt - 1]) <= 0)) {
-			log_error(COMP, "%s: corrupt token registry row", s->where);
+			log_error(COMP, "%s: corrupt token registry row", s->db.where);
 			rc = STRATA_EBADMSG;
 			break;
 		}
@@ -810,16 +740,16 @@ static int pgm_lease(void *impl, const char *holder, const char *addr, uint32_t 
 		     struct mgmt_lease *out)
 {
 	struct pgm *s = impl;
-	struct pargs a = { 0 };
+	struct pg_params a = { 0 };
 	PGresult *r = NULL;
 	bool bad = false;
 	int rc;
 
 	if ((rc = reconnect(s)) || (rc = q(s, "BEGIN", NULL, "begin", NULL)))
 		return rc;
-	pa_str(&a, holder);
-	pa_str(&a, addr);
-	pa_i64(&a, ttl_ms);
+	pg_param_str(&a, holder);
+	pg_param_str(&a, addr);
+	pg_param_i64(&a, ttl_ms);
 	/* Renewed by its holder (same term), or taken once expired (a new
 	 * term); the database's clock decides, never ours. */
 	rc = q(s, "INSERT INTO mgmt_lease AS l (id, holder, addr, term, expires) VALUES (1, $1,"
@@ -846,7 +776,7 @@ static int pgm_lease(void *impl, const char *holder, const char *addr, uint32_t 
 	}
 	PQclear(r);
 	if (!rc && bad) {
-		log_error(COMP, "%s: corrupt leader lease row", s->where);
+		log_error(COMP, "%s: corrupt leader lease row", s->db.where);
 		rc = STRATA_EBADMSG;
 	}
 	return wend(s, rc);
@@ -855,12 +785,12 @@ static int pgm_lease(void *impl, const char *holder, const char *addr, uint32_t 
 static int pgm_resign(void *impl, const char *holder)
 {
 	struct pgm *s = impl;
-	struct pargs a = { 0 };
+	struct pg_params a = { 0 };
 	int rc;
 
 	if ((rc = reconnect(s)))
 		return rc;
-	pa_str(&a, holder);
+	pg_param_str(&a, holder);
 	rc = q_count(s, "UPDATE mgmt_lease SET expires = clock_timestamp() WHERE id = 1 AND"
 		     " holder = $1", &a, "giving the leader lease up");
 	return rc < 0 ? rc : 0;
@@ -879,8 +809,8 @@ static void pgm_close(void *impl)
 
 	if (!s)
 		return;
-	if (s->conn)
-		PQfinish(s->conn);
+	if (s->db.conn)
+		PQfinish(s->db.conn);
 	free(s->conninfo);
 	free(s->passfile);
 	free(s);
@@ -912,7 +842,7 @@ static const struct mgmt_store_ops pgm_ops = {
 /* Creates or migrates the schema in one transaction, under the lock. */
 static int setup_schema(struct pgm *s)
 {
-	struct pargs a = { 0 };
+	struct pg_params a = { 0 };
 	PGresult *r;
 	int v = 0, rc;
 
@@ -932,16 +862,16 @@ static int setup_schema(struct pgm *s)
 	PQclear(r);
 	if (v > SCHEMA_VERSION) {
 		log_error(COMP, "%s has cluster state schema version %d, newer than this build's"
-			  " (%d); run a newer stratad", s->where, v, SCHEMA_VERSION);
+			  " (%d); run a newer stratad", s->db.where, v, SCHEMA_VERSION);
 		rc = STRATA_EBADMSG;
 		goto fail;
 	}
 	for (int i = v; !rc && i < SCHEMA_VERSION; i++) {
 		rc = q(s, migrations[i], NULL, "migrating the schema", NULL);
 		if (!rc)
-			log_info(COMP, "%s: cluster state schema %d -> %d", s->where, i, i + 1);
+			log_info(COMP, "%s: cluster state schema %d -> %d", s->db.where, i, i + 1);
 	}
-	pa_i64(&a, SCHEMA_VERSION);
+	pg_param_i64(&a, SCHEMA_VERSION);
 	if (!rc)
 		rc = q(s, "INSERT INTO schema_version VALUES ('mgmt', $1) ON CONFLICT (component)"
 		       " DO UPDATE SET version = excluded.version", &a,
@@ -961,10 +891,10 @@ static int pgm_connect(struct pgm *s)
 				  .options = "-c statement_timeout=10000",
 				  .connect_timeout_s = 5 };
 
-	s->conn = pg_conn_open(s->conninfo, &o, s->where, sizeof(s->where));
-	if (!s->conn)
+	s->db.conn = pg_conn_open(s->conninfo, &o, s->db.where, sizeof(s->db.where));
+	if (!s->db.conn)
 		return -ENOMEM;
-	return PQstatus(s->conn) == CONNECTION_OK ? 0 : -EIO;
+	return PQstatus(s->db.conn) == CONNECTION_OK ? 0 : -EIO;
 }
 
 int mgmt_store_pg_open(const char *conninfo, const char *passfile,
@@ -979,7 +909,8 @@ int mgmt_store_pg_open(const char *conninfo, const char *passfile,
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	snprintf(s->where, sizeof(s->where), "PostgreSQL");
+	s->db.comp = COMP;
+	snprintf(s->db.where, sizeof(s->db.where), "PostgreSQL");
 	s->conninfo = strdup(conninfo);
 	s->passfile = passfile && *passfile ? strdup(passfile) : NULL;
 	rc = !s->conninfo || (passfile && *passfile && !s->passfile) ? -ENOMEM : 0;
@@ -994,7 +925,7 @@ int mgmt_store_pg_open(const char *conninfo, const char *passfile,
 		pgm_close(s);
 		return rc;
 	}
-	log_info(COMP, "%s: cluster state schema version %d", s->where, SCHEMA_VERSION);
+	log_info(COMP, "%s: cluster state schema version %d", s->db.where, SCHEMA_VERSION);
 	*ops = &pgm_ops;
 	*impl = s;
 	return 0;
