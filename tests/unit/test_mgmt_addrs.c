@@ -9,13 +9,14 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
 
-#include "net/mgmt_addrs.h"
 #include "common/errors_int.h"
 #include "net/conn.h"
+#include "net/mgmt_addrs.h"
 
 static void test_parse(void **state)
 {
@@ -36,8 +37,8 @@ static void test_parse(void **state)
 	assert_int_equal(mgmt_addrs_init(&a, "h1:1,"), -EINVAL);
 	assert_int_equal(mgmt_addrs_init(&a, "x234567890123456789012345678901234567890123456789012345678901234"),
 			 -EINVAL);
-	for (int i = 0; i <= MGMT_ADDRS_MAX; i++)
-		strcat(many, i ? ",h:1" : "h:1");
+	for (int i = 0, n = 0; i <= MGMT_ADDRS_MAX; i++)
+		n += snprintf(many + n, sizeof(many) - (size_t)n, "%sh:1", i ? "," : "");
 	assert_int_equal(mgmt_addrs_init(&a, many), -EINVAL);
 }
 
