@@ -89,6 +89,31 @@ int pg_conn_check_passfile(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+int pg_conn_check_store_keys(const char *sec, const char *store, const char *passfile,
+			     const char *also, const char *store_hint, const char *pass_hint,
+			     char *err, size_t errlen)
+{
+	bool pg = pg_conn_is_uri(store);
+	char msg[512];
+
+	if (store[0] && !pg && !(also && !strcmp(store, also))) {
+		/* The scheme only: the rest may hold a password. */
+		snprintf(err, errlen, "key '%s.store': unknown store '%.*s'; %s", sec,
+			 (int)strcspn(store, ":@/ "), store, store_hint);
+		return -EINVAL;
+	}
+	if (passfile[0] && !pg) {
+		snprintf(err, errlen, "key '%s.store_passfile' is set but '%s.store' is not a"
+			 " postgresql:// URI%s", sec, sec, pass_hint);
+		return -EINVAL;
+	}
+	if (passfile[0] && pg_conn_check_passfile(passfile, msg, sizeof(msg))) {
+		snprintf(err, errlen, "key '%s.store_passfile': %s", sec, msg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* ---- a store's session ---- */
 
 #define RECONNECT_BACKOFF_MS 500

@@ -78,6 +78,19 @@ int pg_session_check(struct pg_session *s, PGresult *r, const char *what, PGresu
  * old session took with it). 0, or -EIO (logged, rate-limited). */
 int pg_session_reconnect(struct pg_session *s, int (*after)(void *arg), void *arg);
 
+/*
+ * The check of a service's keys SEC.store and SEC.store_passfile: store
+ * is "" (its default), `also` (another name it takes, e.g. "sqlite"; NULL:
+ * none) or a postgresql:// URI; a password file goes only with a URI, and
+ * must pass pg_conn_check_passfile. store_hint ends the message of an
+ * unknown store ("leave it empty for ..."), pass_hint (may be "") that of
+ * a password file without a URI. 0, or -EINVAL with err naming the key
+ * (never the URI past its scheme: it may hold a password).
+ */
+int pg_conn_check_store_keys(const char *sec, const char *store, const char *passfile,
+			     const char *also, const char *store_hint, const char *pass_hint,
+			     char *err, size_t errlen);
+
 /* libpq's message msg (which spans lines) on one line, into buf (cap
  * bytes); returns buf. */
 const char *pg_conn_one_line(const char *msg, char *buf, size_t cap);

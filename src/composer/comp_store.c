@@ -73,27 +73,11 @@ int comp_store_open(const char *spec, struct comp_store **out)
 
 int comp_store_check_spec(const char *spec, const char *passfile, char *err, size_t errlen)
 {
-	char msg[512];
-	bool pg = pg_conn_is_uri(spec);
-
-	if (spec[0] && !pg && strcmp(spec, "sqlite")) {
-		/* The scheme only: the rest may hold a password. */
-		snprintf(err, errlen, "key 'composer.store': unknown store '%.*s'; leave it empty to"
-			 " follow mgmt.store, or give 'sqlite' (DATA/composer.db) or a postgresql://"
-			 " URI", (int)strcspn(spec, ":@/ "), spec);
-		return -EINVAL;
-	}
-	if (passfile[0] && !pg) {
-		snprintf(err, errlen, "key 'composer.store_passfile' is set but 'composer.store' is"
-			 " not a postgresql:// URI (when it follows mgmt.store, mgmt.store_passfile"
-			 " is used)");
-		return -EINVAL;
-	}
-	if (passfile[0] && pg_conn_check_passfile(passfile, msg, sizeof(msg))) {
-		snprintf(err, errlen, "key 'composer.store_passfile': %s", msg);
-		return -EINVAL;
-	}
-	return 0;
+	return pg_conn_check_store_keys("composer", spec, passfile, "sqlite",
+					"leave it empty to follow mgmt.store, or give 'sqlite'"
+					" (DATA/composer.db) or a postgresql:// URI",
+					" (when it follows mgmt.store, mgmt.store_passfile is used)",
+					err, errlen);
 }
 
 void comp_store_close(struct comp_store *s)

@@ -2008,30 +2008,16 @@ static const struct cfg_schema meta_schema = CFG_SCHEMA(meta_keys);
 static int meta_check(const void *cfg, char *err, size_t errlen)
 {
 	const struct meta_cfg *c = cfg;
-	char msg[512];
 
-	if (c->store[0] && !pg_conn_is_uri(c->store)) {
-		/* The scheme only: the rest may hold a password. */
-		snprintf(err, errlen, "key 'meta.store': unknown store '%.*s'; leave it empty for"
-			 " the embedded SQLite database, or give a postgresql:// URI",
-			 (int)strcspn(c->store, ":@/ "), c->store);
+	if (pg_conn_check_store_keys("meta", c->store, c->store_passfile, NULL,
+				     "leave it empty for the embedded SQLite database, or give a"
+				     " postgresql:// URI", "", err, errlen))
 		return STRATA_ECONFIG;
-	}
 	if (c->reconcile_interval_ms && c->reconcile_grace_ms < c->reconcile_interval_ms) {
 		snprintf(err, errlen, "key 'meta.reconcile_grace' (%lld ms) is below"
 			 " 'meta.reconcile_interval' (%lld ms): an orphan must be seen by two passes"
 			 " before it is removed; raise the grace or lower the interval",
 			 (long long)c->reconcile_grace_ms, (long long)c->reconcile_interval_ms);
-		return STRATA_ECONFIG;
-	}
-	if (c->store_passfile[0] && !c->store[0]) {
-		snprintf(err, errlen, "key 'meta.store_passfile' is set but 'meta.store' is not a"
-			 " postgresql:// URI");
-		return STRATA_ECONFIG;
-	}
-	if (c->store_passfile[0] &&
-	    pg_conn_check_passfile(c->store_passfile, msg, sizeof(msg))) {
-		snprintf(err, errlen, "key 'meta.store_passfile': %s", msg);
 		return STRATA_ECONFIG;
 	}
 	return 0;

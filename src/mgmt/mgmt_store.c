@@ -59,25 +59,9 @@ int mgmt_store_open(const char *spec, struct mgmt_store **out)
 
 int mgmt_store_check_spec(const char *spec, const char *passfile, char *err, size_t errlen)
 {
-	char msg[512];
-
-	if (spec[0] && !pg_conn_is_uri(spec)) {
-		/* The scheme only: the rest may hold a password. */
-		snprintf(err, errlen, "key 'mgmt.store': unknown store '%.*s'; leave it empty for"
-			 " the embedded SQLite database, or give a postgresql:// URI",
-			 (int)strcspn(spec, ":@/ "), spec);
-		return -EINVAL;
-	}
-	if (passfile[0] && !spec[0]) {
-		snprintf(err, errlen, "key 'mgmt.store_passfile' is set but 'mgmt.store' is not a"
-			 " postgresql:// URI");
-		return -EINVAL;
-	}
-	if (passfile[0] && pg_conn_check_passfile(passfile, msg, sizeof(msg))) {
-		snprintf(err, errlen, "key 'mgmt.store_passfile': %s", msg);
-		return -EINVAL;
-	}
-	return 0;
+	return pg_conn_check_store_keys("mgmt", spec, passfile, NULL,
+					"leave it empty for the embedded SQLite database, or give"
+					" a postgresql:// URI", "", err, errlen);
 }
 
 void mgmt_store_close(struct mgmt_store *s)
