@@ -22,6 +22,7 @@ Fixtures for tests:
 import atexit
 import ctypes
 import os
+import random
 import re
 import signal
 import socket
@@ -291,10 +292,42 @@ def wait_until(pred, timeout, interval=0.02, what="condition"):
         time.sleep(interval)
 
 
+_handed_ports = set()
+
+
+def _ephemeral_range():
+    try:
+        lo, hi = open("/proc/sys/net/ipv4/ip_local_port_range").read().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port(host="127.0.0.1"):
     """A TCP port of host that was free a moment ago (bound, then closed):
-    for a daemon to listen on, or a closed port to fail against."""
-    with socket.socket() as s:
+    for a daemon to listen on, or a closed port to fail against.
+
+    Drawn below the kernel's ephemeral range, so that no outgoing connection
+    of another process can take it before the daemon binds it (a port the
+    kernel handed out with bind(0) could be, and once was: slurmctld failed
+    with "Address already in use" in CI), checked free on the wildcard
+    address as well as host, and never the same twice in one run."""
+    lo = _ephemeral_range()[0]
+    base, top = (10000, lo) if lo > 12000 else (lo // 2, lo)
+    rnd = random.SystemRandom()
+    for _ in range(200):
+        port = rnd.randrange(base, top)
+        if port in _handed_ports:
+            continue
+        try:
+            for addr in {host, "0.0.0.0"}:
+                with socket.socket() as s:
+                    s.bind((addr, port))
+        except OSError:
+            continue
+        _handed_ports.add(port)
+        return port
+    with socket.socket() as s:  # a crowded machine: the kernel's choice
         s.bind((host, 0))
         return s.getsockname()[1]
 
