@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <limits.h>
 #include <signal.h>
@@ -262,15 +263,52 @@ static int split_flags(const char *extra, char *buf, size_t buflen, const char *
 	return n;
 }
 
-/* A loopback port free right now, for the control daemon: its address is
- * every other daemon's mgmt address, so it must not change when it is
- * restarted. Returns the port or 0. */
+/* 1 if port of loopback can be bound right now. */
+static int port_bindable(int port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+	if (fd < 0)
+		return 0;
+	ok = bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0;
+	close(fd);
+	return ok;
+}
+
+/* A loopback port free right now, for a daemon whose address must not
+ * change when it is restarted (the control daemons: their addresses are
+ * every other daemon's mgmt addresses; the composer's API). Drawn below the
+ * kernel's ephemeral range: a port there could be taken by any process's
+ * outgoing connection while the daemon is down, and its restart would fail
+ * with EADDRINUSE. Returns the port or 0. */
 static int free_port(void)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t sl = sizeof(sin);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+	int lo = 32768, hi = 60999, fd, port = 0;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
 
+	if (f) {
+		if (fscanf(f, "%d %d", &lo, &hi) != 2)
+			lo = 32768;
+		fclose(f);
+	}
+	if (lo > 12000) {
+		for (int i = 0; i < 200; i++) {
+			uint32_t r = 0;
+
+			if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+				break;
+			port = 10000 + (int)(r % (uint32_t)(lo - 10000));
+			if (port_bindable(port))
+				return port;
+		}
+	}
+	/* A crowded range: the kernel's choice. */
+	port = 0;
+	fd = socket(AF_INET, SOCK_STREAM, 0);
 	if (fd < 0)
 		return 0;
 	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 &&
