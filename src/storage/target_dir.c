@@ -125,8 +125,8 @@ static int owner_write(const char *dir, const char *path, uint64_t ident, uint32
 int target_dir_claim(const char *dir, uint64_t ident, uint32_t idx)
 {
 	char path[PATH_MAX];
-	uint64_t had_ident;
-	uint32_t had_idx;
+	uint64_t had_ident = 0;
+	uint32_t had_idx = 0;
 	struct stat sb;
 	int rc;
 
