@@ -99,7 +99,7 @@ try:
     print("rebalance: %.1f MiB copied by the added nodes' resyncs in %.2f s = %.1f MiB/s"
           " (mgmt's estimate: %.1f MiB)" % (moved / 2**20, secs, moved / 2**20 / secs,
                                           st["bytes_moved"] / 2**20))
-    print("client put of %d MiB (median MiB/s):" % wmib)
+    print("client put of %d MiB (median MiB/s; ratio: to the paused baseline):" % wmib)
     print("  without rebalance (paused) %8.1f" % bw(med(base)))
     print("  during rebalance           %8.1f   ratio %.2f  (%d puts)"
           % (bw(med(during)), med(base) / med(during), len(during)))
