@@ -390,6 +390,16 @@ static int start_move(struct rebalancer *rb, struct cluster_map *m, struct fill 
 	return rc;
 }
 
+/* Is a node that holds chain entries offline? Its return would undo
+ * moves made without it: no move starts meanwhile. */
+static bool node_away(const struct cluster_map *m, const struct fill *f)
+{
+	for (uint32_t i = 0; i < m->nnodes; i++)
+		if (m->nodes[i].state == NODE_OFFLINE && f->node[i])
+			return true;
+	return false;
+}
+
 int rebalance_step(struct rebalancer *rb, struct cluster_map *m)
 {
 	struct fill f;
@@ -402,7 +412,7 @@ int rebalance_step(struct rebalancer *rb, struct cluster_map *m)
 	}
 	changed += trim_chains(rb, m, &f);
 	fill_judge(rb, m, &f);
-	while (!rb->paused && rb->nmoves < rb->o.max_moves && m->nchains) {
+	while (!rb->paused && rb->nmoves < rb->o.max_moves && m->nchains && !node_away(m, &f)) {
 		rc = start_move(rb, m, &f);
 		if (rc <= 0)
 			break;

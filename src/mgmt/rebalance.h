@@ -22,7 +22,9 @@
  * nodes resync it from the chain; once mgmt hears it is in sync it serves,
  * and only then does the fullest node's member leave. A chain thus never
  * has fewer than R serving replicas. At most max_moves run at once; a move
- * starts only while fullest - emptiest >= 2 (one move lowers the spread).
+ * starts only while fullest - emptiest >= 2 (one move lowers the spread),
+ * and none while a node that holds chain entries is OFFLINE (its return
+ * would undo moves made without it: drain or remove it first).
  *
  * A chain left with more than R serving members and no move of its own (a
  * move whose record was lost when mgmt's leadership changed, or whose new

@@ -192,12 +192,14 @@ static void test_cancel_and_trim(void **state)
 	reg(&m, 4, 1);
 	assert_int_equal(rebalance_step(&rb, &m), 1);
 	assert_int_equal(rb.nmoves, 1);
-	/* The new member's node goes away: the move is dropped. */
+	/* The new member's node goes away: the move is dropped, and none
+	 * starts while it holds entries (out) and is away. */
 	assert_true(cm_set_node_offline(&m, 4) > 0);
 	assert_int_equal(rebalance_step(&rb, &m), 0);
 	rebalance_stats(&rb, &st);
 	assert_int_equal(st.moves_cancelled, 1);
 	assert_int_equal(st.in_flight, 0);
+	assert_int_equal(rebalance_step(&rb, &m), 0);
 	/* Back and in sync: the chain has R + 1 serving; the trim drops the
 	 * member of the fullest node, and the moves go on. */
 	reg(&m, 4, 1);
