@@ -53,6 +53,7 @@ struct mgmt_cfg {
 	int64_t leader_lease_ms;
 	int64_t rebalance_band;		/* mgmt.rebalance_band (percent) */
 	int64_t rebalance_max_moves;	/* mgmt.rebalance_max_moves */
+	bool rebalance_paused;		/* mgmt.rebalance_paused */
 };
 
 struct mgmt {
@@ -988,6 +989,7 @@ static int mgmt_start(const struct service_env *env, void **out)
 	rebalance_opts_init(&ro, sizeof(ro));
 	ro.band_pct = (uint32_t)cfg->rebalance_band;
 	ro.max_moves = (uint32_t)cfg->rebalance_max_moves;
+	ro.paused = cfg->rebalance_paused;
 	if ((rc = rebalance_init(&m->rb, &ro))) {
 		free(m);
 		return rc;	/* the schema bounds the keys: not reached */
@@ -1176,6 +1178,8 @@ static const struct cfg_key mgmt_keys[] = {
 	  " within this much of the mean number of chain entries"),
 	K("rebalance_max_moves", CFG_INT, rebalance_max_moves, "1", 1, 64,
 	  "rebalance moves (a member resyncing on its new node) at once"),
+	K("rebalance_paused", CFG_BOOL, rebalance_paused, "false", 0, 0,
+	  "start with the rebalancer paused ('strata rebalance resume' starts it)"),
 };
 #undef K
 static const struct cfg_schema mgmt_schema = CFG_SCHEMA(mgmt_keys);

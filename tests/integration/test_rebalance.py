@@ -121,7 +121,7 @@ def test_add_storage_rebalance(cluster):
 
 
 def test_add_and_rebalance_refusals(cluster, tmp_path):
-    c = cluster(1)
+    c = cluster(1, daemon_flags="--mgmt.rebalance_paused=true")
     r = run([STRATA, "local", "add", "--dir", c.dir], timeout=30)
     assert r.returncode == 2 and "--storage N is required" in r.stderr, r.stderr
     r = run([STRATA, "local", "add", "--dir", c.dir, "--storage", "0"], timeout=30)
@@ -140,8 +140,12 @@ def test_add_and_rebalance_refusals(cluster, tmp_path):
                  "--mgmt.%s=%s" % (key, bad)], timeout=30)
         assert r.returncode == 2, r.stdout + r.stderr
         assert "key 'mgmt.%s': %s is out of range" % (key, bad) in r.stderr, r.stderr
-    # A one-node cluster is balanced: status says so, with JSON.
+    # A one-node cluster is balanced: status says so, with JSON; it
+    # started paused (mgmt.rebalance_paused) until resumed.
     r = run([STRATA, "rebalance", "status", "--json", "--dir", c.dir], timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
     j = json.loads(r.stdout)
     assert j["state"] == "balanced" and j["band_pct"] == 10 and j["max_moves"] == 1, j
+    assert j["paused"] is True and j["moves"] == [], j
+    _rebalance(c, "resume")
+    assert json.loads(_rebalance(c, "status", "--json").stdout)["paused"] is False
