@@ -53,6 +53,7 @@ void rebalance_pause(struct rebalancer *rb, bool paused)
 void rebalance_forget(struct rebalancer *rb)
 {
 	rb->nmoves = 0;
+	rb->idle_version = 0;
 	rb->st.in_flight = 0;
 }
 
@@ -281,48 +282,21 @@ static int trim_chains(struct rebalancer *rb, struct cluster_map *m, struct fill
 	return changed;
 }
 
-/* The target of node n a new member goes to: usable, not full, the one in
- * fewest chains (lowest id). -1 when none. */
-static int dest_target(const struct cluster_map *m, const struct fill *f, uint32_t node_id)
+/* The target of node i a new member goes to: usable, not full, the one
+ * in fewest chains (lowest id); -1 when none. */
+static int dest_target(const struct cluster_map *m, const struct fill *f, uint32_t i)
 {
 	int best = -1;
 
 	for (uint32_t k = 0; k < m->ntargets; k++) {
 		const struct cm_target *t = &m->targets[k];
 
-		if (t->node_id != node_id || !usable(t) || t->full)
+		if (t->node_id != m->nodes[i].id || !usable(t) || t->full)
 			continue;
 		if (best < 0 || f->target[k] < f->target[best])
 			best = (int)k;
 	}
 	return best;
-}
-
-/* A whole chain (R members, all serving) with a member on node from and
- * none on node to, with no move in flight: its member's target id, and
- * the chain in *chain; 0 when none. */
-static uint32_t pick_chain(const struct rebalancer *rb, const struct cluster_map *m,
-			   uint32_t from, uint32_t to, uint32_t *chain)
-{
-	for (uint32_t k = 0; k < m->nchains; k++) {
-		const struct cm_chain *c = &m->chains[k];
-		uint32_t mine = 0;
-		bool ok = !c->nout && c->len == m->replication && !move_of(rb, c->id);
-
-		for (int i = 0; ok && i < c->len; i++) {
-			uint32_t nid = cm_node_of(m, c->targets[i]);
-			const struct cm_node *n = cm_find_node(m, nid);
-
-			ok = c->states[i] == TARGET_SERVING && n && n->state == NODE_UP && nid != to;
-			if (nid == from)
-				mine = c->targets[i];
-		}
-		if (ok && mine) {
-			*chain = c->id;
-			return mine;
-		}
-	}
-	return 0;
 }
 
 struct rank {
@@ -338,55 +312,122 @@ static int cmp_rank(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-/* Starts one move: the fullest node that has a chain the emptiest lacks.
- * 1 (started), 0 (nothing to do) or -ENOMEM. */
-static int start_move(struct rebalancer *rb, struct cluster_map *m, struct fill *f)
+/* The candidate move of one chain. */
+struct cand {
+	uint32_t chain, from;	/* chain id, the member that leaves */
+	int fi, ei;		/* node indexes: fullest member, emptiest other */
+};
+
+/* Is c whole (R members, all serving, each on an UP node) and free of
+ * moves? Its member on the fullest node into *from and *fi. */
+static bool chain_candidate(const struct rebalancer *rb, const struct cluster_map *m,
+			    const struct fill *f, const struct cm_chain *c, uint32_t *from, int *fi)
 {
-	struct rank *r = calloc(f->n ? f->n : 1, sizeof(*r));
-	uint32_t nr = 0;
-	int rc = 0;
+	*fi = -1;
+	if (c->nout || c->len != m->replication || move_of(rb, c->id))
+		return false;
+	for (int i = 0; i < c->len; i++) {
+		int n = node_idx(m, cm_node_of(m, c->targets[i]));
 
-	if (!r)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < m->nnodes; i++)
-		if (f->counted[i])
-			r[nr++] = (struct rank){ f->node[i], i };
-	qsort(r, nr, sizeof(*r), cmp_rank);
-	/* Fullest first (from the end), emptiest first (from the start). */
-	for (uint32_t a = nr; a-- > 0 && !rc;) {
-		for (uint32_t b = 0; b < a && !rc; b++) {
-			const struct cm_node *F = &m->nodes[r[a].idx], *E = &m->nodes[r[b].idx];
-			struct rebalance_move *mv;
-			uint32_t chain = 0, from;
-			int t;
-
-			if (r[a].fill < r[b].fill + 2 || (r[a].fill <= f->hi && r[b].fill >= f->lo))
-				break;
-			t = dest_target(m, f, E->id);
-			if (t < 0 || !(from = pick_chain(rb, m, F->id, E->id, &chain)))
-				continue;
-			if (cm_move_begin(m, chain, from, m->targets[t].id) <= 0)
-				continue;
-			mv = &rb->moves[rb->nmoves++];
-			mv->chain_id = chain;
-			mv->from = from;
-			mv->to = m->targets[t].id;
-			{
-				const struct cm_target *ft = cm_find_target(m, from);
-				int fi = target_idx(m, from);
-
-				mv->bytes = ft && fi >= 0 && f->target[fi] ? ft->used / f->target[fi] : 0;
-			}
-			f->node[r[a].idx]--;
-			f->node[r[b].idx]++;
-			f->target[t]++;
-			log_info(COMP, "rebalance: moving chain %u from node %u (%u entries) to node %u "
-				 "(%u entries): target %u resyncs, then target %u leaves", chain, F->id,
-				 r[a].fill, E->id, r[b].fill, mv->to, from);
-			rc = 1;
+		if (n < 0 || c->states[i] != TARGET_SERVING || m->nodes[n].state != NODE_UP)
+			return false;
+		if (*fi < 0 || f->node[n] > f->node[*fi] ||
+		    (f->node[n] == f->node[*fi] && n < *fi)) {
+			*fi = n;
+			*from = c->targets[i];
 		}
 	}
+	return *fi >= 0;
+}
+
+static bool chain_has(const struct cluster_map *m, const struct cm_chain *c, uint32_t i)
+{
+	for (int k = 0; k < c->len; k++)
+		if (cm_node_of(m, c->targets[k]) == m->nodes[i].id)
+			return true;
+	return false;
+}
+
+/*
+ * Picks the move: over every whole chain, its member on the fullest node
+ * F and the emptiest counted node E not in it that can take a member (a
+ * target neither full nor out of service); the highest fill[F] wins, then
+ * the lowest fill[E], then the lowest chain id. A move must lower the
+ * spread (fill[F] >= fill[E] + 2) and a node must be out of the band.
+ * One pass over the chains, each trying at most R + 1 of the emptiest
+ * nodes beyond the full ones.
+ */
+static bool pick_move(const struct rebalancer *rb, const struct cluster_map *m,
+		      const struct fill *f, const struct rank *r, uint32_t nr,
+		      const int *dest, struct cand *best)
+{
+	bool found = false;
+
+	for (uint32_t k = 0; k < m->nchains; k++) {
+		const struct cm_chain *c = &m->chains[k];
+		struct cand cd = { .chain = c->id, .ei = -1 };
+
+		if (!chain_candidate(rb, m, f, c, &cd.from, &cd.fi))
+			continue;
+		if (found && f->node[cd.fi] < f->node[best->fi])
+			continue;
+		for (uint32_t e = 0; e < nr && cd.ei < 0; e++)
+			if (dest[r[e].idx] >= 0 && !chain_has(m, c, r[e].idx))
+				cd.ei = (int)r[e].idx;
+		if (cd.ei < 0 || f->node[cd.fi] < f->node[cd.ei] + 2 ||
+		    (f->node[cd.fi] <= f->hi && f->node[cd.ei] >= f->lo))
+			continue;
+		if (!found || f->node[cd.fi] > f->node[best->fi] ||
+		    f->node[cd.ei] < f->node[best->ei]) {
+			*best = cd;
+			found = true;
+		}
+	}
+	return found;
+}
+
+/* Starts one move (pick_move). 1 (started), 0 (nothing to do) or
+ * -ENOMEM. */
+static int start_move(struct rebalancer *rb, struct cluster_map *m, struct fill *f)
+{
+	struct rank *r = calloc(m->nnodes ? m->nnodes : 1, sizeof(*r));
+	int *dest = calloc(m->nnodes ? m->nnodes : 1, sizeof(*dest));
+	const struct cm_target *ft;
+	struct rebalance_move *mv;
+	struct cand cd;
+	uint32_t nr = 0;
+	int rc = -ENOMEM, fti;
+
+	if (!r || !dest)
+		goto out;
+	for (uint32_t i = 0; i < m->nnodes; i++) {
+		dest[i] = f->counted[i] ? dest_target(m, f, i) : -1;
+		if (f->counted[i])
+			r[nr++] = (struct rank){ f->node[i], i };
+	}
+	qsort(r, nr, sizeof(*r), cmp_rank);
+	rc = 0;
+	if (!pick_move(rb, m, f, r, nr, dest, &cd) ||
+	    cm_move_begin(m, cd.chain, cd.from, m->targets[dest[cd.ei]].id) <= 0)
+		goto out;
+	mv = &rb->moves[rb->nmoves++];
+	mv->chain_id = cd.chain;
+	mv->from = cd.from;
+	mv->to = m->targets[dest[cd.ei]].id;
+	ft = cm_find_target(m, cd.from);
+	fti = target_idx(m, cd.from);
+	mv->bytes = ft && fti >= 0 && f->target[fti] ? ft->used / f->target[fti] : 0;
+	log_info(COMP, "rebalance: moving chain %u from node %u (%u entries) to node %u "
+		 "(%u entries): target %u resyncs, then target %u leaves", cd.chain,
+		 m->nodes[cd.fi].id, f->node[cd.fi], m->nodes[cd.ei].id, f->node[cd.ei], mv->to,
+		 mv->from);
+	f->node[cd.fi]--;
+	f->node[cd.ei]++;
+	f->target[dest[cd.ei]]++;
+	rc = 1;
+out:
 	free(r);
+	free(dest);
 	return rc;
 }
 
@@ -405,6 +446,10 @@ int rebalance_step(struct rebalancer *rb, struct cluster_map *m)
 	struct fill f;
 	int changed, rc;
 
+	/* Nothing in flight and nothing to do at this version: the fills
+	 * only change with the map's version (and a pause with a resume). */
+	if (!rb->nmoves && rb->idle_version == m->version && rb->idle_paused == rb->paused)
+		return 0;
 	changed = finish_moves(rb, m);
 	if (fill_count(rb, m, &f)) {
 		rb->st.in_flight = rb->nmoves;
@@ -421,5 +466,7 @@ int rebalance_step(struct rebalancer *rb, struct cluster_map *m)
 	}
 	fill_judge(rb, m, &f);
 	fill_release(&f);
+	rb->idle_version = changed || rb->nmoves ? 0 : m->version;
+	rb->idle_paused = rb->paused;
 	return changed;
 }

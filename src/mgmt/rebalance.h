@@ -79,6 +79,8 @@ struct rebalancer {
 	struct rebalance_move moves[REBALANCE_MAX_MOVES];
 	uint32_t nmoves;
 	struct rebalance_stats st;
+	uint64_t idle_version;	/* the map version a step found nothing to do at */
+	bool idle_paused;	/* and the pause then */
 };
 
 /* 0 or -EINVAL (opts NULL, size too small, band or max_moves out of

@@ -83,7 +83,7 @@ static uint32_t run_to_balance(struct rebalancer *rb, struct cluster_map *m, uin
 		if (!st.in_flight && st.balanced)
 			break;
 		sync_all(m);
-		assert_true(++steps < 200);
+		assert_true(++steps < 5000);
 	}
 	return steps;
 }
@@ -129,6 +129,30 @@ static void test_added_nodes_take_chains(void **state)
 		assert_int_equal(m.chains[c].len, 3);
 	/* Nothing more to do. */
 	assert_int_equal(rebalance_step(&rb, &m), 0);
+	rebalance_release(&rb);
+	cm_release(&m);
+}
+
+/* 40 nodes of 4 targets, R = 3, then 10 more nodes; 8 moves at once. */
+static void test_larger(void **state)
+{
+	struct cluster_map m;
+	struct rebalancer rb;
+	struct rebalance_stats st;
+	uint32_t steps;
+
+	(void)state;
+	make_cluster(&m, 40, 4, 3);
+	init_rb(&rb, 10, 8);
+	for (uint32_t k = 41; k <= 50; k++)
+		reg(&m, k, 4);
+	steps = run_to_balance(&rb, &m, 50);
+	rebalance_stats(&rb, &st);
+	/* 480 entries over 50 nodes: mean 9.6, band 10%: 8..11. */
+	for (uint32_t k = 1; k <= 50; k++)
+		assert_true(fill(&m, k) >= 8 && fill(&m, k) <= 11);
+	assert_true(st.moves_done >= 80);
+	assert_true(steps <= st.moves_done);	/* moves ran 8 at a time */
 	rebalance_release(&rb);
 	cm_release(&m);
 }
@@ -292,6 +316,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_added_nodes_take_chains),
 		cmocka_unit_test(test_max_moves_and_pause),
+		cmocka_unit_test(test_larger),
 		cmocka_unit_test(test_cancel_and_trim),
 		cmocka_unit_test(test_forget),
 		cmocka_unit_test(test_move_calls),
