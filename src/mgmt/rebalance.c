@@ -394,7 +394,7 @@ static int start_move(struct rebalancer *rb, struct cluster_map *m, struct fill 
 	int *dest = calloc(m->nnodes ? m->nnodes : 1, sizeof(*dest));
 	const struct cm_target *ft;
 	struct rebalance_move *mv;
-	struct cand cd;
+	struct cand cd = { 0 };
 	uint32_t nr = 0;
 	int rc = -ENOMEM, fti;
 
