@@ -7,14 +7,20 @@ storage daemons are added with 'strata local add' while the rebalancer is
 paused; 'strata put' of a WRITE MiB file is timed (baseline, paused);
 then the rebalancer resumes and the same put runs back to back until the
 rebalance is done (during); then once more (after, a second baseline).
+Each phase writes over one file, so the data does not grow while the
+rebalance runs; the cluster's directory is removed at the end.
 Rebalance throughput: the bytes the added nodes' resyncs copied
 (strata_storage_synced_bytes_total) over the time from resume to
 'balanced'.
+
+WRITE_MIB 0: no client writes, the rebalance alone (PRELOAD is written
+in 64 MiB files).
 
 usage: bench/rebalance.py BUILD_DIR [PRELOAD_MIB] [WRITE_MIB]"""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,21 +69,21 @@ subprocess.run([strata, "local", "up", "--dir", d, "--storage", "3"], check=True
 try:
     src = os.path.join(d, "src.bin")
     with open(src, "wb") as f:
-        for _ in range(wmib):
+        for _ in range(wmib or 64):
             f.write(os.urandom(1 << 20))
-    for i in range(preload // wmib):
+    for i in range(preload // (wmib or 64)):
         cli("put", "-q", src, "/pre%d" % i)
     cli("rebalance", "pause")
     before = {n["id"] for n in json.load(open(os.path.join(d, "cluster.json")))["nodes"]}
     cli("local", "add", "--storage", "2")
     new = sorted({n["id"] for n in json.load(open(os.path.join(d, "cluster.json")))["nodes"]}
                  - before)
-    base = [put(src, "/base%d" % i) for i in range(3)]
+    base = [put(src, "/base") for _ in range(3 if wmib else 0)]
     cli("rebalance", "resume")
     t0 = time.monotonic()
     during, t_done, k = [], None, 0
-    while t_done is None:
-        dt = put(src, "/during%d" % k)
+    while t_done is None and wmib:
+        dt = put(src, "/during")
         k += 1
         st = rebalance()
         if st["state"] == "balanced":
@@ -87,8 +93,8 @@ try:
             during.append(dt)
     while rebalance()["state"] != "balanced":
         time.sleep(0.05)
-    t_done = min(t_done, time.monotonic())
-    after = [put(src, "/after%d" % i) for i in range(3)]
+    t_done = min(t_done or time.monotonic(), time.monotonic())
+    after = [put(src, "/after") for _ in range(3 if wmib else 0)]
     st = rebalance()
     moved = synced_bytes(new)
     secs = t_done - t0
@@ -99,6 +105,8 @@ try:
     print("rebalance: %.1f MiB copied by the added nodes' resyncs in %.2f s = %.1f MiB/s"
           " (mgmt's estimate: %.1f MiB)" % (moved / 2**20, secs, moved / 2**20 / secs,
                                           st["bytes_moved"] / 2**20))
+    if not wmib:
+        sys.exit(0)
     print("client put of %d MiB (median MiB/s; ratio: to the paused baseline):" % wmib)
     print("  without rebalance (paused) %8.1f" % bw(med(base)))
     print("  during rebalance           %8.1f   ratio %.2f  (%d puts)"
@@ -107,3 +115,4 @@ try:
                                                              med(base) / med(after)))
 finally:
     subprocess.run([strata, "local", "down", "--dir", d], stdout=subprocess.DEVNULL)
+    shutil.rmtree(d, ignore_errors=True)
