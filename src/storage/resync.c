@@ -939,50 +939,15 @@ static void snapshot_before(struct resync *rs)
 	rs->nbefore = x.n;
 }
 
-struct extra_rm {
-	struct target *t;
-	struct cstate *c;
-};
-
-static void on_extra_removed(void *arg, int status, const struct chunk_info *info)
-{
-	struct extra_rm *x = arg;
-
-	(void)status;
-	(void)info;
-	x->c->removing--;
-	cstate_maybe_free(x->t, x->c);
-	free(x);
-}
-
 /* End of a complete pass: drop chunks of the chain the source no longer
  * has (held since the pass began, not listed by the source, not being
  * written). Updates of a chunk with a removal queued are taken whole. */
 static void remove_extras(struct resync *rs)
 {
 	for (uint32_t i = 0; i < rs->nbefore; i++) {
-		const struct chunk_id *id = &rs->before[i];
-		struct cstate *c;
-		struct extra_rm *x;
-
-		if (seen_has(rs, id))
-			continue;
-		c = cstate_find(rs->t, id, true);
-		if (!c || c->inflight || c->repairing || c->q_head)
-			continue;
-		x = malloc(sizeof(*x));
-		if (!x)
-			continue;
-		x->t = rs->t;
-		x->c = c;
-		c->removing++;
-		if (chunk_remove(rs->t->cs, id, 0, on_extra_removed, x) == 0) {
+		if (!seen_has(rs, &rs->before[i]) &&
+		    target_remove_idle(rs->t, &rs->before[i], false))
 			rs->copied++;
-		} else {
-			c->removing--;
-			cstate_maybe_free(rs->t, c);
-			free(x);
-		}
 	}
 }
 
@@ -1200,6 +1165,7 @@ static void on_sync_tick(void *arg)
 
 	resync_check(t);
 	recover_check(t);
+	reclaim_check(t);
 	reactor_timer_arm(t->r, &t->sync_timer, SYNC_TICK_MS);
 }
 

@@ -135,6 +135,11 @@ struct target {
 	struct qos_wait *qos_waiting;
 	struct qos_wait *qos_free;
 	struct reactor_timer qos_timer;
+	/* reclaim.c: the map version last scanned, whether some copies were
+	 * left for a later tick, and removals in flight. */
+	uint64_t reclaim_version;
+	bool reclaim_more;
+	uint32_t reclaim_inflight;
 };
 
 /* [storage] keys. */
@@ -175,6 +180,7 @@ struct storage {
 	uint64_t n_writes, n_reads, bytes_written, bytes_read, n_stale, n_dirty, n_integrity,
 		 n_verify, n_mapped;
 	uint64_t n_synced_chunks, bytes_synced, n_repaired, n_scrubbed;
+	uint64_t n_reclaimed;		/* copies of chains left, removed (reclaim.c) */
 	uint64_t n_lost;		/* gauge: chunks lost here now */
 	/* The caps of client credentials (qos.h), for every target. */
 	struct qos_table qos;
@@ -322,5 +328,19 @@ void recover_check(struct target *t);
 /* target_quiesce: ends t's recoveries (those with an RPC or an install
  * in flight end when it completes). */
 void recover_stop_target(struct target *t);
+
+/* ---- reclaim.c: the copies of chains a target left ---- */
+
+/* Removes t's copies of the chains it left for good (reclaim.c tells
+ * which), a batch at a time, once per new map and again while some are
+ * left. Every tick of t's sync timer calls it. */
+void reclaim_check(struct target *t);
+/* t's thread: queues the removal of chunk id unless its state here is
+ * busy (an update in flight or queued, a repair; for a reclaim also a
+ * removal already queued). Returns whether it was queued; the removal
+ * holds the cstate until it completes. reclaim: counted as
+ * reclaim_check's, and the chunk's needsync and dirty marks are dropped
+ * with it. resync.c drops a pass's extras with it. */
+bool target_remove_idle(struct target *t, const struct chunk_id *id, bool reclaim);
 
 #endif

@@ -695,6 +695,8 @@ static void storage_metrics(void *svc, struct bbuf *out)
 	M("strata_storage_synced_chunks_total", "chunks copied by resync and repair", n_synced_chunks);
 	M("strata_storage_synced_bytes_total", "bytes copied by resync and repair", bytes_synced);
 	M("strata_storage_repaired_total", "needsync chunks repaired", n_repaired);
+	M("strata_storage_reclaimed_chunks_total", "copies of chains this node left, removed",
+	  n_reclaimed);
 	M("strata_storage_scrubbed_total", "chunks verified by the scrubber", n_scrubbed);
 #undef M
 	qos_stats_get(&st->qos, qos_now_ns(), &qs);

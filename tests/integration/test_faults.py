@@ -853,6 +853,12 @@ def test_drain_node(faults, strata):
     audit(fc, w.log, 3)
     others = [n for n in fc.storage if n is not victim]
     check_copies(others, 3, min_chunks=20)
+    # The drained node removes its copies of the chains it left: it holds
+    # no chunk (docs/failures.md, "Space of a chain a target left").
+    wait_until(lambda: not list((victim.data / "targets" / "0" / "chunks").glob("*/*")), 30,
+               0.3, "node %d to remove its copies" % victim.id)
+    assert victim.metric("strata_storage_reclaimed_chunks_total") >= 20
+    check_copies(fc.storage, 3, min_chunks=20)
 
 
 @pytest.mark.timeout(240)

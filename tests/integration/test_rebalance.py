@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import STRATA, STRATAD, fetch_metrics_text, parse_metrics, run, wait_until
-from test_faults import FAULT, Map, Writer, audit
+from test_faults import FAULT, Map, Writer, audit, check_copies
 
 
 class _Local:
@@ -112,6 +112,18 @@ def test_add_storage_rebalance(cluster):
     w.wait_acks(30, since=time.time(), what="writes after the rebalance")
     w.stop()
     audit(lc, w.log, 3)
+    # The members that left remove their copies: every chunk file is on
+    # exactly 3 nodes again, the same bytes on each.
+    storage = [n for n in c.nodes if (n.data / "targets" / "0").exists()]
+
+    def copies():
+        seen = {}
+        for n in storage:
+            for p in (n.data / "targets" / "0" / "chunks").glob("*/*"):
+                seen[p.name] = seen.get(p.name, 0) + 1
+        return seen and all(v == 3 for v in seen.values())
+    wait_until(copies, 30, 0.3, "the old members to remove their copies")
+    check_copies(storage, 3, min_chunks=10)
     # 'local' knows the added daemons: status lists them; down stops them
     # (the fixture's teardown checks that none survives).
     r = run([STRATA, "local", "status", "--dir", c.dir], timeout=30)
