@@ -14,6 +14,7 @@
 #include "common/rand.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "net/codec.h"
 #include "meta/ns.h"
 #include "strata/errors.h"
 
@@ -135,6 +136,183 @@ static int run_txn(struct ns *ns, bool write, txn_fn fn, void *arg)
 		log_warn(COMP, "database stayed locked through %u retries; the metadata store"
 			 " is overloaded", ns->max_retries);
 	return ret;
+}
+
+/* ---- request ids (ns.h, "Request ids") ---- */
+
+void ns_request(struct ns *ns, struct ns_reqid id)
+{
+	ns->req = id;
+}
+
+/* The id set for the next deduplicated call, cleared: every such call
+ * takes it first, whatever becomes of the call. */
+static struct ns_reqid take_req(struct ns *ns)
+{
+	struct ns_reqid id = ns->req;
+
+	ns->req.client = ns->req.seq = 0;
+	return id;
+}
+
+/* The outcome's encoding in struct meta_req's out: a version byte, then
+ * the inode and the truncation, little-endian field by field. */
+#define OUTCOME_V1 1
+/* version, inode (72) and its layout (20), truncation (29) and its layout */
+#define OUTCOME_LEN (1 + 72 + 20 + 29 + 20)
+
+static uint8_t *put_layout(uint8_t *p, const struct file_layout *l)
+{
+	put_le32(p, l->chunk_size);
+	put_le32(p + 4, l->stripe);
+	put_le32(p + 8, l->table_len);
+	put_le64(p + 12, l->seed);
+	return p + 20;
+}
+
+static const uint8_t *get_layout(const uint8_t *p, struct file_layout *l)
+{
+	l->chunk_size = get_le32(p);
+	l->stripe = get_le32(p + 4);
+	l->table_len = get_le32(p + 8);
+	l->seed = get_le64(p + 12);
+	return p + 20;
+}
+
+static void outcome_put(struct meta_req *r, const struct meta_inode *in,
+			const struct ns_trunc *tr)
+{
+	uint8_t *p = r->out;
+
+	*p++ = OUTCOME_V1;
+	put_le64(p, in->ino);
+	put_le64(p + 8, in->gen);
+	put_le32(p + 16, in->mode);
+	put_le32(p + 20, in->uid);
+	put_le32(p + 24, in->gid);
+	put_le32(p + 28, in->nlink);
+	put_le64(p + 32, in->size);
+	put_le64(p + 40, (uint64_t)in->atime_ns);
+	put_le64(p + 48, (uint64_t)in->mtime_ns);
+	put_le64(p + 56, (uint64_t)in->ctime_ns);
+	put_le64(p + 64, in->parent);
+	p = put_layout(p + 72, &in->layout);
+	*p++ = tr->partial;
+	put_le64(p, tr->chunk);
+	put_le32(p + 8, tr->len);
+	put_le64(p + 12, tr->gc_from);
+	put_le64(p + 20, tr->gc_to);
+	p = put_layout(p + 28, &tr->layout);
+	r->len = (uint32_t)(p - r->out);
+}
+
+/* 0, or -EIO (logged) for an outcome this build cannot read. */
+static int outcome_get(const struct meta_req *r, struct meta_inode *in, struct ns_trunc *tr)
+{
+	const uint8_t *p = r->out;
+
+	if (r->len != OUTCOME_LEN || p[0] != OUTCOME_V1) {
+		log_error(COMP, "request %llx:%llu: recorded outcome of %u bytes, version %u,"
+			  " is not one this build reads", (unsigned long long)r->client,
+			  (unsigned long long)r->seq, r->len, r->len ? p[0] : 0);
+		return -EIO;
+	}
+	p++;
+	in->ino = get_le64(p);
+	in->gen = get_le64(p + 8);
+	in->mode = get_le32(p + 16);
+	in->uid = get_le32(p + 20);
+	in->gid = get_le32(p + 24);
+	in->nlink = get_le32(p + 28);
+	in->size = get_le64(p + 32);
+	in->atime_ns = (int64_t)get_le64(p + 40);
+	in->mtime_ns = (int64_t)get_le64(p + 48);
+	in->ctime_ns = (int64_t)get_le64(p + 56);
+	in->parent = get_le64(p + 64);
+	p = get_layout(p + 72, &in->layout);
+	tr->partial = *p++ != 0;
+	tr->chunk = get_le64(p);
+	tr->len = get_le32(p + 8);
+	tr->gc_from = get_le64(p + 12);
+	tr->gc_to = get_le64(p + 20);
+	get_layout(p + 28, &tr->layout);
+	return 0;
+}
+
+/* A deduplicated call: fn with its outputs out and tr (each may be NULL). */
+struct req_args {
+	struct ns_reqid id;
+	txn_fn fn;
+	void *arg;
+	struct meta_inode *out;
+	struct ns_trunc *tr;
+};
+
+/* In the call's transaction: the recorded outcome of its id, or fn
+ * applied and its outcome recorded with it. */
+static int do_req(struct ns *ns, void *a)
+{
+	struct req_args *r = a;
+	struct meta_inode in;
+	struct ns_trunc tr;
+	struct meta_req rec;
+	int ret, err;
+
+	err = CALL(ns, req_get, r->id.client, r->id.seq, &rec);
+	if (!err) {
+		err = outcome_get(&rec, &in, &tr);
+		if (err)
+			return err;
+		if (r->out)
+			*r->out = in;
+		if (r->tr)
+			*r->tr = tr;
+		__atomic_add_fetch(&ns->replays, 1, __ATOMIC_RELAXED);	/* metrics read it */
+		return rec.ret;
+	}
+	if (err != -ENOENT)
+		return err;
+	ret = r->fn(ns, r->arg);
+	if (ret < 0)
+		return ret;
+	memset(&in, 0, sizeof(in));
+	memset(&tr, 0, sizeof(tr));
+	memset(&rec, 0, sizeof(rec));
+	rec.client = r->id.client;
+	rec.seq = r->id.seq;
+	rec.at_ms = now_ns() / 1000000;
+	rec.ret = ret;
+	outcome_put(&rec, r->out ? r->out : &in, r->tr ? r->tr : &tr);
+	err = CALL(ns, req_put, &rec);
+	/* Recorded already (SQLite: by an earlier transaction this one did
+	 * not see, impossible under its write lock): answer from it. */
+	return err == -EEXIST ? -EBUSY : err ? err : ret;
+}
+
+/* Runs fn as a write transaction, under request id id when it has one
+ * (client != 0). */
+static int run_req(struct ns *ns, struct ns_reqid id, txn_fn fn, void *arg,
+		   struct meta_inode *out, struct ns_trunc *tr)
+{
+	struct req_args r = { id, fn, arg, out, tr };
+
+	if (!id.client)
+		return run_txn(ns, true, fn, arg);
+	return run_txn(ns, true, do_req, &r);
+}
+
+static int do_req_prune(struct ns *ns, void *a)
+{
+	const int64_t *bounds = a;
+
+	return CALL(ns, req_prune, bounds[0], (uint32_t)bounds[1]);
+}
+
+int ns_request_prune(struct ns *ns, int64_t before_ms, uint32_t max)
+{
+	int64_t bounds[2] = { before_ms, max };
+
+	return run_txn(ns, true, do_req_prune, bounds);
 }
 
 static bool is_dir(const struct meta_inode *in) { return S_ISDIR(in->mode); }
@@ -969,9 +1147,10 @@ int ns_create(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mo
 {
 	struct create_args a = { parent, name, S_IFREG | (mode & 07777), uid, gid,
 				 exclusive, NULL, out };
+	struct ns_reqid id = take_req(ns);
 	int err = name_check(name);
 
-	return err ? err : run_txn(ns, true, do_create, &a);
+	return err ? err : run_req(ns, id, do_create, &a, out, NULL);
 }
 
 int ns_mkdir(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mode,
@@ -979,10 +1158,11 @@ int ns_mkdir(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mod
 {
 	struct create_args a = { parent, name, S_IFDIR | (mode & 07777), uid, gid,
 				 true, NULL, out };
+	struct ns_reqid id = take_req(ns);
 	int err = name_check(name);
 
 	if (!err)
-		err = run_txn(ns, true, do_create, &a);
+		err = run_req(ns, id, do_create, &a, out, NULL);
 	return err < 0 ? err : 0;
 }
 
@@ -990,6 +1170,7 @@ int ns_symlink(struct ns *ns, struct ns_ref parent, const char *name, const char
 	       uint32_t uid, uint32_t gid, struct meta_inode *out)
 {
 	struct create_args a = { parent, name, S_IFLNK | 0777, uid, gid, true, target, out };
+	struct ns_reqid id = take_req(ns);
 	int err = name_check(name);
 	size_t len;
 
@@ -1002,7 +1183,7 @@ int ns_symlink(struct ns *ns, struct ns_ref parent, const char *name, const char
 		return -ENOENT;
 	if (len >= NS_PATH_MAX)
 		return -ENAMETOOLONG;
-	err = run_txn(ns, true, do_create, &a);
+	err = run_req(ns, id, do_create, &a, out, NULL);
 	return err < 0 ? err : 0;
 }
 
@@ -1011,6 +1192,7 @@ int ns_mknod(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mod
 {
 	struct create_args a = { parent, name, mode & (S_IFMT | 07777), uid, gid,
 				 true, NULL, out };
+	struct ns_reqid id = take_req(ns);
 	int err = name_check(name);
 
 	if (err)
@@ -1019,7 +1201,7 @@ int ns_mknod(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mod
 		return -EPERM;
 	if ((mode & S_IFMT) != S_IFIFO && (mode & S_IFMT) != S_IFSOCK)
 		return -EINVAL;
-	err = run_txn(ns, true, do_create, &a);
+	err = run_req(ns, id, do_create, &a, out, NULL);
 	return err < 0 ? err : 0;
 }
 
@@ -1075,9 +1257,10 @@ int ns_link(struct ns *ns, struct ns_ref ino, struct ns_ref parent, const char *
 	    struct meta_inode *out)
 {
 	struct link_args a = { ino, parent, name, out };
+	struct ns_reqid id = take_req(ns);
 	int err = name_check(name);
 
-	return err ? err : run_txn(ns, true, do_link, &a);
+	return err ? err : run_req(ns, id, do_link, &a, out, NULL);
 }
 
 struct readlink_args {
@@ -1150,29 +1333,31 @@ static int do_remove(struct ns *ns, void *a)
 
 /* A removal, tried once more when it failed for space and the reserve
  * was given back for it (ns_set_space). */
-static int run_removal(struct ns *ns, struct remove_args *a)
+static int run_removal(struct ns *ns, struct ns_reqid id, struct remove_args *a)
 {
-	int err = run_txn(ns, true, do_remove, a);
+	int err = run_req(ns, id, do_remove, a, NULL, NULL);
 
 	if (err == -ENOSPC && ns->make_room && ns->make_room(ns->room_arg))
-		err = run_txn(ns, true, do_remove, a);
+		err = run_req(ns, id, do_remove, a, NULL, NULL);
 	return err;
 }
 
 int ns_unlink(struct ns *ns, struct ns_ref parent, const char *name)
 {
 	struct remove_args a = { parent, name, false };
+	struct ns_reqid id = take_req(ns);
 	int err = name_check(name);
 
-	return err ? err : run_removal(ns, &a);
+	return err ? err : run_removal(ns, id, &a);
 }
 
 int ns_rmdir(struct ns *ns, struct ns_ref parent, const char *name)
 {
 	struct remove_args a = { parent, name, true };
+	struct ns_reqid id = take_req(ns);
 	int err = name_check(name);
 
-	return err ? err : run_removal(ns, &a);
+	return err ? err : run_removal(ns, id, &a);
 }
 
 /* ---- rename ---- */
@@ -1350,6 +1535,7 @@ int ns_rename(struct ns *ns, struct ns_ref src_parent, const char *src_name,
 	      struct ns_ref dst_parent, const char *dst_name, unsigned flags)
 {
 	struct rename_args a = { src_parent, dst_parent, src_name, dst_name, flags };
+	struct ns_reqid id = take_req(ns);
 	int err;
 
 	if (flags & ~(NS_RENAME_NOREPLACE | NS_RENAME_EXCHANGE))
@@ -1359,7 +1545,7 @@ int ns_rename(struct ns *ns, struct ns_ref src_parent, const char *src_name,
 	err = name_check(src_name);
 	if (!err)
 		err = name_check(dst_name);
-	return err ? err : run_txn(ns, true, do_rename, &a);
+	return err ? err : run_req(ns, id, do_rename, &a, NULL, NULL);
 }
 
 /* ---- sizes, truncate, setattr, open ---- */
@@ -1458,10 +1644,11 @@ int ns_setattr(struct ns *ns, struct ns_ref ino, uint32_t mask, const struct met
 	       struct meta_inode *out, struct ns_trunc *tr)
 {
 	struct attr_args a = { .ino = ino, .mask = mask, .attrs = attrs, .out = out, .tr = tr };
+	struct ns_reqid id = take_req(ns);
 
 	if (!attrs || (mask & ~0xffu))
 		return -EINVAL;
-	return run_txn(ns, true, do_setattr, &a);
+	return run_req(ns, id, do_setattr, &a, out, tr);
 }
 
 static int do_set_size(struct ns *ns, void *a)
@@ -1521,10 +1708,11 @@ static int do_truncate(struct ns *ns, void *a)
 int ns_truncate(struct ns *ns, struct ns_ref ino, uint64_t size, struct ns_trunc *tr)
 {
 	struct attr_args a = { .ino = ino, .size = size, .tr = tr };
+	struct ns_reqid id = take_req(ns);
 
 	if (size > INT64_MAX)
 		return -EFBIG;
-	return run_txn(ns, true, do_truncate, &a);
+	return run_req(ns, id, do_truncate, &a, NULL, tr);
 }
 
 static int do_open(struct ns *ns, void *a)
