@@ -187,6 +187,20 @@ def _progress(path):
         return 0
 
 
+def _reap(p):
+    """Kills child p if it still runs, and forgets it."""
+    if p.poll() is None:
+        p.kill()
+        p.wait(10)
+    REGISTRY.discard(p.pid)
+
+
+def _result(p, tmp_path, log):
+    """What a writer child left in progress.json, once it exited 0."""
+    assert p.returncode == 0, (tmp_path / log).read_text()[-4000:]
+    return json.loads((tmp_path / "progress.json").read_text())
+
+
 @pytest.mark.timeout(400)
 def test_kill9_of_a_meta_server_under_a_creating_client(ha, tmp_path):
     c = ha
@@ -210,13 +224,8 @@ def test_kill9_of_a_meta_server_under_a_creating_client(ha, tmp_path):
         at_kill = _progress(progress)
         wait_until(lambda: p.poll() is not None, 300, 0.1, "the creator to finish")
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait(10)
-    REGISTRY.discard(p.pid)
-    log = (tmp_path / "creator.log").read_text()
-    assert p.returncode == 0, log[-4000:]
-    res = json.loads((tmp_path / "progress.json").read_text())
+        _reap(p)
+    res = _result(p, tmp_path, "creator.log")
     acked, failed = res["acked"], res["failed"]
     # It carried on through another server: creates after the kill were
     # acknowledged, and the calls in flight at the kill were made again
@@ -351,13 +360,8 @@ def test_kill9_of_a_meta_server_under_writer_threads(ha, tmp_path):
         wait_until(lambda: p.poll() is not None, 120, 0.1, "the writers to finish")
     finally:
         stop.write_text("")
-        if p.poll() is None:
-            p.kill()
-            p.wait(10)
-        REGISTRY.discard(p.pid)
-    log = (tmp_path / "renamer.log").read_text()
-    assert p.returncode == 0, log[-4000:]
-    res = json.loads((tmp_path / "progress.json").read_text())
+        _reap(p)
+    res = _result(p, tmp_path, "renamer.log")
     assert res["failed"] == [], res["failed"]
     assert sum(res["done"]) >= at_kill + 80, res
     # The audit, through a fresh client: every thread's directory holds
