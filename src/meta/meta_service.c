@@ -127,6 +127,7 @@ struct meta_cfg {
 	char store[CFG_STR_MAX];		/* "": SQLite; postgresql://... */
 	char store_passfile[CFG_STR_MAX];	/* PostgreSQL's password file */
 	bool group_commit;			/* SQLite: one transaction per loop turn */
+	int64_t request_ttl_ms;			/* request ids' records are kept this long */
 	uint64_t reserve;			/* SQLite: the disk reserve (reserve.h) */
 };
 
@@ -143,7 +144,6 @@ struct meta {
 	 * whose map lags never puts back an older length. */
 	uint32_t table_len_stored;
 	uint64_t gc_interval_ms;
-	uint64_t prune_at_ms;		/* next prune of request records (mono_ms) */
 	struct reactor_timer poll_timer, gc_timer;
 	bool stopping;
 	struct sc_io probe;		/* nudges the storage client to a map */
@@ -412,19 +412,25 @@ static bool gc_role(struct meta *m)
 	return held;
 }
 
+/* Request records pruned by one statement, and statements per gc tick
+ * at most: 40,000 a second at the default gc_interval, more than a meta
+ * server writes, so that the table stays about rate x meta.request_ttl. */
+#define PRUNE_BATCH 5000
+#define PRUNE_ROUNDS 8
+
 /* Drops expired request records (ns.h, ns_request_prune): the server
- * with the gc role, every 10 s, a bounded batch at a time. */
+ * with the gc role, at each gc tick, a bounded number of batches. */
 static void prune_requests(struct meta *m)
 {
-	int n;
+	int64_t cut = now_ns() / 1000000 - m->cfg->request_ttl_ms;
+	int n = PRUNE_BATCH;
 
-	if (mono_ms() < m->prune_at_ms)
-		return;
-	n = ns_request_prune(&m->ns, now_ns() / 1000000 - NS_REQUEST_TTL_MS, 10000);
-	if (n < 0)
-		log_warn(COMP, "cannot prune expired request records: %s", strata_strerror(n));
-	/* A full batch: more are waiting, take them at the next tick. */
-	m->prune_at_ms = mono_ms() + (n == 10000 ? 0 : 10000);
+	for (int i = 0; i < PRUNE_ROUNDS && n == PRUNE_BATCH; i++) {
+		n = ns_request_prune(&m->ns, cut, PRUNE_BATCH);
+		if (n < 0)
+			log_warn(COMP, "cannot prune expired request records: %s",
+				 strata_strerror(n));
+	}
 }
 
 static void on_gc_timer(void *arg)
@@ -2046,6 +2052,9 @@ static const struct cfg_key meta_keys[] = {
 	K("group_commit", CFG_BOOL, group_commit, "true", 0, 0,
 	  "SQLite: the requests of one turn of the event loop share one transaction,"
 	  " each answered after it commits"),
+	K("request_ttl", CFG_MS, request_ttl_ms, "2m", 1000, 86400000,
+	  "how long a request id's outcome is kept for a retry of its call; keep it above"
+	  " the clients' retry budget (libstrata: retry_ms plus timeout_ms, 40 s by default)"),
 };
 #undef K
 static const struct cfg_schema meta_schema = CFG_SCHEMA(meta_keys);

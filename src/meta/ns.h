@@ -182,9 +182,6 @@ void ns_request(struct ns *ns, struct ns_reqid id);
  * after its record went is applied again. */
 int ns_request_prune(struct ns *ns, int64_t before_ms, uint32_t max);
 
-/* How long a request's outcome is kept: far beyond a client's retry_ms. */
-#define NS_REQUEST_TTL_MS (10 * 60 * 1000)
-
 /*
  * Records a new chain table length (persisted). Files created afterwards
  * in directories whose layout follows the table (the default) use it;

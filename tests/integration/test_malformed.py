@@ -15,6 +15,7 @@ import time
 import pytest
 
 import strata_wire as sw
+from conftest import wait_until
 from strata_wire import Frame, encode, encode_header, hello_body
 
 BAD_FRAMES = "strata_net_bad_frames_total"
@@ -359,6 +360,24 @@ def test_a_request_id_is_answered_from_its_record(daemon_factory):
         f = c.call(OP_META_RMDIR, rmdir)
         assert (f.status, f.body) == (STRATA_EBADMSG, b"")
     assert d.metric("strata_meta_request_replays_total") == 2
+
+
+def test_a_request_ids_record_expires(daemon_factory):
+    """With meta.request_ttl at 1 s, the server with the gc role prunes
+    the record: the same id, sent again once the directory it made is
+    gone, makes it anew instead of answering from the record."""
+    d = daemon_factory(extra_flags=["--node.services=meta", "--meta.request_ttl=1s",
+                                    "--meta.gc_interval=100ms"])
+    mkdir = _lookup_body(1, 1, b"ttl") + struct.pack("<IIII", 0o40755, 0, 0, 0) + \
+        struct.pack("<QQ", 0xa11, 1)
+    with d.client() as c:
+        assert c.call(OP_META_MKDIR, mkdir).status == 0
+        assert c.call(OP_META_RMDIR, _lookup_body(1, 1, b"ttl") + NO_ID).status == 0
+
+        def made_anew():
+            assert c.call(OP_META_MKDIR, mkdir).status == 0
+            return c.call(OP_META_LOOKUP, _lookup_body(1, 1, b"ttl")).status == 0
+        wait_until(made_anew, 30, 0.2, "the record of request a11:1 to expire")
 
 
 # The mem service's table (src/proto/mem.h).
