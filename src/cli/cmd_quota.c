@@ -96,7 +96,7 @@ static int quota_connect(const struct fs_args *a, struct quota_conn *c)
 	}
 	snprintf(c->mgmt, sizeof(c->mgmt), "%s", addr);
 	(void)mc_ctx_init(&c->mc, c->cl, c->meta, QUOTA_TIMEOUT_MS);
-	for (uint32_t i = 0; i < MC_LANES; i++)
+	for (uint32_t i = 0; i < MC_SLOTS; i++)
 		c->mc.at[i].node = node;
 	c->mc.retry_ms = QUOTA_TIMEOUT_MS;
 	c->mc.resolve = quota_pick;

@@ -37,20 +37,20 @@ int mc_ctx_init(struct mc_ctx *ctx, struct rpc_client *cl, const char *addr,
 	ctx->sync.caller = true;	/* the calling thread's, if it has one */
 	ctx->sync.notconn_unsent = true;	/* never sent: made again (mc_again) */
 	ctx->client_id = new_client_id(ctx);
-	for (uint32_t i = 0; i < MC_LANES; i++) {
-		ctx->at[i].lane = i;
+	for (uint32_t i = 0; i < MC_SLOTS; i++) {
+		ctx->at[i].slot = i;
 		n = snprintf(ctx->at[i].addr, sizeof(ctx->at[i].addr), "%s", addr ? addr : "");
 	}
 	return n < 0 || (size_t)n >= sizeof(ctx->at[0].addr) ? -ENAMETOOLONG : 0;
 }
 
-uint32_t mc_lane(void)
+uint32_t mc_slot(void)
 {
 	static uint32_t next;
-	static __thread uint32_t mine;	/* 0: not drawn yet; else lane + 1 */
+	static __thread uint32_t mine;	/* 0: not drawn yet; else slot + 1 */
 
 	if (!mine)
-		mine = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % MC_LANES + 1;
+		mine = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % MC_SLOTS + 1;
 	return mine - 1;
 }
 
@@ -63,32 +63,32 @@ bool mc_stamp(struct mc_ctx *ctx, struct mt_reqid *rid)
 	return true;
 }
 
-/* Asks the resolver where lane is to call, from the state of ctx (failed:
+/* Asks the resolver where slot is to call, from the state of ctx (failed:
  * the server called now failed a call), and records its answer. */
-static void pick(struct mc_ctx *ctx, uint32_t lane, bool failed)
+static void pick(struct mc_ctx *ctx, uint32_t slot, bool failed)
 {
 	struct mc_pick p;
 
 	pthread_mutex_lock(&ctx->lock);
-	p = ctx->at[lane];
+	p = ctx->at[slot];
 	pthread_mutex_unlock(&ctx->lock);
 	p.refused = failed;
 	if (ctx->resolve(ctx->resolve_arg, &p) != 0 || !p.addr[0])
 		return;
 	p.refused = false;
-	p.lane = lane;
+	p.slot = slot;
 	pthread_mutex_lock(&ctx->lock);
-	ctx->at[lane] = p;
+	ctx->at[slot] = p;
 	pthread_mutex_unlock(&ctx->lock);
 }
 
-void mc_where(struct mc_ctx *ctx, uint32_t lane, char addr[64])
+void mc_where(struct mc_ctx *ctx, uint32_t slot, char addr[64])
 {
-	lane %= MC_LANES;
+	slot %= MC_SLOTS;
 	if (ctx->resolve)
-		pick(ctx, lane, false);
+		pick(ctx, slot, false);
 	pthread_mutex_lock(&ctx->lock);
-	memcpy(addr, ctx->at[lane].addr, sizeof(ctx->at[lane].addr));
+	memcpy(addr, ctx->at[slot].addr, sizeof(ctx->at[slot].addr));
 	pthread_mutex_unlock(&ctx->lock);
 }
 
@@ -106,7 +106,7 @@ static bool lost_in_flight(int rc)
 	       rc == -EHOSTUNREACH || rc == -ENETUNREACH;
 }
 
-bool mc_again(struct mc_ctx *ctx, uint32_t lane, int rc, bool safe, uint64_t deadline_ms,
+bool mc_again(struct mc_ctx *ctx, uint32_t slot, int rc, bool safe, uint64_t deadline_ms,
 	      uint32_t *attempt)
 {
 	uint32_t was, now;
@@ -122,13 +122,13 @@ bool mc_again(struct mc_ctx *ctx, uint32_t lane, int rc, bool safe, uint64_t dea
 		usleep(100 * 1000);
 		return true;
 	}
-	lane %= MC_LANES;
+	slot %= MC_SLOTS;
 	pthread_mutex_lock(&ctx->lock);
-	was = ctx->at[lane].node;
+	was = ctx->at[slot].node;
 	pthread_mutex_unlock(&ctx->lock);
-	pick(ctx, lane, true);
+	pick(ctx, slot, true);
 	pthread_mutex_lock(&ctx->lock);
-	now = ctx->at[lane].node;
+	now = ctx->at[slot].node;
 	pthread_mutex_unlock(&ctx->lock);
 	/* Another server at once, the first time; then at a bounded pace,
 	 * so that servers that all fail are not called in a tight loop. */

@@ -19,10 +19,10 @@
  * Several meta servers may serve one namespace (docs/namespace.md,
  * "Several meta servers"). ctx's resolver (libstrata's reads the cluster
  * map) names the one to call. The calls of a ctx spread over the servers
- * by calling thread: each thread has a lane (one of MC_LANES), and each
- * lane keeps the server the resolver named for it while the map lists it
- * UP (libstrata's resolver gives lane k the (seed + k)-th UP server); one
- * the map marks OFFLINE or drops is left for another at the lane's next
+ * by calling thread: each thread has a slot (one of MC_SLOTS), and each
+ * slot keeps the server the resolver named for it while the map lists it
+ * UP (libstrata's resolver gives slot k the (seed + k)-th UP server); one
+ * the map marks OFFLINE or drops is left for another at the slot's next
  * call.
  *
  * Request ids. Every call of an operation that is not idempotent (its
@@ -64,14 +64,14 @@
 #include "net/rpc.h"
 #include "proto/meta.h"
 
-/* Lanes of a ctx: the calling threads spread over them (see the top). */
-#define MC_LANES 16
+/* Slots of a ctx: the calling threads spread over them (see the top). */
+#define MC_SLOTS 16
 
 /* What a resolver is asked (in) and answers (out). */
 struct mc_pick {
-	uint32_t lane;		/* in: the calling thread's lane, 0..MC_LANES-1 */
+	uint32_t slot;		/* in: the calling thread's slot, 0..MC_SLOTS-1 */
 	uint32_t node;		/* in: the server called now (0: none yet); out: the one to call */
-	bool refused;		/* in: that server refused a call: name another if one is UP */
+	bool refused;		/* in: that server failed a call: name another if one is UP */
 	uint64_t version;	/* in/out: the map version the answer came from */
 	char addr[64];		/* out: its "host:port" */
 };
@@ -95,7 +95,7 @@ struct mc_ctx {
 	int (*resolve)(void *arg, struct mc_pick *p);
 	void *resolve_arg;
 	pthread_mutex_t lock;
-	struct mc_pick at[MC_LANES];	/* the server each lane calls now (lock) */
+	struct mc_pick at[MC_SLOTS];	/* the server each slot calls now (lock) */
 };
 
 /* Fills ctx, with a fresh random client id. Returns 0, or -ENAMETOOLONG
@@ -103,15 +103,15 @@ struct mc_ctx {
 int mc_ctx_init(struct mc_ctx *ctx, struct rpc_client *cl, const char *addr,
 		uint32_t timeout_ms);
 
-/* For MC_CALL: the calling thread's lane; stamping rid (may be NULL:
- * false, nothing done) with ctx's next request id; the address lane
+/* For MC_CALL: the calling thread's slot; stamping rid (may be NULL:
+ * false, nothing done) with ctx's next request id; the address slot
  * calls now (asking the resolver); and whether a call that ended with rc
  * is to be made again (safe: it may be delivered twice; attempt counts
  * the failures so far; it picked another server, or waited). */
-uint32_t mc_lane(void);
+uint32_t mc_slot(void);
 bool mc_stamp(struct mc_ctx *ctx, struct mt_reqid *rid);
-void mc_where(struct mc_ctx *ctx, uint32_t lane, char addr[64]);
-bool mc_again(struct mc_ctx *ctx, uint32_t lane, int rc, bool safe, uint64_t deadline_ms,
+void mc_where(struct mc_ctx *ctx, uint32_t slot, char addr[64]);
+bool mc_again(struct mc_ctx *ctx, uint32_t slot, int rc, bool safe, uint64_t deadline_ms,
 	      uint32_t *attempt);
 uint64_t mc_deadline(const struct mc_ctx *ctx);
 
@@ -139,13 +139,13 @@ uint64_t mc_deadline(const struct mc_ctx *ctx);
 	__typeof__(rq) rq_ = (rq); \
 	bool safe_ = mc_stamp(mc_, MC_RID(rq_)) || !MC_NEEDS_RID(rq_); \
 	uint64_t dl_ = mc_deadline(mc_); \
-	uint32_t n_ = 0, lane_ = mc_lane(); \
+	uint32_t n_ = 0, slot_ = mc_slot(); \
 	char at_[64]; \
 	int rc_; \
 	do { \
-		mc_where(mc_, lane_, at_); \
+		mc_where(mc_, slot_, at_); \
 		rc_ = fn##_call_sync(mc_->cl, at_, rq_, (sync), (rep)); \
-	} while (mc_again(mc_, lane_, rc_, safe_, dl_, &n_)); \
+	} while (mc_again(mc_, slot_, rc_, safe_, dl_, &n_)); \
 	rc_; \
 })
 

@@ -265,7 +265,7 @@ print(len(c.listdir("/spread")))
 @pytest.mark.timeout(300)
 def test_a_clients_threads_spread_over_the_meta_servers(ha, tmp_path):
     """One libstrata handle, eight threads: their calls go to more than one
-    meta server (each thread's lane keeps one server, lanes spread)."""
+    meta server (each thread's slot keeps one server, slots spread)."""
     c = ha
     up = [c.node(n) for n in META_NODES if _meta_up(c, n)]
     assert len(up) >= 2, "fewer than two meta servers up"
