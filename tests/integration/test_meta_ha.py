@@ -267,7 +267,7 @@ def test_a_clients_threads_spread_over_the_meta_servers(ha, tmp_path):
     """One libstrata handle, eight threads: their calls go to more than one
     meta server (each thread's slot keeps one server, slots spread)."""
     c = ha
-    up = [c.node(n) for n in META_NODES if _meta_up(c, n)]
+    up = [c.node(n) for n in META_NODES if _serving(c, n)]
     assert len(up) >= 2, "fewer than two meta servers up"
     before = {n.id: _creates(n) for n in up}
     out = _ok(_py(c, "import runpy, sys; sys.argv = ['s', '25']; runpy.run_path(%r)"
@@ -275,6 +275,12 @@ def test_a_clients_threads_spread_over_the_meta_servers(ha, tmp_path):
     assert out.strip().splitlines()[-1] == "200", out
     grew = [n.id for n in up if _creates(n) > before[n.id]]
     assert len(grew) >= 2, "every create went to node(s) %s" % grew
+
+
+def _serving(c, node_id):
+    """Whether node_id's daemon runs and the map lists its meta server UP
+    (a daemon just killed stays listed until its lease runs out)."""
+    return c.node(node_id).alive and _meta_up(c, node_id)
 
 
 def _script(tmp_path, name, text):
@@ -346,7 +352,7 @@ def test_kill9_of_a_meta_server_under_writer_threads(ha, tmp_path):
     p = spawn([PY, str(_script(tmp_path, "renamer.py", RENAMER)), str(progress), str(stop),
                str(nthreads)], tmp_path / "renamer.log", "renamer", env=env)
     replays = sum(_metric(c.node(n), "strata_meta_request_replays_total")
-                  for n in META_NODES if n != victim.id and _meta_up(c, n))
+                  for n in META_NODES if n != victim.id and _serving(c, n))
     try:
         wait_until(lambda: _progress(progress) >= 40 or p.poll() is not None, 120, 0.05,
                    "the writers' first iterations")
@@ -373,7 +379,7 @@ def test_kill9_of_a_meta_server_under_writer_threads(ha, tmp_path):
         want = ["g%05d" % j for j in range(res["done"][t]) if j % 2 == 0]
         assert got[t] == want, "thread %d: %s" % (t, sorted(set(got[t]) ^ set(want)))
     after = sum(_metric(c.node(n), "strata_meta_request_replays_total")
-                for n in META_NODES if n != victim.id and _meta_up(c, n))
+                for n in META_NODES if n != victim.id and _serving(c, n))
     print("writers: %d iterations, %d before the kill; %d calls answered from their"
           " request id's record" % (sum(res["done"]), at_kill, after - replays))
     _restart(c, victim.id)
