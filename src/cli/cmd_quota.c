@@ -61,7 +61,7 @@ static int quota_connect(const struct fs_args *a, struct quota_conn *c)
 {
 	struct cluster_map m;
 	char addr[256];
-	uint32_t node;
+	uint32_t node = 0;
 	int rc;
 
 	memset(c, 0, sizeof(*c));
@@ -82,7 +82,7 @@ static int quota_connect(const struct fs_args *a, struct quota_conn *c)
 		for (uint32_t i = 0; i < m.nservices && !c->meta[0]; i++)
 			if (m.services[i].kind == CM_SVC_META && m.services[i].state == NODE_UP) {
 				snprintf(c->meta, sizeof(c->meta), "%s", m.services[i].addr);
-				c->mc.at.node = m.services[i].node_id;
+				node = m.services[i].node_id;
 			}
 		cm_release(&m);
 		if (c->meta[0] || mono_ms() >= deadline)
@@ -94,10 +94,10 @@ static int quota_connect(const struct fs_args *a, struct quota_conn *c)
 		rpc_client_free(c->cl);
 		return 1;
 	}
-	node = c->mc.at.node;
 	snprintf(c->mgmt, sizeof(c->mgmt), "%s", addr);
 	(void)mc_ctx_init(&c->mc, c->cl, c->meta, QUOTA_TIMEOUT_MS);
-	c->mc.at.node = node;
+	for (uint32_t i = 0; i < MC_SLOTS; i++)
+		c->mc.at[i].node = node;
 	c->mc.retry_ms = QUOTA_TIMEOUT_MS;
 	c->mc.resolve = quota_pick;
 	c->mc.resolve_arg = c;

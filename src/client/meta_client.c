@@ -3,17 +3,32 @@
  * generated stubs leave to do, copying strings out of replies.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "client/meta_client.h"
+#include "common/clock.h"
+#include "common/rand.h"
 #include "net/reactor.h"
+
+/* A random client id, never 0: getrandom, or (no entropy source) the
+ * clock, the process and ctx's address mixed. */
+static uint64_t new_client_id(const struct mc_ctx *ctx)
+{
+	uint64_t id = 0;
+
+	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != (ssize_t)sizeof(id))
+		id = splitmix64((uint64_t)now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)ctx);
+	return id ? id : 1;
+}
 
 int mc_ctx_init(struct mc_ctx *ctx, struct rpc_client *cl, const char *addr,
 		uint32_t timeout_ms)
 {
-	int n;
+	int n = 0;
 
 	memset(ctx, 0, sizeof(*ctx));
 	pthread_mutex_init(&ctx->lock, NULL);
@@ -21,34 +36,59 @@ int mc_ctx_init(struct mc_ctx *ctx, struct rpc_client *cl, const char *addr,
 	ctx->sync.timeout_ms = timeout_ms;
 	ctx->sync.caller = true;	/* the calling thread's, if it has one */
 	ctx->sync.notconn_unsent = true;	/* never sent: made again (mc_again) */
-	n = snprintf(ctx->at.addr, sizeof(ctx->at.addr), "%s", addr ? addr : "");
-	return n < 0 || (size_t)n >= sizeof(ctx->at.addr) ? -ENAMETOOLONG : 0;
+	ctx->client_id = new_client_id(ctx);
+	for (uint32_t i = 0; i < MC_SLOTS; i++) {
+		ctx->at[i].slot = i;
+		n = snprintf(ctx->at[i].addr, sizeof(ctx->at[i].addr), "%s", addr ? addr : "");
+	}
+	return n < 0 || (size_t)n >= sizeof(ctx->at[0].addr) ? -ENAMETOOLONG : 0;
 }
 
-/* Asks the resolver where to call, from the state of ctx (refused: the
- * server called now refused), and records its answer. */
-static void pick(struct mc_ctx *ctx, bool refused)
+uint32_t mc_slot(void)
+{
+	static uint32_t next;
+	static __thread uint32_t mine;	/* 0: not drawn yet; else slot + 1 */
+
+	if (!mine)
+		mine = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % MC_SLOTS + 1;
+	return mine - 1;
+}
+
+bool mc_stamp(struct mc_ctx *ctx, struct mt_reqid *rid)
+{
+	if (!rid)
+		return false;
+	rid->client = ctx->client_id;
+	rid->seq = __atomic_add_fetch(&ctx->seq, 1, __ATOMIC_RELAXED);
+	return true;
+}
+
+/* Asks the resolver where slot is to call, from the state of ctx (failed:
+ * the server called now failed a call), and records its answer. */
+static void pick(struct mc_ctx *ctx, uint32_t slot, bool failed)
 {
 	struct mc_pick p;
 
 	pthread_mutex_lock(&ctx->lock);
-	p = ctx->at;
+	p = ctx->at[slot];
 	pthread_mutex_unlock(&ctx->lock);
-	p.refused = refused;
+	p.refused = failed;
 	if (ctx->resolve(ctx->resolve_arg, &p) != 0 || !p.addr[0])
 		return;
 	p.refused = false;
+	p.slot = slot;
 	pthread_mutex_lock(&ctx->lock);
-	ctx->at = p;
+	ctx->at[slot] = p;
 	pthread_mutex_unlock(&ctx->lock);
 }
 
-void mc_where(struct mc_ctx *ctx, char addr[64])
+void mc_where(struct mc_ctx *ctx, uint32_t slot, char addr[64])
 {
+	slot %= MC_SLOTS;
 	if (ctx->resolve)
-		pick(ctx, false);
+		pick(ctx, slot, false);
 	pthread_mutex_lock(&ctx->lock);
-	memcpy(addr, ctx->at.addr, sizeof(ctx->at.addr));
+	memcpy(addr, ctx->at[slot].addr, sizeof(ctx->at[slot].addr));
 	pthread_mutex_unlock(&ctx->lock);
 }
 
@@ -57,26 +97,41 @@ uint64_t mc_deadline(const struct mc_ctx *ctx)
 	return reactor_now_ms() + ctx->retry_ms;
 }
 
-bool mc_again(struct mc_ctx *ctx, int rc, uint64_t deadline_ms, uint32_t *attempt)
+/* Whether a call that failed with rc may have been delivered to a server
+ * that then died, was cut off or stopped answering (so another may
+ * answer it). */
+static bool lost_in_flight(int rc)
+{
+	return rc == -ETIMEDOUT || rc == -ECONNRESET || rc == -EPIPE || rc == -ECONNABORTED ||
+	       rc == -EHOSTUNREACH || rc == -ENETUNREACH;
+}
+
+bool mc_again(struct mc_ctx *ctx, uint32_t slot, int rc, bool safe, uint64_t deadline_ms,
+	      uint32_t *attempt)
 {
 	uint32_t was, now;
 
-	/* Refused, or failed before a byte of it left: never delivered. */
-	if ((rc != -ECONNREFUSED && rc != -ENOTCONN) || reactor_now_ms() >= deadline_ms)
+	/* Refused, or failed before a byte of it left: never delivered.
+	 * Lost in flight: made again only where a second delivery is
+	 * harmless (a request id, or an idempotent operation). */
+	if (rc != -ECONNREFUSED && rc != -ENOTCONN && !(safe && lost_in_flight(rc)))
+		return false;
+	if (reactor_now_ms() >= deadline_ms)
 		return false;
 	if (!ctx->resolve) {
 		usleep(100 * 1000);
 		return true;
 	}
+	slot %= MC_SLOTS;
 	pthread_mutex_lock(&ctx->lock);
-	was = ctx->at.node;
+	was = ctx->at[slot].node;
 	pthread_mutex_unlock(&ctx->lock);
-	pick(ctx, true);
+	pick(ctx, slot, true);
 	pthread_mutex_lock(&ctx->lock);
-	now = ctx->at.node;
+	now = ctx->at[slot].node;
 	pthread_mutex_unlock(&ctx->lock);
 	/* Another server at once, the first time; then at a bounded pace,
-	 * so that servers that all refuse are not called in a tight loop. */
+	 * so that servers that all fail are not called in a tight loop. */
 	if (now == was || (*attempt)++ > 0)
 		usleep(100 * 1000);
 	return true;

@@ -86,7 +86,7 @@ int at_link(struct strata *s, struct mt_handle h, struct mt_handle dir, const ch
 
 int at_remove(struct strata *s, struct mt_handle dir, const char *name, bool rmdir)
 {
-	struct mt_name rq = { .dir = dir, .name = pstr_c(name) };
+	struct mt_unlink rq = { .dir = dir, .name = pstr_c(name) };
 	struct proto_void none;
 
 	if (!name)

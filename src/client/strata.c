@@ -139,9 +139,9 @@ static uint32_t meta_pin_from_env(void)
 /*
  * Which meta server to call (mc_ctx's resolver, meta_client.h), from the
  * cached map's UP meta services: the one called now while the map lists
- * it UP; after it refused a call, the next one listed (a newer map asked
+ * it UP; after it failed a call, the next one listed (a newer map asked
  * for); a first pick, or one for a server the map no longer lists UP,
- * spreads clients by their seed.
+ * spreads clients by their seed and a handle's threads by their slot.
  */
 static int find_meta(void *arg, struct mc_pick *p)
 {
@@ -164,7 +164,7 @@ static int find_meta(void *arg, struct mc_pick *p)
 	if (k < n && p->refused) {
 		k = (k + 1) % n;
 	} else if (k == n) {
-		k = (uint32_t)(s->meta_seed % n);
+		k = (uint32_t)((s->meta_seed + p->slot) % n);	/* slots spread */
 		for (uint32_t i = 0; s->meta_pin && i < n; i++)
 			if (up[i].node_id == s->meta_pin)
 				k = i;

@@ -51,7 +51,7 @@ static int make_dir(struct composer *c, const char *parent, const char *name, ui
 	if (rc)
 		return rc;
 	rc = md_mkdir_call_sync(c->cl, c->meta,
-				&(struct mt_create){ dir, pstr_c(name), mode, uid, gid, 0 }, &s,
+				&(struct mt_create){ dir, pstr_c(name), mode, uid, gid, 0, { 0, 0 } }, &s,
 				&in);
 	if (!rc) {
 		*h = (struct mt_handle){ in.ino, in.gen };

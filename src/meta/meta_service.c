@@ -127,6 +127,7 @@ struct meta_cfg {
 	char store[CFG_STR_MAX];		/* "": SQLite; postgresql://... */
 	char store_passfile[CFG_STR_MAX];	/* PostgreSQL's password file */
 	bool group_commit;			/* SQLite: one transaction per loop turn */
+	int64_t request_ttl_ms;			/* request ids' records are kept this long */
 	uint64_t reserve;			/* SQLite: the disk reserve (reserve.h) */
 };
 
@@ -411,6 +412,27 @@ static bool gc_role(struct meta *m)
 	return held;
 }
 
+/* Request records pruned by one statement, and statements per gc tick
+ * at most: 40,000 a second at the default gc_interval, more than a meta
+ * server writes, so that the table stays about rate x meta.request_ttl. */
+#define PRUNE_BATCH 5000
+#define PRUNE_ROUNDS 8
+
+/* Drops expired request records (ns.h, ns_request_prune): the server
+ * with the gc role, at each gc tick, a bounded number of batches. */
+static void prune_requests(struct meta *m)
+{
+	int64_t cut = now_ns() / 1000000 - m->cfg->request_ttl_ms;
+	int n = PRUNE_BATCH;
+
+	for (int i = 0; i < PRUNE_ROUNDS && n == PRUNE_BATCH; i++) {
+		n = ns_request_prune(&m->ns, cut, PRUNE_BATCH);
+		if (n < 0)
+			log_warn(COMP, "cannot prune expired request records: %s",
+				 strata_strerror(n));
+	}
+}
+
 static void on_gc_timer(void *arg)
 {
 	struct meta *m = arg;
@@ -423,6 +445,7 @@ static void on_gc_timer(void *arg)
 		reactor_timer_arm(m->r, &m->gc_timer, m->gc_interval_ms);
 		return;
 	}
+	prune_requests(m);
 	b = calloc(1, sizeof(*b));
 	if (!b) {
 		reactor_timer_arm(m->r, &m->gc_timer, m->gc_interval_ms);
@@ -641,6 +664,13 @@ static void on_poll_timer(void *arg)
  * decoder bounded their length already).
  */
 
+/* Gives the request's id to the namespace call that follows (ns.h,
+ * ns_request): a retry of it is answered from the recorded outcome. */
+static void with_id(struct meta *m, const struct mt_reqid *rid)
+{
+	ns_request(&m->ns, (struct ns_reqid){ rid->client, rid->seq });
+}
+
 static struct ns_ref ref_of(const struct mt_handle *h)
 {
 	struct ns_ref r = { h->ino, h->gen };
@@ -855,6 +885,8 @@ static void create_in(struct meta *m, struct svc_req *req, struct mt_create rq,
 	}
 	acc_ctx_release(&ac);
 	if (!rc)
+		with_id(m, &rq.rid);
+	if (!rc)
 		rc = ns_create(&m->ns, ref_of(&rq.dir), name, rq.mode, rq.uid, rq.gid,
 			       rq.flags & MD_CREATE_EXCL, &in);
 	if (rc < 0) {
@@ -956,6 +988,8 @@ static void op_mkdir(void *svc, struct svc_req *req)
 		return;
 	rc = check_new_entry(m, req, &rq, name, &rq.mode);
 	if (!rc)
+		with_id(m, &rq.rid);
+	if (!rc)
 		rc = ns_mkdir(&m->ns, ref_of(&rq.dir), name, rq.mode, rq.uid, rq.gid, &in);
 	reply_inode(m, req, md_mkdir_reply, rc, &in);
 }
@@ -971,6 +1005,8 @@ static void op_mknod(void *svc, struct svc_req *req)
 	if (counted(m, md_mknod_req(req, &rq)))
 		return;
 	rc = check_new_entry(m, req, &rq, name, NULL);
+	if (!rc)
+		with_id(m, &rq.rid);
 	if (!rc)
 		rc = ns_mknod(&m->ns, ref_of(&rq.dir), name, rq.mode, rq.uid, rq.gid, &in);
 	reply_inode(m, req, md_mknod_reply, rc, &in);
@@ -999,6 +1035,8 @@ static void op_link(void *svc, struct svc_req *req)
 		rc = acc_link(&ac.cred, &src);
 	acc_ctx_release(&ac);
 	if (!rc)
+		with_id(m, &rq.rid);
+	if (!rc)
 		rc = ns_link(&m->ns, ref_of(&rq.h), ref_of(&rq.dir), name, &in);
 	reply_inode(m, req, md_link_reply, rc, &in);
 }
@@ -1025,6 +1063,8 @@ static void op_symlink(void *svc, struct svc_req *req)
 	if (!rc && !ac.trusted)
 		owner_of_new(&ac, &dir, &rq.uid, &rq.gid, NULL);
 	acc_ctx_release(&ac);
+	if (!rc)
+		with_id(m, &rq.rid);
 	if (!rc)
 		rc = ns_symlink(&m->ns, ref_of(&rq.dir), name, target, rq.uid, rq.gid, &in);
 	reply_inode(m, req, md_symlink_reply, rc, &in);
@@ -1059,7 +1099,7 @@ static void op_readlink(void *svc, struct svc_req *req)
 }
 
 /* UNLINK and RMDIR of a decoded request: 0 or the reply's error. */
-static int remove_in(struct meta *m, struct svc_req *req, const struct mt_name rq, bool dir)
+static int remove_in(struct meta *m, struct svc_req *req, const struct mt_unlink rq, bool dir)
 {
 	char name[MD_NAME_MAX + 1];
 	int rc;
@@ -1075,6 +1115,8 @@ static int remove_in(struct meta *m, struct svc_req *req, const struct mt_name r
 		rc = check_victim(m, &ac, &d, name, &victim);
 	acc_ctx_release(&ac);
 	if (!rc)
+		with_id(m, &rq.rid);
+	if (!rc)
 		rc = dir ? ns_rmdir(&m->ns, ref_of(&rq.dir), name) :
 			   ns_unlink(&m->ns, ref_of(&rq.dir), name);
 	return rc;
@@ -1083,7 +1125,7 @@ static int remove_in(struct meta *m, struct svc_req *req, const struct mt_name r
 /* UNLINK and RMDIR. */
 static void remove_entry(struct meta *m, struct svc_req *req, bool dir)
 {
-	struct mt_name rq;
+	struct mt_unlink rq;
 
 	if (counted(m, (dir ? md_rmdir_req : md_unlink_req)(req, &rq)))
 		return;
@@ -1135,6 +1177,8 @@ static void op_rename(void *svc, struct svc_req *req)
 	}
 	acc_ctx_release(&ac);
 	if (!rc)
+		with_id(m, &rq.rid);
+	if (!rc)
 		rc = ns_rename(&m->ns, ref_of(&rq.src_dir), from, ref_of(&rq.dst_dir), to,
 			       rq.flags);
 	md_rename_reply(req, counted(m, rc), NULL);
@@ -1169,6 +1213,8 @@ static void op_setattr(void *svc, struct svc_req *req)
 		rc = acc_setattr(&ac.cred, &in, rq.mask, &at,
 				 (rq.mask & MD_ATTR_MODE) ? &at.mode : NULL);
 	acc_ctx_release(&ac);
+	if (!rc)
+		with_id(m, &rq.rid);
 	if (!rc)
 		rc = ns_setattr(&m->ns, ref_of(&rq.h), rq.mask, &at, &in, &tr);
 	/* A new size may leave the client a chunk to cut: w was checked. */
@@ -1221,6 +1267,8 @@ static void op_truncate(void *svc, struct svc_req *req)
 	acc_ctx_release(&ac);
 	at.size = rq.size;
 	/* setattr(SIZE) is ns_truncate that also returns the inode. */
+	if (!rc)
+		with_id(m, &rq.rid);
 	if (!rc)
 		rc = ns_setattr(&m->ns, ref_of(&rq.h), NS_ATTR_SIZE, &at, &in, &tr);
 	reply_attr(m, req, md_truncate_reply, rc, false, &in, &tr, !rc, CAP_WRITE);
@@ -1484,7 +1532,8 @@ static void op_create_path(void *svc, struct svc_req *req)
 	}
 	create_in(m, req,
 		  (struct mt_create){ .dir = handle_of(&dir), .name = rq.name, .mode = rq.mode,
-				      .uid = rq.uid, .gid = rq.gid, .flags = rq.flags },
+				      .uid = rq.uid, .gid = rq.gid, .flags = rq.flags,
+				      .rid = rq.rid },
 		  md_create_path_reply);
 }
 
@@ -1517,8 +1566,8 @@ static void op_unlink_path(void *svc, struct svc_req *req)
 		return;
 	rc = resolve_in(m, req, rq.dir, MD_RESOLVE_FOLLOW, &dir);
 	if (!rc)
-		rc = remove_in(m, req, (struct mt_name){ .dir = handle_of(&dir), .name = rq.name },
-			       false);
+		rc = remove_in(m, req, (struct mt_unlink){ .dir = handle_of(&dir), .name = rq.name,
+							   .rid = rq.rid }, false);
 	md_unlink_path_reply(req, counted(m, rc), NULL);
 }
 
@@ -1970,6 +2019,9 @@ static void meta_metrics(void *svc, struct bbuf *out)
 		    (double)STAT_GET(&m->group.failures));
 	reconcile_metrics(m, out);
 
+	metrics_put(out, "strata_meta_request_replays_total", "counter",
+		    "requests answered from the recorded outcome of their id (a retry)",
+		    (double)STAT_GET(&m->ns.replays));
 	metrics_put(out, "strata_meta_gc_leader", "gauge",
 		    "1 if this meta server runs the background gc of its database",
 		    STAT_GET(&m->gc_leader) ? 1.0 : 0.0);
@@ -2000,6 +2052,9 @@ static const struct cfg_key meta_keys[] = {
 	K("group_commit", CFG_BOOL, group_commit, "true", 0, 0,
 	  "SQLite: the requests of one turn of the event loop share one transaction,"
 	  " each answered after it commits"),
+	K("request_ttl", CFG_MS, request_ttl_ms, "2m", 1000, 86400000,
+	  "how long a request id's outcome is kept for a retry of its call; keep it above"
+	  " the clients' retry budget (libstrata: retry_ms plus timeout_ms, 40 s by default)"),
 };
 #undef K
 static const struct cfg_schema meta_schema = CFG_SCHEMA(meta_keys);

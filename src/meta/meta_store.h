@@ -76,6 +76,19 @@ struct meta_counter {
 	int64_t value;
 };
 
+/* A request's recorded outcome (docs/namespace.md, "Request ids"):
+ * request (client, seq) was applied at at_ms (wall clock) and answered
+ * ret; out[len] holds its outputs, encoded by the namespace (ns.c) and
+ * opaque to the store. */
+#define META_REQ_OUT_MAX 256
+struct meta_req {
+	uint64_t client, seq;
+	int64_t at_ms;
+	int32_t ret;
+	uint32_t len;
+	uint8_t out[META_REQ_OUT_MAX];
+};
+
 struct meta_store_ops {
 	/* Opens a transaction; write = true takes the write lock up front
 	 * (BEGIN IMMEDIATE), so a write transaction never fails half way on a
@@ -161,6 +174,17 @@ struct meta_store_ops {
 	 * connection ends, a crashed server's included). A SQLite database
 	 * has one server: always true. */
 	int (*gc_claim)(void *impl, bool *held);
+
+	/* Request ids. req_get: the outcome recorded for (client, seq), or
+	 * -ENOENT. req_put: records one, in the transaction of the operation
+	 * it answers; -EEXIST when the id is recorded already (SQLite), and
+	 * -EBUSY when a concurrent transaction recorded it (PostgreSQL: the
+	 * retry then finds it). req_prune: deletes up to max records made
+	 * before before_ms and returns the count. Records are not copied by
+	 * meta_store_copy: they outlive no retry. */
+	int (*req_get)(void *impl, uint64_t client, uint64_t seq, struct meta_req *out);
+	int (*req_put)(void *impl, const struct meta_req *r);
+	int (*req_prune)(void *impl, int64_t before_ms, uint32_t max);
 
 	/* Whole-store iteration, for copying a namespace between backends
 	 * (meta_store_copy). Each copies up to max records into out, in key

@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "meta/ns.h"
+#include "meta/outcome.h"
 #include "strata/errors.h"
 
 #define COMP "meta-ns"
@@ -135,6 +136,99 @@ static int run_txn(struct ns *ns, bool write, txn_fn fn, void *arg)
 		log_warn(COMP, "database stayed locked through %u retries; the metadata store"
 			 " is overloaded", ns->max_retries);
 	return ret;
+}
+
+/* ---- request ids (ns.h, "Request ids") ---- */
+
+void ns_request(struct ns *ns, struct ns_reqid id)
+{
+	ns->req = id;
+}
+
+/* The id set for the next deduplicated call, cleared: every such call
+ * takes it first, whatever becomes of the call. */
+static struct ns_reqid take_req(struct ns *ns)
+{
+	struct ns_reqid id = ns->req;
+
+	ns->req.client = ns->req.seq = 0;
+	return id;
+}
+
+/* A deduplicated call: fn with its outputs out and tr (each may be NULL). */
+struct req_args {
+	struct ns_reqid id;
+	txn_fn fn;
+	void *arg;
+	struct meta_inode *out;
+	struct ns_trunc *tr;
+};
+
+/* In the call's transaction: the recorded outcome of its id, or fn
+ * applied and its outcome recorded with it. */
+static int do_req(struct ns *ns, void *a)
+{
+	struct req_args *r = a;
+	struct meta_inode in;
+	struct ns_trunc tr;
+	struct meta_req rec;
+	int ret, err;
+
+	err = CALL(ns, req_get, r->id.client, r->id.seq, &rec);
+	if (!err) {
+		err = ns_outcome_decode(&rec, &in, &tr);
+		if (err)
+			return err;
+		if (r->out)
+			*r->out = in;
+		if (r->tr)
+			*r->tr = tr;
+		__atomic_add_fetch(&ns->replays, 1, __ATOMIC_RELAXED);	/* metrics read it */
+		return rec.ret;
+	}
+	if (err != -ENOENT)
+		return err;
+	ret = r->fn(ns, r->arg);
+	if (ret < 0)
+		return ret;
+	memset(&in, 0, sizeof(in));
+	memset(&tr, 0, sizeof(tr));
+	memset(&rec, 0, sizeof(rec));
+	rec.client = r->id.client;
+	rec.seq = r->id.seq;
+	rec.at_ms = now_ns() / 1000000;
+	rec.ret = ret;
+	ns_outcome_encode(&rec, r->out ? r->out : &in, r->tr ? r->tr : &tr);
+	err = CALL(ns, req_put, &rec);
+	/* Recorded already (SQLite: by an earlier transaction this one did
+	 * not see, impossible under its write lock): answer from it. */
+	return err == -EEXIST ? -EBUSY : err ? err : ret;
+}
+
+/* Runs fn as a write transaction, under request id id when it has one
+ * (client != 0). */
+static int run_req(struct ns *ns, struct ns_reqid id, txn_fn fn, void *arg,
+		   struct meta_inode *out, struct ns_trunc *tr)
+{
+	struct req_args r = { id, fn, arg, out, tr };
+
+	if (!id.client)
+		return run_txn(ns, true, fn, arg);
+	return run_txn(ns, true, do_req, &r);
+}
+
+static int do_req_prune(struct ns *ns, void *a)
+{
+	const int64_t *bounds = a;
+
+	return CALL(ns, req_prune, bounds[0], (uint32_t)bounds[1]);
+}
+
+int ns_request_prune(struct ns *ns, int64_t before_ms, uint32_t max)
+{
+	int64_t bounds[2] = { before_ms, max };
+
+	return run_txn(ns, true, do_req_prune, bounds);
 }
 
 static bool is_dir(const struct meta_inode *in) { return S_ISDIR(in->mode); }
@@ -969,9 +1063,10 @@ int ns_create(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mo
 {
 	struct create_args a = { parent, name, S_IFREG | (mode & 07777), uid, gid,
 				 exclusive, NULL, out };
+	struct ns_reqid id = take_req(ns);
 	int err = name_check(name);
 
-	return err ? err : run_txn(ns, true, do_create, &a);
+	return err ? err : run_req(ns, id, do_create, &a, out, NULL);
 }
 
 int ns_mkdir(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mode,
@@ -979,10 +1074,11 @@ int ns_mkdir(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mod
 {
 	struct create_args a = { parent, name, S_IFDIR | (mode & 07777), uid, gid,
 				 true, NULL, out };
+	struct ns_reqid id = take_req(ns);
 	int err = name_check(name);
 
 	if (!err)
-		err = run_txn(ns, true, do_create, &a);
+		err = run_req(ns, id, do_create, &a, out, NULL);
 	return err < 0 ? err : 0;
 }
 
@@ -990,6 +1086,7 @@ int ns_symlink(struct ns *ns, struct ns_ref parent, const char *name, const char
 	       uint32_t uid, uint32_t gid, struct meta_inode *out)
 {
 	struct create_args a = { parent, name, S_IFLNK | 0777, uid, gid, true, target, out };
+	struct ns_reqid id = take_req(ns);
 	int err = name_check(name);
 	size_t len;
 
@@ -1002,7 +1099,7 @@ int ns_symlink(struct ns *ns, struct ns_ref parent, const char *name, const char
 		return -ENOENT;
 	if (len >= NS_PATH_MAX)
 		return -ENAMETOOLONG;
-	err = run_txn(ns, true, do_create, &a);
+	err = run_req(ns, id, do_create, &a, out, NULL);
 	return err < 0 ? err : 0;
 }
 
@@ -1011,6 +1108,7 @@ int ns_mknod(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mod
 {
 	struct create_args a = { parent, name, mode & (S_IFMT | 07777), uid, gid,
 				 true, NULL, out };
+	struct ns_reqid id = take_req(ns);
 	int err = name_check(name);
 
 	if (err)
@@ -1019,7 +1117,7 @@ int ns_mknod(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mod
 		return -EPERM;
 	if ((mode & S_IFMT) != S_IFIFO && (mode & S_IFMT) != S_IFSOCK)
 		return -EINVAL;
-	err = run_txn(ns, true, do_create, &a);
+	err = run_req(ns, id, do_create, &a, out, NULL);
 	return err < 0 ? err : 0;
 }
 
@@ -1075,9 +1173,10 @@ int ns_link(struct ns *ns, struct ns_ref ino, struct ns_ref parent, const char *
 	    struct meta_inode *out)
 {
 	struct link_args a = { ino, parent, name, out };
+	struct ns_reqid id = take_req(ns);
 	int err = name_check(name);
 
-	return err ? err : run_txn(ns, true, do_link, &a);
+	return err ? err : run_req(ns, id, do_link, &a, out, NULL);
 }
 
 struct readlink_args {
@@ -1150,29 +1249,31 @@ static int do_remove(struct ns *ns, void *a)
 
 /* A removal, tried once more when it failed for space and the reserve
  * was given back for it (ns_set_space). */
-static int run_removal(struct ns *ns, struct remove_args *a)
+static int run_removal(struct ns *ns, struct ns_reqid id, struct remove_args *a)
 {
-	int err = run_txn(ns, true, do_remove, a);
+	int err = run_req(ns, id, do_remove, a, NULL, NULL);
 
 	if (err == -ENOSPC && ns->make_room && ns->make_room(ns->room_arg))
-		err = run_txn(ns, true, do_remove, a);
+		err = run_req(ns, id, do_remove, a, NULL, NULL);
 	return err;
 }
 
 int ns_unlink(struct ns *ns, struct ns_ref parent, const char *name)
 {
 	struct remove_args a = { parent, name, false };
+	struct ns_reqid id = take_req(ns);
 	int err = name_check(name);
 
-	return err ? err : run_removal(ns, &a);
+	return err ? err : run_removal(ns, id, &a);
 }
 
 int ns_rmdir(struct ns *ns, struct ns_ref parent, const char *name)
 {
 	struct remove_args a = { parent, name, true };
+	struct ns_reqid id = take_req(ns);
 	int err = name_check(name);
 
-	return err ? err : run_removal(ns, &a);
+	return err ? err : run_removal(ns, id, &a);
 }
 
 /* ---- rename ---- */
@@ -1350,6 +1451,7 @@ int ns_rename(struct ns *ns, struct ns_ref src_parent, const char *src_name,
 	      struct ns_ref dst_parent, const char *dst_name, unsigned flags)
 {
 	struct rename_args a = { src_parent, dst_parent, src_name, dst_name, flags };
+	struct ns_reqid id = take_req(ns);
 	int err;
 
 	if (flags & ~(NS_RENAME_NOREPLACE | NS_RENAME_EXCHANGE))
@@ -1359,7 +1461,7 @@ int ns_rename(struct ns *ns, struct ns_ref src_parent, const char *src_name,
 	err = name_check(src_name);
 	if (!err)
 		err = name_check(dst_name);
-	return err ? err : run_txn(ns, true, do_rename, &a);
+	return err ? err : run_req(ns, id, do_rename, &a, NULL, NULL);
 }
 
 /* ---- sizes, truncate, setattr, open ---- */
@@ -1458,10 +1560,11 @@ int ns_setattr(struct ns *ns, struct ns_ref ino, uint32_t mask, const struct met
 	       struct meta_inode *out, struct ns_trunc *tr)
 {
 	struct attr_args a = { .ino = ino, .mask = mask, .attrs = attrs, .out = out, .tr = tr };
+	struct ns_reqid id = take_req(ns);
 
 	if (!attrs || (mask & ~0xffu))
 		return -EINVAL;
-	return run_txn(ns, true, do_setattr, &a);
+	return run_req(ns, id, do_setattr, &a, out, tr);
 }
 
 static int do_set_size(struct ns *ns, void *a)
@@ -1521,10 +1624,11 @@ static int do_truncate(struct ns *ns, void *a)
 int ns_truncate(struct ns *ns, struct ns_ref ino, uint64_t size, struct ns_trunc *tr)
 {
 	struct attr_args a = { .ino = ino, .size = size, .tr = tr };
+	struct ns_reqid id = take_req(ns);
 
 	if (size > INT64_MAX)
 		return -EFBIG;
-	return run_txn(ns, true, do_truncate, &a);
+	return run_req(ns, id, do_truncate, &a, NULL, tr);
 }
 
 static int do_open(struct ns *ns, void *a)

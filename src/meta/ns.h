@@ -60,6 +60,12 @@ static inline struct ns_ref ns_any(uint64_t ino)
 	return r;
 }
 
+/* A request id (docs/namespace.md, "Request ids"): a client's random id
+ * and its call's sequence number; client 0: none. */
+struct ns_reqid {
+	uint64_t client, seq;
+};
+
 /* Caller-owned; ns_init() sets it up, ns_release() clears it. */
 struct ns {
 	struct meta_store *store; /* borrowed, not owned */
@@ -73,6 +79,8 @@ struct ns {
 	bool tight;
 	bool (*make_room)(void *arg);
 	void *room_arg;
+	struct ns_reqid req;	/* for the next deduplicated call (ns_request) */
+	uint64_t replays;	/* calls answered from a recorded outcome */
 };
 
 /* ns_rename() flags (same meaning as Linux renameat2's). */
@@ -152,6 +160,27 @@ void ns_release(struct ns *ns);
  */
 int ns_group_begin(struct ns *ns);
 int ns_group_end(struct ns *ns, bool commit);
+
+/*
+ * Request ids. ns_request(ns, id) gives id to the next call of ns among
+ * those that are not idempotent: ns_create, ns_mkdir, ns_symlink,
+ * ns_mknod, ns_link, ns_unlink, ns_rmdir, ns_rename, ns_setattr and
+ * ns_truncate. That call takes it whatever becomes of it (so it never
+ * reaches a later call). In its transaction the call looks id up: when
+ * an earlier call recorded it, its recorded return value and outputs
+ * (*out, *tr) are returned and nothing is applied (ns->replays counts
+ * these); else the call is applied and, when it succeeds, its outcome
+ * is recorded in the same transaction (a failed call changed nothing
+ * and records nothing: its retry runs afresh). Another server applying
+ * the same id at once loses a serialization conflict and finds the
+ * record on its retry. Outcomes with a NULL output are recorded zeroed.
+ */
+void ns_request(struct ns *ns, struct ns_reqid id);
+
+/* Removes up to max request records made before before_ms (wall clock,
+ * ms) in one transaction; returns the count removed. A request retried
+ * after its record went is applied again. */
+int ns_request_prune(struct ns *ns, int64_t before_ms, uint32_t max);
 
 /*
  * Records a new chain table length (persisted). Files created afterwards

@@ -88,6 +88,9 @@ enum pst {
 	P_ALLOC_PEEK,
 	P_ALLOC_RESERVE,
 	P_GC_CLAIM,
+	P_REQ_GET,
+	P_REQ_PUT,
+	P_REQ_PRUNE,
 	P_COUNT,
 };
 
@@ -169,6 +172,13 @@ static const struct pstmt pstmts[P_COUNT] = {
 		SEQ_LAST("meta_gen_seq") ", 1))", "ii" },
 	/* Held by the session until it ends: not undone by a rollback. */
 	[P_GC_CLAIM] = { "SELECT pg_try_advisory_lock(" GC_LOCK_KEY ")", "" },
+	[P_REQ_GET] = { "SELECT at_ms, ret, outcome FROM meta_requests WHERE client = $1"
+		" AND seq = $2", "ii" },
+	/* A duplicate is a concurrent transaction's record: no row. */
+	[P_REQ_PUT] = { "INSERT INTO meta_requests (client, seq, at_ms, ret, outcome) VALUES"
+		" ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING", "iiiib" },
+	[P_REQ_PRUNE] = { "DELETE FROM meta_requests WHERE ctid IN (SELECT ctid FROM"
+		" meta_requests WHERE at_ms < $1 LIMIT $2)", "ii" },
 };
 
 /*
@@ -209,6 +219,11 @@ static const char *const migrations[] = {
 	"CREATE TABLE meta_counter_parts ("
 	" name text COLLATE \"C\" NOT NULL, part bigint NOT NULL, value bigint NOT NULL,"
 	" PRIMARY KEY (name, part));",
+	/* 2 -> 3: request ids' outcomes (meta_store.h, req_get). */
+	"CREATE TABLE meta_requests ("
+	" client bigint NOT NULL, seq bigint NOT NULL, at_ms bigint NOT NULL,"
+	" ret bigint NOT NULL, outcome bytea NOT NULL, PRIMARY KEY (client, seq));"
+	"CREATE INDEX meta_requests_at ON meta_requests (at_ms);",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -1014,6 +1029,65 @@ static int pg_gc_claim(void *impl, bool *held)
 	return 0;
 }
 
+/* ---- request ids ---- */
+
+static int pg_req_get(void *impl, uint64_t client, uint64_t seq, struct meta_req *out)
+{
+	struct pg_store *s = impl;
+	struct args a = { 0 };
+	PGresult *r;
+	int err;
+
+	arg_i64(&a, (int64_t)client);
+	arg_i64(&a, (int64_t)seq);
+	err = run(s, P_REQ_GET, &a, "get request", &r);
+	if (err)
+		return err;
+	if (PQntuples(r) != 1) {
+		err = -ENOENT;
+	} else if (PQgetlength(r, 0, 2) > META_REQ_OUT_MAX) {
+		log_error(COMP, "%s: request %llx:%llu has an outcome of %d bytes, more than %d",
+			  s->where, (unsigned long long)client, (unsigned long long)seq,
+			  PQgetlength(r, 0, 2), META_REQ_OUT_MAX);
+		err = -EIO;
+	} else {
+		out->client = client;
+		out->seq = seq;
+		out->at_ms = col_i64(r, 0, 0);
+		out->ret = (int32_t)col_i64(r, 0, 1);
+		out->len = (uint32_t)PQgetlength(r, 0, 2);
+		if (out->len)
+			memcpy(out->out, PQgetvalue(r, 0, 2), out->len);
+	}
+	PQclear(r);
+	return err;
+}
+
+static int pg_req_put(void *impl, const struct meta_req *rq)
+{
+	struct args a = { 0 };
+	int n;
+
+	if (rq->len > META_REQ_OUT_MAX)
+		return -EINVAL;
+	arg_i64(&a, (int64_t)rq->client);
+	arg_i64(&a, (int64_t)rq->seq);
+	arg_i64(&a, rq->at_ms);
+	arg_i64(&a, rq->ret);
+	arg_bytes(&a, rq->out, rq->len);
+	n = run_count(impl, P_REQ_PUT, &a, "put request");
+	return n < 0 ? n : n == 0 ? -EBUSY : 0;
+}
+
+static int pg_req_prune(void *impl, int64_t before_ms, uint32_t max)
+{
+	struct args a = { 0 };
+
+	arg_i64(&a, before_ms);
+	arg_i64(&a, max);
+	return run_count(impl, P_REQ_PRUNE, &a, "prune requests");
+}
+
 static int pg_list_inodes(void *impl, uint64_t after, struct meta_inode *out, uint32_t max)
 {
 	PGresult *r;
@@ -1075,6 +1149,9 @@ static const struct meta_store_ops pg_ops = {
 	.gc_list = pg_gc_list,
 	.alloc_peek = pg_alloc_peek,
 	.alloc_reserve = pg_alloc_reserve,
+	.req_get = pg_req_get,
+	.req_put = pg_req_put,
+	.req_prune = pg_req_prune,
 	.close = pg_close,
 };
 

@@ -53,6 +53,9 @@ enum stmt_id {
 	ST_SP_MARK,
 	ST_SP_KEEP,
 	ST_SP_UNDO,
+	ST_REQ_GET,
+	ST_REQ_PUT,
+	ST_REQ_PRUNE,
 	ST_COUNT,
 };
 
@@ -111,6 +114,11 @@ static const char *const stmt_sql[ST_COUNT] = {
 		" ORDER BY CAST(name AS BLOB) LIMIT ?2",
 	[ST_GC_LIST] = "SELECT id, ino, chunk_from, chunk_to, chunk_size, stripe, table_len,"
 		" seed FROM gc_queue WHERE id > ?1 ORDER BY id LIMIT ?2",
+	[ST_REQ_GET] = "SELECT at_ms, ret, outcome FROM requests WHERE client = ?1 AND seq = ?2",
+	[ST_REQ_PUT] = "INSERT INTO requests (client, seq, at_ms, ret, outcome)"
+		" VALUES (?1, ?2, ?3, ?4, ?5)",
+	[ST_REQ_PRUNE] = "DELETE FROM requests WHERE rowid IN (SELECT rowid FROM requests"
+		" WHERE at_ms < ?1 LIMIT ?2)",
 };
 
 /*
@@ -120,11 +128,12 @@ static const char *const stmt_sql[ST_COUNT] = {
  * Schema versions (the schema_version counter): 1, the first; 2 adds
  * inodes.gen (generations, meta_store.h) and the next_gen counter; 3 adds
  * the quotas table (created by schema_sql on open, empty: no quota was
- * set before it existed, so migration only bumps the version). A new
+ * set before it existed, so migration only bumps the version); 4 adds
+ * the requests table (request ids' outcomes: likewise). A new
  * database is created at the current version; an older one is brought up
  * to it by migrate() when it is opened.
  */
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
 
 static const char schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS inodes ("
@@ -148,9 +157,13 @@ static const char schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS quotas ("
 	" ino INTEGER PRIMARY KEY, max_bytes INTEGER NOT NULL, max_inodes INTEGER NOT NULL,"
 	" bytes INTEGER NOT NULL, inodes INTEGER NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS requests ("
+	" client INTEGER NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL,"
+	" ret INTEGER NOT NULL, outcome BLOB NOT NULL, PRIMARY KEY (client, seq));"
+	"CREATE INDEX IF NOT EXISTS requests_at ON requests (at_ms);"
 	/* A database this creates is at the current version; an existing
 	 * one keeps its row, and migrate() takes it from there. */
-	"INSERT OR IGNORE INTO counters (name, value) VALUES ('schema_version', 3);"
+	"INSERT OR IGNORE INTO counters (name, value) VALUES ('schema_version', 4);"
 	/* Inode numbers start at 2: 1 is the root, created by the namespace. */
 	"INSERT OR IGNORE INTO counters (name, value) VALUES ('next_ino', 1);"
 	/* Generations start at 2 too: 1 is the root's, and every inode's that
@@ -856,6 +869,76 @@ static int sq_list_quotas(void *impl, uint64_t after, struct meta_quota *out, ui
 	return n;
 }
 
+static int sq_req_get(void *impl, uint64_t client, uint64_t seq, struct meta_req *out)
+{
+	struct sqlite_store *s = impl;
+	sqlite3_stmt *st = stmt_get(s, ST_REQ_GET);
+	int rc, err = 0;
+
+	if (!st)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, (int64_t)client);
+	sqlite3_bind_int64(st, 2, (int64_t)seq);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		int n = sqlite3_column_bytes(st, 2);
+
+		if (n < 0 || n > META_REQ_OUT_MAX) {
+			log_error(COMP, "database '%s': request %llx:%llu has an outcome of %d"
+				  " bytes, more than %d", s->path, (unsigned long long)client,
+				  (unsigned long long)seq, n, META_REQ_OUT_MAX);
+			err = -EIO;
+		} else {
+			out->client = client;
+			out->seq = seq;
+			out->at_ms = sqlite3_column_int64(st, 0);
+			out->ret = (int32_t)sqlite3_column_int64(st, 1);
+			out->len = (uint32_t)n;
+			if (n)
+				memcpy(out->out, sqlite3_column_blob(st, 2), (size_t)n);
+		}
+	} else if (rc == SQLITE_DONE) {
+		err = -ENOENT;
+	} else {
+		err = map_rc(s, rc, "get request");
+	}
+	stmt_done(st);
+	return err;
+}
+
+static int sq_req_put(void *impl, const struct meta_req *r)
+{
+	struct sqlite_store *s = impl;
+	sqlite3_stmt *st = stmt_get(s, ST_REQ_PUT);
+
+	if (!st)
+		return -EIO;
+	if (r->len > META_REQ_OUT_MAX) {
+		stmt_done(st);
+		return -EINVAL;
+	}
+	sqlite3_bind_int64(st, 1, (int64_t)r->client);
+	sqlite3_bind_int64(st, 2, (int64_t)r->seq);
+	sqlite3_bind_int64(st, 3, r->at_ms);
+	sqlite3_bind_int64(st, 4, r->ret);
+	sqlite3_bind_blob(st, 5, r->out, (int)r->len, SQLITE_STATIC);
+	return stmt_exec(s, st, "put request");
+}
+
+static int sq_req_prune(void *impl, int64_t before_ms, uint32_t max)
+{
+	struct sqlite_store *s = impl;
+	sqlite3_stmt *st = stmt_get(s, ST_REQ_PRUNE);
+	int err;
+
+	if (!st)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, before_ms);
+	sqlite3_bind_int64(st, 2, max);
+	err = stmt_exec(s, st, "prune requests");
+	return err ? err : sqlite3_changes(s->db);
+}
+
 static void sq_close(void *impl)
 {
 	struct sqlite_store *s = impl;
@@ -906,6 +989,9 @@ static const struct meta_store_ops sqlite_ops = {
 	.gc_list = sq_gc_list,
 	.alloc_peek = sq_alloc_peek,
 	.alloc_reserve = sq_alloc_reserve,
+	.req_get = sq_req_get,
+	.req_put = sq_req_put,
+	.req_prune = sq_req_prune,
 	.close = sq_close,
 };
 
@@ -994,6 +1080,17 @@ static int migrate(struct sqlite_store *s)
 			return -EIO;
 		}
 		log_info(COMP, "database '%s': schema 2 -> 3 (quotas)", s->path);
+		v = 3;
+	}
+	if (v < 4) {
+		rc = sqlite3_exec(s->db, "UPDATE counters SET value = 4 WHERE name ="
+				  " 'schema_version';", NULL, NULL, NULL);
+		if (rc != SQLITE_OK) {
+			log_error(COMP, "database '%s': migrating schema to 4 failed: %s",
+				  s->path, sqlite3_errmsg(s->db));
+			return -EIO;
+		}
+		log_info(COMP, "database '%s': schema 3 -> 4 (request ids)", s->path);
 	}
 	return 0;
 }

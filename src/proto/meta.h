@@ -10,6 +10,14 @@
  * STRATA_EBADMSG for a request that does not decode; a reply with a
  * non-zero status has an empty body.
  *
+ * Request ids. The requests of the operations that are not idempotent
+ * (MT_WITH_RID below) end with rid, a struct mt_reqid: (client, seq).
+ * The service records the outcome of each with an id in the transaction
+ * that applies it, and answers a request whose id it has recorded (a
+ * client's retry after a lost reply or a dead server) with that outcome
+ * without applying it again (docs/namespace.md, "Request ids"). Every
+ * other operation reads, or may be applied twice with one effect.
+ *
  *   LOOKUP     dir, name ("." and ".." too)     -> the entry's inode
  *   GETATTR    inode                            -> inode
  *   CREATE     dir, name, mode, uid, gid, MD_CREATE_* -> attr_rep: created
@@ -146,6 +154,17 @@ PROTO_MSG(mt_handle, MT_HANDLE_FIELDS)
 	X(U64, seed)
 PROTO_MSG(mt_layout, MT_LAYOUT_FIELDS)
 
+/* A request id (docs/namespace.md, "Request ids"): the caller's client
+ * id, random per libstrata handle, and the sequence number of the call,
+ * the same on every retry of it. client 0: no id (the call is applied
+ * every time it arrives). Carried, as the last field, by the requests
+ * that are not idempotent: CREATE, MKDIR, MKNOD, SYMLINK, LINK, UNLINK,
+ * RMDIR, RENAME, SETATTR, TRUNCATE, CREATE_PATH, UNLINK_PATH. */
+#define MT_REQID_FIELDS(X) \
+	X(U64, client) \
+	X(U64, seq)
+PROTO_MSG(mt_reqid, MT_REQID_FIELDS)
+
 /* The layout to and from its wire form. */
 void mt_layout_set(struct mt_layout *w, const struct file_layout *l);
 void mt_layout_get(const struct mt_layout *w, struct file_layout *l);
@@ -180,11 +199,18 @@ PROTO_MSG_CHECKED(mt_trunc, MT_TRUNC_FIELDS)
 
 /* ---- requests ---- */
 
-/* LOOKUP, UNLINK, RMDIR. */
+/* LOOKUP. */
 #define MT_NAME_FIELDS(X) \
 	X(OBJ, dir, mt_handle) \
 	X(STR, name, MD_NAME_MAX)
 PROTO_MSG(mt_name, MT_NAME_FIELDS)
+
+/* UNLINK, RMDIR. */
+#define MT_UNLINK_FIELDS(X) \
+	X(OBJ, dir, mt_handle) \
+	X(STR, name, MD_NAME_MAX) \
+	X(OBJ, rid, mt_reqid)
+PROTO_MSG(mt_unlink, MT_UNLINK_FIELDS)
 
 /* GETATTR, READLINK, GET_LAYOUT. */
 #define MT_INO_FIELDS(X) \
@@ -198,7 +224,8 @@ PROTO_MSG(mt_ino, MT_INO_FIELDS)
 	X(U32, mode) \
 	X(U32, uid) \
 	X(U32, gid) \
-	X(FLAGS, flags, MD_CREATE_KNOWN)
+	X(FLAGS, flags, MD_CREATE_KNOWN) \
+	X(OBJ, rid, mt_reqid)
 PROTO_MSG(mt_create, MT_CREATE_FIELDS)
 
 #define MT_OPEN_FIELDS(X) \
@@ -211,13 +238,15 @@ PROTO_MSG_CHECKED(mt_open, MT_OPEN_FIELDS)
 	X(STR, name, MD_NAME_MAX) \
 	X(STR, target, MD_TARGET_MAX) \
 	X(U32, uid) \
-	X(U32, gid)
+	X(U32, gid) \
+	X(OBJ, rid, mt_reqid)
 PROTO_MSG(mt_symlink, MT_SYMLINK_FIELDS)
 
 #define MT_LINK_FIELDS(X) \
 	X(OBJ, h, mt_handle) \
 	X(OBJ, dir, mt_handle) \
-	X(STR, name, MD_NAME_MAX)
+	X(STR, name, MD_NAME_MAX) \
+	X(OBJ, rid, mt_reqid)
 PROTO_MSG(mt_link, MT_LINK_FIELDS)
 
 #define MT_RENAME_FIELDS(X) \
@@ -225,7 +254,8 @@ PROTO_MSG(mt_link, MT_LINK_FIELDS)
 	X(STR, src_name, MD_NAME_MAX) \
 	X(OBJ, dst_dir, mt_handle) \
 	X(STR, dst_name, MD_NAME_MAX) \
-	X(FLAGS, flags, MD_RENAME_KNOWN)
+	X(FLAGS, flags, MD_RENAME_KNOWN) \
+	X(OBJ, rid, mt_reqid)
 PROTO_MSG(mt_rename, MT_RENAME_FIELDS)
 
 /* Only the values mask names are applied. */
@@ -237,7 +267,8 @@ PROTO_MSG(mt_rename, MT_RENAME_FIELDS)
 	X(U32, gid) \
 	X(I64, atime_ns) \
 	X(I64, mtime_ns) \
-	X(U64, size)
+	X(U64, size) \
+	X(OBJ, rid, mt_reqid)
 PROTO_MSG(mt_setattr, MT_SETATTR_FIELDS)
 
 #define MT_SET_SIZE_FIELDS(X) \
@@ -248,7 +279,8 @@ PROTO_MSG(mt_set_size, MT_SET_SIZE_FIELDS)
 
 #define MT_TRUNCATE_FIELDS(X) \
 	X(OBJ, h, mt_handle) \
-	X(U64, size)
+	X(U64, size) \
+	X(OBJ, rid, mt_reqid)
 PROTO_MSG(mt_truncate, MT_TRUNCATE_FIELDS)
 
 /* READDIR, READDIRPLUS: entries whose names sort after cookie ("": from
@@ -288,7 +320,8 @@ PROTO_MSG(mt_quota_list, MT_QUOTA_LIST_FIELDS)
 	X(U32, mode) \
 	X(U32, uid) \
 	X(U32, gid) \
-	X(FLAGS, flags, MD_CREATE_KNOWN)
+	X(FLAGS, flags, MD_CREATE_KNOWN) \
+	X(OBJ, rid, mt_reqid)
 PROTO_MSG(mt_create_path, MT_CREATE_PATH_FIELDS)
 
 /* OPEN_PATH. */
@@ -300,7 +333,8 @@ PROTO_MSG_CHECKED(mt_open_path, MT_OPEN_PATH_FIELDS)
 /* UNLINK_PATH. */
 #define MT_PATH_NAME_FIELDS(X) \
 	X(STR, dir, MD_PATH_MAX) \
-	X(STR, name, MD_NAME_MAX)
+	X(STR, name, MD_NAME_MAX) \
+	X(OBJ, rid, mt_reqid)
 PROTO_MSG(mt_path_name, MT_PATH_NAME_FIELDS)
 
 /* ---- replies ---- */
@@ -377,6 +411,19 @@ PROTO_MSG(mt_quota_ent, MT_QUOTA_ENT_FIELDS)
 	X(U8R, eof, 1)
 PROTO_MSG(mt_quota_list_rep, MT_QUOTA_LIST_REP_FIELDS)
 
+/* The request messages that carry a request id (rid), for callers that
+ * stamp one on every call of them (client/meta_client.h). */
+#define MT_WITH_RID(X) \
+	X(mt_create) \
+	X(mt_symlink) \
+	X(mt_link) \
+	X(mt_unlink) \
+	X(mt_rename) \
+	X(mt_setattr) \
+	X(mt_truncate) \
+	X(mt_create_path) \
+	X(mt_path_name)
+
 /* Stubs are named md_<op>: md_lookup_call_sync(), md_create_req(), ... */
 #define META_OPS(OP) \
 	OP(META_LOOKUP,      64, md_lookup,      mt_name,       mt_inode, ANY) \
@@ -386,8 +433,8 @@ PROTO_MSG(mt_quota_list_rep, MT_QUOTA_LIST_REP_FIELDS)
 	OP(META_MKDIR,       68, md_mkdir,       mt_create,     mt_inode, ANY) \
 	OP(META_SYMLINK,     69, md_symlink,     mt_symlink,    mt_inode, ANY) \
 	OP(META_READLINK,    70, md_readlink,    mt_ino,        mt_target, ANY) \
-	OP(META_UNLINK,      71, md_unlink,      mt_name,       proto_void, ANY) \
-	OP(META_RMDIR,       72, md_rmdir,       mt_name,       proto_void, ANY) \
+	OP(META_UNLINK,      71, md_unlink,      mt_unlink,     proto_void, ANY) \
+	OP(META_RMDIR,       72, md_rmdir,       mt_unlink,     proto_void, ANY) \
 	OP(META_RENAME,      73, md_rename,      mt_rename,     proto_void, ANY) \
 	OP(META_SETATTR,     74, md_setattr,     mt_setattr,    mt_attr_rep, ANY) \
 	OP(META_SET_SIZE,    75, md_set_size,    mt_set_size,   mt_inode, ANY) \

@@ -15,6 +15,7 @@ import time
 import pytest
 
 import strata_wire as sw
+from conftest import wait_until
 from strata_wire import Frame, encode, encode_header, hello_body
 
 BAD_FRAMES = "strata_net_bad_frames_total"
@@ -289,6 +290,9 @@ def _str(b):
     return struct.pack("<I", len(b)) + b
 
 
+NO_ID = struct.pack("<QQ", 0, 0)        # a request id (client, seq): none
+
+
 def test_malformed_meta_path_ops_are_answered(daemon_factory):
     """The compound operations by path (CREATE_PATH, OPEN_PATH,
     UNLINK_PATH) refuse what does not decode (a NUL in a path, a path over
@@ -318,12 +322,62 @@ def test_malformed_meta_path_ops_are_answered(daemon_factory):
         assert (created, ino, gen) == (0, 1, 1)
         f = c.call(OP_META_OPEN_PATH, _str(b"rel") + struct.pack("<I", 0))
         assert (f.status, f.body) == (-errno.EINVAL, b"")
-        f = c.call(OP_META_UNLINK_PATH, _str(b"/") + _str(b"missing"))
+        f = c.call(OP_META_UNLINK_PATH, _str(b"/") + _str(b"missing") + NO_ID)
         assert (f.status, f.body) == (-errno.ENOENT, b"")
-        f = c.call(OP_META_UNLINK_PATH, _str(b"/missing") + _str(b"x"))
+        f = c.call(OP_META_UNLINK_PATH, _str(b"/missing") + _str(b"x") + NO_ID)
         assert (f.status, f.body) == (-errno.ENOENT, b"")
         c.ping(b"after")
     assert d.metric("strata_meta_errors_total") == errors + 7
+
+
+OP_META_MKDIR, OP_META_RMDIR = 68, 72
+
+
+def test_a_request_id_is_answered_from_its_record(daemon_factory):
+    """MKDIR and RMDIR with a request id, sent twice as a client's retry
+    would: the second gets the first's answer (the same inode, not
+    EEXIST; 0, not ENOENT), counted as a replay; another client's id, or
+    none, is applied afresh. (A lone meta daemon knows no chain table, so
+    no regular file: directories it is.)"""
+    d = daemon_factory(extra_flags=["--node.services=meta"])
+    mkdir = _lookup_body(1, 1, b"once") + struct.pack("<IIII", 0o40755, 0, 0, 0)
+    rmdir = _lookup_body(1, 1, b"once")
+    with d.client() as c:
+        first = c.call(OP_META_MKDIR, mkdir + struct.pack("<QQ", 0xfeed, 1))
+        assert first.status == 0
+        again = c.call(OP_META_MKDIR, mkdir + struct.pack("<QQ", 0xfeed, 1))
+        assert again.status == 0
+        assert struct.unpack_from("<QQ", again.body) == struct.unpack_from("<QQ", first.body)
+        f = c.call(OP_META_MKDIR, mkdir + struct.pack("<QQ", 0xbeef, 1))
+        assert f.status == -errno.EEXIST
+        f = c.call(OP_META_MKDIR, mkdir + NO_ID)
+        assert f.status == -errno.EEXIST
+        assert c.call(OP_META_RMDIR, rmdir + struct.pack("<QQ", 0xfeed, 2)).status == 0
+        assert c.call(OP_META_RMDIR, rmdir + struct.pack("<QQ", 0xfeed, 2)).status == 0
+        f = c.call(OP_META_RMDIR, rmdir + NO_ID)
+        assert f.status == -errno.ENOENT
+        # A body without the id (a peer of the version before) is malformed.
+        f = c.call(OP_META_RMDIR, rmdir)
+        assert (f.status, f.body) == (STRATA_EBADMSG, b"")
+    assert d.metric("strata_meta_request_replays_total") == 2
+
+
+def test_a_request_ids_record_expires(daemon_factory):
+    """With meta.request_ttl at 1 s, the server with the gc role prunes
+    the record: the same id, sent again once the directory it made is
+    gone, makes it anew instead of answering from the record."""
+    d = daemon_factory(extra_flags=["--node.services=meta", "--meta.request_ttl=1s",
+                                    "--meta.gc_interval=100ms"])
+    mkdir = _lookup_body(1, 1, b"ttl") + struct.pack("<IIII", 0o40755, 0, 0, 0) + \
+        struct.pack("<QQ", 0xa11, 1)
+    with d.client() as c:
+        assert c.call(OP_META_MKDIR, mkdir).status == 0
+        assert c.call(OP_META_RMDIR, _lookup_body(1, 1, b"ttl") + NO_ID).status == 0
+
+        def made_anew():
+            assert c.call(OP_META_MKDIR, mkdir).status == 0
+            return c.call(OP_META_LOOKUP, _lookup_body(1, 1, b"ttl")).status == 0
+        wait_until(made_anew, 30, 0.2, "the record of request a11:1 to expire")
 
 
 # The mem service's table (src/proto/mem.h).

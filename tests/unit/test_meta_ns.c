@@ -1169,7 +1169,7 @@ static void test_schema_v1_migration(void **state)
 	assert_int_equal(f->st.ops->begin(f->st.impl, false), 0);
 	assert_int_equal(f->st.ops->counter_get(f->st.impl, "schema_version", &v), 0);
 	f->st.ops->rollback(f->st.impl);
-	assert_int_equal(v, 3);
+	assert_int_equal(v, 4);
 
 	/* Opening it again does not migrate twice. */
 	ns_release(&f->ns);

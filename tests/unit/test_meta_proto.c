@@ -821,6 +821,41 @@ static void test_garbage(void **state)
 	free(m);
 }
 
+/* Request ids: the last 16 bytes of the requests that carry one (client,
+ * then seq, little-endian); a body without them (a peer of the version
+ * before) does not decode; LOOKUP, which shares UNLINK's fields but
+ * reads, carries none. */
+static void test_request_ids(void **state)
+{
+	struct fix *f = *state;
+	struct mt_reqid id = { 0x1122334455667788ull, 9 };
+	struct mt_unlink u = { .dir = H, .name = pstr_c("x"), .rid = id }, gotu;
+	struct mt_rename r = { .src_dir = H, .src_name = pstr_c("a"), .dst_dir = H,
+			       .dst_name = pstr_c("b"), .rid = id }, gotr;
+	struct mt_name n = { .dir = H, .name = pstr_c("x") };
+	static const uint8_t tail[16] = { 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
+					  9, 0, 0, 0, 0, 0, 0, 0 };
+	size_t len;
+
+	put(f, mt_unlink_enc_any, &u);
+	len = f->b.len;
+	assert_int_equal(len, 16 + 4 + 1 + 16);
+	assert_memory_equal(f->b.buf + len - 16, tail, 16);
+	STRICT(f, mt_unlink, &gotu);
+	assert_int_equal(gotu.rid.client, id.client);
+	assert_int_equal(gotu.rid.seq, id.seq);
+	f->b.len = len - 16;
+	REFUSED(f, mt_unlink);
+
+	put(f, mt_rename_enc_any, &r);
+	assert_memory_equal(f->b.buf + f->b.len - 16, tail, 16);
+	STRICT(f, mt_rename, &gotr);
+	assert_int_equal(gotr.rid.client, id.client);
+
+	put(f, mt_name_enc_any, &n);
+	assert_int_equal(f->b.len, 16 + 4 + 1);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -842,6 +877,7 @@ int main(void)
 		T(test_table),
 		T(test_quota_list_max),
 		T(test_garbage),
+		T(test_request_ids),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
