@@ -90,6 +90,8 @@ def main(argv=None):
     ap.add_argument("--size-mib", type=float, default=64, help="--ranks: each rank's shard")
     ap.add_argument("--writers", type=int, default=0,
                     help="writer threads per save (0: libstrata's default)")
+    ap.add_argument("--snapshot-threads", type=int, default=0,
+                    help="threads copying an async save's snapshot (0: libstrata's default)")
     a = ap.parse_args(argv)
     if a.ranks:
         import bench_ckpt_ranks
@@ -131,7 +133,8 @@ def main(argv=None):
         def timed_async(path):
             st = {}
             t0 = time.perf_counter()
-            h = ck.save(sd, path, client=c, writers=a.writers, stats=st)
+            h = ck.save(sd, path, client=c, writers=a.writers, stats=st,
+                        snapshot_threads=a.snapshot_threads)
             stall = time.perf_counter() - t0
             h.wait()
             return stall, time.perf_counter() - t0, st
