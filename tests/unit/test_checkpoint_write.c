@@ -75,6 +75,18 @@ void strata_ring_free(struct strata_ring *r)
 	free(r);
 }
 
+/* Counts an I/O (mf.lock held, released here) and completes it. */
+static void note_io(struct strata_ring *r, uint64_t off, size_t len, uint64_t user_data,
+		    ssize_t res)
+{
+	if (len > mf.max_len)
+		mf.max_len = len;
+	if (len && off / CHUNK != (off + len - 1) / CHUNK)
+		mf.crossed++;
+	pthread_mutex_unlock(&mf.lock);
+	r->done[r->n++] = (struct strata_cqe){ .user_data = user_data, .res = res };
+}
+
 int strata_ring_prep_write(struct strata_ring *r, struct strata_file *f, const void *buf,
 			   size_t len, uint64_t off, uint64_t user_data)
 {
@@ -89,12 +101,7 @@ int strata_ring_prep_write(struct strata_ring *r, struct strata_file *f, const v
 		res = -EIO;
 	else
 		memcpy(mf.data + off, buf, len);
-	if (len > mf.max_len)
-		mf.max_len = len;
-	if (len && off / CHUNK != (off + len - 1) / CHUNK)
-		mf.crossed++;
-	pthread_mutex_unlock(&mf.lock);
-	r->done[r->n++] = (struct strata_cqe){ .user_data = user_data, .res = res };
+	note_io(r, off, len, user_data, res);
 	return 0;
 }
 
@@ -117,12 +124,7 @@ int strata_ring_prep_read(struct strata_ring *r, struct strata_file *f, void *bu
 			res = (ssize_t)(FILE_MAX - off);
 		memcpy(buf, mf.data + off, (size_t)res);
 	}
-	if (len > mf.max_len)
-		mf.max_len = len;
-	if (len && off / CHUNK != (off + len - 1) / CHUNK)
-		mf.crossed++;
-	pthread_mutex_unlock(&mf.lock);
-	r->done[r->n++] = (struct strata_cqe){ .user_data = user_data, .res = res };
+	note_io(r, off, len, user_data, res);
 	return 0;
 }
 
