@@ -3,7 +3,8 @@ bitwise round trips (into new and existing tensors), async save while
 training goes on, sharded save and load from 4 processes, keep-last-N, a
 save killed mid-way leaving the previous checkpoint loadable, corruption
 detected, a checkpoint written through the C API directly (no meta);
-restores bitwise for every dtype, non-contiguous and empty tensors;
+restores bitwise for every dtype, non-contiguous and empty tensors (and
+the snapshot copy at any alignment);
 the parallel writers' round trips around every boundary they cut at, a
 3-rank burst killed in every rank, and 'bench ckpt --ranks' (structure)."""
 import re
@@ -339,6 +340,19 @@ def test_restore_bitwise_dtypes_views_empty(cluster):
                 same(v, back[k], (name, "into", k))
                 if into[k] is not None:
                     assert back[k] is into[k] and into[k].data_ptr() == ptrs[k], k
+        # the snapshot copy at any alignment and length, by 1 and 3 threads
+        import ctypes, os
+        src = bytearray(os.urandom((9 << 20) + 77))
+        dst = bytearray(len(src) + 64)
+        sa = ctypes.addressof((ctypes.c_char * len(src)).from_buffer(src))
+        da = ctypes.addressof((ctypes.c_char * len(dst)).from_buffer(dst))
+        for shift, n in ((0, len(src) - 1), (1, len(src) - 2), (15, (256 << 10) + 3), (17, 100),
+                         (33, 0)):
+            for threads in (1, 3):
+                dst[:] = bytes(len(dst))
+                ck._copy([(da + shift, sa + 1, n), (da + shift + n, sa, 0)], threads)
+                assert dst[shift:shift + n] == src[1:1 + n], (shift, n, threads)
+                assert not any(dst[:shift]) and not any(dst[shift + n:]), (shift, n, threads)
         # tensors of one rank read by several readers, in any order
         with ck.Checkpoint("/ckr/sync", c) as cp:
             pairs = [(t["index"], torch.empty(t["length"], dtype=torch.uint8))
