@@ -154,9 +154,16 @@ struct strata_ckpt_dst {
 	void *data;
 	uint64_t len;
 };
-/* Reads n tensors into their buffers, up to depth I/Os in flight (0:
- * 32), and checks each CRC32C. Returns 0, -EINVAL (a length differs),
- * STRATA_EINTEGRITY (checksum mismatch) or an I/O error. */
+/* Reads n tensors straight into their buffers (the caller's, written
+ * only by this call; none may overlap another), up to depth I/Os in
+ * flight over all readers (0: 64). Several reader threads (the calling
+ * thread among them, each with its own ring) take the tensors' pieces in
+ * file order, cut at chunk boundaries and at 1 MiB; each piece is
+ * checksummed as it lands and a tensor's CRC32C, combined from its
+ * pieces', is checked against the manifest. Returns 0, -EINVAL (a length
+ * differs), -ENODATA (a shard is shorter than the manifest says),
+ * STRATA_EINTEGRITY (checksum mismatch) or an I/O error; on error the
+ * buffers' contents are undefined. */
 int strata_ckpt_read(struct strata_ckpt *c, const struct strata_ckpt_dst *d, size_t n,
 		     uint32_t depth);
 
@@ -181,6 +188,23 @@ int strata_ckpt_clean_partial(struct strata *s, const char *dir, uint32_t older_
 /* Copies the path of dir's newest committed checkpoint into buf. Returns
  * its length, -ENOENT when there is none, -ENAMETOOLONG. */
 ssize_t strata_ckpt_latest(struct strata *s, const char *dir, char *buf, size_t len);
+
+/* One copy of an async save's snapshot: len bytes from src to dst (the
+ * caller's buffers; they must not overlap). */
+struct strata_ckpt_copy {
+	void *dst;
+	const void *src;
+	size_t len;
+};
+/* Takes an async save's snapshot: does the n copies, cut into 4 MiB
+ * pieces shared by threads threads (0: 4, or the online CPUs if fewer;
+ * the calling thread is one of them; fewer run when a thread cannot be
+ * started). A large piece is
+ * copied with streaming stores, which bypass the cache (only the save's
+ * writers read the snapshot back, later) and move a third less memory
+ * than memcpy. Every copy is done when it returns. Returns 0, -EINVAL
+ * (a NULL buffer with a length) or -ENOMEM. */
+int strata_ckpt_snapshot(const struct strata_ckpt_copy *c, size_t n, uint32_t threads);
 
 /* CRC32C of len bytes at buf, continuing crc (0 to start). */
 uint32_t strata_crc32c(uint32_t crc, const void *buf, size_t len);

@@ -32,6 +32,7 @@ import ctypes
 import io
 import json
 import math
+import mmap
 import os
 import pickle
 import sys
@@ -78,6 +79,10 @@ class _Info(ctypes.Structure):
                 ("len", ctypes.c_uint64), ("crc32c", ctypes.c_uint32)]
 
 
+class _Copy(ctypes.Structure):
+    _fields_ = [("dst", _P), ("src", _P), ("len", ctypes.c_size_t)]
+
+
 class _Dst(ctypes.Structure):
     _fields_ = [("index", ctypes.c_size_t), ("data", _P), ("len", ctypes.c_uint64)]
 
@@ -100,6 +105,7 @@ _PROTOS = {
     "strata_ckpt_latest": (ctypes.c_ssize_t, [_P, ctypes.c_char_p, ctypes.c_char_p,
                                               ctypes.c_size_t]),
     "strata_crc32c": (ctypes.c_uint32, [ctypes.c_uint32, _P, ctypes.c_size_t]),
+    "strata_ckpt_snapshot": (ctypes.c_int, [_P, ctypes.c_size_t, ctypes.c_uint32]),
 }
 
 
@@ -283,6 +289,18 @@ _pool_lock = threading.Lock()
 _pool = []
 
 
+def _host_pages(n):
+    """n bytes of anonymous memory asking for transparent huge pages: a
+    copy into 2 MiB pages takes far fewer TLB misses than into 4 KiB ones
+    (docs/python.md, "What an async save's stall is")."""
+    m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        m.madvise(mmap.MADV_HUGEPAGE)
+    except (AttributeError, OSError):
+        pass            # no THP here: 4 KiB pages, still correct
+    return m
+
+
 def _take_buffer(n):
     torch = _torch()
     with _pool_lock:
@@ -290,11 +308,20 @@ def _take_buffer(n):
             if _nbytes(b) >= n:
                 return _pool.pop(i)
     n = max(n, ALIGN)
+    if torch is not None and torch.cuda.is_available():
+        # GPU leaves are copied by DMA: pinned memory
+        return torch.empty(n, dtype=torch.uint8, pin_memory=True)
     if torch is not None:
-        pin = torch.cuda.is_available()
-        return torch.empty(n, dtype=torch.uint8, pin_memory=pin)
+        return torch.frombuffer(_host_pages(n), dtype=torch.uint8)
     import numpy
-    return numpy.empty(n, numpy.uint8)
+    return numpy.frombuffer(_host_pages(n), numpy.uint8)
+
+
+def _copy(copies, threads=0):
+    """Does copies [(dst address, src address, nbytes)] with libstrata's
+    snapshot copy (threads threads, 0: its default), the GIL released."""
+    arr = (_Copy * max(len(copies), 1))(*[_Copy(d, s, n) for d, s, n in copies])
+    check(_lib().strata_ckpt_snapshot(arr, len(copies), threads), "snapshot")
 
 
 def _give_buffer(b):
@@ -316,14 +343,17 @@ def _plan(leaves):
     return _take_buffer(off), layout
 
 
-def _snapshot(leaves, buf, layout, ready=None):
-    """Copies every leaf into buf at its place in layout, in order. ready
-    (a ctypes.c_uint64, or None): raised to i + 1 once leaf i is in place,
-    so a save already running writes it while the later ones are copied
-    (GPU leaves count only once every copy is synchronized)."""
+def _snapshot(leaves, buf, layout, ready=None, threads=0):
+    """Copies every leaf into buf at its place in layout. Without ready,
+    the CPU leaves in one call to libstrata's snapshot copy, by threads
+    threads at once (0: its default). ready (a ctypes.c_uint64): leaf
+    by leaf in order, raised to i + 1 once leaf i is in place, so a save
+    already running writes it while the later ones are copied (GPU
+    leaves count only once every copy is synchronized)."""
     torch = _torch()
     base = buffer_info(buf, True)[0]
     cuda = False
+    copies, keep = [], []
     for i, ((name, x), (_, _, _, o, n)) in enumerate(zip(leaves, layout)):
         if n and _is_tensor(x) and x.device.type != "cpu":
             dst = buf[o:o + n].view(x.dtype).view(x.shape)
@@ -333,13 +363,22 @@ def _snapshot(leaves, buf, layout, ready=None):
             x = x.detach()
             if not x.is_contiguous():
                 x = x.contiguous()
-            ctypes.memmove(base + o, x.data_ptr(), n)
+            keep.append(x)
+            copies.append((base + o, x.data_ptr(), n))
         elif n:
             import numpy
             x = numpy.ascontiguousarray(x)
-            ctypes.memmove(base + o, x.ctypes.data, n)
-        if ready is not None and not cuda:
-            ready.value = i + 1
+            keep.append(x)
+            copies.append((base + o, x.ctypes.data, n))
+        if ready is not None:
+            if copies:
+                _copy(copies, 1)
+                copies, keep = [], []
+            if not cuda:
+                ready.value = i + 1
+    if copies:
+        _copy(copies, threads)
+    del keep
     if torch is not None and torch.cuda.is_available():
         torch.cuda.synchronize()
     if ready is not None:
@@ -421,7 +460,8 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
          async_: bool = True, rank: Optional[int] = None, world_size: Optional[int] = None,
          tag: Optional[str] = None, keep_last: int = 0, replace: bool = True, depth: int = 0,
          io_size: int = 4 << 20, writers: int = 0,
-         stats: Optional[dict] = None, overlap: bool = False) -> Optional["SaveHandle"]:
+         stats: Optional[dict] = None, overlap: bool = False,
+         snapshot_threads: int = 0) -> Optional["SaveHandle"]:
     """Saves state (a state_dict or any tree of tensors) as checkpoint
     path (a cluster path, str or bytes; missing parent directories are
     created).
@@ -444,8 +484,10 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
     series with the writes; the copy then shares the CPU with the writers
     (on 2 cores: the stall doubled and the commit came no sooner, so it
     is off by default). False: writing starts once the snapshot is
-    taken. A save still in
-    flight from an earlier call is waited for first."""
+    taken. snapshot_threads: threads copying the snapshot (0:
+    libstrata's default, 4 or the CPUs if fewer; not with overlap, which copies in order on
+    the calling thread). A save still in flight from an earlier call is
+    waited for first."""
     client = _client(client)
     path = os.fspath(path)
     parent = os.path.dirname(path.rstrip(b"/" if isinstance(path, bytes) else "/"))
@@ -506,7 +548,7 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
 
     if not overlap:
         try:
-            _snapshot(leaves, buf, layout)
+            _snapshot(leaves, buf, layout, threads=snapshot_threads)
         except BaseException:
             _give_buffer(buf)
             raise
@@ -558,9 +600,11 @@ class Checkpoint(Closable):
             _lib().strata_ckpt_close(self._c)
             self._c = None
 
-    def read(self, pairs: List[Tuple[int, Any]], depth: int = 32) -> None:
-        """pairs: [(tensor index, destination buffer)], read in one batch,
-        each checked against its CRC32C."""
+    def read(self, pairs: List[Tuple[int, Any]], depth: int = 0) -> None:
+        """pairs: [(tensor index, destination buffer)], read in one batch
+        straight into the buffers by libstrata's reader threads (the GIL
+        released), each checked against its CRC32C. depth: reads in
+        flight over all readers (0: libstrata's default, 64)."""
         n = len(pairs)
         d = (_Dst * max(n, 1))()
         keep = []
@@ -586,7 +630,7 @@ def _lookup(into, path):
 
 
 def load(path: Union[str, bytes, os.PathLike], into: Optional[dict] = None,
-         client: Optional[Client] = None, rank: Optional[int] = None, depth: int = 32,
+         client: Optional[Client] = None, rank: Optional[int] = None, depth: int = 0,
          allow_pickle: bool = False) -> Any:
     """Loads checkpoint path. Returns the saved tree with its tensors
     restored bitwise. into: a flat dict of existing tensors (e.g.

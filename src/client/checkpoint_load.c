@@ -1,7 +1,7 @@
 /*
- * Loading a checkpoint: the manifest parsed once, tensors read through the
- * batch ring straight into the caller's buffers, each checked against its
- * CRC32C.
+ * Loading a checkpoint: the manifest parsed once, tensors read by several
+ * threads straight into the caller's buffers (ck_read_data), each checked
+ * against its CRC32C, combined from its pieces' as they land.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -37,6 +37,7 @@ void strata_ckpt_close(struct strata_ckpt *c)
 			free(c->files[r]);
 	}
 	free(c->open);
+	free(c->chunk);
 	free(c->meta);
 	free(c->files);
 	free(c->t);
@@ -89,8 +90,9 @@ static int ck_parse(struct strata_ckpt *c, json_t *man)
 	c->meta = calloc(c->world, sizeof(*c->meta));
 	c->files = calloc(c->world, sizeof(*c->files));
 	c->open = calloc(c->world, sizeof(*c->open));
+	c->chunk = calloc(c->world, sizeof(*c->chunk));
 	c->t = calloc(json_array_size(tensors) + 1, sizeof(*c->t));
-	if (!c->meta || !c->files || !c->open || !c->t)
+	if (!c->meta || !c->files || !c->open || !c->chunk || !c->t)
 		return -ENOMEM;
 	json_array_foreach(shards, i, v) {
 		json_int_t r = json_integer_value(json_object_get(v, "rank"));
@@ -197,18 +199,41 @@ const char *strata_ckpt_meta(const struct strata_ckpt *c, uint32_t rank)
 	return c && rank < c->world ? c->meta[rank] : NULL;
 }
 
+/* Opens rank's shard file on first use and learns its chunk size (the
+ * reads are cut at its chunk boundaries). */
+static int ck_open_rank(struct strata_ckpt *c, uint32_t rank)
+{
+	char path[CK_PATH_MAX];
+	struct strata_stat st;
+	int rc;
+
+	if (c->open[rank])
+		return 0;
+	rc = fsu_join(path, sizeof(path), c->path, c->files[rank]);
+	if (!rc)
+		rc = strata_open(c->s, path, STRATA_O_RDONLY, 0, &c->open[rank]);
+	if (!rc && strata_fstat(c->open[rank], &st) == 0)
+		c->chunk[rank] = st.chunk_size;
+	return rc;
+}
+
 int strata_ckpt_read(struct strata_ckpt *c, const struct strata_ckpt_dst *d, size_t n,
 		     uint32_t depth)
 {
-	char path[CK_PATH_MAX];
-	struct fsu_io *io;
+	struct ck_write_opts o = { .writers = CK_DEF_READERS, .depth = depth };
+	struct ck_write_result res;
+	struct ck_read *rd;
+	uint32_t *crcs;
 	int rc = 0;
 
 	if (!c || (n && !d))
 		return -EINVAL;
-	io = calloc(n ? n : 1, sizeof(*io));
-	if (!io)
-		return -ENOMEM;
+	rd = calloc(n ? n : 1, sizeof(*rd));
+	crcs = calloc(n ? n : 1, sizeof(*crcs));
+	if (!rd || !crcs) {
+		rc = -ENOMEM;
+		goto out;
+	}
 	for (size_t i = 0; i < n; i++) {
 		const struct ck_tensor *t;
 
@@ -218,20 +243,18 @@ int strata_ckpt_read(struct strata_ckpt *c, const struct strata_ckpt_dst *d, siz
 			goto out;
 		}
 		t = &c->t[d[i].index];
-		if (!c->open[t->rank]) {
-			rc = fsu_join(path, sizeof(path), c->path, c->files[t->rank]);
-			if (!rc)
-				rc = strata_open(c->s, path, STRATA_O_RDONLY, 0, &c->open[t->rank]);
-			if (rc)
-				goto out;
-		}
-		io[i] = (struct fsu_io){ c->open[t->rank], d[i].data, t->off, t->len };
+		rc = ck_open_rank(c, t->rank);
+		if (rc)
+			goto out;
+		rd[i] = (struct ck_read){ c->open[t->rank], d[i].data, t->off, t->len,
+					  c->chunk[t->rank] };
 	}
-	rc = fsu_ring_run(c->s, io, n, false, depth, CK_DEF_IO);
+	rc = ck_read_data(c->s, rd, n, crcs, &o, &res);
 	for (size_t i = 0; !rc && i < n; i++)
-		if (crc32c(0, d[i].data, d[i].len) != c->t[d[i].index].crc)
+		if (crcs[i] != c->t[d[i].index].crc)
 			rc = STRATA_EINTEGRITY;
 out:
-	free(io);
+	free(rd);
+	free(crcs);
 	return rc;
 }

@@ -16,8 +16,6 @@
 #include "strata/strata.h"
 
 #define FSU_PATH_MAX 4096
-#define FSU_DEF_DEPTH 32		/* fsu_ring_run's default depth */
-#define FSU_DEF_IO (4u << 20)		/* and piece size */
 
 /* a + "/" + b into out. Returns 0 or -ENAMETOOLONG. */
 int fsu_join(char *out, size_t len, const char *a, const char *b);
@@ -39,19 +37,5 @@ int fsu_read_file(struct strata *s, const char *path, uint64_t max, char **out, 
  * json_decref's it) or NULL with *err set (STRATA_EBADMSG when it is not
  * JSON). */
 json_t *fsu_read_json(struct strata *s, const char *path, uint64_t max, int *err);
-
-/* One buffer to move: len bytes between buf and file f at off. */
-struct fsu_io {
-	struct strata_file *f;
-	uint8_t *buf;
-	uint64_t off, len;
-};
-
-/* Reads (write false) or writes n buffers, each in pieces of io_size
- * bytes with up to depth pieces in flight on one ring (0: the defaults
- * above). A short piece fails the run: -ENODATA on read (the file is
- * shorter than expected), -EIO on write. Returns 0 or the first error. */
-int fsu_ring_run(struct strata *s, const struct fsu_io *io, size_t n, bool write,
-		 uint32_t depth, uint32_t io_size);
 
 #endif

@@ -116,6 +116,10 @@ int main(void)
 	FIELD(strata_ckpt_dst, index); FIELD(strata_ckpt_dst, data); FIELD(strata_ckpt_dst, len);
 	end();
 
+	BEGIN(strata_ckpt_copy);
+	FIELD(strata_ckpt_copy, dst); FIELD(strata_ckpt_copy, src); FIELD(strata_ckpt_copy, len);
+	end();
+
 	BEGIN(strata_mem_opts);
 	FIELD(strata_mem_opts, opts_size); FIELD(strata_mem_opts, timeout_ms);
 	FIELD(strata_mem_opts, replicas); FIELD(strata_mem_opts, vnodes);

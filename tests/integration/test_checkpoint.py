@@ -3,6 +3,8 @@ bitwise round trips (into new and existing tensors), async save while
 training goes on, sharded save and load from 4 processes, keep-last-N, a
 save killed mid-way leaving the previous checkpoint loadable, corruption
 detected, a checkpoint written through the C API directly (no meta);
+restores bitwise for every dtype, non-contiguous and empty tensors (and
+the snapshot copy at any alignment);
 the parallel writers' round trips around every boundary they cut at, a
 3-rank burst killed in every rank, and 'bench ckpt --ranks' (structure)."""
 import re
@@ -249,28 +251,115 @@ def test_parallel_writers_roundtrip_sizes(cluster):
                 assert st["bytes"] >= sum(sizes)
         # A snapshot that fails midway abandons the save already writing
         # its first tensors: nothing is committed, the next save is clean.
-        real, calls = ck.ctypes.memmove, [0]
-        def failing(dst, src, n):
+        # (without overlap the snapshot is one batch of copies: it fails
+        # at the first; with overlap, one call per tensor: at the sixth)
+        real, calls = ck._copy, [0]
+        def failing(copies, threads=0):
             calls[0] += 1
-            if calls[0] == 6:
+            if calls[0] == fail_at:
                 raise MemoryError("injected")
-            return real(dst, src, n)
-        for overlap in (False, True):
+            return real(copies, threads)
+        for overlap, fail_at in ((False, 1), (True, 6)):
             calls[0] = 0
-            ck.ctypes.memmove = failing
+            ck._copy = failing
             try:
                 ck.save(state, "/ckw/w4", client=c, writers=4, overlap=overlap)
                 raise AssertionError("the failed snapshot was not raised")
             except MemoryError:
                 pass
             finally:
-                ck.ctypes.memmove = real
+                ck._copy = real
         ck.wait_all()
         back = ck.load("/ckw/w4", client=c)
         assert all(torch.equal(back[k].view(torch.uint8), v.view(torch.uint8))
                    for k, v in state.items())
         ck.save({"x": torch.ones(3)}, "/ckw/w4", client=c).wait()
         assert ck.load("/ckw/w4", client=c)["x"].tolist() == [1.0] * 3
+        print("OK")
+    """, timeout=140)
+    assert "OK" in out
+
+
+@pytest.mark.timeout(150)
+def test_restore_bitwise_dtypes_views_empty(cluster):
+    # Every dtype, non-contiguous and zero-size tensors, a numpy array,
+    # tensors across chunk boundaries: saved (async, with several snapshot
+    # threads and with one; sync) and restored into new tensors and into
+    # existing ones (read straight into them, or through a copy for a
+    # non-contiguous one), each identical in dtype, shape and bytes.
+    c = cluster(3)
+    out = run_py(c, """
+        import numpy as np, torch
+        import strata, strata.checkpoint as ck
+        c = strata.Client()
+        c.makedirs("/ckr")
+        c.set_layout("/ckr", chunk_size=64 << 10)
+        g = torch.Generator().manual_seed(3)
+        def rnd(*shape):
+            return torch.randn(*shape, generator=g)
+        state = {
+            "f32": rnd(300, 257), "f64": rnd(70001).double(), "f16": rnd(129, 65).half(),
+            "bf16": rnd(1000, 33).to(torch.bfloat16),
+            "i8": torch.randint(-128, 127, (4097,), dtype=torch.int8, generator=g),
+            "u8": torch.randint(0, 255, (65537,), dtype=torch.uint8, generator=g),
+            "i16": torch.randint(-999, 999, (3, 5, 7), dtype=torch.int16, generator=g),
+            "i32": torch.randint(-2**31, 2**31 - 1, (33333,), dtype=torch.int32, generator=g),
+            "i64": torch.arange(-5, 200000, dtype=torch.int64),
+            "bool": torch.rand(1001, generator=g) > 0.5,
+            "c64": torch.complex(rnd(513), rnd(513)),
+            "scalar": torch.tensor(-0.0), "empty": torch.empty(0, 4), "empty3": torch.zeros(2, 0, 3),
+            "t": rnd(200, 300).t(), "strided": rnd(64, 1024)[:, ::3], "row": rnd(5, 70000)[2],
+            "np": np.arange(12345, dtype=np.float32).reshape(5, 2469)[:, ::2],
+        }
+        def same(a, b, k):
+            if isinstance(a, np.ndarray):
+                assert isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape, k
+                assert np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes(), k
+                return
+            assert a.dtype == b.dtype and a.shape == b.shape, (k, a.dtype, b.dtype, a.shape, b.shape)
+            assert a.contiguous().view(-1).view(torch.uint8).equal(
+                b.contiguous().view(-1).view(torch.uint8)), k
+        for name, kw in (("async4", dict(snapshot_threads=4)),
+                         ("async1", dict(snapshot_threads=1)),
+                         ("overlap", dict(overlap=True)), ("sync", dict(async_=False))):
+            h = ck.save(state, "/ckr/" + name, client=c, **kw)
+            if h:
+                h.wait()
+            back = ck.load("/ckr/" + name, client=c)
+            assert sorted(back) == sorted(state), name
+            for k, v in state.items():
+                same(v, back[k], (name, k))
+            # into existing tensors: contiguous ones are read into directly
+            into = {k: (torch.empty_like(v, memory_format=torch.contiguous_format)
+                        if not isinstance(v, np.ndarray) else None) for k, v in state.items()}
+            into["t"] = torch.empty(200, 300).t()       # non-contiguous: through a copy
+            ptrs = {k: v.data_ptr() for k, v in into.items() if v is not None}
+            back = ck.load("/ckr/" + name, into={k: v for k, v in into.items() if v is not None},
+                           client=c)
+            for k, v in state.items():
+                same(v, back[k], (name, "into", k))
+                if into[k] is not None:
+                    assert back[k] is into[k] and into[k].data_ptr() == ptrs[k], k
+        # the snapshot copy at any alignment and length, by 1 and 3 threads
+        import ctypes, os
+        src = bytearray(os.urandom((9 << 20) + 77))
+        dst = bytearray(len(src) + 64)
+        sa = ctypes.addressof((ctypes.c_char * len(src)).from_buffer(src))
+        da = ctypes.addressof((ctypes.c_char * len(dst)).from_buffer(dst))
+        for shift, n in ((0, len(src) - 1), (1, len(src) - 2), (15, (256 << 10) + 3), (17, 100),
+                         (33, 0)):
+            for threads in (1, 3):
+                dst[:] = bytes(len(dst))
+                ck._copy([(da + shift, sa + 1, n), (da + shift + n, sa, 0)], threads)
+                assert dst[shift:shift + n] == src[1:1 + n], (shift, n, threads)
+                assert not any(dst[:shift]) and not any(dst[shift + n:]), (shift, n, threads)
+        # tensors of one rank read by several readers, in any order
+        with ck.Checkpoint("/ckr/sync", c) as cp:
+            pairs = [(t["index"], torch.empty(t["length"], dtype=torch.uint8))
+                     for t in reversed(cp.tensors)]
+            cp.read(pairs, depth=3)
+            for (i, b) in pairs:
+                assert ck.crc32c(b) == cp.tensors[i]["crc32c"], cp.tensors[i]["name"]
         print("OK")
     """, timeout=140)
     assert "OK" in out

@@ -26,6 +26,7 @@ m = {
     "strata_ckpt_tensor": checkpoint._Tensor, "strata_ckpt_save_opts": checkpoint._SaveOpts,
     "strata_ckpt_save_stats": checkpoint._SaveStats,
     "strata_ckpt_info": checkpoint._Info, "strata_ckpt_dst": checkpoint._Dst,
+    "strata_ckpt_copy": checkpoint._Copy,
     "strata_mem_opts": mem._Opts, "strata_mem_item": mem._Item,
     "strata_mem_stats": mem._Stats,
 }

@@ -1,10 +1,12 @@
 /*
- * Unit tests of a checkpoint shard's parallel writers
- * (client/checkpoint_write.c) against a fake ring that writes into a
- * memory file: every byte lands at its offset, no write crosses a chunk
- * or exceeds the io size, each tensor's CRC32C is its bytes', with 1 to
- * 8 writers; a failed write and an abandoned snapshot fail the run, and
- * a snapshot still filling the tensors is waited for.
+ * Unit tests of a checkpoint shard's parallel writers and readers
+ * (client/checkpoint_write.c) against a fake ring over a memory file:
+ * every byte lands at its offset, no I/O crosses a chunk or exceeds the
+ * io size, each tensor's CRC32C is its bytes' (combined from the pieces'
+ * checksummed as they land on a read), with 1 to 8 threads; a failed
+ * write or read and an abandoned snapshot fail the run, a short file
+ * fails a read with -ENODATA, and a snapshot still filling the tensors
+ * is waited for.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -30,8 +32,9 @@ static struct {
 	pthread_mutex_t lock;
 	uint8_t *data;
 	uint64_t max_len;	/* the longest write seen */
-	unsigned writes, crossed;	/* writes; writes that crossed a chunk */
-	unsigned fail_at;	/* the n-th write fails with -EIO (0: none) */
+	unsigned writes, crossed;	/* writes; I/Os that crossed a chunk */
+	unsigned reads;
+	unsigned fail_at;	/* the n-th write or read fails with -EIO (0: none) */
 } mf = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 struct strata_ring {
@@ -72,6 +75,18 @@ void strata_ring_free(struct strata_ring *r)
 	free(r);
 }
 
+/* Counts an I/O (mf.lock held, released here) and completes it. */
+static void note_io(struct strata_ring *r, uint64_t off, size_t len, uint64_t user_data,
+		    ssize_t res)
+{
+	if (len > mf.max_len)
+		mf.max_len = len;
+	if (len && off / CHUNK != (off + len - 1) / CHUNK)
+		mf.crossed++;
+	pthread_mutex_unlock(&mf.lock);
+	r->done[r->n++] = (struct strata_cqe){ .user_data = user_data, .res = res };
+}
+
 int strata_ring_prep_write(struct strata_ring *r, struct strata_file *f, const void *buf,
 			   size_t len, uint64_t off, uint64_t user_data)
 {
@@ -86,12 +101,30 @@ int strata_ring_prep_write(struct strata_ring *r, struct strata_file *f, const v
 		res = -EIO;
 	else
 		memcpy(mf.data + off, buf, len);
-	if (len > mf.max_len)
-		mf.max_len = len;
-	if (len && off / CHUNK != (off + len - 1) / CHUNK)
-		mf.crossed++;
-	pthread_mutex_unlock(&mf.lock);
-	r->done[r->n++] = (struct strata_cqe){ .user_data = user_data, .res = res };
+	note_io(r, off, len, user_data, res);
+	return 0;
+}
+
+/* Reads from the memory file; a read past FILE_MAX comes back short. */
+int strata_ring_prep_read(struct strata_ring *r, struct strata_file *f, void *buf, size_t len,
+			  uint64_t off, uint64_t user_data)
+{
+	ssize_t res = (ssize_t)len;
+
+	(void)f;
+	if (r->n == r->depth)
+		return -EBUSY;
+	pthread_mutex_lock(&mf.lock);
+	if (++mf.reads == mf.fail_at)
+		res = -EIO;
+	else if (off >= FILE_MAX)
+		res = 0;
+	else {
+		if (off + len > FILE_MAX)
+			res = (ssize_t)(FILE_MAX - off);
+		memcpy(buf, mf.data + off, (size_t)res);
+	}
+	note_io(r, off, len, user_data, res);
 	return 0;
 }
 
@@ -156,7 +189,7 @@ static void reset_file(unsigned fail_at)
 {
 	memset(mf.data, 0xee, FILE_MAX);
 	mf.max_len = 0;
-	mf.writes = mf.crossed = 0;
+	mf.writes = mf.crossed = mf.reads = 0;
 	mf.fail_at = fail_at;
 }
 
@@ -302,6 +335,64 @@ static void test_snapshot_never_done_times_out(void **state)
 	shard_release(&sh);
 }
 
+/* Reads a written shard back into fresh buffers: bytes and CRCs. */
+static void test_read_back(void **state)
+{
+	static const uint32_t readers[] = { 1, 2, 4, 8 };
+	static const uint32_t io[] = { 0, 16u << 10, 100000 };
+	struct shard sh;
+	struct ck_write_opts wo = { .path = "/x", .writers = 2, .depth = 8 };
+	struct ck_write_result res;
+	struct ck_read rd[NT];
+	uint32_t crcs[NT];
+
+	(void)state;
+	shard_init(&sh, 11);
+	reset_file(0);
+	assert_int_equal(ck_write_data(NULL, NULL, sh.t, NT, sh.offs, sh.crcs, &wo, &res), 0);
+	for (size_t r = 0; r < sizeof(readers) / sizeof(readers[0]); r++) {
+		for (size_t k = 0; k < sizeof(io) / sizeof(io[0]); k++) {
+			struct ck_write_opts o = { .writers = readers[r], .depth = 8,
+						   .io_size = io[k] };
+
+			for (int i = 0; i < NT; i++) {
+				rd[i] = (struct ck_read){ NULL, malloc(sizes[i] ? sizes[i] : 1),
+							  sh.offs[i], sizes[i], CHUNK };
+				assert_non_null(rd[i].buf);
+				memset(rd[i].buf, 0x5a, sizes[i]);
+			}
+			mf.reads = mf.crossed = 0;
+			mf.max_len = 0;
+			assert_int_equal(ck_read_data(NULL, rd, NT, crcs, &o, &res), 0);
+			for (int i = 0; i < NT; i++) {
+				assert_memory_equal(rd[i].buf, sh.bufs[i], sizes[i]);
+				assert_int_equal(crcs[i], sh.crcs[i]);
+				free(rd[i].buf);
+			}
+			assert_int_equal(mf.crossed, 0);
+			assert_true(mf.max_len <= (io[k] ? io[k] : CHUNK));
+			assert_int_equal(res.pieces, mf.reads);
+		}
+	}
+	shard_release(&sh);
+}
+
+static void test_failed_or_short_read_fails_the_run(void **state)
+{
+	static uint8_t buf[3 * CHUNK];
+	struct ck_write_opts o = { .writers = 3, .depth = 6 };
+	struct ck_write_result res;
+	struct ck_read rd = { NULL, buf, 0, sizeof(buf), CHUNK };
+	uint32_t crc;
+
+	(void)state;
+	reset_file(2);
+	assert_int_equal(ck_read_data(NULL, &rd, 1, &crc, &o, &res), -EIO);
+	reset_file(0);
+	rd.off = FILE_MAX - CHUNK - 10;	/* runs past the end of the file */
+	assert_int_equal(ck_read_data(NULL, &rd, 1, &crc, &o, &res), -ENODATA);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -310,6 +401,8 @@ int main(void)
 		cmocka_unit_test(test_waits_for_the_snapshot),
 		cmocka_unit_test(test_abandoned_snapshot_cancels),
 		cmocka_unit_test(test_snapshot_never_done_times_out),
+		cmocka_unit_test(test_read_back),
+		cmocka_unit_test(test_failed_or_short_read_fails_the_run),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
