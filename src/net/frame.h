@@ -24,7 +24,7 @@
 #define FRAME_MAGIC 0x41525453u
 /* 2: the meta service's bodies name inodes by handle (number and
  * generation; src/proto/meta.h). */
-#define STRATA_PROTO_VERSION 6
+#define STRATA_PROTO_VERSION 7
 #define FRAME_HDR_LEN 40
 #define FRAME_MAX_BODY (4u << 20)		/* 4 MiB: the largest cluster map */
 #define FRAME_MAX_BULK (64ull << 20)		/* 64 MiB: the largest chunk */

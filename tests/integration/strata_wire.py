@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 
 MAGIC = 0x41525453
-VERSION = 6
+VERSION = 7
 HDR_LEN = 40
 MAX_BODY = 4 << 20
 MAX_BULK = 64 << 20

@@ -80,7 +80,7 @@ static void test_wire_layout(void **state)
 	uint8_t wire[FRAME_HDR_LEN];
 	static const uint8_t want[FRAME_HDR_LEN] = {
 		'S', 'T', 'R', 'A',			/* magic */
-		0x06, 0x00,				/* version */
+		0x07, 0x00,				/* version */
 		0x34, 0x12,				/* opcode */
 		0x01, 0x00, 0x00, 0x00,			/* flags */
 		0xf6, 0xef, 0xff, 0xff,			/* status -(4096+10) */
@@ -91,7 +91,7 @@ static void test_wire_layout(void **state)
 	};
 
 	(void)state;
-	assert_int_equal(STRATA_PROTO_VERSION, 6);
+	assert_int_equal(STRATA_PROTO_VERSION, 7);
 	assert_int_equal(STRATA_EBADOP, -4106);
 	memset(wire, 0xaa, sizeof(wire));
 	frame_hdr_encode(&h, wire);
