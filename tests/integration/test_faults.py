@@ -195,19 +195,7 @@ class FaultCluster:
                 "--mgmt.expect_nodes=%d" % nstorage] + self.flags
         self.nodes.append(FNode(self, 1, first, [str(a) for a in argv], "127.0.0.1"))
         for i in range(2, nstorage + 2):
-            k = None
-            prefix = []
-            shost = "127.0.0.1"
-            if fabric:
-                k = i
-                fabric.add_node(k)
-                prefix = fabric.exec_prefix(k)
-                shost = fabric.node_ip(k)
-            argv = prefix + [STRATAD, "--data", self.dir / ("node%d" % i), "--node.id=%d" % i,
-                             "--node.services=storage", "--node.listen=%s:0" % shost,
-                             "--node.metrics_listen=%s:0" % shost,
-                             "--mgmt.address=%s" % self.mgmt_addr] + self.flags
-            self.nodes.append(FNode(self, i, "storage", [str(a) for a in argv], shost, k))
+            self.nodes.append(self._storage_node(i))
         self.meta_node = self.nodes[0]
         if meta_apart:
             i = nstorage + 2
@@ -217,6 +205,29 @@ class FaultCluster:
                     "--mgmt.address=%s" % self.mgmt_addr] + self.flags
             self.meta_node = FNode(self, i, "meta", [str(a) for a in argv], "127.0.0.1")
             self.nodes.append(self.meta_node)
+
+    def _storage_node(self, i):
+        """Storage node i: on loopback, or on host i of the fabric."""
+        k = None
+        prefix = []
+        shost = "127.0.0.1"
+        if self.fabric:
+            k = i
+            self.fabric.add_node(k)
+            prefix = self.fabric.exec_prefix(k)
+            shost = self.fabric.node_ip(k)
+        argv = prefix + [STRATAD, "--data", self.dir / ("node%d" % i), "--node.id=%d" % i,
+                         "--node.services=storage", "--node.listen=%s:0" % shost,
+                         "--node.metrics_listen=%s:0" % shost,
+                         "--mgmt.address=%s" % self.mgmt_addr] + self.flags
+        return FNode(self, i, "storage", [str(a) for a in argv], shost, k)
+
+    def add_storage(self):
+        """Starts one more storage node (a new host of the fabric when the
+        cluster has one), with the next free id. Returns it."""
+        n = self._storage_node(max(x.id for x in self.nodes) + 1)
+        self.nodes.append(n)
+        return self.start_node(n)
 
     # -- processes --
 
@@ -819,13 +830,13 @@ def test_mgmt_restart_mid_workload(faults):
 
 @pytest.mark.timeout(150)
 def test_drain_node(faults, strata):
-    """'strata node drain' with 4 storage nodes and R=3, under writes: new
+    """'strata node drain' with 4 storage hosts (network namespaces) and R=3, under writes: new
     replicas resync, then the drained node leaves every chain; no chain is
     ever short; all data reads back from every replica."""
     seed = 507
     # Nothing fails here: a long lease keeps a stall on this shared machine
     # from expiring a healthy node (which would shorten a chain).
-    fc = faults(4, 3, flags=["--mgmt.lease=30000ms"])
+    fc = faults(4, 3, flags=["--mgmt.lease=30000ms"], use_netns=True)
     w = Writer(fc, seed, ino=0x507, nchunks=32, depth=4, maxlen=32768, read_pct=10)
     w.wait_acks(100)
     m = fc.map()

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import STRATA, STRATAD, fetch_metrics_text, parse_metrics, run, wait_until
-from test_faults import FAULT, Map, Writer, audit, check_copies
+from test_faults import FAULT, Map, Writer, audit, check_copies, faults  # noqa: F401 (fixture)
 
 
 class _Local:
@@ -161,3 +161,53 @@ def test_add_and_rebalance_refusals(cluster, tmp_path):
     assert j["paused"] is True and j["moves"] == [], j
     _rebalance(c, "resume")
     assert json.loads(_rebalance(c, "status", "--json").stdout)["paused"] is False
+
+
+@pytest.mark.timeout(240)
+def test_hosts_added_under_a_writer_on_network_namespace_hosts(faults, strata):
+    """Issue 22's "done when" on network-namespace hosts: a 3-host R=3
+    cluster (each storage daemon in its own namespace) under a writer gets
+    a fourth and a fifth host; the rebalancer moves chains onto them until
+    fill is within the band, no chain is ever short of R, the old members
+    remove their copies (every chunk on exactly R hosts, the same bytes),
+    and every acknowledged byte reads back."""
+    # A long lease: a stall of this shared machine must not expire a host.
+    fc = faults(3, 3, use_netns=True, flags=["--mgmt.lease=30000ms"])
+    w = Writer(fc, 611, ino=0x611, nchunks=32, depth=4, maxlen=32768, read_pct=10)
+    w.wait_acks(100)
+    added = [fc.add_storage(), fc.add_storage()]
+    ids = [n.id for n in fc.storage]
+    short = []
+
+    def balanced():
+        m = fc.map_or_none()
+        if m is None:
+            return None
+        short.extend(c["id"] for c in m.chains
+                     if sum(1 for _, s in c["members"] if s == "s") < 3)
+        fill = _fill(m, ids)
+        mean = sum(fill.values()) / len(fill)
+        moving = any(len(c["members"]) != 3 for c in m.chains)
+        if moving or not m.full(3) or min(fill[n.id] for n in added) == 0:
+            return None
+        if max(fill.values()) > -(-mean * 1.1 // 1) or min(fill.values()) < mean * 0.9 // 1:
+            return None
+        return fill
+    fill = wait_until(balanced, 150, 0.3, "the chains to spread over 5 hosts")
+    print("fill: %s" % fill)
+    assert not short, "chains with fewer than 3 serving replicas: %s" % short
+    r = strata("status", "--mgmt", fc.mgmt_addr)
+    assert r.returncode == 0, r.stdout + r.stderr
+    w.wait_acks(50, since=time.time(), what="writes after the rebalance")
+    w.stop()
+    audit(fc, w.log, 3)
+
+    def copies():
+        seen = {}
+        for n in fc.storage:
+            for p in (n.data / "targets" / "0" / "chunks").glob("*/*"):
+                seen[p.name] = seen.get(p.name, 0) + 1
+        return seen and all(v == 3 for v in seen.values())
+    wait_until(copies, 30, 0.3, "the old members to remove their copies")
+    check_copies(fc.storage, 3, min_chunks=20)
+    assert all(list((n.data / "targets" / "0" / "chunks").glob("*/*")) for n in added)
