@@ -25,11 +25,13 @@
  * STRATA_ENOTLEADER, as it does every write and heartbeat.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "mgmt_service.h"
 #include "membership.h"
@@ -180,6 +182,37 @@ static void snapshot(struct mgmt *m)
 
 static void step_down(struct mgmt *m, const char *why);
 
+/* What mgmt_service_leader tells: process-wide, one mgmt per process. */
+static pthread_mutex_t pub_mu = PTHREAD_MUTEX_INITIALIZER;
+static int pub_leads = -ENOENT;
+static uint64_t pub_until_ms;		/* a leader's lead_until_ms */
+static char pub_leader[CM_ADDR_LEN];
+
+/* Publishes m's leadership (m NULL: no mgmt runs). Reactor 0's thread. */
+static void publish(const struct mgmt *m, bool leads)
+{
+	pthread_mutex_lock(&pub_mu);
+	pub_leads = m ? leads : -ENOENT;
+	pub_until_ms = m && leads ? m->lead_until_ms : 0;
+	snprintf(pub_leader, sizeof(pub_leader), "%s", m ? m->leader_addr : "");
+	pthread_mutex_unlock(&pub_mu);
+}
+
+int mgmt_service_leader(char *leader, size_t len)
+{
+	int rc;
+
+	pthread_mutex_lock(&pub_mu);
+	rc = pub_leads;
+	/* A leader that could not renew in time stops at once, as mgmt
+	 * itself does (is_leader). */
+	snprintf(leader, len, "%s", rc == 0 ? pub_leader : "");
+	if (rc == 1 && mono_ms() >= pub_until_ms)
+		rc = 0;		/* and the leader is not known */
+	pthread_mutex_unlock(&pub_mu);
+	return rc;
+}
+
 /* Saves the map; -ESTALE: a newer leader fenced us off, and we stepped
  * down (the caller answers STRATA_ENOTLEADER). */
 static int persist(struct mgmt *m)
@@ -300,6 +333,7 @@ static void step_down(struct mgmt *m, const char *why)
 	m->followed_ms = 0;	/* its map is no longer the store's */
 	if (!strcmp(m->leader_addr, m->addr))
 		m->leader_addr[0] = '\0';
+	publish(m, false);
 	log_warn("mgmt", "no longer the leader (term %llu): %s", (unsigned long long)m->term, why);
 }
 
@@ -960,6 +994,7 @@ static void on_lease_timer(void *arg)
 	struct mgmt *m = arg;
 
 	lease_tick(m);
+	publish(m, is_leader(m));
 	/* Usage figures change without a new version: followers see them
 	 * from the store this often. */
 	if (m->space_dirty && is_leader(m)) {
@@ -1044,6 +1079,7 @@ static int mgmt_start(const struct service_env *env, void **out)
 		/* Leads at once when the lease is free; else follows. */
 		lease_tick(m);
 	}
+	publish(m, is_leader(m));
 	reactor_post(m->r, arm_on_owner, m);
 	mgmt_route(env->srv, m->r, &(const struct mgmt_handlers){
 		.mg_register = op_register, .mg_heartbeat = op_heartbeat, .mg_get_map = op_get_map,
@@ -1068,6 +1104,7 @@ static void mgmt_stop(void *svc)
 
 	/* Requests no longer arrive: the daemon closed its connections. */
 	reactor_call(m->r, stop_on_owner, m);
+	publish(NULL, false);
 	cm_release(&m->map);
 	lost_release(&m->lost);
 	free(m);

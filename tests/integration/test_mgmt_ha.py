@@ -14,6 +14,8 @@ user to run them as)."""
 
 import json
 import os
+import urllib.error
+import urllib.request
 import re
 import signal
 import subprocess
@@ -45,8 +47,7 @@ def ha(tmp_path_factory):
 @pytest.mark.timeout(300)
 def test_three_mgmt_one_leader_the_others_redirect(ha):
     c = ha
-    assert [c.node(i).services for i in CONTROL] == ["mgmt,meta,composer", "mgmt,meta",
-                                                     "mgmt,meta"]
+    assert [c.node(i).services for i in CONTROL] == ["mgmt,meta,composer"] * 3
     j = json.loads((c.dir / "cluster.json").read_text())
     assert j["mgmt"] == ",".join(c.node(i).addr for i in CONTROL)
     wait_until(lambda: len(_leaders(c, CONTROL)) == 1, 30, 0.2, "one mgmt leader")
@@ -285,6 +286,76 @@ def test_a_paused_leader_is_deposed(ha, tmp_path):
     wait_until(lambda: re.search(r"^nodes\s+3 up of 3",
                                  _strata_fn("status", "--dir", c.dir).stdout, re.M), 60, 0.5,
                "every storage daemon up under the new leader")
+
+
+def _composer_get(c, addr, path):
+    """(status, headers, JSON body) of a GET to the composer at addr."""
+    rq = urllib.request.Request("http://%s%s" % (addr, path), method="GET")
+    rq.add_header("Authorization", "Bearer " + (c.dir / "admin.token").read_text().strip())
+    try:
+        with urllib.request.urlopen(rq, timeout=30) as r:
+            return r.status, r.headers, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, json.loads(e.read() or b"null")
+
+
+def _composers(c):
+    """{node: its composer's API address}, from cluster.json's list (in
+    the order of CONTROL)."""
+    addrs = json.loads((c.dir / "cluster.json").read_text())["composer"].split(",")
+    return dict(zip(CONTROL, addrs))
+
+
+@pytest.mark.timeout(300)
+def test_the_composer_follows_the_mgmt_leader(ha):
+    """Every control node runs a composer over the one database; the mgmt
+    leader's serves, the others answer 503 naming it. A kill -9 of the
+    leader (mgmt, meta and the composer at once): the compositions survive,
+    and a new compose through the cluster's list works through the new
+    leader's composer, the CLI following it."""
+    c = ha
+    wait_until(lambda: len(_leaders(c, CONTROL)) == 1, 30, 0.2, "one mgmt leader")
+    leader = _leaders(c, CONTROL)[0]
+    api = _composers(c)
+    wait_until(lambda: _composer_get(c, api[leader], "/redfish/v1/Systems")[0] == 200, 30, 0.2,
+               "the leader's composer to serve")
+    r = _strata_fn("compose", "create", "--dir", c.dir, "--storage", "1M", "--name", "before",
+                   "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    before = json.loads(r.stdout)["Id"]
+    for i in CONTROL:
+        if i == leader:
+            continue
+        code, hdr, body = _composer_get(c, api[i], "/redfish/v1/Systems")
+        assert code == 503, body
+        assert hdr["X-Strata-Composer-Leader"] == api[leader], dict(hdr)
+        info = body["error"]["@Message.ExtendedInfo"][0]
+        assert info["MessageArgs"] == [api[leader]], body
+    c.node(leader).kill9()
+    t0 = time.monotonic()
+    r = _strata_fn("compose", "create", "--dir", c.dir, "--storage", "1M", "--name", "after",
+                   "--json")
+    took = time.monotonic() - t0
+    assert r.returncode == 0, r.stdout + r.stderr
+    after = json.loads(r.stdout)["Id"]
+    print("compose through the new leader's composer %.2f s after the kill -9" % took)
+    survivors = [i for i in CONTROL if i != leader]
+    new = _leaders(c, survivors)
+    assert len(new) == 1
+    code, _, body = _composer_get(c, api[new[0]], "/redfish/v1/Systems")
+    assert code == 200, body
+    ids = sorted(m["@odata.id"].rsplit("/", 1)[1] for m in body["Members"])
+    assert before in ids and after in ids, ids
+    r = _strata_fn("compose", "show", before, "--dir", c.dir, "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["Oem"]["Strata"]["State"] == "Composed", r.stdout
+    for sid in (before, after):
+        assert _strata_fn("compose", "delete", sid, "--dir", c.dir).returncode == 0
+    r = _strata_fn("local", "start", "--dir", c.dir, "--node", str(leader))
+    assert r.returncode == 0, r.stdout + r.stderr
+    c.reload()
+    wait_until(lambda: "the leader is" in c.node(leader).log, 30, 0.2,
+               "node %d to find the leader" % leader)
 
 
 @pytest.mark.timeout(300)
