@@ -464,7 +464,7 @@ static void do_compose(struct composer *c, struct job *j)
 
 	if ((!c->inv_ok || mono_ms() - c->inv_at_ms > (uint64_t)c->cfg.refresh_ms) &&
 	    refresh(c) && !c->inv_ok) {
-		fail_job(j, 503, COMPOSER_NOT_SERVING,
+		fail_job(j, 503, "Base.1.8.ServiceTemporarilyUnavailable",
 			 "cannot read the cluster map from mgmt '%s'; retry", c->mgmt);
 		return;
 	}
@@ -518,7 +518,7 @@ static void do_compose(struct composer *c, struct job *j)
 
 		snprintf(reason, sizeof(reason), "%s", err);
 		release(c, p, true, reason);
-		fail_job(j, 503, COMPOSER_NOT_SERVING,
+		fail_job(j, 503, "Base.1.8.ServiceTemporarilyUnavailable",
 			 "composition '%s' failed and was rolled back: %s", p->id, reason);
 		return;
 	}
@@ -573,7 +573,7 @@ static void do_decompose(struct composer *c, struct job *j)
 		return;
 	}
 	if (release(c, p, false, "")) {
-		fail_job(j, 503, COMPOSER_NOT_SERVING,
+		fail_job(j, 503, "Base.1.8.ServiceTemporarilyUnavailable",
 			 "composition '%s' is Decomposing: %s; it is retried, or DELETE again",
 			 p->id, p->reason);
 		return;
@@ -682,7 +682,7 @@ static void do_recompose(struct composer *c, struct job *j)
 		return;
 	}
 	if (refresh(c)) {
-		fail_job(j, 503, COMPOSER_NOT_SERVING,
+		fail_job(j, 503, "Base.1.8.ServiceTemporarilyUnavailable",
 			 "cannot read the cluster map from mgmt '%s'; retry", c->mgmt);
 		return;
 	}
