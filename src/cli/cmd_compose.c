@@ -175,21 +175,33 @@ out:
 
 /* ---- finding the composer ---- */
 
-/* Appends the composer beside mgmt at addr (its STATUS's listen) to out,
- * comma-separated. 0, -ENOENT (none runs there) or the call's error. */
-static int composer_beside(struct rpc_client *cl, const char *addr, char *out, size_t len)
+/* Adds the composer beside mgmt at addr (its STATUS's listen) to out,
+ * comma-separated: first when its STATUS says it serves, else last. 0,
+ * -ENOENT (none runs there) or the call's error. */
+static int composer_beside(struct rpc_client *cl, const char *addr, uint32_t timeout_ms,
+			   char *out, size_t len)
 {
 	json_t *sv = NULL;
 	const char *listen;
-	size_t at = strlen(out);
-	int rc = cli_service_status(cl, addr, "composer", 5000, &sv);
+	char was[512];
+	int rc = cli_service_status(cl, addr, "composer", timeout_ms, &sv), n;
 
 	listen = rc ? NULL : json_string_value(json_object_get(sv, "listen"));
 	if (!rc && (!listen || !listen[0]))
 		rc = -ENOENT;
-	if (!rc && (size_t)snprintf(out + at, len - at, "%s%s", at ? "," : "", listen) >= len - at) {
-		out[at] = '\0';
+	if (!rc && strlen(out) >= sizeof(was))
 		rc = -ENAMETOOLONG;
+	if (!rc) {
+		snprintf(was, sizeof(was), "%s", out);
+		/* "serving" absent (an older composer): it serves. */
+		if (json_is_false(json_object_get(sv, "serving")))
+			n = snprintf(out, len, "%s%s%s", was, was[0] ? "," : "", listen);
+		else
+			n = snprintf(out, len, "%s%s%s", listen, was[0] ? "," : "", was);
+		if (n < 0 || (size_t)n >= len) {
+			snprintf(out, len, "%s", was);
+			rc = -ENAMETOOLONG;
+		}
 	}
 	json_decref(sv);
 	return rc;
@@ -215,10 +227,12 @@ static int find_composer(const struct compose_args *a, char *out, size_t len)
 	}
 	if (cli_rpc_client("strata-compose", 5000, a->token, a->mgmt, a->dir, &cl))
 		return 1;
-	/* Every control node's: whichever serves is followed. */
+	/* Every control node's, the one that serves first: whichever serves
+	 * when the call is made is followed. */
 	out[0] = 0;
 	for (uint32_t i = 0; i < l.n; i++) {
-		rc = composer_beside(cl, l.addr[i], out, len);
+		/* Bounded with several: a paused host is given up on soon. */
+		rc = composer_beside(cl, l.addr[i], mgmt_addrs_timeout(&l, 5000), out, len);
 		if (rc && rc != -ENOENT && !first)
 			first = rc;
 	}
