@@ -317,7 +317,16 @@ static int refresh(struct composer *c)
 		if (m.targets[i].state != TARGET_LOST)
 			storage += m.targets[i].capacity;
 	c->storage_total = storage / (m.replication ? m.replication : 1);
-	meta = cm_pick_service(&m, CM_SVC_META, 0);
+	/* The meta service of this daemon when it runs one (a control node):
+	 * alive whenever this composer is, while the map may still list a
+	 * dead control node's as up for a lease after a takeover. */
+	meta = NULL;
+	for (uint32_t i = 0; i < m.nservices && !meta; i++)
+		if (m.services[i].kind == CM_SVC_META && m.services[i].state == NODE_UP &&
+		    !strcmp(m.services[i].addr, c->env.addr))
+			meta = &m.services[i];
+	if (!meta)
+		meta = cm_pick_service(&m, CM_SVC_META, 0);
 	snprintf(c->meta, sizeof(c->meta), "%s", meta ? meta->addr : "");
 	for (uint32_t i = 0; i < m.nservices; i++) {
 		const struct cm_service *s = &m.services[i];

@@ -12,6 +12,7 @@ PostgreSQL is started by 'local up' (the recipe of tests/pg_tmp.sh); the
 module is skipped without its binaries (or, as root, without a 'postgres'
 user to run them as)."""
 
+import http.client
 import json
 import os
 import urllib.error
@@ -95,10 +96,13 @@ def test_followers_serve_the_map(ha, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     want = _map_version(c, leader)
     assert want > before
+    t0 = time.monotonic()
     for i in followers:
         reads = _metric(c.node(i), "strata_mgmt_follower_reads_total")
-        wait_until(lambda: _map_version(c, i) == want, 10, 0.2,
+        wait_until(lambda: _map_version(c, i) == want, 10, 0.05,
                    "node %d to serve map version %d" % (i, want))
+        print("node %d serves map version %d %.2f s after the leader made it"
+              % (i, want, time.monotonic() - t0))
         assert _metric(c.node(i), "strata_mgmt_follower_reads_total") > reads
         r = _strata_fn("token", "list", "--mgmt", c.node(i).addr, "--dir", c.dir)
         assert re.search(r"^%s\s.*revoked$" % tid, r.stdout, re.M), r.stdout + r.stderr
@@ -122,8 +126,11 @@ def test_followers_serve_the_map(ha, tmp_path):
         r = _strata_fn("status", "--dir", c.dir)
         assert r.returncode in (0, 1), r.stdout + r.stderr
         assert re.search(r"^nodes\s+3 up of 3", r.stdout, re.M), r.stdout
+        t0 = time.monotonic()
         out = _ok(_py(c, "import strata; c = strata.Client(); print(sorted(c.listdir('/')))"))
         assert "follow" in out, out
+        print("with the leader paused, a new libstrata client listed / in %.2f s"
+              % (time.monotonic() - t0))
         wait_until(lambda: len(_leaders(c, followers)) == 1, 30, 0.2, "a follower to take over")
         out = _ok(_py(c, "import strata; c = strata.Client(); print(sorted(c.listdir('/')))"))
         assert "follow" in out, out
@@ -330,7 +337,15 @@ def test_the_composer_follows_the_mgmt_leader(ha):
         assert code == 503, body
         assert hdr["X-Strata-Composer-Leader"] == api[leader], dict(hdr)
         info = body["error"]["@Message.ExtendedInfo"][0]
+        assert info["MessageId"] == "Strata.1.0.NotServing", body
         assert info["MessageArgs"] == [api[leader]], body
+        # The portal sends the browser to the serving composer.
+        host, port = api[i].rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("GET", "/ui")
+        resp = conn.getresponse()
+        assert resp.status == 307 and resp.getheader("Location") == "http://%s/ui" % api[leader]
+        conn.close()
     c.node(leader).kill9()
     t0 = time.monotonic()
     r = _strata_fn("compose", "create", "--dir", c.dir, "--storage", "1M", "--name", "after",
