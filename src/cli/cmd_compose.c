@@ -265,24 +265,26 @@ static int call_at(const char *list, const char *token, const char *method, cons
 	uint32_t i = 0, tried = 0;
 	int code;
 
-	/* list is copied: at may be the same buffer. */
+	/* list is copied (mgmt_addrs is the tree's parser of address lists):
+	 * at may be the same buffer. */
 	if (mgmt_addrs_init(&l, list))
 		return -EINVAL;
 	deadline = mono_ms() + COMPOSE_FOLLOW_MS;
 	for (;;) {
-		const char *to = next[0] ? next : l.addr[i];
-		const char *named;
+		const char *to = next[0] ? next : l.addr[i], *named = NULL;
+		json_t *info;
+		bool refused;
 
 		snprintf(at, len, "%s", to);
 		code = cli_http_call(at, token, method, path, body, out);
-		json_t *info = json_array_get(json_object_get(json_object_get(*out, "error"),
-							      "@Message.ExtendedInfo"), 0);
-		bool refused = code == 503 && !strcmp(json_string_value(json_object_get(
-				info, "MessageId")) ?: "", COMPOSE_NOT_SERVING);
-
+		info = json_array_get(json_object_get(json_object_get(*out, "error"),
+						      "@Message.ExtendedInfo"), 0);
+		refused = code == 503 && !strcmp(json_string_value(json_object_get(info,
+						 "MessageId")) ?: "", COMPOSE_NOT_SERVING);
 		/* Only a refusal is sent again: any other answer was served. */
-		named = refused ? json_string_value(json_array_get(json_object_get(info,
-						"MessageArgs"), 0)) : NULL;
+		if (refused)
+			named = json_string_value(json_array_get(json_object_get(info,
+								 "MessageArgs"), 0));
 		if (!refused && code != -ECONNREFUSED)
 			return code;
 		if (mono_ms() >= deadline)

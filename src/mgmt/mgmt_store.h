@@ -160,6 +160,9 @@ struct mgmt_lease {
  * ttl_ms counted by the database's clock, in one transaction: a holder
  * renews its own lease (same term); anyone takes a lease that expired,
  * with the term incremented, so every leader has a term no other had.
+ * A holder named "PREFIX-PART" whose lease is held at addr by
+ * "PREFIX-OTHER" takes it at once (a new term): the same node restarted
+ * at the same address, whose predecessor is gone.
  * out tells who holds it now. SQLite: always the leader, term 1.
  * Returns 0 (whoever leads), -EINVAL (holder or addr empty or too long)
  * or -EIO.

@@ -815,13 +815,17 @@ static int pgm_lease(void *impl, const char *holder, const char *addr, uint32_t 
 	pg_param_str(&a, addr);
 	pg_param_i64(&a, ttl_ms);
 	/* Renewed by its holder (same term), or taken once expired (a new
-	 * term); the database's clock decides, never ours. */
+	 * term); the database's clock decides, never ours. Also taken at
+	 * once (a new term) by a later process of the holder's node at the
+	 * holder's address ("node N-<incarnation>", mgmt_service.c): the
+	 * holder is gone, since its successor serves at that address. */
 	rc = q(s, "INSERT INTO mgmt_lease AS l (id, holder, addr, term, expires) VALUES (1, $1,"
 	       " $2, 1, clock_timestamp() + $3 * interval '1 millisecond') ON CONFLICT (id) DO"
 	       " UPDATE SET holder = excluded.holder, addr = excluded.addr, term = CASE WHEN"
 	       " l.holder = excluded.holder THEN l.term ELSE l.term + 1 END, expires ="
 	       " excluded.expires WHERE l.holder = excluded.holder OR l.expires <="
-	       " clock_timestamp()", &a, "taking the leader lease", NULL);
+	       " clock_timestamp() OR (l.addr = excluded.addr AND split_part(l.holder, '-', 1) ="
+	       " split_part(excluded.holder, '-', 1))", &a, "taking the leader lease", NULL);
 	a.n = 1;
 	if (!rc)
 		rc = q(s, "SELECT holder = $1, term, addr, GREATEST(0, CEIL(EXTRACT(EPOCH FROM"

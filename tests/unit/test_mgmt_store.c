@@ -475,6 +475,17 @@ static void test_lease(void **state)
 	assert_int_equal(mgmt_store_resign(b, "node2-bb"), 0);
 	assert_int_equal(mgmt_store_lease(a, "node1-aa", "h1:7000", 60000, &l), 0);
 	assert_true(l.leader && l.term == 3);
+	/* Node 1 restarted at its address (a new incarnation): it takes its
+	 * lease back at once, in a new term; another node, or node 1 at
+	 * another address, waits for the expiry. */
+	assert_int_equal(mgmt_store_lease(b, "node2-bb", "h1:7000", 300, &l), 0);
+	assert_false(l.leader);
+	assert_int_equal(mgmt_store_lease(b, "node1-cc", "h9:7000", 300, &l), 0);
+	assert_false(l.leader);
+	assert_int_equal(mgmt_store_lease(b, "node1-cc", "h1:7000", 300, &l), 0);
+	assert_true(l.leader && l.term == 4);
+	mgmt_store_fence(a, 3);
+	assert_int_equal(mgmt_store_save(a, &m), -ESTALE);
 	mgmt_store_close(a);
 	mgmt_store_close(b);
 	cm_release(&m);
