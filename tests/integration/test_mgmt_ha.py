@@ -6,7 +6,9 @@ not the leader; a kill -9 of the leader under a writing client: a follower
 takes over within the lease, the storage daemons and the client follow it,
 writes resume, and an audit reads back every acknowledged file; the old
 leader, started again, follows; a paused (SIGSTOP) leader is deposed the
-same way and steps down when it resumes.
+same way and steps down when it resumes. Followers serve reads of the
+map from the database (and redirect without it); the composer of each
+control node follows the mgmt leader.
 
 PostgreSQL is started by 'local up' (the recipe of tests/pg_tmp.sh); the
 module is skipped without its binaries (or, as root, without a 'postgres'
@@ -25,7 +27,7 @@ import time
 import pytest
 
 from conftest import REGISTRY, STRATA, Cluster, restart_control_node, spawn, wait_until
-from pgtmp import PgServer
+from pgtmp import PGBIN, PgServer
 from test_meta_ha import _finish, _have_pg, _metric, _ok, _py, _strata_fn, _up
 from test_python import PY, py_env
 
@@ -492,3 +494,45 @@ def test_soak_control_plane(ha, tmp_path):
     out = _ok(_py(c, "import runpy, sys; sys.argv = ['a', %r]; runpy.run_path(%r)"
                   % (str(tmp_path / "progress.json"), str(audit))))
     assert json.loads(out.strip().splitlines()[-1]) == [], "seed %d" % seed
+
+
+def _pg_ctl(c, *args):
+    """pg_ctl on the cluster's PostgreSQL ('local up' made it), as its
+    owner."""
+    j = json.loads((c.dir / "cluster.json").read_text())["postgresql"]
+    port = re.search(r"port=(\d+)", j["uri"]).group(1)
+    cmd = [str(PGBIN / "pg_ctl"), "-D", j["dir"] + "/data", "-w", "-t", "30"]
+    if args == ("start",):
+        cmd += ["-l", j["dir"] + "/server.log", "-o",
+                "-k %s -p %s -c listen_addresses=''" % (j["dir"], port)]
+    if os.getuid() == 0:
+        cmd = ["runuser", "-u", "postgres", "--"] + cmd
+    r = subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.timeout(300)
+def test_a_follower_without_the_database_redirects(ha):
+    """With the database gone, a follower serves its copy of the map for
+    at most mgmt.heartbeat, then answers STRATA_ENOTLEADER as before
+    (saying so in its log); with the database back, a leader is elected
+    again and the cluster recovers. Last of the module: it stops what the
+    others share."""
+    c = ha
+    wait_until(lambda: len(_leaders(c, CONTROL)) == 1, 60, 0.2, "one mgmt leader")
+    follower = [i for i in CONTROL if i not in _leaders(c, CONTROL)][0]
+    _map_version(c, follower)
+    _pg_ctl(c, "stop", "-m", "immediate")
+    try:
+        def refused():
+            r = _strata_fn("status", "--mgmt", c.node(follower).addr, "--dir", c.dir)
+            return r.returncode == 3 and "not the leader" in r.stderr
+        wait_until(refused, 30, 0.2, "the follower to redirect")
+        assert "a follower cannot read the cluster map from the store" in c.node(follower).log
+    finally:
+        _pg_ctl(c, "start")
+    wait_until(lambda: len(_leaders(c, CONTROL)) == 1, 60, 0.2, "a leader again")
+    wait_until(lambda: re.search(r"^nodes\s+3 up of 3",
+                                 _strata_fn("status", "--dir", c.dir).stdout, re.M), 60, 0.5,
+               "the cluster to recover")
+    _map_version(c, follower)
