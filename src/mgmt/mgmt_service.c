@@ -204,11 +204,11 @@ int mgmt_service_leader(char *leader, size_t len)
 
 	pthread_mutex_lock(&pub_mu);
 	rc = pub_leads;
-	/* A leader that could not renew in time stops at once, as mgmt
-	 * itself does (is_leader). */
 	snprintf(leader, len, "%s", rc == 0 ? pub_leader : "");
+	/* A leader that could not renew in time stops at once, as mgmt
+	 * itself does (is_leader); who leads instead is not known yet. */
 	if (rc == 1 && mono_ms() >= pub_until_ms)
-		rc = 0;		/* and the leader is not known */
+		rc = 0;
 	pthread_mutex_unlock(&pub_mu);
 	return rc;
 }
