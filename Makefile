@@ -65,7 +65,7 @@ test: asan-build
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 		meson test -C $(ASAN_BUILD) --suite unit --suite sim --print-errorlogs
 	STRATA_BUILD=$(abspath $(ASAN_BUILD)) $(PY) -m pytest -q -p no:cacheprovider \
-		tests/integration
+		--durations=20 tests/integration
 
 demo: build
 	./scripts/demo.sh $(BUILD)

@@ -20,6 +20,7 @@ PKGS=(
   iproute2 procps                                # network namespaces, process tools in tests
   libfuse3-dev fuse3                             # strata-fuse (libfuse3 low-level API)
   fio                                            # FUSE tests and benchmark (--verify=crc32c)
+  iperf3                                         # bench io --mgmt: the raw network baseline
   rsync                                          # FUSE tests: rsync -aH keeps times and links
   python3-numpy python3-torch                    # python/strata: arrays, tensors, datasets
   python3-fsspec python3-pandas                  # strata.fsspec, its pandas round trip

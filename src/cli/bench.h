@@ -25,6 +25,14 @@ int bench_opt_seconds(const char *cmd, const char *val, double *out);
 /* An integer option opt ("--threads") in lo..hi. */
 int bench_opt_int(const char *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,
 		  int64_t *out);
+/* Runs the peer's own program argv (argv[0] looked up in PATH), its
+ * stderr to ours, and returns its standard output (at most 1 MiB,
+ * NUL-terminated, the caller frees) parsed as JSON, or NULL: the
+ * program is missing, exits non-zero, or prints no JSON; *status is its
+ * exit status (127: not found, -1: did not exit). Kills it after
+ * timeout_s seconds. */
+struct json_t;
+struct json_t *bench_run_json(const char *const *argv, double timeout_s, int *status);
 
 int bench_rpc(int argc, char **argv);
 int bench_chunk(int argc, char **argv);

@@ -168,13 +168,9 @@ static double fio_run(const char *path, const struct pattern *p, uint64_t region
 			       "--ioengine=io_uring", p->random ? "--rw=randwrite" : "--rw=write",
 			       a_bs, a_size, a_qd, a_rt, "--time_based", "--output-format=json",
 			       NULL };
-	size_t cap = 1 << 20, n = 0;
-	char *out = malloc(cap + 1);
 	json_t *root;
-	int pfd[2], status = 0;
+	int status;
 	double v = 0;
-	ssize_t got;
-	pid_t pid;
 
 	snprintf(a_file, sizeof(a_file), "--filename=%s", path);
 	snprintf(a_bs, sizeof(a_bs), "--bs=%u", p->io);
@@ -182,37 +178,17 @@ static double fio_run(const char *path, const struct pattern *p, uint64_t region
 		 (unsigned long long)(region / p->io * p->io));
 	snprintf(a_qd, sizeof(a_qd), "--iodepth=%d", qd);
 	snprintf(a_rt, sizeof(a_rt), "--runtime=%.0f", seconds < 1 ? 1 : seconds);
-	if (!out || pipe(pfd) < 0) {
-		free(out);
-		return 0;
-	}
-	pid = fork();
-	if (pid == 0) {
-		dup2(pfd[1], STDOUT_FILENO);
-		close(pfd[0]);
-		close(pfd[1]);
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	close(pfd[1]);
-	while (pid > 0 && n < cap && (got = read(pfd[0], out + n, cap - n)) > 0)
-		n += (size_t)got;
-	close(pfd[0]);
-	out[n] = 0;
-	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
-	    WEXITSTATUS(status) != 0) {
+	root = bench_run_json(argv, (seconds < 1 ? 1 : seconds) + 120, &status);
+	if (!root) {
 		cli_err("bench chunk: fio baseline failed (status %d); is fio installed "
-			"(scripts/deps.sh)?", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-		free(out);
+			"(scripts/deps.sh)?", status);
 		return 0;
 	}
-	root = json_loads(out, 0, NULL);
 	v = json_number_value(json_object_get(json_object_get(
 		json_array_get(json_object_get(root, "jobs"), 0), "write"), "bw_bytes"));
 	json_decref(root);
 	if (v <= 0)
 		cli_err("bench chunk: no write bandwidth in fio's output");
-	free(out);
 	return v;
 }
 

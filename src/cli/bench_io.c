@@ -40,13 +40,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "bench.h"
 #include "cli.h"
+#include "cli_fs.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/fileio.h"
 #include "common/rand.h"
+#include "strata/locate.h"
 #include "strata/strata.h"
 
 #define BIO_SEQ_IO (1u << 20)
@@ -66,6 +70,12 @@ struct bio {
 	uint64_t region[2][BIO_MAX_THREADS];
 	double seq_read2;		/* strata cached read, N threads, median, bytes/s */
 	int fails;
+	/* --mgmt: a deployed cluster, its files under cprefix (removed at
+	 * the end), the baseline iperf3 against iperf_host:iperf_port. */
+	const char *remote, *token;
+	char cprefix[128];
+	char iperf_host[256];
+	int iperf_port;
 };
 
 static volatile sig_atomic_t bio_stop;
@@ -79,7 +89,7 @@ static void bio_on_signal(int sig)
 static void seq_path(const struct bio *b, bool cluster, int i, char *out, size_t len)
 {
 	if (cluster)
-		snprintf(out, len, "/bench/seq/f%02d", i);
+		snprintf(out, len, "%s/seq/f%02d", b->cprefix, i);
 	else
 		snprintf(out, len, "%s/seq-%02d", b->ldir, i);
 }
@@ -786,6 +796,163 @@ static void run_loopback(struct bio *b)
 	fflush(stdout);
 }
 
+static int parse_iperf(const char *val, struct bio *b)
+{
+	const char *colon = strrchr(val, ':');
+	size_t hl = colon ? (size_t)(colon - val) : strlen(val);
+	int64_t port = 5201;
+
+	if (!hl || hl >= sizeof(b->iperf_host) || memchr(val, ' ', hl)) {
+		cli_err("bench io: --iperf3 '%s' is not HOST[:PORT]", val);
+		return 2;
+	}
+	if (colon && bench_opt_int("bench io", "--iperf3 port", colon + 1, 1, 65535, &port))
+		return 2;
+	memcpy(b->iperf_host, val, hl);
+	b->iperf_host[hl] = '\0';
+	b->iperf_port = (int)port;
+	return 0;
+}
+
+/*
+ * The raw network between this client and the iperf3 server at
+ * b->iperf_host: bytes/s received over b->threads streams in b->seconds
+ * (at least 1), this client sending (reverse false) or receiving; 0 with
+ * why in why[] when iperf3 is missing or fails.
+ */
+static double iperf_run(struct bio *b, bool reverse, char *why, size_t whylen)
+{
+	char port[16], streams[16], secs[32];
+	const char *argv[] = { "iperf3", "-c", b->iperf_host, "-p", port, "-P", streams, "-t", secs,
+			       "-J", "--connect-timeout", "3000", reverse ? "-R" : NULL, NULL };
+	json_t *root, *end;
+	double v;
+	int status;
+
+	snprintf(port, sizeof(port), "%d", b->iperf_port);
+	snprintf(streams, sizeof(streams), "%d", b->threads);
+	snprintf(secs, sizeof(secs), "%.0f", b->seconds < 1 ? 1 : b->seconds);
+	root = bench_run_json(argv, (b->seconds < 1 ? 1 : b->seconds) + 30, &status);
+	if (!root) {
+		snprintf(why, whylen, status == 127 ? "iperf3 is not installed" :
+			 "iperf3 against %s:%d failed (is 'iperf3 -s' running there?)",
+			 b->iperf_host, b->iperf_port);
+		return 0;
+	}
+	if (json_is_string(json_object_get(root, "error"))) {
+		snprintf(why, whylen, "iperf3 against %s:%d: %s (is 'iperf3 -s' running there?)",
+			 b->iperf_host, b->iperf_port,
+			 json_string_value(json_object_get(root, "error")));
+		json_decref(root);
+		return 0;
+	}
+	end = json_object_get(root, "end");
+	v = json_number_value(json_object_get(json_object_get(end, "sum_received"),
+					      "bits_per_second")) / 8;
+	json_decref(root);
+	if (v <= 0)
+		snprintf(why, whylen, "no throughput in iperf3's output");
+	return v;
+}
+
+/* The sequential rows against a deployed cluster, beside the network. */
+static void run_seq_rows_remote(struct bio *b)
+{
+	char name[64], why[160] = "", cs[32], ns[32];
+	double c, net[2];
+	int ce;
+
+	net[0] = iperf_run(b, false, why, sizeof(why));
+	if (net[0] > 0)
+		net[1] = iperf_run(b, true, why, sizeof(why));
+	else
+		net[1] = 0;
+	if (net[1] <= 0)
+		printf("raw network baseline: none: %s\n", why);
+	else
+		printf("raw network (iperf3 -P %d to %s:%d): send %.1f MB/s, receive %.1f MB/s\n",
+		       b->threads, b->iperf_host, b->iperf_port, net[0] / 1e6, net[1] / 1e6);
+	printf("%-40s %16s %16s %7s\n", "test", "strata", "network", "ratio");
+	for (int pass = 0; pass <= 2 && !bio_stop; pass++) {
+		if (pass == 0)
+			snprintf(name, sizeof(name), "seq write 1 MiB, %d thr", b->threads);
+		else
+			snprintf(name, sizeof(name), "seq read 1 MiB, %d thr, %s", b->threads,
+				 pass == 1 ? "first pass" : "cached");
+		c = seq_run(b, true, pass == 0, pass == 2, &ce);
+		if (ce) {
+			printf("%-40s failed: strata: %s\n", name, strata_strerror(ce));
+			b->fails++;
+			continue;
+		}
+		fmt_rate(cs, sizeof(cs), c, false);
+		if (net[1] <= 0) {
+			printf("%-40s %16s %16s %7s\n", name, cs, "-", "-");
+			continue;
+		}
+		fmt_rate(ns, sizeof(ns), net[pass ? 1 : 0], false);
+		printf("%-40s %16s %16s %7.2f\n", name, cs, ns, c / net[pass ? 1 : 0]);
+	}
+	fflush(stdout);
+}
+
+/* Removes what the run wrote under b->cprefix, best effort. */
+static void remote_cleanup(struct bio *b)
+{
+	char path[PATH_MAX];
+
+	for (int i = 0; i < b->threads; i++) {
+		seq_path(b, true, i, path, sizeof(path));
+		(void)strata_unlink(b->s, path);
+	}
+	snprintf(path, sizeof(path), "%s/seq", b->cprefix);
+	(void)strata_rmdir(b->s, path);
+	(void)strata_rmdir(b->s, b->cprefix);
+}
+
+/* bench io --mgmt: a deployed cluster. 0 or 1. */
+static int run_remote(struct bio *b)
+{
+	char mgmt[256], host[64] = "", path[PATH_MAX];
+	int rc;
+
+	struct fs_args a = { .cmd = "bench io", .mgmt = b->remote, .token = b->token };
+
+	if (fs_connect_at(&a, &b->s, mgmt, sizeof(mgmt)))
+		return 1;
+	if (!b->iperf_host[0]) {
+		const char *colon = strrchr(mgmt, ':'), *comma = strchr(mgmt, ',');
+		size_t hl = colon && (!comma || colon < comma) ? (size_t)(colon - mgmt) :
+			    strcspn(mgmt, ",");
+
+		if (hl >= sizeof(b->iperf_host))
+			hl = sizeof(b->iperf_host) - 1;
+		memcpy(b->iperf_host, mgmt, hl);
+		b->iperf_host[hl] = '\0';
+		b->iperf_port = 5201;
+	}
+	gethostname(host, sizeof(host) - 1);
+	snprintf(b->cprefix, sizeof(b->cprefix), "/bench-io.%.40s.%d", host[0] ? host : "client",
+		 (int)getpid());
+	rc = strata_mkdir(b->s, b->cprefix, 0755);
+	snprintf(path, sizeof(path), "%s/seq", b->cprefix);
+	if (!rc)
+		rc = strata_mkdir(b->s, path, 0755);
+	if (rc) {
+		cli_err("bench io: cannot create '%s' in the cluster at %s: %s", path, mgmt,
+			strata_strerror(rc));
+		remote_cleanup(b);
+		return 1;
+	}
+	printf("strata bench io: libstrata against the cluster at %s, %d thread(s), %g s per test, files up to %llu MiB\n",
+	       mgmt, b->threads, b->seconds, (unsigned long long)(b->cap >> 20));
+	printf("baseline: the raw network between this client and %s, measured by iperf3\n",
+	       b->iperf_host);
+	run_seq_rows_remote(b);
+	remote_cleanup(b);
+	return b->fails || bio_stop ? 1 : 0;
+}
+
 static int parse_args(int argc, char **argv, struct bio *b)
 {
 	int64_t v;
@@ -795,7 +962,8 @@ static int parse_args(int argc, char **argv, struct bio *b)
 		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			printf("usage: strata bench io [--seconds S] [--threads N] [--file-mib M]\n\n"
+			printf("usage: strata bench io [--seconds S] [--threads N] [--file-mib M]\n"
+			       "                       [--mgmt ADDR [--token T] [--iperf3 HOST[:PORT]]]\n\n"
 			       "libstrata against a local cluster it starts (3 storage daemons, R=3), each\n"
 			       "figure beside the same workload on a local directory: sequential 1 MiB\n"
 			       "writes and reads (N threads, default 4, files up to M MiB, default 256),\n"
@@ -805,6 +973,12 @@ static int parse_args(int argc, char **argv, struct bio *b)
 			       "each, median ratio) and raw streaming; last, the sequential 1 MiB\n"
 			       "rows against a twin cluster without a cluster key (authentication\n"
 			       "off), 3 alternating rounds each. S seconds per test (default 3).\n"
+			       "With --mgmt, a deployed cluster instead (its credential found as\n"
+			       "every command finds it, files under /bench-io.HOST.PID, removed at\n"
+			       "the end): the sequential rows only, each beside the raw network\n"
+			       "between this client and a storage host measured by iperf3 with N\n"
+			       "streams (-R for reads) against the iperf3 server ('iperf3 -s') at\n"
+			       "--iperf3 HOST[:PORT] (default: the mgmt host, port 5201).\n"
 			       "Metadata rates: strata bench meta.\n");
 			return 1;
 		}
@@ -815,12 +989,19 @@ static int parse_args(int argc, char **argv, struct bio *b)
 			if (bench_opt_int("bench io", "--threads", val, 1, BIO_MAX_THREADS, &v))
 				return 2;
 			b->threads = (int)v;
+		} else if (strcmp(argv[i], "--mgmt") == 0 && val) {
+			b->remote = val;
+		} else if (strcmp(argv[i], "--token") == 0 && val) {
+			b->token = val;
+		} else if (strcmp(argv[i], "--iperf3") == 0 && val) {
+			if (parse_iperf(val, b))
+				return 2;
 		} else if (strcmp(argv[i], "--file-mib") == 0 && val) {
 			if (bench_opt_int("bench io", "--file-mib", val, 1, 1 << 20, &v))
 				return 2;
 			b->cap = (uint64_t)v << 20;
 		} else {
-			cli_err("bench io: unexpected argument '%s' (usage: strata bench io [--seconds S] [--threads N] [--file-mib M])",
+			cli_err("bench io: unexpected argument '%s' (usage: strata bench io [--seconds S] [--threads N] [--file-mib M] [--mgmt ADDR [--token T] [--iperf3 HOST[:PORT]]])",
 				argv[i]);
 			return 2;
 		}
@@ -848,6 +1029,21 @@ int bench_io(int argc, char **argv)
 		free(b);
 		return rc == 1 ? 0 : rc;	/* 1: --help was printed */
 	}
+	if (b->iperf_host[0] && !b->remote) {
+		cli_err("bench io: --iperf3 goes with --mgmt (a local run compares with a local directory)");
+		free(b);
+		return 2;
+	}
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	if (b->remote) {
+		exit_code = run_remote(b);
+		strata_disconnect(b->s);
+		free(b);
+		return exit_code;
+	}
+	snprintf(b->cprefix, sizeof(b->cprefix), "/bench");
 	snprintf(b->root, sizeof(b->root), "/tmp/strata-bench-io-XXXXXX");
 	if (!mkdtemp(b->root)) {
 		cli_err("bench io: cannot create a temp dir: %s", strerror(errno));
@@ -856,9 +1052,6 @@ int bench_io(int argc, char **argv)
 	}
 	snprintf(b->cdir, sizeof(b->cdir), "%s/cluster", b->root);
 	snprintf(b->ldir, sizeof(b->ldir), "%s/local", b->root);
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
 	if (mkdir(b->ldir, 0755) < 0) {
 		cli_err("bench io: cannot create '%s': %s", b->ldir, strerror(errno));
 		goto out;

@@ -1,12 +1,20 @@
 /* What the benchmarks and the demo share (bench.h). */
+#include <errno.h>
 #include <ftw.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
 
 #include "bench.h"
 #include "cli.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/rand.h"
 
@@ -87,3 +95,56 @@ int bench_opt_int(const char *cmd, const char *opt, const char *val, int64_t lo,
 	return 0;
 }
 
+
+#define RUN_OUT_MAX (1u << 20)
+
+json_t *bench_run_json(const char *const *argv, double timeout_s, int *status)
+{
+	char *out = malloc(RUN_OUT_MAX + 1);
+	double deadline = mono_sec() + timeout_s;
+	int pfd[2], st = 0;
+	size_t n = 0;
+	json_t *root = NULL;
+	pid_t pid;
+
+	*status = -1;
+	if (!out || pipe(pfd) < 0) {
+		free(out);
+		return NULL;
+	}
+	pid = fork();
+	if (pid == 0) {
+		dup2(pfd[1], STDOUT_FILENO);
+		close(pfd[0]);
+		close(pfd[1]);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(pfd[1]);
+	while (pid > 0) {
+		struct pollfd p = { .fd = pfd[0], .events = POLLIN };
+		double left = deadline - mono_sec();
+		ssize_t got;
+
+		if (left <= 0) {
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (poll(&p, 1, (int)(left * 1000) + 1) < 0 && errno != EINTR)
+			break;
+		if (!p.revents)
+			continue;
+		got = read(pfd[0], out + n, RUN_OUT_MAX - n);
+		if (got <= 0 || (n += (size_t)got) == RUN_OUT_MAX)
+			break;
+	}
+	close(pfd[0]);
+	out[n] = '\0';
+	if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st)) {
+		*status = WEXITSTATUS(st);
+		if (!*status)
+			root = json_loads(out, 0, NULL);
+	}
+	free(out);
+	return root;
+}

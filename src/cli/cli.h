@@ -15,6 +15,7 @@
 int cmd_local(int argc, char **argv);
 int cmd_ping(int argc, char **argv);
 int cmd_admin(int argc, char **argv);
+int cmd_rebalance(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 /* strata demo (cmd_demo.c): the data-ingest job end to end on a local cluster. */
 int cmd_demo(int argc, char **argv);

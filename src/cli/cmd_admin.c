@@ -3,8 +3,10 @@
  *   strata node drain NODE_ID       move a node's replicas elsewhere
  *   strata node remove NODE_ID      retire a drained or dead node for good
  *   strata target replace OLD NEW   rebuild a lost target on a spare
+ *   strata rebalance status|pause|resume   the rebalancer (mgmt/rebalance.h)
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +18,8 @@
 #include "net/rpc.h"
 #include "proto/mgmt.h"
 #include "strata/errors.h"
+
+#include <jansson.h>
 
 static int admin_call(const struct fs_args *a, const char *addr, uint32_t action, uint32_t arg,
 		      uint32_t arg2, uint32_t *result)
@@ -216,4 +220,113 @@ int cmd_admin(int argc, char **argv)
 	}
 	cli_err("unknown command '%s' (node drain, node remove, target replace)", name);
 	return 2;
+}
+
+/* strata rebalance ...: prints the state mgmt answered, as text or JSON. */
+static int rebalance_print(const struct mg_rebalance_state *st, bool json)
+{
+	const char *state = st->moves_n ? "moving" : st->balanced ? "balanced" :
+			    st->paused ? "paused" : "pending";
+
+	if (json) {
+		json_t *o = json_object(), *mv = json_array();
+		int rc;
+
+		json_object_set_new(o, "state", json_string(state));
+		json_object_set_new(o, "paused", json_boolean(st->paused));
+		json_object_set_new(o, "balanced", json_boolean(st->balanced));
+		json_object_set_new(o, "band_pct", json_integer(st->band_pct));
+		json_object_set_new(o, "max_moves", json_integer(st->max_moves));
+		json_object_set_new(o, "nodes", json_integer(st->nodes));
+		json_object_set_new(o, "fill_min", json_integer(st->fill_min));
+		json_object_set_new(o, "fill_max", json_integer(st->fill_max));
+		json_object_set_new(o, "fill_mean", json_real(st->fill_mean_x100 / 100.0));
+		json_object_set_new(o, "moves_done", json_integer((json_int_t)st->moves_done));
+		json_object_set_new(o, "moves_in_flight", json_integer(st->moves_n));
+		json_object_set_new(o, "moves_pending", json_integer(st->pending));
+		json_object_set_new(o, "moves_cancelled", json_integer((json_int_t)st->moves_cancelled));
+		json_object_set_new(o, "bytes_moved", json_integer((json_int_t)st->bytes_moved));
+		for (uint32_t i = 0; i < st->moves_n; i++) {
+			json_t *e = json_object();
+
+			json_object_set_new(e, "chain", json_integer(st->moves[i].chain));
+			json_object_set_new(e, "from_target", json_integer(st->moves[i].from));
+			json_object_set_new(e, "to_target", json_integer(st->moves[i].to));
+			json_array_append_new(mv, e);
+		}
+		json_object_set_new(o, "moves", mv);
+		rc = json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		json_decref(o);
+		if (rc) {
+			cli_err("rebalance: cannot write the JSON: out of memory");
+			return 1;
+		}
+		putchar('\n');
+		return 0;
+	}
+	printf("rebalance  %s%s\n", state, st->paused && st->moves_n ? " (paused: no new move)" : "");
+	printf("fill       %u..%u chain entries per node, mean %.2f over %u nodes (band %u%%)\n",
+	       st->fill_min, st->fill_max, st->fill_mean_x100 / 100.0, st->nodes, st->band_pct);
+	printf("moves      %" PRIu64 " done, %u in flight (at most %u), %u pending, %" PRIu64
+	       " cancelled\n", st->moves_done, st->moves_n, st->max_moves, st->pending,
+	       st->moves_cancelled);
+	printf("moved      %" PRIu64 " bytes (estimated)\n", st->bytes_moved);
+	for (uint32_t i = 0; i < st->moves_n; i++)
+		printf("chain %u: target %u resyncing, then target %u leaves\n", st->moves[i].chain,
+		       st->moves[i].to, st->moves[i].from);
+	return 0;
+}
+
+int cmd_rebalance(int argc, char **argv)
+{
+	static const char usage[] = "usage: strata rebalance status [--json] | pause | resume "
+				    "[--mgmt ADDR | --dir DIR]";
+	struct mg_rebalance rq = { MGMT_REBALANCE_STATUS };
+	struct mg_rebalance_state rep;
+	struct proto_sync s = { .timeout_ms = 10000 };
+	struct rpc_client *cl;
+	struct fs_args a;
+	char addr[256], name[64];
+	int rc;
+
+	if (argc < 2 || argv[1][0] == '-') {
+		cli_err("%s", usage);
+		return 2;
+	}
+	if (strcmp(argv[1], "pause") == 0)
+		rq.action = MGMT_REBALANCE_PAUSE;
+	else if (strcmp(argv[1], "resume") == 0)
+		rq.action = MGMT_REBALANCE_RESUME;
+	else if (strcmp(argv[1], "status") != 0) {
+		cli_err("rebalance: unknown action '%s' (status, pause, resume)", argv[1]);
+		return 2;
+	}
+	snprintf(name, sizeof(name), "rebalance %s", argv[1]);
+	argv[1] = name;
+	rc = fs_parse(argc - 1, argv + 1, rq.action == MGMT_REBALANCE_STATUS ? "J" : "", false, &a);
+	if (rc)
+		return rc;
+	if (a.npos) {
+		cli_err("%s: unexpected argument '%s'; %s", name, a.pos[0], usage);
+		return 2;
+	}
+	if ((rc = fs_mgmt_client(&a, "strata-admin", 10000, addr, sizeof(addr), &cl)))
+		return rc;
+	memset(&rep, 0, sizeof(rep));
+	rc = mg_rebalance_call_sync(cl, addr, &rq, &s, &rep);
+	rpc_client_free(cl);
+	if (rc) {
+		cli_err("%s: mgmt '%s' answered: %s", name, addr, strata_strerror(rc));
+		mg_rebalance_state_release(&rep);
+		return 1;
+	}
+	if (rq.action == MGMT_REBALANCE_PAUSE)
+		printf("rebalance paused: no new move starts; %u in flight finish%s\n", rep.moves_n,
+		       rep.moves_n == 1 ? "es" : "");
+	else if (rq.action == MGMT_REBALANCE_RESUME)
+		printf("rebalance resumed\n");
+	else
+		rc = rebalance_print(&rep, a.flag['J']);
+	mg_rebalance_state_release(&rep);
+	return rc;
 }

@@ -1,5 +1,5 @@
-/* strata local up|down|status: a cluster of stratad processes on loopback,
- * recorded in DIR/cluster.json. */
+/* strata local up|down|status|add: a cluster of stratad processes on
+ * loopback, recorded in DIR/cluster.json. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -841,6 +841,123 @@ static int local_node(const char *dir, const char *action, int64_t id)
 	return rc ? 1 : 0;
 }
 
+/* Whether mgmt's map lists nodes first..last UP. */
+static bool nodes_up(struct rpc_client *cl, const char *mgmt, int64_t first, int64_t last)
+{
+	struct cluster_map m;
+	bool up = cmap_fetch_sync(cl, mgmt, 3000, &m) == 0;
+
+	if (!up)
+		cm_init(&m);
+	for (int64_t id = first; up && id <= last; id++) {
+		const struct cm_node *n = cm_find_node(&m, (uint32_t)id);
+
+		up = n && n->state == NODE_UP;
+	}
+	cm_release(&m);
+	return up;
+}
+
+/*
+ * local add --dir DIR --storage N: N more storage daemons, each started by
+ * the command line of the cluster's first storage daemon with the next
+ * free node id (and its own data directory), recorded in cluster.json
+ * like the others (stop, start, down know them). Returns once mgmt lists
+ * them up; the rebalancer then moves chains onto them.
+ */
+static int local_add(const char *dir, int64_t count)
+{
+	json_t *j = load_cluster(dir), *nodes, *n, *tmpl = NULL, *v;
+	char path[PATH_MAX], mgmt[512];
+	int64_t first = 0, id;
+	struct rpc_client *cl;
+	uint64_t deadline;
+	bool up = false;
+	size_t i;
+	int rc = 0;
+
+	if (!j)
+		return 1;
+	nodes = json_object_get(j, "nodes");
+	json_array_foreach(nodes, i, n) {
+		const char *svc = json_string_value(json_object_get(n, "services"));
+
+		if (json_integer_value(json_object_get(n, "id")) > first)
+			first = json_integer_value(json_object_get(n, "id"));
+		if (!tmpl && svc && strcmp(svc, "storage") == 0 &&
+		    json_is_array(json_object_get(n, "args")))
+			tmpl = n;
+	}
+	if (!tmpl || json_array_size(json_object_get(tmpl, "args")) >= 63) {
+		cli_err("local add: the cluster in '%s' has no storage daemon whose command line to "
+			"copy (made by an older 'strata local up'?)", dir);
+		json_decref(j);
+		return 1;
+	}
+	first++;
+	cluster_file(dir, path, sizeof(path));
+	for (id = first; id < first + count; id++) {
+		char data[PATH_MAX], f_id[32], addr[64];
+		const char *flags[64];
+		json_t *args = json_array(), *e;
+		int nf = 0, pid;
+
+		snprintf(data, sizeof(data), "%s/node%lld", dir, (long long)id);
+		snprintf(f_id, sizeof(f_id), "--node.id=%lld", (long long)id);
+		json_array_foreach(json_object_get(tmpl, "args"), i, v) {
+			const char *f = json_string_value(v);
+
+			flags[nf++] = f && strncmp(f, "--node.id=", 10) == 0 ? f_id : f;
+		}
+		flags[nf] = NULL;
+		rc = cli_spawn_daemon(data, flags, 15000, addr, sizeof(addr), &pid);
+		if (rc) {
+			cli_err("local add: cannot start node %lld: %s (see '%s/stratad.log')",
+				(long long)id, strata_strerror(rc), data);
+			json_decref(args);
+			break;
+		}
+		for (int k = 0; k < nf; k++)
+			json_array_append_new(args, json_string(flags[k]));
+		e = json_object();
+		json_object_set_new(e, "id", json_integer(id));
+		json_object_set_new(e, "data", json_string(data));
+		json_object_set_new(e, "addr", json_string(addr));
+		json_object_set_new(e, "pid", json_integer(pid));
+		json_object_set_new(e, "services", json_string("storage"));
+		json_object_set_new(e, "args", args);
+		json_array_append_new(nodes, e);
+		/* Recorded at once: 'down' stops it even if the next fails. */
+		if (json_dump_file(j, path, JSON_INDENT(2)) != 0) {
+			cli_err("local add: cannot write '%s'", path);
+			rc = -EIO;
+			break;
+		}
+		printf("node %lld started (pid %d) at %s\n", (long long)id, pid, addr);
+	}
+	snprintf(mgmt, sizeof(mgmt), "%s", json_string_value(json_object_get(j, "mgmt")) ?: "");
+	json_decref(j);
+	if (rc)
+		return 1;
+	if (dir_client(dir, &cl))
+		return 1;
+	cli_mgmt_leader(cl, mgmt, sizeof(mgmt));
+	deadline = reactor_now_ms() + 30000;
+	while (!(up = nodes_up(cl, mgmt, first, first + count - 1)) && reactor_now_ms() < deadline)
+		usleep(50 * 1000);
+	rpc_client_free(cl);
+	if (!up) {
+		cli_err("local add: mgmt at '%s' does not list nodes %lld..%lld up after 30 s (see "
+			"'%s/node*/stratad.log')", mgmt, (long long)first,
+			(long long)(first + count - 1), dir);
+		return 1;
+	}
+	printf("%lld storage node(s) added to the cluster in '%s' (nodes %lld..%lld): the "
+	       "rebalancer moves chains onto them ('strata rebalance status --dir %s')\n",
+	       (long long)count, dir, (long long)first, (long long)(first + count - 1), dir);
+	return 0;
+}
+
 /*
  * One 'strata local' command that changes a cluster at a time per
  * directory: DIR/local.lock (flock, exclusive, with our pid) for the
@@ -880,8 +997,8 @@ int cmd_local(int argc, char **argv)
 	int rc;
 
 	if (argc < 2) {
-		cli_err("usage: strata local up|down|status --dir DIR, or start|stop|restart --dir DIR"
-			" --node N");
+		cli_err("usage: strata local up|down|status --dir DIR, add --dir DIR --storage N, or"
+			" start|stop|restart --dir DIR --node N");
 		return 2;
 	}
 	rc = parse_local_args(argc - 1, argv + 1, &o);
@@ -893,6 +1010,7 @@ int cmd_local(int argc, char **argv)
 		return 2;
 	}
 	if ((!strcmp(argv[1], "up") || !strcmp(argv[1], "down") || !strcmp(argv[1], "start") ||
+	     !strcmp(argv[1], "add") ||
 	     !strcmp(argv[1], "stop") || !strcmp(argv[1], "restart")) &&
 	    lock_local_dir(o.dir, strcmp(argv[1], "up") == 0))
 		return 1;
@@ -902,6 +1020,13 @@ int cmd_local(int argc, char **argv)
 		return local_down(o.dir);
 	if (strcmp(argv[1], "status") == 0)
 		return local_status(o.dir);
+	if (strcmp(argv[1], "add") == 0) {
+		if (o.storage < 1) {
+			cli_err("local add: --storage N is required (the storage daemons to add, 1..64)");
+			return 2;
+		}
+		return local_add(o.dir, o.storage);
+	}
 	if (!strcmp(argv[1], "start") || !strcmp(argv[1], "stop") || !strcmp(argv[1], "restart")) {
 		if (!o.node) {
 			cli_err("local: %s needs --node N (as 'strata local status' lists)", argv[1]);
@@ -909,6 +1034,6 @@ int cmd_local(int argc, char **argv)
 		}
 		return local_node(o.dir, argv[1], o.node);
 	}
-	cli_err("local: unknown action '%s' (up, down, status, start, stop, restart)", argv[1]);
+	cli_err("local: unknown action '%s' (up, down, status, add, start, stop, restart)", argv[1]);
 	return 2;
 }

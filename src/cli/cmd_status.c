@@ -35,6 +35,9 @@ struct status_view {
 	struct cluster_map map;
 	uint32_t nodes_up, serving, healthy, dark;
 	uint32_t resyncing;			/* short chains with a member syncing */
+	uint32_t moving;			/* whole chains with an extra member syncing */
+	uint32_t idle;				/* targets offline or lost */
+	json_t *rebalance;			/* mgmt's STATUS "rebalance", or NULL */
 	uint32_t meta_n, meta_up, mem_n, mem_up;
 	int64_t expect_nodes, storage_nodes;	/* -1: mgmt did not say */
 	int64_t lost_chunks;			/* no intact replica left (mgmt) */
@@ -67,15 +70,6 @@ static const char *target_state(uint32_t st)
 	}
 }
 
-static bool chain_healthy(const struct cluster_map *m, const struct cm_chain *c)
-{
-	bool ok = c->len >= m->replication;
-
-	for (uint8_t k = 0; k < c->len && k < CM_CHAIN_SLOTS; k++)
-		ok = ok && c->states[k] == TARGET_SERVING;
-	return ok;
-}
-
 static unsigned chain_serving(const struct cm_chain *c)
 {
 	unsigned n = 0;
@@ -83,6 +77,13 @@ static unsigned chain_serving(const struct cm_chain *c)
 	for (uint8_t k = 0; k < c->len && k < CM_CHAIN_SLOTS; k++)
 		n += c->states[k] == TARGET_SERVING;
 	return n;
+}
+
+/* R replicas serving. A chain may serve R and have one more resyncing:
+ * a move (a drain's or the rebalancer's) that never leaves it short. */
+static bool chain_healthy(const struct cluster_map *m, const struct cm_chain *c)
+{
+	return chain_serving(c) >= m->replication;
 }
 
 /* Is a member of c resyncing (a node back, a drain's or a removed node's
@@ -135,7 +136,7 @@ static const char *plural(uint32_t n)
 static void judge(struct status_view *v)
 {
 	const struct cluster_map *m = &v->map;
-	uint32_t down = m->nnodes - v->nodes_up, idle = m->ntargets - v->serving;
+	uint32_t down = m->nnodes - v->nodes_up, idle = v->idle;
 	uint32_t short_chains = m->nchains - v->healthy;
 	uint32_t svc_down = v->meta_n - v->meta_up + v->mem_n - v->mem_up;
 
@@ -200,6 +201,8 @@ static int gather(const struct fs_args *a, struct status_view *v)
 		json_t *e = json_object_get(mg, "expect_nodes"), *n = json_object_get(mg, "storage_nodes");
 		json_t *lost = json_object_get(mg, "lost_chunks");
 
+		v->rebalance = json_incref(json_object_get(mg, "rebalance"));
+
 		if (json_is_integer(lost))
 			v->lost_chunks = json_integer_value(lost);
 
@@ -218,11 +221,17 @@ static int gather(const struct fs_args *a, struct status_view *v)
 	}
 	for (uint32_t i = 0; i < v->map.nnodes; i++)
 		v->nodes_up += v->map.nodes[i].state == NODE_UP;
-	for (uint32_t i = 0; i < v->map.ntargets; i++)
+	for (uint32_t i = 0; i < v->map.ntargets; i++) {
 		v->serving += v->map.targets[i].state == TARGET_SERVING;
+		v->idle += v->map.targets[i].state != TARGET_SERVING &&
+			   v->map.targets[i].state != TARGET_SYNCING;
+	}
 	for (uint32_t i = 0; i < v->map.nchains; i++) {
-		v->healthy += chain_healthy(&v->map, &v->map.chains[i]);
-		v->resyncing += chain_resyncing(&v->map.chains[i]);
+		bool ok = chain_healthy(&v->map, &v->map.chains[i]);
+
+		v->healthy += ok;
+		v->resyncing += !ok && chain_resyncing(&v->map.chains[i]);
+		v->moving += ok && chain_resyncing(&v->map.chains[i]);
 		v->dark += chain_serving(&v->map.chains[i]) == 0;
 	}
 	v->meta_n = count_services(&v->map, CM_SVC_META, &v->meta_up);
@@ -284,6 +293,30 @@ static void print_tables(const struct cluster_map *m)
 	}
 }
 
+/* The rebalancer's line (mgmt's STATUS), and the chains moving. */
+static void print_rebalance(const struct status_view *v)
+{
+	json_t *r = v->rebalance;
+	char moved[32];
+
+	if (!r)
+		return;
+	printf("rebalance  %s: %lld moves done, %lld in flight, %lld pending, %s moved; "
+	       "%lld..%lld chain entries per node (mean %.2f)\n",
+	       json_string_value(json_object_get(r, "state")) ?: "?",
+	       (long long)json_integer_value(json_object_get(r, "moves_done")),
+	       (long long)json_integer_value(json_object_get(r, "moves_in_flight")),
+	       (long long)json_integer_value(json_object_get(r, "moves_pending")),
+	       fs_human((uint64_t)json_integer_value(json_object_get(r, "bytes_moved")), moved,
+			sizeof(moved)),
+	       (long long)json_integer_value(json_object_get(r, "fill_min")),
+	       (long long)json_integer_value(json_object_get(r, "fill_max")),
+	       json_real_value(json_object_get(r, "fill_mean")));
+	if (v->moving)
+		printf("moving     %u chain%s: a new replica resyncs beside R serving ones\n",
+		       v->moving, plural(v->moving));
+}
+
 static void print_text(const struct status_view *v)
 {
 	const struct cluster_map *m = &v->map;
@@ -315,6 +348,7 @@ static void print_text(const struct status_view *v)
 		printf("health     %s (%s)\n", v->health, v->waiting);
 	else
 		printf("health     %s\n", v->health);
+	print_rebalance(v);
 	print_tables(m);
 }
 
@@ -328,6 +362,7 @@ static json_t *json_chains(const struct status_view *v)
 	JSET(o, "total", json_integer(m->nchains));
 	JSET(o, "healthy", json_integer(v->healthy));
 	JSET(o, "resyncing", json_integer(v->resyncing));
+	JSET(o, "moving", json_integer(v->moving));
 	JSET(o, "replication", json_integer(m->replication));
 	for (uint32_t i = 0; i < m->nchains; i++) {
 		const struct cm_chain *c = &m->chains[i];
@@ -426,6 +461,7 @@ static int print_json(const struct status_view *v)
 		JSET(ns, "bytes", json_integer((json_int_t)v->sf.used));
 	}
 	JSET(o, "namespace", ns);
+	JSET(o, "rebalance", v->rebalance ? json_incref(v->rebalance) : json_null());
 	json_object_update_new(o, json_members(v));
 	rc = json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(o);
@@ -459,6 +495,7 @@ int fs_cmd_status(int argc, char **argv)
 	rc = gather(&a, &v);
 	if (rc) {
 		cm_release(&v.map);
+		json_decref(v.rebalance);
 		return rc;
 	}
 	if (a.flag['J']) {
@@ -471,6 +508,7 @@ int fs_cmd_status(int argc, char **argv)
 			(void)fs_quota_roots(&a);
 	}
 	cm_release(&v.map);
+	json_decref(v.rebalance);
 	if (rc)
 		return rc;
 	return strcmp(v.health, "ok") ? STATUS_EXIT_NOT_OK : 0;

@@ -190,6 +190,8 @@ static void usage(FILE *f)
 		"                                     local PostgreSQL, served by N meta daemons\n"
 		"  local down --dir DIR               stop it\n"
 		"  local status --dir DIR             show its daemons\n"
+		"  local add --dir DIR --storage N    N more storage daemons; the rebalancer\n"
+		"                                     moves chains onto them\n"
 		"  local stop|start|restart --dir DIR --node N  one daemon, by the command\n"
 		"                                     line 'local up' recorded for it\n"
 		"  ping ADDR [--count N]              round trip to a daemon\n"
@@ -197,6 +199,7 @@ static void usage(FILE *f)
 		"  node remove NODE_ID                retire a drained or dead node for good;\n"
 		"                                     a dead one's chains re-replicate\n"
 		"  target replace OLD NEW             rebuild a lost target on a spare\n"
+		"  rebalance status|pause|resume      move chains onto emptier (added) nodes\n"
 		"security (docs/security.md):\n"
 		"  keygen FILE                        a new cluster key (mode 0600)\n"
 		"  token create [--key FILE] ...      a token: tenant, uid/gids, path and mem\n"
@@ -315,6 +318,8 @@ int main(int argc, char **argv)
 		return cmd_local(argc - 1, argv + 1);
 	if (strcmp(argv[1], "node") == 0 || strcmp(argv[1], "target") == 0)
 		return cmd_admin(argc - 1, argv + 1);
+	if (strcmp(argv[1], "rebalance") == 0)
+		return cmd_rebalance(argc - 1, argv + 1);
 	if (strcmp(argv[1], "ping") == 0)
 		return cmd_ping(argc - 1, argv + 1);
 	if (strcmp(argv[1], "keygen") == 0)

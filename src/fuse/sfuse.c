@@ -99,6 +99,25 @@ static void handle_del(struct sfuse *sf, struct sfuse_handle *h)
 	pthread_mutex_unlock(&sf->hlock);
 }
 
+/* 1 if rc says the cluster could not be reached (not an answer of it). */
+static bool unreachable(int rc)
+{
+	switch (-rc) {
+	case ETIMEDOUT:
+	case ECONNREFUSED:
+	case ECONNRESET:
+	case ECONNABORTED:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case ENOTCONN:
+	case EPIPE:
+	case ESHUTDOWN:
+		return true;
+	default:
+		return false;
+	}
+}
+
 int sfuse_errno(int rc, const char *op, uint64_t ino, const char *name)
 {
 	int e = -rc;
@@ -110,22 +129,12 @@ int sfuse_errno(int rc, const char *op, uint64_t ino, const char *name)
 			 (unsigned long long)ino, strata_strerror(rc));
 		return EIO;
 	}
-	switch (e) {
-	case ETIMEDOUT:
-	case ECONNREFUSED:
-	case ECONNRESET:
-	case ECONNABORTED:
-	case EHOSTUNREACH:
-	case ENETUNREACH:
-	case ENOTCONN:
-	case EPIPE:
-	case ESHUTDOWN:
+	if (unreachable(rc)) {
 		log_warn(COMP, "%s '%s' in inode %llu: cluster unreachable (%s); returning EIO", op,
 			 name ? name : "", (unsigned long long)ino, strerror(e));
 		return EIO;
-	default:
-		return e;
 	}
+	return e;
 }
 
 static void reply_rc(fuse_req_t req, int rc, const char *op, uint64_t ino, const char *name)
@@ -328,12 +337,30 @@ static void reply_attr_of(fuse_req_t req, struct strata_handle h, struct fuse_fi
 	struct strata_stat st;
 	struct stat out;
 	int rc = get_stat(sf, h, fi, &st);
+	bool root = h.ino == FUSE_ROOT_ID;
 
+	if (rc && root && unreachable(rc)) {
+		pthread_mutex_lock(&sf->root_lock);
+		out = sf->root_st;
+		root = sf->root_known;
+		pthread_mutex_unlock(&sf->root_lock);
+		if (root) {
+			(void)sfuse_errno(rc, op, h.ino, NULL);	/* logged */
+			fuse_reply_attr(req, &out, 0);
+			return;
+		}
+	}
 	if (rc) {
 		reply_rc(req, rc, op, h.ino, NULL);
 		return;
 	}
 	to_stat(sf, &st, &out);
+	if (root) {
+		pthread_mutex_lock(&sf->root_lock);
+		sf->root_st = out;
+		sf->root_known = true;
+		pthread_mutex_unlock(&sf->root_lock);
+	}
 	fuse_reply_attr(req, &out, sf->attr_timeout);
 }
 
@@ -1106,6 +1133,7 @@ int sfuse_init(struct sfuse *sf, struct strata *s)
 	sf->attr_timeout = 1.0;
 	sf->entry_timeout = 1.0;
 	pthread_mutex_init(&sf->hlock, NULL);
+	pthread_mutex_init(&sf->root_lock, NULL);
 	orphans_init(&sf->orphans);
 	wb_init(&sf->wb, 8u << 20);
 	return nodes_init(&sf->nodes);
@@ -1139,5 +1167,6 @@ void sfuse_release(struct sfuse *sf)
 	}
 	nodes_release(&sf->nodes);
 	orphans_release(&sf->orphans);
+	pthread_mutex_destroy(&sf->root_lock);
 	pthread_mutex_destroy(&sf->hlock);
 }

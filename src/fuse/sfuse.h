@@ -13,6 +13,7 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <stdbool.h>
 
 #include "fuse/nodes.h"
@@ -39,6 +40,13 @@ struct sfuse {
 	/* Write-behind (write_behind.h): set wb.max before sfuse_start; 0
 	 * makes every write wait for all replicas. */
 	struct wb wb;
+	/* The root's attributes as last read (root_lock): a getattr of the
+	 * root while the cluster is unreachable answers them, so that
+	 * fusermount, umount and df on a mount whose cluster is gone do not
+	 * wait a timeout per stat and fail. */
+	pthread_mutex_t root_lock;
+	bool root_known;
+	struct stat root_st;
 };
 
 /* Links every open file and directory handle, so that those the kernel

@@ -962,6 +962,70 @@ int cm_remove_node(struct cluster_map *m, uint32_t node_id, uint32_t *count)
 	return ch.chains;
 }
 
+/* Is c whole: R members, all SERVING, none out, each on an UP node? */
+static bool chain_whole(const struct cluster_map *m, const struct cm_chain *c)
+{
+	if (c->nout || c->len != m->replication)
+		return false;
+	for (int i = 0; i < c->len; i++) {
+		const struct cm_node *n = cm_find_node(m, cm_node_of(m, c->targets[i]));
+
+		if (c->states[i] != TARGET_SERVING || !n || n->state != NODE_UP)
+			return false;
+	}
+	return true;
+}
+
+int cm_move_begin(struct cluster_map *m, uint32_t chain_id, uint32_t from_target,
+		  uint32_t to_target)
+{
+	struct cm_change ch = { .m = m };
+	struct cm_chain *c = chain_get(m, chain_id);
+	struct cm_target *to = target_get(m, to_target);
+	const struct cm_node *tn;
+
+	if (!c || !to || !cm_find_target(m, from_target))
+		return -ENOENT;
+	tn = cm_find_node(m, to->node_id);
+	if (!chain_whole(m, c) || member_idx(c, from_target) < 0 ||
+	    c->len + c->nout >= CM_CHAIN_SLOTS || !tn || tn->state != NODE_UP ||
+	    (to->state != TARGET_SERVING && to->state != TARGET_SYNCING) ||
+	    chain_has_node(m, c, to->node_id, 0))
+		return -EINVAL;
+	member_add(c, to_target, TARGET_SYNCING);
+	to->state = TARGET_SYNCING;
+	change_chain(&ch, c);
+	log_info(COMP, "chain %u: target %u joins to take the place of target %u (map version %llu)",
+		 chain_id, to_target, from_target, (unsigned long long)m->version);
+	return 1;
+}
+
+int cm_member_leave(struct cluster_map *m, uint32_t chain_id, uint32_t target_id)
+{
+	struct cm_change ch = { .m = m };
+	struct cm_chain *c = chain_get(m, chain_id);
+	struct cm_target *t = target_get(m, target_id);
+	uint32_t others = 0;
+	int i, o;
+
+	if (!c || !t)
+		return -ENOENT;
+	i = member_idx(c, target_id);
+	o = out_idx(c, target_id);
+	if (i < 0 && o < 0)
+		return -ENOENT;
+	for (int k = 0; k < c->len; k++)
+		others += k != i && c->states[k] == TARGET_SERVING;
+	if (others < m->replication)
+		return 0;
+	chain_drop(c, i, i < 0 ? o : -1);
+	change_chain(&ch, c);
+	target_refresh(m, t);
+	log_info(COMP, "chain %u: target %u left, %u replicas serving (map version %llu)", chain_id,
+		 target_id, others, (unsigned long long)m->version);
+	return 1;
+}
+
 int cm_build_chains(struct cluster_map *m, uint32_t r, bool force)
 {
 	struct ct_target *in = NULL;

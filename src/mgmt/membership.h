@@ -191,4 +191,25 @@ int cm_remove_node(struct cluster_map *m, uint32_t node_id, uint32_t *count);
  */
 int cm_build_chains(struct cluster_map *m, uint32_t r, bool force);
 
+/*
+ * One member of a chain moves to another target (the rebalancer,
+ * mgmt/rebalance.h), in two calls so that the chain never has fewer than R
+ * serving replicas:
+ *
+ * cm_move_begin: to_target joins chain_id as a SYNCING tail beside
+ * from_target, which stays a member. The chain must be whole (R members,
+ * all SERVING, none out, every one on an UP node), from_target a member,
+ * to_target a SERVING or SYNCING target of an UP node that holds no entry
+ * of the chain. Returns 1 (the chain changed: a new version), -ENOENT (no
+ * such chain or target) or -EINVAL (any condition above; nothing changed).
+ *
+ * cm_member_leave: target_id leaves chain_id (a member, or an entry of
+ * its out list) once the chain keeps at least R SERVING members without
+ * it. Returns 1 (it left: a new version), 0 (not yet: fewer would serve)
+ * or -ENOENT (no such chain, or the target is not in it).
+ */
+int cm_move_begin(struct cluster_map *m, uint32_t chain_id, uint32_t from_target,
+		  uint32_t to_target);
+int cm_member_leave(struct cluster_map *m, uint32_t chain_id, uint32_t target_id);
+
 #endif

@@ -36,6 +36,7 @@
 #include "mgmt_service.h"
 #include "membership.h"
 #include "mgmt/lost.h"
+#include "mgmt/rebalance.h"
 #include "mgmt_store.h"
 #include "proto/mgmt.h"
 #include "proto/server.h"
@@ -62,6 +63,9 @@ struct mgmt_cfg {
 	char store[CFG_STR_MAX];		/* "": SQLite; postgresql://... */
 	char store_passfile[CFG_STR_MAX];	/* PostgreSQL's password file */
 	int64_t leader_lease_ms;
+	int64_t rebalance_band;		/* mgmt.rebalance_band (percent) */
+	int64_t rebalance_max_moves;	/* mgmt.rebalance_max_moves */
+	bool rebalance_paused;		/* mgmt.rebalance_paused */
 };
 
 struct mgmt {
@@ -112,6 +116,13 @@ struct mgmt {
 	uint64_t follow_failed_ms;
 	volatile uint64_t follower_reads;	/* calls a follower answered */
 	bool space_dirty;		/* usage changed since the last save */
+	/* The rebalancer (rebalance.h): stepped by rebalance_timer while we
+	 * lead; its stats copied for status and /metrics. */
+	struct rebalancer rb;
+	struct reactor_timer rebalance_timer;
+	volatile uint32_t rb_paused, rb_balanced, rb_in_flight, rb_pending;
+	volatile uint32_t rb_fill_min, rb_fill_max, rb_fill_mean_x100;
+	volatile uint64_t rb_done, rb_cancelled, rb_bytes;
 };
 
 /*
@@ -151,6 +162,24 @@ static void snapshot_space(struct mgmt *m)
 	}
 }
 
+/* The rebalancer's figures of status and /metrics. */
+static void snapshot_rebalance(struct mgmt *m)
+{
+	struct rebalance_stats st;
+
+	rebalance_stats(&m->rb, &st);
+	m->rb_paused = st.paused;
+	m->rb_balanced = st.balanced;
+	m->rb_in_flight = st.in_flight;
+	m->rb_pending = st.pending;
+	m->rb_fill_min = st.fill_min;
+	m->rb_fill_max = st.fill_max;
+	m->rb_fill_mean_x100 = st.fill_mean_x100;
+	m->rb_done = st.moves_done;
+	m->rb_cancelled = st.moves_cancelled;
+	m->rb_bytes = st.bytes_moved;
+}
+
 static void snapshot(struct mgmt *m)
 {
 	uint32_t up = 0, short_chains = 0, resyncing = 0, full = 0;
@@ -178,6 +207,7 @@ static void snapshot(struct mgmt *m)
 	m->storage_nodes = nodes_with_targets(&m->map);
 	m->chains_short = short_chains;
 	snapshot_space(m);
+	snapshot_rebalance(m);
 }
 
 static void step_down(struct mgmt *m, const char *why);
@@ -329,6 +359,7 @@ static void step_down(struct mgmt *m, const char *why)
 	if (!m->leader)
 		return;
 	m->leader = false;
+	rebalance_forget(&m->rb);
 	m->leader_snapshot = 0;
 	m->followed_ms = 0;	/* its map is no longer the store's */
 	if (!strcmp(m->leader_addr, m->addr))
@@ -701,6 +732,51 @@ static void op_admin(void *svc, struct svc_req *req)
 	mg_admin_reply(req, rc < 0 ? rc : 0, &rep);
 }
 
+/* MGMT_REBALANCE: pause, resume, and the rebalancer's state. */
+static void op_rebalance(void *svc, struct svc_req *req)
+{
+	struct mgmt *m = svc;
+	struct mg_rebalance rq;
+	struct mg_move mv[REBALANCE_MAX_MOVES];
+	struct rebalance_stats st;
+
+	if (!lead(m, req))
+		return;
+	if (mg_rebalance_req(req, &rq))
+		return;
+	if (rq.action == MGMT_REBALANCE_PAUSE || rq.action == MGMT_REBALANCE_RESUME)
+		rebalance_pause(&m->rb, rq.action == MGMT_REBALANCE_PAUSE);
+	snapshot_rebalance(m);
+	rebalance_stats(&m->rb, &st);
+	for (uint32_t i = 0; i < m->rb.nmoves; i++)
+		mv[i] = (struct mg_move){ m->rb.moves[i].chain_id, m->rb.moves[i].from,
+					  m->rb.moves[i].to };
+	mg_rebalance_reply(req, 0, &(struct mg_rebalance_state){
+		.paused = st.paused, .balanced = st.balanced, .band_pct = st.band_pct,
+		.max_moves = st.max_moves, .nodes = st.nodes, .fill_min = st.fill_min,
+		.fill_max = st.fill_max, .fill_mean_x100 = st.fill_mean_x100,
+		.pending = st.pending, .moves_done = st.moves_done,
+		.moves_cancelled = st.moves_cancelled, .bytes_moved = st.bytes_moved,
+		.moves = mv, .moves_n = m->rb.nmoves });
+}
+
+/* Steps the rebalancer while we lead (rebalance.h). */
+static void on_rebalance(void *arg)
+{
+	struct mgmt *m = arg;
+
+	if (is_leader(m) && m->map.nchains) {
+		int rc = rebalance_step(&m->rb, &m->map);
+
+		if (rc > 0)
+			persist(m);
+		else if (rc < 0)
+			log_warn_limited("mgmt", "rebalance: %s", strata_strerror(rc));
+		snapshot_rebalance(m);
+	}
+	reactor_timer_arm(m->r, &m->rebalance_timer, REBALANCE_TICK_MS);
+}
+
 /* ---- the token registry ---- */
 
 /* This process enforces the revocations of its own map, like every
@@ -930,6 +1006,7 @@ static int load_state(struct mgmt *m, bool bump)
 	}
 	cm_release(&m->map);
 	m->map = map;
+	rebalance_forget(&m->rb);
 	/* Reports of lost chunks are repeated every 30 s: they come back. */
 	lost_release(&m->lost);
 	lost_init(&m->lost);
@@ -1009,6 +1086,7 @@ static void arm_on_owner(void *arg)
 	struct mgmt *m = arg;
 
 	reactor_timer_arm(m->r, &m->expiry, m->lease_ms / 4 ? m->lease_ms / 4 : 1);
+	reactor_timer_arm(m->r, &m->rebalance_timer, REBALANCE_TICK_MS);
 	if (m->shared)
 		reactor_timer_arm(m->r, &m->lease_timer, m->leader_lease_ms / 3);
 }
@@ -1018,6 +1096,7 @@ static void stop_on_owner(void *arg)
 	struct mgmt *m = arg;
 
 	reactor_timer_cancel(m->r, &m->expiry);
+	reactor_timer_cancel(m->r, &m->rebalance_timer);
 	if (m->shared) {
 		reactor_timer_cancel(m->r, &m->lease_timer);
 		/* A clean stop hands over at once, without waiting for the expiry. */
@@ -1032,11 +1111,20 @@ static int mgmt_start(const struct service_env *env, void **out)
 {
 	const struct mgmt_cfg *cfg = env->cfg;
 	struct mgmt *m = calloc(1, sizeof(*m));
+	struct rebalance_opts ro;
 	char path[CFG_STR_MAX + 16];
 	int rc;
 
 	if (!m)
 		return -ENOMEM;
+	rebalance_opts_init(&ro, sizeof(ro));
+	ro.band_pct = (uint32_t)cfg->rebalance_band;
+	ro.max_moves = (uint32_t)cfg->rebalance_max_moves;
+	ro.paused = cfg->rebalance_paused;
+	if ((rc = rebalance_init(&m->rb, &ro))) {
+		free(m);
+		return rc;	/* the schema bounds the keys: not reached */
+	}
 	m->r = env->reactors[0];
 	m->node_id = env->node_id;
 	m->addr = env->addr;
@@ -1052,6 +1140,7 @@ static int mgmt_start(const struct service_env *env, void **out)
 	cm_init(&m->map);
 	reactor_timer_init(&m->expiry, on_expiry, m);
 	reactor_timer_init(&m->lease_timer, on_lease_timer, m);
+	reactor_timer_init(&m->rebalance_timer, on_rebalance, m);
 	snprintf(path, sizeof(path), "%s/mgmt.db", env->data);
 	if (cfg->store[0])
 		rc = mgmt_store_open_pg(cfg->store, cfg->store_passfile, &m->store);
@@ -1085,7 +1174,7 @@ static int mgmt_start(const struct service_env *env, void **out)
 		.mg_register = op_register, .mg_heartbeat = op_heartbeat, .mg_get_map = op_get_map,
 		.mg_report = op_report, .mg_admin = op_admin, .mg_announce = op_announce,
 		.mg_token_create = op_token_create, .mg_token_list = op_token_list,
-		.mg_token_revoke = op_token_revoke,
+		.mg_token_revoke = op_token_revoke, .mg_rebalance = op_rebalance,
 	}, m);
 	*out = m;
 	return 0;
@@ -1107,6 +1196,7 @@ static void mgmt_stop(void *svc)
 	publish(NULL, false);
 	cm_release(&m->map);
 	lost_release(&m->lost);
+	rebalance_release(&m->rb);
 	free(m);
 }
 
@@ -1133,6 +1223,25 @@ static void mgmt_status(void *svc, json_t *o)
 	json_object_set_new(o, "term", json_integer((json_int_t)m->term_snapshot));
 	json_object_set_new(o, "takeovers", json_integer((json_int_t)m->takeovers));
 	json_object_set_new(o, "follower_reads", json_integer((json_int_t)m->follower_reads));
+	{
+		json_t *rb = json_object();
+
+		/* moving: moves in flight; pending: out of the band, none in
+		 * flight (paused, or no chain can move now); balanced. */
+		json_object_set_new(rb, "state", json_string(
+			m->rb_in_flight ? "moving" : m->rb_balanced ? "balanced" :
+			m->rb_paused ? "paused" : "pending"));
+		json_object_set_new(rb, "paused", json_boolean(m->rb_paused));
+		json_object_set_new(rb, "moves_done", json_integer((json_int_t)m->rb_done));
+		json_object_set_new(rb, "moves_in_flight", json_integer(m->rb_in_flight));
+		json_object_set_new(rb, "moves_pending", json_integer(m->rb_pending));
+		json_object_set_new(rb, "moves_cancelled", json_integer((json_int_t)m->rb_cancelled));
+		json_object_set_new(rb, "bytes_moved", json_integer((json_int_t)m->rb_bytes));
+		json_object_set_new(rb, "fill_min", json_integer(m->rb_fill_min));
+		json_object_set_new(rb, "fill_max", json_integer(m->rb_fill_max));
+		json_object_set_new(rb, "fill_mean", json_real(m->rb_fill_mean_x100 / 100.0));
+		json_object_set_new(o, "rebalance", rb);
+	}
 }
 
 static void mgmt_metrics(void *svc, struct bbuf *out)
@@ -1158,6 +1267,18 @@ static void mgmt_metrics(void *svc, struct bbuf *out)
 	metrics_put(out, "strata_mgmt_chunks_lost", "gauge",
 		    "chunks reported with no intact replica left (status says degraded)",
 		    (double)m->lost_n);
+	metrics_put(out, "strata_mgmt_rebalance_moves_total", "counter",
+		    "chain members the rebalancer moved to an emptier node", (double)m->rb_done);
+	metrics_put(out, "strata_mgmt_rebalance_moves_in_flight", "gauge",
+		    "rebalance moves whose new member is resyncing", m->rb_in_flight);
+	metrics_put(out, "strata_mgmt_rebalance_moves_pending", "gauge",
+		    "rebalance moves still to start before every node is within "
+		    "mgmt.rebalance_band of the mean", m->rb_pending);
+	metrics_put(out, "strata_mgmt_rebalance_bytes_total", "counter",
+		    "bytes the rebalancer moved (estimated: the old member's bytes in use over "
+		    "its chains)", (double)m->rb_bytes);
+	metrics_put(out, "strata_mgmt_rebalance_paused", "gauge",
+		    "1: 'strata rebalance pause' holds new moves", m->rb_paused);
 	metrics_put(out, "strata_mgmt_leader", "gauge",
 		    "1: this mgmt leads the control nodes (always, with SQLite)",
 		    m->leader_snapshot);
@@ -1190,6 +1311,13 @@ static const struct cfg_key mgmt_keys[] = {
 	K("leader_lease", CFG_MS, leader_lease_ms, "3s", 300, 60000,
 	  "PostgreSQL: the leader lease of the control nodes' mgmt; a follower takes over"
 	  " within it once the leader stops renewing"),
+	K("rebalance_band", CFG_INT, rebalance_band, "10", 1, 100,
+	  "percent: the rebalancer moves chain members until every storage node holds"
+	  " within this much of the mean number of chain entries"),
+	K("rebalance_max_moves", CFG_INT, rebalance_max_moves, "1", 1, 64,
+	  "rebalance moves (a member resyncing on its new node) at once"),
+	K("rebalance_paused", CFG_BOOL, rebalance_paused, "false", 0, 0,
+	  "start with the rebalancer paused ('strata rebalance resume' starts it)"),
 };
 #undef K
 static const struct cfg_schema mgmt_schema = CFG_SCHEMA(mgmt_keys);

@@ -27,6 +27,8 @@
  *              -> mg_token (its id and text). -ENOKEY: mgmt has no key;
  *              -EEXIST: the id is taken; STRATA_EBADMSG: bad claims
  *   TOKEN_LIST the registry: ids, tenants, expiry, revoked; no secrets
+ *   REBALANCE  the rebalancer (mgmt/rebalance.h): its progress, and pause
+ *              or resume it (MGMT_REBALANCE_*) -> mg_rebalance_state
  *   TOKEN_REVOKE  by id: recorded, and the id enters the map's revoked
  *              list (a new map version). until 0: a token of the registry
  *              (-ENOENT otherwise); until > 0: also one mgmt did not make
@@ -186,6 +188,42 @@ PROTO_MSG(mg_admin, MG_ADMIN_FIELDS)
 	X(U32, result)
 PROTO_MSG(mg_result, MG_RESULT_FIELDS)
 
+/* REBALANCE: the action, and the rebalancer's state after it (counts as
+ * struct rebalance_stats; moves: the ones in flight). */
+enum mgmt_rebalance_action {
+	MGMT_REBALANCE_STATUS = 0,
+	MGMT_REBALANCE_PAUSE = 1,	/* no move starts; moves in flight finish */
+	MGMT_REBALANCE_RESUME = 2,
+};
+#define MGMT_REBALANCE_LAST MGMT_REBALANCE_RESUME
+#define MGMT_MAX_MOVES 64u		/* REBALANCE_MAX_MOVES */
+
+#define MG_REBALANCE_FIELDS(X) \
+	X(U32R, action, MGMT_REBALANCE_LAST)
+PROTO_MSG(mg_rebalance, MG_REBALANCE_FIELDS)
+
+#define MG_MOVE_FIELDS(X) \
+	X(U32, chain) \
+	X(U32, from) \
+	X(U32, to)
+PROTO_MSG(mg_move, MG_MOVE_FIELDS)
+
+#define MG_REBALANCE_STATE_FIELDS(X) \
+	X(U8R, paused, 1) \
+	X(U8R, balanced, 1) \
+	X(U32, band_pct) \
+	X(U32, max_moves) \
+	X(U32, nodes) \
+	X(U32, fill_min) \
+	X(U32, fill_max) \
+	X(U32, fill_mean_x100) \
+	X(U32, pending) \
+	X(U64, moves_done) \
+	X(U64, moves_cancelled) \
+	X(U64, bytes_moved) \
+	X(ARR, moves, mg_move, MGMT_MAX_MOVES)
+PROTO_MSG(mg_rebalance_state, MG_REBALANCE_STATE_FIELDS)
+
 /* The token registry (TOKEN_*). */
 #define MG_TOKEN_CREATE_FIELDS(X) \
 	X(STR, claims, TOKEN_TEXT_MAX)
@@ -228,7 +266,8 @@ PROTO_MSG(mg_token_id, MG_TOKEN_ID_FIELDS)
 	OP(MGMT_ANNOUNCE,  21, mg_announce,  mg_announce,  mg_lease, DAEMON) \
 	OP(MGMT_TOKEN_CREATE, 22, mg_token_create, mg_token_create, mg_token, ADMIN) \
 	OP(MGMT_TOKEN_LIST,   23, mg_token_list,   proto_void,      mg_token_list, ADMIN) \
-	OP(MGMT_TOKEN_REVOKE, 24, mg_token_revoke, mg_token_id,     proto_void, ADMIN)
+	OP(MGMT_TOKEN_REVOKE, 24, mg_token_revoke, mg_token_id,     proto_void, ADMIN) \
+	OP(MGMT_REBALANCE,    28, mg_rebalance,    mg_rebalance,    mg_rebalance_state, ADMIN)
 PROTO_OPS(mgmt, MGMT_OPS)
 
 /*

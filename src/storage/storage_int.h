@@ -144,6 +144,7 @@ struct storage_cfg {
 	bool sync_writes;
 	bool buffered_reads;
 	int64_t scrub_rate_mb;
+	char target_dirs[CFG_STR_MAX];	/* "" = DATA/targets/N (target_dir.h) */
 };
 
 struct storage {

@@ -29,7 +29,11 @@
 #include "chunk_store.h"
 #include "storage_int.h"
 #include "storage_service.h"
+#include "storage/target_dir.h"
 #include "common/errors_int.h"
+
+/* A directory of storage.target_dirs fits in t->dir. */
+#define TARGET_DIR_CAP CFG_STR_MAX
 
 /* ---- targets and their per-chunk state ---- */
 
@@ -492,12 +496,13 @@ static int storage_start(const struct service_env *env, void **out)
 {
 	struct storage *st = calloc(1, sizeof(*st));
 	struct chunk_store_opts o;
-	char dir[CFG_STR_MAX + 16];
-	int rc = 0;
+	char dir[CFG_STR_MAX + 16], err[CFG_STR_MAX + 64], *dirs = NULL;
+	int rc = 0, ndirs = 0;
 
 	if (!st)
 		return -ENOMEM;
 	st->env = *env;
+	hb_init(st);	/* first: storage_stop cancels its timer, whatever failed */
 	if (mgmt_addrs_init(&st->mgmt, env->mgmt_addr)) {
 		log_error("storage", "key 'mgmt.address': '%s' is not a list of 1 to %d mgmt"
 			  " addresses (host:port[,host:port...])", env->mgmt_addr, MGMT_ADDRS_MAX);
@@ -514,6 +519,20 @@ static int storage_start(const struct service_env *env, void **out)
 	qos_table_init(&st->qos, 0);
 	meter_init(&st->meter);
 	st->ntargets = (int)st->cfg->targets;
+	dirs = calloc(TARGET_DIRS_MAX, TARGET_DIR_CAP);
+	if (!dirs) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	ndirs = target_dirs_parse(st->cfg->target_dirs, dirs, TARGET_DIR_CAP, TARGET_DIRS_MAX,
+				  err, sizeof(err));
+	if (ndirs < 0) {	/* storage_check passed it: only an odd change */
+		log_error("storage", "key 'storage.target_dirs': %s", err);
+		rc = STRATA_ECONFIG;
+		goto fail;
+	}
+	if (ndirs)
+		st->ntargets = ndirs;
 	st->targets = calloc((size_t)st->ntargets, sizeof(*st->targets));
 	st->pools = calloc((size_t)env->nreactors, sizeof(*st->pools));
 	if (!st->targets || !st->pools) {
@@ -546,7 +565,19 @@ static int storage_start(const struct service_env *env, void **out)
 		t->st = st;
 		t->r = env->reactors[i % env->nreactors];
 		t->pool = st->pools[i % env->nreactors];
-		snprintf(t->dir, sizeof(t->dir), "%s/targets/%d", env->data, i);
+		if (ndirs) {
+			snprintf(t->dir, sizeof(t->dir), "%s", dirs + (size_t)i * TARGET_DIR_CAP);
+		} else {
+			snprintf(t->dir, sizeof(t->dir), "%s/targets/%d", env->data, i);
+			if (mkdir(t->dir, 0755) < 0 && errno != EEXIST) {
+				rc = -errno;
+				log_error("storage", "cannot create '%s': %s", t->dir, strerror(errno));
+				goto fail;
+			}
+		}
+		rc = target_dir_claim(t->dir, st->ident, t->idx);
+		if (rc)
+			goto fail;
 		o.on_done = poll_soon;
 		o.on_done_arg = t;
 		rc = chunk_store_open(t->dir, &o, &t->cs);
@@ -561,16 +592,17 @@ static int storage_start(const struct service_env *env, void **out)
 		log_info("storage", "target %u in '%s' (%s I/O)", t->id, t->dir,
 			 chunk_store_is_direct(t->cs) ? "O_DIRECT" : "buffered");
 	}
-	hb_init(st);
 	storage_route(env->srv, NULL, &(const struct storage_handlers){
 		.st_write = route_update, .st_truncate = route_update, .st_remove = route_update,
 		.st_read = route_read, .st_verify = route_read, .st_batch = route_batch,
 		.st_stat = route_stat, .st_space = route_space, .st_list = route_list,
 	}, st);
 	reactor_post(env->reactors[0], hb_start, st);
+	free(dirs);
 	*out = st;
 	return 0;
 fail:
+	free(dirs);
 	storage_stop(st);
 	return rc;
 }
@@ -693,14 +725,42 @@ static const struct cfg_key storage_keys[] = {
 	  "serve reads through the page cache (writes stay O_DIRECT)"),
 	K("scrub_rate_mb", CFG_INT, scrub_rate_mb, "0", 0, 100000,
 	  "background scrub MB/s (0 = off)"),
+	K("target_dirs", CFG_STR, target_dirs, "", 0, 0,
+	  "directories, one target each (one per disk), comma-separated; empty: DATA/targets/N"),
 };
 #undef K
 static const struct cfg_schema storage_schema = CFG_SCHEMA(storage_keys);
+
+static int storage_check(const void *cfg, char *err, size_t errlen)
+{
+	const struct storage_cfg *c = cfg;
+	char *dirs = calloc(TARGET_DIRS_MAX, TARGET_DIR_CAP), why[CFG_STR_MAX + 64];
+	int n;
+
+	if (!dirs) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	n = target_dirs_parse(c->target_dirs, dirs, TARGET_DIR_CAP, TARGET_DIRS_MAX, why,
+			      sizeof(why));
+	free(dirs);
+	if (n < 0) {
+		snprintf(err, errlen, "key 'storage.target_dirs': %s", why);
+		return STRATA_ECONFIG;
+	}
+	if (n && c->targets != 1 && c->targets != n) {
+		snprintf(err, errlen, "keys 'storage.targets' (%lld) and 'storage.target_dirs' "
+			 "(%d directories) disagree: set one of them", (long long)c->targets, n);
+		return STRATA_ECONFIG;
+	}
+	return 0;
+}
 
 const struct service_def storage_service = {
 	.name = "storage",
 	.schema = &storage_schema,
 	.cfg_size = sizeof(struct storage_cfg),
+	.check = storage_check,
 	.start = storage_start,
 	.stop = storage_stop,
 	.status = storage_status,

@@ -7,11 +7,13 @@ shuffled order through the batch ring and checks every file's CRC32C. It
 must exit 0, print its summary lines, stop its cluster and clean up."""
 
 import re
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import sanitizer_reports
+from conftest import free_port, sanitizer_reports, wait_until
 
 
 
@@ -110,8 +112,55 @@ def test_bench_io_smoke(strata):
     assert "stopped" in r.stdout, out
 
 
+@pytest.mark.timeout(150)
+def test_bench_io_against_a_deployed_cluster(strata, cluster):
+    """bench io --mgmt: a cluster it did not start, the sequential rows
+    each beside the raw network measured by iperf3 (its own client
+    against 'iperf3 -s'); without an iperf3 server the rows are printed
+    with no ratio and the reason. Nothing is left in the cluster."""
+    c = cluster(3)
+    port = free_port()
+    srv = subprocess.Popen(["iperf3", "-s", "-p", str(port), "-B", "127.0.0.1"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: _listening(port), 10, 0.1, "iperf3 -s to listen")
+        r = strata("bench", "io", "--mgmt", c.dir, "--iperf3", "127.0.0.1:%d" % port,
+                   "--seconds", "0.3", "--threads", "2", "--file-mib", "8", timeout=120)
+    finally:
+        srv.kill()
+        srv.wait()
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert not sanitizer_reports(out), out
+    assert re.search(r"^raw network \(iperf3 -P 2 to 127.0.0.1:%d\): send [\d.]+ MB/s, "
+                     r"receive [\d.]+ MB/s$" % port, r.stdout, re.M), out
+    rows = [l for l in r.stdout.splitlines() if l.startswith("seq ")]
+    assert len(rows) == 3, out
+    for l in rows:
+        assert re.search(r"MB/s\s+[\d.]+ MB/s\s+\d+\.\d\d$", l), l
+    # No server: the reason, the rows without a ratio, still exit 0.
+    r = strata("bench", "io", "--mgmt", c.dir, "--iperf3", "127.0.0.1:%d" % port,
+               "--seconds", "0.3", "--threads", "2", "--file-mib", "8", timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "raw network baseline: none: iperf3 against 127.0.0.1:%d: unable to connect" % port \
+        in r.stdout, r.stdout
+    assert len([l for l in r.stdout.splitlines() if re.match(r"seq .* -\s+-$", l)]) == 3, r.stdout
+    r = strata("ls", "/", "--mgmt", c.dir, timeout=30)
+    assert r.returncode == 0 and "bench-io" not in r.stdout, r.stdout + r.stderr
+
+
+def _listening(port):
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def test_bench_io_usage(strata):
     r = strata("bench", "io", "--help", timeout=30)
     assert r.returncode == 0 and "--threads" in r.stdout, r.stdout + r.stderr
     r = strata("bench", "io", "--threads", "0", timeout=30)
     assert r.returncode == 2 and "--threads must be in" in r.stderr, r.stdout + r.stderr
+    for args, msg in [(("--mgmt", "x:1", "--iperf3", "h:0"), "--iperf3 port must be in"),
+                      (("--mgmt", "x:1", "--iperf3", ":5201"), "is not HOST[:PORT]"),
+                      (("--iperf3", "h"), "--iperf3 goes with --mgmt")]:
+        r = strata("bench", "io", *args, timeout=30)
+        assert r.returncode == 2 and msg in r.stderr, (args, r.stdout + r.stderr)

@@ -620,19 +620,19 @@ def test_unreachable_cluster_returns_eio(tmp_path, mounts):
             "for fn in (lambda: os.stat(sys.argv[1] + '/f'),\n"
             "           lambda: open(sys.argv[1] + '/f').read(),\n"
             "           lambda: os.listdir(sys.argv[1]),\n"
-            "           lambda: open(sys.argv[1] + '/new', 'w').close()):\n"
+            "           lambda: open(sys.argv[1] + '/new', 'w').close(),\n"
+            "           lambda: os.stat(sys.argv[1])):\n"
             "    try:\n"
             "        fn(); res.append(0)\n"
             "    except OSError as e:\n"
             "        res.append(e.errno)\n"
             "print(res)\n")
-    t0 = time.monotonic()
+    # Bounded by the subprocess's timeout: a hang fails the test.
     r = subprocess.run(["python3", "-c", code, str(m.path)], capture_output=True, text=True,
                        timeout=120)
-    took = time.monotonic() - t0
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == str([errno.EIO] * 4), (r.stdout, r.stderr, m.log[-3000:])
-    assert took < 100
+    # The root answers its last attributes (so that unmount tools work).
+    assert r.stdout.strip() == str([errno.EIO] * 4 + [0]), (r.stdout, r.stderr, m.log[-3000:])
     # The mount still unmounts cleanly.
     assert _unmount(m.path)
     assert m.wait_exit(20) == 0

@@ -14,6 +14,7 @@
 #include "sim.h"
 
 int __wrap_service_data_ident(const char *data, uint64_t *out);
+int __wrap_target_dir_claim(const char *dir, uint64_t ident, uint32_t idx);
 
 /* Virtual "now" as 2024-01-01 plus the run's time: two process starts
  * of one node at different virtual times get different incarnations, as
@@ -50,5 +51,14 @@ int __wrap_service_data_ident(const char *data, uint64_t *out)
 	for (const char *c = data; *c; c++)
 		h = splitmix64(h ^ (uint8_t)*c);
 	*out = h ? h : 1;
+	return 0;
+}
+
+/* A target's directory is always its own (no file system in a run). */
+int __wrap_target_dir_claim(const char *dir, uint64_t ident, uint32_t idx)
+{
+	(void)dir;
+	(void)ident;
+	(void)idx;
 	return 0;
 }

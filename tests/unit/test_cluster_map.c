@@ -18,29 +18,7 @@
 #include "net/codec.h"
 #include "proto/mgmt.h"
 
-/* Node k (1-based) at "10.0.0.k:7000" with targets k*100+1 .. k*100+per. */
-static void reg(struct cluster_map *m, uint32_t k, uint32_t per)
-{
-	struct cm_target_info ti[16];
-	char addr[32];
-
-	for (uint32_t i = 0; i < per; i++) {
-		ti[i].id = k * 100 + 1 + i;
-		ti[i].capacity = 1ull << 40;
-		ti[i].used = i;
-		ti[i].fs = 0;
-	}
-	snprintf(addr, sizeof(addr), "10.0.0.%u:7000", k);
-	assert_true(cm_register_node(m, k, addr, ti, per, 1000) >= 0);
-}
-
-static void make_cluster(struct cluster_map *m, uint32_t nodes, uint32_t per, uint32_t r)
-{
-	cm_init(m);
-	for (uint32_t k = 1; k <= nodes; k++)
-		reg(m, k, per);
-	assert_int_equal(cm_build_chains(m, r, false), nodes * per);
-}
+#include "cm_fx.h"
 
 /* Every chain consistent; returns how many memberships target tid has. */
 static uint32_t memberships(const struct cluster_map *m, uint32_t tid)
