@@ -114,8 +114,9 @@ struct json_t;
 int cli_compose_call(const char *dir, const char *method, const char *path, const char *body,
 		     struct json_t **out);
 
-/* The address of the composer of the cluster in dir (asked of its mgmt)
- * into out: 0, or an exit status after printing why (cmd_compose.c). */
+/* The address of the composer of the cluster in dir (asked of its mgmt;
+ * of several, the one that serves) into out: 0, or an exit status after
+ * printing why (cmd_compose.c). */
 int cli_compose_addr(const char *dir, char *out, size_t len);
 /* One HTTP/1.1 request on a connection of its own to addr: method on path
  * with body (JSON text or NULL) and token ("": none) as a Bearer

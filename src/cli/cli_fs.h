@@ -61,8 +61,9 @@ int fs_connect_at(const struct fs_args *a, struct strata **out, char *addr, size
  * (cli_mgmt_leader). Returns 0, 1 or 2 as fs_connect (reported). */
 int fs_mgmt_addr(const struct fs_args *a, char *addr, size_t len);
 /* When addr (len bytes) is a comma-separated list of mgmt addresses,
- * replaces it by the first that answers (the leader), or by the first
- * when none does. */
+ * replaces it by the leader's (its STATUS says "leader"), else by the
+ * first that answers (a follower: it serves reads of the map), else by
+ * the first. */
 void cli_mgmt_leader(struct rpc_client *cl, char *addr, size_t len);
 
 /* fs_mgmt_addr, then an RPC client (named name) presenting the command's

@@ -2,9 +2,13 @@
  * strata compose inventory|create|list|show|delete: the composer's
  * Redfish API (docs/composer.md) from the command line. The CLI is one
  * more client of that API: it speaks HTTP/1.1 to the composer, which it
- * finds with --composer HOST:PORT, else $STRATA_COMPOSER, else in the
- * STATUS of the cluster's mgmt node (the composer runs beside mgmt), the
+ * finds with --composer HOST:PORT[,HOST:PORT...], else $STRATA_COMPOSER,
+ * else in the STATUS of the cluster's mgmt nodes (the composer runs
+ * beside mgmt, on every control node of a cluster on PostgreSQL), the
  * cluster being found as for every command (--mgmt, --dir, $STRATA_MGMT).
+ * Of several composers one serves (the mgmt leader's); the others answer
+ * 503 naming it, and the CLI follows (call_at), for the time a takeover
+ * takes.
  * It presents the command's token (--token, $STRATA_TOKEN,
  * $STRATA_TOKEN_FILE, DIR/admin.token) as "Authorization: Bearer".
  */
@@ -22,10 +26,12 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/fileio.h"
 #include "common/token.h"
 #include "compute/gpu_inventory.h"
+#include "net/mgmt_addrs.h"
 #include "net/proto.h"
 #include "strata/errors.h"
 #include "strata/locate.h"
@@ -34,6 +40,12 @@
 #define COMPOSE_REPLY_MAX (64u << 20)
 /* The composer's COMP_PATHS_MAX: it refuses more, with the reason. */
 #define COMPOSE_PATHS_MAX 8
+/* How long a call follows composers that do not serve (or are gone):
+ * the mgmt leader lease (3 s), one renewal, and retries. */
+#define COMPOSE_FOLLOW_MS 15000
+#define COMPOSE_FOLLOW_PAUSE_MS 250
+/* The composer's COMPOSER_NOT_SERVING: its 503 when another one serves. */
+#define COMPOSE_NOT_SERVING "Strata.1.0.NotServing"
 
 struct compose_args {
 	const char *cmd;		/* "compose create", ... */
@@ -163,40 +175,132 @@ out:
 
 /* ---- finding the composer ---- */
 
+/* Adds the composer beside mgmt at addr (its STATUS's listen) to out,
+ * comma-separated: first when its STATUS says it serves, else last. 0,
+ * -ENOENT (none runs there) or the call's error. */
+static int composer_beside(struct rpc_client *cl, const char *addr, uint32_t timeout_ms,
+			   char *out, size_t len)
+{
+	json_t *sv = NULL;
+	const char *listen;
+	char was[512];
+	int rc = cli_service_status(cl, addr, "composer", timeout_ms, &sv), n;
+
+	listen = rc ? NULL : json_string_value(json_object_get(sv, "listen"));
+	if (!rc && (!listen || !listen[0]))
+		rc = -ENOENT;
+	if (!rc && strlen(out) >= sizeof(was))
+		rc = -ENAMETOOLONG;
+	if (!rc) {
+		snprintf(was, sizeof(was), "%s", out);
+		/* "serving" absent (an older composer): it serves. */
+		if (json_is_false(json_object_get(sv, "serving")))
+			n = snprintf(out, len, "%s%s%s", was, was[0] ? "," : "", listen);
+		else
+			n = snprintf(out, len, "%s%s%s", listen, was[0] ? "," : "", was);
+		if (n < 0 || (size_t)n >= len) {
+			snprintf(out, len, "%s", was);
+			rc = -ENAMETOOLONG;
+		}
+	}
+	json_decref(sv);
+	return rc;
+}
+
 static int find_composer(const struct compose_args *a, char *out, size_t len)
 {
 	struct rpc_client *cl = NULL;
-	char mgmt[256];
-	json_t *sv = NULL;
+	struct mgmt_addrs l;
+	char mgmt[512];
 	const char *env = getenv("STRATA_COMPOSER");
-	int rc;
+	int rc, first = 0;
 
 	if (a->composer || (env && env[0])) {
 		snprintf(out, len, "%s", a->composer ? a->composer : env);
 		return 0;
 	}
 	rc = strata_find_mgmt(a->mgmt, a->dir, mgmt, sizeof(mgmt));
-	if (rc) {
+	if (rc || mgmt_addrs_init(&l, mgmt)) {
 		cli_err("%s: no composer named: give --composer HOST:PORT, --mgmt ADDR or --dir DIR (or $STRATA_COMPOSER, $STRATA_MGMT)",
 			a->cmd);
 		return 2;
 	}
 	if (cli_rpc_client("strata-compose", 5000, a->token, a->mgmt, a->dir, &cl))
 		return 1;
-	rc = cli_service_status(cl, mgmt, "composer", 5000, &sv);
-	rpc_client_free(cl);
+	/* Every control node's, the one that serves first: whichever serves
+	 * when the call is made is followed. */
 	out[0] = 0;
-	if (!rc)
-		snprintf(out, len, "%s", json_string_value(json_object_get(sv, "listen")) ?: "");
-	json_decref(sv);
-	if (rc == -ENOENT)
-		rc = 0;
-	if (rc || !out[0]) {
-		cli_err("%s: %s '%s'%s%s", a->cmd, rc ? "cannot ask mgmt at" : "no composer runs beside mgmt at",
-			mgmt, rc ? ": " : "", rc ? strata_strerror(rc) : "");
+	for (uint32_t i = 0; i < l.n; i++) {
+		/* Bounded with several: a paused host is given up on soon. */
+		rc = composer_beside(cl, l.addr[i], mgmt_addrs_timeout(&l, 5000), out, len);
+		if (rc && rc != -ENOENT && !first)
+			first = rc;
+	}
+	rpc_client_free(cl);
+	if (!out[0]) {
+		cli_err("%s: %s '%s'%s%s", a->cmd, first ? "cannot ask mgmt at" : "no composer runs beside mgmt at",
+			mgmt, first ? ": " : "", first ? strata_strerror(first) : "");
 		return 1;
 	}
 	return 0;
+}
+
+/*
+ * cli_http_call to the composer of list (comma-separated) that serves:
+ * one that answers 503 naming another (it does not lead) is left for
+ * that one, one that refuses the connection (gone) for the next; a round
+ * with no answer pauses and starts again, for at most COMPOSE_FOLLOW_MS.
+ * A request sent is never sent again elsewhere unless it was refused
+ * (503): a connection that failed after it may have been served. at
+ * (len bytes) receives the address that answered. Returns the status
+ * code or a negative error, as cli_http_call.
+ */
+static int call_at(const char *list, const char *token, const char *method, const char *path,
+		   const char *body, json_t **out, char *at, size_t len)
+{
+	struct timespec pause = { 0, COMPOSE_FOLLOW_PAUSE_MS * 1000000L };
+	struct mgmt_addrs l;
+	char next[CFG_STR_MAX] = "";
+	uint64_t deadline;
+	uint32_t i = 0, tried = 0;
+	int code;
+
+	/* list is copied (mgmt_addrs is the tree's parser of address lists):
+	 * at may be the same buffer. */
+	if (mgmt_addrs_init(&l, list))
+		return -EINVAL;
+	deadline = mono_ms() + COMPOSE_FOLLOW_MS;
+	for (;;) {
+		const char *to = next[0] ? next : l.addr[i], *named = NULL;
+		json_t *info;
+		bool refused;
+
+		snprintf(at, len, "%s", to);
+		code = cli_http_call(at, token, method, path, body, out);
+		info = json_array_get(json_object_get(json_object_get(*out, "error"),
+						      "@Message.ExtendedInfo"), 0);
+		refused = code == 503 && !strcmp(json_string_value(json_object_get(info,
+						 "MessageId")) ?: "", COMPOSE_NOT_SERVING);
+		/* Only a refusal is sent again: any other answer was served. */
+		if (refused)
+			named = json_string_value(json_array_get(json_object_get(info,
+								 "MessageArgs"), 0));
+		if (!refused && code != -ECONNREFUSED)
+			return code;
+		if (mono_ms() >= deadline)
+			return code;
+		/* The one named, once; else the next of the list. */
+		if (named && named[0] && strcmp(named, at) && !next[0]) {
+			snprintf(next, sizeof(next), "%s", named);
+		} else {
+			next[0] = 0;
+			i = (i + 1) % l.n;
+			if (++tried % l.n == 0)
+				nanosleep(&pause, NULL);
+		}
+		json_decref(*out);
+		*out = NULL;
+	}
 }
 
 /* Calls the composer; prints the error of a refusal. Returns 0 with *out
@@ -213,7 +317,7 @@ static int call(const struct compose_args *a, const char *method, const char *pa
 	token = cli_find_token(a->token, a->mgmt, a->dir);
 	if (!token)
 		return 1;
-	code = cli_http_call(addr, token, method, path, body, out);
+	code = call_at(addr, token, method, path, body, out, addr, sizeof(addr));
 	memset(token, 0, strlen(token));
 	free(token);
 	if (code < 0) {
@@ -233,8 +337,24 @@ static int call(const struct compose_args *a, const char *method, const char *pa
 int cli_compose_addr(const char *dir, char *out, size_t len)
 {
 	struct compose_args a = { .cmd = "compose", .dir = dir, .owner_uid = -1, .owner_gid = -1 };
+	json_t *body = NULL;
+	char *token;
+	int rc = find_composer(&a, out, len), code;
 
-	return find_composer(&a, out, len);
+	if (rc || !strchr(out, ','))
+		return rc;
+	/* Of several, the one that serves. */
+	token = cli_find_token(NULL, NULL, dir);
+	if (!token)
+		return 1;
+	code = call_at(out, token, "GET", "/redfish/v1/CompositionService", NULL, &body, out, len);
+	memset(token, 0, strlen(token));
+	free(token);
+	json_decref(body);
+	if (code == 200)
+		return 0;
+	cli_err("compose: no composer of the cluster serves (the last, '%s', answered %d)", out, code);
+	return 1;
 }
 
 int cli_compose_call(const char *dir, const char *method, const char *path, const char *body,
@@ -523,8 +643,9 @@ static int usage(const char *msg)
 		"       strata compose delete ID [--json]\n"
 		"       strata compose recompose ID [--json]\n"
 		"       strata compose usage [--since TIME] [--json]\n"
-		"  the composer: --composer HOST:PORT, $STRATA_COMPOSER, or the cluster's\n"
-		"  (--mgmt ADDR, --dir DIR, $STRATA_MGMT); an admin token (--token, ...)\n");
+		"  the composer: --composer HOST:PORT[,HOST:PORT...] (the one that serves is\n"
+		"  followed), $STRATA_COMPOSER, or the cluster's (--mgmt ADDR, --dir DIR,\n"
+		"  $STRATA_MGMT); an admin token (--token, ...)\n");
 	return 2;
 }
 

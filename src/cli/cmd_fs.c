@@ -156,21 +156,29 @@ static int mgmt_spec(const struct fs_args *a, char *addr, size_t len)
 void cli_mgmt_leader(struct rpc_client *cl, char *addr, size_t len)
 {
 	struct mgmt_addrs l;
-	struct cluster_map m;
+	uint32_t first = UINT32_MAX;
 
 	if (!strchr(addr, ',') || mgmt_addrs_init(&l, addr))
 		return;
-	/* The first that answers leads: followers refuse (STRATA_ENOTLEADER). */
+	/* Followers answer reads too (GET_MAP): the leader is the one whose
+	 * STATUS says so. While none does (an election), the first that
+	 * answers serves reads; a write there reports who leads. */
 	for (uint32_t i = 0; i < l.n; i++) {
-		int rc = cmap_fetch_sync(cl, l.addr[i], 3000, &m);
+		json_t *sv = NULL;
+		bool leads;
 
-		cm_release(&m);
-		if (!rc) {
+		if (cli_service_status(cl, l.addr[i], "mgmt", 3000, &sv))
+			continue;
+		leads = json_is_true(json_object_get(sv, "leader"));
+		json_decref(sv);
+		if (leads) {
 			snprintf(addr, len, "%s", l.addr[i]);
 			return;
 		}
+		if (first == UINT32_MAX)
+			first = i;
 	}
-	snprintf(addr, len, "%s", l.addr[0]);	/* the caller's call reports it */
+	snprintf(addr, len, "%s", l.addr[first == UINT32_MAX ? 0 : first]);
 }
 
 int fs_mgmt_addr(const struct fs_args *a, char *addr, size_t len)

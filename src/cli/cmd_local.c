@@ -190,8 +190,9 @@ static const char *node_services(const struct local_opts *o, int nstorage, int i
 	if (i < nstorage)
 		return "storage";
 	i -= nstorage;
+	/* With a key, each runs a composer too: the mgmt leader's serves. */
 	if (i < o->control - 1)
-		return "mgmt,meta";
+		return o->keyless ? "mgmt,meta" : LOCAL_CONTROL_SERVICES;
 	i -= (int)o->control - 1;
 	return i < o->mem ? "mem" : "compute";	/* mem's pool: --mem.capacity */
 }
@@ -468,7 +469,9 @@ static int local_up(const struct local_opts *o)
 	int nstorage = (int)(o->storage > 0 ? o->storage : o->nodes);
 	int total = nstorage + (int)o->control + (int)o->mem + (int)o->compute;
 	int64_t repl = o->replication ? o->replication : (nstorage < 3 ? nstorage : 3);
-	char mgmt[512] = "", keyfile[PATH_MAX + 32], f_key[PATH_MAX + 48], composer[64];
+	char mgmt[512] = "", keyfile[PATH_MAX + 32], f_key[PATH_MAX + 48];
+	char composer[LOCAL_CONTROL_MAX * 24] = "";
+	int cports[LOCAL_CONTROL_MAX] = { 0 };
 	char f_store[192], f_pass[PATH_MAX + 32], f_mstore[192], f_mpass[PATH_MAX + 32];
 	int ports[LOCAL_CONTROL_MAX] = { 0 };
 	struct local_pg pg;
@@ -487,8 +490,13 @@ static int local_up(const struct local_opts *o)
 		return 1;
 	}
 	json_object_set_new(j, "nodes", nodes);
-	/* The composer's API keeps its port across restarts of node 1. */
-	snprintf(composer, sizeof(composer), "127.0.0.1:%d", free_port());
+	/* The composers' APIs keep their ports across restarts: one per
+	 * control daemon (node 1, then those after the storage daemons). */
+	for (int k = 0, at = 0; k < (int)o->control && k < LOCAL_CONTROL_MAX; k++) {
+		cports[k] = free_port();
+		at += snprintf(composer + at, sizeof(composer) - (size_t)at, "%s127.0.0.1:%d",
+			       k ? "," : "", cports[k]);
+	}
 	if (!o->keyless)
 		json_object_set_new(j, "composer", json_string(composer));
 	rc = o->keyless ? 0 : make_credentials(o->dir, keyfile, sizeof(keyfile));
@@ -568,8 +576,9 @@ static int local_up(const struct local_opts *o)
 			snprintf(f_expect, sizeof(f_expect), "--mgmt.expect_nodes=%d", nstorage);
 			flags[nf++] = f_repl;
 			flags[nf++] = f_expect;
-			snprintf(f_composer, sizeof(f_composer), "--composer.listen=%s", composer);
-			if (!o->keyless && i == 1)
+			snprintf(f_composer, sizeof(f_composer), "--composer.listen=127.0.0.1:%d",
+				 cports[i == 1 ? 0 : i - 1 - nstorage]);
+			if (!o->keyless)
 				flags[nf++] = f_composer;
 		}
 		if (o->pg && strstr(svc, "mgmt")) {
@@ -643,7 +652,9 @@ static int local_up(const struct local_opts *o)
 		       (long long)o->mem, (long long)o->compute, (long long)o->gpus, o->gpu_model,
 		       o->zones > 1 ? ", spread over zones" : "");
 	if (!o->keyless)
-		printf("composer API at http://%s/redfish/v1\n", composer);
+		printf(o->control > 1 ? "composer APIs at %s (http://HOST:PORT/redfish/v1 of each"
+					" control node; the mgmt leader's serves)\n" :
+					"composer API at http://%s/redfish/v1\n", composer);
 	return 0;
 }
 

@@ -333,8 +333,9 @@ static void on_map(void *arg, int status, struct rpc_msg *resp)
 		log_debug("client", "cannot fetch the cluster map from '%s': %s", sc->map_called,
 			  strata_strerror(status));
 		/* The next fetch (a waiter's retry, with its backoff) goes to
-		 * the leader a follower named, or the next mgmt. */
-		mgmt_addrs_failed(&sc->mgmt, sc->map_called, status, resp);
+		 * the next mgmt, or the leader a follower that cannot read
+		 * the database named. */
+		mgmt_addrs_read_failed(&sc->mgmt, sc->map_called, status, resp);
 	}
 	publish_map(sc, status);
 	restart_waiters(sc);
@@ -349,7 +350,9 @@ static void fetch_map(struct sclient *sc)
 	if (sc->fetching || sc->closing)
 		return;
 	sc->fetching = true;
-	sc->map_called = mgmt_addrs_cur(&sc->mgmt);
+	/* Any mgmt serves the map (followers from the database): each
+	 * client reads at its own, drawn, address. */
+	sc->map_called = mgmt_addrs_read(&sc->mgmt);
 	if (mg_get_map_call(sc->pool, sc->map_called, &rq, &c)) {
 		sc->fetching = false;
 		reactor_timer_arm(sc->r, &sc->refetch, 200);

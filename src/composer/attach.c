@@ -124,6 +124,14 @@ int detach_volume(struct composer *c, const struct comp *comp, char *err, size_t
 	return rc;
 }
 
+/* The mgmt that signs and revokes: the one beside this composer when it
+ * follows the mgmt leader (it serves only while that one leads), else
+ * mgmt.address. */
+static const char *mgmt_writer(const struct composer *c)
+{
+	return c->follows ? c->env.addr : c->mgmt;
+}
+
 int attach_credential(struct composer *c, const struct comp *comp, char **text, char *err,
 		      size_t errlen)
 {
@@ -170,12 +178,12 @@ int attach_credential(struct composer *c, const struct comp *comp, char **text, 
 	}
 	bbuf_init(&body);
 	s.body = &body;
-	rc = mg_token_create_call_sync(c->cl, c->mgmt, &(struct mg_token_create){ pstr_c(json) },
+	rc = mg_token_create_call_sync(c->cl, mgmt_writer(c), &(struct mg_token_create){ pstr_c(json) },
 				       &s, &rep);
 	if (!rc && !(*text = strndup(rep.token.p, rep.token.len)))
 		rc = -ENOMEM;
 	if (rc)
-		snprintf(err, errlen, "mgmt '%s' did not sign the credential: %s", c->mgmt,
+		snprintf(err, errlen, "mgmt '%s' did not sign the credential: %s", mgmt_writer(c),
 			 strata_strerror(rc));
 	if (body.buf)
 		memset(body.buf, 0, body.len);
@@ -192,7 +200,7 @@ int detach_credential(struct composer *c, const struct comp *comp, char *err, si
 
 	if (!comp->token_id[0])
 		return 0;
-	rc = mg_token_revoke_call_sync(c->cl, c->mgmt,
+	rc = mg_token_revoke_call_sync(c->cl, mgmt_writer(c),
 				       &(struct mg_token_id){ .id = pstr_c(comp->token_id) }, &s, &none);
 	if (rc == -ENOENT)
 		rc = 0;

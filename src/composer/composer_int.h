@@ -72,6 +72,12 @@ enum job_kind {
 	JOB_VOLUME,		/* StorageServices/strata/Volumes/{id} */
 };
 
+/* The MessageId of the 503 of a composer that does not serve (it does
+ * not follow the mgmt leader): its MessageArgs name the API address of
+ * the one that does ("": not known yet), so that clients follow it
+ * (strata compose) and tell it from any other 503. */
+#define COMPOSER_NOT_SERVING "Strata.1.0.NotServing"
+
 /* A request for the owner thread, and its answer. */
 struct job {
 	enum job_kind kind;
@@ -90,6 +96,9 @@ struct job {
 	char msg[512];
 	const char *msg_id;
 	char location[96];		/* JOB_COMPOSE: the new system's URI */
+	/* Refused by a composer that does not lead (503): the API address
+	 * of the one that does ("": not known yet). */
+	char leader[CFG_STR_MAX];
 	bool done;
 	struct job *next;
 };
@@ -112,6 +121,14 @@ struct composer {
 	pthread_cond_t work, done;
 	struct job *head, *tail;	/* under mu */
 	bool stopping;			/* under mu */
+
+	/* Following the mgmt leader (a store in PostgreSQL shared by the
+	 * composers of every control node, with mgmt in this process): only
+	 * the composer beside the mgmt leader serves; the others refuse
+	 * with the leader's API address (composer_leader). */
+	bool follows;
+	char leader_api[CFG_STR_MAX];	/* under mu; "": this one serves or none known */
+	volatile uint32_t snap_leads;
 
 	/* For status and metrics on other threads. */
 	volatile uint32_t snap_composed, snap_gpus, snap_gpus_free, snap_nodes;
@@ -142,10 +159,17 @@ struct composer {
 	uint64_t inv_at_ms;
 	struct rpc_client *cl;		/* to mgmt, meta, the nodes: presents the key */
 	struct strata *fs;		/* libstrata, for removing volumes; lazy */
+	bool leads;			/* served as leader since the last load */
+	char leader_mgmt[CM_ADDR_LEN];	/* the mgmt leader leader_api was read from */
+	uint64_t leader_at_ms;		/* when */
 };
 
 /* Hands j to the owner thread and waits for its answer. */
 void composer_run(struct composer *c, struct job *j);
+/* Whether this composer serves now: true, or false with api (len bytes)
+ * the API address of the one that does ("": not known yet). Any thread;
+ * as of the owner thread's last look. */
+bool composer_leader(struct composer *c, char *api, size_t len);
 /* The composition called id, or NULL (owner thread). */
 struct comp *composer_find(struct composer *c, const char *id);
 

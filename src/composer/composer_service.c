@@ -14,6 +14,15 @@
  * Allocating is rolled back (Failed), one found Decomposing is released.
  * A recompose (do_recompose) replaces a composition's lost GPUs with
  * free ones under its model and zone constraints.
+ *
+ * With the store in PostgreSQL and mgmt in the same daemon (every control
+ * node of docs/operations.md, "Three control nodes"), each control node
+ * runs a composer and the one beside the mgmt leader serves (leads()):
+ * the others answer every API request 503, naming the leader's API
+ * address, and do no periodic work. A composer that comes to lead loads
+ * the compositions from the store again, as at a start, and finishes
+ * what its predecessor left half done (an Allocating composition is
+ * rolled back, a Decomposing one released).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -28,6 +37,7 @@
 #include "common/log.h"
 #include "common/pg_conn.h"
 #include "composer/composer_int.h"
+#include "mgmt/mgmt_service.h"
 #include "net/proto.h"
 #include "net/rpc.h"
 #include "proto/mgmt.h"
@@ -80,6 +90,98 @@ static void fail_job(struct job *j, unsigned http, const char *msg_id, const cha
 	va_start(ap, fmt);
 	vsnprintf(j->msg, sizeof(j->msg), fmt, ap);
 	va_end(ap);
+}
+
+/* ---- leading ---- */
+
+/* How long the leader's API address read from its STATUS is trusted. */
+#define LEADER_API_MS 5000
+
+static json_t *service_status(struct composer *c, const char *addr, const char *svc);
+static void recount(struct composer *c);
+
+bool composer_leader(struct composer *c, char *api, size_t len)
+{
+	bool leads = !c->follows || c->snap_leads;
+
+	pthread_mutex_lock(&c->mu);
+	snprintf(api, len, "%s", leads ? "" : c->leader_api);
+	pthread_mutex_unlock(&c->mu);
+	return leads;
+}
+
+/* Loads the compositions from the store again (replacing ours). */
+static int reload(struct composer *c)
+{
+	struct comp *v = NULL;
+	uint32_t n = 0;
+	int rc = comp_store_load(c->store, &v, &n);
+
+	if (rc) {
+		log_error(COMP_LOG, "cannot load the compositions to lead: %s", strata_strerror(rc));
+		return rc;
+	}
+	free(c->comps);
+	c->comps = v;
+	c->ncomps = c->comps_cap = n;
+	c->next_seq = n ? v[n - 1].seq + 1 : 1;
+	c->inv_ok = false;
+	recount(c);
+	return 0;
+}
+
+/* The API address of the composer beside mgmt (the leader) at addr:
+ * its STATUS's listen, a wildcard host replaced by addr's. */
+static void leader_api(struct composer *c, const char *addr, char *api, size_t len)
+{
+	json_t *sv = service_status(c, addr, "composer");
+	const char *listen = json_string_value(json_object_get(sv, "listen"));
+	const char *port = listen ? strrchr(listen, ':') : NULL;
+	const char *host_end = strrchr(addr, ':');
+
+	api[0] = '\0';
+	if (port && (!strncmp(listen, "0.0.0.0:", 8) || !strncmp(listen, "[::]:", 5)) && host_end)
+		snprintf(api, len, "%.*s%s", (int)(host_end - addr), addr, port);
+	else if (listen)
+		snprintf(api, len, "%s", listen);
+	json_decref(sv);
+}
+
+/* Whether this composer serves now (see the top); owner thread. */
+static bool leads(struct composer *c)
+{
+	char addr[CM_ADDR_LEN], api[CFG_STR_MAX];
+	int r;
+
+	if (!c->follows)
+		return true;
+	r = mgmt_service_leader(addr, sizeof(addr));
+	if (r == 1) {
+		if (!c->leads) {
+			if (reload(c))
+				return false;
+			c->leads = true;
+			c->snap_leads = 1;
+			log_info(COMP_LOG, "serving the API: mgmt here leads (%u composition(s) loaded)",
+				 c->ncomps);
+		}
+		return true;
+	}
+	if (c->leads) {
+		c->leads = false;
+		c->snap_leads = 0;
+		log_warn(COMP_LOG, "no longer serving the API: mgmt here does not lead%s%s",
+			 addr[0] ? "; the leader is " : "", addr);
+	}
+	if (!addr[0] || (!strcmp(addr, c->leader_mgmt) && mono_ms() - c->leader_at_ms < LEADER_API_MS))
+		return false;
+	leader_api(c, addr, api, sizeof(api));
+	snprintf(c->leader_mgmt, sizeof(c->leader_mgmt), "%s", addr);
+	c->leader_at_ms = mono_ms();
+	pthread_mutex_lock(&c->mu);
+	snprintf(c->leader_api, sizeof(c->leader_api), "%s", api);
+	pthread_mutex_unlock(&c->mu);
+	return false;
 }
 
 /* ---- the inventory ---- */
@@ -215,7 +317,16 @@ static int refresh(struct composer *c)
 		if (m.targets[i].state != TARGET_LOST)
 			storage += m.targets[i].capacity;
 	c->storage_total = storage / (m.replication ? m.replication : 1);
-	meta = cm_pick_service(&m, CM_SVC_META, 0);
+	/* The meta service of this daemon when it runs one (a control node):
+	 * alive whenever this composer is, while the map may still list a
+	 * dead control node's as up for a lease after a takeover. */
+	meta = NULL;
+	for (uint32_t i = 0; i < m.nservices && !meta; i++)
+		if (m.services[i].kind == CM_SVC_META && m.services[i].state == NODE_UP &&
+		    !strcmp(m.services[i].addr, c->env.addr))
+			meta = &m.services[i];
+	if (!meta)
+		meta = cm_pick_service(&m, CM_SVC_META, 0);
 	snprintf(c->meta, sizeof(c->meta), "%s", meta ? meta->addr : "");
 	for (uint32_t i = 0; i < m.nservices; i++) {
 		const struct cm_service *s = &m.services[i];
@@ -625,6 +736,16 @@ static void run_job(struct composer *c, struct job *j)
 {
 	struct comp *p;
 
+	if (!leads(c)) {
+		pthread_mutex_lock(&c->mu);
+		snprintf(j->leader, sizeof(j->leader), "%s", c->leader_api);
+		pthread_mutex_unlock(&c->mu);
+		fail_job(j, 503, COMPOSER_NOT_SERVING,
+			 "this composer does not serve: the one beside the mgmt leader does%s%s%s",
+			 j->leader[0] ? ", at '" : " (not known yet: retry)", j->leader,
+			 j->leader[0] ? "'" : "");
+		return;
+	}
 	j->http = 200;
 	if (!c->inv_ok && j->kind != JOB_COMPOSE)
 		refresh(c);
@@ -786,6 +907,8 @@ static void tick(struct composer *c)
 {
 	int64_t now = (int64_t)time(NULL);
 
+	if (!leads(c))
+		return;		/* the leader's composer judges */
 	if (refresh(c))
 		return;		/* mgmt away: nothing is judged without the map */
 	if (!c->meter_last || mono_ms() - c->meter_at_ms >= (uint64_t)c->cfg.meter_ms)
@@ -943,6 +1066,11 @@ static int open_store(struct composer *c, const struct service_env *env, char *w
 		key = "mgmt.store";
 	}
 	if (spec && pg_conn_is_uri(spec)) {
+		char leader[CM_ADDR_LEN];
+
+		/* Shared by the composers of every control node: the one
+		 * beside the mgmt leader serves. */
+		c->follows = mgmt_service_leader(leader, sizeof(leader)) != -ENOENT;
 		snprintf(what, len, "PostgreSQL (%s)", key);
 		rc = comp_store_open_pg(spec, pass, &c->store);
 		if (!rc)
@@ -1049,6 +1177,9 @@ static void composer_status(void *svc, json_t *o)
 	json_object_set_new(o, "composed_total", json_integer((json_int_t)c->snap_composes));
 	json_object_set_new(o, "refused_total", json_integer((json_int_t)c->snap_refusals));
 	json_object_set_new(o, "released_total", json_integer((json_int_t)c->snap_releases));
+	/* Beside mgmt on PostgreSQL: whether this one serves (false: it
+	 * answers 503 naming the leader's API). */
+	json_object_set_new(o, "serving", json_boolean(!c->follows || c->snap_leads));
 }
 
 static void composer_metrics(void *svc, struct bbuf *out)

@@ -1155,7 +1155,18 @@ missing:
 static json_t *error_body(const struct job *j)
 {
 	const char *id = j->msg_id ? j->msg_id : "Base.1.8.GeneralError";
+	json_t *b;
 
+	/* Refused by a composer that does not lead: the leader's API
+	 * address, for clients that follow (strata compose). */
+	if (j->msg_id && !strcmp(j->msg_id, COMPOSER_NOT_SERVING)) {
+		b = json_pack("{s:{s:s, s:s, s:[{s:s, s:s, s:s, s:[s], s:s, s:s}]}}", "error", "code",
+			      id, "message", j->msg, "@Message.ExtendedInfo", "@odata.type",
+			      "#Message.v1_1_1.Message", "MessageId", id, "Message", j->msg,
+			      "MessageArgs", j->leader, "Severity", "Critical", "Resolution",
+			      "Send the request to the composer named in MessageArgs.");
+		return b;
+	}
 	return json_pack("{s:{s:s, s:s, s:[{s:s, s:s, s:s, s:s, s:s}]}}", "error", "code", id,
 			 "message", j->msg, "@Message.ExtendedInfo", "@odata.type",
 			 "#Message.v1_1_1.Message", "MessageId", id, "Message", j->msg, "Severity",
@@ -1185,10 +1196,35 @@ static enum MHD_Result respond(struct MHD_Connection *conn, struct job *j)
 	MHD_add_response_header(resp, "OData-Version", "4.0");
 	if (j->location[0])
 		MHD_add_response_header(resp, "Location", j->location);
+	if (j->leader[0])
+		MHD_add_response_header(resp, "X-Strata-Composer-Leader", j->leader);
 	if (!j->msg[0] && json_is_string(json_object_get(j->body, "@odata.etag")))
 		MHD_add_response_header(resp, "ETag",
 					json_string_value(json_object_get(j->body, "@odata.etag")));
 	ret = MHD_queue_response(conn, j->http ? j->http : 500, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+/* The portal is served by the composer that leads; another one sends the
+ * browser there (307) when it knows where, else serves it (its API calls
+ * are then answered 503 until a composer leads). */
+static int portal_at_leader(struct composer *c, struct MHD_Connection *conn, const char *url,
+			    const char *method)
+{
+	char api[CFG_STR_MAX], to[CFG_STR_MAX + 64];
+	struct MHD_Response *resp;
+	int ret;
+
+	if (composer_leader(c, api, sizeof(api)) || !api[0])
+		return portal_serve(conn, url, method);
+	snprintf(to, sizeof(to), "http://%s%s", api, url);
+	resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, "Location", to);
+	MHD_add_response_header(resp, "X-Strata-Composer-Leader", api);
+	ret = MHD_queue_response(conn, 307, resp);
 	MHD_destroy_response(resp);
 	return ret;
 }
@@ -1220,7 +1256,7 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
 		return MHD_YES;
 	}
 	if (portal_is(url))
-		return (enum MHD_Result)portal_serve(conn, url, method);
+		return (enum MHD_Result)portal_at_leader(h->c, conn, url, method);
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return MHD_NO;

@@ -13,13 +13,25 @@
  * lease, as mgmt does after a restart. A leader that could not renew
  * stops answering before the database's lease runs out (a margin of a
  * tenth), and one whose write is refused by the fence steps down at once.
+ *
+ * Followers serve reads of the map (GET_MAP, and the token registry's
+ * TOKEN_LIST) from the store: the leader writes every new map version
+ * there before it answers the call that made it, and a follower reads
+ * the stored map again once its copy is older than mgmt.heartbeat
+ * (follow()). So a follower's map is never older than the leader's last
+ * write by more than mgmt.heartbeat; the targets' usage figures, which
+ * change without a new version, the leader writes at most every third of
+ * mgmt.leader_lease. A follower that cannot read the store answers
+ * STRATA_ENOTLEADER, as it does every write and heartbeat.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "mgmt_service.h"
 #include "membership.h"
@@ -95,6 +107,15 @@ struct mgmt {
 	volatile uint64_t term_snapshot;	/* for status/metrics */
 	volatile uint32_t leader_snapshot;
 	volatile uint64_t takeovers;
+	/* A follower's reads (follow()): its map is the store's, read at
+	 * followed_ms (0: not read since it led or started), served for
+	 * follow_ms (mgmt.heartbeat); a failed read is not tried again for
+	 * as long (follow_failed_ms). */
+	uint32_t follow_ms;
+	uint64_t followed_ms;
+	uint64_t follow_failed_ms;
+	volatile uint64_t follower_reads;	/* calls a follower answered */
+	bool space_dirty;		/* usage changed since the last save */
 	/* The rebalancer (rebalance.h): stepped by rebalance_timer while we
 	 * lead; its stats copied for status and /metrics. */
 	struct rebalancer rb;
@@ -191,6 +212,37 @@ static void snapshot(struct mgmt *m)
 
 static void step_down(struct mgmt *m, const char *why);
 
+/* What mgmt_service_leader tells: process-wide, one mgmt per process. */
+static pthread_mutex_t pub_mu = PTHREAD_MUTEX_INITIALIZER;
+static int pub_leads = -ENOENT;
+static uint64_t pub_until_ms;		/* a leader's lead_until_ms */
+static char pub_leader[CM_ADDR_LEN];
+
+/* Publishes m's leadership (m NULL: no mgmt runs). Reactor 0's thread. */
+static void publish(const struct mgmt *m, bool leads)
+{
+	pthread_mutex_lock(&pub_mu);
+	pub_leads = m ? leads : -ENOENT;
+	pub_until_ms = m && leads ? m->lead_until_ms : 0;
+	snprintf(pub_leader, sizeof(pub_leader), "%s", m ? m->leader_addr : "");
+	pthread_mutex_unlock(&pub_mu);
+}
+
+int mgmt_service_leader(char *leader, size_t len)
+{
+	int rc;
+
+	pthread_mutex_lock(&pub_mu);
+	rc = pub_leads;
+	snprintf(leader, len, "%s", rc == 0 ? pub_leader : "");
+	/* A leader that could not renew in time stops at once, as mgmt
+	 * itself does (is_leader); who leads instead is not known yet. */
+	if (rc == 1 && mono_ms() >= pub_until_ms)
+		rc = 0;
+	pthread_mutex_unlock(&pub_mu);
+	return rc;
+}
+
 /* Saves the map; -ESTALE: a newer leader fenced us off, and we stepped
  * down (the caller answers STRATA_ENOTLEADER). */
 static int persist(struct mgmt *m)
@@ -236,6 +288,61 @@ static bool lead(struct mgmt *m, struct svc_req *req)
 	return false;
 }
 
+static void apply_revoked(struct mgmt *m);
+
+/*
+ * A follower's map: m->map becomes the store's, read again when the copy
+ * is older than follow_ms. True when m->map may be served; false when
+ * this mgmt leads or led (a leader whose lease lapsed serves nothing
+ * until it knows), or the store cannot be read (logged, and not tried
+ * again for follow_ms: the caller redirects).
+ */
+static bool follow(struct mgmt *m)
+{
+	uint64_t now = reactor_now_ms();
+	struct cluster_map map;
+	int rc;
+
+	if (!m->shared || m->leader)
+		return false;
+	if (m->followed_ms && now - m->followed_ms < m->follow_ms)
+		return true;
+	if (m->follow_failed_ms && now - m->follow_failed_ms < m->follow_ms)
+		return false;
+	rc = mgmt_store_load(m->store, &map);
+	if (!rc && (rc = mgmt_store_revoked(m->store, (int64_t)time(NULL), &map)))
+		cm_release(&map);
+	if (rc) {
+		log_warn_limited("mgmt", "a follower cannot read the cluster map from the store: %s;"
+				 " callers are sent to the leader", strata_strerror(rc));
+		m->follow_failed_ms = now ? now : 1;
+		m->followed_ms = 0;
+		return false;
+	}
+	cm_release(&m->map);
+	m->map = map;
+	m->followed_ms = now ? now : 1;
+	m->follow_failed_ms = 0;
+	apply_revoked(m);
+	snapshot(m);
+	return true;
+}
+
+/* At the top of a read-only handler: true when this mgmt leads, or
+ * follows with the store's map at hand (follow()); otherwise req is
+ * answered (redirect) and must not be touched. */
+static bool lead_or_follow(struct mgmt *m, struct svc_req *req)
+{
+	if (is_leader(m))
+		return true;
+	if (follow(m)) {
+		m->follower_reads++;
+		return true;
+	}
+	redirect(m, req);
+	return false;
+}
+
 /* An error of the store for req: -ESTALE (deposed) becomes a redirect. */
 static void reply_store_err(struct mgmt *m, struct svc_req *req, int rc)
 {
@@ -254,8 +361,10 @@ static void step_down(struct mgmt *m, const char *why)
 	m->leader = false;
 	rebalance_forget(&m->rb);
 	m->leader_snapshot = 0;
+	m->followed_ms = 0;	/* its map is no longer the store's */
 	if (!strcmp(m->leader_addr, m->addr))
 		m->leader_addr[0] = '\0';
+	publish(m, false);
 	log_warn("mgmt", "no longer the leader (term %llu): %s", (unsigned long long)m->term, why);
 }
 
@@ -485,6 +594,8 @@ static void op_heartbeat(void *svc, struct svc_req *req)
 			snapshot_space(m);
 		if (m->map.version != v)
 			persist(m);
+		else
+			m->space_dirty = true;	/* saved by the lease timer */
 	}
 	mg_heartbeat_release(&rq);
 	if (rc) {
@@ -532,7 +643,7 @@ static void op_get_map(void *svc, struct svc_req *req)
 	struct mgmt *m = svc;
 	struct mg_since rq;
 
-	if (!lead(m, req))
+	if (!lead_or_follow(m, req))
 		return;
 	if (mg_get_map_req(req, &rq))
 		return;
@@ -772,13 +883,21 @@ static void op_token_list(void *svc, struct svc_req *req)
 	struct mg_token_list rep = { 0 };
 	struct mgmt_token *ts = NULL;
 	uint32_t n = 0;
+	bool follower;
 	int rc;
 
-	if (!lead(m, req))
+	/* The registry is the store's: a follower reads it there. */
+	if (!lead_or_follow(m, req))
 		return;
+	follower = !is_leader(m);
 	if (mg_token_list_req(req, &rq))
 		return;
 	rc = mgmt_store_token_list(m->store, MGMT_MAX_TOKENS, &ts, &n, &rep.total);
+	if (rc == -EIO && follower) {
+		free(ts);
+		redirect(m, req);
+		return;
+	}
 	if (!rc && n && !(rep.tokens = calloc(n, sizeof(*rep.tokens))))
 		rc = -ENOMEM;
 	if (rc) {
@@ -870,6 +989,9 @@ static int load_state(struct mgmt *m, bool bump)
 		return rc;
 	}
 	cm_reset_leases(&map, reactor_now_ms() + m->lease_ms);
+	/* Services stored by a previous leader (PostgreSQL) renew theirs too. */
+	for (uint32_t i = 0; i < map.nservices; i++)
+		map.services[i].lease_expires_ms = reactor_now_ms() + m->lease_ms;
 	rc = mgmt_store_revoked(m->store, (int64_t)time(NULL), &map);
 	if (rc)
 		log_error("mgmt", "cannot load the revoked tokens: %s", strata_strerror(rc));
@@ -929,6 +1051,8 @@ static void lease_tick(struct mgmt *m)
 		}
 		m->term = l.term;
 		m->leader = true;
+		m->followed_ms = 0;
+		m->space_dirty = false;
 		m->takeovers++;
 		log_info("mgmt", "leading the control nodes (term %llu) at '%s'",
 			 (unsigned long long)m->term, m->addr);
@@ -947,6 +1071,13 @@ static void on_lease_timer(void *arg)
 	struct mgmt *m = arg;
 
 	lease_tick(m);
+	publish(m, is_leader(m));
+	/* Usage figures change without a new version: followers see them
+	 * from the store this often. */
+	if (m->space_dirty && is_leader(m)) {
+		m->space_dirty = false;
+		persist(m);
+	}
 	reactor_timer_arm(m->r, &m->lease_timer, m->leader_lease_ms / 3);
 }
 
@@ -1004,6 +1135,7 @@ static int mgmt_start(const struct service_env *env, void **out)
 	m->full_pct = (uint32_t)cfg->full_pct;
 	m->full_free = cfg->full_free;
 	m->leader_lease_ms = (uint32_t)cfg->leader_lease_ms;
+	m->follow_ms = env->heartbeat_ms ? env->heartbeat_ms : 1;
 	m->key = env->key;
 	cm_init(&m->map);
 	reactor_timer_init(&m->expiry, on_expiry, m);
@@ -1036,6 +1168,7 @@ static int mgmt_start(const struct service_env *env, void **out)
 		/* Leads at once when the lease is free; else follows. */
 		lease_tick(m);
 	}
+	publish(m, is_leader(m));
 	reactor_post(m->r, arm_on_owner, m);
 	mgmt_route(env->srv, m->r, &(const struct mgmt_handlers){
 		.mg_register = op_register, .mg_heartbeat = op_heartbeat, .mg_get_map = op_get_map,
@@ -1060,6 +1193,7 @@ static void mgmt_stop(void *svc)
 
 	/* Requests no longer arrive: the daemon closed its connections. */
 	reactor_call(m->r, stop_on_owner, m);
+	publish(NULL, false);
 	cm_release(&m->map);
 	lost_release(&m->lost);
 	rebalance_release(&m->rb);
@@ -1088,6 +1222,7 @@ static void mgmt_status(void *svc, json_t *o)
 	json_object_set_new(o, "leader", json_boolean(m->leader_snapshot));
 	json_object_set_new(o, "term", json_integer((json_int_t)m->term_snapshot));
 	json_object_set_new(o, "takeovers", json_integer((json_int_t)m->takeovers));
+	json_object_set_new(o, "follower_reads", json_integer((json_int_t)m->follower_reads));
 	{
 		json_t *rb = json_object();
 
@@ -1150,6 +1285,9 @@ static void mgmt_metrics(void *svc, struct bbuf *out)
 	metrics_put(out, "strata_mgmt_leader_term", "gauge",
 		    "the leader lease's term this mgmt led in last (0: never led; SQLite: 0)",
 		    (double)m->term_snapshot);
+	metrics_put(out, "strata_mgmt_follower_reads_total", "counter",
+		    "map and token-list reads this mgmt answered as a follower, from the store",
+		    (double)m->follower_reads);
 }
 
 #define K(name, type, field, def, min, max, help) \

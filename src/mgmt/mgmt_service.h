@@ -6,4 +6,14 @@
 
 extern const struct service_def mgmt_service;
 
+/*
+ * Whether the mgmt of this process leads the control nodes, for the
+ * services beside it that follow the leader (the composer): 1 when it
+ * leads (always with mgmt's own SQLite store), 0 when it follows, with
+ * leader (len bytes, not NULL) receiving the leader's address ("" while
+ * unknown), -ENOENT when no mgmt runs in this process. As of mgmt's last
+ * lease renewal (a third of mgmt.leader_lease). Any thread.
+ */
+int mgmt_service_leader(char *leader, size_t len);
+
 #endif

@@ -61,7 +61,12 @@ void mgmt_store_close(struct mgmt_store *s);
 
 /*
  * Replaces the stored map by m (borrowed), atomically: after a crash the
- * store holds the old or the new map. Returns 0 or -EIO.
+ * store holds the old or the new map. Returns 0 or -EIO. Both backends
+ * keep the version, nodes, targets (capacity, usage, state) and chains;
+ * PostgreSQL also the targets' fs, avail and full mark and the services
+ * (kind, node, address, state, incarnation), which its followers serve
+ * (mgmt_service.c); SQLite, with one mgmt and no follower, leaves those
+ * to the next heartbeats and announcements (they load as 0 and none).
  */
 int mgmt_store_save(struct mgmt_store *s, const struct cluster_map *m);
 
@@ -155,6 +160,9 @@ struct mgmt_lease {
  * ttl_ms counted by the database's clock, in one transaction: a holder
  * renews its own lease (same term); anyone takes a lease that expired,
  * with the term incremented, so every leader has a term no other had.
+ * A holder named "PREFIX-PART" whose lease is held at addr by
+ * "PREFIX-OTHER" takes it at once (a new term): the same node restarted
+ * at the same address, whose predecessor is gone.
  * out tells who holds it now. SQLite: always the leader, term 1.
  * Returns 0 (whoever leads), -EINVAL (holder or addr empty or too long)
  * or -EIO.

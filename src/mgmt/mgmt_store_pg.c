@@ -59,6 +59,15 @@ static const char *const migrations[] = {
 	"CREATE TABLE mgmt_lease (id integer PRIMARY KEY CHECK (id = 1),"
 	" holder text NOT NULL, addr text NOT NULL, term bigint NOT NULL,"
 	" expires timestamptz NOT NULL);",
+	/* 1 -> 2: what a follower serves besides (GET_MAP from the store,
+	 * mgmt_service.c): the targets' filesystem, free space and full mark,
+	 * and the announced services. */
+	"ALTER TABLE mgmt_targets ADD COLUMN fs bigint NOT NULL DEFAULT 0,"
+	" ADD COLUMN avail bigint NOT NULL DEFAULT 0,"
+	" ADD COLUMN full_mark bigint NOT NULL DEFAULT 0;"
+	"CREATE TABLE mgmt_services (kind bigint NOT NULL, node_id bigint NOT NULL,"
+	" addr text NOT NULL, state bigint NOT NULL, incarnation bigint NOT NULL,"
+	" PRIMARY KEY (kind, node_id));",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -238,11 +247,30 @@ static int save_targets(struct pgm *s, const struct cluster_map *m, struct bbuf 
 		const struct cm_target *t = &m->targets[i];
 
 		/* Two's complement: a capacity above INT64_MAX reads back whole. */
-		rc = bput(b, "%s(%u, %u, %" PRId64 ", %" PRId64 ", %u)",
+		rc = bput(b, "%s(%u, %u, %" PRId64 ", %" PRId64 ", %u, %" PRId64 ", %" PRId64 ", %u)",
 			  i ? ", " : "INSERT INTO mgmt_targets VALUES ", t->id, t->node_id,
-			  (int64_t)t->capacity, (int64_t)t->used, t->state);
+			  (int64_t)t->capacity, (int64_t)t->used, t->state, (int64_t)t->fs,
+			  (int64_t)t->avail, t->full);
 	}
 	return rc || !m->ntargets ? rc : flush_insert(s, b, "writing mgmt_targets");
+}
+
+static int save_services(struct pgm *s, const struct cluster_map *m, struct bbuf *b)
+{
+	int rc = 0;
+
+	for (uint32_t i = 0; !rc && i < m->nservices; i++) {
+		const struct cm_service *v = &m->services[i];
+		char *lit = PQescapeLiteral(s->db.conn, v->addr, strlen(v->addr));
+
+		if (!lit)
+			return -ENOMEM;
+		rc = bput(b, "%s(%u, %u, %s, %u, %" PRId64 ")",
+			  i ? ", " : "INSERT INTO mgmt_services VALUES ", v->kind, v->node_id, lit,
+			  v->state, (int64_t)v->incarnation);
+		PQfreemem(lit);
+	}
+	return rc || !m->nservices ? rc : flush_insert(s, b, "writing mgmt_services");
 }
 
 static int save_chains(struct pgm *s, const struct cluster_map *m, struct bbuf *b)
@@ -282,12 +310,14 @@ static int pgm_save(void *impl, const struct cluster_map *m)
 	if (rc)
 		return rc;
 	rc = q(s, "DELETE FROM mgmt_map; DELETE FROM mgmt_nodes; DELETE FROM mgmt_targets;"
-	       " DELETE FROM mgmt_chains; DELETE FROM mgmt_chain_members", NULL,
+	       " DELETE FROM mgmt_chains; DELETE FROM mgmt_chain_members;"
+	       " DELETE FROM mgmt_services", NULL,
 	       "clearing the map", NULL);
 	if (!rc && !(rc = put_kv(s, "version", (int64_t)m->version)) &&
 	    !(rc = put_kv(s, "replication", m->replication)) &&
 	    !(rc = put_kv(s, "chain_table_len", m->chain_table_len)) &&
-	    !(rc = save_nodes(s, m, &b)) && !(rc = save_targets(s, m, &b)))
+	    !(rc = save_nodes(s, m, &b)) && !(rc = save_targets(s, m, &b)) &&
+	    !(rc = save_services(s, m, &b)))
 		rc = save_chains(s, m, &b);
 	bbuf_release(&b);
 	return wend(s, rc);
@@ -316,8 +346,31 @@ static int load_kv(struct pgm *s, struct cluster_map *m)
 	return bad ? STRATA_EBADMSG : 0;
 }
 
-/* The rows of the three tables into m (reserved for them). */
-static int load_rows(struct pgm *s, struct cluster_map *m, PGresult *const rs[4])
+/* The rows of mgmt_services into m (reserved for them). */
+static bool load_services(struct cluster_map *m, const PGresult *r)
+{
+	bool bad = false;
+
+	for (int i = 0; !bad && i < PQntuples(r); i++) {
+		struct cm_service *v = &m->services[m->nservices++];
+		int alen = PQgetlength(r, i, 2);
+
+		memset(v, 0, sizeof(*v));
+		v->kind = (uint32_t)col_u(r, i, 0, CM_SVC_LAST, &bad);
+		v->node_id = (uint32_t)col_u(r, i, 1, UINT32_MAX, &bad);
+		v->state = (uint32_t)col_u(r, i, 3, NODE_OFFLINE, &bad);
+		v->incarnation = col_u(r, i, 4, UINT64_MAX, &bad);
+		if (v->kind < CM_SVC_META || !v->node_id || alen <= 0 || alen >= CM_ADDR_LEN ||
+		    memchr(PQgetvalue(r, i, 2), 0, (size_t)alen))
+			bad = true;
+		else
+			memcpy(v->addr, PQgetvalue(r, i, 2), (size_t)alen);
+	}
+	return bad;
+}
+
+/* The rows of the five tables into m (reserved for them). */
+static int load_rows(struct pgm *s, struct cluster_map *m, PGresult *const rs[5])
 {
 	const PGresult *r;
 	bool bad = false;
@@ -346,6 +399,9 @@ static int load_rows(struct pgm *s, struct cluster_map *m, PGresult *const rs[4]
 		t->capacity = col_u(r, i, 2, UINT64_MAX, &bad);
 		t->used = col_u(r, i, 3, UINT64_MAX, &bad);
 		t->state = (uint32_t)col_u(r, i, 4, UINT32_MAX, &bad);
+		t->fs = col_u(r, i, 5, UINT64_MAX, &bad);
+		t->avail = col_u(r, i, 6, UINT64_MAX, &bad);
+		t->full = (uint32_t)col_u(r, i, 7, 1, &bad);
 	}
 	r = rs[2];
 	for (int i = 0; !bad && i < PQntuples(r); i++) {
@@ -376,6 +432,8 @@ static int load_rows(struct pgm *s, struct cluster_map *m, PGresult *const rs[4]
 		}
 	}
 	if (!bad)
+		bad = load_services(m, rs[4]);
+	if (!bad)
 		return 0;
 	log_error(COMP, "%s: corrupt cluster map row; restore the database from a backup",
 		  s->db.where);
@@ -384,16 +442,21 @@ static int load_rows(struct pgm *s, struct cluster_map *m, PGresult *const rs[4]
 
 static int pgm_load(void *impl, struct cluster_map *out)
 {
-	static const char *const sql[4] = {
+	static const char *const sql[5] = {
 		"SELECT id, addr, state FROM mgmt_nodes ORDER BY id",
-		"SELECT id, node_id, capacity, used, state FROM mgmt_targets ORDER BY id",
+		"SELECT id, node_id, capacity, used, state, fs, avail, full_mark FROM mgmt_targets"
+		" ORDER BY id",
 		"SELECT id, version FROM mgmt_chains ORDER BY id",
 		"SELECT chain_id, out, pos, target_id, state FROM mgmt_chain_members"
 		" ORDER BY chain_id, out, pos",
+		"SELECT kind, node_id, addr, state, incarnation FROM mgmt_services"
+		" ORDER BY kind, node_id",
 	};
-	static const uint32_t max[3] = { CM_MAX_NODES, CM_MAX_TARGETS, CM_MAX_CHAINS };
+	static const uint32_t max[5] = { CM_MAX_NODES, CM_MAX_TARGETS, CM_MAX_CHAINS,
+					 CM_MAX_CHAINS * CM_CHAIN_SLOTS,
+					 CM_MAX_SERVICES };
 	struct pgm *s = impl;
-	PGresult *rs[4] = { NULL };
+	PGresult *rs[5] = { NULL };
 	struct cluster_map m;
 	int rc;
 
@@ -402,11 +465,11 @@ static int pgm_load(void *impl, struct cluster_map *out)
 	if ((rc = reconnect(s)) ||
 	    (rc = q(s, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", NULL, "begin", NULL)))
 		return rc;
-	for (int i = 0; !rc && i < 4; i++)
+	for (int i = 0; !rc && i < 5; i++)
 		rc = q(s, sql[i], NULL, "reading the cluster map", &rs[i]);
 	if (rc)
 		goto out;
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 5; i++) {
 		if ((uint32_t)PQntuples(rs[i]) > max[i]) {
 			rc = STRATA_EBADMSG;
 			goto out;
@@ -414,7 +477,8 @@ static int pgm_load(void *impl, struct cluster_map *out)
 	}
 	rc = -ENOMEM;
 	if (cm_reserve(&m, (uint32_t)PQntuples(rs[0]), (uint32_t)PQntuples(rs[1]),
-		       (uint32_t)PQntuples(rs[2])))
+		       (uint32_t)PQntuples(rs[2])) ||
+	    cm_reserve_services(&m, (uint32_t)PQntuples(rs[4])))
 		goto out;
 	if ((rc = load_kv(s, &m)) || (rc = load_rows(s, &m, rs)))
 		goto out;
@@ -423,7 +487,7 @@ static int pgm_load(void *impl, struct cluster_map *out)
 		log_error(COMP, "%s: the stored cluster map is inconsistent; restore the database"
 			  " from a backup", s->db.where);
 out:
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++)
 		PQclear(rs[i]);
 	rollback(s);
 	if (rc) {
@@ -751,13 +815,17 @@ static int pgm_lease(void *impl, const char *holder, const char *addr, uint32_t 
 	pg_param_str(&a, addr);
 	pg_param_i64(&a, ttl_ms);
 	/* Renewed by its holder (same term), or taken once expired (a new
-	 * term); the database's clock decides, never ours. */
+	 * term); the database's clock decides, never ours. Also taken at
+	 * once (a new term) by a later process of the holder's node at the
+	 * holder's address ("node N-<incarnation>", mgmt_service.c): the
+	 * holder is gone, since its successor serves at that address. */
 	rc = q(s, "INSERT INTO mgmt_lease AS l (id, holder, addr, term, expires) VALUES (1, $1,"
 	       " $2, 1, clock_timestamp() + $3 * interval '1 millisecond') ON CONFLICT (id) DO"
 	       " UPDATE SET holder = excluded.holder, addr = excluded.addr, term = CASE WHEN"
 	       " l.holder = excluded.holder THEN l.term ELSE l.term + 1 END, expires ="
 	       " excluded.expires WHERE l.holder = excluded.holder OR l.expires <="
-	       " clock_timestamp()", &a, "taking the leader lease", NULL);
+	       " clock_timestamp() OR (l.addr = excluded.addr AND split_part(l.holder, '-', 1) ="
+	       " split_part(excluded.holder, '-', 1))", &a, "taking the leader lease", NULL);
 	a.n = 1;
 	if (!rc)
 		rc = q(s, "SELECT holder = $1, term, addr, GREATEST(0, CEIL(EXTRACT(EPOCH FROM"

@@ -1,9 +1,12 @@
 /* The mgmt addresses a caller knows (mgmt_addrs.h). */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "net/mgmt_addrs.h"
 #include "common/errors_int.h"
+#include "common/rand.h"
 #include "net/conn.h"
 
 int mgmt_addrs_init(struct mgmt_addrs *a, const char *spec)
@@ -28,16 +31,36 @@ int mgmt_addrs_init(struct mgmt_addrs *a, const char *spec)
 		memcpy(a->addr[a->n], s, (size_t)(e - s));
 		a->addr[a->n++][e - s] = '\0';
 		if (!p[len])
-			return 0;
+			break;
 		p += len + 1;
 	}
+	/* Not secret, only different between callers: the process, the
+	 * time, and the struct's place (several lists in one process). */
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		a->rd = (uint32_t)(splitmix64((uint64_t)getpid() << 32 ^ (uint64_t)ts.tv_nsec ^
+					      (uint64_t)(uintptr_t)a) % a->n);
+	}
+	return 0;
+}
+
+static const char *at(const struct mgmt_addrs *a, const uint32_t *idx)
+{
+	uint32_t i = __atomic_load_n(idx, __ATOMIC_ACQUIRE);
+
+	return a->addr[i < a->n ? i : 0];
 }
 
 const char *mgmt_addrs_cur(const struct mgmt_addrs *a)
 {
-	uint32_t i = __atomic_load_n(&a->cur, __ATOMIC_ACQUIRE);
+	return at(a, &a->cur);
+}
 
-	return a->addr[i < a->n ? i : 0];
+const char *mgmt_addrs_read(const struct mgmt_addrs *a)
+{
+	return at(a, &a->rd);
 }
 
 uint32_t mgmt_addrs_timeout(const struct mgmt_addrs *a, uint32_t timeout_ms)
@@ -78,8 +101,9 @@ static int named_leader(const struct mgmt_addrs *a, int status, const struct rpc
 	return -1;
 }
 
-bool mgmt_addrs_failed(struct mgmt_addrs *a, const char *called, int status,
-		       const struct rpc_msg *resp)
+/* Moves *idx (a->cur or a->rd) away from called, as mgmt_addrs_failed. */
+static bool move(struct mgmt_addrs *a, uint32_t *idx, const char *called, int status,
+		 const struct rpc_msg *resp)
 {
 	uint32_t from = a->n, to;
 	int leader;
@@ -94,6 +118,18 @@ bool mgmt_addrs_failed(struct mgmt_addrs *a, const char *called, int status,
 	leader = named_leader(a, status, resp);
 	to = leader >= 0 && (uint32_t)leader != from ? (uint32_t)leader : (from + 1) % a->n;
 	/* Once, however many calls to called failed. */
-	return __atomic_compare_exchange_n(&a->cur, &from, to, false, __ATOMIC_ACQ_REL,
+	return __atomic_compare_exchange_n(idx, &from, to, false, __ATOMIC_ACQ_REL,
 					   __ATOMIC_ACQUIRE);
+}
+
+bool mgmt_addrs_failed(struct mgmt_addrs *a, const char *called, int status,
+		       const struct rpc_msg *resp)
+{
+	return move(a, &a->cur, called, status, resp);
+}
+
+bool mgmt_addrs_read_failed(struct mgmt_addrs *a, const char *called, int status,
+			    const struct rpc_msg *resp)
+{
+	return move(a, &a->rd, called, status, resp);
 }

@@ -11,8 +11,14 @@
  * leader died). The caller retries on its own schedule (a heartbeat, a
  * map refetch, an I/O's backoff): that is the backoff.
  *
- * Thread-safety: the list is fixed at init; the current index is read and
- * moved atomically, so several threads may share one struct.
+ * Reads of the map (GET_MAP) have a cursor of their own
+ * (mgmt_addrs_read): followers answer them too, from the database
+ * (docs/operations.md, "Three control nodes"), so each caller starts at
+ * an address drawn at init, which spreads many clients' reads over the
+ * control nodes instead of all on the first or the leader.
+ *
+ * Thread-safety: the list is fixed at init; the current indexes are read
+ * and moved atomically, so several threads may share one struct.
  */
 #ifndef STRATA_CLIENT_MGMT_ADDRS_H
 #define STRATA_CLIENT_MGMT_ADDRS_H
@@ -31,6 +37,7 @@ struct mgmt_addrs {
 	char addr[MGMT_ADDRS_MAX][CM_ADDR_LEN];
 	uint32_t n;
 	uint32_t cur;		/* index into addr; atomic */
+	uint32_t rd;		/* index into addr for reads; atomic */
 };
 
 /*
@@ -43,6 +50,10 @@ int mgmt_addrs_init(struct mgmt_addrs *a, const char *spec);
 
 /* The address to call now (valid as long as a). */
 const char *mgmt_addrs_cur(const struct mgmt_addrs *a);
+
+/* The address to read the map from now (valid as long as a): drawn at
+ * init, then moved by mgmt_addrs_read_failed. */
+const char *mgmt_addrs_read(const struct mgmt_addrs *a);
 
 /* How long a call to mgmt may wait: timeout_ms, but with several mgmt at
  * most MGMT_ADDRS_CALL_MS, so that a leader that hangs (a paused process,
@@ -64,5 +75,10 @@ bool mgmt_addrs_retry_elsewhere(int status);
  */
 bool mgmt_addrs_failed(struct mgmt_addrs *a, const char *called, int status,
 		       const struct rpc_msg *resp);
+/* The same for a read (called: an address mgmt_addrs_read returned),
+ * moving the read cursor: to the leader a follower that cannot read the
+ * database names, else to the next address. */
+bool mgmt_addrs_read_failed(struct mgmt_addrs *a, const char *called, int status,
+			    const struct rpc_msg *resp);
 
 #endif

@@ -39,9 +39,12 @@
  * request that mgmt answered (docs/failures.md).
  *
  * Several mgmt on one PostgreSQL store (mgmt.store): only the leader
- * answers; the others answer every operation STRATA_ENOTLEADER, the body
- * the leader's address (bytes, no NUL; empty when unknown). Callers move
- * with net/mgmt_addrs.h.
+ * answers writes and heartbeats; the others answer them STRATA_ENOTLEADER,
+ * the body the leader's address (bytes, no NUL; empty when unknown).
+ * Followers answer GET_MAP and TOKEN_LIST from the database (the map no
+ * older than the leader's last write plus mgmt.heartbeat,
+ * mgmt/mgmt_service.c), or STRATA_ENOTLEADER when they cannot read it.
+ * Callers move with net/mgmt_addrs.h. No frame changed for this.
  */
 #ifndef STRATA_PROTO_MGMT_H
 #define STRATA_PROTO_MGMT_H
@@ -284,7 +287,9 @@ int cmap_decode_since(const void *body, uint32_t len, struct cluster_map *out, b
 
 /* Blocking: the whole cluster map of mgmt at addr into out (the caller
  * releases it); addr may be a comma-separated list (net/mgmt_addrs.h):
- * the first mgmt that answers, the leader. 0 or a negative error. */
+ * the first mgmt that answers, from the list's read address on (a
+ * follower's map may be mgmt.heartbeat older than the leader's). 0 or a
+ * negative error. */
 int cmap_fetch_sync(struct rpc_client *cl, const char *addr, uint32_t timeout_ms,
 		    struct cluster_map *out);
 

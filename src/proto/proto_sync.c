@@ -92,11 +92,16 @@ int cmap_fetch_sync(struct rpc_client *cl, const char *addr, uint32_t timeout_ms
 		cm_init(out);
 		return -EINVAL;
 	}
-	/* The first that answers: the leader (followers say they are not). */
+	/* Any mgmt answers (followers from the database, or they name the
+	 * leader): from the address drawn for reads, the first that does. */
 	for (uint32_t i = 0;; i++) {
-		rc = fetch_one(cl, a.addr[i], timeout_ms, out);
+		const char *at = mgmt_addrs_read(&a);
+
+		rc = fetch_one(cl, at, timeout_ms, out);
 		if (!rc || i + 1 == a.n || !mgmt_addrs_retry_elsewhere(rc))
 			return rc;
 		cm_release(out);
+		if (!mgmt_addrs_read_failed(&a, at, rc, NULL))
+			return rc;
 	}
 }

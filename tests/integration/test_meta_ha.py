@@ -100,7 +100,7 @@ def ha(tmp_path_factory):
 def test_meta_servers_share_one_namespace(ha):
     c = ha
     metas = [c.node(n) for n in META_NODES]
-    assert [n.services for n in metas] == ["mgmt,meta,composer", "mgmt,meta", "mgmt,meta"]
+    assert [n.services for n in metas] == ["mgmt,meta,composer"] * 3
     j = json.loads((c.dir / "cluster.json").read_text())
     assert j["postgresql"]["uri"].startswith("postgresql:///strata?host=/tmp/strata-pg.")
     assert oct(os.stat(j["postgresql"]["passfile"]).st_mode & 0o777) == "0o600"

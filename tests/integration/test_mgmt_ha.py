@@ -6,14 +6,19 @@ not the leader; a kill -9 of the leader under a writing client: a follower
 takes over within the lease, the storage daemons and the client follow it,
 writes resume, and an audit reads back every acknowledged file; the old
 leader, started again, follows; a paused (SIGSTOP) leader is deposed the
-same way and steps down when it resumes.
+same way and steps down when it resumes. Followers serve reads of the
+map from the database (and redirect without it); the composer of each
+control node follows the mgmt leader.
 
 PostgreSQL is started by 'local up' (the recipe of tests/pg_tmp.sh); the
 module is skipped without its binaries (or, as root, without a 'postgres'
 user to run them as)."""
 
+import http.client
 import json
 import os
+import urllib.error
+import urllib.request
 import re
 import signal
 import subprocess
@@ -22,7 +27,7 @@ import time
 import pytest
 
 from conftest import REGISTRY, STRATA, Cluster, restart_control_node, spawn, wait_until
-from pgtmp import PgServer
+from pgtmp import PGBIN, PgServer
 from test_meta_ha import _finish, _have_pg, _metric, _ok, _py, _strata_fn, _up
 from test_python import PY, py_env
 
@@ -45,14 +50,13 @@ def ha(tmp_path_factory):
 @pytest.mark.timeout(300)
 def test_three_mgmt_one_leader_the_others_redirect(ha):
     c = ha
-    assert [c.node(i).services for i in CONTROL] == ["mgmt,meta,composer", "mgmt,meta",
-                                                     "mgmt,meta"]
+    assert [c.node(i).services for i in CONTROL] == ["mgmt,meta,composer"] * 3
     j = json.loads((c.dir / "cluster.json").read_text())
     assert j["mgmt"] == ",".join(c.node(i).addr for i in CONTROL)
     wait_until(lambda: len(_leaders(c, CONTROL)) == 1, 30, 0.2, "one mgmt leader")
     leader = _leaders(c, CONTROL)[0]
     assert _metric(c.node(leader), "strata_mgmt_leader_term") >= 1
-    # The list finds the leader; a follower alone says it is not one.
+    # The list finds the leader; a follower refuses writes, naming it.
     r = _strata_fn("status", "--dir", c.dir)
     assert r.returncode == 0, r.stdout + r.stderr
     assert re.search(r"^cluster\s+%s " % re.escape(c.node(leader).addr), r.stdout, re.M), r.stdout
@@ -60,9 +64,92 @@ def test_three_mgmt_one_leader_the_others_redirect(ha):
     for i in CONTROL:
         if i == leader:
             continue
-        r = _strata_fn("status", "--mgmt", c.node(i).addr, "--dir", c.dir)
+        r = _strata_fn("token", "create", "--tenant", "t", "--expires", "1d", "--mgmt", c.node(i).addr,
+                       "--dir", c.dir)
         assert r.returncode != 0, r.stdout
         assert "not the leader" in r.stderr, r.stderr
+
+
+def _map_version(c, node):
+    r = _strata_fn("status", "--json", "--mgmt", c.node(node).addr, "--dir", c.dir)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)["map_version"]
+
+
+@pytest.mark.timeout(300)
+def test_followers_serve_the_map(ha, tmp_path):
+    """Followers answer GET_MAP (and the token list) from the database: a
+    change the leader made (a revocation: a new map version) reaches each
+    follower's answer within mgmt.heartbeat; with the leader paused, 'strata
+    status' and libstrata carry on through the followers, before and after
+    one of them takes over."""
+    c = ha
+    wait_until(lambda: len(_leaders(c, CONTROL)) == 1, 30, 0.2, "one mgmt leader")
+    leader = _leaders(c, CONTROL)[0]
+    followers = [i for i in CONTROL if i != leader]
+    r = _strata_fn("token", "create", "--tenant", "follow", "--expires", "1d", "--dir", c.dir,
+                   "--out", tmp_path / "t.token")
+    assert r.returncode == 0, r.stdout + r.stderr
+    listed = _strata_fn("token", "list", "--mgmt", c.node(followers[0]).addr, "--dir", c.dir)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    tid = re.search(r"^([0-9a-f]+)\s+follow\s", listed.stdout, re.M).group(1)
+    before = _map_version(c, leader)
+    r = _strata_fn("token", "revoke", tid, "--dir", c.dir)
+    assert r.returncode == 0, r.stdout + r.stderr
+    want = _map_version(c, leader)
+    assert want > before
+    t0 = time.monotonic()
+    for i in followers:
+        reads = _metric(c.node(i), "strata_mgmt_follower_reads_total")
+        wait_until(lambda: _map_version(c, i) == want, 10, 0.05,
+                   "node %d to serve map version %d" % (i, want))
+        print("node %d serves map version %d %.2f s after the leader made it"
+              % (i, want, time.monotonic() - t0))
+        assert _metric(c.node(i), "strata_mgmt_follower_reads_total") > reads
+        r = _strata_fn("token", "list", "--mgmt", c.node(i).addr, "--dir", c.dir)
+        assert re.search(r"^%s\s.*revoked$" % tid, r.stdout, re.M), r.stdout + r.stderr
+    # The leader paused: the followers answer reads at once, one of them
+    # leads within the lease; status and a libstrata client work
+    # throughout.
+    _ok(_py(c, "import strata; strata.Client().mkdir('/follow')"))
+    pid = c.node(leader).pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        # At once (the lease runs 3 s): a follower answers from the
+        # database while no mgmt leads.
+        reads = _metric(c.node(followers[0]), "strata_mgmt_follower_reads_total")
+        r = _strata_fn("token", "list", "--mgmt", c.node(followers[0]).addr, "--dir", c.dir)
+        assert r.returncode == 0 and re.search(r"^%s\s" % tid, r.stdout, re.M), \
+            r.stdout + r.stderr
+        led = _leaders(c, followers)
+        print("token list at a follower with the leader paused: %s"
+              % ("a follower leads by now" if led else "no leader yet"))
+        assert led or _metric(c.node(followers[0]), "strata_mgmt_follower_reads_total") > reads
+        t0 = time.monotonic()
+        r = _strata_fn("status", "--mgmt", c.node(followers[0]).addr, "--dir", c.dir)
+        took = time.monotonic() - t0
+        # 1: degraded, once the new leader finds node 1's meta gone; 3
+        # would be "mgmt cannot be read".
+        assert r.returncode in (0, 1), r.stdout + r.stderr
+        assert re.search(r"^nodes\s+3 up of 3", r.stdout, re.M), r.stdout
+        led = _leaders(c, followers)
+        print("status at a follower %.2f s after the leader paused (%s)"
+              % (took, "a follower leads by now" if led else "no leader yet"))
+        r = _strata_fn("status", "--dir", c.dir)
+        assert r.returncode in (0, 1), r.stdout + r.stderr
+        assert re.search(r"^nodes\s+3 up of 3", r.stdout, re.M), r.stdout
+        t0 = time.monotonic()
+        out = _ok(_py(c, "import strata; c = strata.Client(); print(sorted(c.listdir('/')))"))
+        assert "follow" in out, out
+        print("with the leader paused, a new libstrata client listed / in %.2f s"
+              % (time.monotonic() - t0))
+        wait_until(lambda: len(_leaders(c, followers)) == 1, 30, 0.2, "a follower to take over")
+        out = _ok(_py(c, "import strata; c = strata.Client(); print(sorted(c.listdir('/')))"))
+        assert "follow" in out, out
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_until(lambda: "no longer the leader" in c.node(leader).log, 30, 0.2,
+               "the old leader to step down")
 
 
 WRITER = """
@@ -220,6 +307,84 @@ def test_a_paused_leader_is_deposed(ha, tmp_path):
                "every storage daemon up under the new leader")
 
 
+def _composer_get(c, addr, path):
+    """(status, headers, JSON body) of a GET to the composer at addr."""
+    rq = urllib.request.Request("http://%s%s" % (addr, path), method="GET")
+    rq.add_header("Authorization", "Bearer " + (c.dir / "admin.token").read_text().strip())
+    try:
+        with urllib.request.urlopen(rq, timeout=30) as r:
+            return r.status, r.headers, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, json.loads(e.read() or b"null")
+
+
+def _composers(c):
+    """{node: its composer's API address}, from cluster.json's list (in
+    the order of CONTROL)."""
+    addrs = json.loads((c.dir / "cluster.json").read_text())["composer"].split(",")
+    return dict(zip(CONTROL, addrs))
+
+
+@pytest.mark.timeout(300)
+def test_the_composer_follows_the_mgmt_leader(ha):
+    """Every control node runs a composer over the one database; the mgmt
+    leader's serves, the others answer 503 naming it. A kill -9 of the
+    leader (mgmt, meta and the composer at once): the compositions survive,
+    and a new compose through the cluster's list works through the new
+    leader's composer, the CLI following it."""
+    c = ha
+    wait_until(lambda: len(_leaders(c, CONTROL)) == 1, 30, 0.2, "one mgmt leader")
+    leader = _leaders(c, CONTROL)[0]
+    api = _composers(c)
+    wait_until(lambda: _composer_get(c, api[leader], "/redfish/v1/Systems")[0] == 200, 30, 0.2,
+               "the leader's composer to serve")
+    r = _strata_fn("compose", "create", "--dir", c.dir, "--storage", "1M", "--name", "before",
+                   "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    before = json.loads(r.stdout)["Id"]
+    for i in CONTROL:
+        if i == leader:
+            continue
+        code, hdr, body = _composer_get(c, api[i], "/redfish/v1/Systems")
+        assert code == 503, body
+        assert hdr["X-Strata-Composer-Leader"] == api[leader], dict(hdr)
+        info = body["error"]["@Message.ExtendedInfo"][0]
+        assert info["MessageId"] == "Strata.1.0.NotServing", body
+        assert info["MessageArgs"] == [api[leader]], body
+        # The portal sends the browser to the serving composer.
+        host, port = api[i].rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("GET", "/ui")
+        resp = conn.getresponse()
+        assert resp.status == 307 and resp.getheader("Location") == "http://%s/ui" % api[leader]
+        conn.close()
+    c.node(leader).kill9()
+    t0 = time.monotonic()
+    r = _strata_fn("compose", "create", "--dir", c.dir, "--storage", "1M", "--name", "after",
+                   "--json")
+    took = time.monotonic() - t0
+    assert r.returncode == 0, r.stdout + r.stderr
+    after = json.loads(r.stdout)["Id"]
+    print("compose through the new leader's composer %.2f s after the kill -9" % took)
+    survivors = [i for i in CONTROL if i != leader]
+    new = _leaders(c, survivors)
+    assert len(new) == 1
+    code, _, body = _composer_get(c, api[new[0]], "/redfish/v1/Systems")
+    assert code == 200, body
+    ids = sorted(m["@odata.id"].rsplit("/", 1)[1] for m in body["Members"])
+    assert before in ids and after in ids, ids
+    r = _strata_fn("compose", "show", before, "--dir", c.dir, "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["Oem"]["Strata"]["State"] == "Composed", r.stdout
+    for sid in (before, after):
+        assert _strata_fn("compose", "delete", sid, "--dir", c.dir).returncode == 0
+    r = _strata_fn("local", "start", "--dir", c.dir, "--node", str(leader))
+    assert r.returncode == 0, r.stdout + r.stderr
+    c.reload()
+    wait_until(lambda: "the leader is" in c.node(leader).log, 30, 0.2,
+               "node %d to find the leader" % leader)
+
+
 @pytest.mark.timeout(300)
 def test_mgmt_migrate_moves_a_running_clusters_state(tmp_path):
     """'strata mgmt migrate' copies a SQLite mgmt.db into an empty PostgreSQL
@@ -341,3 +506,45 @@ def test_soak_control_plane(ha, tmp_path):
     out = _ok(_py(c, "import runpy, sys; sys.argv = ['a', %r]; runpy.run_path(%r)"
                   % (str(tmp_path / "progress.json"), str(audit))))
     assert json.loads(out.strip().splitlines()[-1]) == [], "seed %d" % seed
+
+
+def _pg_ctl(c, *args):
+    """pg_ctl on the cluster's PostgreSQL ('local up' made it), as its
+    owner."""
+    j = json.loads((c.dir / "cluster.json").read_text())["postgresql"]
+    port = re.search(r"port=(\d+)", j["uri"]).group(1)
+    cmd = [str(PGBIN / "pg_ctl"), "-D", j["dir"] + "/data", "-w", "-t", "30"]
+    if args == ("start",):
+        cmd += ["-l", j["dir"] + "/server.log", "-o",
+                "-k %s -p %s -c listen_addresses=''" % (j["dir"], port)]
+    if os.getuid() == 0:
+        cmd = ["runuser", "-u", "postgres", "--"] + cmd
+    r = subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.timeout(300)
+def test_a_follower_without_the_database_redirects(ha):
+    """With the database gone, a follower serves its copy of the map for
+    at most mgmt.heartbeat, then answers STRATA_ENOTLEADER as before
+    (saying so in its log); with the database back, a leader is elected
+    again and the cluster recovers. Last of the module: it stops what the
+    others share."""
+    c = ha
+    wait_until(lambda: len(_leaders(c, CONTROL)) == 1, 60, 0.2, "one mgmt leader")
+    follower = [i for i in CONTROL if i not in _leaders(c, CONTROL)][0]
+    _map_version(c, follower)
+    _pg_ctl(c, "stop", "-m", "immediate")
+    try:
+        def refused():
+            r = _strata_fn("status", "--mgmt", c.node(follower).addr, "--dir", c.dir)
+            return r.returncode == 3 and "not the leader" in r.stderr
+        wait_until(refused, 30, 0.2, "the follower to redirect")
+        assert "a follower cannot read the cluster map from the store" in c.node(follower).log
+    finally:
+        _pg_ctl(c, "start")
+    wait_until(lambda: len(_leaders(c, CONTROL)) == 1, 60, 0.2, "a leader again")
+    wait_until(lambda: re.search(r"^nodes\s+3 up of 3",
+                                 _strata_fn("status", "--dir", c.dir).stdout, re.M), 60, 0.5,
+               "the cluster to recover")
+    _map_version(c, follower)

@@ -2,7 +2,8 @@
  * Unit tests of the mgmt address list (net/mgmt_addrs.h): parsing,
  * moving to the leader a follower names, to the next address on a
  * transport failure, once for several failed calls to one address, and
- * staying on other errors; the bounded call timeout of a list.
+ * staying on other errors; the bounded call timeout of a list; the read
+ * cursor, drawn apart from the leader's and moved on its own.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -86,11 +87,51 @@ static void test_failover(void **state)
 	assert_false(mgmt_addrs_retry_elsewhere(0));
 }
 
+static void test_reads_spread(void **state)
+{
+	struct mgmt_addrs a[64];
+	struct rpc_msg r = { 0 };
+	uint32_t seen[3] = { 0 };
+	const char *rd;
+
+	(void)state;
+	/* Lists made at once (many clients) read from different addresses;
+	 * every one's writes start at the first. */
+	for (int i = 0; i < 64; i++) {
+		assert_int_equal(mgmt_addrs_init(&a[i], "h1:1,h2:2,h3:3"), 0);
+		assert_string_equal(mgmt_addrs_cur(&a[i]), "h1:1");
+		rd = mgmt_addrs_read(&a[i]);
+		seen[rd[1] - '1']++;
+	}
+	for (int k = 0; k < 3; k++)
+		assert_true(seen[k] > 0);
+	/* A failed read moves the read cursor only: to the next address, or
+	 * to the leader a follower names. */
+	rd = mgmt_addrs_read(&a[0]);
+	assert_true(mgmt_addrs_read_failed(&a[0], rd, -ECONNREFUSED, NULL));
+	assert_string_not_equal(mgmt_addrs_read(&a[0]), rd);
+	assert_false(mgmt_addrs_read_failed(&a[0], rd, -ECONNREFUSED, NULL));
+	assert_string_equal(mgmt_addrs_cur(&a[0]), "h1:1");
+	r.body = (const uint8_t *)"h2:2";
+	r.hdr.body_len = 4;
+	rd = mgmt_addrs_read(&a[0]);
+	if (strcmp(rd, "h2:2")) {
+		assert_true(mgmt_addrs_read_failed(&a[0], rd, STRATA_ENOTLEADER, &r));
+		assert_string_equal(mgmt_addrs_read(&a[0]), "h2:2");
+	}
+	assert_false(mgmt_addrs_read_failed(&a[0], mgmt_addrs_read(&a[0]), -ENOENT, NULL));
+	assert_string_equal(mgmt_addrs_cur(&a[0]), "h1:1");
+	/* One address: reads go there. */
+	assert_int_equal(mgmt_addrs_init(&a[0], "h1:1"), 0);
+	assert_string_equal(mgmt_addrs_read(&a[0]), "h1:1");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse),
 		cmocka_unit_test(test_failover),
+		cmocka_unit_test(test_reads_spread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

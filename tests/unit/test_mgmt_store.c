@@ -182,6 +182,51 @@ static void test_roundtrip(void **state)
 	cm_release(&m);
 }
 
+/* PostgreSQL also stores what a follower serves besides (GET_MAP from the
+ * store): the targets' filesystem, free space and full mark, and the
+ * announced services with their incarnations. SQLite (one mgmt, no
+ * follower) leaves them to the heartbeats and announcements. */
+static void test_follower_fields(void **state)
+{
+	struct mgmt_store *s;
+	struct cluster_map m, l;
+	struct cm_target_info ti = { 101, 1000, 10, (1ull << 63) + 7, 990 };
+
+	(void)state;
+	build(&m);
+	assert_true(cm_update_space(&m, 1, &ti, 1, &(struct cm_full_mark){ 50, 995 }) > 0);
+	assert_int_equal(cm_find_target(&m, 101)->full, 1);
+	assert_true(cm_announce_service(&m, CM_SVC_META, 1, "node1.example:7000", 0x1234, 99) > 0);
+	assert_true(cm_announce_service(&m, CM_SVC_MEM, 3, "node3.example:7300", 5, 99) > 0);
+	assert_true(cm_announce_service(&m, CM_SVC_META, 3, "node3.example:7000", 6, 99) > 0);
+	assert_int_equal(mgmt_store_open(path, &s), 0);
+	assert_int_equal(mgmt_store_save(s, &m), 0);
+	assert_int_equal(mgmt_store_load(s, &l), 0);
+	if (!pg_host) {
+		assert_int_equal(l.nservices, 0);
+		assert_true(cm_find_target(&l, 101)->fs == 0);
+	} else {
+		assert_same(&m, &l);
+		assert_true(cm_find_target(&l, 101)->fs == (1ull << 63) + 7);
+		assert_true(cm_find_target(&l, 101)->avail == 990);
+		assert_int_equal(l.nservices, 3);
+		assert_int_equal(l.services[0].kind, CM_SVC_META);
+		assert_int_equal(l.services[1].node_id, 3);
+		assert_true(l.services[0].incarnation == 0x1234);
+		assert_string_equal(l.services[2].addr, "node3.example:7300");
+		/* A service gone offline is stored so. */
+		l.services[2].state = NODE_OFFLINE;
+		l.version++;
+		assert_int_equal(mgmt_store_save(s, &l), 0);
+		cm_release(&l);
+		assert_int_equal(mgmt_store_load(s, &l), 0);
+		assert_int_equal(l.services[2].state, NODE_OFFLINE);
+	}
+	cm_release(&l);
+	mgmt_store_close(s);
+	cm_release(&m);
+}
+
 /* Incarnations survive a reopen, apart from the map and its rewrites. */
 static void test_incarnations(void **state)
 {
@@ -430,6 +475,17 @@ static void test_lease(void **state)
 	assert_int_equal(mgmt_store_resign(b, "node2-bb"), 0);
 	assert_int_equal(mgmt_store_lease(a, "node1-aa", "h1:7000", 60000, &l), 0);
 	assert_true(l.leader && l.term == 3);
+	/* Node 1 restarted at its address (a new incarnation): it takes its
+	 * lease back at once, in a new term; another node, or node 1 at
+	 * another address, waits for the expiry. */
+	assert_int_equal(mgmt_store_lease(b, "node2-bb", "h1:7000", 300, &l), 0);
+	assert_false(l.leader);
+	assert_int_equal(mgmt_store_lease(b, "node1-cc", "h9:7000", 300, &l), 0);
+	assert_false(l.leader);
+	assert_int_equal(mgmt_store_lease(b, "node1-cc", "h1:7000", 300, &l), 0);
+	assert_true(l.leader && l.term == 4);
+	mgmt_store_fence(a, 3);
+	assert_int_equal(mgmt_store_save(a, &m), -ESTALE);
 	mgmt_store_close(a);
 	mgmt_store_close(b);
 	cm_release(&m);
@@ -510,6 +566,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_empty, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_follower_fields, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_incarnations, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_removed, setup, teardown),

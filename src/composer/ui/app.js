@@ -25,6 +25,14 @@ async function api(method, path, body) {
 		body: body === undefined ? undefined : JSON.stringify(body),
 	});
 	const j = await r.json().catch(() => ({}));
+	// Another control node's composer serves now (the mgmt leader
+	// changed): go to its portal; sign in there again (the token is kept
+	// per page address).
+	const info = r.status === 503 && j.error && (j.error["@Message.ExtendedInfo"] || [])[0];
+	if (info && info.MessageId === "Strata.1.0.NotServing" && info.MessageArgs &&
+	    info.MessageArgs[0]) {
+		location.assign("http://" + info.MessageArgs[0] + "/ui");
+	}
 	if (!r.ok) {
 		const msg = (j.error && j.error.message) || ("HTTP " + r.status);
 		const e = new Error(msg);
