@@ -58,7 +58,7 @@ class Caps:
             return struct.unpack_from("<Q", f.body)[0]
 
     def setattr(self, path, mask, mode=0, uid=0, gid=0):
-        body = struct.pack("<QQIIIIqqQ", self.ino(path), 0, mask, mode, uid, gid, 0, 0, 0)
+        body = struct.pack("<QQIIIIqqQQQ", self.ino(path), 0, mask, mode, uid, gid, 0, 0, 0, 0, 0)
         with self.meta_wire(self.admin) as a:
             assert a.call(OP_SETATTR, body).status == 0
 

@@ -65,7 +65,7 @@ class Tenancy:
         with self.wire(self.admin) as a:
             st, at = self.resolve(a, path)
             assert st == 0, (path, st)
-        body = struct.pack("<QQIIIIqqQ", at[0], 0, mask, mode, uid, gid, 0, 0, 0)
+        body = struct.pack("<QQIIIIqqQQQ", at[0], 0, mask, mode, uid, gid, 0, 0, 0, 0, 0)
         with self.wire(token) as cl:
             return cl.call(OP_SETATTR, body).status
 
