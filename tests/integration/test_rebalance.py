@@ -41,6 +41,16 @@ def _rebalance(c, *args):
     return r
 
 
+def _on_exactly(nodes, copies):
+    """Whether every chunk file on the nodes' targets is on exactly copies
+    of them (the members that left removed theirs)."""
+    seen = {}
+    for n in nodes:
+        for p in (n.data / "targets" / "0" / "chunks").glob("*/*"):
+            seen[p.name] = seen.get(p.name, 0) + 1
+    return bool(seen) and all(v == copies for v in seen.values())
+
+
 def _fill(m, node_ids):
     return {n: sum(1 for ch in m.chains for t, _ in ch["members"] if m.node_of(t) == n)
             for n in node_ids}
@@ -115,14 +125,7 @@ def test_add_storage_rebalance(cluster):
     # The members that left remove their copies: every chunk file is on
     # exactly 3 nodes again, the same bytes on each.
     storage = [n for n in c.nodes if (n.data / "targets" / "0").exists()]
-
-    def copies():
-        seen = {}
-        for n in storage:
-            for p in (n.data / "targets" / "0" / "chunks").glob("*/*"):
-                seen[p.name] = seen.get(p.name, 0) + 1
-        return seen and all(v == 3 for v in seen.values())
-    wait_until(copies, 30, 0.3, "the old members to remove their copies")
+    wait_until(lambda: _on_exactly(storage, 3), 30, 0.3, "the old members to remove their copies")
     check_copies(storage, 3, min_chunks=10)
     # 'local' knows the added daemons: status lists them; down stops them
     # (the fixture's teardown checks that none survives).
@@ -201,13 +204,7 @@ def test_hosts_added_under_a_writer_on_network_namespace_hosts(faults, strata):
     w.wait_acks(50, since=time.time(), what="writes after the rebalance")
     w.stop()
     audit(fc, w.log, 3)
-
-    def copies():
-        seen = {}
-        for n in fc.storage:
-            for p in (n.data / "targets" / "0" / "chunks").glob("*/*"):
-                seen[p.name] = seen.get(p.name, 0) + 1
-        return seen and all(v == 3 for v in seen.values())
-    wait_until(copies, 30, 0.3, "the old members to remove their copies")
+    wait_until(lambda: _on_exactly(fc.storage, 3), 30, 0.3,
+               "the old members to remove their copies")
     check_copies(fc.storage, 3, min_chunks=20)
     assert all(list((n.data / "targets" / "0" / "chunks").glob("*/*")) for n in added)
