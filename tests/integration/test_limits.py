@@ -26,7 +26,7 @@ host, port, src, n = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 socks = []
-end = time.monotonic() + 90
+end = time.monotonic() + 180
 while len(socks) < n and time.monotonic() < end:
     s = socket.socket()
     s.settimeout(5)
@@ -106,7 +106,7 @@ def _fds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(360)
 def test_idle_flood_is_held_off_by_the_per_address_cap(daemon_factory, strata):
     """25,000 idle connections from one address: the daemon holds at most
     net.max_conns_per_peer of them, closes the rest at accept, closes the
