@@ -444,14 +444,14 @@ def test_soak_control_plane(ha, tmp_path):
     writer runs, seeded random kill -9s of a control daemon (the mgmt
     leader half the time, else any; node 1 also runs meta and the
     composer), each started again after a random pause, at most one down
-    at a time. Then an audit reads back every acknowledged file. ~30 s
+    at a time. Then an audit reads back every acknowledged file. ~20 s
     here, ~10 min under 'make soak' (STRATA_SOAK=1; STRATA_SOAK_SECONDS
     and STRATA_SOAK_SEED override)."""
     import random
     c = ha
     seed = int(os.environ.get("STRATA_SOAK_SEED") or
                (int(time.time() * 1000) % 1000000 if SOAK else 1818))
-    seconds = float(os.environ.get("STRATA_SOAK_SECONDS") or (600 if SOAK else 30))
+    seconds = float(os.environ.get("STRATA_SOAK_SECONDS") or (600 if SOAK else 20))
     print("test_soak_control_plane: seed %d (STRATA_SOAK_SEED=%d to replay), %.0f s"
           % (seed, seed, seconds))
     rnd = random.Random(seed)
