@@ -195,3 +195,32 @@ int pg_session_reconnect(struct pg_session *s, int (*after)(void *arg), void *ar
 	log_info(s->comp, "%s: reconnected", s->where);
 	return 0;
 }
+
+int pg_session_open(struct pg_session *s, const char *comp, const char *conninfo,
+		    const char *passfile, struct pg_conn_opts *o)
+{
+	char msg[512];
+	int rc;
+
+	s->comp = comp;
+	snprintf(s->where, sizeof(s->where), "PostgreSQL");
+	if (passfile && *passfile) {
+		rc = pg_conn_check_passfile(passfile, msg, sizeof(msg));
+		if (rc) {
+			log_error(comp, "%s", msg);
+			return rc;
+		}
+		o->passfile = passfile;
+	}
+	s->conn = pg_conn_open(conninfo, o, s->where, sizeof(s->where));
+	if (!s->conn)
+		return -ENOMEM;
+	return PQstatus(s->conn) == CONNECTION_OK ? 0 : -EIO;
+}
+
+void pg_session_release(struct pg_session *s)
+{
+	if (s->conn)
+		PQfinish(s->conn);
+	s->conn = NULL;
+}

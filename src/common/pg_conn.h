@@ -73,6 +73,16 @@ int pg_session_fail(struct pg_session *s, const PGresult *r, const char *what);
 /* Takes r: 0 and *out = r (the caller PQclears it) when it succeeded and
  * out is not NULL; else it is cleared, and the error is pg_session_fail's. */
 int pg_session_check(struct pg_session *s, PGresult *r, const char *what, PGresult **out);
+/* Sets up s for component comp and connects it to conninfo with o, its
+ * passfile (NULL or "": libpq's default) checked first (a regular file,
+ * mode 0600; refused with the reason logged). 0, -ENOMEM, -EIO (the
+ * connection failed, logged by pg_conn_open) or the check's error. s holds
+ * no copy of either string: PQreset reconnects with the connection's own.
+ * pg_session_release closes it, whatever this returned. */
+int pg_session_open(struct pg_session *s, const char *comp, const char *conninfo,
+		    const char *passfile, struct pg_conn_opts *o);
+/* Closes s's connection, if any. */
+void pg_session_release(struct pg_session *s);
 /* When s is lost or its connection broken: PQreset, at most every 500 ms,
  * then after(arg) (NULL: none; e.g. preparing statements again, which the
  * old session took with it). 0, or -EIO (logged, rate-limited). */

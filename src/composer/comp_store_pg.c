@@ -87,8 +87,6 @@ static const char *const pstmts[P_COUNT] = {
 
 struct pgc {
 	struct pg_session db;	/* the connection (common/pg_conn.h) */
-	char *conninfo;
-	char *passfile;
 };
 
 static int check(struct pgc *s, PGresult *r, const char *what, PGresult **out)
@@ -359,10 +357,7 @@ static void pgc_close(void *impl)
 
 	if (!s)
 		return;
-	if (s->db.conn)
-		PQfinish(s->db.conn);
-	free(s->conninfo);
-	free(s->passfile);
+	pg_session_release(&s->db);
 	free(s);
 }
 
@@ -426,7 +421,6 @@ int comp_store_pg_open(const char *conninfo, const char *passfile,
 				  .options = "-c statement_timeout=10000",
 				  .connect_timeout_s = 5 };
 	struct pgc *s;
-	char msg[512];
 	int rc;
 
 	*ops = NULL;
@@ -434,18 +428,7 @@ int comp_store_pg_open(const char *conninfo, const char *passfile,
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	s->db.comp = COMP;
-	snprintf(s->db.where, sizeof(s->db.where), "PostgreSQL");
-	s->conninfo = strdup(conninfo);
-	s->passfile = passfile && *passfile ? strdup(passfile) : NULL;
-	rc = !s->conninfo || (passfile && *passfile && !s->passfile) ? -ENOMEM : 0;
-	if (!rc && s->passfile && (rc = pg_conn_check_passfile(s->passfile, msg, sizeof(msg))))
-		log_error(COMP, "%s", msg);
-	if (!rc) {
-		o.passfile = s->passfile;
-		s->db.conn = pg_conn_open(s->conninfo, &o, s->db.where, sizeof(s->db.where));
-		rc = !s->db.conn ? -ENOMEM : PQstatus(s->db.conn) == CONNECTION_OK ? 0 : -EIO;
-	}
+	rc = pg_session_open(&s->db, COMP, conninfo, passfile, &o);
 	if (!rc)
 		rc = setup_schema(s);
 	if (!rc)

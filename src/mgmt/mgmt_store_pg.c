@@ -73,8 +73,6 @@ static const char *const migrations[] = {
 
 struct pgm {
 	struct pg_session db;	/* the connection (common/pg_conn.h) */
-	char *conninfo;
-	char *passfile;
 	uint64_t term;		/* the fence (0: none) */
 };
 
@@ -877,10 +875,7 @@ static void pgm_close(void *impl)
 
 	if (!s)
 		return;
-	if (s->db.conn)
-		PQfinish(s->db.conn);
-	free(s->conninfo);
-	free(s->passfile);
+	pg_session_release(&s->db);
 	free(s);
 }
 
@@ -951,25 +946,14 @@ fail:
 	return rc;
 }
 
-static int pgm_connect(struct pgm *s)
-{
-	/* A statement stuck longer than a lease is of no use to a leader. */
-	struct pg_conn_opts o = { .app = "stratad-mgmt", .comp = COMP, .key = "mgmt.store",
-				  .passfile = s->passfile,
-				  .options = "-c statement_timeout=10000",
-				  .connect_timeout_s = 5 };
-
-	s->db.conn = pg_conn_open(s->conninfo, &o, s->db.where, sizeof(s->db.where));
-	if (!s->db.conn)
-		return -ENOMEM;
-	return PQstatus(s->db.conn) == CONNECTION_OK ? 0 : -EIO;
-}
-
 int mgmt_store_pg_open(const char *conninfo, const char *passfile,
 		       const struct mgmt_store_ops **ops, void **impl)
 {
+	/* A statement stuck longer than a lease is of no use to a leader. */
+	struct pg_conn_opts o = { .app = "stratad-mgmt", .comp = COMP, .key = "mgmt.store",
+				  .options = "-c statement_timeout=10000",
+				  .connect_timeout_s = 5 };
 	struct pgm *s;
-	char msg[512];
 	int rc;
 
 	*ops = NULL;
@@ -977,16 +961,7 @@ int mgmt_store_pg_open(const char *conninfo, const char *passfile,
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	s->db.comp = COMP;
-	snprintf(s->db.where, sizeof(s->db.where), "PostgreSQL");
-	s->conninfo = strdup(conninfo);
-	s->passfile = passfile && *passfile ? strdup(passfile) : NULL;
-	rc = !s->conninfo || (passfile && *passfile && !s->passfile) ? -ENOMEM : 0;
-	if (!rc && s->passfile && (rc = pg_conn_check_passfile(s->passfile, msg,
-								      sizeof(msg))))
-		log_error(COMP, "%s", msg);
-	if (!rc)
-		rc = pgm_connect(s);
+	rc = pg_session_open(&s->db, COMP, conninfo, passfile, &o);
 	if (!rc)
 		rc = setup_schema(s);
 	if (rc) {
