@@ -126,7 +126,7 @@ struct meta_cfg {
 	int64_t reconcile_rate;		/* chunks queued per second */
 	char store[CFG_STR_MAX];		/* "": SQLite; postgresql://... */
 	char store_passfile[CFG_STR_MAX];	/* PostgreSQL's password file */
-	bool group_commit;			/* SQLite: one transaction per loop turn */
+	bool group_commit;			/* one transaction per loop turn */
 	int64_t request_ttl_ms;			/* request ids' records are kept this long */
 	uint64_t reserve;			/* SQLite: the disk reserve (reserve.h) */
 };
@@ -193,16 +193,15 @@ struct meta {
 #define STAT_SET(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define STAT_GET(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
-/* Counts a request of req's operation and puts it in the open group:
- * every handler starts with it. */
+/* Counts a request of req's operation (once, not again when it is made
+ * again): every handler starts with it. */
 static struct meta *count_op(void *svc, struct svc_req *req)
 {
 	struct meta *m = svc;
 	uint16_t op = req->hdr.opcode;
 
-	if (op >= OP_META_FIRST && op <= OP_META_LAST)
+	if (op >= OP_META_FIRST && op <= OP_META_LAST && !meta_group_rerunning(&m->group))
 		STAT_ADD(&m->ops[op - OP_META_FIRST], 1);
-	meta_group_join(&m->group, req);
 	return m;
 }
 
@@ -1692,6 +1691,42 @@ static const struct meta_handlers handlers = {
 	.md_unlink_path = op_unlink_path,
 };
 
+/* The handler of operation op (NULL: none). */
+static svc_handler_fn handler_of(uint16_t op)
+{
+	switch (op) {
+#define MS_CASE(NAME, num, fn, req, rep, access) \
+	case OP_##NAME: \
+		return handlers.fn;
+		META_OPS(MS_CASE)
+#undef MS_CASE
+	default:
+		return NULL;
+	}
+}
+
+/* Where every request enters: queued for the turn's group (group.h),
+ * which runs its handler. */
+static void op_enter(void *svc, struct svc_req *req)
+{
+	struct meta *m = svc;
+
+	meta_group_submit(&m->group, req, handler_of(req->hdr.opcode), m);
+}
+
+/* Routes every operation that has a handler through op_enter. */
+static void route_all(struct rpc_server *srv, struct meta *m)
+{
+	struct meta_handlers h = handlers;
+
+#define MS_ENTER(NAME, num, fn, req, rep, access) \
+	if (h.fn) \
+		h.fn = op_enter;
+	META_OPS(MS_ENTER)
+#undef MS_ENTER
+	meta_route(srv, m->r, &h, m);
+}
+
 /* ---- life cycle ---- */
 
 /* The root of a new (or still empty) namespace takes the configured chunk
@@ -1870,7 +1905,7 @@ static int meta_start(const struct service_env *env, void **out)
 		goto fail;
 	/* Served from now on; announced once a chain table is known
 	 * (on_poll_timer). */
-	meta_route(env->srv, m->r, &handlers, m);
+	route_all(env->srv, m);
 	log_info(COMP, "namespace '%s' open; chunk deletion every %llu ms", path,
 		 (unsigned long long)m->gc_interval_ms);
 	*out = m;
@@ -2017,6 +2052,12 @@ static void meta_metrics(void *svc, struct bbuf *out)
 	metrics_put(out, "strata_meta_group_failures_total", "counter",
 		    "group commits that failed (each request answered with the error)",
 		    (double)STAT_GET(&m->group.failures));
+	metrics_put(out, "strata_meta_group_reruns_total", "counter",
+		    "requests made again, alone, after their group lost a serialization race",
+		    (double)STAT_GET(&m->group.reruns));
+	metrics_put(out, "strata_meta_group_pauses_total", "counter",
+		    "times grouping paused after a lost serialization race (requests ran alone)",
+		    (double)STAT_GET(&m->group.pauses));
 	reconcile_metrics(m, out);
 
 	metrics_put(out, "strata_meta_request_replays_total", "counter",
@@ -2050,8 +2091,8 @@ static const struct cfg_key meta_keys[] = {
 	K("reserve", CFG_SIZE, reserve, "64M", 0, 0,
 	  "SQLite: space kept on the database's disk for deletes once it is full (0: none)"),
 	K("group_commit", CFG_BOOL, group_commit, "true", 0, 0,
-	  "SQLite: the requests of one turn of the event loop share one transaction,"
-	  " each answered after it commits"),
+	  "the requests of one turn of the event loop share one transaction, each"
+	  " answered after it commits (SQLite and PostgreSQL)"),
 	K("request_ttl", CFG_MS, request_ttl_ms, "2m", 1000, 86400000,
 	  "how long a request id's outcome is kept for a retry of its call; keep it above"
 	  " the clients' retry budget (libstrata: retry_ms plus timeout_ms, 40 s by default)"),

@@ -100,9 +100,9 @@ struct meta_store_ops {
 	/* Savepoints inside a write transaction, for group commit (ns.h,
 	 * ns_group_begin): sp_mark opens one, sp_keep releases it (its
 	 * changes stay in the transaction), sp_undo rolls back to it and
-	 * releases it. One at a time. NULL in a backend that does not group
-	 * (PostgreSQL: a serialization failure there aborts the whole
-	 * transaction, so one operation's conflict would undo the others'). */
+	 * releases it. One at a time. NULL in a backend that does not group.
+	 * A call that fails -EBUSY (PostgreSQL: a serialization failure) has
+	 * doomed the whole transaction, not the savepoint (ns.h). */
 	int (*sp_mark)(void *impl);
 	int (*sp_keep)(void *impl);
 	int (*sp_undo)(void *impl);

@@ -40,7 +40,9 @@ typedef int (*txn_fn)(struct ns *ns, void *arg);
 /* Runs fn in the open group's transaction, in a savepoint when it writes:
  * kept if fn returns >= 0, undone otherwise (a read has nothing to undo).
  * A savepoint that cannot be set or undone fails the group (ns_group_end
- * then rolls it all back). */
+ * then rolls it all back), and so does a lost serialization race (-EBUSY,
+ * PostgreSQL): the database dooms the whole transaction then, not the
+ * savepoint, so the group's calls are made again by its owner. */
 static int run_in_group(struct ns *ns, bool write, txn_fn fn, void *arg)
 {
 	const struct meta_store_ops *ops = ST(ns)->ops;
@@ -49,12 +51,22 @@ static int run_in_group(struct ns *ns, bool write, txn_fn fn, void *arg)
 
 	if (ns->group_err)
 		return ns->group_err;
-	if (!write)
-		return fn(ns, arg);
+	if (!write) {
+		/* A read that lost a race (or whose statement failed) has
+		 * aborted the transaction too, with nothing to undo. */
+		ret = fn(ns, arg);
+		if (ret == -EBUSY || ret == -EIO)
+			ns->group_err = ret;
+		return ret;
+	}
 	err = ops->sp_mark(impl);
 	if (err)
 		goto fail;
 	ret = fn(ns, arg);
+	if (ret == -EBUSY) {
+		err = ret;
+		goto fail;
+	}
 	err = ret >= 0 ? ops->sp_keep(impl) : ops->sp_undo(impl);
 	if (err)
 		goto fail;

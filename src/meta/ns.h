@@ -155,8 +155,12 @@ void ns_release(struct ns *ns);
  * it: whoever answers for a call made in a group answers after that.
  * ns_group_end(ns, false), or a commit that fails, rolls every call of
  * the group back; the error is returned (0 for a rollback asked for).
- * -EOPNOTSUPP when the store has no savepoints (PostgreSQL), -EINVAL for a
- * group already open (begin) or none open (end), or the begin's error.
+ * -EBUSY from ns_group_end: the group lost a serialization race (a call
+ * in it, or the commit), nothing of it happened, and each of its calls
+ * may be made again; once a call gets -EBUSY, every later call of the
+ * group fails with it at once.
+ * -EOPNOTSUPP when the store has no savepoints, -EINVAL for a group
+ * already open (begin) or none open (end), or the begin's error.
  */
 int ns_group_begin(struct ns *ns);
 int ns_group_end(struct ns *ns, bool commit);

@@ -510,6 +510,25 @@ static void pg_rollback(void *impl)
 	s->in_txn = false;
 }
 
+/* Savepoints of a group (ns_group_begin). A failed statement leaves the
+ * transaction aborted until ROLLBACK TO: the undo sends it and the release
+ * in one round trip. */
+static int pg_sp_mark(void *impl)
+{
+	return exec_sql(impl, "SAVEPOINT g", "savepoint");
+}
+
+static int pg_sp_keep(void *impl)
+{
+	return exec_sql(impl, "RELEASE SAVEPOINT g", "release savepoint");
+}
+
+static int pg_sp_undo(void *impl)
+{
+	return exec_sql(impl, "ROLLBACK TO SAVEPOINT g; RELEASE SAVEPOINT g",
+			"rollback to savepoint");
+}
+
 /* ---- inodes ---- */
 
 static void inode_row(const PGresult *r, int row, int col, struct meta_inode *out)
@@ -1122,6 +1141,9 @@ static const struct meta_store_ops pg_ops = {
 	.begin = pg_begin,
 	.commit = pg_commit,
 	.rollback = pg_rollback,
+	.sp_mark = pg_sp_mark,
+	.sp_keep = pg_sp_keep,
+	.sp_undo = pg_sp_undo,
 	.get_inode = pg_get_inode,
 	.put_inode = pg_put_inode,
 	.del_inode = pg_del_inode,

@@ -62,6 +62,18 @@ static void send_reply(struct svc_req *req)
 		reply_on_conn(req);	/* same thread (or post failed: ENOMEM) */
 }
 
+/* Forgets the answer recorded in req: its body, and its bulk (done runs). */
+static void drop_answer(struct svc_req *req, int status)
+{
+	req->status = status;
+	req->reply.len = 0;
+	if (req->rbulk_done)
+		req->rbulk_done(req->rbulk_arg);
+	req->rbulk = NULL;
+	req->rbulk_len = 0;
+	req->rbulk_done = NULL;
+}
+
 void svc_reply_bulk(struct svc_req *req, int status, const void *bulk, uint64_t len,
 		    void (*done)(void *), void *arg)
 {
@@ -74,6 +86,9 @@ void svc_reply_bulk(struct svc_req *req, int status, const void *bulk, uint64_t 
 		req->hold = SVC_HELD_ANSWERED;
 		return;
 	}
+	/* A failed reply carries no body and no bulk. */
+	if (req->fail_later && !status)
+		drop_answer(req, req->fail_later);
 	send_reply(req);
 }
 
@@ -87,19 +102,28 @@ bool svc_req_unhold(struct svc_req *req, int fail)
 	bool answered = req->hold == SVC_HELD_ANSWERED;
 
 	req->hold = SVC_UNHELD;
-	if (!answered)
+	if (!answered) {
+		req->fail_later = fail;
 		return false;
-	if (fail && !req->status) {
-		/* A failed reply carries no body and no bulk. */
-		req->status = fail;
-		req->reply.len = 0;
-		if (req->rbulk_done)
-			req->rbulk_done(req->rbulk_arg);
-		req->rbulk = NULL;
-		req->rbulk_len = 0;
-		req->rbulk_done = NULL;
 	}
+	if (fail && !req->status)
+		drop_answer(req, fail);
 	send_reply(req);
+	return true;
+}
+
+bool svc_req_answered(const struct svc_req *req)
+{
+	return req->hold == SVC_HELD_ANSWERED;
+}
+
+bool svc_req_rerun(struct svc_req *req)
+{
+	if (req->hold != SVC_HELD_ANSWERED || (req->hdr.bulk_len && !req->bulk))
+		return false;
+	drop_answer(req, 0);
+	req->hold = SVC_UNHELD;
+	req->fn(req->svc, req);
 	return true;
 }
 

@@ -40,6 +40,7 @@ struct svc_req {
 	bool has_caller;
 	struct net_caller caller;
 	uint8_t hold;		/* SVC_UNHELD, SVC_HELD, SVC_HELD_ANSWERED */
+	int fail_later;		/* svc_req_unhold before the answer: its status */
 };
 
 enum { SVC_UNHELD = 0, SVC_HELD = 1, SVC_HELD_ANSWERED = 2 };
@@ -131,9 +132,22 @@ void svc_req_hold(struct svc_req *req);
  * Ends the hold of req. When its answer was recorded it is sent now, with
  * status fail instead (and no body) when fail is non-zero and the answer
  * was a success, and true is returned: req is then freed, do not touch it.
- * Otherwise false: the next svc_reply* sends at once.
+ * Otherwise false: the next svc_reply* sends at once, turned into fail the
+ * same way (the handler is still at work on a request whose changes were
+ * undone).
  */
 bool svc_req_unhold(struct svc_req *req, int fail);
+/* Whether req is held with its answer recorded. Owner thread only. */
+bool svc_req_answered(const struct svc_req *req);
+/*
+ * Forgets the answer recorded for held req and runs its handler again, on
+ * this (the owner's) thread, from the same request body: for a request
+ * whose changes were rolled back with others' (group commit) and that may
+ * be made again as if it had just arrived. req is no longer held; the
+ * handler answers it as usual. false, and nothing done, when no answer is
+ * recorded or the handler took the request's bulk (req->bulk).
+ */
+bool svc_req_rerun(struct svc_req *req);
 
 /* Answers req with status and the body in req->reply; frees req. Must be
  * called on the owner thread (the one the handler ran on). */
