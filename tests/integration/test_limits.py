@@ -26,6 +26,7 @@ host, port, src, n = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 socks = []
+failed = 0
 end = time.monotonic() + 180
 while len(socks) < n and time.monotonic() < end:
     s = socket.socket()
@@ -34,9 +35,15 @@ while len(socks) < n and time.monotonic() < end:
         s.bind((src, 0))
         s.connect((host, port))
     except OSError as e:
-        print("stopped:", e, file=sys.stderr)
+        # A full accept queue drops the SYN and the connect times out
+        # (a loaded machine); the daemon drains it: try again, a bounded
+        # number of times.
         s.close()
-        break
+        failed += 1
+        if failed > 200:
+            print("stopped:", e, file=sys.stderr)
+            break
+        continue
     socks.append(s)
 print(len(socks), flush=True)
 sys.stdin.read()
