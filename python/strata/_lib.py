@@ -7,8 +7,15 @@ exceptions by check().
 import ctypes
 import errno
 import os
+import threading
 
 _LIB = None
+# Loading the library and declaring prototypes happen once, under this
+# lock: threads that make their first calls at the same moment would
+# otherwise race in ctypes' attribute cache (one thread's getattr can
+# replace a function object another thread already declared, and a call
+# through the undeclared one passes the handle as a 32-bit int).
+_LOCK = threading.Lock()
 
 
 def _candidates():
@@ -28,6 +35,13 @@ def lib():
     """The loaded libstrata (ctypes.CDLL), found through $STRATA_LIB,
     $STRATA_BUILD/libstrata.so, the repository's build trees, then the
     system's library path."""
+    if _LIB is not None:
+        return _LIB
+    with _LOCK:
+        return _load()
+
+
+def _load():
     global _LIB
     if _LIB is not None:
         return _LIB
@@ -56,12 +70,15 @@ def declare(protos):
     declared. Each module of the binding keeps its own table and calls this
     before every use; the table is applied once."""
     L = lib()
-    if id(protos) not in _declared:
-        for name, (res, args) in protos.items():
-            fn = getattr(L, name)
-            fn.restype = res
-            fn.argtypes = args
-        _declared.add(id(protos))
+    if id(protos) in _declared:
+        return L
+    with _LOCK:
+        if id(protos) not in _declared:
+            for name, (res, args) in protos.items():
+                fn = getattr(L, name)
+                fn.restype = res
+                fn.argtypes = args
+            _declared.add(id(protos))
     return L
 
 

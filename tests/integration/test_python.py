@@ -360,3 +360,38 @@ def test_bench_train_tiny(strata):
         assert ("  %s  " % what.ljust(8)) in r.stdout or what in r.stdout
     assert "AU" in r.stdout and "samples/s" in r.stdout and "MB/s" in r.stdout
     assert "=>" in r.stdout
+
+
+@pytest.mark.timeout(120)
+def test_first_calls_from_many_threads_at_once(cluster):
+    """Threads that make the binding's first calls at the same moment (a
+    fresh process, each thread its own Client): the library is loaded and
+    the prototypes declared once, so no call goes through an undeclared
+    function (which passed the handle as a 32-bit int and crashed in
+    libstrata). Ten fresh processes, sixteen threads each."""
+    c = cluster(1)
+    run_py(c, """
+        import strata
+        strata.Client().mkdir("/first")
+    """)
+    code = """
+        import threading, strata
+        go = threading.Barrier(16)
+        errs = []
+        def work(t):
+            go.wait()
+            try:
+                c = strata.Client()
+                c.mkdir("/first/p%d-t%d" % (P, t))
+                c.stat("/first/p%d-t%d" % (P, t))
+            except Exception as e:
+                errs.append(repr(e))
+        ts = [threading.Thread(target=work, args=(t,)) for t in range(16)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert not errs, errs
+    """
+    for p in range(10):
+        run_py(c, "P = %d\n" % p + textwrap.dedent(code))
