@@ -449,13 +449,16 @@ static void run_layers(struct bm *b)
 		mgmt[0] = '\0';
 	snprintf(cmd, sizeof(cmd), "%s python/bench/bench_offload.py",
 		 access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3");
+	/* The cluster's directory, not its address: the client finds the
+	 * cluster's admin token there (an address alone carries none). */
 	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " --pool %s%s%s",
-		 b->mem_addr, mgmt[0] ? " --mgmt " : "", mgmt);
+		 b->mem_addr, mgmt[0] ? " --mgmt " : "", mgmt[0] ? clus : "");
 	fflush(stdout);
 	rc = system(cmd);
 	if (rc != 0)
-		printf("layer streaming: skipped (python/bench/bench_offload.py failed, status %d: "
-		       "needs python3 with torch and strata on PYTHONPATH)\n", rc);
+		printf("layer streaming: python/bench/bench_offload.py failed (status %d; it needs"
+		       " /usr/bin/python3 with torch, and strata on PYTHONPATH): see its output"
+		       " above\n", rc);
 	if (mgmt[0])
 		local_cluster_down(clus);
 }
