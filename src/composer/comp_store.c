@@ -102,6 +102,12 @@ int comp_store_put(struct comp_store *s, struct comp *c)
 	return rc;
 }
 
+void comp_store_fence(struct comp_store *s, uint64_t term)
+{
+	if (s->ops->fence)
+		s->ops->fence(s->impl, term);
+}
+
 int comp_store_add_bytes(struct comp_store *s, int64_t at, const char *tenant, uint64_t read,
 			 uint64_t written)
 {

@@ -119,6 +119,17 @@ int comp_store_load(struct comp_store *s, struct comp **out, uint32_t *n);
 int comp_store_put(struct comp_store *s, struct comp *c);
 
 /*
+ * Makes every later put conditional on term being the mgmt leader
+ * lease's term still (mgmt_store_fence's rule, mgmt_lease_fence), so that
+ * a composer whose mgmt was deposed (paused past its lease, then resumed)
+ * never overwrites what the new leader's composer wrote: such a put fails
+ * with -ESTALE and writes nothing. 0 lifts the fence. PostgreSQL only, and
+ * only where composer.store is mgmt's database (the lease is there; else
+ * logged once and nothing fenced); SQLite (one node): nothing.
+ */
+void comp_store_fence(struct comp_store *s, uint64_t term);
+
+/*
  * Bytes moved (docs/composer.md, "Usage"): what tenant's clients read and
  * wrote at the storage daemons between the composer's sample before and
  * the one at `at` (seconds since the epoch). add: 0 or -EIO.
@@ -139,6 +150,7 @@ struct comp_store_ops {
 	void (*close)(void *impl);
 	int (*load)(void *impl, struct comp **out, uint32_t *n);
 	int (*put)(void *impl, const struct comp *c, uint64_t generation);
+	void (*fence)(void *impl, uint64_t term);	/* NULL: nothing to fence */
 	int (*add_bytes)(void *impl, int64_t at, const char *tenant, uint64_t read,
 			 uint64_t written);
 	int (*sum_bytes)(void *impl, int64_t since, int64_t until,

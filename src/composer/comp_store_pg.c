@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/pg_conn.h"
 #include "composer/comp_store.h"
+#include "mgmt/mgmt_store.h"
 #include "strata/errors.h"
 
 #define COMP "composer-pg"
@@ -87,6 +88,8 @@ static const char *const pstmts[P_COUNT] = {
 
 struct pgc {
 	struct pg_session db;	/* the connection (common/pg_conn.h) */
+	uint64_t term;		/* puts are fenced by this lease term (0: not) */
+	int has_lease;		/* the database holds mgmt's lease: 1, 0, -1 not known */
 };
 
 static int check(struct pgc *s, PGresult *r, const char *what, PGresult **out)
@@ -283,6 +286,32 @@ static int put_gpus(struct pgc *s, const struct comp *c)
 	return 0;
 }
 
+/* Whether the database holds mgmt's leader lease (looked up once): 1 or
+ * 0, or -1 when the lookup failed (not fenced this time). */
+static int has_lease(struct pgc *s)
+{
+	PGresult *r;
+
+	if (s->has_lease >= 0)
+		return s->has_lease;
+	if (exec_sql(s, "SELECT to_regclass('mgmt_lease') IS NOT NULL", "looking for the lease",
+		     &r))
+		return -1;
+	s->has_lease = !strcmp(PQgetvalue(r, 0, 0), "t");
+	PQclear(r);
+	if (!s->has_lease)
+		log_warn(COMP, "%s: composer.store is not mgmt's database (no leader lease"
+			 " there): the composer's writes are not fenced by mgmt's term", s->db.where);
+	return s->has_lease;
+}
+
+static void pgc_fence(void *impl, uint64_t term)
+{
+	struct pgc *s = impl;
+
+	s->term = term;
+}
+
 static int pgc_put(void *impl, const struct comp *c, uint64_t generation)
 {
 	struct pgc *s = impl;
@@ -296,7 +325,10 @@ static int pgc_put(void *impl, const struct comp *c, uint64_t generation)
 	rc = reconnect(s);
 	if (!rc)
 		rc = exec_sql(s, "BEGIN", "begin", NULL);
-	if (!rc) {
+	if (!rc && s->term && has_lease(s) == 1 &&
+	    (rc = mgmt_lease_fence(&s->db, s->term, "composer")))
+		rollback(s);
+	else if (!rc) {
 		rc = put_row(s, c, generation, gpus, paths);
 		if (!rc)
 			rc = put_gpus(s, c);
@@ -365,6 +397,7 @@ static const struct comp_store_ops pgc_ops = {
 	.close = pgc_close,
 	.load = pgc_load,
 	.put = pgc_put,
+	.fence = pgc_fence,
 	.add_bytes = pgc_add_bytes,
 	.sum_bytes = pgc_sum_bytes,
 };
@@ -428,6 +461,7 @@ int comp_store_pg_open(const char *conninfo, const char *passfile,
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	s->has_lease = -1;
 	rc = pg_session_open(&s->db, COMP, conninfo, passfile, &o);
 	if (!rc)
 		rc = setup_schema(s);

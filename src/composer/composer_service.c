@@ -151,12 +151,16 @@ static void leader_api(struct composer *c, const char *addr, char *api, size_t l
 static bool leads(struct composer *c)
 {
 	char addr[CM_ADDR_LEN], api[CFG_STR_MAX];
+	uint64_t term;
 	int r;
 
 	if (!c->follows)
 		return true;
-	r = mgmt_service_leader(addr, sizeof(addr));
+	r = mgmt_service_leader(addr, sizeof(addr), &term);
 	if (r == 1) {
+		/* Writes only while that term is the lease's: once a newer
+		 * leader took over, what we still write is refused. */
+		comp_store_fence(c->store, term);
 		if (!c->leads) {
 			if (reload(c))
 				return false;
@@ -520,6 +524,14 @@ static void do_compose(struct composer *c, struct job *j)
 		return;
 	}
 	rc = p->rq.storage ? attach_volume(c, p, err, sizeof(err)) : 0;
+	if ((rc == -ECONNREFUSED || rc == -ENOTCONN) && !refresh(c)) {
+		/* The meta server the last map named is gone (a control node
+		 * died; the map lists it until its lease ends): once more,
+		 * through the one the map names now. Nothing was delivered. */
+		log_warn(COMP_LOG, "composition '%s': %s; again through meta '%s'", p->id, err,
+			 c->meta);
+		rc = attach_volume(c, p, err, sizeof(err));
+	}
 	if (!rc)
 		rc = attach_credential(c, p, &cred, err, sizeof(err));
 	if (rc) {
@@ -1070,7 +1082,7 @@ static int open_store(struct composer *c, const struct service_env *env, char *w
 
 		/* Shared by the composers of every control node: the one
 		 * beside the mgmt leader serves. */
-		c->follows = mgmt_service_leader(leader, sizeof(leader)) != -ENOENT;
+		c->follows = mgmt_service_leader(leader, sizeof(leader), NULL) != -ENOENT;
 		snprintf(what, len, "PostgreSQL (%s)", key);
 		rc = comp_store_open_pg(spec, pass, &c->store);
 		if (!rc)

@@ -217,6 +217,7 @@ static pthread_mutex_t pub_mu = PTHREAD_MUTEX_INITIALIZER;
 static int pub_leads = -ENOENT;
 static uint64_t pub_until_ms;		/* a leader's lead_until_ms */
 static char pub_leader[CM_ADDR_LEN];
+static uint64_t pub_term;		/* the term it leads in */
 
 /* Publishes m's leadership (m NULL: no mgmt runs). Reactor 0's thread. */
 static void publish(const struct mgmt *m, bool leads)
@@ -224,16 +225,19 @@ static void publish(const struct mgmt *m, bool leads)
 	pthread_mutex_lock(&pub_mu);
 	pub_leads = m ? leads : -ENOENT;
 	pub_until_ms = m && leads ? m->lead_until_ms : 0;
+	pub_term = m && leads ? m->term : 0;
 	snprintf(pub_leader, sizeof(pub_leader), "%s", m ? m->leader_addr : "");
 	pthread_mutex_unlock(&pub_mu);
 }
 
-int mgmt_service_leader(char *leader, size_t len)
+int mgmt_service_leader(char *leader, size_t len, uint64_t *term)
 {
 	int rc;
 
 	pthread_mutex_lock(&pub_mu);
 	rc = pub_leads;
+	if (term)
+		*term = rc == 1 ? pub_term : 0;
 	snprintf(leader, len, "%s", rc == 0 ? pub_leader : "");
 	/* A leader that could not renew in time stops at once, as mgmt
 	 * itself does (is_leader); who leads instead is not known yet. */

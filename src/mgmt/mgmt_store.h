@@ -177,6 +177,17 @@ int mgmt_store_resign(struct mgmt_store *s, const char *holder);
  * with -ESTALE and changes nothing. No-op on SQLite. */
 void mgmt_store_fence(struct mgmt_store *s, uint64_t term);
 
+/*
+ * The fence itself, for every store that shares mgmt's PostgreSQL
+ * database (mgmt's own, the composer's): inside db's open transaction,
+ * reads the leader lease's row FOR SHARE, so a takeover waits for this
+ * transaction, and returns 0 when its term is still term, -ESTALE (logged,
+ * who naming the writer) when a newer leader took over, or the query's
+ * error (-EIO). The caller rolls back on any error.
+ */
+struct pg_session;
+int mgmt_lease_fence(struct pg_session *db, uint64_t term, const char *who);
+
 /* ---- copying a store (strata mgmt migrate) ---- */
 
 struct mgmt_copy_stats {

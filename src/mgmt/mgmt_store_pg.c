@@ -144,32 +144,43 @@ static void rollback(struct pgm *s)
 		(void)q(s, "ROLLBACK", NULL, "rollback", NULL);
 }
 
-/* Opens a write transaction, fenced by s->term (mgmt_store.h). */
-static int wbegin(struct pgm *s)
+int mgmt_lease_fence(struct pg_session *db, uint64_t term, const char *who)
 {
 	PGresult *r;
 	bool bad = false;
-	int64_t term;
+	int64_t now;
+	int rc;
+
+	if (db->lost)
+		return -EIO;
+	r = PQexec(db->conn, "SELECT term FROM mgmt_lease WHERE id = 1 FOR SHARE");
+	rc = pg_session_check(db, r, "reading the lease", &r);
+	if (rc)
+		return rc;
+	now = PQntuples(r) == 1 ? col_i64(r, 0, 0, &bad) : 0;
+	PQclear(r);
+	if (bad || (uint64_t)now != term) {
+		log_warn(COMP, "%s: %s write refused: the leader lease is at term %lld, this"
+			 " node led term %llu (deposed)", db->where, who, (long long)now,
+			 (unsigned long long)term);
+		return -ESTALE;
+	}
+	return 0;
+}
+
+/* Opens a write transaction, fenced by s->term (mgmt_store.h). */
+static int wbegin(struct pgm *s)
+{
 	int rc;
 
 	if ((rc = reconnect(s)) || (rc = q(s, "BEGIN", NULL, "begin", NULL)))
 		return rc;
 	if (!s->term)
 		return 0;
-	rc = q(s, "SELECT term FROM mgmt_lease WHERE id = 1 FOR SHARE", NULL, "reading the lease",
-	       &r);
+	rc = mgmt_lease_fence(&s->db, s->term, "mgmt");
 	if (rc) {
 		rollback(s);
 		return rc;
-	}
-	term = PQntuples(r) == 1 ? col_i64(r, 0, 0, &bad) : 0;
-	PQclear(r);
-	if (bad || (uint64_t)term != s->term) {
-		log_warn(COMP, "%s: write refused: the leader lease is at term %lld, this mgmt led"
-			 " term %llu (deposed)", s->db.where, (long long)term,
-			 (unsigned long long)s->term);
-		rollback(s);
-		return -ESTALE;
 	}
 	return 0;
 }
