@@ -1,5 +1,6 @@
 /* Storage client: routing by the cluster map, retries with backoff. */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,8 @@
 #include "net/mgmt_addrs.h"
 #include "storage_client.h"
 #include "common/errors_int.h"
+#include "common/clock.h"
+static double dg_post, dg_rtt, dg_crc; static uint64_t dg_n, dg_bytes; static int dg_infl, dg_maxinfl; static double dg_infl_sum;
 
 struct map_summary {
 	uint32_t nodes, targets, replication;
@@ -36,7 +39,7 @@ struct sclient {
 	struct sc_io *parked;			/* in a backoff timer */
 	struct reactor_timer refetch;
 	struct reactor_timer periodic;	/* learn of map changes proactively */
-	uint32_t rr;
+	uint32_t rr;			/* o.read_in_turn: the next read's turn */
 	/* shared with other threads */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -400,6 +403,7 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 	switch (io->kind) {
 	case SC_READ: {
 		struct sp_read_rep rep;
+		double t1 = mono_sec(), t2;
 
 		if (st_read_rep(resp, &rep) || rep.nread > io->len ||
 		    resp->hdr.bulk_len != rep.nread) {
@@ -415,6 +419,11 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 			io_failed(io, STRATA_EINTEGRITY);
 			return;
 		}
+		t2 = mono_sec();
+		__atomic_fetch_add(&dg_n, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&dg_bytes, rep.nread, __ATOMIC_RELAXED);
+		__atomic_fetch_sub(&dg_infl, 1, __ATOMIC_RELAXED);
+		dg_post += io->t_start - io->t_sub; dg_rtt += t1 - io->t_start; dg_crc += t2 - t1;
 		if (rep.nread < io->len)
 			memset((uint8_t *)io->buf + rep.nread, 0, io->len - rep.nread);
 		io->nread = rep.nread;
@@ -462,8 +471,31 @@ static uint16_t op_of(enum sc_kind k)
 	}
 }
 
+/*
+ * The replica a read of io's bytes asks first, as a rank among the
+ * chain's serving members: a hash of the chunk and of the READ_SPAN its
+ * offset falls in. Every read of the same bytes, from any client, asks
+ * the same replica first, so with R replicas each one's page cache holds
+ * 1/R of a dataset and reads it from its disk once; reads spread by turn
+ * made every replica read every byte from its disk (R times the disk
+ * reads of a cold epoch, and R times the page cache). A hot chunk is
+ * still spread by span over the replicas. io->replica moves a retry on.
+ */
+#define READ_SPAN_SHIFT 20	/* 1 MiB: the client's read piece */
+
+static uint32_t read_rank(const struct sc_io *io)
+{
+	uint64_t x = io->ino * 0x9e3779b97f4a7c15ull ^ io->idx * 0xc2b2ae3d27d4eb4full ^
+		     ((uint64_t)io->offset >> READ_SPAN_SHIFT) * 0x165667b19e3779f9ull;
+
+	x ^= x >> 31;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 29;
+	return (uint32_t)(x >> 32);
+}
+
 /* Picks the target for io in chain c; returns its index in c or -1. */
-static int pick_member(struct sclient *sc, struct sc_io *io, const struct cm_chain *c)
+static int pick_member(struct sclient *sc, const struct sc_io *io, const struct cm_chain *c)
 {
 	int serving[CM_CHAIN_SLOTS], n = 0;
 
@@ -479,7 +511,9 @@ static int pick_member(struct sclient *sc, struct sc_io *io, const struct cm_cha
 		return 0;	/* updates enter at the head */
 	if (io->last_err == STRATA_EDIRTY || io->kind == SC_STAT)
 		return serving[n - 1];	/* the tail is always committed */
-	return serving[(io->replica + sc->rr) % (uint32_t)n];
+	if (sc->o.read_in_turn)
+		return serving[(io->replica + sc->rr) % (uint32_t)n];
+	return serving[(read_rank(io) % (uint32_t)n + io->replica) % (uint32_t)n];
 }
 
 static void io_start(struct sc_io *io)
@@ -525,6 +559,8 @@ static void io_start(struct sc_io *io)
 	ref.cap = io->cap;
 	io->tried = ref;
 	if (io->kind == SC_READ) {
+		io->t_start = mono_sec();
+		{ int v = __atomic_add_fetch(&dg_infl, 1, __ATOMIC_RELAXED); if (v > dg_maxinfl) dg_maxinfl = v; dg_infl_sum += v; }
 		rd.ref = ref;
 		rd.offset = io->offset;
 		rd.len = io->len;
@@ -574,6 +610,7 @@ void sc_submit(struct sclient *sc, struct sc_io *io)
 	io->last_err = 0;
 	io->next = NULL;
 	io->deadline_ms = reactor_now_ms() + sc->o.retry_ms;
+	sc->rr++;
 	if (io->kind == SC_WRITE)
 		io->crc = crc32c(0, io->buf, io->len);
 	memset(&io->list, 0, sizeof(io->list));
@@ -583,7 +620,6 @@ void sc_submit(struct sclient *sc, struct sc_io *io)
 		io->cb(io);
 		return;
 	}
-	sc->rr++;
 	if (reactor_on_thread(sc->r))
 		io_start(io);
 	else if (reactor_post(sc->r, submit_on_owner, io))
@@ -670,6 +706,8 @@ int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_o
 			sc->o.timeout_ms = o->timeout_ms;
 		if (o->retry_ms)
 			sc->o.retry_ms = o->retry_ms;
+		if (o->opts_size >= offsetof(struct sclient_opts, read_in_turn) + sizeof(bool))
+			sc->o.read_in_turn = o->read_in_turn;
 	}
 	cm_init(&sc->map);
 	cm_init(&sc->svcs);
@@ -830,6 +868,8 @@ void sclient_free(struct sclient *sc)
 {
 	if (!sc)
 		return;
+	if (dg_n) fprintf(stderr, "DIAG reads %llu avg %.0f KiB post %.3f ms rtt %.3f ms crc %.3f ms maxinfl %d avginfl %.1f\n", (unsigned long long)dg_n, dg_bytes / 1024.0 / dg_n, dg_post / dg_n * 1e3, dg_rtt / dg_n * 1e3, dg_crc / dg_n * 1e3, dg_maxinfl, dg_infl_sum / dg_n);
+	dg_n = 0; dg_bytes = 0; dg_post = dg_rtt = dg_crc = 0; dg_maxinfl = 0; dg_infl_sum = 0;
 	reactor_call(sc->r, free_on_owner, sc);
 	cm_release(&sc->map);
 	cm_release(&sc->svcs);
