@@ -17,8 +17,6 @@
 #include "net/mgmt_addrs.h"
 #include "storage_client.h"
 #include "common/errors_int.h"
-#include "common/clock.h"
-static double dg_post, dg_rtt, dg_crc; static uint64_t dg_n, dg_bytes; static int dg_infl, dg_maxinfl; static double dg_infl_sum;
 
 struct map_summary {
 	uint32_t nodes, targets, replication;
@@ -403,7 +401,6 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 	switch (io->kind) {
 	case SC_READ: {
 		struct sp_read_rep rep;
-		double t1 = mono_sec(), t2;
 
 		if (st_read_rep(resp, &rep) || rep.nread > io->len ||
 		    resp->hdr.bulk_len != rep.nread) {
@@ -419,11 +416,6 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 			io_failed(io, STRATA_EINTEGRITY);
 			return;
 		}
-		t2 = mono_sec();
-		__atomic_fetch_add(&dg_n, 1, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&dg_bytes, rep.nread, __ATOMIC_RELAXED);
-		__atomic_fetch_sub(&dg_infl, 1, __ATOMIC_RELAXED);
-		dg_post += io->t_start - io->t_sub; dg_rtt += t1 - io->t_start; dg_crc += t2 - t1;
 		if (rep.nread < io->len)
 			memset((uint8_t *)io->buf + rep.nread, 0, io->len - rep.nread);
 		io->nread = rep.nread;
@@ -559,8 +551,6 @@ static void io_start(struct sc_io *io)
 	ref.cap = io->cap;
 	io->tried = ref;
 	if (io->kind == SC_READ) {
-		io->t_start = mono_sec();
-		{ int v = __atomic_add_fetch(&dg_infl, 1, __ATOMIC_RELAXED); if (v > dg_maxinfl) dg_maxinfl = v; dg_infl_sum += v; }
 		rd.ref = ref;
 		rd.offset = io->offset;
 		rd.len = io->len;
@@ -868,8 +858,6 @@ void sclient_free(struct sclient *sc)
 {
 	if (!sc)
 		return;
-	if (dg_n) fprintf(stderr, "DIAG reads %llu avg %.0f KiB post %.3f ms rtt %.3f ms crc %.3f ms maxinfl %d avginfl %.1f\n", (unsigned long long)dg_n, dg_bytes / 1024.0 / dg_n, dg_post / dg_n * 1e3, dg_rtt / dg_n * 1e3, dg_crc / dg_n * 1e3, dg_maxinfl, dg_infl_sum / dg_n);
-	dg_n = 0; dg_bytes = 0; dg_post = dg_rtt = dg_crc = 0; dg_maxinfl = 0; dg_infl_sum = 0;
 	reactor_call(sc->r, free_on_owner, sc);
 	cm_release(&sc->map);
 	cm_release(&sc->svcs);

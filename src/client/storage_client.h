@@ -130,7 +130,6 @@ struct sc_io {
 	uint32_t crc;
 	struct sp_ref tried;	/* the chunk at the target of the attempt in flight */
 	struct reactor_timer timer;
-	double t_sub, t_start; /* DIAG */
 };
 
 /* Submits io (any thread). io->cb runs exactly once, on the owner thread. */
