@@ -355,7 +355,7 @@ static double bt_daemons_cpu_sec(void)
 			continue;
 		/* After ')': state ppid pgrp session tty tpgid flags minflt
 		 * cminflt majflt cmajflt utime stime. */
-		if (sscanf(p + 1, " %*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ppid,
+		if (sscanf(p + 1, " %*c %d %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu", &ppid,
 			   &ut, &st) == 3 && ppid == self)
 			ticks += ut + st;
 	}
