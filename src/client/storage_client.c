@@ -1,5 +1,6 @@
 /* Storage client: routing by the cluster map, retries with backoff. */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,7 @@ struct sclient {
 	struct sc_io *parked;			/* in a backoff timer */
 	struct reactor_timer refetch;
 	struct reactor_timer periodic;	/* learn of map changes proactively */
-	uint32_t rr;
+	uint32_t rr;			/* o.read_in_turn: the next read's turn */
 	/* shared with other threads */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -462,8 +463,31 @@ static uint16_t op_of(enum sc_kind k)
 	}
 }
 
+/*
+ * The replica a read of io's bytes asks first, as a rank among the
+ * chain's serving members: a hash of the chunk and of the READ_SPAN its
+ * offset falls in. Every read of the same bytes, from any client, asks
+ * the same replica first, so with R replicas each one's page cache holds
+ * 1/R of a dataset and reads it from its disk once; reads spread by turn
+ * made every replica read every byte from its disk (R times the disk
+ * reads of a cold epoch, and R times the page cache). A hot chunk is
+ * still spread by span over the replicas. io->replica moves a retry on.
+ */
+#define READ_SPAN_SHIFT 20	/* 1 MiB: the client's read piece */
+
+static uint32_t read_rank(const struct sc_io *io)
+{
+	uint64_t x = io->ino * 0x9e3779b97f4a7c15ull ^ io->idx * 0xc2b2ae3d27d4eb4full ^
+		     ((uint64_t)io->offset >> READ_SPAN_SHIFT) * 0x165667b19e3779f9ull;
+
+	x ^= x >> 31;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 29;
+	return (uint32_t)(x >> 32);
+}
+
 /* Picks the target for io in chain c; returns its index in c or -1. */
-static int pick_member(struct sclient *sc, struct sc_io *io, const struct cm_chain *c)
+static int pick_member(struct sclient *sc, const struct sc_io *io, const struct cm_chain *c)
 {
 	int serving[CM_CHAIN_SLOTS], n = 0;
 
@@ -479,7 +503,9 @@ static int pick_member(struct sclient *sc, struct sc_io *io, const struct cm_cha
 		return 0;	/* updates enter at the head */
 	if (io->last_err == STRATA_EDIRTY || io->kind == SC_STAT)
 		return serving[n - 1];	/* the tail is always committed */
-	return serving[(io->replica + sc->rr) % (uint32_t)n];
+	if (sc->o.read_in_turn)
+		return serving[(io->replica + sc->rr) % (uint32_t)n];
+	return serving[(read_rank(io) % (uint32_t)n + io->replica) % (uint32_t)n];
 }
 
 static void io_start(struct sc_io *io)
@@ -574,6 +600,7 @@ void sc_submit(struct sclient *sc, struct sc_io *io)
 	io->last_err = 0;
 	io->next = NULL;
 	io->deadline_ms = reactor_now_ms() + sc->o.retry_ms;
+	sc->rr++;
 	if (io->kind == SC_WRITE)
 		io->crc = crc32c(0, io->buf, io->len);
 	memset(&io->list, 0, sizeof(io->list));
@@ -583,7 +610,6 @@ void sc_submit(struct sclient *sc, struct sc_io *io)
 		io->cb(io);
 		return;
 	}
-	sc->rr++;
 	if (reactor_on_thread(sc->r))
 		io_start(io);
 	else if (reactor_post(sc->r, submit_on_owner, io))
@@ -670,6 +696,8 @@ int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_o
 			sc->o.timeout_ms = o->timeout_ms;
 		if (o->retry_ms)
 			sc->o.retry_ms = o->retry_ms;
+		if (o->opts_size >= offsetof(struct sclient_opts, read_in_turn) + sizeof(bool))
+			sc->o.read_in_turn = o->read_in_turn;
 	}
 	cm_init(&sc->map);
 	cm_init(&sc->svcs);

@@ -7,7 +7,9 @@
  * each completes exactly once, its callback running on the owner thread.
  *
  * Writes go to the chain head (chain replication does the rest). Reads go
- * to a serving replica, spreading load; a dirty replica (STRATA_EDIRTY)
+ * to a serving replica, spreading load by a hash of the chunk and the
+ * 1 MiB span read (the same bytes ask the same replica first, so each
+ * replica's page cache holds its share); a dirty replica (STRATA_EDIRTY)
  * sends the read to the tail, a checksum mismatch to another replica. The
  * client checks the CRC32C of every byte it reads. Transient failures
  * (timeouts, lost connections, stale maps, unavailable chains) are retried
@@ -36,6 +38,10 @@ struct sclient_opts {
 	 * plain TCP); without, the process default (net_tls_default). */
 	bool has_tls;
 	struct net_tls *tls;
+	/* Reads ask the serving replicas in turn (each read the next one)
+	 * rather than the one their chunk and span hash to; default false.
+	 * For tools that must read every replica (audits, damage tests). */
+	bool read_in_turn;
 };
 
 void sclient_opts_init(struct sclient_opts *o, size_t size);

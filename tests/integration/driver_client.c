@@ -55,6 +55,8 @@ struct sclient *driver_connect(const char *name, const char *mgmt)
 	if (driver_use_env_token())
 		return NULL;
 	sclient_opts_init(&o, sizeof(o));
+	/* TIMES reads of a chunk visit every replica (damage tests, audits). */
+	o.read_in_turn = true;
 	if (retry && *retry)
 		o.retry_ms = (uint32_t)strtoul(retry, NULL, 0);
 	if (timeout && *timeout)

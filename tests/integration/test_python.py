@@ -360,6 +360,9 @@ def test_bench_train_tiny(strata):
         assert ("  %s  " % what.ljust(8)) in r.stdout or what in r.stdout
     assert "AU" in r.stdout and "samples/s" in r.stdout and "MB/s" in r.stdout
     assert "=>" in r.stdout
+    # The storage plane's share of a read: the daemons' CPU beside the client's.
+    assert "(+ daemons " in r.stdout
+    assert "cosmoflow storage daemons' CPU per GB read: strata cold " in r.stdout
 
 
 @pytest.mark.timeout(120)
