@@ -28,6 +28,7 @@ struct mc_entry {
 
 struct mc_set {
 	pthread_mutex_t lock;
+	uint32_t rnd;		/* picks the victim of a full set */
 	struct mcache_stats st;
 	struct mc_entry e[MCACHE_WAYS];
 } __attribute__((aligned(64)));
@@ -152,22 +153,21 @@ int mcache_get(struct mcache *c, enum mcache_kind kind, const void *key, size_t 
 }
 
 /* The way of set that key goes in: its own entry if there is one, else an
- * empty or dead one, else the one that expires first. */
-static int victim(const struct mc_set *set, uint64_t h, enum mcache_kind kind, const void *key,
+ * empty or dead one, else one drawn at random. Not the oldest: a scan
+ * over more names than a set holds, repeated (stat of every file of a
+ * directory, twice), would then evict each entry just before its turn
+ * and miss every time; a random victim keeps most of them. */
+static int victim(struct mc_set *set, uint64_t h, enum mcache_kind kind, const void *key,
 		  size_t len, uint64_t epoch, uint64_t now)
 {
-	int pick = 0;
-
 	for (int w = 0; w < MCACHE_WAYS; w++)
 		if (same(&set->e[w], h, kind, key, len))
 			return w;
-	for (int w = 0; w < MCACHE_WAYS; w++) {
+	for (int w = 0; w < MCACHE_WAYS; w++)
 		if (!live(&set->e[w], epoch, now))
 			return w;
-		if (set->e[w].expires_ms < set->e[pick].expires_ms)
-			pick = w;
-	}
-	return pick;
+	set->rnd = set->rnd * 1664525u + 1013904223u;
+	return (int)((set->rnd >> 16) % MCACHE_WAYS);
 }
 
 void mcache_put(struct mcache *c, enum mcache_kind kind, const void *key, size_t len,

@@ -9,8 +9,8 @@
  * apart. The table is set-associative: a key hashes to one set of
  * MCACHE_WAYS entries under the set's own mutex, so threads that look up
  * different keys seldom meet, and a hit copies the inode out under that
- * lock without allocating. A full set gives up the entry that expires
- * first (the oldest insert).
+ * lock without allocating. A full set gives up an entry drawn at random
+ * (not the oldest: see victim() in meta_cache.c).
  *
  * Correctness across this client's own changes comes from an epoch: every
  * change made through the handle bumps it (mcache_drop_all, after its
