@@ -106,6 +106,18 @@ static size_t name_key(struct mt_handle dir, const char *name, char *buf)
 	return 16 + n;
 }
 
+/* Keeps an answer about name in dir (rc 0: in; -ENOENT: none), asked at
+ * epoch, for lookupat, and a found object's attributes for statat. */
+static void fill_entry(struct strata *s, struct mt_handle dir, const char *name, uint64_t epoch,
+		       const struct mt_inode *in)
+{
+	char key[16 + MD_NAME_MAX + 1];
+	struct mt_handle h = { in->ino, in->gen };
+
+	mcache_put(s->mcache, MCACHE_NAME, key, name_key(dir, name, key), epoch, 0, in);
+	mcache_put(s->mcache, MCACHE_HANDLE, &h, sizeof(h), epoch, 0, in);
+}
+
 void at_fill_stat(const struct mt_inode *in, struct strata_stat *st)
 {
 	memset(st, 0, sizeof(*st));
@@ -301,7 +313,10 @@ int strata_lookupat(struct strata *s, struct strata_handle dir, const char *name
 	if (rc == 1) {
 		epoch = mcache_epoch(s->mcache);
 		rc = at_lookup(s, d, name, &in);
-		mcache_put(s->mcache, MCACHE_NAME, key, len, epoch, rc, &in);
+		if (rc)
+			mcache_put(s->mcache, MCACHE_NAME, key, len, epoch, rc, &in);
+		else
+			fill_entry(s, d, name, epoch, &in);
 	}
 	return gave(rc, &in, out, st);
 }
@@ -495,6 +510,10 @@ int strata_setattrat(struct strata *s, struct strata_handle h, unsigned mask,
 struct dirplus {
 	strata_direntplus_fn cb;
 	void *arg;
+	struct strata *s;
+	struct mt_handle dir;
+	bool fill;		/* the metadata cache takes what is listed */
+	uint64_t epoch;		/* the cache's epoch before the call */
 };
 
 static int dirplus_cb(void *arg, const char *name, const struct mt_inode *in)
@@ -502,6 +521,8 @@ static int dirplus_cb(void *arg, const char *name, const struct mt_inode *in)
 	struct dirplus *dp = arg;
 	struct strata_direntplus e;
 
+	if (dp->fill)
+		fill_entry(dp->s, dp->dir, name, dp->epoch, in);
 	e.name = name;
 	give(in, &e.h, &e.st);
 	return dp->cb(dp->arg, &e) != 0;
@@ -510,7 +531,7 @@ static int dirplus_cb(void *arg, const char *name, const struct mt_inode *in)
 int strata_readdirplus(struct strata *s, struct strata_handle dir, struct strata_cookie *cookie,
 		       uint32_t max, strata_direntplus_fn cb, void *arg)
 {
-	struct dirplus dp = { cb, arg };
+	struct dirplus dp = { cb, arg, s, { 0, 0 }, false, 0 };
 	char next[MD_NAME_MAX + 1];
 	struct mt_handle d;
 	bool eof = false;
@@ -523,6 +544,10 @@ int strata_readdirplus(struct strata *s, struct strata_handle dir, struct strata
 		max = DIRPLUS_PAGE;
 	if (max > MD_READDIR_MAX)
 		max = MD_READDIR_MAX;
+	dp.dir = d;
+	dp.fill = cl_meta_cached(s);
+	if (dp.fill)
+		dp.epoch = mcache_epoch(s->mcache);
 	rc = mc_readdirplus(&s->mc, d, cookie->pos, max, dirplus_cb, &dp, next, sizeof(next),
 			    &eof);
 	if (rc < 0)

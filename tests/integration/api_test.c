@@ -663,15 +663,23 @@ static void past_ttl(uint64_t t0)
 	}
 }
 
+static int take_all(void *arg, const struct strata_direntplus *e)
+{
+	(void)e;
+	(*(int *)arg)++;
+	return 0;
+}
+
 static void meta_cache(void)
 {
 	struct strata *C, *T, *D;
 	struct strata_stat st;
 	struct strata_handle dir, h, got;
+	struct strata_cookie ck;
 	struct strata_file *f;
 	char buf[64];
 	uint64_t t0;
-	int rc;
+	int rc, n;
 
 	begin("meta cache: bad settings are refused");
 	C = connect_cached(-2, 0, &rc);
@@ -732,6 +740,20 @@ static void meta_cache(void)
 	OK(strata_unlinkat(C, dir, "h", STRATA_AT_REMOVEDIR));
 	ERR(strata_statat(C, h, &st), -ESTALE);
 	ERR(strata_lookupat(C, dir, "h", &got, NULL), -ENOENT);
+	/* A listing fills the cache; this client's change still drops it. */
+	put_file(C, P("/l"), "1");
+	memset(&ck, 0, sizeof(ck));
+	n = 0;
+	while ((rc = strata_readdirplus(C, dir, &ck, 0, take_all, &n)) == 1)
+		;
+	OK(rc);
+	CHECK(n >= 3, "listed %d entries", n);
+	OK(strata_lookupat(C, dir, "l", &got, &st));
+	CHECK(st.size == 1, "lookupat after a listing: size %" PRIu64, st.size);
+	OK(strata_statat(C, got, &st));
+	OK(strata_unlink(C, P("/l")));
+	ERR(strata_lookupat(C, dir, "l", &got, NULL), -ENOENT);
+	ERR(strata_statat(C, got, &st), -ESTALE);
 
 	begin("meta cache: another client's change is seen after the timeout");
 	t0 = ms_now();
