@@ -99,14 +99,16 @@ static void test_expiry(void **state)
 	struct mcache *c;
 	struct mt_inode in = inode_of(9), got;
 	struct timespec ts = { 0, 30 * 1000 * 1000 };
-	uint64_t t0 = mono_ms();
+	uint64_t t0, t1;
 
 	(void)state;
 	assert_int_equal(mcache_new(20, 64, &c), 0);
+	t0 = mono_ms();
 	mcache_put(c, MCACHE_HANDLE, "h", 1, mcache_epoch(c), 0, &in);
+	t1 = mono_ms();		/* the entry expires from t0 + 20 to t1 + 20 */
 	if (mono_ms() - t0 < 10)	/* a slow machine may have taken the 20 ms */
 		assert_int_equal(mcache_get(c, MCACHE_HANDLE, "h", 1, &got), 0);
-	while (mono_ms() < t0 + 25)
+	while (mono_ms() <= t1 + 20)
 		nanosleep(&ts, NULL);
 	assert_int_equal(mcache_get(c, MCACHE_HANDLE, "h", 1, &got), 1);
 	mcache_free(c);
