@@ -77,6 +77,17 @@ struct strata_opts {
 	const char *cache_dir;
 	uint64_t cache_disk_bytes;
 	uint32_t cache_block;
+	/* The metadata cache (docs/namespace.md, "Client metadata cache"):
+	 * the answers of strata_stat, strata_lstat, strata_lookupat and
+	 * strata_statat, found and not found, kept meta_cache_ms and
+	 * dropped at once by any change made through this connection;
+	 * another client's change may go unseen for up to meta_cache_ms.
+	 * -1 (strata_opts_init's): $STRATA_META_CACHE_MS, else off; 0: off;
+	 * 1..600000: on. meta_cache_entries: its bound, 64..16777216 (0:
+	 * $STRATA_META_CACHE_ENTRIES, else 65536). A value out of range
+	 * fails strata_connect with -EINVAL and a logged reason. */
+	int32_t meta_cache_ms;
+	uint32_t meta_cache_entries;
 };
 
 /* Sets opts to the defaults; size = sizeof(*opts). */

@@ -5,6 +5,8 @@
  *
  *   create      open(O_CREAT|O_EXCL) of a new empty file + close
  *   stat        stat of each file created
+ *   stat again  the same stats once more: what a metadata cache serves
+ *               (--meta-cache MS; off by default, as libstrata's)
  *   open+read   open, a read of its 1,024-byte content (written untimed
  *               after the stat phase) and close
  *   unlink      each file
@@ -57,6 +59,7 @@ struct bm {
 	char flags[512];		/* daemon flags of the cluster we start */
 	long meta_pid;			/* the meta daemon we started (0: unknown) */
 	int threads;
+	int32_t meta_cache_ms;		/* --meta-cache: libstrata's option (0: off) */
 	double seconds;
 	uint64_t files;			/* per thread, 0: as many as fit the time */
 	/* Files created by each thread: [0] strata, [1] local. */
@@ -398,6 +401,7 @@ static void run_rows(struct bm *b)
 	} rows[] = {
 		{ BM_CREATE, "create (open O_CREAT + close)" },
 		{ BM_STAT, "stat" },
+		{ BM_STAT, "stat again" },
 		{ BM_FILL, NULL },
 		{ BM_READ, "open + read 1 KiB + close" },
 		{ BM_UNLINK, "unlink" },
@@ -856,10 +860,13 @@ static int parse_args(int argc, char **argv, struct bm *b)
 
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			printf("usage: strata bench meta [--seconds S] [--threads N] [--files F] [--mgmt ADDR]\n"
-			       "                         [--daemon-flags FLAGS] [--servers LIST]\n\n"
+			       "                         [--daemon-flags FLAGS] [--servers LIST]\n"
+			       "                         [--meta-cache MS]\n\n"
 			       "Metadata rates of libstrata beside the same workload on a local directory:\n"
-			       "create (open O_CREAT|O_EXCL + close of an empty file), stat, open + read\n"
-			       "1 KiB + close, unlink; N threads (default 4) each in its own directory.\n"
+			       "create (open O_CREAT|O_EXCL + close of an empty file), stat, the same\n"
+			       "stats again, open + read 1 KiB + close, unlink; N threads (default 4)\n"
+			       "each in its own directory. --meta-cache MS: libstrata's metadata cache\n"
+			       "with that timeout (default 0: off, whatever $STRATA_META_CACHE_MS says).\n"
 			       "Creates run for S seconds (default 3) or F files per thread; the later\n"
 			       "rows go over the files created. The cluster is a local one the benchmark\n"
 			       "starts (3 storage daemons, R=3; FLAGS: more daemon flags, e.g.\n"
@@ -889,6 +896,10 @@ static int parse_args(int argc, char **argv, struct bm *b)
 			b->files = (uint64_t)v;
 		} else if (strcmp(argv[i], "--mgmt") == 0 && val) {
 			b->mgmt = val;
+		} else if (strcmp(argv[i], "--meta-cache") == 0 && val) {
+			if (bench_opt_int("bench meta", "--meta-cache", val, 0, 600000, &v))
+				return 2;
+			b->meta_cache_ms = (int32_t)v;
 		} else if (strcmp(argv[i], "--servers") == 0 && val) {
 			if (parse_servers(b, val))
 				return 2;
@@ -909,6 +920,10 @@ static int parse_args(int argc, char **argv, struct bm *b)
 		cli_err("bench meta: --servers starts its own clusters; it does not take --mgmt");
 		return 2;
 	}
+	if (b->nconfigs && b->meta_cache_ms) {
+		cli_err("bench meta: --meta-cache is for the default benchmark, not --servers");
+		return 2;
+	}
 	/* Every configuration works on as many files: directories of one size. */
 	if (b->nconfigs && !b->files)
 		b->files = BP_FILES;
@@ -922,6 +937,7 @@ int bench_meta(int argc, char **argv)
 {
 	struct bm *b = calloc(1, sizeof(*b));
 	struct sigaction sa = { .sa_handler = bm_on_signal };
+	struct strata_opts o;
 	char mgmt[64];
 	int rc, exit_code = 1;
 	bool up = false;
@@ -959,16 +975,18 @@ int bench_meta(int argc, char **argv)
 		exit_code = bench_meta_pg(b);
 		goto out;
 	}
+	strata_opts_init(&o, sizeof(o));
+	o.meta_cache_ms = b->meta_cache_ms;
 	if (b->mgmt) {
 		snprintf(mgmt, sizeof(mgmt), "%s", b->mgmt);
-		rc = cli_connect(mgmt, NULL, &b->s);
+		rc = cli_connect_opts(mgmt, NULL, &o, &b->s);
 	} else {
 		snprintf(b->cdir, sizeof(b->cdir), "%s/cluster", b->root);
 		if (local_cluster_up(b->cdir, 3, 0, b->flags, mgmt, sizeof(mgmt)))
 			goto out;
 		up = true;
 		b->meta_pid = find_meta_pid(b);
-		rc = cli_connect(mgmt, b->cdir, &b->s);
+		rc = cli_connect_opts(mgmt, b->cdir, &o, &b->s);
 	}
 	if (rc) {
 		cli_err("bench meta: cannot connect to the cluster at '%s': %s", mgmt,
@@ -981,6 +999,10 @@ int bench_meta(int argc, char **argv)
 	       b->mgmt ? "the cluster at" : "a local cluster (3 storage daemons, R=3) at", mgmt,
 	       b->threads, b->files ? "a fixed file count" : "creates timed");
 	printf("baseline: the same calls on '%s' (same filesystem)\n", b->ldir);
+	if (b->meta_cache_ms)
+		printf("metadata cache: on, entries kept %d ms (--meta-cache)\n", b->meta_cache_ms);
+	else
+		printf("metadata cache: off (--meta-cache MS turns it on)\n");
 	printf("meta us/op: CPU time of the meta daemon (user + system) per strata op, from /proc (a cluster it started)\n");
 	printf("client us/op: CPU time of this process (user + system) per strata op, from getrusage\n");
 	printf("%-34s %12s %12s %8s %12s %14s\n", "test (ops/s)", "strata", "local", "ratio",

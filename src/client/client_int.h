@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "client/cache.h"
+#include "client/meta_cache.h"
 #include "client/meta_client.h"
 #include "client/storage_client.h"
 #include "common/layout.h"
@@ -35,6 +36,7 @@ struct strata {
 	uint32_t meta_pin;
 	struct cache *cache;		/* the read cache, or NULL (cache_client.c) */
 	struct cl_prefetch *pf;		/* its prefetch thread, started on first use */
+	struct mcache *mcache;		/* the metadata cache, or NULL (namespace.c) */
 };
 
 /* The credential of a connection: the token the caller gave (given, "":
@@ -122,6 +124,18 @@ int cl_cut(struct strata *s, uint64_t ino, const struct mt_trunc *tr, const stru
  * the first I/O asks for one). Returns 0 and *out, or an error. */
 int cl_file_new(struct strata *s, const struct mt_inode *in, int flags,
 		const struct mt_trunc *tr, const struct sp_cap *cap, struct strata_file **out);
+
+/* The metadata cache of a connection (namespace.c; meta_cache.h): made
+ * from opts and the environment at connect (0, or -EINVAL with a logged
+ * reason for a bad setting; s->mcache stays NULL when it is off), freed
+ * at disconnect. */
+int cl_meta_cache_setup(struct strata *s, const struct strata_opts *given);
+/* Drops what the cache holds: after every change made through s, whether
+ * it succeeded or not. Nothing when the cache is off. */
+void cl_meta_changed(struct strata *s);
+/* Whether calls now may use the cache: it is on and the thread acts for
+ * no caller (strata_set_caller: what one user may see is not another's). */
+bool cl_meta_cached(const struct strata *s);
 
 /*
  * The namespace by handle (namespace.c), which the public *at calls and

@@ -9,6 +9,8 @@
  * afresh by each call, and its errors stay those of a path (-ENOENT).
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +18,105 @@
 #include <unistd.h>
 
 #include "client_int.h"
+#include "common/log.h"
 
 /* The page a readdirplus call asks for when the caller names no size. */
 #define DIRPLUS_PAGE 256
+
+/* ---- the metadata cache (meta_cache.h) ---- */
+
+/* *v from $name when it is unset (*set false) and the variable is set:
+ * a whole number from lo to hi. */
+static int env_u32(const char *name, uint32_t lo, uint32_t hi, bool *set, uint32_t *v)
+{
+	const char *e = getenv(name);
+	unsigned long long n;
+	char *end;
+
+	if (*set || !e || !*e)
+		return 0;
+	errno = 0;
+	n = strtoull(e, &end, 10);
+	if (errno || end == e || *end || *e == '-' || n < lo || n > hi) {
+		log_error("client", "$%s '%s' is not a whole number from %" PRIu32 " to %" PRIu32,
+			  name, e, lo, hi);
+		return -EINVAL;
+	}
+	*v = (uint32_t)n;
+	*set = true;
+	return 0;
+}
+
+int cl_meta_cache_setup(struct strata *s, const struct strata_opts *given)
+{
+	int32_t ms = -1;
+	uint32_t ttl = 0, entries = 0;
+	bool ttl_set = false, entries_set = false;
+	int rc;
+
+	if (given && given->opts_size >= offsetof(struct strata_opts, meta_cache_entries) +
+					   sizeof(given->meta_cache_entries)) {
+		ms = given->meta_cache_ms;
+		entries = given->meta_cache_entries;
+	}
+	if (ms < -1 || ms > (int32_t)MCACHE_TTL_MAX_MS) {
+		log_error("client", "meta_cache_ms %" PRId32 " is out of range: -1 (the "
+			  "environment's), 0 (off) or 1 to %u ms", ms, MCACHE_TTL_MAX_MS);
+		return -EINVAL;
+	}
+	if (entries && (entries < MCACHE_ENTRIES_MIN || entries > MCACHE_ENTRIES_MAX)) {
+		log_error("client", "meta_cache_entries %" PRIu32 " is out of range: 0 (the "
+			  "default) or %u to %u", entries, MCACHE_ENTRIES_MIN, MCACHE_ENTRIES_MAX);
+		return -EINVAL;
+	}
+	ttl_set = ms >= 0;
+	ttl = ms > 0 ? (uint32_t)ms : 0;
+	entries_set = entries != 0;
+	rc = env_u32("STRATA_META_CACHE_MS", 0, MCACHE_TTL_MAX_MS, &ttl_set, &ttl);
+	if (!rc)
+		rc = env_u32("STRATA_META_CACHE_ENTRIES", MCACHE_ENTRIES_MIN, MCACHE_ENTRIES_MAX,
+			     &entries_set, &entries);
+	if (rc || !ttl)
+		return rc;	/* off: the default */
+	rc = mcache_new(ttl, entries ? entries : MCACHE_ENTRIES_DEFAULT, &s->mcache);
+	if (rc)
+		log_error("client", "cannot make the metadata cache: %s", strerror(-rc));
+	return rc;
+}
+
+void cl_meta_changed(struct strata *s)
+{
+	if (s->mcache)
+		mcache_drop_all(s->mcache);
+}
+
+bool cl_meta_cached(const struct strata *s)
+{
+	return s->mcache && !net_caller_current();
+}
+
+/* The key of name in dir (MCACHE_NAME) in buf; returns its length. */
+static size_t name_key(struct mt_handle dir, const char *name, char *buf)
+{
+	size_t n = strnlen(name, MD_NAME_MAX + 1);
+
+	memcpy(buf, &dir.ino, sizeof(dir.ino));
+	memcpy(buf + 8, &dir.gen, sizeof(dir.gen));
+	memcpy(buf + 16, name, n);
+	return 16 + n;
+}
+
+/* Keeps an answer about name in dir (rc 0: in; -ENOENT: none), asked at
+ * epoch, for lookupat, and a found object's attributes for statat. */
+static void fill_entry(struct strata *s, struct mt_handle dir, const char *name, uint64_t epoch,
+		       const struct mt_inode *in)
+{
+	char key[16 + MD_NAME_MAX + 1];
+	struct mt_handle h = { in->ino, in->gen };
+
+	mcache_put(s->mcache, MCACHE_NAME, key, name_key(dir, name, key), epoch, 0, in);
+	mcache_put(s->mcache, MCACHE_HANDLE, &h, sizeof(h), epoch, 0, in);
+}
 
 void at_fill_stat(const struct mt_inode *in, struct strata_stat *st)
 {
@@ -51,7 +149,10 @@ int at_mkdir(struct strata *s, struct mt_handle dir, const char *name, uint32_t 
 		.uid = getuid(), .gid = getgid(),
 	};
 
-	return name ? MC_CALL(&s->mc, md_mkdir, &rq, out) : -EINVAL;
+	int rc = name ? MC_CALL(&s->mc, md_mkdir, &rq, out) : -EINVAL;
+
+	cl_meta_changed(s);
+	return rc;
 }
 
 int at_symlink(struct strata *s, struct mt_handle dir, const char *name, const char *target,
@@ -62,7 +163,10 @@ int at_symlink(struct strata *s, struct mt_handle dir, const char *name, const c
 		.gid = getgid(),
 	};
 
-	return name && target ? MC_CALL(&s->mc, md_symlink, &rq, out) : -EINVAL;
+	int rc = name && target ? MC_CALL(&s->mc, md_symlink, &rq, out) : -EINVAL;
+
+	cl_meta_changed(s);
+	return rc;
 }
 
 int at_mknod(struct strata *s, struct mt_handle dir, const char *name, uint32_t mode,
@@ -73,7 +177,10 @@ int at_mknod(struct strata *s, struct mt_handle dir, const char *name, uint32_t 
 		.uid = getuid(), .gid = getgid(),
 	};
 
-	return name ? MC_CALL(&s->mc, md_mknod, &rq, out) : -EINVAL;
+	int rc = name ? MC_CALL(&s->mc, md_mknod, &rq, out) : -EINVAL;
+
+	cl_meta_changed(s);
+	return rc;
 }
 
 int at_link(struct strata *s, struct mt_handle h, struct mt_handle dir, const char *name,
@@ -81,18 +188,24 @@ int at_link(struct strata *s, struct mt_handle h, struct mt_handle dir, const ch
 {
 	struct mt_link rq = { .h = h, .dir = dir, .name = pstr_c(name) };
 
-	return name ? MC_CALL(&s->mc, md_link, &rq, out) : -EINVAL;
+	int rc = name ? MC_CALL(&s->mc, md_link, &rq, out) : -EINVAL;
+
+	cl_meta_changed(s);
+	return rc;
 }
 
 int at_remove(struct strata *s, struct mt_handle dir, const char *name, bool rmdir)
 {
 	struct mt_unlink rq = { .dir = dir, .name = pstr_c(name) };
 	struct proto_void none;
+	int rc;
 
 	if (!name)
 		return -EINVAL;
-	return rmdir ? MC_CALL(&s->mc, md_rmdir, &rq, &none) :
-		       MC_CALL(&s->mc, md_unlink, &rq, &none);
+	rc = rmdir ? MC_CALL(&s->mc, md_rmdir, &rq, &none) :
+		     MC_CALL(&s->mc, md_unlink, &rq, &none);
+	cl_meta_changed(s);
+	return rc;
 }
 
 int at_rename(struct strata *s, struct mt_handle from_dir, const char *from,
@@ -105,10 +218,13 @@ int at_rename(struct strata *s, struct mt_handle from_dir, const char *from,
 			 ((flags & STRATA_RENAME_EXCHANGE) ? MD_RENAME_EXCHANGE : 0),
 	};
 	struct proto_void none;
+	int rc;
 
 	if (!from || !to || (flags & ~(STRATA_RENAME_NOREPLACE | STRATA_RENAME_EXCHANGE)))
 		return -EINVAL;
-	return MC_CALL(&s->mc, md_rename, &rq, &none);
+	rc = MC_CALL(&s->mc, md_rename, &rq, &none);
+	cl_meta_changed(s);
+	return rc;
 }
 
 int at_setattr(struct strata *s, struct mt_handle h, unsigned mask, const struct strata_stat *st,
@@ -131,6 +247,7 @@ int at_setattr(struct strata *s, struct mt_handle h, unsigned mask, const struct
 	rq.mask |= mask & STRATA_SET_MTIME ? MD_ATTR_MTIME : 0;
 	rq.mask |= mask & STRATA_SET_SIZE ? MD_ATTR_SIZE : 0;
 	rc = MC_CALL(&s->mc, md_setattr, &rq, &rep);
+	cl_meta_changed(s);
 	/* The service removed the whole chunks past a new size; the one
 	 * that straddles it is ours to cut. */
 	if (!rc)
@@ -180,22 +297,48 @@ static int gave(int rc, const struct mt_inode *in, struct strata_handle *h,
 int strata_lookupat(struct strata *s, struct strata_handle dir, const char *name,
 		    struct strata_handle *out, struct strata_stat *st)
 {
+	char key[16 + MD_NAME_MAX + 1];
 	struct mt_handle d;
 	struct mt_inode in;
+	uint64_t epoch;
+	size_t len;
+	int rc;
 
 	if (!s || !wire(dir, &d))
 		return -EINVAL;
-	return gave(at_lookup(s, d, name, &in), &in, out, st);
+	if (!name || !cl_meta_cached(s))
+		return gave(at_lookup(s, d, name, &in), &in, out, st);
+	len = name_key(d, name, key);
+	rc = mcache_get(s->mcache, MCACHE_NAME, key, len, &in);
+	if (rc == 1) {
+		epoch = mcache_epoch(s->mcache);
+		rc = at_lookup(s, d, name, &in);
+		if (rc)
+			mcache_put(s->mcache, MCACHE_NAME, key, len, epoch, rc, &in);
+		else
+			fill_entry(s, d, name, epoch, &in);
+	}
+	return gave(rc, &in, out, st);
 }
 
 int strata_statat(struct strata *s, struct strata_handle h, struct strata_stat *st)
 {
 	struct mt_ino rq;
 	struct mt_inode in;
+	uint64_t epoch;
+	int rc;
 
 	if (!s || !st || !wire(h, &rq.h))
 		return -EINVAL;
-	return gave(MC_CALL(&s->mc, md_getattr, &rq, &in), &in, NULL, st);
+	if (!cl_meta_cached(s))
+		return gave(MC_CALL(&s->mc, md_getattr, &rq, &in), &in, NULL, st);
+	rc = mcache_get(s->mcache, MCACHE_HANDLE, &rq.h, sizeof(rq.h), &in);
+	if (rc == 1) {
+		epoch = mcache_epoch(s->mcache);
+		rc = MC_CALL(&s->mc, md_getattr, &rq, &in);
+		mcache_put(s->mcache, MCACHE_HANDLE, &rq.h, sizeof(rq.h), epoch, rc, &in);
+	}
+	return gave(rc, &in, NULL, st);
 }
 
 /* Opens file h itself (flags: STRATA_O_*, no CREAT). OPEN checks the
@@ -213,6 +356,8 @@ static int open_handle(struct strata *s, struct mt_handle h, int flags, struct s
 	struct mt_attr_rep rep;
 	int rc = MC_CALL(&s->mc, md_open, &rq, &rep);
 
+	if (rq.flags & MD_O_TRUNC)
+		cl_meta_changed(s);
 	if (!rc && S_ISDIR(rep.inode.mode))
 		rc = -EISDIR;	/* files only, as strata_open */
 	return rc ? rc : cl_file_new(s, &rep.inode, flags, &rep.trunc, &rep.cap, out);
@@ -236,12 +381,14 @@ static int open_name(struct strata *s, struct mt_handle dir, const char *name, i
 
 	if (flags & STRATA_O_CREAT) {
 		rc = MC_CALL(&s->mc, md_create, &rq, &rep);
+		cl_meta_changed(s);
 		if (!rc)
 			return cl_file_new(s, &rep.inode, flags, &rep.trunc, &rep.cap, out);
 		if (rc != -EEXIST || (flags & STRATA_O_EXCL))
 			return rc;
 	}
-	/* Not a plain file, or no CREAT: what is there? */
+	/* Not a plain file, or no CREAT: what is there? Asked of meta, never
+	 * of the cache: an open sees the name as it is now (close-to-open). */
 	rc = at_lookup(s, dir, name, &in);
 	if (!rc && S_ISLNK(in.mode))
 		rc = -ELOOP;
@@ -363,6 +510,10 @@ int strata_setattrat(struct strata *s, struct strata_handle h, unsigned mask,
 struct dirplus {
 	strata_direntplus_fn cb;
 	void *arg;
+	struct strata *s;
+	struct mt_handle dir;
+	bool fill;		/* the metadata cache takes what is listed */
+	uint64_t epoch;		/* the cache's epoch before the call */
 };
 
 static int dirplus_cb(void *arg, const char *name, const struct mt_inode *in)
@@ -370,6 +521,8 @@ static int dirplus_cb(void *arg, const char *name, const struct mt_inode *in)
 	struct dirplus *dp = arg;
 	struct strata_direntplus e;
 
+	if (dp->fill)
+		fill_entry(dp->s, dp->dir, name, dp->epoch, in);
 	e.name = name;
 	give(in, &e.h, &e.st);
 	return dp->cb(dp->arg, &e) != 0;
@@ -378,7 +531,7 @@ static int dirplus_cb(void *arg, const char *name, const struct mt_inode *in)
 int strata_readdirplus(struct strata *s, struct strata_handle dir, struct strata_cookie *cookie,
 		       uint32_t max, strata_direntplus_fn cb, void *arg)
 {
-	struct dirplus dp = { cb, arg };
+	struct dirplus dp = { cb, arg, s, { 0, 0 }, false, 0 };
 	char next[MD_NAME_MAX + 1];
 	struct mt_handle d;
 	bool eof = false;
@@ -391,6 +544,10 @@ int strata_readdirplus(struct strata *s, struct strata_handle dir, struct strata
 		max = DIRPLUS_PAGE;
 	if (max > MD_READDIR_MAX)
 		max = MD_READDIR_MAX;
+	dp.dir = d;
+	dp.fill = cl_meta_cached(s);
+	if (dp.fill)
+		dp.epoch = mcache_epoch(s->mcache);
 	rc = mc_readdirplus(&s->mc, d, cookie->pos, max, dirplus_cb, &dp, next, sizeof(next),
 			    &eof);
 	if (rc < 0)

@@ -45,6 +45,8 @@ void strata_opts_init(struct strata_opts *o, size_t size)
 	o->timeout_ms = 10000;
 	o->retry_ms = 30000;
 	o->io_threads = 2;
+	if (size >= offsetof(struct strata_opts, meta_cache_ms) + sizeof(o->meta_cache_ms))
+		o->meta_cache_ms = -1;	/* the environment's */
 }
 
 struct sclient *cl_pick_sc(struct strata *s)
@@ -69,6 +71,7 @@ void strata_disconnect(struct strata *s)
 		}
 	}
 	cl_cache_free(s);	/* after the I/O threads: no fill is left */
+	mcache_free(s->mcache);
 	rpc_client_free(s->rpc);
 	net_cred_release(&s->cred);
 	net_tls_put(s->tls);
@@ -218,6 +221,8 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
 				     ? opts->tls_ca : NULL);
 	if (!rc)
 		rc = cl_cache_setup(s, opts);
+	if (!rc)
+		rc = cl_meta_cache_setup(s, opts);
 	if (!rc)
 		rc = rpc_client_new("strata-meta", s->o.timeout_ms, &s->rpc);
 	if (!rc && s->has_cred)
@@ -685,6 +690,7 @@ int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 		rq.dir = pstr_c(pp);
 		rq.name = pstr_c(name);
 		rc = MC_CALL(&s->mc, md_create_path, &rq, &rep);
+		cl_meta_changed(s);
 		in = rep.inode;
 		if (rc == -EISDIR || (rc == -EEXIST && !(flags & STRATA_O_EXCL))) {
 			/* An existing entry that is not a plain file. */
@@ -706,6 +712,8 @@ int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 		if ((flags & STRATA_O_TRUNC) && acc != STRATA_O_RDONLY)
 			orq.flags |= MD_O_TRUNC;
 		rc = MC_CALL(&s->mc, md_open_path, &orq, &rep);
+		if (orq.flags & MD_O_TRUNC)
+			cl_meta_changed(s);
 		if (rc)
 			return rc;
 		in = rep.inode;
@@ -741,6 +749,7 @@ int strata_fsync(struct strata_file *f)
 	file_caller_enter(f, &sv);
 	rc = MC_CALL(&f->s->mc, md_set_size, &rq, &in);
 	file_caller_leave(&sv);
+	cl_meta_changed(f->s);
 	if (rc) {
 		pthread_mutex_lock(&f->lock);
 		f->dirty = true;
@@ -813,6 +822,7 @@ static int do_truncate(struct strata *s, struct mt_handle h, uint64_t size)
 	struct mt_attr_rep rep;
 	int rc = MC_CALL(&s->mc, md_truncate, &rq, &rep);
 
+	cl_meta_changed(s);
 	return rc ? rc : cl_cut(s, h.ino, &rep.trunc, &rep.cap);
 }
 
@@ -859,15 +869,28 @@ int strata_fstat(struct strata_file *f, struct strata_stat *st)
 	return 0;
 }
 
+/* stat and lstat: through the metadata cache when it is on. */
 static int do_stat(struct strata *s, const char *path, struct strata_stat *st, uint32_t flags)
 {
+	enum mcache_kind kind = flags & MD_RESOLVE_FOLLOW ? MCACHE_PATH : MCACHE_LPATH;
 	struct mt_inode in;
+	uint64_t epoch;
 	int rc = check_path(path);
 
 	if (!s || !st)
 		return -EINVAL;
-	if (!rc)
+	if (!rc && cl_meta_cached(s)) {
+		size_t len = strlen(path);
+
+		rc = mcache_get(s->mcache, kind, path, len, &in);
+		if (rc == 1) {
+			epoch = mcache_epoch(s->mcache);
+			rc = resolve(s, path, flags, &in);
+			mcache_put(s->mcache, kind, path, len, epoch, rc, &in);
+		}
+	} else if (!rc) {
 		rc = resolve(s, path, flags, &in);
+	}
 	if (!rc)
 		at_fill_stat(&in, st);
 	return rc;
@@ -946,7 +969,9 @@ int strata_unlink(struct strata *s, const char *path)
 	/* One round trip: meta resolves the parent (UNLINK_PATH). */
 	rq.dir = pstr_c(pp);
 	rq.name = pstr_c(name);
-	return MC_CALL(&s->mc, md_unlink_path, &rq, &none);
+	rc = MC_CALL(&s->mc, md_unlink_path, &rq, &none);
+	cl_meta_changed(s);
+	return rc;
 }
 
 int strata_rename(struct strata *s, const char *from, const char *to, unsigned flags)
@@ -1158,7 +1183,9 @@ int strata_set_layout(struct strata *s, const char *dir, const struct strata_lay
 	rq.dir = by_number(&in);
 	rq.layout.chunk_size = l->chunk_size ? l->chunk_size : in.layout.chunk_size;
 	rq.layout.stripe = l->stripe;
-	return MC_CALL(&s->mc, md_set_layout, &rq, &none);
+	rc = MC_CALL(&s->mc, md_set_layout, &rq, &none);
+	cl_meta_changed(s);
+	return rc;
 }
 
 int strata_get_layout(struct strata *s, const char *path, struct strata_layout *l)

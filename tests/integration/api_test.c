@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "common/rand.h"
 #include "strata/strata.h"
@@ -610,6 +611,212 @@ static void handles(void)
 	free(l);
 }
 
+/* ---- the metadata cache (docs/namespace.md, "Client metadata cache") ---- */
+
+#define MC_TTL_MS 1500
+
+static uint64_t ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static struct strata *connect_cached(int32_t ms, uint32_t entries, int *rc)
+{
+	struct strata_opts o;
+	struct strata *c = NULL;
+
+	strata_opts_init(&o, sizeof(o));
+	o.retry_ms = 20000;
+	o.meta_cache_ms = ms;
+	o.meta_cache_entries = entries;
+	*rc = strata_connect(mgmt_addr, &o, &c);
+	return c;
+}
+
+static void put_file(struct strata *c, const char *path, const char *text)
+{
+	struct strata_file *f = NULL;
+
+	OK(strata_open(c, path, STRATA_O_CREAT | STRATA_O_TRUNC | STRATA_O_WRONLY, 0644, &f));
+	OK(strata_pwrite(f, text, strlen(text), 0));
+	OK(strata_close(f));
+}
+
+static uint64_t size_of(struct strata *c, const char *path)
+{
+	struct strata_stat st;
+
+	OK(strata_stat(c, path, &st));
+	return st.size;
+}
+
+/* Waits out the timeout of an answer C took at t0 or before. */
+static void past_ttl(uint64_t t0)
+{
+	while (ms_now() < t0 + MC_TTL_MS + 50) {
+		struct timespec ts = { 0, 20 * 1000 * 1000 };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int take_all(void *arg, const struct strata_direntplus *e)
+{
+	(void)e;
+	(*(int *)arg)++;
+	return 0;
+}
+
+static void meta_cache(void)
+{
+	struct strata *C, *T, *D;
+	struct strata_stat st;
+	struct strata_handle dir, h, got;
+	struct strata_cookie ck;
+	struct strata_file *f;
+	char buf[64];
+	uint64_t t0, t1;
+	int rc, n;
+
+	begin("meta cache: bad settings are refused");
+	C = connect_cached(-2, 0, &rc);
+	CHECK(!C && rc == -EINVAL, "meta_cache_ms -2 -> %d", rc);
+	C = connect_cached(600001, 0, &rc);
+	CHECK(!C && rc == -EINVAL, "meta_cache_ms 600001 -> %d", rc);
+	C = connect_cached(1000, 10, &rc);
+	CHECK(!C && rc == -EINVAL, "meta_cache_entries 10 -> %d", rc);
+	setenv("STRATA_META_CACHE_MS", "soon", 1);
+	C = connect_cached(-1, 0, &rc);
+	CHECK(!C && rc == -EINVAL, "$STRATA_META_CACHE_MS 'soon' -> %d", rc);
+	unsetenv("STRATA_META_CACHE_MS");
+
+	C = connect_cached(MC_TTL_MS, 64, &rc);
+	OK(rc);
+	T = connect_cached(0, 0, &rc);
+	OK(rc);
+
+	begin("meta cache: this client's own changes are seen at once");
+	ERR(strata_stat(C, P("/a"), &st), -ENOENT);	/* a negative entry */
+	put_file(C, P("/a"), "hello");
+	OK(strata_stat(C, P("/a"), &st));
+	CHECK(st.size == 5, "size %" PRIu64 " after a create and a write", st.size);
+	OK(strata_truncate(C, P("/a"), 2));
+	CHECK(size_of(C, P("/a")) == 2, "size after truncate");
+	st.mode = 0600;
+	OK(strata_setattr(C, P("/a"), STRATA_SET_MODE, &st));
+	OK(strata_stat(C, P("/a"), &st));
+	CHECK((st.mode & 07777) == 0600, "mode %o after setattr", st.mode & 07777);
+	OK(strata_symlink(C, P("/a"), P("/s")));
+	CHECK(size_of(C, P("/s")) == 2, "through a symlink");
+	OK(strata_open(C, P("/a"), STRATA_O_WRONLY, 0, &f));
+	OK(strata_pwrite(f, "0123456789", 10, 0));
+	OK(strata_close(f));
+	CHECK(size_of(C, P("/s")) == 10, "through a symlink after a write and close");
+	OK(strata_link(C, P("/a"), P("/hard")));
+	OK(strata_stat(C, P("/a"), &st));
+	CHECK(st.nlink == 2, "nlink %u after link", st.nlink);
+	OK(strata_rename(C, P("/a"), P("/b"), 0));
+	ERR(strata_stat(C, P("/a"), &st), -ENOENT);
+	CHECK(size_of(C, P("/b")) == 10, "renamed");
+	OK(strata_unlink(C, P("/hard")));
+	ERR(strata_lstat(C, P("/hard"), &st), -ENOENT);
+	OK(strata_mkdir(C, P("/d"), 0755));
+	OK(strata_stat(C, P("/d"), &st));
+	OK(strata_rmdir(C, P("/d")));
+	ERR(strata_stat(C, P("/d"), &st), -ENOENT);
+	/* By handle. */
+	OK(strata_lookupat(C, strata_root(), root + 1, &dir, NULL));
+	ERR(strata_lookupat(C, dir, "h", &h, NULL), -ENOENT);
+	OK(strata_mkdirat(C, dir, "h", 0700, &h, NULL));
+	OK(strata_lookupat(C, dir, "h", &got, &st));
+	CHECK(got.ino == h.ino && got.gen == h.gen, "lookupat after mkdirat");
+	st.mode = 0750;
+	OK(strata_setattrat(C, h, STRATA_SET_MODE, &st, NULL));
+	OK(strata_statat(C, h, &st));
+	CHECK((st.mode & 07777) == 0750, "statat after setattrat: %o", st.mode & 07777);
+	OK(strata_unlinkat(C, dir, "h", STRATA_AT_REMOVEDIR));
+	ERR(strata_statat(C, h, &st), -ESTALE);
+	ERR(strata_lookupat(C, dir, "h", &got, NULL), -ENOENT);
+	/* A listing fills the cache; this client's change still drops it. */
+	put_file(C, P("/l"), "1");
+	memset(&ck, 0, sizeof(ck));
+	n = 0;
+	while ((rc = strata_readdirplus(C, dir, &ck, 0, take_all, &n)) == 1)
+		;
+	OK(rc);
+	CHECK(n >= 3, "listed %d entries", n);
+	OK(strata_lookupat(C, dir, "l", &got, &st));
+	CHECK(st.size == 1, "lookupat after a listing: size %" PRIu64, st.size);
+	OK(strata_statat(C, got, &st));
+	OK(strata_unlink(C, P("/l")));
+	ERR(strata_lookupat(C, dir, "l", &got, NULL), -ENOENT);
+	ERR(strata_statat(C, got, &st), -ESTALE);
+
+	begin("meta cache: another client's change is seen after the timeout");
+	t0 = ms_now();
+	ERR(strata_stat(C, P("/other"), &st), -ENOENT);
+	CHECK(size_of(C, P("/b")) == 10, "before the other client's write");
+	t1 = ms_now();	/* both answers expire by t1 + the timeout */
+	put_file(T, P("/other"), "x");
+	put_file(T, P("/b"), "abc");
+	/* Within the timeout the cached answers stand (the documented
+	 * staleness): checked only when the calls above took less of it
+	 * than half, so a slow machine does not fail here. */
+	if (ms_now() - t0 < MC_TTL_MS / 2) {
+		ERR(strata_stat(C, P("/other"), &st), -ENOENT);
+		CHECK(size_of(C, P("/b")) == 10, "a cached answer within the timeout");
+	}
+	past_ttl(t1);
+	OK(strata_stat(C, P("/other"), &st));
+	CHECK(size_of(C, P("/b")) == 3, "the other client's write after the timeout");
+
+	begin("meta cache: an open reads another client's rewrite at once");
+	CHECK(size_of(C, P("/b")) == 3, "cached");
+	put_file(T, P("/b"), "rewritten");
+	OK(strata_open(C, P("/b"), STRATA_O_RDONLY, 0, &f));
+	rc = (int)strata_pread(f, buf, sizeof(buf), 0);
+	CHECK(rc == 9 && !memcmp(buf, "rewritten", 9), "read %d bytes after a rewrite", rc);
+	OK(strata_fstat(f, &st));
+	CHECK(st.size == 9, "fstat size %" PRIu64, st.size);
+	OK(strata_close(f));
+
+	begin("meta cache: a timeout of 0 is no cache");
+	setenv("STRATA_META_CACHE_MS", "60000", 1);	/* the option wins */
+	D = connect_cached(0, 0, &rc);
+	unsetenv("STRATA_META_CACHE_MS");
+	OK(rc);
+	ERR(strata_stat(D, P("/late"), &st), -ENOENT);
+	put_file(T, P("/late"), "now");
+	CHECK(size_of(D, P("/late")) == 3, "seen at once without a cache");
+	strata_disconnect(D);
+
+	begin("meta cache: from the environment, and bounded");
+	setenv("STRATA_META_CACHE_MS", "60000", 1);
+	setenv("STRATA_META_CACHE_ENTRIES", "64", 1);
+	D = connect_cached(-1, 0, &rc);
+	unsetenv("STRATA_META_CACHE_MS");
+	unsetenv("STRATA_META_CACHE_ENTRIES");
+	OK(rc);
+	CHECK(size_of(D, P("/late")) == 3, "first stat");
+	put_file(T, P("/late"), "later");
+	CHECK(size_of(D, P("/late")) == 3, "a 60 s cache answers from memory");
+	/* More names than the cache holds: each still answers right. */
+	for (int i = 0; i < 300; i++) {
+		snprintf(buf, sizeof(buf), "/miss%03d", i);
+		ERR(strata_stat(D, P(buf), &st), -ENOENT);
+	}
+	for (int i = 0; i < 300; i++) {
+		snprintf(buf, sizeof(buf), "/miss%03d", i);
+		ERR(strata_stat(D, P(buf), &st), -ENOENT);
+	}
+	strata_disconnect(D);
+	strata_disconnect(T);
+	strata_disconnect(C);
+}
+
 /* Writes 4 MiB blocks until the cluster stops answering (the test kills
  * its daemons), then reports how it ended. The process keeps SIGPIPE's
  * default action, as a program that links libstrata would: a socket write
@@ -650,6 +857,7 @@ static const struct {
 	{ "errors", errors, true },
 	{ "rename-readdir", rename_and_dirs, true },
 	{ "handles", handles, true },
+	{ "meta-cache", meta_cache, true },
 	{ "enospc", enospc, false },	/* needs a capacity-limited cluster */
 };
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))

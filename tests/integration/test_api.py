@@ -9,6 +9,7 @@ another client renames and removes by path -- all on one cluster, each
 scenario in its own directory -- and ENOSPC when the targets are full, on
 a cluster of its own."""
 import json
+import re
 import subprocess
 import time
 
@@ -74,9 +75,31 @@ def test_every_scenario_is_listed():
     assert len(SCENARIOS) >= 8, SCENARIOS
 
 
+@pytest.mark.timeout(300)
+def test_bench_meta_with_the_metadata_cache(strata):
+    """'strata bench meta --meta-cache MS' says the cache is on and adds the
+    'stat again' row (what the cache serves); without it, says it is off. The
+    shape only: no figure is judged."""
+    for extra, state in ((["--meta-cache", "2000"], "metadata cache: on, entries kept 2000 ms"),
+                         ([], "metadata cache: off")):
+        r = strata("bench", "meta", "--files", "30", "--threads", "2", *extra, timeout=280)
+        out = r.stdout + r.stderr
+        assert r.returncode == 0, out
+        assert state in r.stdout, out
+        for row in ("create (open O_CREAT + close), 2 thr", "stat, 2 thr",
+                    "stat again, 2 thr", "unlink, 2 thr"):
+            assert re.search(r"^%s\s+\d+\s+\d+\s+\d+\.\d{3}" % re.escape(row), r.stdout,
+                             re.M), out
+    for bad in ("-1", "600001", "soon"):
+        r = strata("bench", "meta", "--meta-cache", bad, timeout=30)
+        assert r.returncode == 2 and "--meta-cache" in r.stderr, (bad, r.stdout + r.stderr)
+
+
+
 # Last in the module: the shared cluster is up from the first of these to
 # the end of the module, and the tests above run with no other cluster.
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_api(shared_cluster, scenario):
     run_api(shared_cluster.dir, scenario)
+
