@@ -54,11 +54,13 @@ RENAME_NOREPLACE, RENAME_EXCHANGE = 0x1, 0x2
 
 class _Opts(ctypes.Structure):
     # tls_ca is left as strata_opts_init sets it ($STRATA_TLS_CA or none);
-    # the read cache's fields too: $STRATA_CACHE_* configure it (docs/cache.md).
+    # the read cache's fields too: $STRATA_CACHE_* configure it (docs/cache.md);
+    # and the metadata cache's: $STRATA_META_CACHE_* (docs/namespace.md).
     _fields_ = [("opts_size", c_size), ("timeout_ms", c_u32), ("retry_ms", c_u32),
                 ("io_threads", c_u32), ("token", c_char_p), ("tls_ca", c_char_p),
                 ("cache_mem_bytes", c_u64), ("cache_dir", c_char_p),
-                ("cache_disk_bytes", c_u64), ("cache_block", c_u32)]
+                ("cache_disk_bytes", c_u64), ("cache_block", c_u32),
+                ("meta_cache_ms", ctypes.c_int32), ("meta_cache_entries", c_u32)]
 
 
 class _Stat(ctypes.Structure):

@@ -48,6 +48,7 @@ int main(void)
 	FIELD(strata_opts, token); FIELD(strata_opts, tls_ca);
 	FIELD(strata_opts, cache_mem_bytes); FIELD(strata_opts, cache_dir);
 	FIELD(strata_opts, cache_disk_bytes); FIELD(strata_opts, cache_block);
+	FIELD(strata_opts, meta_cache_ms); FIELD(strata_opts, meta_cache_entries);
 	end();
 
 	BEGIN(strata_stat);
