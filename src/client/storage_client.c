@@ -1,6 +1,5 @@
 /* Storage client: routing by the cluster map, retries with backoff. */
 #include <errno.h>
-#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +9,7 @@
 #include "common/cluster_map.h"
 #include "common/crc32c.h"
 #include "common/log.h"
+#include "common/rand.h"
 #include "net/auth.h"
 #include "net/rpc.h"
 #include "proto/mgmt.h"
@@ -477,13 +477,8 @@ static uint16_t op_of(enum sc_kind k)
 
 static uint32_t read_rank(const struct sc_io *io)
 {
-	uint64_t x = io->ino * 0x9e3779b97f4a7c15ull ^ io->idx * 0xc2b2ae3d27d4eb4full ^
-		     ((uint64_t)io->offset >> READ_SPAN_SHIFT) * 0x165667b19e3779f9ull;
-
-	x ^= x >> 31;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 29;
-	return (uint32_t)(x >> 32);
+	return (uint32_t)(splitmix64(io->ino ^ splitmix64(io->idx ^
+			  splitmix64((uint64_t)io->offset >> READ_SPAN_SHIFT))) >> 32);
 }
 
 /* Picks the target for io in chain c; returns its index in c or -1. */
@@ -696,8 +691,7 @@ int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_o
 			sc->o.timeout_ms = o->timeout_ms;
 		if (o->retry_ms)
 			sc->o.retry_ms = o->retry_ms;
-		if (o->opts_size >= offsetof(struct sclient_opts, read_in_turn) + sizeof(bool))
-			sc->o.read_in_turn = o->read_in_turn;
+		sc->o.read_in_turn = o->read_in_turn;
 	}
 	cm_init(&sc->map);
 	cm_init(&sc->svcs);
