@@ -18,6 +18,12 @@ double bench_pct(const double *sorted, size_t n, double p);
 void bench_shuffle(void *base, size_t n, size_t size, uint64_t *rng);
 /* Removes a directory tree (benchmark scratch space), best effort. */
 void bench_rmtree(const char *path);
+/* CPU seconds (user + system) process pid has used, from /proc, or -1;
+ * *ppid (may be NULL): its parent. */
+double bench_pid_cpu(long pid, long *ppid);
+/* CPU seconds of every child of parent (whose command name is comm; NULL:
+ * any) added up, from /proc, or -1 when /proc cannot be listed. */
+double bench_children_cpu(long parent, const char *comm);
 /* Option values of the benchmarks. cmd names the benchmark in the
  * message ("bench io"). Each returns 0 and *out, or 2 after printing
  * "CMD: OPT must be in ...". --seconds: 0 < S <= 600. */

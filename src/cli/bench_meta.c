@@ -19,7 +19,6 @@
  * strata op: figures that the load of a shared machine moves far less
  * than a rate.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -272,41 +271,11 @@ static double bm_run(struct bm *b, bool cluster, enum bm_op op, int *err)
 	return *err ? 0 : (double)ops / t0;
 }
 
-/* CPU seconds (user + system) process pid has used, or -1; *ppid (may
- * be NULL): its parent. */
-static double pid_cpu(long pid, long *ppid)
-{
-	char path[64], buf[1024];
-	unsigned long long ut, st;
-	const char *p;
-	long pp;
-	FILE *fp;
-	size_t n;
-
-	if (pid <= 0)
-		return -1;
-	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	fp = fopen(path, "r");
-	if (!fp)
-		return -1;
-	n = fread(buf, 1, sizeof(buf) - 1, fp);
-	fclose(fp);
-	buf[n] = '\0';
-	/* After "(comm)": state is field 3, ppid 4; utime and stime are 14 and 15. */
-	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 2, "%*c %ld %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &pp,
-			 &ut, &st) != 3)
-		return -1;
-	if (ppid)
-		*ppid = pp;
-	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
 /* CPU seconds the meta daemon has used, or -1. Its pid is the third line
  * of DATA/stratad.addr of node 1 (the control node). */
 static double meta_cpu(const struct bm *b)
 {
-	return b->meta_pid ? pid_cpu(b->meta_pid, NULL) : -1;
+	return b->meta_pid ? bench_pid_cpu(b->meta_pid, NULL) : -1;
 }
 
 /* CPU seconds (user + system) this process has used. */
@@ -471,33 +440,13 @@ struct bp_res {
  * (backends, writers), from /proc; -1 when there is none. */
 static double db_cpu(const struct bm *b)
 {
-	struct dirent *e;
-	double sum;
-	DIR *d;
+	double sum, kids;
 
 	if (!b->pg_pid)
 		return -1;
-	sum = pid_cpu(b->pg_pid, NULL);
-	d = opendir("/proc");
-	if (!d || sum < 0) {
-		if (d)
-			closedir(d);
-		return -1;
-	}
-	while ((e = readdir(d))) {
-		long pid, ppid = 0;
-		char *end;
-		double c;
-
-		pid = strtol(e->d_name, &end, 10);
-		if (end == e->d_name || *end || pid <= 0)
-			continue;
-		c = pid_cpu(pid, &ppid);
-		if (c >= 0 && ppid == b->pg_pid)
-			sum += c;
-	}
-	closedir(d);
-	return sum;
+	sum = bench_pid_cpu(b->pg_pid, NULL);
+	kids = bench_children_cpu(b->pg_pid, NULL);
+	return sum < 0 || kids < 0 ? -1 : sum + kids;
 }
 
 /* Transactions PostgreSQL has failed with a serialization failure or a
@@ -524,7 +473,7 @@ static double metas_cpu(const struct bm *b, double *each)
 	double sum = 0;
 
 	for (int i = 0; i < b->nmeta; i++) {
-		each[i] = pid_cpu(b->meta_pids[i], NULL);
+		each[i] = bench_pid_cpu(b->meta_pids[i], NULL);
 		if (each[i] < 0)
 			return -1;
 		sum += each[i];

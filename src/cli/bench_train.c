@@ -23,7 +23,6 @@
  * so the bandwidth one accelerator needs (batch bytes / compute time) is
  * the workload's own while the dataset fits this machine.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -314,53 +313,14 @@ static double bt_cpu_sec(void)
 	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
-/*
- * CPU seconds (user + system) of this process's stratad children so far:
- * the local cluster's storage daemons, read from /proc/PID/stat (fields
- * 4, ppid, and 14-15, utime and stime in clock ticks; the name, field 2,
- * is in parentheses and may hold spaces, so fields count from its ')').
- * 0 where /proc cannot be read: the figure is then left out.
- */
+/* CPU seconds (user + system) of this process's stratad children so far:
+ * the local cluster's storage daemons (bench_children_cpu). 0 where /proc
+ * cannot be read: the figure is then left out. */
 static double bt_daemons_cpu_sec(void)
 {
-	long tck = sysconf(_SC_CLK_TCK);
-	pid_t self = getpid();
-	unsigned long long ticks = 0;
-	struct dirent *de;
-	DIR *d = opendir("/proc");
+	double c = bench_children_cpu((long)getpid(), "stratad");
 
-	if (!d || tck <= 0) {
-		if (d)
-			closedir(d);
-		return 0;
-	}
-	while ((de = readdir(d))) {
-		char path[64], line[1024], *p;
-		unsigned long long ut, st;
-		int ppid;
-		size_t n;
-		FILE *f;
-
-		if (de->d_name[0] < '1' || de->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;	/* gone meanwhile */
-		n = fread(line, 1, sizeof(line) - 1, f);
-		fclose(f);
-		line[n] = '\0';
-		p = strrchr(line, ')');
-		if (!p || strncmp(strchr(line, '(') ? strchr(line, '(') + 1 : "", "stratad)", 8))
-			continue;
-		/* After ')': state ppid pgrp session tty tpgid flags minflt
-		 * cminflt majflt cmajflt utime stime. */
-		if (sscanf(p + 1, " %*c %d %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu", &ppid,
-			   &ut, &st) == 3 && ppid == self)
-			ticks += ut + st;
-	}
-	closedir(d);
-	return (double)ticks / (double)tck;
+	return c > 0 ? c : 0;
 }
 
 /* One trial with accel accelerators: returns AU; fills samples/s, MB/s,

@@ -1,4 +1,5 @@
 /* What the benchmarks and the demo share (bench.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <poll.h>
@@ -67,6 +68,71 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 void bench_rmtree(const char *path)
 {
 	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* /proc/PID/stat of pid: its CPU seconds (user + system), parent and
+ * command name (comm, len bytes; may be NULL). -1 when unreadable. */
+static double proc_stat(long pid, long *ppid, char *comm, size_t len)
+{
+	char path[64], buf[1024];
+	unsigned long long ut, st;
+	const char *open_p, *p;
+	long pp;
+	FILE *fp;
+	size_t n;
+
+	if (pid <= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	fp = fopen(path, "r");
+	if (!fp)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, fp);
+	fclose(fp);
+	buf[n] = '\0';
+	/* "PID (comm) state ppid ...": the name may hold spaces and ')', so
+	 * the fields count from the last ')'; utime and stime are 14 and 15. */
+	open_p = strchr(buf, '(');
+	p = strrchr(buf, ')');
+	if (!open_p || !p || p < open_p ||
+	    sscanf(p + 2, "%*c %ld %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &pp, &ut,
+		   &st) != 3)
+		return -1;
+	if (ppid)
+		*ppid = pp;
+	if (comm)
+		snprintf(comm, len, "%.*s", (int)(p - open_p - 1), open_p + 1);
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+double bench_pid_cpu(long pid, long *ppid)
+{
+	return proc_stat(pid, ppid, NULL, 0);
+}
+
+double bench_children_cpu(long parent, const char *comm)
+{
+	struct dirent *e;
+	double sum = 0;
+	DIR *d = opendir("/proc");
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		char name[64];
+		long pid, ppid = 0;
+		char *end;
+		double c;
+
+		pid = strtol(e->d_name, &end, 10);
+		if (end == e->d_name || *end || pid <= 0)
+			continue;
+		c = proc_stat(pid, &ppid, name, sizeof(name));
+		if (c >= 0 && ppid == parent && (!comm || !strcmp(name, comm)))
+			sum += c;
+	}
+	closedir(d);
+	return sum;
 }
 
 int bench_opt_seconds(const char *cmd, const char *val, double *out)
