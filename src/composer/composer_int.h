@@ -155,6 +155,8 @@ struct composer {
 	json_t *meter_last;
 	uint64_t meter_at_ms;
 	char meta[CM_ADDR_LEN];
+	uint32_t meta_node;		/* the node of meta */
+	uint32_t meta_refused;		/* a node whose meta refused us: picked last */
 	bool inv_ok;			/* the last refresh read the map */
 	uint64_t inv_at_ms;
 	struct rpc_client *cl;		/* to mgmt, meta, the nodes: presents the key */

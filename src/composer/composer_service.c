@@ -329,9 +329,11 @@ static int refresh(struct composer *c)
 		if (m.services[i].kind == CM_SVC_META && m.services[i].state == NODE_UP &&
 		    !strcmp(m.services[i].addr, c->env.addr))
 			meta = &m.services[i];
+	/* Else the first up, or, after one refused us, the next up after it. */
 	if (!meta)
-		meta = cm_pick_service(&m, CM_SVC_META, 0);
+		meta = cm_pick_service(&m, CM_SVC_META, c->meta_refused);
 	snprintf(c->meta, sizeof(c->meta), "%s", meta ? meta->addr : "");
+	c->meta_node = meta ? meta->node_id : 0;
 	for (uint32_t i = 0; i < m.nservices; i++) {
 		const struct cm_service *s = &m.services[i];
 		json_t *sv;
@@ -524,14 +526,18 @@ static void do_compose(struct composer *c, struct job *j)
 		return;
 	}
 	rc = p->rq.storage ? attach_volume(c, p, err, sizeof(err)) : 0;
-	if ((rc == -ECONNREFUSED || rc == -ENOTCONN) && !refresh(c)) {
-		/* The meta server the last map named is gone (a control node
-		 * died; the map lists it until its lease ends): once more,
-		 * through the one the map names now. Nothing was delivered. */
+	for (uint32_t tries = 0; (rc == -ECONNREFUSED || rc == -ENOTCONN) && tries < 3; tries++) {
+		/* The meta server the map named is gone (a control node died;
+		 * the map lists it until its lease ends), and nothing was
+		 * delivered: again through the next one the map lists. */
+		c->meta_refused = c->meta_node;
+		if (refresh(c))
+			break;
 		log_warn(COMP_LOG, "composition '%s': %s; again through meta '%s'", p->id, err,
 			 c->meta);
 		rc = attach_volume(c, p, err, sizeof(err));
 	}
+	c->meta_refused = 0;
 	if (!rc)
 		rc = attach_credential(c, p, &cred, err, sizeof(err));
 	if (rc) {
