@@ -15,6 +15,7 @@
 #include "proto/mgmt.h"
 #include "proto/storage.h"
 #include "net/mgmt_addrs.h"
+#include "shm_reads.h"
 #include "storage_client.h"
 #include "common/errors_int.h"
 
@@ -27,6 +28,7 @@ struct sclient {
 	struct map_summary sum;
 	struct reactor *r;
 	struct rpc_pool *pool;
+	struct shm_peers *shm;		/* same-host reads (shm_reads.h) */
 	struct mgmt_addrs mgmt;		/* the list, and the one to call */
 	const char *map_called;		/* the mgmt of the fetch in flight */
 	struct sclient_opts o;
@@ -390,10 +392,45 @@ static void ask_verify(struct sc_io *io)
 	sp_ask_verify(sc->pool, nd->addr, &rd, sc->o.timeout_ms);
 }
 
+/* A read through a shared-memory slot: its bytes land in io->buf (the
+ * slot goes back), or it fails. A region the daemon does not know (it
+ * restarted) sends this read and the next ones over TCP until a new one is
+ * attached. Returns the status to go on with. */
+static int shm_landed(struct sc_io *io, int status, struct rpc_msg *resp,
+		      const struct sp_read_rep *rep)
+{
+	struct shm_peers *shm = io->sc->shm;
+
+	if (status) {
+		bool forget = resp && (status == -ENOENT || status == -ERANGE);
+
+		shm_slot_put(shm, &io->slot, !resp, forget);
+		if (forget) {
+			io->no_shm = true;
+			return -EAGAIN;	/* retried over TCP */
+		}
+		return status;
+	}
+	if (rep->nread > io->len || resp->hdr.bulk_len) {
+		shm_slot_put(shm, &io->slot, false, false);
+		return STRATA_EBADMSG;
+	}
+	memcpy(io->buf, shm_slot_data(shm, &io->slot), rep->nread);
+	shm_slot_put(shm, &io->slot, false, false);
+	return 0;
+}
+
 static void on_reply(void *arg, int status, struct rpc_msg *resp)
 {
 	struct sc_io *io = arg;
+	struct sp_read_rep rd_rep;
+	bool via_shm = io->kind == SC_READ && io->slot.peer >= 0;
 
+	if (via_shm) {
+		if (!status && st_read_rep(resp, &rd_rep))
+			status = STRATA_EBADMSG;
+		status = shm_landed(io, status, resp, &rd_rep);
+	}
 	if (status) {
 		io_failed(io, status);
 		return;
@@ -402,8 +439,9 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 	case SC_READ: {
 		struct sp_read_rep rep;
 
+		/* Through shared memory, the bytes are in io->buf already. */
 		if (st_read_rep(resp, &rep) || rep.nread > io->len ||
-		    resp->hdr.bulk_len != rep.nread) {
+		    (!via_shm && resp->hdr.bulk_len != rep.nread)) {
 			io_failed(io, STRATA_EBADMSG);
 			return;
 		}
@@ -546,12 +584,22 @@ static void io_start(struct sc_io *io)
 	ref.cap = io->cap;
 	io->tried = ref;
 	if (io->kind == SC_READ) {
+		struct sp_shm_read sr;
+
 		rd.ref = ref;
 		rd.offset = io->offset;
 		rd.len = io->len;
-		call.bulk_dst = io->buf;
-		call.bulk_cap = io->len;
-		rc = st_read_call(sc->pool, nd->addr, &rd, &call);
+		if (!io->no_shm &&
+		    shm_slot_get(sc->shm, nd->id, nd->addr, io->len, &io->slot, &sr.shm, &sr.at)) {
+			sr.rd = rd;
+			rc = st_read_shm_call(sc->pool, nd->addr, &sr, &call);
+			if (rc)
+				shm_slot_put(sc->shm, &io->slot, false, false);
+		} else {
+			call.bulk_dst = io->buf;
+			call.bulk_cap = io->len;
+			rc = st_read_call(sc->pool, nd->addr, &rd, &call);
+		}
 	} else if (io->kind == SC_STAT) {
 		rc = st_stat_call(sc->pool, nd->addr, &ref, &call);
 	} else if (io->kind == SC_LIST) {
@@ -593,6 +641,8 @@ void sc_submit(struct sclient *sc, struct sc_io *io)
 	io->quick = 0;
 	io->replica = 0;
 	io->last_err = 0;
+	io->slot.peer = -1;
+	io->no_shm = false;
 	io->next = NULL;
 	io->deadline_ms = reactor_now_ms() + sc->o.retry_ms;
 	sc->rr++;
@@ -692,6 +742,7 @@ int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_o
 		if (o->retry_ms)
 			sc->o.retry_ms = o->retry_ms;
 		sc->o.read_in_turn = o->read_in_turn;
+		sc->o.no_shm = o->no_shm;
 	}
 	cm_init(&sc->map);
 	cm_init(&sc->svcs);
@@ -705,6 +756,8 @@ int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_o
 		rc = rpc_pool_set_cred(sc->pool, o->cred);
 	if (!rc && o && o->has_tls)
 		rpc_pool_set_tls(sc->pool, o->tls);
+	if (!rc)
+		rc = shm_peers_new(r, sc->pool, sc->o.timeout_ms, sc->o.no_shm, &sc->shm);
 	if (rc) {
 		rpc_pool_free(sc->pool);
 		free(sc);
@@ -846,6 +899,8 @@ static void free_on_owner(void *arg)
 	/* In-flight calls fail with -ECONNRESET and complete as shut down. */
 	rpc_pool_free(sc->pool);
 	sc->pool = NULL;
+	shm_peers_free(sc->shm);	/* after the reads that held its slots */
+	sc->shm = NULL;
 }
 
 void sclient_free(struct sclient *sc)

@@ -25,6 +25,7 @@
 #include "net/auth.h"
 #include "net/reactor.h"
 #include "proto/storage.h"
+#include "shm_reads.h"
 
 struct sclient;
 struct cm_service;	/* common/cluster_map.h */
@@ -42,6 +43,9 @@ struct sclient_opts {
 	 * rather than the one their chunk and span hash to; default false.
 	 * For tools that must read every replica (audits, damage tests). */
 	bool read_in_turn;
+	/* Reads never go through shared memory with a daemon on this host
+	 * (shm_reads.h); default false. */
+	bool no_shm;
 };
 
 void sclient_opts_init(struct sclient_opts *o, size_t size);
@@ -129,6 +133,8 @@ struct sc_io {
 	int last_err;
 	uint32_t crc;
 	struct sp_ref tried;	/* the chunk at the target of the attempt in flight */
+	struct shm_slot slot;	/* READ: its shared-memory slot (peer -1: TCP) */
+	bool no_shm;		/* READ: the daemon forgot our region: TCP */
 	struct reactor_timer timer;
 };
 

@@ -1,5 +1,9 @@
 /* The storage service's messages (storage.h): their definitions and the
  * rules that span fields. */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "proto/storage.h"
 
 PROTO_MSG_DEFINE(sp_cap, SP_CAP_FIELDS)
@@ -18,7 +22,24 @@ PROTO_MSG_DEFINE(sp_space_rep, SP_SPACE_REP_FIELDS)
 PROTO_MSG_DEFINE_CHECKED(sp_list, SP_LIST_FIELDS)
 PROTO_MSG_DEFINE(sp_list_ent, SP_LIST_ENT_FIELDS)
 PROTO_MSG_DEFINE(sp_list_rep, SP_LIST_REP_FIELDS)
+PROTO_MSG_DEFINE(sp_shm_attach, SP_SHM_ATTACH_FIELDS)
+PROTO_MSG_DEFINE(sp_shm_attach_rep, SP_SHM_ATTACH_REP_FIELDS)
+PROTO_MSG_DEFINE(sp_shm, SP_SHM_FIELDS)
+PROTO_MSG_DEFINE(sp_shm_rep, SP_SHM_REP_FIELDS)
+PROTO_MSG_DEFINE(sp_shm_read, SP_SHM_READ_FIELDS)
 PROTO_OPS_DEFINE(storage, STORAGE_OPS)
+
+socklen_t sp_shm_sockname(const char *addr, struct sockaddr_un *sun)
+{
+	int n;
+
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, "strata-shm:%s", addr);
+	if (n < 0 || (size_t)n >= sizeof(sun->sun_path) - 1)
+		return 0;
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
 
 /* The range an update names lies within the largest chunk. */
 int sp_update_check(const struct sp_update *m)

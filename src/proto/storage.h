@@ -18,9 +18,15 @@
  *   SPACE          sp_target -> sp_space_rep
  *   LIST           sp_list (a resync pages through a chain's chunks at a
  *                  source) -> sp_list_rep
+ *   READ_SHM       sp_shm_read -> sp_read_rep, no bulk: the nread bytes
+ *                  are in the reader's shared-memory region (below)
+ *   SHM_CHECK      sp_shm -> sp_shm_rep: who registered a region
  */
 #ifndef STRATA_PROTO_STORAGE_H
 #define STRATA_PROTO_STORAGE_H
+
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "common/cap.h"
 #include "net/frame.h"
@@ -197,6 +203,59 @@ PROTO_MSG(sp_list_ent, SP_LIST_ENT_FIELDS)
 	X(U8R, more, 1)
 PROTO_MSG(sp_list_rep, SP_LIST_REP_FIELDS)
 
+/*
+ * Same-host reads through shared memory (docs/protocol.md, "Same-host
+ * reads"). A reader on the storage daemon's host hands the daemon a sealed
+ * memfd over the abstract Unix socket sp_shm_sockname() names, with an
+ * sp_shm_attach; the daemon maps it and answers with an sp_shm_attach_rep
+ * (the region's number and a random secret). The region lives until that
+ * Unix connection closes. Before using it, the reader asks SHM_CHECK over
+ * its authenticated connection who registered the region: the pid must be
+ * its own, so a process squatting the socket name never gets reads. A
+ * READ_SHM then names the region, secret and offset: the daemon copies the
+ * bytes there before it answers. Clients without such a region use READ.
+ */
+#define SP_SHM_MAGIC 0x5348u		/* "SH" */
+#define SP_SHM_MIN (1u << 20)		/* a region's size: 1 MiB ... */
+#define SP_SHM_MAX (1u << 30)		/* ... to 1 GiB, whole pages */
+
+#define SP_SHM_ATTACH_FIELDS(X) \
+	X(U32, magic) \
+	X(U64, size)
+PROTO_MSG(sp_shm_attach, SP_SHM_ATTACH_FIELDS)
+
+#define SP_SHM_ATTACH_REP_FIELDS(X) \
+	X(I32, status) \
+	X(U32, region) \
+	X(U64, secret)
+PROTO_MSG(sp_shm_attach_rep, SP_SHM_ATTACH_REP_FIELDS)
+
+#define SP_SHM_FIELDS(X) \
+	X(U32, region) \
+	X(U64, secret)
+PROTO_MSG(sp_shm, SP_SHM_FIELDS)
+
+/* pid: the registrant's, as the daemon sees it (SO_PEERCRED); size: the
+ * region's. */
+#define SP_SHM_REP_FIELDS(X) \
+	X(U32, pid) \
+	X(U64, size)
+PROTO_MSG(sp_shm_rep, SP_SHM_REP_FIELDS)
+
+/* at: where in the region the rd.len bytes go. The sp_read comes first,
+ * so the request's prefix routes it like a READ. */
+#define SP_SHM_READ_FIELDS(X) \
+	X(OBJ, rd, sp_read) \
+	X(OBJ, shm, sp_shm) \
+	X(U64, at)
+PROTO_MSG(sp_shm_read, SP_SHM_READ_FIELDS)
+
+/* The abstract socket name ("\0strata-shm:" addr) the storage daemon that
+ * listens on addr takes for attaches. Abstract names live in a network
+ * namespace, so only readers that share the daemon's reach it. Returns the
+ * address length, or 0 when addr is too long. */
+socklen_t sp_shm_sockname(const char *addr, struct sockaddr_un *sun);
+
 /* Stubs are named st_<op>: st_write_call(), st_read_req(), ... */
 #define STORAGE_OPS(OP) \
 	OP(CHUNK_WRITE,      32, st_write,    sp_update, sp_update_rep, ANY) \
@@ -207,7 +266,9 @@ PROTO_MSG(sp_list_rep, SP_LIST_REP_FIELDS)
 	OP(CHUNK_TRUNCATE,   37, st_truncate, sp_update, sp_update_rep, ANY) \
 	OP(TARGET_SPACE,     38, st_space,    sp_target, sp_space_rep, ANY) \
 	OP(CHUNK_LIST,       39, st_list,     sp_list,   sp_list_rep, DAEMON) \
-	OP(CHUNK_VERIFY,     41, st_verify,   sp_read,   sp_read_rep, ANY)
+	OP(CHUNK_VERIFY,     41, st_verify,   sp_read,   sp_read_rep, ANY) \
+	OP(CHUNK_READ_SHM,   42, st_read_shm, sp_shm_read, sp_read_rep, ANY) \
+	OP(SHM_CHECK,        43, st_shm_check, sp_shm,   sp_shm_rep, ANY)
 PROTO_OPS(storage, STORAGE_OPS)
 
 /*

@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/buf.h"
 #include "storage_int.h"
@@ -37,6 +38,8 @@ struct read_op {
 	uint32_t chain;
 	void *buf;
 	bool verify;			/* OP_CHUNK_VERIFY: the status alone */
+	uint8_t *shm_dst;		/* OP_CHUNK_READ_SHM: where the bytes go */
+	struct sp_shm shm;		/* ... in this region (a reference held) */
 };
 
 static void read_buf_free(void *arg)
@@ -81,24 +84,37 @@ static void on_read_done(void *arg, int status, const struct chunk_info *info,
 	struct sp_read_rep rep = { 0 };
 
 	status = read_outcome(op->t, &op->id, op->chain, status, &info, &nread, &crc);
-	if (status || op->verify) {
-		/* A verify answers with the status alone. */
+	if (!status) {
+		rep.version = info ? info->version : 0;
+		rep.nread = nread;
+		rep.crc = crc;
+		rep.length = info ? info->length : 0;
+		CNT(op->t->st, n_reads, 1);
+		CNT(op->t->st, bytes_read, nread);
+		if (hold)
+			CNT(op->t->st, n_mapped, 1);
+	}
+	if (op->shm_dst) {
+		/* Copied before the answer: the reader reads the region
+		 * once it has it. The reader's CRC check covers the copy. */
+		if (!status) {
+			memcpy(op->shm_dst, data, nread);
+			CNT(op->t->st, n_shm_reads, 1);
+		}
+		shm_put(op->t->st, &op->shm);
+	}
+	if (status || op->verify || op->shm_dst) {
+		/* A verify answers with the status alone, a shared-memory
+		 * read without bulk. */
 		abuf_free(op->buf);
 		chunk_hold_put(hold);
-		st_read_reply(op->req, status, &rep);
+		st_read_reply(op->req, status, status ? &(struct sp_read_rep){ 0 } : &rep);
 		free(op);
 		return;
 	}
-	rep.version = info ? info->version : 0;
-	rep.nread = nread;
-	rep.crc = crc;
-	rep.length = info ? info->length : 0;
-	CNT(op->t->st, n_reads, 1);
-	CNT(op->t->st, bytes_read, nread);
 	if (hold) {
 		/* Sent straight from the page cache. */
 		abuf_free(op->buf);
-		CNT(op->t->st, n_mapped, 1);
 		st_read_reply_bulk(op->req, 0, &rep, data, nread, read_hold_free, hold);
 	} else {
 		st_read_reply_bulk(op->req, 0, &rep, op->buf, nread, read_buf_free, op->buf);
@@ -185,52 +201,94 @@ static void on_verify_done(void *arg, int status, const struct chunk_info *info,
  * verifying path, which reports the damage to mgmt and marks the chunk
  * for resync as a failed read does. It answers with the status alone.
  */
-void op_read(void *svc, struct svc_req *req)
+/* Starts read rd at st for req (OP_CHUNK_READ, OP_CHUNK_VERIFY, or
+ * OP_CHUNK_READ_SHM with shm set: the bytes go to region shm at at). */
+static void read_start(struct storage *st, struct svc_req *req, const struct sp_read *rd,
+		       const struct sp_shm *shm, uint64_t at)
 {
-	struct storage *st = svc;
 	bool verify = req->hdr.opcode == OP_CHUNK_VERIFY;
-	struct sp_read rd;
 	struct target *t;
 	struct read_op *op;
 	int rc;
 
-	if (st_read_req(req, &rd))
-		return;
-	t = find_target(st, rd.ref.target_id);
+	t = find_target(st, rd->ref.target_id);
 	rc = t ? 0 : STRATA_ESTALE_MAP;
 	if (!rc)
-		rc = cap_allow(t, req, &rd.ref.cap, rd.ref.ino, CAP_READ);
+		rc = cap_allow(t, req, &rd->ref.cap, rd->ref.ino, CAP_READ);
+	if (!rc && shm && rd->flags)
+		rc = -EINVAL;	/* repairs and surveys are daemons' reads */
 	if (!rc)
-		rc = read_check(st, t, &rd.ref, verify, rd.flags);
+		rc = read_check(st, t, &rd->ref, verify, rd->flags);
 	if (rc) {
 		svc_reply(req, rc);
 		return;
 	}
 	op = calloc(1, sizeof(*op));
 	if (op)
-		op->buf = abuf_alloc(rd.len ? rd.len : 1);
+		op->buf = abuf_alloc(rd->len ? rd->len : 1);
 	if (!op || !op->buf) {
 		free(op);
 		svc_reply(req, -ENOMEM);
 		return;
 	}
+	if (shm) {
+		op->shm_dst = shm_get(st, shm, at, rd->len, &rc);
+		op->shm = *shm;
+		if (!op->shm_dst) {
+			abuf_free(op->buf);
+			free(op);
+			svc_reply(req, rc);
+			return;
+		}
+	}
 	op->t = t;
 	op->req = req;
-	op->id.ino = rd.ref.ino;
-	op->id.idx = rd.ref.idx;
-	op->chain = rd.ref.chain_id;
+	op->id.ino = rd->ref.ino;
+	op->id.idx = rd->ref.idx;
+	op->chain = rd->ref.chain_id;
 	op->verify = verify;
 	if (verify) {
 		CNT(st, n_verify, 1);
-		rc = chunk_read(t->cs, &op->id, rd.offset, rd.len, op->buf, on_verify_done, op);
+		rc = chunk_read(t->cs, &op->id, rd->offset, rd->len, op->buf, on_verify_done, op);
 	} else {
-		rc = chunk_read_ref(t->cs, &op->id, rd.offset, rd.len, op->buf, on_read_done, op);
+		rc = chunk_read_ref(t->cs, &op->id, rd->offset, rd->len, op->buf, on_read_done, op);
 	}
 	if (rc) {
+		if (op->shm_dst)
+			shm_put(st, &op->shm);
 		abuf_free(op->buf);
 		free(op);
 		svc_reply(req, rc);
 	}
+}
+
+/*
+ * OP_CHUNK_READ, and OP_CHUNK_VERIFY: a reader found that bytes this
+ * target sent fail the CRC they came with. Whole blocks in the page cache
+ * go out unverified (chunk_read_ref), so the reader's check is the one
+ * that finds a damaged copy; the verify reads the range again through the
+ * verifying path, which reports the damage to mgmt and marks the chunk
+ * for resync as a failed read does. It answers with the status alone.
+ */
+void op_read(void *svc, struct svc_req *req)
+{
+	struct sp_read rd;
+
+	if (st_read_req(req, &rd))
+		return;
+	read_start(svc, req, &rd, NULL, 0);
+}
+
+/* OP_CHUNK_READ_SHM: a READ whose bytes are copied into the reader's
+ * shared-memory region (shm_serve.c) before the answer, which has no
+ * bulk. The reader checks their CRC as for a READ. */
+void op_read_shm(void *svc, struct svc_req *req)
+{
+	struct sp_shm_read m;
+
+	if (st_read_shm_req(req, &m))
+		return;
+	read_start(svc, req, &m.rd, &m.shm, m.at);
 }
 
 /* ---- batch reads ---- */

@@ -148,6 +148,7 @@ struct storage_cfg {
 	uint64_t capacity;
 	bool sync_writes;
 	bool buffered_reads;
+	bool shm_reads;
 	int64_t scrub_rate_mb;
 	char target_dirs[CFG_STR_MAX];	/* "" = DATA/targets/N (target_dir.h) */
 };
@@ -178,13 +179,14 @@ struct storage {
 	uint32_t timeout_ms;
 	/* counters (atomic) */
 	uint64_t n_writes, n_reads, bytes_written, bytes_read, n_stale, n_dirty, n_integrity,
-		 n_verify, n_mapped;
+		 n_verify, n_mapped, n_shm_reads;
 	uint64_t n_synced_chunks, bytes_synced, n_repaired, n_scrubbed;
 	uint64_t n_reclaimed;		/* copies of chains left, removed (reclaim.c) */
 	uint64_t n_lost;		/* gauge: chunks lost here now */
 	/* The caps of client credentials (qos.h), for every target. */
 	struct qos_table qos;
 	struct meter meter;		/* bytes moved per tenant (meter.h) */
+	struct shm_serve *shm;		/* same-host readers' regions (shm_serve.c) */
 };
 
 #define CNT(st, f, v) __atomic_fetch_add(&(st)->f, (v), __ATOMIC_RELAXED)
@@ -265,6 +267,25 @@ void hb_start(void *arg);
  * the stored copy of the range checked whatever the state, a damaged one
  * reported and marked for repair; the status alone. */
 void op_read(void *svc, struct svc_req *req);
+/* OP_CHUNK_READ_SHM: a read whose bytes go into the reader's region. */
+void op_read_shm(void *svc, struct svc_req *req);
+
+/* ---- shm_serve.c: same-host readers' shared-memory regions ---- */
+
+/* Takes the abstract socket name for env.addr and starts the thread that
+ * maps readers' regions (with storage.shm_reads). A name another process
+ * holds is logged and leaves readers on TCP. 0 or -ENOMEM. */
+int shm_serve_start(struct storage *st);
+/* After the targets stopped: unmaps every region. */
+void shm_serve_stop(struct storage *st);
+/* Any thread: the place in region m where len bytes at offset at go,
+ * with a reference that keeps it mapped (shm_put), or NULL and *err
+ * (-ENOENT: no such region, or the secret is wrong; -ERANGE: outside). */
+uint8_t *shm_get(struct storage *st, const struct sp_shm *m, uint64_t at, uint32_t len, int *err);
+void shm_put(struct storage *st, const struct sp_shm *m);
+/* OP_SHM_CHECK, on any thread. */
+void op_shm_check(void *svc, struct svc_req *req);
+void shm_stats(struct storage *st, uint64_t *live, uint64_t *attached, uint64_t *refused);
 /* OP_CHUNK_BATCH_READ: ranges of many chunks of one target, each under the
  * rules of a client's read, each with its own status. */
 void op_batch_read(void *svc, struct svc_req *req);

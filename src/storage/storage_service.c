@@ -205,6 +205,13 @@ static void qos_cost(const struct svc_req *req, uint64_t *bytes, uint32_t *ops)
 		if (!sp_read_decode(req->body, req->hdr.body_len, &rd))
 			*bytes = rd.len;
 		break;
+	case OP_CHUNK_READ_SHM: {
+		struct sp_shm_read sr;
+
+		if (!sp_shm_read_decode(req->body, req->hdr.body_len, &sr))
+			*bytes = sr.rd.len;
+		break;
+	}
 	case OP_CHUNK_BATCH_READ:
 		/* Walked, not decoded: no allocation. The layout of sp_batch:
 		 * target, count, then each item (chain, chain version, ino,
@@ -365,6 +372,7 @@ static void dispatch(struct storage *st, struct svc_req *req, svc_handler_fn fn,
 	{ dispatch(svc, req, fn, gate_##name); }
 ROUTE(update, op_update)
 ROUTE(read, op_read)
+ROUTE(read_shm, op_read_shm)
 ROUTE(batch, op_batch_read)
 ROUTE(stat, op_stat)
 static void route_space(void *svc, struct svc_req *req) { dispatch(svc, req, op_space, NULL); }
@@ -483,6 +491,7 @@ static void storage_stop(void *svc)
 		if (st->targets[i].cs)
 			reactor_call(st->targets[i].r, target_detach, &st->targets[i]);
 	}
+	shm_serve_stop(st);
 	map_put(st, st->snap);
 	qos_table_release(&st->qos);
 	meter_release(&st->meter);
@@ -596,7 +605,13 @@ static int storage_start(const struct service_env *env, void **out)
 		.st_write = route_update, .st_truncate = route_update, .st_remove = route_update,
 		.st_read = route_read, .st_verify = route_read, .st_batch = route_batch,
 		.st_stat = route_stat, .st_space = route_space, .st_list = route_list,
+		.st_read_shm = route_read_shm, .st_shm_check = op_shm_check,
 	}, st);
+	if (st->cfg->shm_reads) {
+		rc = shm_serve_start(st);
+		if (rc)
+			goto fail;
+	}
 	reactor_post(env->reactors[0], hb_start, st);
 	free(dirs);
 	*out = st;
@@ -690,7 +705,9 @@ static void storage_metrics(void *svc, struct bbuf *out)
 	M("strata_storage_stale_total", "requests refused for a stale map", n_stale);
 	M("strata_storage_dirty_total", "reads refused on a dirty replica", n_dirty);
 	M("strata_storage_integrity_errors_total", "checksum mismatches", n_integrity);
-	M("strata_storage_mapped_reads_total", "reads sent from the page cache without a copy", n_mapped);
+	M("strata_storage_mapped_reads_total", "reads answered from a mapping of the page cache (no read into a buffer)", n_mapped);
+	M("strata_storage_shm_reads_total", "reads answered into a same-host reader's shared memory",
+	  n_shm_reads);
 	M("strata_storage_verify_total", "checks asked for by readers that got bad bytes", n_verify);
 	M("strata_storage_synced_chunks_total", "chunks copied by resync and repair", n_synced_chunks);
 	M("strata_storage_synced_bytes_total", "bytes copied by resync and repair", bytes_synced);
@@ -714,6 +731,18 @@ static void storage_metrics(void *svc, struct bbuf *out)
 	metrics_put(out, "strata_storage_chunks_lost", "gauge",
 		    "chunks held here with no intact replica left in their chain",
 		    (double)__atomic_load_n(&st->n_lost, __ATOMIC_RELAXED));
+	{
+		uint64_t live, attached, refused;
+
+		shm_stats(st, &live, &attached, &refused);
+		metrics_put(out, "strata_storage_shm_regions", "gauge",
+			    "same-host readers' shared-memory regions mapped now", (double)live);
+		metrics_put(out, "strata_storage_shm_attached_total", "counter",
+			    "shared-memory regions same-host readers attached", (double)attached);
+		metrics_put(out, "strata_storage_shm_refused_total", "counter",
+			    "shared-memory attaches refused (bad message, memfd or seals)",
+			    (double)refused);
+	}
 	target_space_metrics(st, out);
 }
 
@@ -725,6 +754,8 @@ static const struct cfg_key storage_keys[] = {
 	K("sync_writes", CFG_BOOL, sync_writes, "false", 0, 0, "fdatasync each chunk update"),
 	K("buffered_reads", CFG_BOOL, buffered_reads, "false", 0, 0,
 	  "serve reads through the page cache (writes stay O_DIRECT)"),
+	K("shm_reads", CFG_BOOL, shm_reads, "true", 0, 0,
+	  "answer readers on this host through shared memory they hand over"),
 	K("scrub_rate_mb", CFG_INT, scrub_rate_mb, "0", 0, 100000,
 	  "background scrub MB/s (0 = off)"),
 	K("target_dirs", CFG_STR, target_dirs, "", 0, 0,

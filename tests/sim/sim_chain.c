@@ -290,6 +290,9 @@ static void proc_start(struct world *w, uint32_t id)
 		SET("mgmt.expect_nodes", "%u", w->sc.nstor);
 	} else {
 		SET("storage.targets", "%u", w->sc.ntgt);
+		/* Same-host shared memory is a real socket and thread: the
+		 * simulated clients read over the simulated network. */
+		SET("storage.shm_reads", "%s", "false");
 	}
 #undef SET
 	snprintf(p->data, sizeof(p->data), "sim/n%u", id);
@@ -1319,6 +1322,7 @@ static void run_one(uint64_t seed, uint32_t steps, struct run_result *res)
 		struct sclient_opts o;
 
 		sclient_opts_init(&o, sizeof(o));
+		o.no_shm = true;	/* the simulated network only */
 		o.timeout_ms = s->timeout_ms;
 		o.retry_ms = s->retry_ms;
 		if (sclient_new(w->client_r, MGMT_ADDR, &o, &w->scs[c]))
