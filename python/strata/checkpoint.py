@@ -735,13 +735,15 @@ def load(path: Union[str, bytes, os.PathLike], into: Optional[dict] = None,
     scalars (arbitrary code: only for checkpoints you trust); without it
     such a leaf raises UnsafeCheckpointError naming the refused object.
 
-    A two-tier checkpoint (save(..., pool=)) is read from its memory-pool
-    copy when every piece is there and passes its CRC32C, else from the
-    storage plane once drained; neither: IncompleteCheckpointError.
-    pool: the strata.mem.Pool to read it from (None: one opened on the
-    addresses the checkpoint records; False: the storage copy only).
-    stats: a dict given "source" ("pool" or "storage") and, after a
-    fallback, "pool_error" (why the pool copy was not used)."""
+    pool: a two-tier checkpoint (save(..., pool=)) is read from its
+    memory-pool copy through pool (a strata.mem.Pool, or True: the
+    addresses the checkpoint records, trusting it with the token) when
+    every piece is there and passes its CRC32C, else from the storage
+    plane once drained; neither: IncompleteCheckpointError. None or
+    False: the storage copy only (FileNotFoundError naming the pool when
+    the checkpoint is not drained yet). stats: a dict given "source"
+    ("pool" or "storage") and, after a fallback, "pool_error" (why the
+    pool copy was not used)."""
     try:
         import torch    # noqa: F401 (the real PyTorch; absolute import)
     except ImportError:
@@ -749,12 +751,17 @@ def load(path: Union[str, bytes, os.PathLike], into: Optional[dict] = None,
     client = _client(client)
     if stats is not None:
         stats["source"] = "storage"
-    if pool is not False:
-        from . import checkpoint_tier
+    from . import checkpoint_tier
+    if pool is not None and pool is not False:
         got = checkpoint_tier.load_tiered(client, path, into, pool, allow_pickle, stats)
         if got is not None:
             return got[0]
-    with Checkpoint(path, client) as ck:
+    try:
+        ck = Checkpoint(path, client)
+    except FileNotFoundError:
+        checkpoint_tier.explain_missing(client, path)
+        raise
+    with ck:
         ranks = [rank] if rank is not None else list(range(ck.world_size))
         by_name = {(t["rank"], t["name"]): t for t in ck.tensors}
         trees, pairs, fixups = _restore_plan([(r, ck.meta(r)) for r in ranks], by_name, into,

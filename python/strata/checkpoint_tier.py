@@ -170,7 +170,11 @@ def _keys(rec):
 def _open_pool(rec, pool, everywhere=False):
     """(handle, whether the caller closes it) to read rec's pieces through
     (gets try rec's replicas in turn), or with everywhere to remove them:
-    beside pool when a Pool, else opened on the addresses rec records."""
+    beside pool when a Pool, else (True) opened on the addresses rec
+    records."""
+    if pool is not True and not isinstance(pool, Pool):
+        raise TypeError("strata: pool must be a strata.mem.Pool or True, not %s"
+                        % type(pool).__name__)
     if isinstance(pool, Pool):
         return (_everywhere(pool) if everywhere else _with_replicas(pool, rec["replicas"])), False
     n = len(_nodes(rec["addrs"]))
@@ -180,8 +184,11 @@ def _open_pool(rec, pool, everywhere=False):
 
 def _release(client, path, rec, pool, remove_record=True):
     """Removes rec's pieces from the pool (best effort: a node that is down
-    keeps its copies until it restarts empty), then PATH's pool.json."""
+    keeps its copies until it restarts empty; with no pool they are left
+    to the next save's sweep), then PATH's pool.json."""
     try:
+        if pool is None or pool is False:
+            raise ValueError("no pool")
         p, mine = _open_pool(rec, pool, everywhere=True)
         try:
             keys = _keys(rec)
@@ -564,12 +571,38 @@ def _read_pool(rec, path, pool, pairs):
     return None
 
 
+def explain_missing(client, path):
+    """Raises a FileNotFoundError naming the pool when path, not found as a
+    checkpoint on the storage plane, is one committed in the pool only."""
+    try:
+        rec = read_record(client, path)
+    except (OSError, ValueError):
+        return
+    if rec is not None:
+        raise FileNotFoundError(errno.ENOENT, "strata: checkpoint %r is in the memory pool "
+                                "only (not drained to the storage plane yet): load it with "
+                                "pool= (a strata.mem.Pool on %s)" % (_s(path), rec["addrs"]))
+
+
 def load_tiered(client, path, into, pool, allow_pickle, stats) -> Optional[Tuple[Any]]:
     """(tree,) when path is a two-tier checkpoint read from its pool copy;
     None when path is to be read from the storage plane (no pool.json, or
     the pool copy unusable and the checkpoint drained); raises
     IncompleteCheckpointError when neither copy is complete."""
-    rec = read_record(client, path)
+    try:
+        rec = read_record(client, path)
+    except (OSError, ValueError) as e:      # an unreadable record: as a lost pool copy
+        rec, bad = None, e
+    else:
+        bad = None
+    if bad is not None:
+        if stats is not None:
+            stats["pool_error"] = "%s: %s" % (RECORD, bad)
+        if _has_manifest(client, path):
+            return None
+        raise _ck.IncompleteCheckpointError(
+            errno.ENODATA, "strata: checkpoint %r is lost: its %s cannot be read (%s) and it "
+            "was not drained to the storage plane" % (_s(path), RECORD, bad))
     if rec is None:
         return None
     tensors = [dict(t, i=i, rank=0) for i, t in enumerate(rec["tensors"])]

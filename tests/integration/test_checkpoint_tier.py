@@ -87,11 +87,11 @@ def test_survives_one_mem_node_killed_then_all(cluster):
         rec = json.loads(c.open("/tier/s2/pool.json").read())
         assert rec["replicas"] == 2 and len(rec["pieces"]) > 20 and not rec["drained"]
         kill9(MEM[0])
-        back, st = load("/tier/s2")
+        back, st = load("/tier/s2", pool=pool)
         assert st["source"] == "pool" and same(back, state(2)), st
         into = {"model." + k: torch.zeros_like(v) for k, v in state(2)["model"].items()}
         ptrs = {k: v.data_ptr() for k, v in into.items()}
-        back, st = load("/tier/s2", into=into)       # key paths: read in place
+        back, st = load("/tier/s2", into=into, pool=True)   # the addresses pool.json records
         assert st["source"] == "pool" and same(back, state(2))
         assert all(back["model"][k[6:]].data_ptr() == ptrs[k] for k in into)
         print("READY", flush=True)
@@ -102,8 +102,13 @@ def test_survives_one_mem_node_killed_then_all(cluster):
     run_py(c, PRELUDE + """
         pool = sm.Pool(local_dir=D, replicas=2)
         assert c.listdir("/tier/s2") == ["pool.json"]        # never drained
-        back, st = load("/tier/s2")
+        back, st = load("/tier/s2", pool=pool)
         assert st["source"] == "pool" and same(back, state(2)), st
+        try:
+            load("/tier/s2")                         # the storage plane only: not there
+            raise SystemExit("a pool-only checkpoint loaded without pool=")
+        except FileNotFoundError as e:
+            assert "in the memory pool only" in str(e), e
         assert ck.latest("/tier", client=c, pool=True) == "/tier/s2"
         assert ck.latest("/tier", client=c) == "/tier/s1"      # the storage plane's newest
         # a save now needs the dead node for some pieces: a clear error,
@@ -114,16 +119,16 @@ def test_survives_one_mem_node_killed_then_all(cluster):
         except OSError as e:
             assert "into the mem pool" in str(e) and "nothing was committed" in str(e), e
         assert not c.exists("/tier/s3") and c.listdir("/tier/s2") == ["pool.json"]
-        assert same(load("/tier/s2")[0], state(2))
+        assert same(load("/tier/s2", pool=pool)[0], state(2))
         # every mem node lost before the drain: s2 is lost, s1 loads
         kill9(MEM[1]); kill9(MEM[2])
         try:
-            load("/tier/s2")
+            load("/tier/s2", pool=pool)
             raise SystemExit("a checkpoint with no complete copy loaded")
         except ck.IncompleteCheckpointError as e:
             assert e.errno == errno.ENODATA and "is lost" in str(e), e
         assert ck.latest("/tier", client=c, pool=True) == "/tier/s1"
-        back, st = load("/tier/s1")
+        back, st = load("/tier/s1", pool=pool)
         assert st["source"] == "storage" and "pool_error" in st and same(back, state(1)), st
         # a pool that does not answer: a clear error, s1 as it was
         try:
@@ -192,15 +197,15 @@ def test_drained_fallback_bad_inputs_retention(cluster):
         rec6 = json.loads(c.open("/t/s6/pool.json").read())
         assert {k.rsplit("/", 1)[0] for k in pool.keys("strata-ckpt/")} == {rec6["keys"]}
         # prune releases the pool copies of what it removes
-        assert ck.prune("/t", 1, client=c) == 2
+        assert ck.prune("/t", 1, client=c, pool=pool) == 2
         assert sorted(c.listdir("/t")) == ["s6"]
-        back, st = load("/t/s6")
+        back, st = load("/t/s6", pool=pool)
         assert st["source"] == "pool" and same(back, state(6)), st
 
         # a corrupted piece: its CRC32C catches it, the storage copy loads
         key = rec6["keys"] + "/0"
         pool.put(key, b"\\xff" * rec6["pieces"][0][2], pin=True)
-        back, st = load("/t/s6")
+        back, st = load("/t/s6", pool=pool)
         assert st["source"] == "storage" and "CRC32C mismatch" in st["pool_error"], st
         assert same(back, state(6))
 
@@ -208,8 +213,8 @@ def test_drained_fallback_bad_inputs_retention(cluster):
         ck.save(state(7), "/t/s7", client=c, pool=pool).wait_drained()
         for n in MEM:
             kill9(n)
-        back, st = load("/t/s7")
-        assert st["source"] == "storage" and same(back, state(7)), st
+        back, st = load("/t/s7", pool=pool)
+        assert st["source"] == "storage" and "pool_error" in st and same(back, state(7)), st
         back, st = load("/t/s7", pool=False)
         assert st["source"] == "storage" and "pool_error" not in st
         assert ck.latest("/t", client=c, pool=True) == "/t/s7"
