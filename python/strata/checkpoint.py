@@ -399,8 +399,11 @@ class SaveHandle:
         return self._ev.is_set()
 
     def wait(self, timeout: Optional[float] = None) -> Any:
-        if not self._ev.wait(timeout):
-            raise TimeoutError("checkpoint save of %r still running" % self.path)
+        return self._await(self._ev, timeout, "still running")
+
+    def _await(self, ev, timeout, what):
+        if not ev.wait(timeout):
+            raise TimeoutError("checkpoint save of %r %s" % (self.path, what))
         if self.error is not None:
             raise self.error
         return self.path

@@ -266,11 +266,7 @@ class TieredSaveHandle(_ck.SaveHandle):
         return self._committed.is_set()
 
     def wait(self, timeout: Optional[float] = None) -> Any:
-        if not self._committed.wait(timeout):
-            raise TimeoutError("two-tier save of %r not yet committed in the pool" % self.path)
-        if self.error is not None:
-            raise self.error
-        return self.path
+        return self._await(self._committed, timeout, "not yet committed in the pool")
 
     def release_drain(self) -> None:
         """Lets a drain held by hold_drain=True start."""
@@ -281,10 +277,7 @@ class TieredSaveHandle(_ck.SaveHandle):
 
     def wait_drained(self, timeout: Optional[float] = None) -> Any:
         self._go.set()
-        if not self._ev.wait(timeout):
-            raise TimeoutError("two-tier save of %r not yet drained" % self.path)
-        if self.error is not None:
-            raise self.error
+        self._await(self._ev, timeout, "not yet drained")
         if self.drain_error is not None:
             raise self.drain_error
         return self.path
