@@ -499,7 +499,8 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
     waited for first.
 
     pool (a strata.mem.Pool): a two-tier save (docs/python.md, "Two-tier
-    saves"), one rank only, async only. After the snapshot the checkpoint
+    saves"), async only; sharded as above (rank 0 commits once every
+    rank's pieces are in the pool). After the snapshot the checkpoint
     is put into the pool, each piece (pool_piece bytes at most, 64 MiB
     cap) pinned on pool_replicas distinct mem nodes (None: the Pool's
     replicas; 1..its nodes), and committed by renaming a directory PATH
@@ -531,14 +532,15 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
         from . import checkpoint_tier
         tier = checkpoint_tier.TierOptions(pool, pool_replicas, pool_keep, pool_piece,
                                            pool_prefix, hold_drain)
-        checkpoint_tier.check_save(path, tier, async_, overlap, world_size)
+        checkpoint_tier.check_save(path, tier, async_, overlap, rank, world_size)
     wait_all()
     leaves = []
     meta = _encode(state, "", leaves, set())
     if pool is not None:
         return checkpoint_tier.save_tiered(
             client, path, leaves, meta, tier, keep_last, replace, dict(
-                depth=depth, io_size=io_size, writers=writers), stats, snapshot_threads)
+                depth=depth, io_size=io_size, writers=writers), stats, snapshot_threads,
+            rank, world_size, tag)
     h = SaveHandle(path)
     if not async_:
         # Straight from the tensors: no snapshot copy needed.
@@ -756,7 +758,7 @@ def load(path: Union[str, bytes, os.PathLike], into: Optional[dict] = None,
         stats["source"] = "storage"
     from . import checkpoint_tier
     if pool is not None and pool is not False:
-        got = checkpoint_tier.load_tiered(client, path, into, pool, allow_pickle, stats)
+        got = checkpoint_tier.load_tiered(client, path, into, pool, allow_pickle, stats, rank)
         if got is not None:
             return got[0]
     try:

@@ -81,6 +81,7 @@ class TierOptions:
                              "1..512 characters, not %r" % (prefix,))
         self.user_pool, self.replicas, self.keep = pool, r, keep
         self.piece, self.prefix, self.hold = piece, prefix.rstrip("/"), hold
+        self.wait_s = 600       # rank 0 waits for the other ranks' parts (as wait_ms)
 
     def pool(self):
         return _with_replicas(self.user_pool, self.replicas)
@@ -111,17 +112,16 @@ def _everywhere(p):
     return _with_replicas(p, min(len(_nodes(p.addrs)), MAX_REPLICAS))
 
 
-def check_save(path, tier, async_, overlap, world_size):
+def check_save(path, tier, async_, overlap, rank, world_size):
     if not async_:
         raise ValueError("strata: checkpoint save of %r: a two-tier save (pool=) is "
                          "asynchronous; drop async_=False" % _s(path))
     if overlap:
         raise ValueError("strata: checkpoint save of %r: overlap=True does not apply to a "
                          "two-tier save (pool=)" % _s(path))
-    if world_size != 1:
-        raise ValueError("strata: checkpoint save of %r: a two-tier save (pool=) is for one "
-                         "rank (world_size 1), not %d: sharded two-tier saves are not "
-                         "implemented" % (_s(path), world_size))
+    if not 0 <= rank < world_size:
+        raise ValueError("strata: checkpoint save of %r: rank %d is not in 0..%d (world_size "
+                         "%d)" % (_s(path), rank, world_size - 1, world_size))
 
 
 # ---------------------------------------------------------------------------
@@ -163,8 +163,13 @@ def _parent(path):
     return p.rsplit("/", 1)[0] or "/"
 
 
+def _part_keys(part):
+    return ["%s/%d" % (part["keys"], i) for i in range(len(part["pieces"]))]
+
+
 def _keys(rec):
-    return ["%s/%d" % (rec["keys"], i) for i in range(len(rec["pieces"]))]
+    """Every piece's key, every rank's."""
+    return [k for part in rec["ranks"] for k in _part_keys(part)]
 
 
 def _open_pool(rec, pool, everywhere=False):
@@ -182,16 +187,15 @@ def _open_pool(rec, pool, everywhere=False):
                 min(int(rec["replicas"]), n)), True
 
 
-def _release(client, path, rec, pool, remove_record=True):
-    """Removes rec's pieces from the pool (best effort: a node that is down
+def _remove(rec, pool, keys):
+    """Removes keys from the pool of rec (best effort: a node that is down
     keeps its copies until it restarts empty; with no pool they are left
-    to the next save's sweep), then PATH's pool.json."""
+    to the next save's sweep)."""
+    if pool is None or pool is False:
+        return
     try:
-        if pool is None or pool is False:
-            raise ValueError("no pool")
         p, mine = _open_pool(rec, pool, everywhere=True)
         try:
-            keys = _keys(rec)
             for i in range(0, len(keys), 4096):
                 p.mremove(keys[i:i + 4096])
         finally:
@@ -199,6 +203,11 @@ def _release(client, path, rec, pool, remove_record=True):
                 p.close()
     except (OSError, ValueError):
         pass
+
+
+def _release(client, path, rec, pool, remove_record=True):
+    """Removes rec's pieces from the pool (_remove), then PATH's pool.json."""
+    _remove(rec, pool, _keys(rec))
     if remove_record:
         try:
             client.remove("%s/%s" % (_s(path), RECORD))
@@ -206,13 +215,10 @@ def _release(client, path, rec, pool, remove_record=True):
             pass
 
 
-def _commit(client, path, rec, replace, pool):
-    """Renames a directory holding rec as pool.json into place at path
-    (the way strata_ckpt_save commits). A replaced two-tier checkpoint's
-    pool copy is released."""
-    tag = "pool-%d-%d" % (os.getpid(), time.time_ns())
-    tmp = "%s.tmp-%s" % (path, tag)
-    client.mkdir(tmp)
+def _commit(client, path, tmp, tag, rec, replace, pool):
+    """Writes rec as tmp/pool.json and renames tmp into place at path (the
+    way strata_ckpt_save commits); on failure removes tmp. A replaced
+    two-tier checkpoint's pool copy is released."""
     try:
         _write_json(client, "%s/%s" % (tmp, RECORD), rec)
         try:
@@ -296,22 +302,22 @@ def _pieces(layout, piece):
     return out
 
 
-def _to_pool(mp, path, rec, addrs_of):
-    """Puts every piece (CRC32C first) with THREADS threads; on any
-    failure removes what was put and raises."""
+def _to_pool(mp, path, rec, part, addrs_of):
+    """Puts every piece of part (CRC32C first) with THREADS threads; on
+    any failure removes what was put and raises."""
     L, crc = _mem_lib(), _ck._lib().strata_crc32c
-    keys = [k.encode() for k in _keys(rec)]
+    keys = [k.encode() for k in _part_keys(part)]
 
     def one(i):
         a, n = addrs_of(i)
-        rec["pieces"][i][3] = crc(0, a, n)
+        part["pieces"][i][3] = crc(0, a, n)
         return L.strata_mem_put(mp._h, keys[i], a, n, PIN)
 
     with ThreadPoolExecutor(THREADS) as ex:
         rcs = list(ex.map(one, range(len(keys))))
     bad = [(i, rc) for i, rc in enumerate(rcs) if rc < 0]
     if bad:
-        _release(None, path, rec, mp, remove_record=False)
+        _remove(rec, mp, _part_keys(part))
         i, rc = bad[0]
         raise _err(-rc, "two-tier save of %r: putting piece '%s' into the mem pool '%s' on %d "
                    "nodes failed: %s (%d of %d pieces failed; nothing was committed)"
@@ -319,8 +325,53 @@ def _to_pool(mp, path, rec, addrs_of):
                       len(bad), len(keys)))
 
 
+def _part_name(rank):
+    return "pool-%05d.json" % rank
+
+
+def _gather(client, tmp, world_size, rec, pool, wait_s):
+    """Rank 0 of a sharded save: waits (wait_s at most) for every rank's
+    part in tmp; a rank that failed leaves pool-RRRRR.err, which ends the
+    wait. Returns the parts in rank order; on failure removes the pieces
+    of the parts that came and raises."""
+    parts, deadline, pause = {}, time.monotonic() + wait_s, 0.005
+    while True:
+        for name in client.listdir(tmp):
+            if name.startswith("pool-") and name.endswith(".json") and name not in parts:
+                with client.open("%s/%s" % (tmp, name), "rb") as f:
+                    parts[name] = json.loads(f.read())
+        errs = [n for n in client.listdir(tmp) if n.startswith("pool-") and n.endswith(".err")]
+        if len(parts) == world_size or errs or time.monotonic() > deadline:
+            break
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
+    if len(parts) == world_size:
+        return [parts[_part_name(r)] for r in range(world_size)]
+    _remove(rec, pool, [k for p in parts.values() for k in _part_keys(p)])
+    if errs:
+        with client.open("%s/%s" % (tmp, errs[0]), "rb") as f:
+            why = f.read().decode(errors="replace")
+        raise _err(errno.EIO, "two-tier save: rank %d failed: %s" % (int(errs[0][5:10]), why))
+    missing = sorted(set(range(world_size)) - {p["rank"] for p in parts.values()})
+    raise _err(errno.ETIMEDOUT, "two-tier save: rank(s) %s put no part in %s within %d s"
+               % (",".join(map(str, missing)), tmp, wait_s))
+
+
+def _mkdir(client, d):
+    try:
+        client.mkdir(d)
+    except FileExistsError:
+        pass        # another rank made it
+
+
+def _write_part(client, tmp, name, obj):
+    """tmp/name, appearing whole (written aside, then renamed)."""
+    _write_json(client, "%s/%s.w" % (tmp, name), obj)
+    client.rename("%s/%s.w" % (tmp, name), "%s/%s" % (tmp, name))
+
+
 def save_tiered(client, path, leaves, meta, tier, keep_last, replace, io, stats,
-                snapshot_threads):
+                snapshot_threads, rank=0, world_size=1, tag=None):
     given, path = path, _s(path)
     t0 = time.perf_counter()
     buf, layout = _ck._plan(leaves)
@@ -335,15 +386,18 @@ def save_tiered(client, path, leaves, meta, tier, keep_last, replace, io, stats,
     h = TieredSaveHandle(given, tier.hold)
     now = time.time_ns()
     parent = _parent(path)
-    sid = "%x-%d" % (now, os.getpid())
+    sid = "%x-%d-r%d" % (now, os.getpid(), rank)
     pieces = _pieces(layout, tier.piece)
-    rec = {"format": FORMAT, "version": 1, "created_ns": now, "world_size": 1,
-           "addrs": tier.user_pool.addrs, "replicas": tier.replicas,
-           "keys": "%s/%s/%s" % (tier.prefix, _dirkey(parent), sid), "piece": tier.piece,
-           "bytes": sum(n for _, _, _, _, n in layout), "drained": False, "meta": meta,
-           "tensors": [{"name": nm, "dtype": dt, "shape": list(sh), "length": nb}
-                       for nm, dt, sh, _, nb in layout],
-           "pieces": [[t, off, n, 0] for t, off, n in pieces]}
+    part = {"rank": rank, "keys": "%s/%s/%s" % (tier.prefix, _dirkey(parent), sid),
+            "piece": tier.piece, "bytes": sum(n for _, _, _, _, n in layout), "meta": meta,
+            "tensors": [{"name": nm, "dtype": dt, "shape": list(sh), "length": nb}
+                        for nm, dt, sh, _, nb in layout],
+            "pieces": [[t, off, n, 0] for t, off, n in pieces]}
+    rec = {"format": FORMAT, "version": 1, "created_ns": now, "world_size": world_size,
+           "addrs": tier.user_pool.addrs, "replicas": tier.replicas, "drained": False,
+           "ranks": [part]}
+    ptag = "pool-%s" % tag if world_size > 1 else "pool-%d-%d" % (os.getpid(), now)
+    tmp = "%s.tmp-%s" % (path, ptag)
 
     def addrs_of(i):
         t, off, n = pieces[i]
@@ -363,33 +417,52 @@ def save_tiered(client, path, leaves, meta, tier, keep_last, replace, io, stats,
                            "mem pool '%s' answer, fewer than pool_replicas=%d"
                            % (path, up["nodes_up"], up["nodes"], mp.addrs, tier.replicas))
             t1 = time.perf_counter()
-            _to_pool(mp, path, rec, addrs_of)
+            _to_pool(mp, path, rec, part, addrs_of)
             st["pool_put_s"] = time.perf_counter() - t1
             try:
-                _commit(client, path, rec, replace, tier.user_pool)
+                if world_size > 1:
+                    _mkdir(client, tmp)
+                    _write_part(client, tmp, _part_name(rank), part)
+                else:
+                    client.mkdir(tmp)
+                if rank == 0:
+                    if world_size > 1:
+                        rec["ranks"] = _gather(client, tmp, world_size, rec, mp, tier.wait_s)
+                    _commit(client, path, tmp, ptag, rec, replace, tier.user_pool)
             except BaseException:
-                _release(None, path, rec, mp, remove_record=False)
+                _remove(rec, mp, _keys(rec) if rank == 0 else _part_keys(part))
                 raise
             h.committed_s = st["committed_s"] = time.perf_counter() - t0
         except BaseException as e:      # handed to wait()
             h.error = e
+            if world_size > 1 and rank != 0:
+                try:        # ends rank 0's wait at once
+                    _mkdir(client, tmp)
+                    _write_part(client, tmp, "pool-%05d.err" % rank, str(e))
+                except (OSError, ValueError):
+                    pass
         h._committed.set()
         try:
             if h.error is None:
                 h._go.wait()
                 t1 = time.perf_counter()
-                _ck._persist(client, path, layout, base, meta, 0, 1, None, 0, True,
+                _ck._persist(client, path, layout, base, meta, rank, world_size,
+                             tag + "-drain" if tag else None, 0, True,
                              io["depth"], io["io_size"], io["writers"], st)
-                rec["drained"] = True
-                rec["drained_ns"] = time.time_ns()
-                _write_json(client, "%s/%s" % (path, RECORD), rec)
+                if rank == 0:
+                    rec["drained"] = True
+                    rec["drained_ns"] = time.time_ns()
+                    _write_json(client, "%s/%s" % (path, RECORD), rec)
                 h.drained_s = st["drained_s"] = time.perf_counter() - t0
                 st["drain_s"] = time.perf_counter() - t1
-                if keep_last:
+                if rank != 0:
+                    pass        # rank 0 commits, prunes and releases
+                elif keep_last:
                     prune_tiered(client, parent, keep_last, tier.user_pool)
                     _ck.check(_ck._lib().strata_ckpt_prune(client.handle, os.fsencode(parent),
                                                            keep_last), parent)
-                _keep_newest(client, parent, tier, rec)
+                if rank == 0:
+                    _keep_newest(client, parent, tier, rec)
         except BaseException as e:
             h.drain_error = e
         finally:
@@ -497,7 +570,7 @@ def _keep_newest(client, directory, tier, rec):
         if n > tier.keep and r.get("drained") and man:
             _release(client, p, r, tier.user_pool)
         else:
-            live.add(r["keys"])
+            live.update(part["keys"] for part in r["ranks"])
     head = "%s/%s/" % (tier.prefix, _dirkey(directory))
     try:
         keys = tier.user_pool.keys(head)
@@ -524,25 +597,27 @@ def _keep_newest(client, directory, tier, rec):
 # ---------------------------------------------------------------------------
 # Loading.
 
-def _read_pool(rec, path, pool, pairs):
+def _read_pool(rec, parts, pool, pairs):
     """Fills each destination of pairs [(tensor record, buffer)] from the
-    pool's pieces, each checked against its CRC32C. Returns None, or why
-    the pool copy cannot be used."""
+    pieces of parts (ranks of rec), each checked against its CRC32C.
+    Returns None, or why the pool copy cannot be used."""
     try:
         p, mine = _open_pool(rec, pool)
     except OSError as e:
         return "the mem pool '%s' cannot be opened: %s" % (rec["addrs"], e)
     L, crc = _mem_lib(), _ck._lib().strata_crc32c
-    keys = _keys(rec)
     dst, keep = {}, []
     for t, x in pairs:
         a, n, k = buffer_info(x, True) if t["length"] else (0, 0, None)
         keep.append(k)
-        dst[t["i"]] = a
+        dst[(t["rank"], t["i"])] = a
+    jobs = [(part["rank"], piece, key) for part in parts
+            for piece, key in zip(part["pieces"], _part_keys(part))]
+    keys = [key for _, _, key in jobs]
 
     def one(i):
-        ti, off, n, want = rec["pieces"][i]
-        a = dst[ti] + off
+        rk, (ti, off, n, want), _ = jobs[i]
+        a = dst[(rk, ti)] + off
         r = L.strata_mem_get(p._h, keys[i].encode(), a, n)
         if r < 0:
             return "piece '%s': %s" % (keys[i], strerror(r))
@@ -577,7 +652,8 @@ def explain_missing(client, path):
                                 "pool= (a strata.mem.Pool on %s)" % (_s(path), rec["addrs"]))
 
 
-def load_tiered(client, path, into, pool, allow_pickle, stats) -> Optional[Tuple[Any]]:
+def load_tiered(client, path, into, pool, allow_pickle, stats,
+                rank=None) -> Optional[Tuple[Any]]:
     """(tree,) when path is a two-tier checkpoint read from its pool copy;
     None when path is to be read from the storage plane (no pool.json, or
     the pool copy unusable and the checkpoint drained); raises
@@ -598,10 +674,15 @@ def load_tiered(client, path, into, pool, allow_pickle, stats) -> Optional[Tuple
             "was not drained to the storage plane" % (_s(path), RECORD, bad))
     if rec is None:
         return None
-    tensors = [dict(t, i=i, rank=0) for i, t in enumerate(rec["tensors"])]
-    by_name = {(0, t["name"]): t for t in tensors}
-    trees, pairs, fixups = _ck._restore_plan([(0, rec["meta"])], by_name, into, allow_pickle)
-    why = _read_pool(rec, _s(path), pool, pairs)
+    parts = [p for p in rec["ranks"] if rank is None or p["rank"] == rank]
+    if not parts:
+        raise ValueError("strata: checkpoint %r has no rank %r (world size %d)"
+                         % (_s(path), rank, rec["world_size"]))
+    by_name = {(p["rank"], t["name"]): dict(t, i=i, rank=p["rank"])
+               for p in parts for i, t in enumerate(p["tensors"])}
+    trees, pairs, fixups = _ck._restore_plan([(p["rank"], p["meta"]) for p in parts], by_name,
+                                             into, allow_pickle)
+    why = _read_pool(rec, parts, pool, pairs)
     if why is None:
         if stats is not None:
             stats["source"] = "pool"

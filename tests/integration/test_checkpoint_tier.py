@@ -18,7 +18,7 @@ import textwrap
 
 import pytest
 
-from conftest import run
+from conftest import run, spawn
 from test_python import PY, py_env, run_py, pytestmark  # noqa: F401  (skips without torch)
 
 MEM_FLAGS = "--mem.capacity=128M --node.log_level=warn"
@@ -85,7 +85,8 @@ def test_survives_one_mem_node_killed_then_all(cluster):
         assert h.wait() == "/tier/s2" and not h.drained()
         assert c.listdir("/tier/s2") == ["pool.json"]       # committed in the pool only
         rec = json.loads(c.open("/tier/s2/pool.json").read())
-        assert rec["replicas"] == 2 and len(rec["pieces"]) > 20 and not rec["drained"]
+        part, = rec["ranks"]
+        assert rec["replicas"] == 2 and len(part["pieces"]) > 20 and not rec["drained"]
         kill9(MEM[0])
         back, st = load("/tier/s2", pool=pool)
         assert st["source"] == "pool" and same(back, state(2)), st
@@ -168,7 +169,7 @@ def test_drained_fallback_bad_inputs_retention(cluster):
                 pool_replicas=0)
         refused(ValueError, "pool_replicas=3 but the mem pool", pool=pool, pool_replicas=3)
         refused(ValueError, "is asynchronous", pool=pool, async_=False)
-        refused(ValueError, "world_size 1", pool=pool, rank=0, world_size=2, tag="x")
+        refused(ValueError, "rank 2 is not in 0..1", pool=pool, rank=2, world_size=2, tag="x")
         refused(ValueError, "pool_piece must be", pool=pool, pool_piece=100)
         refused(TypeError, "must be a strata.mem.Pool", pool="127.0.0.1:1")
         try:
@@ -189,13 +190,15 @@ def test_drained_fallback_bad_inputs_retention(cluster):
         rec = json.loads(c.open("/t/s5/pool.json").read())
         assert rec["drained"] and rec["replicas"] == 2
         held = pool.keys("strata-ckpt/")
-        assert len(held) == 2 * len(rec["pieces"]), (len(held), len(rec["pieces"]))
-        assert {k.rsplit("/", 1)[0] for k in held} == {rec["keys"]}
+        part, = rec["ranks"]
+        assert len(held) == 2 * len(part["pieces"]), (len(held), len(part["pieces"]))
+        assert {k.rsplit("/", 1)[0] for k in held} == {part["keys"]}
         # keys a removal outside strata.checkpoint left behind: removed by the next save
         c.rmtree("/t/s5")
         ck.save(state(6), "/t/s6", client=c, pool=pool, pool_piece=128 << 10).wait_drained()
         rec6 = json.loads(c.open("/t/s6/pool.json").read())
-        assert {k.rsplit("/", 1)[0] for k in pool.keys("strata-ckpt/")} == {rec6["keys"]}
+        part6, = rec6["ranks"]
+        assert {k.rsplit("/", 1)[0] for k in pool.keys("strata-ckpt/")} == {part6["keys"]}
         # prune releases the pool copies of what it removes
         assert ck.prune("/t", 1, client=c, pool=pool) == 2
         assert sorted(c.listdir("/t")) == ["s6"]
@@ -203,8 +206,8 @@ def test_drained_fallback_bad_inputs_retention(cluster):
         assert st["source"] == "pool" and same(back, state(6)), st
 
         # a corrupted piece: its CRC32C catches it, the storage copy loads
-        key = rec6["keys"] + "/0"
-        pool.put(key, b"\\xff" * rec6["pieces"][0][2], pin=True)
+        key = part6["keys"] + "/0"
+        pool.put(key, b"\\xff" * part6["pieces"][0][2], pin=True)
         back, st = load("/t/s6", pool=pool)
         assert st["source"] == "storage" and "CRC32C mismatch" in st["pool_error"], st
         assert same(back, state(6))
@@ -219,3 +222,79 @@ def test_drained_fallback_bad_inputs_retention(cluster):
         assert st["source"] == "storage" and "pool_error" not in st
         assert ck.latest("/t", client=c, pool=True) == "/t/s7"
     """, timeout=300)
+
+
+@pytest.mark.timeout(400)
+def test_sharded_three_ranks_one_mem_node_killed(cluster, tmp_path):
+    """Three rank processes save one two-tier checkpoint at once; rank 0
+    commits once every rank's pieces are in the pool. With one mem node
+    killed a new process loads every rank's shard (and one rank's alone)
+    bitwise from the pool; after the drains, the storage copy is the same."""
+    c = tier_cluster(cluster, 3)
+    code = textwrap.dedent(PRELUDE + """
+        r = int(sys.argv[1])
+        pool = sm.Pool(local_dir=D, replicas=2)
+        st = state(10 + r)
+        h = ck.save({"rank%d" % r: st["model"], "step": 5}, "/sh/ck", client=c, pool=pool,
+                    rank=r, world_size=3, tag="job1", hold_drain=True, pool_piece=96 << 10)
+        assert h.wait() == "/sh/ck"
+        print("COMMITTED", flush=True)
+        while not os.path.exists(sys.argv[2]):    # the test loads from the pool meanwhile
+            time.sleep(0.05)
+        h.wait_drained()
+        print("DRAINED", flush=True)
+    """)
+    run_py(c, "import strata; strata.Client().makedirs('/sh')")
+    env = py_env(c.dir)
+    # A rank whose pool does not answer: rank 0 hears of it at once (not
+    # after its 10-minute wait), nothing is committed.
+    bad = textwrap.dedent(PRELUDE + """
+        r = int(sys.argv[1])
+        pool = sm.Pool(local_dir=D, replicas=2) if r == 0 else sm.Pool("127.0.0.1:1")
+        h = ck.save({"x": torch.arange(100000)}, "/sh/bad", client=c, pool=pool, rank=r,
+                    world_size=2, tag="bad")
+        try:
+            h.wait()
+            raise SystemExit("rank %d committed" % r)
+        except OSError as e:
+            assert ("rank 1 failed" if r == 0 else "no node of the mem pool") in str(e), e
+            print("REFUSED", str(e), flush=True)
+    """)
+    procs = [spawn([PY, "-c", bad, str(r)], env=env) for r in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0 and b"REFUSED" in out, err.decode()[-4000:]
+    run_py(c, """
+        import strata
+        assert strata.Client().listdir("/sh") == ["bad.tmp-pool-bad"]   # as a dead save's
+    """)
+    go = tmp_path / "go"
+    procs = [spawn([PY, "-c", code, str(r), str(go)], env=env) for r in range(3)]
+    for p in procs:
+        assert p.stdout.readline().decode().strip() == "COMMITTED", p.communicate()[1][-4000:]
+    run_py(c, PRELUDE + """
+        pool = sm.Pool(local_dir=D, replicas=2)
+        want = {"rank%d" % r: state(10 + r)["model"] for r in range(3)}
+        rec = json.loads(c.open("/sh/ck/pool.json").read())
+        assert rec["world_size"] == 3 and [p["rank"] for p in rec["ranks"]] == [0, 1, 2]
+        assert "manifest.json" not in c.listdir("/sh/ck")
+        kill9(MEM[2])
+        back, st = load("/sh/ck", pool=pool)
+        assert st["source"] == "pool" and back["step"] == 5, st
+        assert same({k: back[k] for k in want}, want)
+        one, st = load("/sh/ck", pool=pool, rank=1)
+        assert st["source"] == "pool" and same(one["rank1"], want["rank1"]) and "rank0" not in one
+    """, timeout=240)
+    go.write_text("go")
+    for p in procs:
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0 and b"DRAINED" in out, err.decode()[-4000:]
+    run_py(c, PRELUDE + """
+        want = {"rank%d" % r: state(10 + r)["model"] for r in range(3)}
+        assert "manifest.json" in c.listdir("/sh/ck")
+        assert json.loads(c.open("/sh/ck/pool.json").read())["drained"]
+        back, st = load("/sh/ck", pool=False)
+        assert st["source"] == "storage" and same({k: back[k] for k in want}, want)
+        with ck.Checkpoint("/sh/ck", c) as k:
+            assert k.world_size == 3
+    """, timeout=240)
