@@ -350,7 +350,7 @@ def _gather(client, tmp, world_size, rec, pool, wait_s):
     _remove(rec, pool, [k for p in parts.values() for k in _part_keys(p)])
     if errs:
         with client.open("%s/%s" % (tmp, errs[0]), "rb") as f:
-            why = f.read().decode(errors="replace")
+            why = json.loads(f.read())
         raise _err(errno.EIO, "two-tier save: rank %d failed: %s" % (int(errs[0][5:10]), why))
     missing = sorted(set(range(world_size)) - {p["rank"] for p in parts.values()})
     raise _err(errno.ETIMEDOUT, "two-tier save: rank(s) %s put no part in %s within %d s"
