@@ -533,7 +533,11 @@ def _complete(rec, pool):
 def latest_tiered(client, directory, pool, found):
     """The newest of found (the newest on the storage plane) and the
     pool-only checkpoints of directory whose pool copy is complete."""
-    for created, name, p, man, rec in _entries(client, directory):
+    try:
+        entries = _entries(client, directory)
+    except FileNotFoundError:
+        return found            # as strata_ckpt_latest: no directory, no checkpoint
+    for created, name, p, man, rec in entries:
         if man:
             return os.fsencode(p)
         if rec is not None and _complete(rec, pool):
