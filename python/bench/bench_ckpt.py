@@ -100,7 +100,7 @@ def main(argv=None):
                     help="threads copying an async save's snapshot (0: libstrata's default)")
     ap.add_argument("--pool-replicas", type=int, default=2,
                     help="two-tier rows: copies of each piece in the memory pool (0: no "
-                    "two-tier rows)")
+                    "two-tier rows; with --mgmt, the pool is $STRATA_MEM)")
     ap.add_argument("--mem-nodes", type=int, default=3,
                     help="two-tier rows: mem daemons of the local cluster")
     ap.add_argument("--mem-capacity", default="2G", help="two-tier rows: each mem daemon's pool")
@@ -125,10 +125,13 @@ def main(argv=None):
         c = strata.Client(mgmt)
         c.makedirs("/bench-ckpt", exist_ok=True)
         pool = None
-        if a.pool_replicas:
+        if a.pool_replicas and (up or os.environ.get("STRATA_MEM")):
             pool = strata.mem.Pool(os.environ.get("STRATA_MEM") or None,
                                    replicas=a.pool_replicas,
                                    local_dir=None if os.environ.get("STRATA_MEM") else mgmt)
+        elif a.pool_replicas:
+            print("strata bench ckpt: no two-tier rows: --mgmt without $STRATA_MEM (the mem "
+                  "nodes' addresses)")
         sd = llama_shard(a.hidden, a.layers, a.vocab, a.tp)
         size = nbytes(sd)
         print("strata bench ckpt: llama-style shard (hidden %d, %d layers, vocab %d, 1/%d tensor "
