@@ -21,6 +21,11 @@ PyTorch user writes to Strata without strata.checkpoint; with --raw, also
 torch.save through the unbuffered file (buffering=0), what Client.open
 returned before it followed open().
 
+With mem nodes (--pool-replicas R, default 2; 0: none): a two-tier save
+(save(..., pool=)) in the same rounds: its stall, the time until it is
+committed in the memory pool (every piece on R mem nodes) and until it
+is drained to the storage plane, and a restore from its pool copy.
+
 With --ranks N[,N...]: a checkpoint burst of N ranks at once, R=1 and
 R=3, against N local torch.save + fsync (bench_ckpt_ranks.py).
 """
@@ -37,6 +42,7 @@ import torch
 
 import strata
 import strata.checkpoint as ck
+import strata.mem
 
 
 def llama_shard(hidden, layers, vocab, tp, dtype=torch.bfloat16, seed=0):
@@ -92,6 +98,12 @@ def main(argv=None):
                     help="writer threads per save (0: libstrata's default)")
     ap.add_argument("--snapshot-threads", type=int, default=0,
                     help="threads copying an async save's snapshot (0: libstrata's default)")
+    ap.add_argument("--pool-replicas", type=int, default=2,
+                    help="two-tier rows: copies of each piece in the memory pool (0: no "
+                    "two-tier rows; with --mgmt, the pool is $STRATA_MEM)")
+    ap.add_argument("--mem-nodes", type=int, default=3,
+                    help="two-tier rows: mem daemons of the local cluster")
+    ap.add_argument("--mem-capacity", default="2G", help="two-tier rows: each mem daemon's pool")
     a = ap.parse_args(argv)
     if a.ranks:
         import bench_ckpt_ranks
@@ -102,14 +114,24 @@ def main(argv=None):
         mgmt = a.mgmt
         if not mgmt:
             cdir = os.path.join(root, "cluster")
-            subprocess.run([a.strata, "local", "up", "--dir", cdir, "--storage", "3",
-                            "--daemon-flags",
-                            "--node.log_level=warn --storage.buffered_reads=true"],
+            mem = ["--mem", str(a.mem_nodes)] if a.pool_replicas else []
+            subprocess.run([a.strata, "local", "up", "--dir", cdir, "--storage", "3"] + mem +
+                           ["--daemon-flags",
+                            "--node.log_level=warn --storage.buffered_reads=true"
+                            " --mem.capacity=%s" % a.mem_capacity],
                            check=True, stdout=subprocess.DEVNULL)
             up = True
             mgmt = cdir
         c = strata.Client(mgmt)
         c.makedirs("/bench-ckpt", exist_ok=True)
+        pool = None
+        if a.pool_replicas and (up or os.environ.get("STRATA_MEM")):
+            pool = strata.mem.Pool(os.environ.get("STRATA_MEM") or None,
+                                   replicas=a.pool_replicas,
+                                   local_dir=None if os.environ.get("STRATA_MEM") else mgmt)
+        elif a.pool_replicas:
+            print("strata bench ckpt: no two-tier rows: --mgmt without $STRATA_MEM (the mem "
+                  "nodes' addresses)")
         sd = llama_shard(a.hidden, a.layers, a.vocab, a.tp)
         size = nbytes(sd)
         print("strata bench ckpt: llama-style shard (hidden %d, %d layers, vocab %d, 1/%d tensor "
@@ -124,6 +146,12 @@ def main(argv=None):
         phases = {"async": [], "sync": []}
         if a.raw:
             rows["open_save_raw"] = []
+        modes = ["async", "sync"]
+        if pool is not None:
+            for k in ("tier_stall", "tier_commit", "tier_drained", "tier_restore"):
+                rows[k] = []
+            phases["tier"] = []
+            modes.append("tier")
         # Nothing is removed until every round is done: a removal's chunk GC
         # runs in the background for a while and slows whatever is timed
         # next (measured on its own below). Async and sync take turns
@@ -140,8 +168,22 @@ def main(argv=None):
             return stall, time.perf_counter() - t0, st
 
         for i in range(a.repeat):
-            for mode in (("async", "sync") if i % 2 == 0 else ("sync", "async")):
-                if mode == "async":
+            for mode in modes[i % len(modes):] + modes[:i % len(modes)]:
+                if mode == "tier":
+                    st = {}
+                    t0 = time.perf_counter()
+                    h = ck.save(sd, "/bench-ckpt/tier-%d" % i, client=c, pool=pool,
+                                pool_prefix="bench-ckpt", writers=a.writers, stats=st,
+                                snapshot_threads=a.snapshot_threads)
+                    rows["tier_stall"].append(time.perf_counter() - t0)
+                    h.wait()
+                    rows["tier_commit"].append(time.perf_counter() - t0)
+                    h.wait_drained()
+                    # until marked drained, from this t0 (the pool retention that
+                    # follows is not counted)
+                    rows["tier_drained"].append(h.drained_s + rows["tier_stall"][-1]
+                                                - st["snapshot_s"])
+                elif mode == "async":
                     stall, total, st = timed_async("/bench-ckpt/async-%d" % i)
                     rows["async_stall"].append(stall)
                     rows["async_total"].append(total)
@@ -159,6 +201,16 @@ def main(argv=None):
                 t0 = time.perf_counter()
                 ck.load("/bench-ckpt/sync-%d" % i, into=into, client=c)
                 rows[key].append(time.perf_counter() - t0)
+                assert all(torch.equal(into[k].view(torch.int16), sd[k].view(torch.int16))
+                           for k in sd)
+            if pool is not None:
+                for v in into.values():
+                    v.zero_()
+                lst = {}
+                t0 = time.perf_counter()
+                ck.load("/bench-ckpt/tier-%d" % i, into=into, client=c, pool=pool, stats=lst)
+                rows["tier_restore"].append(time.perf_counter() - t0)
+                assert lst["source"] == "pool", lst
                 assert all(torch.equal(into[k].view(torch.int16), sd[k].view(torch.int16))
                            for k in sd)
             del into
@@ -195,6 +247,8 @@ def main(argv=None):
                 rows["open_save_raw"].append(time.perf_counter() - t0)
                 gone.append(sp)
             gone += ["/bench-ckpt/async-%d" % i, "/bench-ckpt/sync-%d" % i]
+            if pool is not None:
+                gone.append("/bench-ckpt/tier-%d" % i)
         # What the old order measured: an async save right after two
         # checkpoints were removed, while their chunks are being freed.
         rows["async_gc"] = []
@@ -207,6 +261,8 @@ def main(argv=None):
             gone.append("/bench-ckpt/gc-%d" % i)
         for p in gone:
             c.rmtree(p)
+        if pool is not None:
+            pool.mremove(pool.keys("bench-ckpt/"))
         med = {k: sorted(v)[len(v) // 2] for k, v in rows.items()}
         gb = size / 1e9
         print("%-44s %10s %10s" % ("(median of %d)" % a.repeat, "seconds", "GB/s"))
@@ -214,6 +270,11 @@ def main(argv=None):
                           ("strata async save: until committed", "async_total"),
                           ("  the same while chunk GC runs", "async_gc"),
                           ("strata sync save (stall = whole save)", "sync"),
+                          ("strata two-tier save: training stall", "tier_stall"),
+                          ("  until committed in the pool (R=%d)" % a.pool_replicas,
+                           "tier_commit"),
+                          ("  until drained to the storage plane", "tier_drained"),
+                          ("strata restore from the pool copy", "tier_restore"),
                           ("strata restore, daemons read their disks", "restore_cold"),
                           ("strata restore into existing tensors", "restore"),
                           ("strata restore into new tensors", "restore_new"),
@@ -224,10 +285,10 @@ def main(argv=None):
                           ("torch.load through Client.open", "open_load")):
             if key in med:
                 print("%-44s %10.4f %10.2f" % (name, med[key], gb / med[key]))
-        for mode in ("async", "sync"):
+        for mode in modes:
             ph = {k: sorted(x.get(k, 0) for x in phases[mode])[len(phases[mode]) // 2]
-                  for k in ("snapshot_s", "write_s", "sync_s", "part_s", "manifest_s",
-                            "commit_s")}
+                  for k in ("snapshot_s", "pool_put_s", "write_s", "sync_s", "part_s",
+                            "manifest_s", "commit_s", "drain_s")}
             print("%s save phases (median s): %s; %d writers, %d writes" % (
                 mode, " ".join("%s %.4f" % (k[:-2], v) for k, v in ph.items()
                                if k in phases[mode][0]),
@@ -240,6 +301,13 @@ def main(argv=None):
               "into new tensors %.2fx, daemons reading their disks %.2fx (>= 1: as fast)"
               % (med["torch_load"] / med["restore"], med["torch_load"] / med["restore_new"],
                  med["torch_load"] / med["restore_cold"]))
+        if pool is not None:
+            print("two-tier: stall / sync save = 1/%.0f, committed in the pool / sync save = "
+                  "%.2f, drained / sync save = %.2f, committed in the pool / local torch.save "
+                  "+ fsync = %.2f" % (med["sync"] / med["tier_stall"],
+                                      med["tier_commit"] / med["sync"],
+                                      med["tier_drained"] / med["sync"],
+                                      med["tier_commit"] / med["torch_save"]))
         ratio = med["async_stall"] / med["sync"]
         print("async stall / sync save = %.3f = 1/%.0f (%s 1/50)"
               % (ratio, 1 / ratio, "<=" if ratio <= 0.02 else "> "))

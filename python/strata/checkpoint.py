@@ -399,11 +399,17 @@ class SaveHandle:
         return self._ev.is_set()
 
     def wait(self, timeout: Optional[float] = None) -> Any:
-        if not self._ev.wait(timeout):
-            raise TimeoutError("checkpoint save of %r still running" % self.path)
+        return self._await(self._ev, timeout, "still running")
+
+    def _await(self, ev, timeout, what):
+        if not ev.wait(timeout):
+            raise TimeoutError("checkpoint save of %r %s" % (self.path, what))
         if self.error is not None:
             raise self.error
         return self.path
+
+    def _settle(self):
+        self.wait()
 
 
 _pending_lock = threading.Lock()
@@ -411,12 +417,13 @@ _pending = []
 
 
 def wait_all() -> None:
-    """Waits for every save of this process still in flight; raises the
-    first error."""
+    """Waits for every save of this process still in flight (a two-tier
+    save: until drained, its held drain released); raises the first
+    error."""
     with _pending_lock:
         hs = list(_pending)
     for h in hs:
-        h.wait()
+        h._settle()
 
 
 def _persist(client, path, layout, base, meta, rank, world_size, tag, keep_last, replace, depth,
@@ -461,7 +468,9 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
          tag: Optional[str] = None, keep_last: int = 0, replace: bool = True, depth: int = 0,
          io_size: int = 4 << 20, writers: int = 0,
          stats: Optional[dict] = None, overlap: bool = False,
-         snapshot_threads: int = 0) -> Optional["SaveHandle"]:
+         snapshot_threads: int = 0, pool: Any = None, pool_replicas: Optional[int] = None,
+         pool_keep: int = 1, pool_piece: int = 16 << 20, pool_prefix: str = "strata-ckpt",
+         hold_drain: bool = False) -> Optional["SaveHandle"]:
     """Saves state (a state_dict or any tree of tensors) as checkpoint
     path (a cluster path, str or bytes; missing parent directories are
     created).
@@ -487,7 +496,22 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
     taken. snapshot_threads: threads copying the snapshot (0:
     libstrata's default, 4 or the CPUs if fewer; not with overlap, which copies in order on
     the calling thread). A save still in flight from an earlier call is
-    waited for first."""
+    waited for first.
+
+    pool (a strata.mem.Pool): a two-tier save (docs/python.md, "Two-tier
+    saves"), async only; sharded as above (rank 0 commits once every
+    rank's pieces are in the pool). After the snapshot the checkpoint
+    is put into the pool, each piece (pool_piece bytes at most, 64 MiB
+    cap) pinned on pool_replicas distinct mem nodes (None: the Pool's
+    replicas; 1..its nodes), and committed by renaming a directory PATH
+    holding pool.json (the pieces, their CRC32C, the tree) into place on
+    the storage plane; wait() returns then. A background drain then
+    writes it to the storage plane as a normal save does and marks
+    pool.json drained; wait_drained() returns then (hold_drain=True: the
+    drain waits for release_drain(), wait_drained() or the next save).
+    After the drain, the pool copies of all but the pool_keep newest
+    two-tier checkpoints of PATH's directory are released. Pool keys
+    are "pool_prefix/<hash of the directory>/<save id>/<piece>"."""
     client = _client(client)
     path = os.fspath(path)
     parent = os.path.dirname(path.rstrip(b"/" if isinstance(path, bytes) else "/"))
@@ -504,9 +528,19 @@ def save(state: Any, path: Union[str, bytes, os.PathLike], client: Optional[Clie
             world_size = 1 if world_size is None else world_size
     if world_size > 1 and not tag:
         tag = os.environ.get("STRATA_CKPT_TAG", "shared")
+    if pool is not None:
+        from . import checkpoint_tier
+        tier = checkpoint_tier.TierOptions(pool, pool_replicas, pool_keep, pool_piece,
+                                           pool_prefix, hold_drain)
+        checkpoint_tier.check_save(path, tier, async_, overlap, rank, world_size)
     wait_all()
     leaves = []
     meta = _encode(state, "", leaves, set())
+    if pool is not None:
+        return checkpoint_tier.save_tiered(
+            client, path, leaves, meta, tier, keep_last, replace, dict(
+                depth=depth, io_size=io_size, writers=writers), stats, snapshot_threads,
+            rank, world_size, tag)
     h = SaveHandle(path)
     if not async_:
         # Straight from the tensors: no snapshot copy needed.
@@ -629,63 +663,57 @@ def _lookup(into, path):
     return into.get(path) if isinstance(into, dict) else None
 
 
-def load(path: Union[str, bytes, os.PathLike], into: Optional[dict] = None,
-         client: Optional[Client] = None, rank: Optional[int] = None, depth: int = 0,
-         allow_pickle: bool = False) -> Any:
-    """Loads checkpoint path. Returns the saved tree with its tensors
-    restored bitwise. into: a flat dict of existing tensors (e.g.
-    model.state_dict()) restored in place, by name -- a CPU contiguous
-    tensor of the same dtype and size is read into directly, others are
-    copied into (GPU tensors included); the returned tree holds those same
-    tensors. rank: load that rank's shard only; None loads every rank's
-    (their trees are merged: dicts united). A checkpoint written by the C
-    API without meta loads as a flat {name: tensor} dict. allow_pickle:
-    also unpickle leaves that are not tensors, containers or plain
-    scalars (arbitrary code: only for checkpoints you trust); without it
-    such a leaf raises UnsafeCheckpointError naming the refused object."""
-    torch = None
-    try:
-        import torch    # noqa: F401 (the real PyTorch; absolute import)
-    except ImportError:
-        pass
-    with Checkpoint(path, client) as ck:
-        ranks = [rank] if rank is not None else list(range(ck.world_size))
-        by_name = {(t["rank"], t["name"]): t for t in ck.tensors}
-        pairs, fixups = [], []
+class IncompleteCheckpointError(OSError):
+    """A two-tier checkpoint whose memory-pool copy is incomplete (a piece
+    missing on every replica, or failing its CRC32C) and that was not
+    drained to the storage plane: it is lost; load the previous one."""
 
-        def getter(r):
-            def get(name, as_numpy):
-                t = by_name[(r, name)]
-                cur = _lookup(into, name)
-                if (cur is not None and _is_tensor(cur) and cur.device.type == "cpu"
-                        and cur.is_contiguous() and _dtype_name(cur) == t["dtype"]
-                        and _nbytes(cur) == t["length"]):
-                    pairs.append((t["index"], cur))
-                    return cur
-                x = _new_tensor(t["dtype"], t["shape"], as_numpy)
-                pairs.append((t["index"], x))
-                if cur is not None and _is_tensor(cur):
-                    fixups.append((cur, x))
-                    return cur
-                return x
-            return get
 
-        trees = []
-        for r in ranks:
-            m = ck.meta(r)
-            if m is None:
-                m = {"$d": [[t["name"], {"$t": t["name"]}] for t in ck.tensors
-                            if t["rank"] == r]}
-            trees.append(_decode(m, getter(r), allow_pickle))
-        ck.read(pairs, depth)
-        for cur, x in fixups:
-            with torch.no_grad():
-                if x.dtype != cur.dtype or x.shape != cur.shape:
-                    raise ValueError("strata: checkpoint %r: tensor of dtype %s shape %s "
-                                     "cannot be restored into one of dtype %s shape %s"
-                                     % (path, x.dtype, tuple(x.shape), cur.dtype,
-                                        tuple(cur.shape)))
-                cur.copy_(x)
+def _restore_plan(metas, by_name, into, allow_pickle):
+    """Decodes each (rank, meta) of metas, choosing every tensor's
+    destination: a tensor of into read straight into (CPU, contiguous,
+    same dtype and size), else a new one (copied into into's afterwards).
+    by_name: {(rank, name): record with dtype, shape, length}. Returns
+    (trees, [(record, destination)], [(into's tensor, new tensor)])."""
+    pairs, fixups = [], []
+
+    def getter(r):
+        def get(name, as_numpy):
+            t = by_name[(r, name)]
+            cur = _lookup(into, name)
+            if (cur is not None and _is_tensor(cur) and cur.device.type == "cpu"
+                    and cur.is_contiguous() and _dtype_name(cur) == t["dtype"]
+                    and _nbytes(cur) == t["length"]):
+                pairs.append((t, cur))
+                return cur
+            x = _new_tensor(t["dtype"], t["shape"], as_numpy)
+            pairs.append((t, x))
+            if cur is not None and _is_tensor(cur):
+                fixups.append((cur, x))
+                return cur
+            return x
+        return get
+
+    trees = []
+    for r, m in metas:
+        if m is None:
+            m = {"$d": [[name, {"$t": name}] for (rr, name) in by_name if rr == r]}
+        trees.append(_decode(m, getter(r), allow_pickle))
+    return trees, pairs, fixups
+
+
+def _restore_finish(path, trees, fixups):
+    """Copies the tensors read into new ones into into's (GPU,
+    non-contiguous, ...), and merges the ranks' trees."""
+    torch = _torch()
+    for cur, x in fixups:
+        with torch.no_grad():
+            if x.dtype != cur.dtype or x.shape != cur.shape:
+                raise ValueError("strata: checkpoint %r: tensor of dtype %s shape %s "
+                                 "cannot be restored into one of dtype %s shape %s"
+                                 % (path, x.dtype, tuple(x.shape), cur.dtype,
+                                    tuple(cur.shape)))
+            cur.copy_(x)
     if len(trees) == 1:
         return trees[0]
     if all(isinstance(t, dict) for t in trees):
@@ -696,16 +724,76 @@ def load(path: Union[str, bytes, os.PathLike], into: Optional[dict] = None,
     return trees
 
 
-def latest(directory: Any, client: Optional[Client] = None) -> Union[str, bytes, None]:
+def load(path: Union[str, bytes, os.PathLike], into: Optional[dict] = None,
+         client: Optional[Client] = None, rank: Optional[int] = None, depth: int = 0,
+         allow_pickle: bool = False, pool: Any = None,
+         stats: Optional[dict] = None) -> Any:
+    """Loads checkpoint path. Returns the saved tree with its tensors
+    restored bitwise. into: a flat dict of existing tensors (e.g.
+    model.state_dict()) restored in place, by name -- a CPU contiguous
+    tensor of the same dtype and size is read into directly, others are
+    copied into (GPU tensors included); the returned tree holds those same
+    tensors. rank: load that rank's shard only; None loads every rank's
+    (their trees are merged: dicts united). A checkpoint written by the C
+    API without meta loads as a flat {name: tensor} dict. allow_pickle:
+    also unpickle leaves that are not tensors, containers or plain
+    scalars (arbitrary code: only for checkpoints you trust); without it
+    such a leaf raises UnsafeCheckpointError naming the refused object.
+
+    pool: a two-tier checkpoint (save(..., pool=)) is read from its
+    memory-pool copy through pool (a strata.mem.Pool, or True: the
+    addresses the checkpoint records, trusting it with the token) when
+    every piece is there and passes its CRC32C, else from the storage
+    plane once drained; neither: IncompleteCheckpointError. None or
+    False: the storage copy only (FileNotFoundError naming the pool when
+    the checkpoint is not drained yet). stats: a dict given "source"
+    ("pool" or "storage") and, after a fallback, "pool_error" (why the
+    pool copy was not used)."""
+    try:
+        import torch    # noqa: F401 (the real PyTorch; absolute import)
+    except ImportError:
+        pass
+    client = _client(client)
+    if stats is not None:
+        stats["source"] = "storage"
+    from . import checkpoint_tier
+    if pool is not None and pool is not False:
+        got = checkpoint_tier.load_tiered(client, path, into, pool, allow_pickle, stats, rank)
+        if got is not None:
+            return got[0]
+    try:
+        ck = Checkpoint(path, client)
+    except FileNotFoundError:
+        checkpoint_tier.explain_missing(client, path)
+        raise
+    with ck:
+        ranks = [rank] if rank is not None else list(range(ck.world_size))
+        by_name = {(t["rank"], t["name"]): t for t in ck.tensors}
+        trees, pairs, fixups = _restore_plan([(r, ck.meta(r)) for r in ranks], by_name, into,
+                                             allow_pickle)
+        ck.read([(t["index"], x) for t, x in pairs], depth)
+    return _restore_finish(path, trees, fixups)
+
+
+def latest(directory: Any, client: Optional[Client] = None,
+           pool: Any = None) -> Union[str, bytes, None]:
     """Path of the newest committed checkpoint in directory, or None
-    (bytes for a bytes directory, as os does)."""
+    (bytes for a bytes directory, as os does). pool: also count the
+    two-tier checkpoints not drained yet whose pool copy has every piece
+    (a strata.mem.Pool, or True: each on the addresses it records);
+    None: the checkpoints on the storage plane only."""
     client = _client(client)
     buf = ctypes.create_string_buffer(4096)
     r = _lib().strata_ckpt_latest(client.handle, os.fsencode(directory), buf, 4096)
-    if r == -2:
+    if r != -2:
+        check(r, directory)
+    found = buf.value if r != -2 else None
+    if pool is not None and pool is not False:
+        from . import checkpoint_tier
+        found = checkpoint_tier.latest_tiered(client, directory, pool, found)
+    if found is None:
         return None
-    check(r, directory)
-    return buf.value if isinstance(os.fspath(directory), bytes) else os.fsdecode(buf.value)
+    return found if isinstance(os.fspath(directory), bytes) else os.fsdecode(found)
 
 
 def clean_partial(directory: Any, older_than: float = 24 * 3600,
@@ -724,9 +812,17 @@ def clean_partial(directory: Any, older_than: float = 24 * 3600,
                                                   int(older_than)), directory)
 
 
-def prune(directory: Any, keep_last: int, client: Optional[Client] = None) -> int:
+def prune(directory: Any, keep_last: int, client: Optional[Client] = None,
+          pool: Any = None) -> int:
     """Keeps the keep_last newest committed checkpoints of directory;
-    returns how many were removed."""
+    returns how many were removed. Two-tier checkpoints count too: the
+    pool copies of those removed are released (through pool, a
+    strata.mem.Pool, or None: the addresses each records)."""
+    if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1:
+        raise ValueError("strata: prune: keep_last must be a positive integer, not %r"
+                         % (keep_last,))
     client = _client(client)
-    return check(_lib().strata_ckpt_prune(client.handle, os.fsencode(directory),
-                                          keep_last), directory)
+    from . import checkpoint_tier
+    removed = checkpoint_tier.prune_tiered(client, directory, keep_last, pool)
+    return removed + check(_lib().strata_ckpt_prune(client.handle, os.fsencode(directory),
+                                                    keep_last), directory)

@@ -28,6 +28,7 @@ PIN = 0x1
 NX = 0x2
 META = b"\x1emeta"
 MAX_VALUE = 64 << 20
+MAX_REPLICAS = 8        # copies of a put at most (libstrata's limit)
 
 
 class _Opts(ctypes.Structure):
@@ -136,7 +137,8 @@ class Pool(Closable):
     ($STRATA_LOCAL_DIR). replicas: copies of each put (hot objects).
     token: the credential (its text or a file), None: $STRATA_TOKEN,
     $STRATA_TOKEN_FILE, or local_dir's admin token; a token reaches the
-    keys of its mem scopes ("NS/...")."""
+    keys of its mem scopes ("NS/..."). .addrs, .replicas and .timeout_ms
+    keep what it was opened with."""
 
     def __init__(self, addrs: Optional[str] = None, replicas: int = 1, timeout_ms: int = 10000,
                  local_dir: Optional[str] = None, token: Optional[str] = None):
@@ -144,6 +146,10 @@ class Pool(Closable):
             addrs = os.environ.get("STRATA_MEM") or local_addrs(local_dir)
         if not isinstance(addrs, str):
             addrs = ",".join(addrs)
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or \
+                not 1 <= replicas <= MAX_REPLICAS:
+            raise ValueError("strata.mem: replicas must be an integer in 1..%d, not %r"
+                             % (MAX_REPLICAS, replicas))
         L = _lib()
         o = _Opts()
         L.strata_mem_opts_init(ctypes.byref(o), ctypes.sizeof(o))
@@ -156,6 +162,8 @@ class Pool(Closable):
         check(L.strata_mem_open(addrs.encode(), ctypes.byref(o), ctypes.byref(h)), addrs)
         self._h = h
         self.addrs = addrs
+        self.replicas = replicas
+        self.timeout_ms = timeout_ms
 
     def close(self):
         if self._h:

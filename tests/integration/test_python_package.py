@@ -35,8 +35,8 @@ def test_pip_install_offline(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     pkg = target / "strata"
     mods = sorted(p.name for p in pkg.glob("*.py"))
-    assert mods == ["__init__.py", "_lib.py", "checkpoint.py", "client.py", "dataset.py",
-                    "fsspec.py", "mem.py", "offload.py", "pytorch.py"], mods
+    assert mods == ["__init__.py", "_lib.py", "checkpoint.py", "checkpoint_tier.py", "client.py",
+                    "dataset.py", "fsspec.py", "mem.py", "offload.py", "pytorch.py"], mods
     assert (pkg / "py.typed").exists()
     assert sorted(p.name for p in target.iterdir() if not p.name.endswith(".dist-info")) \
         == ["strata"]
