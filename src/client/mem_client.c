@@ -665,6 +665,18 @@ static int run(struct strata_mem_op *op)
 	return op->status;
 }
 
+/* The status of a replicated request so far (rc), given one more copy's
+ * (st; first: the first copy's): a put succeeds only when every copy is
+ * stored; a remove or pin counts where any copy had the key. */
+static int copies_status(uint16_t opcode, bool first, int rc, int st)
+{
+	if (first)
+		return st;
+	if (opcode == OP_MEM_PUT || opcode == OP_MEM_MPUT)
+		return rc ? rc : st;
+	return rc == -ENOENT && st != -ENOENT ? st : rc;
+}
+
 /* Sends a copy of op to each of its replicas at once; returns the first
  * error. Used by updates (put, remove, pin). */
 static int run_all(struct strata_mem_op *op)
@@ -691,19 +703,9 @@ static int run_all(struct strata_mem_op *op)
 	op->ntargets = 1;
 	run_ops(op->m, ops, n);
 	for (uint32_t i = 0; i < n; i++) {
-		int st = ops[i]->status;
-
+		rc = copies_status(op->opcode, i == 0, rc, ops[i]->status);
 		if (i > 0)
 			op_destroy(ops[i]);
-		if (op->opcode == OP_MEM_PUT) {
-			/* A put succeeds only when every copy is stored. */
-			if (st && !rc)
-				rc = st;
-		} else if (i == 0 || rc == -ENOENT) {
-			/* A remove or pin counts where any copy had the key. */
-			if (i == 0 || st == 0 || (st != -ENOENT && rc == -ENOENT))
-				rc = st;
-		}
 	}
 	op_destroy(op);
 	return rc;
@@ -1017,7 +1019,11 @@ static int mget_check(const struct mp_result *res, uint32_t n, uint64_t got)
 	return got ? STRATA_EBADMSG : 0;
 }
 
-static void group_finish(uint16_t opcode, struct strata_mem_item *items, struct group *g)
+/* Sets the statuses of g's items from its answer; answered[i]: item i
+ * has a copy's status already (a replicated MPUT or MREMOVE goes to
+ * several nodes), merged as the single calls merge them. */
+static void group_finish(uint16_t opcode, struct strata_mem_item *items, struct group *g,
+			 uint8_t *answered)
 {
 	const struct mp_results *res = &g->op->res;
 	uint64_t off = 0;
@@ -1032,23 +1038,21 @@ static void group_finish(uint16_t opcode, struct strata_mem_item *items, struct 
 	for (uint32_t i = 0; i < g->n; i++) {
 		struct strata_mem_item *it = &items[g->idx[i]];
 		const struct mp_result *r = rc ? NULL : &res->results[i];
+		int st = rc ? rc : r->status;
 
-		if (rc) {
-			it->status = rc;
-			continue;
-		}
-		it->status = r->status;
 		/* The request's cap is the sum of the buffers: a value may fit
 		 * in it and not in its own buffer. */
-		if (opcode == OP_MEM_MGET && r->status == 0) {
+		if (!rc && opcode == OP_MEM_MGET && r->status == 0) {
 			if (r->len <= it->len)
 				memcpy(it->buf, g->tmp + off, r->len);
 			else
-				it->status = -ENOBUFS;
+				st = -ENOBUFS;
 			off += r->len;
 		}
-		if (opcode != OP_MEM_MPUT && (r->status == 0 || opcode == OP_MEM_MGET))
+		if (!rc && opcode != OP_MEM_MPUT && (r->status == 0 || opcode == OP_MEM_MGET))
 			it->len = r->len;
+		it->status = copies_status(opcode, !answered[g->idx[i]], it->status, st);
+		answered[g->idx[i]] = 1;
 	}
 }
 
@@ -1057,6 +1061,7 @@ static int batch(struct strata_mem *m, uint16_t opcode, struct strata_mem_item *
 	uint32_t reps = opcode == OP_MEM_MPUT || opcode == OP_MEM_MREMOVE ? m->o.replicas : 1;
 	uint32_t *idx, *cnt, ngroups = 0, nops = 0;
 	struct strata_mem_op **ops = NULL;
+	uint8_t *answered;
 	struct group *gs;
 	int rc = 0, first = 0;
 
@@ -1068,7 +1073,8 @@ static int batch(struct strata_mem *m, uint16_t opcode, struct strata_mem_item *
 	cnt = calloc(m->n, sizeof(*cnt));
 	gs = calloc(n * reps + m->n, sizeof(*gs));	/* upper bound */
 	ops = calloc(n * reps + m->n, sizeof(*ops));
-	if (!idx || !cnt || !gs || !ops) {
+	answered = calloc(n, 1);
+	if (!idx || !cnt || !gs || !ops || !answered) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -1127,8 +1133,12 @@ static int batch(struct strata_mem *m, uint16_t opcode, struct strata_mem_item *
 			gs[i].op->status = r;
 			gs[i].op->done = true;
 		} else if (r) {
-			for (uint32_t k = 0; k < gs[i].n; k++)
-				items[gs[i].idx[k]].status = r;
+			for (uint32_t k = 0; k < gs[i].n; k++) {
+				uint32_t j = gs[i].idx[k];
+
+				items[j].status = copies_status(opcode, !answered[j], items[j].status, r);
+				answered[j] = 1;
+			}
 		} else {
 			ops[nops++] = gs[i].op;
 		}
@@ -1137,7 +1147,7 @@ static int batch(struct strata_mem *m, uint16_t opcode, struct strata_mem_item *
 	run_ops(m, ops, nops);
 	for (uint32_t i = 0; i < ngroups; i++) {
 		if (gs[i].op) {
-			group_finish(opcode, items, &gs[i]);
+			group_finish(opcode, items, &gs[i], answered);
 			op_destroy(gs[i].op);
 		}
 		abuf_free(gs[i].tmp);
@@ -1149,6 +1159,7 @@ out:
 	free(cnt);
 	free(gs);
 	free(ops);
+	free(answered);
 	return rc;
 }
 

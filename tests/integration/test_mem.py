@@ -199,6 +199,21 @@ def test_two_nodes_hashing_and_replicas(daemon_factory):
     run_py(addrs, """
         assert all(pool["r/%d" % i] == b"r%d" % i for i in range(50))
     """, replicas=2)
+    # With a node down a replicated put cannot store every copy: the
+    # single and the batched put both fail, whichever of the two nodes
+    # is down (the batch used to keep the last node's status).
+    for which in (0, 1):
+        pair = [mem_node(daemon_factory, node_id=3 + 2 * which + k) for k in (0, 1)]
+        pair[which].stop()
+        run_py("%s,%s" % (pair[0].addr, pair[1].addr), """
+            for call in (lambda: pool.put("d/0", b"x"),
+                         lambda: pool.mput({"d/%d" % i: b"x" for i in range(20)})):
+                try:
+                    call()
+                except OSError:
+                    continue
+                raise AssertionError("a replicated put with a node down succeeded")
+        """, replicas=2)
 
 
 def test_layer_streaming_identical(daemon_factory):
