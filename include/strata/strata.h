@@ -163,6 +163,12 @@ struct strata_stat {
 };
 
 int strata_fstat(struct strata_file *f, struct strata_stat *st);
+/* The attributes the open (or create) of f received from meta, with no
+ * call: as they were at the open, except that the size includes f's own
+ * writes since. For a caller that needs them right after the open (the
+ * FUSE daemon's create reply, a getattr just after an open); anything
+ * later should use strata_fstat. Returns 0, or -EINVAL for NULL. */
+int strata_fstat_open(struct strata_file *f, struct strata_stat *st);
 /* stat follows a final symlink; lstat does not. */
 int strata_stat(struct strata *s, const char *path, struct strata_stat *st);
 int strata_lstat(struct strata *s, const char *path, struct strata_stat *st);

@@ -62,6 +62,9 @@ struct strata_file {
 	 * by (0: not cached) and the block size, at most the chunk size. */
 	uint64_t cache_ver;
 	uint32_t cache_bs;
+	/* The attributes the open (or create) reply carried, as they were
+	 * then (strata_fstat_open). */
+	struct strata_stat open_st;
 };
 
 /* Picks an I/O thread's storage client (round robin). */

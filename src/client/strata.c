@@ -628,6 +628,7 @@ int cl_file_new(struct strata *s, const struct mt_inode *in, int flags,
 	f->flags = flags;
 	f->size = in->size;
 	f->cap = *cap;
+	at_fill_stat(in, &f->open_st);
 	if (net_caller_current()) {
 		f->has_caller = true;
 		f->caller = *net_caller_current();
@@ -866,6 +867,18 @@ int strata_fstat(struct strata_file *f, struct strata_stat *st)
 		in.size = f->size;
 	pthread_mutex_unlock(&f->lock);
 	at_fill_stat(&in, st);
+	return 0;
+}
+
+int strata_fstat_open(struct strata_file *f, struct strata_stat *st)
+{
+	if (!f || !st)
+		return -EINVAL;
+	*st = f->open_st;
+	pthread_mutex_lock(&f->lock);
+	if (f->size > st->size)
+		st->size = f->size;
+	pthread_mutex_unlock(&f->lock);
 	return 0;
 }
 

@@ -36,6 +36,7 @@ struct options {
 	double timeout_s;
 	double attr_timeout;
 	double entry_timeout;
+	double negative_timeout;
 	unsigned threads;
 	unsigned io_threads;
 	unsigned readahead_kb;
@@ -58,6 +59,7 @@ static void usage(FILE *f)
 		"                       and return EIO (default 30)\n"
 		"  --attr-timeout SEC   kernel attribute cache (default 1)\n"
 		"  --entry-timeout SEC  kernel name cache (default 1)\n"
+		"  --negative-timeout SEC  kernel cache of names found missing (default 0: off)\n"
 		"  --writeback          kernel writeback caching (faster small writes; only\n"
 		"                       correct when one client writes a file at a time)\n"
 		"  --multiuser          every user of the machine may use the mount, each as\n"
@@ -160,6 +162,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 			rc = parse_double(v, 0, 3600, &o->attr_timeout);
 		else if (!strcmp(a, "--entry-timeout"))
 			rc = parse_double(v, 0, 3600, &o->entry_timeout);
+		else if (!strcmp(a, "--negative-timeout"))
+			rc = parse_double(v, 0, 3600, &o->negative_timeout);
 		else if (!strcmp(a, "--threads"))
 			rc = parse_uint(v, 1, 256, &o->threads);
 		else if (!strcmp(a, "--io-threads"))
@@ -321,6 +325,7 @@ static int run(const struct options *o, int *status_fd)
 	sf_ok = true;
 	sf.attr_timeout = o->attr_timeout;
 	sf.entry_timeout = o->entry_timeout;
+	sf.negative_timeout = o->negative_timeout;
 	sf.writeback = o->writeback;
 	sf.multiuser = o->multiuser;
 	sf.wb.max = (size_t)o->write_behind_mb << 20;

@@ -15,6 +15,11 @@ struct node {
 	uint64_t wend;		/* largest end written by this mount's writers */
 	bool keep_mtime;	/* set explicitly after the last write */
 	int64_t mtime_ns;
+	/* Attributes an open read (nodes_note_attr). */
+	bool has_attr;
+	uint64_t attr_changes;
+	double attr_at;
+	struct strata_stat attr;
 };
 
 static size_t slot(const struct nodes *nm, uint64_t ino)
@@ -137,6 +142,8 @@ int nodes_lookup(struct nodes *nm, struct strata_handle h)
 		if (++nm->count > nm->nbuckets * 2)
 			grow(nm);
 	}
+	if (n->gen != h.gen)
+		n->has_attr = false;	/* another object now */
 	n->gen = h.gen;
 	n->nlookup++;
 out:
@@ -223,4 +230,33 @@ uint64_t nodes_merge_size(struct nodes *nm, uint64_t ino, uint64_t size)
 		size = n->wend;
 	pthread_mutex_unlock(&nm->lock);
 	return size;
+}
+
+void nodes_note_attr(struct nodes *nm, uint64_t ino, const struct strata_stat *st,
+		     uint64_t changes, double at)
+{
+	struct node *n = locked(nm, ino);
+
+	if (n && (!n->has_attr || at >= n->attr_at)) {
+		n->has_attr = true;
+		n->attr = *st;
+		n->attr_changes = changes;
+		n->attr_at = at;
+	}
+	pthread_mutex_unlock(&nm->lock);
+}
+
+bool nodes_fresh_attr(struct nodes *nm, uint64_t ino, uint64_t changes, double now,
+		      double max_age, struct strata_stat *st, double *age)
+{
+	struct node *n = locked(nm, ino);
+	bool fresh = n && n->has_attr && n->attr_changes == changes && now >= n->attr_at &&
+		     now - n->attr_at < max_age;
+
+	if (fresh) {
+		*st = n->attr;
+		*age = now - n->attr_at;
+	}
+	pthread_mutex_unlock(&nm->lock);
+	return fresh;
 }

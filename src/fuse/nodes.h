@@ -74,4 +74,18 @@ void nodes_truncated(struct nodes *nm, uint64_t ino, uint64_t size);
  * of this mount's writers if larger. */
 uint64_t nodes_merge_size(struct nodes *nm, uint64_t ino, uint64_t size);
 
+/*
+ * Fresh attributes: st, read from meta by a call sent at time at
+ * (mono_sec) while the mount's change count (sfuse.h) stood at changes.
+ * Kept on the node (replacing older ones) until the node goes or its
+ * generation changes.
+ */
+void nodes_note_attr(struct nodes *nm, uint64_t ino, const struct strata_stat *st,
+		     uint64_t changes, double at);
+/* Whether ino has attributes noted while the change count was what it is
+ * now (changes) and younger than max_age at now: then *st receives them
+ * and *age their age in seconds. */
+bool nodes_fresh_attr(struct nodes *nm, uint64_t ino, uint64_t changes, double now,
+		      double max_age, struct strata_stat *st, double *age);
+
 #endif

@@ -82,6 +82,16 @@ out:
 	return rc;
 }
 
+bool orphans_any_open(struct orphans *o)
+{
+	bool any;
+
+	pthread_mutex_lock(&o->lock);
+	any = o->open != NULL;
+	pthread_mutex_unlock(&o->lock);
+	return any;
+}
+
 bool orphans_is_open(struct orphans *o, uint64_t ino)
 {
 	bool open;

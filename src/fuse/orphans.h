@@ -50,6 +50,9 @@ void orphans_release(struct orphans *o);
  * receive its hidden name and 1 is returned: the caller removes it. */
 int orphans_open(struct orphans *o, uint64_t ino, int delta, struct strata_handle *dir,
 		 char *name);
+/* Whether this mount has any file open (an unlink with none open need
+ * not look the name up first). */
+bool orphans_any_open(struct orphans *o);
 /* Whether this mount has ino open. */
 bool orphans_is_open(struct orphans *o, uint64_t ino);
 /* h, open here, was just renamed to its hidden name in dir (the caller

@@ -142,6 +142,17 @@ static void reply_rc(fuse_req_t req, int rc, const char *op, uint64_t ino, const
 	fuse_reply_err(req, sfuse_errno(rc, op, ino, name));
 }
 
+/* A change through the mount starts or ends (see sfuse.h, changes). */
+static void changing(struct sfuse *sf)
+{
+	__atomic_fetch_add(&sf->changes, 1, __ATOMIC_SEQ_CST);
+}
+
+static uint64_t changes_now(struct sfuse *sf)
+{
+	return __atomic_load_n(&sf->changes, __ATOMIC_SEQ_CST);
+}
+
 /* ---- per-thread read buffer ---- */
 
 static pthread_key_t buf_key;
@@ -296,6 +307,16 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (node(req, parent, &dir, "lookup"))
 		return;
 	rc = strata_lookupat(SF(req)->s, dir, name, &h, &st);
+	if (rc == -ENOENT && SF(req)->negative_timeout > 0) {
+		/* A negative entry: node id 0, kept by the kernel that long
+		 * (this mount's own create or rename replaces it at once). */
+		struct fuse_entry_param e;
+
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = SF(req)->negative_timeout;
+		fuse_reply_entry(req, &e);
+		return;
+	}
 	if (rc) {
 		reply_rc(req, rc, "lookup", parent, name);
 		return;
@@ -316,10 +337,26 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 	fuse_reply_none(req);
 }
 
-/* Attributes of h, through its open handle when there is one. */
+/*
+ * Attributes of h, through its open handle when there is one; *ttl
+ * receives how long the kernel may keep them. Open attributes: the
+ * attributes an open's reply carried (nodes_note_attr) answer a getattr
+ * with no call while no change through this mount has started since the
+ * open was sent, for what is left of the attribute timeout from then:
+ * the kernel could have cached them that long (the fstat that follows
+ * most opens, after the open marked the kernel's attributes stale).
+ */
 static int get_stat(struct sfuse *sf, struct strata_handle h, struct fuse_file_info *fi,
-		    struct strata_stat *st)
+		    struct strata_stat *st, double *ttl)
 {
+	double age;
+
+	*ttl = sf->attr_timeout;
+	if (nodes_fresh_attr(&sf->nodes, h.ino, changes_now(sf), mono_sec(), sf->attr_timeout, st,
+			     &age)) {
+		*ttl = sf->attr_timeout - age;
+		return 0;
+	}
 	if (fi && fi->fh) {
 		struct sfile *f = (struct sfile *)(uintptr_t)fi->fh;
 
@@ -336,7 +373,8 @@ static void reply_attr_of(fuse_req_t req, struct strata_handle h, struct fuse_fi
 	struct sfuse *sf = SF(req);
 	struct strata_stat st;
 	struct stat out;
-	int rc = get_stat(sf, h, fi, &st);
+	double ttl;
+	int rc = get_stat(sf, h, fi, &st, &ttl);
 	bool root = h.ino == FUSE_ROOT_ID;
 
 	if (rc && root && unreachable(rc)) {
@@ -361,7 +399,7 @@ static void reply_attr_of(fuse_req_t req, struct strata_handle h, struct fuse_fi
 		sf->root_known = true;
 		pthread_mutex_unlock(&sf->root_lock);
 	}
-	fuse_reply_attr(req, &out, sf->attr_timeout);
+	fuse_reply_attr(req, &out, ttl);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -392,6 +430,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	if (node(req, ino, &h, "setattr"))
 		return;
 	memset(&st, 0, sizeof(st));
+	changing(sf);
 	if (to_set & FUSE_SET_ATTR_SIZE) {
 		if (f && f->writable) {
 			/* After this handle's queued writes, and its length
@@ -426,6 +465,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	}
 	if (!rc && mask)
 		rc = strata_setattrat(sf->s, h, mask, &st, NULL);
+	changing(sf);
 	/* A time set while this mount writes the file (tar x sets it with
 	 * futimens before close) outlives the publish at close. */
 	if (!rc && (mask & STRATA_SET_MTIME))
@@ -465,12 +505,15 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	act_for(req);
 	if (node(req, parent, &dir, "mkdir"))
 		return;
+	changing(SF(req));
 	rc = strata_mkdirat(SF(req)->s, dir, name, mode & 07777, &h, &st);
+	if (!rc)
+		chown_to_caller(req, h, &st);
+	changing(SF(req));
 	if (rc) {
 		reply_rc(req, rc, "mkdir", parent, name);
 		return;
 	}
-	chown_to_caller(req, h, &st);
 	reply_entry(req, h, &st, "mkdir", name);
 }
 
@@ -483,12 +526,15 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 	act_for(req);
 	if (node(req, parent, &dir, "symlink"))
 		return;
+	changing(SF(req));
 	rc = strata_symlinkat(SF(req)->s, link, dir, name, &h, &st);
+	if (!rc)
+		chown_to_caller(req, h, &st);
+	changing(SF(req));
 	if (rc) {
 		reply_rc(req, rc, "symlink", parent, name);
 		return;
 	}
-	chown_to_caller(req, h, &st);
 	reply_entry(req, h, &st, "symlink", name);
 }
 
@@ -525,9 +571,13 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bo
 
 	if (node(req, parent, &d, op))
 		return;
-	rc = dir ? 0 : keep_if_open(SF(req), d, name);
+	changing(SF(req));
+	/* Only a file open here can need keeping: with none open, the name
+	 * need not be looked up first. */
+	rc = dir || !orphans_any_open(&SF(req)->orphans) ? 0 : keep_if_open(SF(req), d, name);
 	if (!rc)
 		rc = strata_unlinkat(SF(req)->s, d, name, dir ? STRATA_AT_REMOVEDIR : 0);
+	changing(SF(req));
 	reply_rc(req, rc < 0 ? rc : 0, op, parent, name);
 }
 
@@ -548,6 +598,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 {
 	struct strata_handle from, to;
 	unsigned sflags = 0;
+	int rc;
 
 	act_for(req);
 	/* RENAME_NOREPLACE (1) and RENAME_EXCHANGE (2); no whiteouts. */
@@ -561,24 +612,28 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		sflags |= STRATA_RENAME_EXCHANGE;
 	if (node(req, parent, &from, "rename") || node(req, newparent, &to, "rename"))
 		return;
+	changing(SF(req));
 	/* A file it replaces that is open here stays reachable (orphans.h);
 	 * the source is looked up first, so a rename onto another name of
 	 * the same file is left to meta (a no-op). */
 	if (!sflags) {
 		struct strata_handle src, dst;
-		int rc = strata_lookupat(SF(req)->s, from, name, &src, NULL);
+
+		rc = strata_lookupat(SF(req)->s, from, name, &src, NULL);
 
 		if (!rc && strata_lookupat(SF(req)->s, to, newname, &dst, NULL) == 0 &&
 		    dst.ino != src.ino)
 			rc = keep_if_open(SF(req), to, newname);
 		if (rc < 0) {
+			changing(SF(req));
 			reply_rc(req, rc, "rename", parent, name);
 			return;
 		}
 	}
 	/* Node ids name objects, not paths: nothing to fix up after it. */
-	reply_rc(req, strata_renameat(SF(req)->s, from, name, to, newname, sflags), "rename",
-		 parent, name);
+	rc = strata_renameat(SF(req)->s, from, name, to, newname, sflags);
+	changing(SF(req));
+	reply_rc(req, rc, "rename", parent, name);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -590,7 +645,9 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	act_for(req);
 	if (node(req, ino, &h, "link") || node(req, newparent, &dir, "link"))
 		return;
+	changing(SF(req));
 	rc = strata_linkat(SF(req)->s, h, dir, newname, &out, &st);
+	changing(SF(req));
 	if (rc) {
 		reply_rc(req, rc, "link", newparent, newname);
 		return;
@@ -611,6 +668,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	act_for(req);
 	if (node(req, parent, &dir, "mknod"))
 		return;
+	changing(SF(req));
 	if (S_ISREG(mode)) {
 		struct strata_file *f = NULL;
 
@@ -619,7 +677,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		if (!rc)
 			rc = strata_fhandle(f, &h);
 		if (!rc)
-			rc = strata_fstat(f, &st);
+			rc = strata_fstat_open(f, &st);
 		if (f) {
 			int crc = strata_close(f);
 
@@ -628,11 +686,13 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	} else {
 		rc = strata_mknodat(SF(req)->s, dir, name, mode & (S_IFMT | 07777), &h, &st);
 	}
+	if (!rc)
+		chown_to_caller(req, h, &st);
+	changing(SF(req));
 	if (rc) {
 		reply_rc(req, rc, "mknod", parent, name);
 		return;
 	}
-	chown_to_caller(req, h, &st);
 	reply_entry(req, h, &st, "mknod", name);
 }
 
@@ -710,14 +770,18 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		flags |= STRATA_O_EXCL;
 	if (node(req, parent, &dir, "create"))
 		return;
+	changing(sf);
 	rc = strata_openat(sf->s, dir, name, flags, mode & 07777, &f);
+	/* The create's reply carries the attributes: no getattr. */
 	if (!rc)
 		rc = strata_fhandle(f, &h);
 	if (!rc)
-		rc = strata_fstat(f, &st);
+		rc = strata_fstat_open(f, &st);
+	if (!rc)
+		chown_to_caller(req, h, &st);
+	changing(sf);
 	if (rc)
 		goto fail;
-	chown_to_caller(req, h, &st);
 	rc = nodes_lookup(&sf->nodes, h);
 	if (rc)
 		goto fail;
@@ -752,10 +816,19 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int flags = strata_flags(sf, fi->flags);
 	int rc;
 
+	uint64_t changes0;
+	double at;
+
 	act_for(req);
 	if (node(req, ino, &h, "open"))
 		return;
+	if (flags & STRATA_O_TRUNC)
+		changing(sf);
+	changes0 = changes_now(sf);
+	at = mono_sec();
 	rc = strata_openat(sf->s, h, NULL, flags, 0, &f);
+	if (flags & STRATA_O_TRUNC)
+		changing(sf);
 	if (rc) {
 		reply_rc(req, rc, "open", ino, NULL);
 		return;
@@ -765,6 +838,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		strata_close(f);
 		fuse_reply_err(req, ENOMEM);
 		return;
+	}
+	if (!sh->writable) {
+		struct strata_stat st;
+
+		if (!strata_fstat_open(f, &st))
+			nodes_note_attr(&sf->nodes, ino, &st, changes0, at);
 	}
 	if (flags & STRATA_O_TRUNC)
 		nodes_truncated(&sf->nodes, ino, 0);
@@ -808,7 +887,11 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 {
 	struct sfuse *sf = SF(req);
 	struct sfile *h = (struct sfile *)(uintptr_t)fi->fh;
-	ssize_t n = wb_write(&sf->wb, &h->wb, buf, size, off);
+	ssize_t n;
+
+	changing(sf);
+	n = wb_write(&sf->wb, &h->wb, buf, size, off);
+	changing(sf);
 
 	if (n < 0) {
 		reply_rc(req, (int)n, "write", ino, NULL);
@@ -840,10 +923,12 @@ static int sync_file(struct sfile *h)
 
 	if (!h->writable)
 		return 0;
+	changing(h->sf);
 	err = wb_drain(&h->wb, true);
 	rc = strata_fsync(h->f);
 	if (!rc && !err)
 		rc = keep_mtime(h);
+	changing(h->sf);
 	return err ? err : rc;
 }
 
@@ -862,15 +947,19 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct sfile *h = (struct sfile *)(uintptr_t)fi->fh;
-	int err = h->writable ? wb_drain(&h->wb, true) : 0;
-	int rc = strata_close(h->f);
+	int err, rc;
 
+	/* A writer's close publishes; the last close of an orphan removes it. */
+	changing(h->sf);
+	err = h->writable ? wb_drain(&h->wb, true) : 0;
+	rc = strata_close(h->f);
 	if (!rc)
 		rc = err;
 	if (rc)
 		log_warn(COMP, "close of inode %llu: %s (its length may not be published)",
 			 (unsigned long long)ino, strata_strerror(rc));
 	free_sfile(SF(req), h);
+	changing(SF(req));
 	reply_rc(req, rc, "release", ino, NULL);
 }
 

@@ -29,6 +29,8 @@ struct sfuse {
 	struct nodes nodes;
 	double attr_timeout;		/* seconds the kernel caches attributes */
 	double entry_timeout;		/* seconds it caches names */
+	/* Seconds it caches a name found missing (0: not at all). */
+	double negative_timeout;
 	bool writeback;			/* kernel writeback caching */
 	/* A multi-user mount: each request acts for the user that made it
 	 * (strata_set_caller); the token must have "caller". */
@@ -47,6 +49,10 @@ struct sfuse {
 	pthread_mutex_t root_lock;
 	bool root_known;
 	struct stat root_st;
+	/* Moves on (atomically) when a change through this mount starts and
+	 * again when it ends: attributes read while it stood still reflect
+	 * every change this mount made (sfuse.c, "open attributes"). */
+	uint64_t changes;
 };
 
 /* Links every open file and directory handle, so that those the kernel

@@ -370,6 +370,71 @@ def test_close_to_open_across_mounts(fuse_cluster, mounts):
     assert (top_b / "new").read_bytes() == b"n" * 10
 
 
+def test_open_attributes_are_fresh(fuse_cluster, mounts):
+    """The fstat after an open is answered from the open's reply (no
+    getattr reaches meta): it must show what another client changed before
+    the open, and what this mount changed after it."""
+    a = mounts(_mgmt(fuse_cluster), "oa")
+    b = mounts(_mgmt(fuse_cluster), "ob")
+    (a.path / "fresh").mkdir()
+    fa, fb = a.path / "fresh" / "f", b.path / "fresh" / "f"
+    fa.write_bytes(b"x" * 100)
+    os.chmod(fa, 0o644)
+    assert os.stat(fb).st_size == 100          # B caches the old attributes
+    fa.write_bytes(b"y" * 5000)                # A changes size and mode
+    os.chmod(fa, 0o600)
+    fd = os.open(fb, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        assert st.st_size == 5000 and stat.S_IMODE(st.st_mode) == 0o600
+        assert os.read(fd, 10000) == b"y" * 5000
+        # A change through this mount after the open is seen at once.
+        os.chmod(fb, 0o640)
+        assert stat.S_IMODE(os.fstat(fd).st_mode) == 0o640
+        with open(fb, "ab") as w:
+            w.write(b"z")
+        assert os.fstat(fd).st_size == 5001
+    finally:
+        os.close(fd)
+    # Two opens in a row on the same mount: the second sees A's change.
+    fd = os.open(fb, os.O_RDONLY)
+    os.close(fd)
+    os.chmod(fa, 0o604)
+    fd = os.open(fb, os.O_RDONLY)
+    try:
+        assert stat.S_IMODE(os.fstat(fd).st_mode) == 0o604
+    finally:
+        os.close(fd)
+
+
+def test_negative_entries(fuse_cluster, mounts):
+    """Without --negative-timeout a name another client creates is found at
+    once; with it, the kernel may answer 'no such file' from its cache until
+    the timeout, never after, and this mount's own create is seen at once."""
+    mgmt = _mgmt(fuse_cluster)
+    a = mounts(mgmt, "na")
+    plain = mounts(mgmt, "np")
+    neg = mounts(mgmt, "nn", extra=["--negative-timeout", "1"])
+    (a.path / "neg").mkdir()
+    for name in ("x", "y"):
+        assert not (plain.path / "neg" / name).exists()
+        assert not (neg.path / "neg" / name).exists()
+    (a.path / "neg" / "x").write_bytes(b"made on a")
+    assert (plain.path / "neg" / "x").read_bytes() == b"made on a"
+    # The negative entry on neg expires within its timeout.
+    time.sleep(1.2)
+    assert (neg.path / "neg" / "x").read_bytes() == b"made on a"
+    # A name this mount creates replaces its negative entry at once.
+    (neg.path / "neg" / "y").write_bytes(b"mine")
+    assert (neg.path / "neg" / "y").read_bytes() == b"mine"
+    os.unlink(neg.path / "neg" / "y")
+    assert not (neg.path / "neg" / "y").exists()
+    # A bad value is refused with its name.
+    r = run([FUSE_BIN, str(a.path.parent / "unused"), "--mgmt", mgmt,
+             "--negative-timeout", "-1"], timeout=30)
+    assert r.returncode != 0 and "--negative-timeout" in r.stderr
+
+
 @pytest.mark.timeout(240)
 @pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
 @pytest.mark.parametrize("rw", ["write", "randwrite"])
