@@ -197,9 +197,16 @@ static int bt_read_batch(struct bt_run *r, struct strata_ring *ring, struct stra
 		const struct bt_sample *s = &r->samples[r->order[first + k]];
 
 		if (ring) {
+			/* As a data loader does: the batch's samples prepared,
+			 * then submitted together (the client sends the small
+			 * ones to each target as one request), depth at most
+			 * in flight. */
 			while (inflight >= r->depth) {
-				int n = strata_ring_wait(ring, cqes, r->depth, 1, -1);
+				int n;
 
+				strata_ring_submit(ring);
+				n = strata_ring_wait(ring, cqes, r->depth,
+						     r->depth > 4 ? r->depth / 4 : 1, -1);
 				for (int i = 0; i < n; i++)
 					if (cqes[i].res < 0 && !rc)
 						rc = (int)cqes[i].res;
@@ -207,10 +214,8 @@ static int bt_read_batch(struct bt_run *r, struct strata_ring *ring, struct stra
 			}
 			rc = rc ? rc : strata_ring_prep_read(ring, r->sf[s->file], buf + pos, s->len,
 							     s->off, k);
-			if (!rc) {
+			if (!rc)
 				inflight++;
-				strata_ring_submit(ring);
-			}
 		} else {
 			ssize_t n = pread(r->fds[s->file], buf + pos, s->len, (off_t)s->off);
 
@@ -219,6 +224,8 @@ static int bt_read_batch(struct bt_run *r, struct strata_ring *ring, struct stra
 		}
 		pos += s->len;
 	}
+	if (ring)
+		strata_ring_submit(ring);
 	while (inflight) {
 		int n = strata_ring_wait(ring, cqes, r->depth, inflight, -1);
 

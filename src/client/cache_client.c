@@ -175,6 +175,11 @@ static void fill_done(struct sc_io *io)
 
 void cl_submit(struct strata_file *f, struct io_piece *p)
 {
+	cl_submit_via(f, p, NULL);
+}
+
+void cl_submit_via(struct strata_file *f, struct io_piece *p, struct sclient *sc)
+{
 	struct sc_io *io = &p->io;
 
 	p->fill = NULL;
@@ -203,7 +208,7 @@ void cl_submit(struct strata_file *f, struct io_piece *p)
 			io->cb = fill_done;
 		}
 	}
-	sc_submit(cl_pick_sc(f->s), io);
+	sc_submit(sc ? sc : cl_pick_sc(f->s), io);
 }
 
 /* ---- prefetch ---- */

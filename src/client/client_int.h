@@ -88,6 +88,9 @@ struct io_piece {
  * once, on this thread (its callback runs before this returns); any
  * other goes to an I/O thread's storage client. */
 void cl_submit(struct strata_file *f, struct io_piece *p);
+/* cl_submit through storage client sc (NULL: the next I/O thread's): the
+ * small reads of one ring submit share one, so they batch per target. */
+void cl_submit_via(struct strata_file *f, struct io_piece *p, struct sclient *sc);
 
 /* The cache of a connection (cache_client.c): made from opts and the
  * environment at connect (0, or -EINVAL with a logged reason for a bad

@@ -36,6 +36,9 @@ struct strata_ring {
 	pthread_cond_t cond;
 	struct strata_cqe *done;	/* ring buffer of completions */
 	uint32_t done_head, done_n;
+	/* How many completions the waiter needs before it is woken: one
+	 * wake-up per wait, not one per completion. */
+	uint32_t want;
 };
 
 int strata_ring_new(struct strata *s, uint32_t depth, struct strata_ring **out)
@@ -54,6 +57,7 @@ int strata_ring_new(struct strata *s, uint32_t depth, struct strata_ring **out)
 	}
 	r->s = s;
 	r->depth = depth;
+	r->want = 1;
 	r->prep_tail = &r->prep_head;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
@@ -159,7 +163,8 @@ static void finish(struct ring_io *io, ssize_t res)
 	r->done_n++;
 	io->next = r->free_list;
 	r->free_list = io;
-	pthread_cond_broadcast(&r->cond);
+	if (r->done_n >= r->want || r->done_n == r->busy)
+		pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -180,7 +185,8 @@ static void piece_done(struct sc_io *sio)
 		finish(io, io->err ? io->err : (ssize_t)io->len);
 }
 
-static void start(struct ring_io *io)
+/* sc: the storage client of this submit's small reads. */
+static void start(struct ring_io *io, struct sclient *sc)
 {
 	struct strata_file *f = io->f;
 	struct sp_cap cap;
@@ -229,17 +235,20 @@ static void start(struct ring_io *io)
 	for (uint32_t i = 0; i < n; i++) {
 		io->pieces[i].owner = io;
 		io->pieces[i].io.cb = piece_done;
-		cl_submit(f, &io->pieces[i]);
+		cl_submit_via(f, &io->pieces[i],
+			      !io->write && io->pieces[i].io.len <= SC_BATCH_SMALL ? sc : NULL);
 	}
 }
 
 int strata_ring_submit(struct strata_ring *r)
 {
 	struct ring_io *io;
+	struct sclient *sc;
 	int n = 0;
 
 	if (!r)
 		return -EINVAL;
+	sc = cl_pick_sc(r->s);
 	pthread_mutex_lock(&r->lock);
 	io = r->prep_head;
 	r->prep_head = NULL;
@@ -248,7 +257,7 @@ int strata_ring_submit(struct strata_ring *r)
 	while (io) {
 		struct ring_io *next = io->next;
 
-		start(io);
+		start(io, sc);
 		n++;
 		io = next;
 	}
@@ -275,6 +284,7 @@ int strata_ring_wait(struct strata_ring *r, struct strata_cqe *cqes, unsigned ma
 	pthread_mutex_lock(&r->lock);
 	if (min_complete > max)
 		min_complete = max;
+	r->want = min_complete ? min_complete : 1;
 	while (r->done_n < min_complete && timeout_ms != 0) {
 		/* Nothing left that could complete: do not wait forever. */
 		if (r->busy == r->done_n)
@@ -284,6 +294,7 @@ int strata_ring_wait(struct strata_ring *r, struct strata_cqe *cqes, unsigned ma
 		else if (pthread_cond_timedwait(&r->cond, &r->lock, &ts) != 0)
 			break;
 	}
+	r->want = 1;
 	while (n < max && r->done_n > 0) {
 		cqes[n++] = r->done[r->done_head];
 		r->done_head = (r->done_head + 1) % r->depth;

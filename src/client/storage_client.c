@@ -40,6 +40,11 @@ struct sclient {
 	struct reactor_timer refetch;
 	struct reactor_timer periodic;	/* learn of map changes proactively */
 	uint32_t rr;			/* o.read_in_turn: the next read's turn */
+	/* I/Os submitted from other threads, for the owner's next turn
+	 * (drain_on_owner; posted once while q_posted). */
+	pthread_mutex_t qlock;
+	struct sc_io *q_head, **q_tail;
+	bool q_posted;
 	/* shared with other threads */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -541,32 +546,30 @@ static int pick_member(struct sclient *sc, const struct sc_io *io, const struct 
 	return serving[(read_rank(io) % (uint32_t)n + io->replica) % (uint32_t)n];
 }
 
-static void io_start(struct sc_io *io)
+/* Picks the target of io's attempt and records it in io->tried; returns
+ * its node, or NULL when io was parked for a map or failed (handled). */
+static const struct cm_node *io_route(struct sc_io *io)
 {
 	struct sclient *sc = io->sc;
 	const struct cm_chain *c;
 	const struct cm_target *t;
 	const struct cm_node *nd;
-	struct sp_update u = { 0 };
-	struct sp_read rd = { 0 };
-	struct sp_ref ref;
-	struct proto_call call = { .timeout_ms = sc->o.timeout_ms, .cb = on_reply, .arg = io };
-	int m, rc;
+	int m;
 
 	if (sc->closing) {
 		io_complete(io, -ESHUTDOWN);
-		return;
+		return NULL;
 	}
 	if (io->chain_idx >= sc->map.nchains) {
 		if (reactor_now_ms() >= io->deadline_ms) {
 			io_complete(io, io->last_err ? io->last_err : STRATA_EUNAVAIL);
-			return;
+			return NULL;
 		}
 		io->next = NULL;
 		*sc->wait_tail = io;
 		sc->wait_tail = &io->next;
 		fetch_map(sc);
-		return;
+		return NULL;
 	}
 	c = &sc->map.chains[io->chain_idx];
 	m = pick_member(sc, io, c);
@@ -574,15 +577,24 @@ static void io_start(struct sc_io *io)
 	nd = t ? cm_find_node(&sc->map, t->node_id) : NULL;
 	if (!nd) {
 		io_failed(io, STRATA_EUNAVAIL);
-		return;
+		return NULL;
 	}
-	ref.chain_id = c->id;
-	ref.chain_ver = c->version;
-	ref.target_id = t->id;
-	ref.ino = io->ino;
-	ref.idx = io->idx;
-	ref.cap = io->cap;
-	io->tried = ref;
+	io->tried = (struct sp_ref){ .chain_id = c->id, .chain_ver = c->version,
+				     .target_id = t->id, .ino = io->ino, .idx = io->idx,
+				     .cap = io->cap };
+	return nd;
+}
+
+/* Sends io's attempt to nd, the node of the target io_route picked. */
+static void io_send(struct sc_io *io, const struct cm_node *nd)
+{
+	struct sclient *sc = io->sc;
+	struct sp_update u = { 0 };
+	struct sp_read rd = { 0 };
+	struct sp_ref ref = io->tried;
+	struct proto_call call = { .timeout_ms = sc->o.timeout_ms, .cb = on_reply, .arg = io };
+	int rc;
+
 	if (io->kind == SC_READ) {
 		struct sp_shm_read sr;
 
@@ -603,8 +615,8 @@ static void io_start(struct sc_io *io)
 	} else if (io->kind == SC_STAT) {
 		rc = st_stat_call(sc->pool, nd->addr, &ref, &call);
 	} else if (io->kind == SC_LIST) {
-		struct sp_list ls = { .chain_id = c->id, .chain_ver = c->version,
-				      .target_id = t->id, .after_ino = io->ino,
+		struct sp_list ls = { .chain_id = ref.chain_id, .chain_ver = ref.chain_ver,
+				      .target_id = ref.target_id, .after_ino = io->ino,
 				      .after_idx = io->idx, .max = io->len, .after = io->list_after };
 
 		rc = st_list_call(sc->pool, nd->addr, &ls, &call);
@@ -623,15 +635,190 @@ static void io_start(struct sc_io *io)
 		io_failed(io, rc);
 }
 
+static void io_start(struct sc_io *io)
+{
+	const struct cm_node *nd = io_route(io);
+
+	if (nd)
+		io_send(io, nd);
+}
+
+/* ---- batched small reads ---- */
+
+/*
+ * Reads of at most SC_BATCH_SMALL bytes submitted together, from other
+ * threads between two turns of the owner's loop (a ring's submit, a
+ * dataset reader's samples), that go to the same target leave as one
+ * OP_CHUNK_BATCH_READ: one request and one answer for many samples,
+ * served with io_uring on the target. Each read is still checked against
+ * its own CRC and completes on its own; one that fails (or a batch that
+ * does) is retried alone, as any read.
+ */
+#define BATCH_ITEMS 256u
+#define BATCH_TARGETS 16u
+
+struct sc_batch {
+	uint32_t target_id;
+	char addr[CM_ADDR_LEN];
+	uint32_t n;
+	uint64_t bytes;
+	uint8_t *buf;			/* the answer's slots, back to back */
+	struct sc_io *ios[BATCH_ITEMS];
+};
+
+static void on_batch_reply(void *arg, int status, struct rpc_msg *resp)
+{
+	struct sc_batch *b = arg;
+	struct sp_batch_rep rep = { 0 };
+	uint64_t off = 0;
+
+	if (!status && (st_batch_rep(resp, &rep) || rep.results_n != b->n ||
+			resp->hdr.bulk_len != b->bytes))
+		status = STRATA_EBADMSG;
+	for (uint32_t i = 0; i < b->n; i++) {
+		struct sc_io *io = b->ios[i];
+		const struct sp_read_result *r = status ? NULL : &rep.results[i];
+		int st = status ? status : r->status;
+		uint32_t len = io->len;		/* io is the caller's once complete */
+
+		if (!st && r->nread > len)
+			st = STRATA_EBADMSG;
+		if (!st && crc32c(0, b->buf + off, r->nread) != r->crc) {
+			log_warn("client", "chunk %llx:%llx: checksum mismatch in a batch from target %u; retrying another replica",
+				 (unsigned long long)io->ino, (unsigned long long)io->idx,
+				 b->target_id);
+			ask_verify(io);
+			st = STRATA_EINTEGRITY;
+		}
+		if (st) {
+			io_failed(io, st);
+		} else {
+			memcpy(io->buf, b->buf + off, r->nread);
+			memset((uint8_t *)io->buf + r->nread, 0, len - r->nread);
+			io->version = r->version;
+			io->nread = r->nread;
+			io_complete(io, 0);
+		}
+		off += len;
+	}
+	sp_batch_rep_release(&rep);
+	free(b->buf);
+	free(b);
+}
+
+static void batch_send(struct sclient *sc, struct sc_batch *b)
+{
+	struct sp_batch_item items[BATCH_ITEMS];
+	struct sp_cap caps[BATCH_ITEMS];
+	struct sp_batch rq = { .target_id = b->target_id, .items = items, .items_n = b->n,
+			       .caps = caps };
+	struct proto_call call = { .timeout_ms = sc->o.timeout_ms, .cb = on_batch_reply,
+				   .arg = b, .bulk_cap = b->bytes };
+	int rc;
+
+	for (uint32_t i = 0; i < b->n; i++) {
+		const struct sc_io *io = b->ios[i];
+
+		/* Items of one file share a cap. */
+		if (!rq.caps_n || caps[rq.caps_n - 1].ino != io->cap.ino ||
+		    memcmp(&caps[rq.caps_n - 1], &io->cap, sizeof(io->cap)))
+			caps[rq.caps_n++] = io->cap;
+		items[i] = (struct sp_batch_item){ .chain_id = io->tried.chain_id,
+						   .chain_ver = io->tried.chain_ver,
+						   .ino = io->ino, .idx = io->idx,
+						   .offset = io->offset, .len = io->len,
+						   .cap = rq.caps_n - 1 };
+	}
+	b->buf = malloc(b->bytes);
+	call.bulk_dst = b->buf;
+	rc = b->buf ? st_batch_call(sc->pool, b->addr, &rq, &call) : -ENOMEM;
+	if (rc) {
+		for (uint32_t i = 0; i < b->n; i++)
+			io_failed(b->ios[i], rc);
+		free(b->buf);
+		free(b);
+	}
+}
+
+/* A first attempt of a small read whose chain the map knows. */
+static bool batchable(const struct sclient *sc, const struct sc_io *io)
+{
+	return io->kind == SC_READ && io->len && io->len <= SC_BATCH_SMALL && io->attempt == 0 &&
+	       !sc->closing && io->chain_idx < sc->map.nchains;
+}
+
+/* Adds io (routed to nd) to the batch of its target, or sends it alone. */
+static void batch_add(struct sc_batch **bs, uint32_t *nb, struct sc_io *io,
+		      const struct cm_node *nd)
+{
+	struct sc_batch *b = NULL;
+
+	for (uint32_t i = 0; i < *nb && !b; i++) {
+		if (bs[i]->target_id == io->tried.target_id && bs[i]->n < BATCH_ITEMS)
+			b = bs[i];
+	}
+	if (!b && *nb < BATCH_TARGETS) {
+		b = malloc(sizeof(*b));
+		if (b) {
+			b->target_id = io->tried.target_id;
+			snprintf(b->addr, sizeof(b->addr), "%s", nd->addr);
+			b->n = 0;
+			b->bytes = 0;
+			bs[(*nb)++] = b;
+		}
+	}
+	if (!b) {
+		io_send(io, nd);
+		return;
+	}
+	b->ios[b->n++] = io;
+	b->bytes += io->len;
+}
+
 /* ---- submission ---- */
 
-static void submit_on_owner(void *arg)
+/* The I/Os other threads queued since the last turn: small reads batched
+ * per target, the others started one by one. */
+static void drain_on_owner(void *arg)
 {
-	io_start(arg);
+	struct sclient *sc = arg;
+	struct sc_batch *bs[BATCH_TARGETS];
+	uint32_t nb = 0;
+	struct sc_io *io, *next;
+
+	pthread_mutex_lock(&sc->qlock);
+	io = sc->q_head;
+	sc->q_head = NULL;
+	sc->q_tail = &sc->q_head;
+	sc->q_posted = false;
+	pthread_mutex_unlock(&sc->qlock);
+	for (; io; io = next) {
+		const struct cm_node *nd;
+
+		next = io->next;
+		if (!batchable(sc, io)) {
+			io_start(io);
+			continue;
+		}
+		nd = io_route(io);
+		if (nd)
+			batch_add(bs, &nb, io, nd);
+	}
+	for (uint32_t i = 0; i < nb; i++) {
+		if (bs[i]->n == 1) {
+			io = bs[i]->ios[0];
+			free(bs[i]);
+			io_start(io);
+		} else {
+			batch_send(sc, bs[i]);
+		}
+	}
 }
 
 void sc_submit(struct sclient *sc, struct sc_io *io)
 {
+	bool post;
+
 	io->sc = sc;
 	io->status = 0;
 	io->nread = 0;
@@ -655,10 +842,29 @@ void sc_submit(struct sclient *sc, struct sc_io *io)
 		io->cb(io);
 		return;
 	}
-	if (reactor_on_thread(sc->r))
+	if (reactor_on_thread(sc->r)) {
 		io_start(io);
-	else if (reactor_post(sc->r, submit_on_owner, io))
-		io_complete(io, -ENOMEM);
+		return;
+	}
+	/* One wake-up of the owner for what arrives before it runs. */
+	pthread_mutex_lock(&sc->qlock);
+	*sc->q_tail = io;
+	sc->q_tail = &io->next;
+	post = !sc->q_posted;
+	sc->q_posted = true;
+	pthread_mutex_unlock(&sc->qlock);
+	if (post && reactor_post(sc->r, drain_on_owner, sc)) {
+		pthread_mutex_lock(&sc->qlock);
+		io = sc->q_head;
+		sc->q_head = NULL;
+		sc->q_tail = &sc->q_head;
+		sc->q_posted = false;
+		pthread_mutex_unlock(&sc->qlock);
+		for (struct sc_io *next; io; io = next) {
+			next = io->next;
+			io_complete(io, -ENOMEM);
+		}
+	}
 }
 
 struct sync_wait {
@@ -747,6 +953,8 @@ int sclient_new(struct reactor *r, const char *mgmt_addr, const struct sclient_o
 	cm_init(&sc->map);
 	cm_init(&sc->svcs);
 	sc->wait_tail = &sc->wait_head;
+	sc->q_tail = &sc->q_head;
+	pthread_mutex_init(&sc->qlock, NULL);
 	pthread_mutex_init(&sc->lock, NULL);
 	pthread_cond_init(&sc->cond, NULL);
 	reactor_timer_init(&sc->refetch, on_refetch, sc);
@@ -912,6 +1120,7 @@ void sclient_free(struct sclient *sc)
 	cm_release(&sc->svcs);
 	free(sc->full);
 	pthread_mutex_destroy(&sc->lock);
+	pthread_mutex_destroy(&sc->qlock);
 	pthread_cond_destroy(&sc->cond);
 	free(sc);
 }

@@ -138,6 +138,11 @@ struct sc_io {
 	struct reactor_timer timer;
 };
 
+/* Reads of at most SC_BATCH_SMALL bytes submitted together from other
+ * threads (before the owner's next turn) to one target leave as one
+ * OP_CHUNK_BATCH_READ; each still completes, and is retried, on its own. */
+#define SC_BATCH_SMALL (64u << 10)
+
 /* Submits io (any thread). io->cb runs exactly once, on the owner thread. */
 void sc_submit(struct sclient *sc, struct sc_io *io);
 /* Submits io and waits for it (any thread but the owner's). Returns

@@ -377,6 +377,7 @@ void op_batch_read(void *svc, struct svc_req *req)
 		svc_reply(req, rc);
 		return;
 	}
+	CNT(st, n_batches, 1);
 	b->req = req;
 	b->left = b->rq.items_n + 1;
 	for (uint32_t i = 0; i < b->rq.items_n; i++) {

@@ -179,7 +179,7 @@ struct storage {
 	uint32_t timeout_ms;
 	/* counters (atomic) */
 	uint64_t n_writes, n_reads, bytes_written, bytes_read, n_stale, n_dirty, n_integrity,
-		 n_verify, n_mapped, n_shm_reads;
+		 n_verify, n_mapped, n_shm_reads, n_batches;
 	uint64_t n_synced_chunks, bytes_synced, n_repaired, n_scrubbed;
 	uint64_t n_reclaimed;		/* copies of chains left, removed (reclaim.c) */
 	uint64_t n_lost;		/* gauge: chunks lost here now */

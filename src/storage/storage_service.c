@@ -706,6 +706,8 @@ static void storage_metrics(void *svc, struct bbuf *out)
 	M("strata_storage_dirty_total", "reads refused on a dirty replica", n_dirty);
 	M("strata_storage_integrity_errors_total", "checksum mismatches", n_integrity);
 	M("strata_storage_mapped_reads_total", "reads answered from a mapping of the page cache (no read into a buffer)", n_mapped);
+	M("strata_storage_batch_reads_total", "batch read requests (their items count as reads)",
+	  n_batches);
 	M("strata_storage_shm_reads_total", "reads answered into a same-host reader's shared memory",
 	  n_shm_reads);
 	M("strata_storage_verify_total", "checks asked for by readers that got bad bytes", n_verify);

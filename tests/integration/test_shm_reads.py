@@ -10,6 +10,7 @@ reader's region goes when the reader is killed, a restarted daemon (which
 forgot every region) is attached again, every malformed attach is refused
 with a status and leaves the daemon serving, and a process that takes a
 daemon's socket name first receives a memfd but never a byte of data.
+Small reads of one ring submit go to each target as one batch request.
 """
 import array
 import json
@@ -329,3 +330,45 @@ def test_a_process_holding_the_socket_name_gets_no_data(cluster, tmp_path):
         t.join(5)
         for fd in got:
             os.close(fd)
+
+
+@pytest.mark.timeout(240)
+def test_small_reads_of_one_submit_batch_per_target(cluster, tmp_path):
+    """The small reads of one ring submit go to each target as one
+    OP_CHUNK_BATCH_READ (storage_client.c, "batched small reads"); each
+    returns its own bytes, and one past the end of the file its own short
+    count."""
+    c = cluster(3)
+    data = put_file(c, tmp_path, "small", 4 << 20)
+    code = ("import os, random, sys, strata\n"
+            "cl = strata.Client()\n"
+            "data = open(sys.argv[1], 'rb').read()\n"
+            "rng = random.Random(7)\n"
+            "offs = [rng.randrange(0, len(data) - 30000) for _ in range(120)]\n"
+            "offs.append(len(data) - 1000)\n"
+            "with cl.open('/small', 'rb') as f, strata.Ring(cl, depth=128) as r:\n"
+            "    bufs = [bytearray(29000) for _ in offs]\n"
+            "    for i, (o, b) in enumerate(zip(offs, bufs)):\n"
+            "        r.prep_read(f, b, o, i)\n"
+            "    r.submit()\n"
+            "    got = {}\n"
+            "    while len(got) < len(offs):\n"
+            "        for u, res in r.wait(len(offs) - len(got)):\n"
+            "            got[u] = res\n"
+            "for i, (o, b) in enumerate(zip(offs, bufs)):\n"
+            "    want = data[o:o + 29000]\n"
+            "    assert got[i] == len(want), (i, got[i], len(want))\n"
+            "    assert bytes(b[:len(want)]) == want, i\n"
+            "print('ok', len(offs))\n")
+    from test_python import PY, py_env
+    env = dict(os.environ)
+    env.update(py_env(c.dir))
+    before = total(c, "strata_storage_batch_reads_total")
+    reads = total(c, "strata_storage_reads_total")
+    r = subprocess.run([PY, "-c", code, str(tmp_path / "src-small")], capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert r.returncode == 0 and r.stdout.split() == ["ok", "121"], r.stderr[-4000:]
+    batches = total(c, "strata_storage_batch_reads_total") - before
+    items = total(c, "strata_storage_reads_total") - reads
+    assert batches >= 1, "no batch read"
+    assert items >= 121 and batches < items / 4, (batches, items)
