@@ -777,6 +777,20 @@ static void batch_add(struct sc_batch **bs, uint32_t *nb, struct sc_io *io,
 
 /* ---- submission ---- */
 
+/* Empties the queue of I/Os other threads submitted (any thread). */
+static struct sc_io *queue_take(struct sclient *sc)
+{
+	struct sc_io *io;
+
+	pthread_mutex_lock(&sc->qlock);
+	io = sc->q_head;
+	sc->q_head = NULL;
+	sc->q_tail = &sc->q_head;
+	sc->q_posted = false;
+	pthread_mutex_unlock(&sc->qlock);
+	return io;
+}
+
 /* The I/Os other threads queued since the last turn: small reads batched
  * per target, the others started one by one. */
 static void drain_on_owner(void *arg)
@@ -786,13 +800,7 @@ static void drain_on_owner(void *arg)
 	uint32_t nb = 0;
 	struct sc_io *io, *next;
 
-	pthread_mutex_lock(&sc->qlock);
-	io = sc->q_head;
-	sc->q_head = NULL;
-	sc->q_tail = &sc->q_head;
-	sc->q_posted = false;
-	pthread_mutex_unlock(&sc->qlock);
-	for (; io; io = next) {
+	for (io = queue_take(sc); io; io = next) {
 		const struct cm_node *nd;
 
 		next = io->next;
@@ -854,15 +862,9 @@ void sc_submit(struct sclient *sc, struct sc_io *io)
 	sc->q_posted = true;
 	pthread_mutex_unlock(&sc->qlock);
 	if (post && reactor_post(sc->r, drain_on_owner, sc)) {
-		pthread_mutex_lock(&sc->qlock);
-		io = sc->q_head;
-		sc->q_head = NULL;
-		sc->q_tail = &sc->q_head;
-		sc->q_posted = false;
-		pthread_mutex_unlock(&sc->qlock);
-		for (struct sc_io *next; io; io = next) {
-			next = io->next;
-			io_complete(io, -ENOMEM);
+		for (struct sc_io *next, *q = queue_take(sc); q; q = next) {
+			next = q->next;
+			io_complete(q, -ENOMEM);
 		}
 	}
 }

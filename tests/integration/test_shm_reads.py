@@ -16,7 +16,6 @@ import array
 import json
 import mmap
 import os
-import signal
 import socket
 import struct
 import subprocess
@@ -27,8 +26,8 @@ import pytest
 
 import strata_wire
 
-from conftest import (STRATA, fetch_metrics_text, parse_metrics, run, run_strata, spawn,
-                      wait_until)
+from conftest import STRATA, fetch_metrics_text, parse_metrics, run_strata, wait_until
+from test_python import PY, py_env
 
 SIZE = 32 << 20
 MAGIC = 0x5348
@@ -51,6 +50,14 @@ def put_file(c, tmp_path, name="f", size=SIZE):
     r = run_strata("put", "-q", "--dir", c.dir, src, "/" + name, timeout=60)
     assert r.returncode == 0, r.stderr
     return data
+
+
+def child_env(c):
+    """The environment of a child /usr/bin/python3 using the build's
+    libstrata against cluster c."""
+    env = dict(os.environ)
+    env.update(py_env(c.dir))
+    return env
 
 
 def cat(c, name, env=None):
@@ -149,12 +156,9 @@ def test_killed_reader_and_restarted_daemon(cluster, tmp_path):
             "    with open(sys.argv[1], 'wb') as f:\n"
             "        f.write(again)\n"
             "    print('same' if first == again else 'differ', len(again), flush=True)\n")
-    from test_python import PY, py_env
-    env = dict(os.environ)
-    env.update(py_env(c.dir))
     out = tmp_path / "again"
     p = subprocess.Popen([PY, "-c", code, str(out)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(c), text=True)
 
     def read_again():
         p.stdin.write("\n")
@@ -339,7 +343,7 @@ def test_small_reads_of_one_submit_batch_per_target(cluster, tmp_path):
     returns its own bytes, and one past the end of the file its own short
     count."""
     c = cluster(3)
-    data = put_file(c, tmp_path, "small", 4 << 20)
+    put_file(c, tmp_path, "small", 4 << 20)
     code = ("import os, random, sys, strata\n"
             "cl = strata.Client()\n"
             "data = open(sys.argv[1], 'rb').read()\n"
@@ -360,13 +364,10 @@ def test_small_reads_of_one_submit_batch_per_target(cluster, tmp_path):
             "    assert got[i] == len(want), (i, got[i], len(want))\n"
             "    assert bytes(b[:len(want)]) == want, i\n"
             "print('ok', len(offs))\n")
-    from test_python import PY, py_env
-    env = dict(os.environ)
-    env.update(py_env(c.dir))
     before = total(c, "strata_storage_batch_reads_total")
     reads = total(c, "strata_storage_reads_total")
     r = subprocess.run([PY, "-c", code, str(tmp_path / "src-small")], capture_output=True,
-                       text=True, timeout=120, env=env)
+                       text=True, timeout=120, env=child_env(c))
     assert r.returncode == 0 and r.stdout.split() == ["ok", "121"], r.stderr[-4000:]
     batches = total(c, "strata_storage_batch_reads_total") - before
     items = total(c, "strata_storage_reads_total") - reads
