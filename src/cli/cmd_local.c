@@ -278,12 +278,31 @@ static int port_bindable(int port)
 	return ok;
 }
 
+/* Whether port was handed out by free_port in this process before (then
+ * it is not free: its daemon may not have bound it yet); otherwise
+ * remembers it. */
+static bool port_given(int port)
+{
+	static int given[64];
+	static unsigned n;
+
+	for (unsigned i = 0; i < n && i < 64; i++) {
+		if (given[i] == port)
+			return true;
+	}
+	given[n++ % 64] = port;
+	return false;
+}
+
 /* A loopback port free right now, for a daemon whose address must not
  * change when it is restarted (the control daemons: their addresses are
  * every other daemon's mgmt addresses; the composer's API). Drawn below the
  * kernel's ephemeral range: a port there could be taken by any process's
  * outgoing connection while the daemon is down, and its restart would fail
- * with EADDRINUSE. Returns the port or 0. */
+ * with EADDRINUSE. Never the same port twice in one process: the ports of
+ * one 'local up' are all drawn before any daemon binds its own (a
+ * composer's port drawn equal to node 1's failed node 1's start). Returns
+ * the port or 0. */
 static int free_port(void)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -303,7 +322,7 @@ static int free_port(void)
 			if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
 				break;
 			port = 10000 + (int)(r % (uint32_t)(lo - 10000));
-			if (port_bindable(port))
+			if (port_bindable(port) && !port_given(port))
 				return port;
 		}
 	}
