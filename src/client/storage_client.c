@@ -397,73 +397,78 @@ static void ask_verify(struct sc_io *io)
 	sp_ask_verify(sc->pool, nd->addr, &rd, sc->o.timeout_ms);
 }
 
-/* A read through a shared-memory slot: its bytes land in io->buf (the
- * slot goes back), or it fails. A region the daemon does not know (it
- * restarted) sends this read and the next ones over TCP until a new one is
- * attached. Returns the status to go on with. */
-static int shm_landed(struct sc_io *io, int status, struct rpc_msg *resp,
-		      const struct sp_read_rep *rep)
+/*
+ * The nread bytes of a read of io came back, at data (a shared-memory
+ * slot, a batch's answer) or already in io->buf (data NULL), with the CRC
+ * and version the target sent: copied in, checked, the rest of the buffer
+ * zeroed, and io completed; or this attempt fails (a mismatch asks the
+ * target to check its copy). Every read path ends here.
+ */
+static void read_landed(struct sc_io *io, const uint8_t *data, uint32_t nread, uint32_t crc,
+			uint64_t version)
+{
+	if (nread > io->len) {
+		io_failed(io, STRATA_EBADMSG);
+		return;
+	}
+	if (data)
+		memcpy(io->buf, data, nread);
+	if (crc32c(0, io->buf, nread) != crc) {
+		log_warn("client", "chunk %llx:%llx: checksum mismatch in a reply from target %u; retrying another replica",
+			 (unsigned long long)io->ino, (unsigned long long)io->idx,
+			 io->tried.target_id);
+		ask_verify(io);
+		io_failed(io, STRATA_EINTEGRITY);
+		return;
+	}
+	memset((uint8_t *)io->buf + nread, 0, io->len - nread);
+	io->version = version;
+	io->nread = nread;
+	io_complete(io, 0);
+}
+
+/* The answer to a READ or a READ_SHM. A READ_SHM's bytes are in its slot,
+ * which goes back once they are copied out (never reused when the answer
+ * was lost: the daemon may still write it). A region the daemon does not
+ * know (it restarted) sends this read and the next ones over TCP until a
+ * new one is attached. */
+static void on_read_reply(struct sc_io *io, int status, struct rpc_msg *resp)
 {
 	struct shm_peers *shm = io->sc->shm;
+	struct shm_slot slot = io->slot;	/* io is the caller's once complete */
+	bool via_shm = slot.peer >= 0, forget = false;
+	struct sp_read_rep rep;
 
-	if (status) {
-		bool forget = resp && (status == -ENOENT || status == -ERANGE);
-
-		shm_slot_put(shm, &io->slot, !resp, forget);
-		if (forget) {
-			io->no_shm = true;
-			return -EAGAIN;	/* retried over TCP */
-		}
-		return status;
+	io->slot.peer = -1;
+	if (!status && (st_read_rep(resp, &rep) ||
+			resp->hdr.bulk_len != (via_shm ? 0 : rep.nread)))
+		status = STRATA_EBADMSG;
+	if (!status) {
+		read_landed(io, via_shm ? shm_slot_data(shm, &slot) : NULL, rep.nread, rep.crc,
+			    rep.version);
+	} else if (via_shm && resp && (status == -ENOENT || status == -ERANGE)) {
+		forget = true;
+		io->no_shm = true;
+		status = -EAGAIN;	/* retried over TCP */
 	}
-	if (rep->nread > io->len || resp->hdr.bulk_len) {
-		shm_slot_put(shm, &io->slot, false, false);
-		return STRATA_EBADMSG;
-	}
-	memcpy(io->buf, shm_slot_data(shm, &io->slot), rep->nread);
-	shm_slot_put(shm, &io->slot, false, false);
-	return 0;
+	shm_slot_put(shm, &slot, status && !resp, forget);
+	if (status)
+		io_failed(io, status);
 }
 
 static void on_reply(void *arg, int status, struct rpc_msg *resp)
 {
 	struct sc_io *io = arg;
-	struct sp_read_rep rd_rep;
-	bool via_shm = io->kind == SC_READ && io->slot.peer >= 0;
 
-	if (via_shm) {
-		if (!status && st_read_rep(resp, &rd_rep))
-			status = STRATA_EBADMSG;
-		status = shm_landed(io, status, resp, &rd_rep);
+	if (io->kind == SC_READ) {
+		on_read_reply(io, status, resp);
+		return;
 	}
 	if (status) {
 		io_failed(io, status);
 		return;
 	}
 	switch (io->kind) {
-	case SC_READ: {
-		struct sp_read_rep rep;
-
-		/* Through shared memory, the bytes are in io->buf already. */
-		if (st_read_rep(resp, &rep) || rep.nread > io->len ||
-		    (!via_shm && resp->hdr.bulk_len != rep.nread)) {
-			io_failed(io, STRATA_EBADMSG);
-			return;
-		}
-		io->version = rep.version;
-		if (crc32c(0, io->buf, rep.nread) != rep.crc) {
-			log_warn("client", "chunk %llx:%llx: checksum mismatch in a reply from target %u; retrying another replica",
-				 (unsigned long long)io->ino, (unsigned long long)io->idx,
-				 io->tried.target_id);
-			ask_verify(io);
-			io_failed(io, STRATA_EINTEGRITY);
-			return;
-		}
-		if (rep.nread < io->len)
-			memset((uint8_t *)io->buf + rep.nread, 0, io->len - rep.nread);
-		io->nread = rep.nread;
-		break;
-	}
 	case SC_LIST:
 		sp_list_rep_release(&io->list);
 		if (st_list_rep(resp, &io->list)) {
@@ -681,24 +686,10 @@ static void on_batch_reply(void *arg, int status, struct rpc_msg *resp)
 		int st = status ? status : r->status;
 		uint32_t len = io->len;		/* io is the caller's once complete */
 
-		if (!st && r->nread > len)
-			st = STRATA_EBADMSG;
-		if (!st && crc32c(0, b->buf + off, r->nread) != r->crc) {
-			log_warn("client", "chunk %llx:%llx: checksum mismatch in a batch from target %u; retrying another replica",
-				 (unsigned long long)io->ino, (unsigned long long)io->idx,
-				 b->target_id);
-			ask_verify(io);
-			st = STRATA_EINTEGRITY;
-		}
-		if (st) {
+		if (st)
 			io_failed(io, st);
-		} else {
-			memcpy(io->buf, b->buf + off, r->nread);
-			memset((uint8_t *)io->buf + r->nread, 0, len - r->nread);
-			io->version = r->version;
-			io->nread = r->nread;
-			io_complete(io, 0);
-		}
+		else
+			read_landed(io, b->buf + off, r->nread, r->crc, r->version);
 		off += len;
 	}
 	sp_batch_rep_release(&rep);

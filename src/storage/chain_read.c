@@ -108,7 +108,7 @@ static void on_read_done(void *arg, int status, const struct chunk_info *info,
 		 * read without bulk. */
 		abuf_free(op->buf);
 		chunk_hold_put(hold);
-		st_read_reply(op->req, status, status ? &(struct sp_read_rep){ 0 } : &rep);
+		st_read_reply(op->req, status, &rep);
 		free(op);
 		return;
 	}
