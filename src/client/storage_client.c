@@ -456,6 +456,32 @@ static void on_read_reply(struct sc_io *io, int status, struct rpc_msg *resp)
 		io_failed(io, status);
 }
 
+/* Gives back the slot of a WRITE_SHM, if io's attempt was one, once its
+ * answer came (or never will: lost). A daemon that does not know the op
+ * (an older one) or our region (it restarted) gets this write again over
+ * TCP. Returns the status to go on with. */
+static int write_slot_back(struct sc_io *io, int status, const struct rpc_msg *resp)
+{
+	struct shm_peers *shm = io->sc->shm;
+	struct shm_slot slot = io->slot;
+	bool lost = status && !resp, forget = false;
+
+	if (slot.peer < 0)
+		return status;
+	io->slot.peer = -1;
+	if (resp && status == STRATA_EBADOP) {
+		shm_writes_unknown(shm, &slot);
+		io->no_shm = true;
+		status = -EAGAIN;	/* retried over TCP */
+	} else if (resp && (status == -ENOENT || status == -ERANGE)) {
+		forget = true;
+		io->no_shm = true;
+		status = -EAGAIN;
+	}
+	shm_slot_put(shm, &slot, lost, forget);
+	return status;
+}
+
 static void on_reply(void *arg, int status, struct rpc_msg *resp)
 {
 	struct sc_io *io = arg;
@@ -464,6 +490,8 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 		on_read_reply(io, status, resp);
 		return;
 	}
+	if (io->kind == SC_WRITE)
+		status = write_slot_back(io, status, resp);
 	if (status) {
 		io_failed(io, status);
 		return;
@@ -607,7 +635,8 @@ static void io_send(struct sc_io *io, const struct cm_node *nd)
 		rd.offset = io->offset;
 		rd.len = io->len;
 		if (!io->no_shm &&
-		    shm_slot_get(sc->shm, nd->id, nd->addr, io->len, &io->slot, &sr.shm, &sr.at)) {
+		    shm_slot_get(sc->shm, nd->id, nd->addr, io->len, false, &io->slot, &sr.shm,
+				 &sr.at)) {
 			sr.rd = rd;
 			rc = st_read_shm_call(sc->pool, nd->addr, &sr, &call);
 			if (rc)
@@ -626,6 +655,8 @@ static void io_send(struct sc_io *io, const struct cm_node *nd)
 
 		rc = st_list_call(sc->pool, nd->addr, &ls, &call);
 	} else {
+		struct sp_shm_write sw;
+
 		u.ref = ref;
 		u.offset = io->offset;
 		u.len = io->kind == SC_REMOVE ? 0 : io->len;
@@ -634,7 +665,22 @@ static void io_send(struct sc_io *io, const struct cm_node *nd)
 			call.bulk = io->buf;
 			call.bulk_len = io->len;
 		}
-		rc = proto_call(sc->pool, nd->addr, op_of(io->kind), sp_update_enc_any, &u, &call);
+		if (io->kind == SC_WRITE && !io->no_shm &&
+		    shm_slot_get(sc->shm, nd->id, nd->addr, io->len, true, &io->slot, &sw.shm,
+				 &sw.at)) {
+			/* The bytes through our region: the head copies them
+			 * out before it answers (WRITE_SHM). */
+			memcpy(shm_slot_data(sc->shm, &io->slot), io->buf, io->len);
+			sw.upd = u;
+			call.bulk = NULL;
+			call.bulk_len = 0;
+			rc = st_write_shm_call(sc->pool, nd->addr, &sw, &call);
+			if (rc)
+				shm_slot_put(sc->shm, &io->slot, false, false);
+		} else {
+			rc = proto_call(sc->pool, nd->addr, op_of(io->kind), sp_update_enc_any, &u,
+					&call);
+		}
 	}
 	if (rc)
 		io_failed(io, rc);
