@@ -427,50 +427,23 @@ static void read_landed(struct sc_io *io, const uint8_t *data, uint32_t nread, u
 	io_complete(io, 0);
 }
 
-/* The answer to a READ or a READ_SHM. A READ_SHM's bytes are in its slot,
- * which goes back once they are copied out (never reused when the answer
- * was lost: the daemon may still write it). A region the daemon does not
- * know (it restarted) sends this read and the next ones over TCP until a
- * new one is attached. */
-static void on_read_reply(struct sc_io *io, int status, struct rpc_msg *resp)
+/*
+ * Gives back the slots an attempt of io held (slot->peer >= 0), once its
+ * answer came (resp) or never will (lost: the daemon may still use them).
+ * A daemon that does not know our region (it restarted), or a WRITE_SHM
+ * (an older daemon), has io go over TCP: returns -EAGAIN then, else
+ * status. io is not touched when status is 0 (it may be the caller's
+ * already): shm is its client's.
+ */
+static int slot_back(struct shm_peers *shm, struct sc_io *io, struct shm_slot *slot, int status,
+		     const struct rpc_msg *resp)
 {
-	struct shm_peers *shm = io->sc->shm;
-	struct shm_slot slot = io->slot;	/* io is the caller's once complete */
-	bool via_shm = slot.peer >= 0, forget = false;
-	struct sp_read_rep rep;
-
-	io->slot.peer = -1;
-	if (!status && (st_read_rep(resp, &rep) ||
-			resp->hdr.bulk_len != (via_shm ? 0 : rep.nread)))
-		status = STRATA_EBADMSG;
-	if (!status) {
-		read_landed(io, via_shm ? shm_slot_data(shm, &slot) : NULL, rep.nread, rep.crc,
-			    rep.version);
-	} else if (via_shm && resp && (status == -ENOENT || status == -ERANGE)) {
-		forget = true;
-		io->no_shm = true;
-		status = -EAGAIN;	/* retried over TCP */
-	}
-	shm_slot_put(shm, &slot, status && !resp, forget);
-	if (status)
-		io_failed(io, status);
-}
-
-/* Gives back the slot of a WRITE_SHM, if io's attempt was one, once its
- * answer came (or never will: lost). A daemon that does not know the op
- * (an older one) or our region (it restarted) gets this write again over
- * TCP. Returns the status to go on with. */
-static int write_slot_back(struct sc_io *io, int status, const struct rpc_msg *resp)
-{
-	struct shm_peers *shm = io->sc->shm;
-	struct shm_slot slot = io->slot;
 	bool lost = status && !resp, forget = false;
 
-	if (slot.peer < 0)
+	if (slot->peer < 0)
 		return status;
-	io->slot.peer = -1;
-	if (resp && status == STRATA_EBADOP) {
-		shm_writes_unknown(shm, &slot);
+	if (resp && io->kind == SC_WRITE && status == STRATA_EBADOP) {
+		shm_writes_unknown(shm, slot);
 		io->no_shm = true;
 		status = -EAGAIN;	/* retried over TCP */
 	} else if (resp && (status == -ENOENT || status == -ERANGE)) {
@@ -478,8 +451,29 @@ static int write_slot_back(struct sc_io *io, int status, const struct rpc_msg *r
 		io->no_shm = true;
 		status = -EAGAIN;
 	}
-	shm_slot_put(shm, &slot, lost, forget);
+	shm_slot_put(shm, slot, lost, forget);
 	return status;
+}
+
+/* The answer to a READ or a READ_SHM. A READ_SHM's bytes are in its slot,
+ * which goes back once they are copied out (slot_back). */
+static void on_read_reply(struct sc_io *io, int status, struct rpc_msg *resp)
+{
+	struct shm_peers *shm = io->sc->shm;
+	struct shm_slot slot = io->slot;	/* io is the caller's once complete */
+	bool via_shm = slot.peer >= 0;
+	struct sp_read_rep rep;
+
+	io->slot.peer = -1;
+	if (!status && (st_read_rep(resp, &rep) ||
+			resp->hdr.bulk_len != (via_shm ? 0 : rep.nread)))
+		status = STRATA_EBADMSG;
+	if (!status)
+		read_landed(io, via_shm ? shm_slot_data(shm, &slot) : NULL, rep.nread, rep.crc,
+			    rep.version);
+	status = slot_back(shm, io, &slot, status, resp);
+	if (status)
+		io_failed(io, status);
 }
 
 static void on_reply(void *arg, int status, struct rpc_msg *resp)
@@ -490,8 +484,12 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 		on_read_reply(io, status, resp);
 		return;
 	}
-	if (io->kind == SC_WRITE)
-		status = write_slot_back(io, status, resp);
+	if (io->kind == SC_WRITE) {
+		struct shm_slot slot = io->slot;
+
+		io->slot.peer = -1;
+		status = slot_back(io->sc->shm, io, &slot, status, resp);
+	}
 	if (status) {
 		io_failed(io, status);
 		return;
@@ -660,24 +658,23 @@ static void io_send(struct sc_io *io, const struct cm_node *nd)
 		u.ref = ref;
 		u.offset = io->offset;
 		u.len = io->kind == SC_REMOVE ? 0 : io->len;
-		if (io->kind == SC_WRITE) {
+		if (io->kind == SC_WRITE)
 			u.crc = io->crc;
-			call.bulk = io->buf;
-			call.bulk_len = io->len;
-		}
 		if (io->kind == SC_WRITE && !io->no_shm &&
 		    shm_slot_get(sc->shm, nd->id, nd->addr, io->len, true, &io->slot, &sw.shm,
 				 &sw.at)) {
-			/* The bytes through our region: the head copies them
+			/* The bytes through our slots: the head copies them
 			 * out before it answers (WRITE_SHM). */
 			memcpy(shm_slot_data(sc->shm, &io->slot), io->buf, io->len);
 			sw.upd = u;
-			call.bulk = NULL;
-			call.bulk_len = 0;
 			rc = st_write_shm_call(sc->pool, nd->addr, &sw, &call);
 			if (rc)
 				shm_slot_put(sc->shm, &io->slot, false, false);
 		} else {
+			if (io->kind == SC_WRITE) {
+				call.bulk = io->buf;
+				call.bulk_len = io->len;
+			}
 			rc = proto_call(sc->pool, nd->addr, op_of(io->kind), sp_update_enc_any, &u,
 					&call);
 		}
