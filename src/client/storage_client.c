@@ -442,6 +442,10 @@ static int slot_back(struct shm_peers *shm, struct sc_io *io, struct shm_slot *s
 
 	if (slot->peer < 0)
 		return status;
+	if (!status) {
+		shm_slot_put(shm, slot, false, false);
+		return 0;
+	}
 	if (resp && io->kind == SC_WRITE && status == STRATA_EBADOP) {
 		shm_writes_unknown(shm, slot);
 		io->no_shm = true;
