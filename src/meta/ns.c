@@ -791,15 +791,29 @@ static int quota_domain(struct ns *ns, uint64_t dir, uint64_t *out)
 	return 0;
 }
 
+/* Reads the inline bytes of in into buf (cap bytes; NULL, 0: only the
+ * length): their length, or -ENOENT when in is not an inline file. Only
+ * a regular file of 1..NS_INLINE_MAX bytes may be one. */
+static int inline_get(struct ns *ns, const struct meta_inode *in, uint8_t *buf, size_t cap)
+{
+	if (!is_reg(in) || in->size == 0 || in->size > NS_INLINE_MAX)
+		return -ENOENT;
+	return CALL(ns, get_inline, in->ino, buf, cap);
+}
+
 static int drop_inode(struct ns *ns, const struct meta_inode *in)
 {
-	int err = CALL(ns, del_inode, in->ino);
+	/* An inline file has no chunks to queue: a chunk 0 a conversion cut
+	 * short by a crash may have left is the orphan reconciler's once
+	 * the inode is gone. */
+	int inl = inline_get(ns, in, NULL, 0);
+	int err = inl < 0 && inl != -ENOENT ? inl : CALL(ns, del_inode, in->ino);
 
 	if (!err)
 		err = CALL(ns, counter_add, "inodes", -1);
 	if (!err && is_dir(in))
 		err = quota_forget(ns, in->ino);
-	if (!err && is_reg(in) && in->size) {
+	if (!err && is_reg(in) && in->size && inl < 0) {
 		err = CALL(ns, counter_add, "bytes", -(int64_t)in->size);
 		if (!err)
 			err = CALL(ns, gc_push, in->ino, 0, div_up(in->size, in->layout.chunk_size),
@@ -1480,16 +1494,6 @@ int ns_rename(struct ns *ns, struct ns_ref src_parent, const char *src_name,
 /* ---- sizes, truncate, setattr, open ---- */
 
 /* Sets the size of file in (loaded, modified in place) to exactly size. */
-/* Reads the inline bytes of in into buf (cap bytes; NULL, 0: only the
- * length): their length, or -ENOENT when in is not an inline file. Only
- * a regular file of 1..NS_INLINE_MAX bytes may be one. */
-static int inline_get(struct ns *ns, const struct meta_inode *in, uint8_t *buf, size_t cap)
-{
-	if (!is_reg(in) || in->size == 0 || in->size > NS_INLINE_MAX)
-		return -ENOENT;
-	return CALL(ns, get_inline, in->ino, buf, cap);
-}
-
 /* Moves the file's size (and its quota and byte counts) to size. */
 static int resize(struct ns *ns, struct meta_inode *in, uint64_t size)
 {

@@ -125,6 +125,7 @@ static void test_inline(void **state)
 	struct fx *f = *state;
 	struct meta_inode in;
 	struct ns_statfs sf;
+	struct meta_gc_item gc[4];
 	struct ns_trunc tr;
 	uint64_t a, big, bytes0;
 
@@ -175,6 +176,7 @@ static void test_inline(void **state)
 	assert_int_equal(f->st.ops->begin(f->st.impl, false), 0);
 	assert_int_equal(f->st.ops->get_inline(f->st.impl, a, NULL, 0), -ENOENT);
 	f->st.ops->rollback(f->st.impl);
+	assert_int_equal(gc_all(&f->ns, a, gc, 4), 0);	/* no chunk to remove */
 
 	/* An open with O_TRUNC drops them (and queues chunk 0). */
 	a = mkfile(&f->ns, NS_ROOT_INO, "t", 0);
