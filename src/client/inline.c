@@ -262,6 +262,16 @@ int cl_inline_spill(struct strata_file *f)
 	return rc;
 }
 
+/* The end of a change of f's bytes that answered rc: 2, it would take
+ * the file past inline_max, which makes it a chunked one (1 then). */
+static int past_bound(struct strata_file *f, int rc)
+{
+	if (rc != 2)
+		return rc;
+	rc = cl_inline_spill(f);
+	return rc ? rc : 1;
+}
+
 int cl_inline_write(struct strata_file *f, const void *buf, uint64_t len, uint64_t off,
 		    bool append, uint64_t *at)
 {
@@ -289,12 +299,7 @@ int cl_inline_write(struct strata_file *f, const void *buf, uint64_t len, uint64
 	*at = off;
 	pthread_mutex_unlock(&f->lock);
 	pthread_mutex_unlock(&f->wlock);
-	if (rc == 2) {
-		/* Beyond inline_max: the file becomes a chunked one. */
-		rc = cl_inline_spill(f);
-		return rc ? rc : 1;
-	}
-	return rc;
+	return past_bound(f, rc);
 }
 
 int cl_inline_publish(struct strata_file *f, bool *done)
@@ -352,11 +357,7 @@ int cl_inline_truncate(struct strata_file *f, uint64_t size)
 	}
 	pthread_mutex_unlock(&f->lock);
 	pthread_mutex_unlock(&f->wlock);
-	if (rc == 2) {
-		rc = cl_inline_spill(f);
-		return rc ? rc : 1;
-	}
-	return rc;
+	return past_bound(f, rc);
 }
 
 int cl_inline_convert(struct strata *s, struct mt_handle h)

@@ -1647,18 +1647,26 @@ int ns_setattr(struct ns *ns, struct ns_ref ino, uint32_t mask, const struct met
 	return run_req(ns, id, do_setattr, &a, out, tr);
 }
 
+/* Loads r, which must be a regular file (-EISDIR, -EINVAL). */
+static int load_file(struct ns *ns, struct ns_ref r, struct meta_inode *in)
+{
+	int err = load(ns, r, in);
+
+	if (err)
+		return err;
+	if (is_dir(in))
+		return -EISDIR;
+	return is_reg(in) ? 0 : -EINVAL;
+}
+
 static int do_set_size(struct ns *ns, void *a)
 {
 	struct attr_args *args = a;
 	struct meta_inode in;
-	int err = load(ns, args->ino, &in);
+	int err = load_file(ns, args->ino, &in);
 
 	if (err)
 		return err;
-	if (is_dir(&in))
-		return -EISDIR;
-	if (!is_reg(&in))
-		return -EINVAL;
 	if (inline_get(ns, &in, NULL, 0) >= 0) {
 		/* A writer of chunks closes an inline file: its chunks win. */
 		err = CALL(ns, del_inline, in.ino);
@@ -1780,14 +1788,10 @@ static int do_publish(struct ns *ns, void *a)
 {
 	struct attr_args *args = a;
 	struct meta_inode in;
-	int err = load(ns, args->ino, &in);
+	int err = load_file(ns, args->ino, &in);
 
 	if (err)
 		return err;
-	if (is_dir(&in))
-		return -EISDIR;
-	if (!is_reg(&in))
-		return -EINVAL;
 	if (in.size && inline_get(ns, &in, NULL, 0) < 0)
 		return -ENOTEMPTY;	/* chunked content: not ours to replace */
 	err = args->size ? CALL(ns, put_inline, in.ino, args->data, (size_t)args->size) :

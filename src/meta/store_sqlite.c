@@ -426,10 +426,13 @@ static int sq_put_inline(void *impl, uint64_t ino, const uint8_t *data, size_t l
 	return stmt_exec(s, st, "put inline data");
 }
 
-static int sq_get_inline(void *impl, uint64_t ino, uint8_t *buf, size_t cap)
+/* Runs st, bound to an inode number, for one blob column: copies it into
+ * buf (cap bytes; with nul, NUL-terminated and cut to cap - 1) and
+ * returns its full length, or -ENOENT without a row. */
+static int get_blob(struct sqlite_store *s, enum stmt_id which, uint64_t ino, void *buf,
+		    size_t cap, bool nul, const char *what)
 {
-	struct sqlite_store *s = impl;
-	sqlite3_stmt *st = stmt_get(s, ST_GET_INLINE);
+	sqlite3_stmt *st = stmt_get(s, which);
 	int rc, err;
 
 	if (!st)
@@ -439,18 +442,26 @@ static int sq_get_inline(void *impl, uint64_t ino, uint8_t *buf, size_t cap)
 	if (rc == SQLITE_ROW) {
 		const void *p = sqlite3_column_blob(st, 0);
 		int n = sqlite3_column_bytes(st, 0);
-		size_t c = (size_t)n < cap ? (size_t)n : cap;
+		size_t room = nul ? (cap ? cap - 1 : 0) : cap;
+		size_t c = (size_t)n < room ? (size_t)n : room;
 
 		if (c)
 			memcpy(buf, p, c);
+		if (nul && cap)
+			((char *)buf)[c] = '\0';
 		err = n;
 	} else if (rc == SQLITE_DONE) {
 		err = -ENOENT;
 	} else {
-		err = map_rc(s, rc, "get inline data");
+		err = map_rc(s, rc, what);
 	}
 	stmt_done(st);
 	return err;
+}
+
+static int sq_get_inline(void *impl, uint64_t ino, uint8_t *buf, size_t cap)
+{
+	return get_blob(impl, ST_GET_INLINE, ino, buf, cap, false, "get inline data");
 }
 
 static int sq_put_link(void *impl, uint64_t ino, const char *target, size_t len)
@@ -471,33 +482,7 @@ static int sq_put_link(void *impl, uint64_t ino, const char *target, size_t len)
 
 static int sq_get_link(void *impl, uint64_t ino, char *buf, size_t cap)
 {
-	struct sqlite_store *s = impl;
-	sqlite3_stmt *st = stmt_get(s, ST_GET_LINK);
-	int rc, err;
-
-	if (!st)
-		return -EIO;
-	sqlite3_bind_int64(st, 1, (int64_t)ino);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		const void *p = sqlite3_column_blob(st, 0);
-		int n = sqlite3_column_bytes(st, 0);
-
-		if (cap) {
-			size_t c = (size_t)n < cap - 1 ? (size_t)n : cap - 1;
-
-			if (c)
-				memcpy(buf, p, c);
-			buf[c] = '\0';
-		}
-		err = n;
-	} else if (rc == SQLITE_DONE) {
-		err = -ENOENT;
-	} else {
-		err = map_rc(s, rc, "get link");
-	}
-	stmt_done(st);
-	return err;
+	return get_blob(impl, ST_GET_LINK, ino, buf, cap, true, "get link");
 }
 
 static int sq_get_dentry(void *impl, uint64_t parent, const char *name, uint64_t *ino,
@@ -1135,37 +1120,24 @@ static int migrate(struct sqlite_store *s)
 		log_info(COMP, "database '%s': schema 1 -> 2 (inode generations)", s->path);
 		v = 2;
 	}
-	if (v < 3) {
-		rc = sqlite3_exec(s->db, "UPDATE counters SET value = 3 WHERE name ="
-				  " 'schema_version';", NULL, NULL, NULL);
-		if (rc != SQLITE_OK) {
-			log_error(COMP, "database '%s': migrating schema to 3 failed: %s",
-				  s->path, sqlite3_errmsg(s->db));
+	/* Versions 3 to 5 only add tables, which schema_sql made. */
+	for (; v < SCHEMA_VERSION; v++) {
+		static const char *const added[] = { "", "", "", "quotas", "request ids",
+						     "inline data" };
+		char sql[96];
+
+		_Static_assert(sizeof(added) / sizeof(added[0]) == SCHEMA_VERSION + 1,
+			       "name what each schema version adds");
+
+		snprintf(sql, sizeof(sql), "UPDATE counters SET value = %lld WHERE name ="
+			 " 'schema_version';", (long long)v + 1);
+		if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK) {
+			log_error(COMP, "database '%s': migrating schema to %lld failed: %s",
+				  s->path, (long long)v + 1, sqlite3_errmsg(s->db));
 			return -EIO;
 		}
-		log_info(COMP, "database '%s': schema 2 -> 3 (quotas)", s->path);
-		v = 3;
-	}
-	if (v < 4) {
-		rc = sqlite3_exec(s->db, "UPDATE counters SET value = 4 WHERE name ="
-				  " 'schema_version';", NULL, NULL, NULL);
-		if (rc != SQLITE_OK) {
-			log_error(COMP, "database '%s': migrating schema to 4 failed: %s",
-				  s->path, sqlite3_errmsg(s->db));
-			return -EIO;
-		}
-		log_info(COMP, "database '%s': schema 3 -> 4 (request ids)", s->path);
-		v = 4;
-	}
-	if (v < 5) {
-		rc = sqlite3_exec(s->db, "UPDATE counters SET value = 5 WHERE name ="
-				  " 'schema_version';", NULL, NULL, NULL);
-		if (rc != SQLITE_OK) {
-			log_error(COMP, "database '%s': migrating schema to 5 failed: %s",
-				  s->path, sqlite3_errmsg(s->db));
-			return -EIO;
-		}
-		log_info(COMP, "database '%s': schema 4 -> 5 (inline data)", s->path);
+		log_info(COMP, "database '%s': schema %lld -> %lld (%s)", s->path, (long long)v,
+			 (long long)v + 1, added[v + 1]);
 	}
 	return 0;
 }
