@@ -199,12 +199,46 @@ print("OK")
 
 
 @pytest.mark.timeout(180)
+def test_inline_reads_reach_no_storage_daemon(cluster, tmp_path):
+    """An inline file's bytes come with its open: reading it sends no READ
+    to any storage daemon, through shared memory (the default on one
+    host) or TCP (STRATA_SHM_READS=0); a chunked file of the same run
+    does, and both read back right."""
+    from test_shm_reads import total
+    c = cluster(3)
+    run_py(c, PRELUDE + """
+c.makedirs("/r")
+c.write_bytes("/r/small", b"s" * 3000)
+c.write_bytes("/r/big", b"b" * (MAX + 1))
+print("OK")
+""")
+    for env in ({}, {"STRATA_SHM_READS": "0"}):
+        reads = total(c, "strata_storage_reads_total")
+        shm = total(c, "strata_storage_shm_reads_total")
+        run_py(c, PRELUDE + """
+for i in range(20):
+    assert c.read_bytes("/r/small") == b"s" * 3000
+b = bytearray(100)
+assert c.read_batch([("/r/small", 2950, b)]) == [50] and bytes(b[:50]) == b"s" * 50
+print("OK")
+""", env=env)
+        assert total(c, "strata_storage_reads_total") == reads, env
+        assert total(c, "strata_storage_shm_reads_total") == shm, env
+        run_py(c, PRELUDE + """
+assert c.read_bytes("/r/big") == b"b" * (MAX + 1)
+print("OK")
+""", env=env)
+        assert total(c, "strata_storage_reads_total") + \
+            total(c, "strata_storage_shm_reads_total") > reads + shm, env
+
+
+@pytest.mark.timeout(180)
 def test_rewritten_by_another_client_is_never_stale(cluster):
     c = cluster(3)
     run_py(c, PRELUDE + """
 w = strata.Client()
 c.makedirs("/s")
-sizes = [10, 5000, MAX, 40000, 7, MAX + 1, 0, 3000, 200000, 12]
+sizes = [10, 5000, 5000, MAX, MAX, 40000, 7, MAX + 1, 0, 3000, 3000, 200000, 12]
 for r, n in enumerate(sizes):
     data = os.urandom(n)
     w.write_bytes("/s/f", data)
