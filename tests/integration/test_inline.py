@@ -188,6 +188,13 @@ with c.open("/t/f", "wb", buffering=0) as f:
     f.write(b"fsynced")
     f.fsync()
     assert strata.Client().read_bytes("/t/f") == b"fsynced"
+# a client without inline support writes chunks, which both read
+old.write_bytes("/t/old", b"o" * 3000)
+check("/t/old", b"o" * 3000, False)
+# and truncating an inline file (O_TRUNC) is open to it
+c.write_bytes("/t/o2", b"new" * 100)
+old.write_bytes("/t/o2", b"x" * 10)
+check("/t/o2", b"x" * 10, False)
 # rename, unlink (hard links: test_fuse.py)
 c.write_bytes("/t/r", b"moved bytes")
 c.rename("/t/r", "/t/r2")
