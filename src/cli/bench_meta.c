@@ -153,8 +153,11 @@ static int one_cluster(struct strata *s, enum bm_op op, const char *path, uint8_
 		return rc ? rc : st.size == 0 ? 0 : -EIO;
 	case BM_FILL:
 	case BM_READ:
-		rc = strata_open(s, path, op == BM_FILL ? STRATA_O_WRONLY : STRATA_O_RDONLY, 0,
-				 &f);
+		/* The fill writes each file's whole content, as a program
+		 * writing a small file does (O_TRUNC): kept inline when the
+		 * service allows (docs/namespace.md, "Inline data"). */
+		rc = strata_open(s, path, op == BM_FILL ? STRATA_O_WRONLY | STRATA_O_TRUNC :
+				 STRATA_O_RDONLY, 0, &f);
 		if (rc)
 			return rc;
 		n = op == BM_FILL ? strata_pwrite(f, buf, BM_READ_SIZE, 0) :
@@ -190,7 +193,7 @@ static int one_local(enum bm_op op, const char *path, uint8_t *buf)
 		return st.st_size == 0 ? 0 : -EIO;
 	case BM_FILL:
 	case BM_READ:
-		fd = open(path, (op == BM_FILL ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
+		fd = open(path, (op == BM_FILL ? O_WRONLY | O_TRUNC : O_RDONLY) | O_CLOEXEC);
 		if (fd < 0)
 			return -errno;
 		n = op == BM_FILL ? pwrite(fd, buf, BM_READ_SIZE, 0) : pread(fd, buf, BM_READ_SIZE, 0);

@@ -151,10 +151,12 @@ static int migrate(int argc, char **argv)
 			strata_strerror(rc));
 		goto out;
 	}
-	printf("migrated %llu inodes, %llu entries, %llu symlinks, %llu quotas, %llu counters,"
-	       " %llu queued deletions; next inode %llu, generation %llu; counts verified\n",
+	printf("migrated %llu inodes, %llu entries, %llu symlinks, %llu inline files, %llu quotas,"
+	       " %llu counters, %llu queued deletions; next inode %llu, generation %llu;"
+	       " counts verified\n",
 	       (unsigned long long)cs.inodes, (unsigned long long)cs.dentries,
-	       (unsigned long long)cs.links, (unsigned long long)cs.quotas,
+	       (unsigned long long)cs.links, (unsigned long long)cs.inlines,
+	       (unsigned long long)cs.quotas,
 	       (unsigned long long)cs.counters, (unsigned long long)cs.gc_items,
 	       (unsigned long long)cs.next_ino + 1, (unsigned long long)cs.next_gen + 1);
 	ret = 0;

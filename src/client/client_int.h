@@ -37,6 +37,10 @@ struct strata {
 	struct cache *cache;		/* the read cache, or NULL (cache_client.c) */
 	struct cl_prefetch *pf;		/* its prefetch thread, started on first use */
 	struct mcache *mcache;		/* the metadata cache, or NULL (namespace.c) */
+	/* The older OPEN/CREATE forms only (inline.c): the meta service
+	 * lacks the *_INL ones, or $STRATA_TEST_NO_INLINE=1 (tests: a client
+	 * without inline support). Atomic. */
+	bool inl_off;
 };
 
 /* The credential of a connection: the token the caller gave (given, "":
@@ -65,7 +69,70 @@ struct strata_file {
 	/* The attributes the open (or create) reply carried, as they were
 	 * then (strata_fstat_open). */
 	struct strata_stat open_st;
+	/* Inline data (inline.c): while inl_on, f->inl holds the file's
+	 * f->size bytes (zeros after them, inl_cap in all) and reads are
+	 * served from it; inl_w: this handle's writes go there too, up to
+	 * inl_max bytes, and its close publishes them. Under lock; the
+	 * buffer also under wlock, which serializes writers of it. */
+	uint8_t *inl;
+	uint32_t inl_cap, inl_max;
+	bool inl_on, inl_w;
+	pthread_mutex_t wlock;
 };
+
+/* ---- inline data (inline.c) ---- */
+
+/* What an open reply said of inline data: the service's inline_max, and
+ * the file's bytes (data, owned) when has. */
+struct cl_inl {
+	uint8_t *data;
+	uint32_t len, max;
+	bool has;
+};
+void cl_inl_release(struct cl_inl *inl);
+
+/* OPEN, OPEN_PATH, CREATE, CREATE_PATH in their *_INL forms while the
+ * service has them (else the older ones, *inl zeroed): as MC_CALL, plus
+ * *inl (released by the caller, or handed to cl_file_new). */
+int cl_open_h(struct strata *s, struct mt_open *rq, struct mt_attr_rep *rep, struct cl_inl *inl);
+int cl_open_path(struct strata *s, struct mt_open_path *rq, struct mt_attr_rep *rep,
+		 struct cl_inl *inl);
+int cl_create_h(struct strata *s, struct mt_create *rq, struct mt_attr_rep *rep,
+		struct cl_inl *inl);
+int cl_create_path(struct strata *s, struct mt_create_path *rq, struct mt_attr_rep *rep,
+		   struct cl_inl *inl);
+/* Sets the inline state of new handle f from its open's *inl (taken,
+ * released): reads of an inline file come from its bytes; fresh (created
+ * or truncated by this open) for writing keeps writes inline; an inline
+ * file opened for writing is converted to chunks first. 0 or an error. */
+int cl_inline_attach(struct strata_file *f, struct cl_inl *inl, bool fresh);
+/* Serves a read of [off, off+len) (within the size) from f's bytes:
+ * false when f holds none (read chunks). */
+bool cl_inline_read(struct strata_file *f, void *buf, uint64_t len, uint64_t off);
+/* A write of f: 0 when it was kept inline (*at: where it went, the end
+ * for append), 1 when it is to go to chunks (f holds nothing inline any
+ * more), or an error. */
+int cl_inline_write(struct strata_file *f, const void *buf, uint64_t len, uint64_t off,
+		    bool append, uint64_t *at);
+/* Writes f's inline bytes as chunks and ends its inline state (before a
+ * write through the ring, or one past inline_max). 0 or an error. */
+int cl_inline_spill(struct strata_file *f);
+/* fsync/close of f: publishes its inline bytes (*done) or spills them
+ * when the service refuses (then the caller publishes the length). */
+int cl_inline_publish(struct strata_file *f, bool *done);
+/* ftruncate of f: 0 when done inline (publish follows), 1 when the
+ * chunk path is to do it, or an error. */
+int cl_inline_truncate(struct strata_file *f, uint64_t size);
+/* Converts inline file h to chunks (answer to -EMEDIUMTYPE from a
+ * truncation growing it past the inline bound): an open for writing. */
+int cl_inline_convert(struct strata *s, struct mt_handle h);
+void cl_inline_free(struct strata_file *f);
+
+/* Opens file h itself (namespace.c): flags STRATA_O_*, no CREAT. */
+int cl_open_handle(struct strata *s, struct mt_handle h, int flags, struct strata_file **out);
+/* Runs an I/O of f over its chunks and waits (renewing a refused cap
+ * once). 0 or an error. */
+int cl_run(struct strata_file *f, enum sc_kind kind, uint8_t *buf, uint64_t len, uint64_t off);
 
 /* Picks an I/O thread's storage client (round robin). */
 struct sclient *cl_pick_sc(struct strata *s);
@@ -127,9 +194,11 @@ void cl_note_write(struct strata_file *f, uint64_t end);
 int cl_cut(struct strata *s, uint64_t ino, const struct mt_trunc *tr, const struct sp_cap *cap);
 /* Makes the handle of an open of file in (flags: STRATA_O_*), after
  * cutting what tr asks; cap: the reply's chunk capability (zeros: none,
- * the first I/O asks for one). Returns 0 and *out, or an error. */
+ * the first I/O asks for one); inl (taken; may be NULL) and fresh as
+ * cl_inline_attach. Returns 0 and *out, or an error. */
 int cl_file_new(struct strata *s, const struct mt_inode *in, int flags,
-		const struct mt_trunc *tr, const struct sp_cap *cap, struct strata_file **out);
+		const struct mt_trunc *tr, const struct sp_cap *cap, struct cl_inl *inl,
+		bool fresh, struct strata_file **out);
 
 /* The metadata cache of a connection (namespace.c; meta_cache.h): made
  * from opts and the environment at connect (0, or -EINVAL with a logged

@@ -248,6 +248,17 @@ int at_setattr(struct strata *s, struct mt_handle h, unsigned mask, const struct
 	rq.mask |= mask & STRATA_SET_SIZE ? MD_ATTR_SIZE : 0;
 	rc = MC_CALL(&s->mc, md_setattr, &rq, &rep);
 	cl_meta_changed(s);
+	if (rc == -EMEDIUMTYPE && (mask & STRATA_SET_SIZE)) {
+		/* An inline file grown past the inline bound: chunks first
+		 * (a request of its own: a fresh request id). */
+		struct mt_setattr again = rq;
+
+		memset(&again.rid, 0, sizeof(again.rid));
+		rc = cl_inline_convert(s, h);
+		if (!rc)
+			rc = MC_CALL(&s->mc, md_setattr, &again, &rep);
+		cl_meta_changed(s);
+	}
 	/* The service removed the whole chunks past a new size; the one
 	 * that straddles it is ours to cut. */
 	if (!rc)
@@ -344,7 +355,7 @@ int strata_statat(struct strata *s, struct strata_handle h, struct strata_stat *
 /* Opens file h itself (flags: STRATA_O_*, no CREAT). OPEN checks the
  * generation, truncates with O_TRUNC, and for a writer first waits for
  * the file's leftover chunk removals; it refuses a symlink (-ELOOP). */
-static int open_handle(struct strata *s, struct mt_handle h, int flags, struct strata_file **out)
+int cl_open_handle(struct strata *s, struct mt_handle h, int flags, struct strata_file **out)
 {
 	int acc = flags & 3;
 	struct mt_open rq = {
@@ -354,13 +365,19 @@ static int open_handle(struct strata *s, struct mt_handle h, int flags, struct s
 			 ((flags & STRATA_O_TRUNC) && acc != STRATA_O_RDONLY ? MD_O_TRUNC : 0),
 	};
 	struct mt_attr_rep rep;
-	int rc = MC_CALL(&s->mc, md_open, &rq, &rep);
+	struct cl_inl inl;
+	int rc = cl_open_h(s, &rq, &rep, &inl);
 
 	if (rq.flags & MD_O_TRUNC)
 		cl_meta_changed(s);
 	if (!rc && S_ISDIR(rep.inode.mode))
 		rc = -EISDIR;	/* files only, as strata_open */
-	return rc ? rc : cl_file_new(s, &rep.inode, flags, &rep.trunc, &rep.cap, out);
+	if (rc) {
+		cl_inl_release(&inl);
+		return rc;
+	}
+	return cl_file_new(s, &rep.inode, flags, &rep.trunc, &rep.cap, &inl,
+			   (rq.flags & MD_O_TRUNC) != 0, out);
 }
 
 /* Opens name in dir, creating it with STRATA_O_CREAT. The name is not
@@ -380,10 +397,14 @@ static int open_name(struct strata *s, struct mt_handle dir, const char *name, i
 	int rc;
 
 	if (flags & STRATA_O_CREAT) {
-		rc = MC_CALL(&s->mc, md_create, &rq, &rep);
+		struct cl_inl inl;
+
+		rc = cl_create_h(s, &rq, &rep, &inl);
 		cl_meta_changed(s);
 		if (!rc)
-			return cl_file_new(s, &rep.inode, flags, &rep.trunc, &rep.cap, out);
+			return cl_file_new(s, &rep.inode, flags, &rep.trunc, &rep.cap, &inl,
+					   rep.created || (flags & STRATA_O_TRUNC), out);
+		cl_inl_release(&inl);
 		if (rc != -EEXIST || (flags & STRATA_O_EXCL))
 			return rc;
 	}
@@ -398,7 +419,7 @@ static int open_name(struct strata *s, struct mt_handle dir, const char *name, i
 		return rc;
 	h.ino = in.ino;
 	h.gen = in.gen;
-	return open_handle(s, h, flags & ~(STRATA_O_CREAT | STRATA_O_EXCL), out);
+	return cl_open_handle(s, h, flags & ~(STRATA_O_CREAT | STRATA_O_EXCL), out);
 }
 
 int strata_openat(struct strata *s, struct strata_handle dir, const char *name, int flags,
@@ -409,7 +430,7 @@ int strata_openat(struct strata *s, struct strata_handle dir, const char *name, 
 	if (!s || !out || (flags & 3) == 3 || !wire(dir, &d))
 		return -EINVAL;
 	if (!name)
-		return (flags & STRATA_O_CREAT) ? -EINVAL : open_handle(s, d, flags, out);
+		return (flags & STRATA_O_CREAT) ? -EINVAL : cl_open_handle(s, d, flags, out);
 	return open_name(s, d, name, flags, mode, out);
 }
 

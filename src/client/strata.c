@@ -276,6 +276,11 @@ int strata_connect(const char *mgmt_addr, const struct strata_opts *opts, struct
 	 * time, threads of one process by the handle's address. */
 	s->meta_seed = splitmix64(now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)s);
 	s->meta_pin = meta_pin_from_env();
+	{
+		const char *no = getenv("STRATA_TEST_NO_INLINE");
+
+		s->inl_off = no && strcmp(no, "1") == 0;
+	}
 	s->mc.resolve = find_meta;
 	s->mc.resolve_arg = s;
 	/* It answers once its store is open. */
@@ -517,6 +522,7 @@ int cl_file_cap(struct strata_file *f, bool force, struct sp_cap *out)
 	};
 	struct mt_attr_rep rep;
 	struct caller_save sv;
+	struct cl_inl inl;
 	bool renew;
 	int rc;
 
@@ -529,9 +535,12 @@ int cl_file_cap(struct strata_file *f, bool force, struct sp_cap *out)
 	if (!renew)
 		return 0;
 	/* Two threads may both renew: either cap serves. */
+	/* The *_INL form: the file may have become inline again since (an
+	 * older OPEN of it is refused); its bytes are not wanted here. */
 	file_caller_enter(f, &sv);
-	rc = MC_CALL(&f->s->mc, md_open, &rq, &rep);
+	rc = cl_open_h(f->s, &rq, &rep, &inl);
 	file_caller_leave(&sv);
+	cl_inl_release(&inl);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&f->lock);
@@ -576,8 +585,7 @@ static int run_pieces_once(struct strata_file *f, enum sc_kind kind, const struc
 /* Runs an I/O with f's chunk capability; one storage refuses (expired
  * meanwhile, or none given at open) is renewed once and the I/O run
  * again: every piece is idempotent (a write writes the same bytes). */
-static int run_pieces(struct strata_file *f, enum sc_kind kind, uint8_t *buf, uint64_t len,
-		      uint64_t off)
+int cl_run(struct strata_file *f, enum sc_kind kind, uint8_t *buf, uint64_t len, uint64_t off)
 {
 	struct sp_cap cap;
 	int rc = cl_file_cap(f, false, &cap);
@@ -611,16 +619,24 @@ int cl_cut(struct strata *s, uint64_t ino, const struct mt_trunc *tr, const stru
 /* ---- files ---- */
 
 int cl_file_new(struct strata *s, const struct mt_inode *in, int flags,
-		const struct mt_trunc *tr, const struct sp_cap *cap, struct strata_file **out)
+		const struct mt_trunc *tr, const struct sp_cap *cap, struct cl_inl *inl,
+		bool fresh, struct strata_file **out)
 {
+	struct cl_inl none = { 0 };
 	struct strata_file *f;
 	int rc = cl_cut(s, in->ino, tr, cap);
 
-	if (rc)
+	if (!inl)
+		inl = &none;
+	if (rc) {
+		cl_inl_release(inl);
 		return rc;
+	}
 	f = calloc(1, sizeof(*f));
-	if (!f)
+	if (!f) {
+		cl_inl_release(inl);
 		return -ENOMEM;
+	}
 	f->s = s;
 	f->ino = in->ino;
 	f->gen = in->gen;
@@ -633,8 +649,16 @@ int cl_file_new(struct strata *s, const struct mt_inode *in, int flags,
 		f->has_caller = true;
 		f->caller = *net_caller_current();
 	}
-	cl_cache_file(f, in);
 	pthread_mutex_init(&f->lock, NULL);
+	pthread_mutex_init(&f->wlock, NULL);
+	rc = cl_inline_attach(f, inl, fresh);
+	if (rc) {
+		strata_close(f);
+		return rc;
+	}
+	/* Bytes held inline are never cached: they came with the open. */
+	if (!f->inl_on)
+		cl_cache_file(f, in);
 	*out = f;
 	return 0;
 }
@@ -663,8 +687,10 @@ int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 	struct mt_attr_rep rep;
 	struct mt_open_path orq;
 	struct mt_inode in;
+	struct cl_inl inl = { 0 };
 	char name[MD_NAME_MAX + 1], pp[PATH_MAX_LEN];
 	int acc = flags & 3, rc;
+	bool fresh;
 
 	if (!s || !out || acc == 3)
 		return -EINVAL;
@@ -690,17 +716,20 @@ int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 			return rc;
 		rq.dir = pstr_c(pp);
 		rq.name = pstr_c(name);
-		rc = MC_CALL(&s->mc, md_create_path, &rq, &rep);
+		rc = cl_create_path(s, &rq, &rep, &inl);
 		cl_meta_changed(s);
 		in = rep.inode;
+		fresh = !rc && (rep.created || (flags & STRATA_O_TRUNC));
 		if (rc == -EISDIR || (rc == -EEXIST && !(flags & STRATA_O_EXCL))) {
 			/* An existing entry that is not a plain file. */
 			rc = resolve(s, path, MD_RESOLVE_FOLLOW, &in);
 			if (!rc && S_ISDIR(in.mode))
 				rc = -EISDIR;
 		}
-		if (rc < 0)
+		if (rc < 0) {
+			cl_inl_release(&inl);
 			return rc;
+		}
 	} else {
 		/* Always an OPEN, not only to truncate: meta checks the
 		 * caller's permission to read or write the file there. One
@@ -712,16 +741,19 @@ int strata_open(struct strata *s, const char *path, int flags, uint32_t mode,
 			    acc == STRATA_O_RDWR ? MD_O_RDWR : MD_O_RDONLY;
 		if ((flags & STRATA_O_TRUNC) && acc != STRATA_O_RDONLY)
 			orq.flags |= MD_O_TRUNC;
-		rc = MC_CALL(&s->mc, md_open_path, &orq, &rep);
+		rc = cl_open_path(s, &orq, &rep, &inl);
 		if (orq.flags & MD_O_TRUNC)
 			cl_meta_changed(s);
 		if (rc)
 			return rc;
 		in = rep.inode;
-		if (S_ISDIR(in.mode))
+		fresh = (orq.flags & MD_O_TRUNC) != 0;
+		if (S_ISDIR(in.mode)) {
+			cl_inl_release(&inl);
 			return -EISDIR;
+		}
 	}
-	return cl_file_new(s, &in, flags, &rep.trunc, &rep.cap, out);
+	return cl_file_new(s, &in, flags, &rep.trunc, &rep.cap, &inl, fresh, out);
 }
 
 int strata_fsync(struct strata_file *f)
@@ -730,18 +762,30 @@ int strata_fsync(struct strata_file *f)
 	struct mt_set_size rq;
 	struct mt_inode in;
 	uint64_t size;
-	bool dirty;
+	bool dirty, inl, done;
 	int rc;
 
 	if (!f)
 		return -EINVAL;
 	pthread_mutex_lock(&f->lock);
-	size = f->size;
 	dirty = f->dirty;
+	inl = f->inl_w;
 	f->dirty = false;
 	pthread_mutex_unlock(&f->lock);
 	if (!dirty)
 		return 0;
+	if (inl) {
+		/* The whole content, inline, in one meta call. */
+		file_caller_enter(f, &sv);
+		rc = cl_inline_publish(f, &done);
+		file_caller_leave(&sv);
+		if (rc || done)
+			goto out;
+	}
+	pthread_mutex_lock(&f->lock);
+	size = f->size;
+	f->dirty = false;
+	pthread_mutex_unlock(&f->lock);
 	/* Chunk writes are on every replica when acknowledged; publishing the
 	 * length makes them visible to new opens. */
 	rq.h = file_handle(f);
@@ -751,6 +795,7 @@ int strata_fsync(struct strata_file *f)
 	rc = MC_CALL(&f->s->mc, md_set_size, &rq, &in);
 	file_caller_leave(&sv);
 	cl_meta_changed(f->s);
+out:
 	if (rc) {
 		pthread_mutex_lock(&f->lock);
 		f->dirty = true;
@@ -766,7 +811,9 @@ int strata_close(struct strata_file *f)
 	if (!f)
 		return -EINVAL;
 	rc = strata_fsync(f);
+	cl_inline_free(f);
 	pthread_mutex_destroy(&f->lock);
+	pthread_mutex_destroy(&f->wlock);
 	free(f);
 	return rc;
 }
@@ -789,7 +836,9 @@ ssize_t strata_pread(struct strata_file *f, void *buf, size_t len, uint64_t off)
 		len = (size_t)(size - off);
 	if (len > SSIZE_MAX)
 		len = SSIZE_MAX;
-	rc = run_pieces(f, SC_READ, buf, len, off);
+	if (cl_inline_read(f, buf, len, off))
+		return (ssize_t)len;
+	rc = cl_run(f, SC_READ, buf, len, off);
 	return rc ? rc : (ssize_t)len;
 }
 
@@ -803,12 +852,15 @@ ssize_t strata_pwrite(struct strata_file *f, const void *buf, size_t len, uint64
 		return -EBADF;
 	if (len > SSIZE_MAX || off + len < off)
 		return -EINVAL;
+	rc = cl_inline_write(f, buf, len, off, (f->flags & STRATA_O_APPEND) != 0, &off);
+	if (rc <= 0)
+		return rc ? rc : (ssize_t)len;
 	if (f->flags & STRATA_O_APPEND) {
 		pthread_mutex_lock(&f->lock);
 		off = f->size;
 		pthread_mutex_unlock(&f->lock);
 	}
-	rc = run_pieces(f, SC_WRITE, (uint8_t *)buf, len, off);
+	rc = cl_run(f, SC_WRITE, (uint8_t *)buf, len, off);
 	if (rc)
 		return rc;
 	if (len)
@@ -824,6 +876,15 @@ static int do_truncate(struct strata *s, struct mt_handle h, uint64_t size)
 	int rc = MC_CALL(&s->mc, md_truncate, &rq, &rep);
 
 	cl_meta_changed(s);
+	if (rc == -EMEDIUMTYPE) {
+		/* An inline file grown past the inline bound: chunks first. */
+		struct mt_truncate again = { .h = h, .size = size };
+
+		rc = cl_inline_convert(s, h);
+		if (!rc)
+			rc = MC_CALL(&s->mc, md_truncate, &again, &rep);
+		cl_meta_changed(s);
+	}
 	return rc ? rc : cl_cut(s, h.ino, &rep.trunc, &rep.cap);
 }
 
@@ -835,6 +896,11 @@ int strata_ftruncate(struct strata_file *f, uint64_t size)
 		return -EINVAL;
 	if ((f->flags & 3) == STRATA_O_RDONLY)
 		return -EBADF;
+	rc = cl_inline_truncate(f, size);
+	if (rc == 0)
+		return strata_fsync(f);	/* published at once, as a TRUNCATE is */
+	if (rc < 0)
+		return rc;
 	/* Publish our writes first so the truncation is ordered after them. */
 	rc = strata_fsync(f);
 	if (!rc)

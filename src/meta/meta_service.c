@@ -79,6 +79,7 @@ _Static_assert(MD_NAME_MAX == NS_NAME_MAX && MD_PATH_MAX == NS_PATH_MAX &&
 _Static_assert(MD_RENAME_NOREPLACE == NS_RENAME_NOREPLACE &&
 	       MD_RENAME_EXCHANGE == NS_RENAME_EXCHANGE && MD_RESOLVE_FOLLOW == NS_RESOLVE_FOLLOW,
 	       "meta wire flags differ from the namespace's");
+_Static_assert(MD_INLINE_MAX == NS_INLINE_MAX, "the wire's inline bound differs from the store's");
 _Static_assert(MD_ATTR_MODE == NS_ATTR_MODE && MD_ATTR_UID == NS_ATTR_UID &&
 	       MD_ATTR_GID == NS_ATTR_GID && MD_ATTR_ATIME == NS_ATTR_ATIME &&
 	       MD_ATTR_MTIME == NS_ATTR_MTIME && MD_ATTR_SIZE == NS_ATTR_SIZE &&
@@ -90,14 +91,25 @@ struct meta;
 /* The reply stub of an operation that answers an mt_attr_rep (CREATE,
  * OPEN, SETATTR, TRUNCATE): a drain batch answers through it. */
 typedef void (*attr_reply_fn)(struct svc_req *req, int status, const struct mt_attr_rep *rep);
+/* The same for the *_INL forms (OPEN_INL, ...), which answer an
+ * mt_open_rep: the attr_rep and the file's inline bytes. */
+typedef void (*open_reply_fn)(struct svc_req *req, int status, const struct mt_open_rep *rep);
+
+/* How an operation that opens a file answers: the stub of its older form
+ * (attr), or of its *_INL form (open), exactly one set. */
+struct answer {
+	attr_reply_fn attr;
+	open_reply_fn open;
+};
 
 struct gc_batch {
 	struct meta *m;
 	struct gc_batch *next;		/* in m->active */
 	uint64_t ino;			/* drain: that file; 0: background */
 	struct svc_req *req;		/* drain: answered when done, */
-	attr_reply_fn reply;		/* with this stub */
-	struct mt_attr_rep rep;		/* and this reply on success */
+	struct answer ans;		/* through this stub */
+	struct mt_open_rep rep;		/* and this reply on success, */
+	uint8_t *inl;			/* its inline bytes (owned) */
 	int err;			/* first removal error of the batch */
 	uint32_t n;			/* items loaded */
 	uint32_t cur;			/* submission cursor: items[cur], chunk at */
@@ -129,6 +141,7 @@ struct meta_cfg {
 	bool group_commit;			/* one transaction per loop turn */
 	int64_t request_ttl_ms;			/* request ids' records are kept this long */
 	uint64_t reserve;			/* SQLite: the disk reserve (reserve.h) */
+	uint64_t inline_max;			/* bytes a file may hold inline (0: off) */
 };
 
 struct meta {
@@ -166,6 +179,8 @@ struct meta {
 	bool pumping, repump;
 	struct meta_gc_item scan[GC_QUEUE_SCAN];
 	struct meta_reserve res;	/* SQLite's disk reserve */
+	uint8_t *inl_buf;		/* MD_INLINE_MAX: a file's inline bytes */
+	uint64_t inl_refused;		/* older-form opens of inline files */
 	bool group_allowed;		/* meta.group_commit on a store with savepoints */
 	/* Placement (ns_set_full_chains): the chains with a full member, as
 	 * of map version full_version; nfull_snap for status and metrics. */
@@ -216,8 +231,22 @@ static int counted(struct meta *m, int status)
 /* Answers the request of drain batch b (success: b->rep). */
 static void batch_answer(struct meta *m, struct gc_batch *b, int status)
 {
-	b->reply(b->req, counted(m, status), status ? NULL : &b->rep);
+	if (b->ans.open)
+		b->ans.open(b->req, counted(m, status), status ? NULL : &b->rep);
+	else
+		b->ans.attr(b->req, counted(m, status), status ? NULL : &b->rep.attr);
 	b->req = NULL;
+	free(b->inl);
+	b->inl = NULL;
+}
+
+/* Answers req with an error through ans. */
+static void answer_err(struct meta *m, struct svc_req *req, struct answer ans, int rc)
+{
+	if (ans.open)
+		ans.open(req, counted(m, rc), NULL);
+	else
+		ans.attr(req, counted(m, rc), NULL);
 }
 
 /* ---- GC ---- */
@@ -469,31 +498,42 @@ static void on_gc_timer(void *arg)
  * left (see proto/meta.h), or with the first error of its removals.
  */
 static void reply_after_drain(struct meta *m, struct svc_req *req, uint64_t ino,
-			      attr_reply_fn reply, const struct mt_attr_rep *rep)
+			      struct answer ans, const struct mt_open_rep *rep)
 {
 	struct gc_batch *b;
 	int n;
 
 	if (m->stopping) {
-		reply(req, counted(m, -ESHUTDOWN), NULL);
+		answer_err(m, req, ans, -ESHUTDOWN);
 		return;
 	}
 	b = calloc(1, sizeof(*b));
 	if (!b) {
-		reply(req, counted(m, -ENOMEM), NULL);
+		answer_err(m, req, ans, -ENOMEM);
 		return;
 	}
 	b->m = m;
 	b->ino = ino;
+	b->ans = ans;
+	b->rep = *rep;
+	b->req = req;
 	n = batch_load(m, b);
 	if (n <= 0) {
+		batch_answer(m, b, n);	/* nothing to wait for, or an error */
 		free(b);
-		reply(req, counted(m, n), n ? NULL : rep);
 		return;
 	}
-	b->req = req;
-	b->reply = reply;
-	b->rep = *rep;
+	if (rep->data.len) {
+		/* The bytes outlive this call: the reply leaves later. */
+		b->inl = malloc(rep->data.len);
+		if (!b->inl) {
+			batch_answer(m, b, -ENOMEM);
+			free(b);
+			return;
+		}
+		memcpy(b->inl, rep->data.p, rep->data.len);
+		b->rep.data.p = b->inl;
+	}
 	batch_push(m, b);
 	gc_pump(m);
 }
@@ -770,14 +810,15 @@ static void reply_inode(struct meta *m, struct svc_req *req, inode_reply_fn repl
  * rights the caller was just found to have; without a cluster key no cap
  * is made (storage then checks none).
  */
-static void reply_attr(struct meta *m, struct svc_req *req, attr_reply_fn reply, int rc,
+static void reply_attr(struct meta *m, struct svc_req *req, struct answer ans, int rc,
 		       bool created, const struct meta_inode *in, const struct ns_trunc *tr,
-		       bool drain, uint8_t rights)
+		       bool drain, uint8_t rights, const struct ns_inline *inl)
 {
+	struct mt_open_rep orep;
 	struct mt_attr_rep rep;
 
 	if (rc) {
-		reply(req, counted(m, rc), NULL);
+		answer_err(m, req, ans, rc);
 		return;
 	}
 	memset(&rep, 0, sizeof(rep));
@@ -799,10 +840,37 @@ static void reply_attr(struct meta *m, struct svc_req *req, attr_reply_fn reply,
 	mt_layout_set(&rep.trunc.layout, &tr->layout);
 	if (!rep.trunc.layout.chunk_size)
 		rep.trunc.layout = rep.inode.layout;
+	memset(&orep, 0, sizeof(orep));
+	orep.attr = rep;
+	if (ans.open) {
+		orep.inline_max = (uint32_t)m->cfg->inline_max;
+		if (inl && inl->has) {
+			orep.inl = 1;
+			orep.data.p = inl->buf;
+			orep.data.len = inl->len;
+		}
+	}
 	if (drain)
-		reply_after_drain(m, req, in->ino, reply, &rep);
+		reply_after_drain(m, req, in->ino, ans, &orep);
+	else if (ans.open)
+		ans.open(req, 0, &orep);
 	else
-		reply(req, 0, &rep);
+		ans.attr(req, 0, &rep);
+}
+
+/* An open by the older form (OPEN, OPEN_PATH, CREATE, CREATE_PATH) of a
+ * file that is inline: its caller would read zeros, so it is refused
+ * (proto/meta.h, "Inline data"). rc otherwise. */
+static int older_open(struct meta *m, struct answer ans, const struct ns_inline *inl,
+		      const struct meta_inode *in, int rc)
+{
+	if (rc || ans.open || !inl->has)
+		return rc;
+	STAT_ADD(&m->inl_refused, 1);
+	log_warn_limited(COMP, "refused an open of inline file %llu by a client without inline"
+			 " support: upgrade the client, or set meta.inline_max = 0 and rewrite"
+			 " the file", (unsigned long long)in->ino);
+	return -EMEDIUMTYPE;
 }
 
 static void op_lookup(void *svc, struct svc_req *req)
@@ -852,8 +920,9 @@ static void op_getattr(void *svc, struct svc_req *req)
 /* CREATE of a decoded request, answered through reply (CREATE,
  * CREATE_PATH). */
 static void create_in(struct meta *m, struct svc_req *req, struct mt_create rq,
-		      attr_reply_fn reply)
+		      struct answer ans)
 {
+	struct ns_inline inl = { .buf = m->inl_buf };
 	char name[MD_NAME_MAX + 1];
 	struct meta_inode in;
 	struct ns_trunc tr;
@@ -889,15 +958,19 @@ static void create_in(struct meta *m, struct svc_req *req, struct mt_create rq,
 		rc = ns_create(&m->ns, ref_of(&rq.dir), name, rq.mode, rq.uid, rq.gid,
 			       rq.flags & MD_CREATE_EXCL, &in);
 	if (rc < 0) {
-		reply(req, counted(m, rc), NULL);
+		answer_err(m, req, ans, rc);
 		return;
 	}
 	created = rc == 1;
 	rc = 0;
 	/* Not atomic with the create above: a file removed in between fails
-	 * the call with -ENOENT, as if the create had come later. */
+	 * the call with -ENOENT, as if the create had come later. An
+	 * existing file that may be inline is read for its bytes. */
 	if (!created && (rq.flags & MD_CREATE_TRUNC))
-		rc = ns_open(&m->ns, ns_any(in.ino), O_WRONLY | O_TRUNC, &in, &tr);
+		rc = ns_open_inline(&m->ns, ns_any(in.ino), O_WRONLY | O_TRUNC, &in, &tr, &inl);
+	else if (!created && S_ISREG(in.mode) && in.size && in.size <= MD_INLINE_MAX)
+		rc = ns_open_inline(&m->ns, ns_any(in.ino), O_RDONLY, &in, &tr, &inl);
+	rc = older_open(m, ans, &inl, &in, rc);
 	/* CREATE opens for writing (checked above); reading too when the
 	 * caller may read the file, as an OPEN would have found. */
 	rights = CAP_WRITE;
@@ -907,7 +980,7 @@ static void create_in(struct meta *m, struct svc_req *req, struct mt_create rq,
 			rights |= CAP_READ;
 		acc_ctx_release(&ac);
 	}
-	reply_attr(m, req, reply, rc, created, &in, &tr, !created, rights);
+	reply_attr(m, req, ans, rc, created, &in, &tr, !created, rights, &inl);
 }
 
 static void op_create(void *svc, struct svc_req *req)
@@ -916,12 +989,23 @@ static void op_create(void *svc, struct svc_req *req)
 	struct mt_create rq;
 
 	if (!counted(m, md_create_req(req, &rq)))
-		create_in(m, req, rq, md_create_reply);
+		create_in(m, req, rq, (struct answer){ .attr = md_create_reply });
 }
 
-/* OPEN of a decoded request, answered through reply (OPEN, OPEN_PATH). */
-static void open_in(struct meta *m, struct svc_req *req, struct mt_open rq, attr_reply_fn reply)
+static void op_create_inl(void *svc, struct svc_req *req)
 {
+	struct meta *m = count_op(svc, req);
+	struct mt_create rq;
+
+	if (!counted(m, md_create_inl_req(req, &rq)))
+		create_in(m, req, rq, (struct answer){ .open = md_create_inl_reply });
+}
+
+/* OPEN of a decoded request, answered through ans (OPEN, OPEN_PATH and
+ * their *_INL forms). */
+static void open_in(struct meta *m, struct svc_req *req, struct mt_open rq, struct answer ans)
+{
+	struct ns_inline inl = { .buf = m->inl_buf };
 	struct meta_inode in;
 	struct ns_trunc tr;
 	int rc;
@@ -939,10 +1023,12 @@ static void open_in(struct meta *m, struct svc_req *req, struct mt_open rq, attr
 	rc = check_ino(m, &ac, &rq.h, (want & ACC_W) ? ACC_WRITE : ACC_READ, want, &in);
 	acc_ctx_release(&ac);
 	if (!rc)
-		rc = ns_open(&m->ns, ref_of(&rq.h), md_open_flags_from_wire(rq.flags), &in, &tr);
-	reply_attr(m, req, reply, rc, false, &in, &tr,
+		rc = ns_open_inline(&m->ns, ref_of(&rq.h), md_open_flags_from_wire(rq.flags), &in,
+				    &tr, &inl);
+	rc = older_open(m, ans, &inl, &in, rc);
+	reply_attr(m, req, ans, rc, false, &in, &tr,
 		   !rc && (rq.flags & MD_O_ACCMODE) != MD_O_RDONLY && S_ISREG(in.mode),
-		   ((want & ACC_R) ? CAP_READ : 0) | ((want & ACC_W) ? CAP_WRITE : 0));
+		   ((want & ACC_R) ? CAP_READ : 0) | ((want & ACC_W) ? CAP_WRITE : 0), &inl);
 }
 
 static void op_open(void *svc, struct svc_req *req)
@@ -951,7 +1037,43 @@ static void op_open(void *svc, struct svc_req *req)
 	struct mt_open rq;
 
 	if (!counted(m, md_open_req(req, &rq)))
-		open_in(m, req, rq, md_open_reply);
+		open_in(m, req, rq, (struct answer){ .attr = md_open_reply });
+}
+
+static void op_open_inl(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	struct mt_open rq;
+
+	if (!counted(m, md_open_inl_req(req, &rq)))
+		open_in(m, req, rq, (struct answer){ .open = md_open_inl_reply });
+}
+
+/* INLINE_SET (proto/meta.h, "Inline data"): a writer's publish of a small
+ * file's whole content, or the end of a conversion to chunks. */
+static void op_inline_set(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	struct mt_inline_set rq;
+	struct meta_inode in;
+	struct acc_ctx ac;
+	int rc;
+
+	if (counted(m, md_inline_set_req(req, &rq)))
+		return;
+	acc_ctx_init(&ac, &m->ns, svc_req_ident(req), svc_req_caller(req));
+	/* As SET_SIZE: the owner, or anyone who may write the file now. */
+	rc = check_ino(m, &ac, &rq.h, ACC_WRITE, 0, &in);
+	if (!rc && !ac.trusted && ac.cred.uid != 0 && ac.cred.uid != in.uid)
+		rc = acc_check(&ac.cred, &in, ACC_W);
+	acc_ctx_release(&ac);
+	if (!rc && rq.flags == MD_INL_PUBLISH)
+		rc = !m->cfg->inline_max ? -EOPNOTSUPP :
+		     rq.len > m->cfg->inline_max ? -EFBIG :
+		     ns_publish_inline(&m->ns, ref_of(&rq.h), rq.data.p, rq.len, rq.mtime_ns, &in);
+	else if (!rc)
+		rc = ns_uninline(&m->ns, ref_of(&rq.h), rq.len, rq.crc, &in);
+	reply_inode(m, req, md_inline_set_reply, rc, &in);
 }
 
 /* The checks of a request that makes a new entry in a directory (MKDIR,
@@ -1217,8 +1339,8 @@ static void op_setattr(void *svc, struct svc_req *req)
 	if (!rc)
 		rc = ns_setattr(&m->ns, ref_of(&rq.h), rq.mask, &at, &in, &tr);
 	/* A new size may leave the client a chunk to cut: w was checked. */
-	reply_attr(m, req, md_setattr_reply, rc, false, &in, &tr,
-		   !rc && (rq.mask & MD_ATTR_SIZE), (rq.mask & MD_ATTR_SIZE) ? CAP_WRITE : 0);
+	reply_attr(m, req, (struct answer){ .attr = md_setattr_reply }, rc, false, &in, &tr,
+		   !rc && (rq.mask & MD_ATTR_SIZE), (rq.mask & MD_ATTR_SIZE) ? CAP_WRITE : 0, NULL);
 }
 
 static void op_set_size(void *svc, struct svc_req *req)
@@ -1270,7 +1392,8 @@ static void op_truncate(void *svc, struct svc_req *req)
 		with_id(m, &rq.rid);
 	if (!rc)
 		rc = ns_setattr(&m->ns, ref_of(&rq.h), NS_ATTR_SIZE, &at, &in, &tr);
-	reply_attr(m, req, md_truncate_reply, rc, false, &in, &tr, !rc, CAP_WRITE);
+	reply_attr(m, req, (struct answer){ .attr = md_truncate_reply }, rc, false, &in, &tr, !rc,
+		   CAP_WRITE, NULL);
 }
 
 /* A READDIR(PLUS) page being collected: entries (ents or pents) whose
@@ -1515,43 +1638,74 @@ static struct mt_handle handle_of(const struct meta_inode *in)
 	return h;
 }
 
+/* CREATE_PATH of a decoded request, answered through ans. */
+static void create_path_in(struct meta *m, struct svc_req *req, const struct mt_create_path *rq,
+			   struct answer ans)
+{
+	struct meta_inode dir;
+	int rc = resolve_in(m, req, rq->dir, MD_RESOLVE_FOLLOW, &dir);
+
+	if (rc) {
+		answer_err(m, req, ans, rc);
+		return;
+	}
+	create_in(m, req,
+		  (struct mt_create){ .dir = handle_of(&dir), .name = rq->name, .mode = rq->mode,
+				      .uid = rq->uid, .gid = rq->gid, .flags = rq->flags,
+				      .rid = rq->rid },
+		  ans);
+}
+
 static void op_create_path(void *svc, struct svc_req *req)
 {
 	struct meta *m = count_op(svc, req);
 	struct mt_create_path rq;
-	struct meta_inode dir;
-	int rc;
 
 	if (counted(m, md_create_path_req(req, &rq)))
 		return;
-	rc = resolve_in(m, req, rq.dir, MD_RESOLVE_FOLLOW, &dir);
+	create_path_in(m, req, &rq, (struct answer){ .attr = md_create_path_reply });
+}
+
+static void op_create_path_inl(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	struct mt_create_path rq;
+
+	if (counted(m, md_create_path_inl_req(req, &rq)))
+		return;
+	create_path_in(m, req, &rq, (struct answer){ .open = md_create_path_inl_reply });
+}
+
+/* OPEN_PATH of a decoded request, answered through ans. */
+static void open_path_in(struct meta *m, struct svc_req *req, const struct mt_open_path *rq,
+			 struct answer ans)
+{
+	struct meta_inode in;
+	int rc = resolve_in(m, req, rq->path, MD_RESOLVE_FOLLOW, &in);
+
 	if (rc) {
-		md_create_path_reply(req, counted(m, rc), NULL);
+		answer_err(m, req, ans, rc);
 		return;
 	}
-	create_in(m, req,
-		  (struct mt_create){ .dir = handle_of(&dir), .name = rq.name, .mode = rq.mode,
-				      .uid = rq.uid, .gid = rq.gid, .flags = rq.flags,
-				      .rid = rq.rid },
-		  md_create_path_reply);
+	open_in(m, req, (struct mt_open){ .h = handle_of(&in), .flags = rq->flags }, ans);
 }
 
 static void op_open_path(void *svc, struct svc_req *req)
 {
 	struct meta *m = count_op(svc, req);
 	struct mt_open_path rq;
-	struct meta_inode in;
-	int rc;
 
-	if (counted(m, md_open_path_req(req, &rq)))
-		return;
-	rc = resolve_in(m, req, rq.path, MD_RESOLVE_FOLLOW, &in);
-	if (rc) {
-		md_open_path_reply(req, counted(m, rc), NULL);
-		return;
-	}
-	open_in(m, req, (struct mt_open){ .h = handle_of(&in), .flags = rq.flags },
-		md_open_path_reply);
+	if (!counted(m, md_open_path_req(req, &rq)))
+		open_path_in(m, req, &rq, (struct answer){ .attr = md_open_path_reply });
+}
+
+static void op_open_path_inl(void *svc, struct svc_req *req)
+{
+	struct meta *m = count_op(svc, req);
+	struct mt_open_path rq;
+
+	if (!counted(m, md_open_path_inl_req(req, &rq)))
+		open_path_in(m, req, &rq, (struct answer){ .open = md_open_path_inl_reply });
 }
 
 static void op_unlink_path(void *svc, struct svc_req *req)
@@ -1689,6 +1843,11 @@ static const struct meta_handlers handlers = {
 	.md_create_path = op_create_path,
 	.md_open_path = op_open_path,
 	.md_unlink_path = op_unlink_path,
+	.md_open_inl = op_open_inl,
+	.md_open_path_inl = op_open_path_inl,
+	.md_create_inl = op_create_inl,
+	.md_create_path_inl = op_create_path_inl,
+	.md_inline_set = op_inline_set,
 };
 
 /* The handler of operation op (NULL: none). */
@@ -1796,6 +1955,7 @@ static void release_on_owner(void *arg)
 
 static void meta_free(struct meta *m)
 {
+	free(m->inl_buf);
 	if (m->sc)
 		sclient_free(m->sc);
 	m->sc = NULL;
@@ -1854,6 +2014,12 @@ static int meta_start(const struct service_env *env, void **out)
 	m->r = env->reactors[0];
 	m->gc_interval_ms = (uint64_t)m->cfg->gc_interval_ms;
 	pthread_mutex_init(&m->qlock, NULL);
+	m->inl_buf = malloc(MD_INLINE_MAX);
+	if (!m->inl_buf) {
+		pthread_mutex_destroy(&m->qlock);
+		free(m);
+		return -ENOMEM;
+	}
 	reactor_timer_init(&m->poll_timer, on_poll_timer, m);
 	reactor_timer_init(&m->gc_timer, on_gc_timer, m);
 	for (uint32_t i = 0; i < GC_INFLIGHT; i++) {
@@ -2060,6 +2226,9 @@ static void meta_metrics(void *svc, struct bbuf *out)
 		    (double)STAT_GET(&m->group.pauses));
 	reconcile_metrics(m, out);
 
+	metrics_put(out, "strata_meta_inline_refused_total", "counter",
+		    "opens of inline files refused to clients without inline support",
+		    (double)STAT_GET(&m->inl_refused));
 	metrics_put(out, "strata_meta_request_replays_total", "counter",
 		    "requests answered from the recorded outcome of their id (a retry)",
 		    (double)STAT_GET(&m->ns.replays));
@@ -2093,6 +2262,9 @@ static const struct cfg_key meta_keys[] = {
 	K("group_commit", CFG_BOOL, group_commit, "true", 0, 0,
 	  "the requests of one turn of the event loop share one transaction, each"
 	  " answered after it commits (SQLite and PostgreSQL)"),
+	K("inline_max", CFG_SIZE, inline_max, "16K", 0, 65536,
+	  "bytes a small file may keep inline in the namespace store, in place of a chunk"
+	  " (written at close in one meta call, read with the open; 0: off, at most 64K)"),
 	K("request_ttl", CFG_MS, request_ttl_ms, "2m", 1000, 86400000,
 	  "how long a request id's outcome is kept for a retry of its call; keep it above"
 	  " the clients' retry budget (libstrata: retry_ms plus timeout_ms, 40 s by default)"),

@@ -46,6 +46,9 @@ struct meta_inode {
 	struct file_layout layout;
 };
 
+/* The most bytes a file may hold inline (the wire's bound too). */
+#define META_INLINE_MAX (64u * 1024u)
+
 /* One queued chunk range to delete: chunks [from, to) of file ino, placed
  * by layout. id identifies the queue entry for gc_ack. */
 struct meta_gc_item {
@@ -112,13 +115,24 @@ struct meta_store_ops {
 	/* Inserts or updates every field of the inode, its generation too
 	 * (not the link target). */
 	int (*put_inode)(void *impl, const struct meta_inode *inode);
-	/* Deletes the inode and its link target. -ENOENT if absent. */
+	/* Deletes the inode, its link target and its inline data. -ENOENT
+	 * if absent. */
 	int (*del_inode)(void *impl, uint64_t ino);
 	/* Sets the symlink target of an existing inode (len bytes, no NUL). */
 	int (*put_link)(void *impl, uint64_t ino, const char *target, size_t len);
 	/* Copies the target into buf (cap bytes, NUL-terminated, truncated if
 	 * short) and returns its full length, or -ENOENT. */
 	int (*get_link)(void *impl, uint64_t ino, char *buf, size_t cap);
+
+	/* Inline data of a small regular file (docs/namespace.md, "Inline
+	 * data"): the whole content of a file that has no chunks, at most
+	 * META_INLINE_MAX bytes. get_inline copies up to cap bytes into buf
+	 * (may be NULL with cap 0) and returns the full length, or -ENOENT
+	 * when the file has none; put_inline inserts or replaces it;
+	 * del_inline removes it (0 when there was none). */
+	int (*get_inline)(void *impl, uint64_t ino, uint8_t *buf, size_t cap);
+	int (*put_inline)(void *impl, uint64_t ino, const uint8_t *data, size_t len);
+	int (*del_inline)(void *impl, uint64_t ino);
 
 	/* Entry name in directory parent. -ENOENT if absent. */
 	int (*get_dentry)(void *impl, uint64_t parent, const char *name,
@@ -300,7 +314,7 @@ int meta_store_open_spec(const char *spec, const char *passfile, const char *dat
 
 /* Counts of what meta_store_copy moved. */
 struct meta_copy_stats {
-	uint64_t inodes, dentries, links, quotas, counters, gc_items;
+	uint64_t inodes, dentries, links, inlines, quotas, counters, gc_items;
 	uint64_t next_ino, next_gen;	/* the allocation state carried over */
 };
 

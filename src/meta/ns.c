@@ -13,6 +13,7 @@
 
 #include "common/rand.h"
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "meta/ns.h"
 #include "meta/outcome.h"
@@ -790,15 +791,29 @@ static int quota_domain(struct ns *ns, uint64_t dir, uint64_t *out)
 	return 0;
 }
 
+/* Reads the inline bytes of in into buf (cap bytes; NULL, 0: only the
+ * length): their length, or -ENOENT when in is not an inline file. Only
+ * a regular file of 1..NS_INLINE_MAX bytes may be one. */
+static int inline_get(struct ns *ns, const struct meta_inode *in, uint8_t *buf, size_t cap)
+{
+	if (!is_reg(in) || in->size == 0 || in->size > NS_INLINE_MAX)
+		return -ENOENT;
+	return CALL(ns, get_inline, in->ino, buf, cap);
+}
+
 static int drop_inode(struct ns *ns, const struct meta_inode *in)
 {
-	int err = CALL(ns, del_inode, in->ino);
+	/* An inline file has no chunks to queue: a chunk 0 a conversion cut
+	 * short by a crash may have left is the orphan reconciler's once
+	 * the inode is gone. */
+	int inl = inline_get(ns, in, NULL, 0);
+	int err = inl < 0 && inl != -ENOENT ? inl : CALL(ns, del_inode, in->ino);
 
 	if (!err)
 		err = CALL(ns, counter_add, "inodes", -1);
 	if (!err && is_dir(in))
 		err = quota_forget(ns, in->ino);
-	if (!err && is_reg(in) && in->size) {
+	if (!err && is_reg(in) && in->size && inl < 0) {
 		err = CALL(ns, counter_add, "bytes", -(int64_t)in->size);
 		if (!err)
 			err = CALL(ns, gc_push, in->ino, 0, div_up(in->size, in->layout.chunk_size),
@@ -1479,6 +1494,53 @@ int ns_rename(struct ns *ns, struct ns_ref src_parent, const char *src_name,
 /* ---- sizes, truncate, setattr, open ---- */
 
 /* Sets the size of file in (loaded, modified in place) to exactly size. */
+/* Moves the file's size (and its quota and byte counts) to size. */
+static int resize(struct ns *ns, struct meta_inode *in, uint64_t size)
+{
+	int err = 0;
+
+	if (size != in->size) {
+		err = quota_charge(ns, in->parent, 0, (int64_t)size - (int64_t)in->size, 0);
+		if (!err)
+			err = CALL(ns, counter_add, "bytes", (int64_t)size - (int64_t)in->size);
+	}
+	if (!err)
+		in->size = size;
+	return err;
+}
+
+/* truncate_inode of an inline file (ns.h, "Inline data"): 1 when in was
+ * one (its bytes cut, extended or dropped), 0 when not, or an error. */
+static int truncate_inline(struct ns *ns, struct meta_inode *in, uint64_t size,
+			   struct ns_trunc *tr)
+{
+	uint8_t *buf;
+	int n, err;
+
+	if (inline_get(ns, in, NULL, 0) < 0)
+		return 0;
+	if (size > NS_INLINE_MAX)
+		return -EMEDIUMTYPE;
+	if (size == 0) {
+		/* A conversion cut short by a crash may have left chunk 0. */
+		err = CALL(ns, del_inline, in->ino);
+		if (!err)
+			err = CALL(ns, gc_push, in->ino, 0, 1, &in->layout);
+		if (!err && tr) {
+			tr->gc_from = 0;
+			tr->gc_to = 1;
+		}
+		return err ? err : 1;
+	}
+	buf = calloc(1, NS_INLINE_MAX);
+	if (!buf)
+		return -ENOMEM;
+	n = CALL(ns, get_inline, in->ino, buf, NS_INLINE_MAX);
+	err = n < 0 ? n : CALL(ns, put_inline, in->ino, buf, (size_t)size);
+	free(buf);
+	return err ? err : 1;
+}
+
 static int truncate_inode(struct ns *ns, struct meta_inode *in, uint64_t size,
 			  struct ns_trunc *tr)
 {
@@ -1493,7 +1555,10 @@ static int truncate_inode(struct ns *ns, struct meta_inode *in, uint64_t size,
 		memset(tr, 0, sizeof(*tr));
 		tr->layout = in->layout;
 	}
-	if (size < old) {
+	err = truncate_inline(ns, in, size, tr);
+	if (err < 0)
+		return err;
+	if (err == 0 && size < old) {
 		uint64_t from = div_up(size, cs), to = div_up(old, cs);
 
 		if (to > from) {
@@ -1530,6 +1595,9 @@ struct attr_args {
 	int flags;
 	struct meta_inode *out;
 	struct ns_trunc *tr;
+	struct ns_inline *inl;	/* open: the inline bytes, or NULL */
+	const uint8_t *data;	/* publish: the bytes (size of them) */
+	uint32_t crc;		/* uninline: of the bytes written */
 };
 
 static int do_setattr(struct ns *ns, void *a)
@@ -1579,19 +1647,34 @@ int ns_setattr(struct ns *ns, struct ns_ref ino, uint32_t mask, const struct met
 	return run_req(ns, id, do_setattr, &a, out, tr);
 }
 
+/* Loads r, which must be a regular file (-EISDIR, -EINVAL). */
+static int load_file(struct ns *ns, struct ns_ref r, struct meta_inode *in)
+{
+	int err = load(ns, r, in);
+
+	if (err)
+		return err;
+	if (is_dir(in))
+		return -EISDIR;
+	return is_reg(in) ? 0 : -EINVAL;
+}
+
 static int do_set_size(struct ns *ns, void *a)
 {
 	struct attr_args *args = a;
 	struct meta_inode in;
-	int err = load(ns, args->ino, &in);
+	int err = load_file(ns, args->ino, &in);
 
 	if (err)
 		return err;
-	if (is_dir(&in))
-		return -EISDIR;
-	if (!is_reg(&in))
-		return -EINVAL;
-	if (args->size > in.size) {
+	if (inline_get(ns, &in, NULL, 0) >= 0) {
+		/* A writer of chunks closes an inline file: its chunks win. */
+		err = CALL(ns, del_inline, in.ino);
+		if (!err)
+			err = resize(ns, &in, args->size);
+		if (err)
+			return err;
+	} else if (args->size > in.size) {
 		err = quota_charge(ns, in.parent, 0, (int64_t)(args->size - in.size), 0);
 		if (!err)
 			err = CALL(ns, counter_add, "bytes", (int64_t)(args->size - in.size));
@@ -1665,16 +1748,110 @@ static int do_open(struct ns *ns, void *a)
 		if (err)
 			return err;
 	}
+	if (args->inl) {
+		int n = inline_get(ns, &in, args->inl->buf, NS_INLINE_MAX);
+
+		if (n < 0 && n != -ENOENT)
+			return n;
+		if (n > (int)NS_INLINE_MAX || (n >= 0 && (uint64_t)n != in.size)) {
+			log_error(COMP, "file %llu: inline data of %d bytes, size %llu: the"
+				  " store is inconsistent", (unsigned long long)in.ino, n,
+				  (unsigned long long)in.size);
+			return -EIO;
+		}
+		args->inl->has = n >= 0;
+		args->inl->len = n >= 0 ? (uint32_t)n : 0;
+	}
 	return inode_out(ns, &in, args->out);
 }
 
 int ns_open(struct ns *ns, struct ns_ref ino, int flags, struct meta_inode *out,
 	    struct ns_trunc *tr)
 {
-	struct attr_args a = { .ino = ino, .flags = flags, .out = out, .tr = tr };
+	return ns_open_inline(ns, ino, flags, out, tr, NULL);
+}
+
+int ns_open_inline(struct ns *ns, struct ns_ref ino, int flags, struct meta_inode *out,
+		   struct ns_trunc *tr, struct ns_inline *inl)
+{
+	struct attr_args a = { .ino = ino, .flags = flags, .out = out, .tr = tr, .inl = inl };
 	bool write = (flags & O_ACCMODE) != O_RDONLY && (flags & O_TRUNC);
 
+	if (inl) {
+		inl->has = false;
+		inl->len = 0;
+	}
 	return run_txn(ns, write, do_open, &a);
+}
+
+static int do_publish(struct ns *ns, void *a)
+{
+	struct attr_args *args = a;
+	struct meta_inode in;
+	int err = load_file(ns, args->ino, &in);
+
+	if (err)
+		return err;
+	if (in.size && inline_get(ns, &in, NULL, 0) < 0)
+		return -ENOTEMPTY;	/* chunked content: not ours to replace */
+	err = args->size ? CALL(ns, put_inline, in.ino, args->data, (size_t)args->size) :
+			   CALL(ns, del_inline, in.ino);
+	if (!err)
+		err = resize(ns, &in, args->size);
+	if (err)
+		return err;
+	in.mtime_ns = args->mtime > 0 ? args->mtime : now_ns();
+	in.ctime_ns = now_ns();
+	err = CALL(ns, put_inode, &in);
+	if (!err)
+		err = inode_out(ns, &in, args->out);
+	return err;
+}
+
+int ns_publish_inline(struct ns *ns, struct ns_ref ino, const uint8_t *data, uint32_t len,
+		      int64_t mtime_ns, struct meta_inode *out)
+{
+	struct attr_args a = { .ino = ino, .size = len, .mtime = mtime_ns, .out = out,
+			       .data = data };
+
+	if (len > NS_INLINE_MAX || (len && !data))
+		return -EINVAL;
+	return run_txn(ns, true, do_publish, &a);
+}
+
+static int do_uninline(struct ns *ns, void *a)
+{
+	struct attr_args *args = a;
+	struct meta_inode in;
+	uint8_t *buf;
+	int n, err = load(ns, args->ino, &in);
+
+	if (err)
+		return err;
+	if (inline_get(ns, &in, NULL, 0) < 0)
+		return inode_out(ns, &in, args->out);	/* converted already */
+	buf = malloc(NS_INLINE_MAX);
+	if (!buf)
+		return -ENOMEM;
+	n = CALL(ns, get_inline, in.ino, buf, NS_INLINE_MAX);
+	if (n < 0)
+		err = n;
+	else if ((uint64_t)n != args->size || crc32c(0, buf, (size_t)n) != args->crc)
+		err = -EAGAIN;	/* rewritten since the caller read it */
+	free(buf);
+	if (!err)
+		err = CALL(ns, del_inline, in.ino);
+	if (!err)
+		err = inode_out(ns, &in, args->out);
+	return err;
+}
+
+int ns_uninline(struct ns *ns, struct ns_ref ino, uint32_t len, uint32_t crc,
+		struct meta_inode *out)
+{
+	struct attr_args a = { .ino = ino, .size = len, .crc = crc, .out = out };
+
+	return run_txn(ns, true, do_uninline, &a);
 }
 
 /* ---- readdir ---- */

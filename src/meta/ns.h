@@ -257,6 +257,54 @@ int ns_create(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mo
 int ns_open(struct ns *ns, struct ns_ref ino, int flags, struct meta_inode *out,
 	    struct ns_trunc *tr);
 
+/*
+ * Inline data (docs/namespace.md, "Inline data"). A regular file may hold
+ * its whole content in the store instead of chunks, at most
+ * NS_INLINE_MAX bytes; it then has no chunks and its size is the length
+ * of its bytes. Every call below and ns_open, ns_truncate, ns_setattr
+ * (size), ns_set_size and the removals keep that true:
+ * - a truncation of an inline file to 0 drops its bytes (and queues chunk
+ *   0, which a conversion cut short by a crash may have left); to at most
+ *   NS_INLINE_MAX cuts or zero-extends them (it stays inline); beyond it
+ *   fails -EMEDIUMTYPE: the caller converts the file first (ns_uninline);
+ * - ns_set_size of an inline file (a writer of chunks closing) drops its
+ *   bytes: the chunks written win, the size is the one given.
+ */
+#define NS_INLINE_MAX META_INLINE_MAX
+
+/* What ns_open_inline read: has says whether the file is inline, len its
+ * length; buf (the caller's, NS_INLINE_MAX bytes) receives the bytes. */
+struct ns_inline {
+	uint8_t *buf;
+	uint32_t len;
+	bool has;
+};
+
+/* ns_open that also reads the inline bytes of the file (after any
+ * truncation), in the same transaction, into *inl. */
+int ns_open_inline(struct ns *ns, struct ns_ref ino, int flags, struct meta_inode *out,
+		   struct ns_trunc *tr, struct ns_inline *inl);
+
+/*
+ * Makes data[len] (len <= NS_INLINE_MAX) the whole content of file ino,
+ * inline: size becomes len, mtime mtime_ns (> 0; else now). Only a file
+ * that is inline already or empty (size 0) takes it: one holding chunked
+ * content fails -ENOTEMPTY, and the caller writes chunks instead. -EDQUOT
+ * as ns_set_size. Applying it twice has one effect. Fills *out.
+ */
+int ns_publish_inline(struct ns *ns, struct ns_ref ino, const uint8_t *data, uint32_t len,
+		      int64_t mtime_ns, struct meta_inode *out);
+
+/*
+ * Turns inline file ino into a chunked one of the same size, once the
+ * caller has written its bytes (len bytes of CRC32C crc) as chunk 0:
+ * drops the bytes if they still are those. A file no longer inline is
+ * left alone (0: converted already, or truncated); one whose bytes
+ * changed fails -EAGAIN (read them again). Fills *out.
+ */
+int ns_uninline(struct ns *ns, struct ns_ref ino, uint32_t len, uint32_t crc,
+		struct meta_inode *out);
+
 /* Creates directory name in parent; it inherits the parent's layout. */
 int ns_mkdir(struct ns *ns, struct ns_ref parent, const char *name, uint32_t mode,
 	     uint32_t uid, uint32_t gid, struct meta_inode *out);

@@ -34,6 +34,7 @@ struct walk {
 		struct meta_gc_item gc[BATCH];
 	} u;
 	char link[LINK_MAX_LEN];
+	uint8_t inl[META_INLINE_MAX];	/* one file's inline data */
 };
 
 static int on_dentry(void *arg, const char *name, uint64_t ino, uint32_t type)
@@ -86,6 +87,24 @@ static int walk_inode(struct walk *w, const struct meta_inode *in)
 			if (err)
 				return err;
 			w->n.links++;
+		}
+	}
+	if (S_ISREG(in->mode) && in->size && in->size <= META_INLINE_MAX) {
+		/* The bytes of an inline file travel with its inode. */
+		int len = CALL(w->from, get_inline, in->ino, w->inl, sizeof(w->inl));
+
+		if (len > (int)sizeof(w->inl)) {
+			log_error(COMP, "file %llu: inline data of %d bytes is too long",
+				  (unsigned long long)in->ino, len);
+			return -EFBIG;
+		}
+		if (len >= 0) {
+			err = w->to ? CALL(w->to, put_inline, in->ino, w->inl, (size_t)len) : 0;
+			if (err)
+				return err;
+			w->n.inlines++;
+		} else if (len != -ENOENT) {
+			return len;
 		}
 	}
 	return S_ISDIR(in->mode) ? walk_dir(w, in->ino) : 0;
@@ -236,7 +255,7 @@ static int check_empty(struct walk *w, struct meta_store *to)
 #define SAME(f) (a->f == b->f)
 static bool same_counts(const struct meta_copy_stats *a, const struct meta_copy_stats *b)
 {
-	return SAME(inodes) && SAME(dentries) && SAME(links) && SAME(quotas) &&
+	return SAME(inodes) && SAME(dentries) && SAME(links) && SAME(inlines) && SAME(quotas) &&
 	       SAME(counters) && SAME(gc_items);
 }
 #undef SAME
@@ -274,11 +293,13 @@ int meta_store_copy(struct meta_store *from, struct meta_store *to,
 	err = count_store(to, w);
 	if (!err && !same_counts(&copied, &w->n)) {
 		log_error(COMP, "the copy differs from its source: %llu/%llu inodes, %llu/%llu"
-			  " entries, %llu/%llu links, %llu/%llu quotas, %llu/%llu counters,"
+			  " entries, %llu/%llu links, %llu/%llu inline, %llu/%llu quotas,"
+			  " %llu/%llu counters,"
 			  " %llu/%llu gc items",
 			  (unsigned long long)w->n.inodes, (unsigned long long)copied.inodes,
 			  (unsigned long long)w->n.dentries, (unsigned long long)copied.dentries,
 			  (unsigned long long)w->n.links, (unsigned long long)copied.links,
+			  (unsigned long long)w->n.inlines, (unsigned long long)copied.inlines,
 			  (unsigned long long)w->n.quotas, (unsigned long long)copied.quotas,
 			  (unsigned long long)w->n.counters, (unsigned long long)copied.counters,
 			  (unsigned long long)w->n.gc_items, (unsigned long long)copied.gc_items);

@@ -91,6 +91,9 @@ enum pst {
 	P_REQ_GET,
 	P_REQ_PUT,
 	P_REQ_PRUNE,
+	P_GET_INLINE,
+	P_PUT_INLINE,
+	P_DEL_INLINE,
 	P_COUNT,
 };
 
@@ -116,6 +119,10 @@ static const struct pstmt pstmts[P_COUNT] = {
 		" mtime = $8, ctime = $9, parent = $10, chunk_size = $11, stripe = $12,"
 		" table_len = $13, seed = $14, gen = $15", "iiiiiiiiiiiiiii" },
 	[P_DEL_INODE] = { "DELETE FROM meta_inodes WHERE ino = $1", "i" },
+	[P_GET_INLINE] = { "SELECT data FROM meta_inline WHERE ino = $1", "i" },
+	[P_PUT_INLINE] = { "INSERT INTO meta_inline (ino, data) VALUES ($1, $2)"
+		" ON CONFLICT (ino) DO UPDATE SET data = $2", "ib" },
+	[P_DEL_INLINE] = { "DELETE FROM meta_inline WHERE ino = $1", "i" },
 	[P_PUT_LINK] = { "UPDATE meta_inodes SET target = $2 WHERE ino = $1", "ib" },
 	[P_GET_LINK] = { "SELECT target FROM meta_inodes WHERE ino = $1", "i" },
 	[P_GET_DENTRY] = { "SELECT ino, type FROM meta_dentries WHERE parent = $1 AND"
@@ -224,6 +231,9 @@ static const char *const migrations[] = {
 	" client bigint NOT NULL, seq bigint NOT NULL, at_ms bigint NOT NULL,"
 	" ret bigint NOT NULL, outcome bytea NOT NULL, PRIMARY KEY (client, seq));"
 	"CREATE INDEX meta_requests_at ON meta_requests (at_ms);",
+	/* 3 -> 4: the bytes of small files (meta_store.h, get_inline). */
+	"CREATE TABLE meta_inline ("
+	" ino bigint PRIMARY KEY, data bytea NOT NULL);",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -605,9 +615,55 @@ static int write_by_id(struct pg_store *s, enum pst id, uint64_t key, const char
 	return n < 0 ? n : n == 0 ? -ENOENT : 0;
 }
 
+static int pg_del_inline(void *impl, uint64_t ino)
+{
+	int err = write_by_id(impl, P_DEL_INLINE, ino, "delete inline data");
+
+	return err == -ENOENT ? 0 : err;
+}
+
 static int pg_del_inode(void *impl, uint64_t ino)
 {
-	return write_by_id(impl, P_DEL_INODE, ino, "delete inode");
+	int err = pg_del_inline(impl, ino);
+
+	return err ? err : write_by_id(impl, P_DEL_INODE, ino, "delete inode");
+}
+
+static int pg_put_inline(void *impl, uint64_t ino, const uint8_t *data, size_t len)
+{
+	struct args a = { 0 };
+	int n;
+
+	if (len > META_INLINE_MAX)
+		return -EFBIG;
+	arg_i64(&a, (int64_t)ino);
+	arg_bytes(&a, data, len);
+	n = run_count(impl, P_PUT_INLINE, &a, "put inline data");
+	return n < 0 ? n : 0;
+}
+
+static int pg_get_inline(void *impl, uint64_t ino, uint8_t *buf, size_t cap)
+{
+	struct args a = { 0 };
+	PGresult *r;
+	int err;
+
+	arg_i64(&a, (int64_t)ino);
+	err = run(impl, P_GET_INLINE, &a, "get inline data", &r);
+	if (err)
+		return err;
+	if (PQntuples(r) == 1) {
+		size_t n = PQgetisnull(r, 0, 0) ? 0 : (size_t)PQgetlength(r, 0, 0);
+		size_t c = n < cap ? n : cap;
+
+		if (c)
+			memcpy(buf, PQgetvalue(r, 0, 0), c);
+		err = (int)n;
+	} else {
+		err = -ENOENT;
+	}
+	PQclear(r);
+	return err;
 }
 
 static int pg_put_link(void *impl, uint64_t ino, const char *target, size_t len)
@@ -1147,6 +1203,9 @@ static const struct meta_store_ops pg_ops = {
 	.get_inode = pg_get_inode,
 	.put_inode = pg_put_inode,
 	.del_inode = pg_del_inode,
+	.get_inline = pg_get_inline,
+	.put_inline = pg_put_inline,
+	.del_inline = pg_del_inline,
 	.put_link = pg_put_link,
 	.get_link = pg_get_link,
 	.get_dentry = pg_get_dentry,

@@ -56,6 +56,9 @@ enum stmt_id {
 	ST_REQ_GET,
 	ST_REQ_PUT,
 	ST_REQ_PRUNE,
+	ST_GET_INLINE,
+	ST_PUT_INLINE,
+	ST_DEL_INLINE,
 	ST_COUNT,
 };
 
@@ -117,6 +120,10 @@ static const char *const stmt_sql[ST_COUNT] = {
 	[ST_REQ_GET] = "SELECT at_ms, ret, outcome FROM requests WHERE client = ?1 AND seq = ?2",
 	[ST_REQ_PUT] = "INSERT INTO requests (client, seq, at_ms, ret, outcome)"
 		" VALUES (?1, ?2, ?3, ?4, ?5)",
+	[ST_GET_INLINE] = "SELECT data FROM inline_data WHERE ino = ?1",
+	[ST_PUT_INLINE] = "INSERT INTO inline_data (ino, data) VALUES (?1, ?2)"
+		" ON CONFLICT (ino) DO UPDATE SET data = ?2",
+	[ST_DEL_INLINE] = "DELETE FROM inline_data WHERE ino = ?1",
 	[ST_REQ_PRUNE] = "DELETE FROM requests WHERE rowid IN (SELECT rowid FROM requests"
 		" WHERE at_ms < ?1 LIMIT ?2)",
 };
@@ -129,11 +136,12 @@ static const char *const stmt_sql[ST_COUNT] = {
  * inodes.gen (generations, meta_store.h) and the next_gen counter; 3 adds
  * the quotas table (created by schema_sql on open, empty: no quota was
  * set before it existed, so migration only bumps the version); 4 adds
- * the requests table (request ids' outcomes: likewise). A new
+ * the requests table (request ids' outcomes: likewise); 5 adds the
+ * inline_data table (the bytes of small files: likewise). A new
  * database is created at the current version; an older one is brought up
  * to it by migrate() when it is opened.
  */
-#define SCHEMA_VERSION 4
+#define SCHEMA_VERSION 5
 
 static const char schema_sql[] =
 	"CREATE TABLE IF NOT EXISTS inodes ("
@@ -161,9 +169,11 @@ static const char schema_sql[] =
 	" client INTEGER NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL,"
 	" ret INTEGER NOT NULL, outcome BLOB NOT NULL, PRIMARY KEY (client, seq));"
 	"CREATE INDEX IF NOT EXISTS requests_at ON requests (at_ms);"
+	"CREATE TABLE IF NOT EXISTS inline_data ("
+	" ino INTEGER PRIMARY KEY, data BLOB NOT NULL);"
 	/* A database this creates is at the current version; an existing
 	 * one keeps its row, and migrate() takes it from there. */
-	"INSERT OR IGNORE INTO counters (name, value) VALUES ('schema_version', 4);"
+	"INSERT OR IGNORE INTO counters (name, value) VALUES ('schema_version', 5);"
 	/* Inode numbers start at 2: 1 is the root, created by the namespace. */
 	"INSERT OR IGNORE INTO counters (name, value) VALUES ('next_ino', 1);"
 	/* Generations start at 2 too: 1 is the root's, and every inode's that
@@ -387,9 +397,71 @@ static int del_by_ino(struct sqlite_store *s, enum stmt_id which, uint64_t ino, 
 	return err;
 }
 
+static int sq_del_inline(void *impl, uint64_t ino)
+{
+	int err = del_by_ino(impl, ST_DEL_INLINE, ino, "delete inline data");
+
+	return err == -ENOENT ? 0 : err;
+}
+
 static int sq_del_inode(void *impl, uint64_t ino)
 {
-	return del_by_ino(impl, ST_DEL_INODE, ino, "delete inode");
+	int err = sq_del_inline(impl, ino);
+
+	return err ? err : del_by_ino(impl, ST_DEL_INODE, ino, "delete inode");
+}
+
+static int sq_put_inline(void *impl, uint64_t ino, const uint8_t *data, size_t len)
+{
+	struct sqlite_store *s = impl;
+	sqlite3_stmt *st = stmt_get(s, ST_PUT_INLINE);
+
+	if (!st)
+		return -EIO;
+	if (len > META_INLINE_MAX)
+		return -EFBIG;
+	sqlite3_bind_int64(st, 1, (int64_t)ino);
+	/* A zero-length blob, not NULL: the column is NOT NULL. */
+	sqlite3_bind_blob(st, 2, len ? (const void *)data : "", (int)len, SQLITE_TRANSIENT);
+	return stmt_exec(s, st, "put inline data");
+}
+
+/* Runs st, bound to an inode number, for one blob column: copies it into
+ * buf (cap bytes; with nul, NUL-terminated and cut to cap - 1) and
+ * returns its full length, or -ENOENT without a row. */
+static int get_blob(struct sqlite_store *s, enum stmt_id which, uint64_t ino, void *buf,
+		    size_t cap, bool nul, const char *what)
+{
+	sqlite3_stmt *st = stmt_get(s, which);
+	int rc, err;
+
+	if (!st)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, (int64_t)ino);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const void *p = sqlite3_column_blob(st, 0);
+		int n = sqlite3_column_bytes(st, 0);
+		size_t room = nul ? (cap ? cap - 1 : 0) : cap;
+		size_t c = (size_t)n < room ? (size_t)n : room;
+
+		if (c)
+			memcpy(buf, p, c);
+		if (nul && cap)
+			((char *)buf)[c] = '\0';
+		err = n;
+	} else if (rc == SQLITE_DONE) {
+		err = -ENOENT;
+	} else {
+		err = map_rc(s, rc, what);
+	}
+	stmt_done(st);
+	return err;
+}
+
+static int sq_get_inline(void *impl, uint64_t ino, uint8_t *buf, size_t cap)
+{
+	return get_blob(impl, ST_GET_INLINE, ino, buf, cap, false, "get inline data");
 }
 
 static int sq_put_link(void *impl, uint64_t ino, const char *target, size_t len)
@@ -410,33 +482,7 @@ static int sq_put_link(void *impl, uint64_t ino, const char *target, size_t len)
 
 static int sq_get_link(void *impl, uint64_t ino, char *buf, size_t cap)
 {
-	struct sqlite_store *s = impl;
-	sqlite3_stmt *st = stmt_get(s, ST_GET_LINK);
-	int rc, err;
-
-	if (!st)
-		return -EIO;
-	sqlite3_bind_int64(st, 1, (int64_t)ino);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		const void *p = sqlite3_column_blob(st, 0);
-		int n = sqlite3_column_bytes(st, 0);
-
-		if (cap) {
-			size_t c = (size_t)n < cap - 1 ? (size_t)n : cap - 1;
-
-			if (c)
-				memcpy(buf, p, c);
-			buf[c] = '\0';
-		}
-		err = n;
-	} else if (rc == SQLITE_DONE) {
-		err = -ENOENT;
-	} else {
-		err = map_rc(s, rc, "get link");
-	}
-	stmt_done(st);
-	return err;
+	return get_blob(impl, ST_GET_LINK, ino, buf, cap, true, "get link");
 }
 
 static int sq_get_dentry(void *impl, uint64_t parent, const char *name, uint64_t *ino,
@@ -965,6 +1011,9 @@ static const struct meta_store_ops sqlite_ops = {
 	.get_inode = sq_get_inode,
 	.put_inode = sq_put_inode,
 	.del_inode = sq_del_inode,
+	.get_inline = sq_get_inline,
+	.put_inline = sq_put_inline,
+	.del_inline = sq_del_inline,
 	.put_link = sq_put_link,
 	.get_link = sq_get_link,
 	.get_dentry = sq_get_dentry,
@@ -1071,26 +1120,24 @@ static int migrate(struct sqlite_store *s)
 		log_info(COMP, "database '%s': schema 1 -> 2 (inode generations)", s->path);
 		v = 2;
 	}
-	if (v < 3) {
-		rc = sqlite3_exec(s->db, "UPDATE counters SET value = 3 WHERE name ="
-				  " 'schema_version';", NULL, NULL, NULL);
-		if (rc != SQLITE_OK) {
-			log_error(COMP, "database '%s': migrating schema to 3 failed: %s",
-				  s->path, sqlite3_errmsg(s->db));
+	/* Versions 3 to 5 only add tables, which schema_sql made. */
+	for (; v < SCHEMA_VERSION; v++) {
+		static const char *const added[] = { "", "", "", "quotas", "request ids",
+						     "inline data" };
+		char sql[96];
+
+		_Static_assert(sizeof(added) / sizeof(added[0]) == SCHEMA_VERSION + 1,
+			       "name what each schema version adds");
+
+		snprintf(sql, sizeof(sql), "UPDATE counters SET value = %lld WHERE name ="
+			 " 'schema_version';", (long long)v + 1);
+		if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK) {
+			log_error(COMP, "database '%s': migrating schema to %lld failed: %s",
+				  s->path, (long long)v + 1, sqlite3_errmsg(s->db));
 			return -EIO;
 		}
-		log_info(COMP, "database '%s': schema 2 -> 3 (quotas)", s->path);
-		v = 3;
-	}
-	if (v < 4) {
-		rc = sqlite3_exec(s->db, "UPDATE counters SET value = 4 WHERE name ="
-				  " 'schema_version';", NULL, NULL, NULL);
-		if (rc != SQLITE_OK) {
-			log_error(COMP, "database '%s': migrating schema to 4 failed: %s",
-				  s->path, sqlite3_errmsg(s->db));
-			return -EIO;
-		}
-		log_info(COMP, "database '%s': schema 3 -> 4 (request ids)", s->path);
+		log_info(COMP, "database '%s': schema %lld -> %lld (%s)", s->path, (long long)v,
+			 (long long)v + 1, added[v + 1]);
 	}
 	return 0;
 }

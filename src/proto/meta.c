@@ -43,6 +43,8 @@ PROTO_MSG_DEFINE(mt_quota_list, MT_QUOTA_LIST_FIELDS)
 PROTO_MSG_DEFINE(mt_quota, MT_QUOTA_FIELDS)
 PROTO_MSG_DEFINE(mt_quota_ent, MT_QUOTA_ENT_FIELDS)
 PROTO_MSG_DEFINE(mt_quota_list_rep, MT_QUOTA_LIST_REP_FIELDS)
+PROTO_MSG_DEFINE_CHECKED(mt_open_rep, MT_OPEN_REP_FIELDS)
+PROTO_MSG_DEFINE_CHECKED(mt_inline_set, MT_INLINE_SET_FIELDS)
 PROTO_OPS_DEFINE(meta, META_OPS)
 
 /* The chunks left to remove come before the end of the range. */
@@ -60,6 +62,24 @@ int mt_open_check(const struct mt_open *m)
 int mt_open_path_check(const struct mt_open_path *m)
 {
 	return (m->flags & MD_O_ACCMODE) == MD_O_ACCMODE ? STRATA_EBADMSG : 0;
+}
+
+/* Bytes only with an inline file, and then exactly its size. */
+int mt_open_rep_check(const struct mt_open_rep *m)
+{
+	if (!m->inl)
+		return m->data.len ? STRATA_EBADMSG : 0;
+	return m->data.len == 0 || m->data.len != m->attr.inode.size ? STRATA_EBADMSG : 0;
+}
+
+/* One of PUBLISH (with its len bytes) or CONVERT (no bytes). */
+int mt_inline_set_check(const struct mt_inline_set *m)
+{
+	if (m->flags == MD_INL_PUBLISH)
+		return m->data.len == m->len && m->crc == 0 ? 0 : STRATA_EBADMSG;
+	if (m->flags == MD_INL_CONVERT)
+		return m->data.len == 0 && m->len ? 0 : STRATA_EBADMSG;
+	return STRATA_EBADMSG;
 }
 
 /* A listing asks for at least one entry. */

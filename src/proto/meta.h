@@ -65,6 +65,33 @@
  *   OPEN_PATH    path, MD_O_*                    -> as OPEN
  *   UNLINK_PATH  dir path, name                  -> as UNLINK
  *
+ * Inline data (docs/namespace.md, "Inline data"): a small regular file
+ * may hold its whole content in the meta store, no chunks; its size is
+ * the length of those bytes. Only clients that use the *_INL operations
+ * below see them; the older operations refuse an inline file where a
+ * client would read or grow it (see INLINE_SET).
+ *   OPEN_INL, OPEN_PATH_INL, CREATE_INL, CREATE_PATH_INL  as OPEN,
+ *              OPEN_PATH, CREATE, CREATE_PATH -> open_rep: their attr_rep,
+ *              the service's meta.inline_max (0: off) and, when the file
+ *              is inline (after any truncation), its bytes
+ *   INLINE_SET inode, MD_INL_PUBLISH, mtime_ns, len, data -> inode: data
+ *              (len bytes, at most meta.inline_max) becomes the whole
+ *              content, inline, in one transaction (a writer's close or
+ *              fsync); only for an inline or empty file (-ENOTEMPTY for a
+ *              chunked one: write chunks instead); -EDQUOT as SET_SIZE;
+ *              -EFBIG above meta.inline_max (-EOPNOTSUPP when it is 0)
+ *              inode, MD_INL_CONVERT, len, crc (CRC32C) -> inode: the
+ *              caller wrote the file's inline bytes (len of them, crc) as
+ *              chunk 0; the bytes are dropped if still those (-EAGAIN if
+ *              they changed: open again), nothing if the file is no
+ *              longer inline. The file is then a chunked file.
+ * OPEN, OPEN_PATH, CREATE and CREATE_PATH of an inline file by a client
+ * that did not use the *_INL form fail with -EMEDIUMTYPE (the bytes
+ * would read as zeros there), unless they truncate it; so do TRUNCATE
+ * and SETATTR growing an inline file above MD_INLINE_MAX: the caller
+ * converts it first. SET_SIZE of an inline file drops its bytes (a
+ * writer of chunks closing wins).
+ *
  * Quotas (docs/namespace.md, "Quotas"): CREATE, MKDIR, SYMLINK, RENAME,
  * SET_SIZE, TRUNCATE and SETATTR with MD_ATTR_SIZE fail with -EDQUOT,
  * changing nothing, when they would take a quota root's usage above its
@@ -99,6 +126,12 @@
 #define MD_TARGET_MAX 4096	/* a symlink's target */
 #define MD_READDIR_MAX 1024	/* entries in one READDIR(PLUS) reply */
 #define MD_QUOTA_LIST_MAX 64	/* quota roots in one QUOTA_LIST reply */
+#define MD_INLINE_MAX (64u * 1024u)	/* inline bytes of a file: meta_store.h's */
+
+/* INLINE_SET flags: exactly one. */
+#define MD_INL_PUBLISH (1u << 0)	/* data becomes the content */
+#define MD_INL_CONVERT (1u << 1)	/* the bytes were written as chunk 0 */
+#define MD_INL_KNOWN (MD_INL_PUBLISH | MD_INL_CONVERT)
 
 /* CREATE flags. */
 #define MD_CREATE_EXCL (1u << 0)	/* -EEXIST if the name exists */
@@ -351,6 +384,27 @@ PROTO_MSG(mt_path_name, MT_PATH_NAME_FIELDS)
 	X(OBJ, cap, sp_cap)
 PROTO_MSG(mt_attr_rep, MT_ATTR_REP_FIELDS)
 
+/* OPEN_INL, OPEN_PATH_INL, CREATE_INL, CREATE_PATH_INL. inline_max: the
+ * most bytes INLINE_SET takes now (0: off); inl: the file is inline and
+ * data holds its size bytes (else data is empty). */
+#define MT_OPEN_REP_FIELDS(X) \
+	X(OBJ, attr, mt_attr_rep) \
+	X(U32R, inline_max, MD_INLINE_MAX) \
+	X(U8R, inl, 1) \
+	X(BYTES, data, MD_INLINE_MAX)
+PROTO_MSG_CHECKED(mt_open_rep, MT_OPEN_REP_FIELDS)
+
+/* INLINE_SET. PUBLISH: data holds len bytes, crc 0; CONVERT: data is
+ * empty, len and crc describe the bytes written. */
+#define MT_INLINE_SET_FIELDS(X) \
+	X(OBJ, h, mt_handle) \
+	X(FLAGS, flags, MD_INL_KNOWN) \
+	X(I64, mtime_ns) \
+	X(U32R, len, MD_INLINE_MAX) \
+	X(U32, crc) \
+	X(BYTES, data, MD_INLINE_MAX)
+PROTO_MSG_CHECKED(mt_inline_set, MT_INLINE_SET_FIELDS)
+
 /* READLINK. */
 #define MT_TARGET_FIELDS(X) \
 	X(STR, target, MD_TARGET_MAX)
@@ -452,7 +506,12 @@ PROTO_MSG(mt_quota_list_rep, MT_QUOTA_LIST_REP_FIELDS)
 	OP(META_LINK,        87, md_link,        mt_link,       mt_inode, ANY) \
 	OP(META_CREATE_PATH, 88, md_create_path, mt_create_path, mt_attr_rep, ANY) \
 	OP(META_OPEN_PATH,   89, md_open_path,   mt_open_path,  mt_attr_rep, ANY) \
-	OP(META_UNLINK_PATH, 90, md_unlink_path, mt_path_name,  proto_void, ANY)
+	OP(META_UNLINK_PATH, 90, md_unlink_path, mt_path_name,  proto_void, ANY) \
+	OP(META_OPEN_INL,    91, md_open_inl,    mt_open,       mt_open_rep, ANY) \
+	OP(META_OPEN_PATH_INL, 92, md_open_path_inl, mt_open_path, mt_open_rep, ANY) \
+	OP(META_CREATE_INL,  93, md_create_inl,  mt_create,     mt_open_rep, ANY) \
+	OP(META_CREATE_PATH_INL, 94, md_create_path_inl, mt_create_path, mt_open_rep, ANY) \
+	OP(META_INLINE_SET,  95, md_inline_set,  mt_inline_set, mt_inode, ANY)
 PROTO_OPS(meta, META_OPS)
 
 /* Every op's number lies in the range net/proto.h gives meta. */

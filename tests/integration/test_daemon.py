@@ -218,6 +218,8 @@ BAD_CONFIGS = [
     ("bad-bool", ["--storage.sync_writes=maybe"], None, ["sync_writes", "maybe"]),
     ("bad-duration", ["--mgmt.lease=5 parsecs"], None, ["mgmt.lease"]),
     ("bad-log-level", ["--node.log_level=loud"], None, ["log_level", "loud"]),
+    ("inline-max-too-big", ["--meta.inline_max=100K"], None, ["meta.inline_max", "100K"]),
+    ("inline-max-not-a-size", ["--meta.inline_max=small"], None, ["meta.inline_max", "small"]),
     ("positional", ["extra"], None, ["extra"]),
     ("missing-config-file", ["--config", "/nonexistent/strata.ini"], None,
      ["/nonexistent/strata.ini"]),

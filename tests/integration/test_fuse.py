@@ -517,6 +517,79 @@ def test_hard_links(mnt):
         os.link(mnt / "b" / "h", mnt / "b" / "h")
 
 
+def _inline(fuse_cluster, path):
+    """Whether the file at path (in the namespace) is inline: a client
+    without inline support (STRATA_TEST_NO_INLINE=1) is refused it."""
+    r = _strata_fn("cat", path, env={"STRATA_MGMT": _mgmt(fuse_cluster),
+                                     "STRATA_TEST_NO_INLINE": "1"})
+    if r.returncode == 0:
+        return False
+    assert "medium" in r.stderr.lower(), r.stderr
+    return True
+
+
+def test_small_files_inline(fuse_cluster, mounts):
+    """Small files through the mount (docs/fuse.md, "Small files"): created
+    inline at close, read back byte-exact on another mount; overwrite,
+    append, truncation and links across the inline bound (16 KiB by
+    default); a file rewritten on one mount is never read stale on the
+    other after a new open."""
+    a = mounts(_mgmt(fuse_cluster), "ia")
+    b = mounts(_mgmt(fuse_cluster), "ib")
+    (a.path / "inl").mkdir()
+    da, db = a.path / "inl", b.path / "inl"
+    rng = random.Random(20)
+    bound = 16384
+    for n in (1, 3901, bound - 1, bound, bound + 1, 70000):
+        data = rng.randbytes(n)
+        (da / ("f%d" % n)).write_bytes(data)
+        assert (db / ("f%d" % n)).read_bytes() == data, n
+        assert _inline(fuse_cluster, "/inl/f%d" % n) == (n <= bound), n
+    (da / "empty").write_bytes(b"")
+    assert (db / "empty").read_bytes() == b"" and not _inline(fuse_cluster, "/inl/empty")
+    # overwrite in place: the file becomes a chunked one, the bytes right
+    data = bytearray(rng.randbytes(3000))
+    (da / "o").write_bytes(data)
+    with open(da / "o", "r+b") as f:
+        f.seek(1000)
+        f.write(b"middle")
+    data[1000:1006] = b"middle"
+    assert (db / "o").read_bytes() == data and not _inline(fuse_cluster, "/inl/o")
+    # append, small and across the bound
+    (da / "p").write_bytes(b"head")
+    with open(da / "p", "ab") as f:
+        f.write(b"+tail")
+    assert (db / "p").read_bytes() == b"head+tail"
+    more = rng.randbytes(bound)
+    with open(da / "p", "ab") as f:
+        f.write(more)
+    assert (db / "p").read_bytes() == b"head+tail" + more
+    # truncation of an inline file: shorter, longer, past the bound
+    t = rng.randbytes(5000)
+    (da / "t").write_bytes(t)
+    os.truncate(da / "t", 100)
+    assert (db / "t").read_bytes() == t[:100] and _inline(fuse_cluster, "/inl/t")
+    os.truncate(da / "t", 9000)
+    assert (db / "t").read_bytes() == t[:100] + bytes(8900)
+    os.truncate(da / "t", 100000)
+    assert (db / "t").read_bytes() == t[:100] + bytes(99900)
+    assert not _inline(fuse_cluster, "/inl/t")
+    # a hard link and a rename keep the bytes
+    (da / "l").write_bytes(b"linked bytes")
+    os.link(da / "l", da / "l2")
+    os.rename(da / "l", da / "l3")
+    assert (db / "l2").read_bytes() == b"linked bytes"
+    os.unlink(da / "l3")
+    assert (db / "l2").read_bytes() == b"linked bytes"
+    os.unlink(db / "l2")
+    assert not (da / "l2").exists()
+    # rewritten on one mount, read on the other: never stale
+    for r, n in enumerate((10, 5000, 40000, 7, bound + 1, 3000, 12)):
+        data = rng.randbytes(n)
+        ((da if r % 2 else db) / "rw").write_bytes(data)
+        assert ((db if r % 2 else da) / "rw").read_bytes() == data, (r, n)
+
+
 def test_fifos_and_sockets(mnt):
     """mkfifo and a bound Unix socket make their objects; a fifo carries
     data between two processes on this host, as on any file system."""

@@ -124,6 +124,7 @@ def test_idle_flood_is_held_off_by_the_per_address_cap(daemon_factory, strata):
                                     "--net.hello_timeout=3s"])
     log_before = len(d.log)
     flood = None
+    started = time.monotonic()
     try:
         with d.client() as real:
             flood = Flood(d.addr, FLOOD, "127.0.0.2")
@@ -150,10 +151,16 @@ def test_idle_flood_is_held_off_by_the_per_address_cap(daemon_factory, strata):
         if flood:
             flood.close()
     log = d.log[log_before:]
-    # Rate-limited per call site (32 lines per 10 s), and says so.
-    assert 0 < log.count("refused a connection from '127.0.0.2") < 200
+    # Rate-limited per call site (32 lines per 10 s window), and says so.
+    # How many windows the flood spans depends on how fast this machine
+    # opens 25,000 connections, so the bound is counted in windows; either
+    # way it is far below the thousands of refusals the daemon made.
+    windows = int((time.monotonic() - started) / 10) + 2
+    refused_lines = log.count("refused a connection from '127.0.0.2")
+    assert 0 < refused_lines <= 32 * windows < refused, (refused_lines, windows, refused)
     assert "net.max_conns_per_peer" in log
-    assert log.count("no HELLO within 3000 ms") < 200
+    assert "more lines like this in the next 10 s are dropped" in log
+    assert log.count("no HELLO within 3000 ms") <= 32 * windows
 
 
 @pytest.mark.timeout(120)

@@ -20,7 +20,9 @@ THREADS = 8
 CREATOR = """
 import sys, threading, strata
 progress, nthreads = sys.argv[1], int(sys.argv[2])
-c = strata.Client()
+# A short retry budget: once the meta daemon is killed, calls fail in
+# seconds instead of the default 30 s (the test waits for that).
+c = strata.Client(timeout_ms=3000, retry_ms=3000)
 lock = threading.Lock()
 out = open(progress, "a", buffering=1)
 

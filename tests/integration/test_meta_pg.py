@@ -1,6 +1,7 @@
 """The namespace on PostgreSQL (src/meta/store_pg.c, docs/namespace.md):
 a cluster whose control daemon has meta.store = postgresql://... serves the
-file commands, keeps its namespace through a kill -9, reports a stopped
+file commands, keeps its namespace (inline data of small files too)
+through a kill -9, reports a stopped
 server at once and recovers when it returns; 'strata meta migrate' moves a
 SQLite namespace over; bad settings are refused with the key named.
 
@@ -108,6 +109,34 @@ def test_namespace_on_postgresql_survives_kill9(pg, pg_cluster, tmp_path):
     fs("get", "-q", "/b/g", got, ok=True)
     assert (got / "g").read_bytes() == data
     fs("mkdir", "/after", ok=True)
+
+
+@pytest.mark.timeout(300)
+def test_inline_data_on_postgresql(pg, pg_cluster):
+    """Small files kept inline live in meta_inline, and survive a kill -9
+    of the control node after their close was answered."""
+    from test_python import run_py
+    write = """
+import strata
+c = strata.Client()
+c.makedirs("/inl")
+for i in range(20):
+    c.write_bytes("/inl/f%d" % i, bytes([i]) * (100 + i * 500))
+print("OK")
+"""
+    check = """
+import strata
+c = strata.Client()
+for i in range(20):
+    assert c.read_bytes("/inl/f%d" % i) == bytes([i]) * (100 + i * 500), i
+print("OK")
+"""
+    run_py(pg_cluster, write)
+    assert int(pg.psql("SELECT count(*) FROM meta_inline", db="ns")) >= 20
+    restart_control_node(pg_cluster, signal.SIGKILL)
+    fs = _fs(pg_cluster)
+    wait_until(lambda: fs("ls", "/inl").returncode == 0, 60, 0.2, "the namespace after kill -9")
+    run_py(pg_cluster, check)
 
 
 @pytest.mark.timeout(300)

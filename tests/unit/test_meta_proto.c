@@ -721,11 +721,71 @@ static void test_readdir_full_page(void **state)
 	free(names);
 }
 
+/* Inline data on the wire: an open_rep carries bytes only for an inline
+ * file, exactly its size, at most MD_INLINE_MAX; an INLINE_SET is one of
+ * PUBLISH (its len bytes) or CONVERT (none). */
+static void test_inline_messages(void **state)
+{
+	static uint8_t data[MD_INLINE_MAX + 1];
+	struct fix *f = *state;
+	struct mt_open_rep rep = { .inline_max = 4096, .inl = 1 }, got;
+	struct mt_inline_set set = { .h = { 5, 1 }, .flags = MD_INL_PUBLISH, .len = 3 }, sgot;
+
+	rep.attr.inode.size = 3;
+	rep.data = (struct pbytes){ data, 3 };
+	put(f, mt_open_rep_enc_any, &rep);
+	assert_int_equal(dec_body(f, mt_open_rep_decode_any, &got), 0);
+	assert_int_equal(got.inl, 1);
+	assert_int_equal(got.data.len, 3);
+	assert_int_equal(got.inline_max, 4096);
+	rep.attr.inode.size = 4;		/* bytes that are not the file's size */
+	put(f, mt_open_rep_enc_any, &rep);
+	REFUSED(f, mt_open_rep);
+	rep.inl = 0;				/* bytes for a file that is not inline */
+	rep.attr.inode.size = 3;
+	put(f, mt_open_rep_enc_any, &rep);
+	REFUSED(f, mt_open_rep);
+	rep.inl = 1;				/* an inline file with no bytes */
+	rep.data.len = 0;
+	rep.attr.inode.size = 0;
+	put(f, mt_open_rep_enc_any, &rep);
+	REFUSED(f, mt_open_rep);
+	rep = (struct mt_open_rep){ .inline_max = MD_INLINE_MAX + 1 };	/* past the bound */
+	put(f, mt_open_rep_enc_any, &rep);
+	REFUSED(f, mt_open_rep);
+
+	set.data = (struct pbytes){ data, 3 };
+	put(f, mt_inline_set_enc_any, &set);
+	assert_int_equal(dec_body(f, mt_inline_set_decode_any, &sgot), 0);
+	assert_int_equal(sgot.len, 3);
+	set.len = 2;				/* len and bytes disagree */
+	put(f, mt_inline_set_enc_any, &set);
+	REFUSED(f, mt_inline_set);
+	set = (struct mt_inline_set){ .flags = MD_INL_CONVERT, .len = 3, .crc = 9 };
+	put(f, mt_inline_set_enc_any, &set);
+	assert_int_equal(dec_body(f, mt_inline_set_decode_any, &sgot), 0);
+	set.data = (struct pbytes){ data, 3 };	/* a conversion carries no bytes */
+	put(f, mt_inline_set_enc_any, &set);
+	REFUSED(f, mt_inline_set);
+	set = (struct mt_inline_set){ .flags = MD_INL_CONVERT | MD_INL_PUBLISH, .len = 1 };
+	put(f, mt_inline_set_enc_any, &set);
+	REFUSED(f, mt_inline_set);
+	set = (struct mt_inline_set){ .flags = 4, .len = 1 };	/* an unknown flag */
+	put(f, mt_inline_set_enc_any, &set);
+	REFUSED(f, mt_inline_set);
+	/* More bytes than the bound: the encoder refuses them already. */
+	set = (struct mt_inline_set){ .flags = MD_INL_PUBLISH, .len = MD_INLINE_MAX };
+	set.data = (struct pbytes){ data, MD_INLINE_MAX + 1 };
+	reset(f);
+	mt_inline_set_enc_any(&f->w, &set);
+	assert_int_not_equal(f->w.err, 0);
+}
+
 /* The table: opcodes from 64 in order, named, with decoders both ways. */
 static void test_table(void **state)
 {
 	(void)state;
-	assert_int_equal(meta_NOPS, 27);
+	assert_int_equal(meta_NOPS, 32);
 	for (uint32_t i = 0; i < meta_NOPS; i++) {
 		assert_int_equal(meta_ops[i].op, OP_META_LOOKUP + i);
 		assert_true(strncmp(meta_ops[i].name, "META_", 5) == 0);
@@ -874,6 +934,7 @@ int main(void)
 		T(test_readdir_rep),
 		T(test_readdirplus_rep),
 		T(test_readdir_full_page),
+		T(test_inline_messages),
 		T(test_table),
 		T(test_quota_list_max),
 		T(test_garbage),

@@ -2,7 +2,7 @@
  * Unit tests of the metadata stores themselves (src/meta/store_*.c), on
  * the backend the environment names (meta_fx.h; meson runs this file as
  * test_meta_store and, over a throwaway PostgreSQL, test_meta_store_pg):
- * copying a namespace between backends, the readdir byte order, two
+ * copying a namespace between backends, inline data, the readdir byte order, two
  * handles racing renames across directories, and PostgreSQL's schema
  * versions and lost connections.
  */
@@ -19,6 +19,9 @@
 
 #include <cmocka.h>
 
+#include <fcntl.h>
+
+#include "common/crc32c.h"
 #include "meta_fx.h"
 
 /* A populated SQLite namespace copied into an empty store of the backend
@@ -46,14 +49,21 @@ static void test_store_copy(void **state)
 	assert_int_equal(ns_symlink(&na, ns_any(e), "l", "../f", 0, 0, NULL), 0);
 	assert_int_equal(ns_unlink(&na, ns_any(e), "g"), 0);	/* queues its chunks */
 	assert_int_equal(ns_quota_set(&na, ns_any(d), 1u << 30, 100, NULL), 0);
+	{
+		uint64_t small = mkfile(&na, e, "small", 0);
+
+		assert_int_equal(ns_publish_inline(&na, ns_any(small), (const uint8_t *)"inline!", 7,
+						   0, NULL), 0);
+	}
 	before = dump_ns(&na);
 
 	store_new(f, "copy", dst, sizeof(dst));
 	assert_int_equal(store_open(dst, &b), 0);
 	assert_int_equal(meta_store_copy(&a, &b, &cs), 0);
-	assert_int_equal(cs.inodes, 6);		/* root, d, e, f, the accented one, l */
-	assert_int_equal(cs.dentries, 5);
+	assert_int_equal(cs.inodes, 7);		/* root, d, e, f, the accented one, l, small */
+	assert_int_equal(cs.dentries, 6);
 	assert_int_equal(cs.links, 1);
+	assert_int_equal(cs.inlines, 1);
 	assert_int_equal(cs.quotas, 1);
 	assert_true(cs.gc_items >= 1);
 	assert_true(cs.counters >= 3);		/* inodes, bytes, table_len at least */
@@ -66,6 +76,17 @@ static void test_store_copy(void **state)
 	assert_int_equal(ns_quota_get(&na, ns_any(d), &qa), 0);
 	assert_int_equal(ns_quota_get(&nb, ns_any(d), &qb), 0);
 	assert_memory_equal(&qa, &qb, sizeof(qa));
+	{
+		/* The inline bytes came along. */
+		uint8_t buf[NS_INLINE_MAX];
+		struct ns_inline il = { .buf = buf };
+
+		assert_int_equal(ns_resolve(&nb, "/d/e/small", 0, &x), 0);
+		assert_int_equal(ns_open_inline(&nb, ns_any(x.ino), O_RDONLY, &y, NULL, &il), 0);
+		assert_true(il.has);
+		assert_int_equal(il.len, 7);
+		assert_memory_equal(buf, "inline!", 7);
+	}
 	/* The next inode gets the number and generation the source would. */
 	assert_int_equal(ns_create(&na, ns_any(NS_ROOT_INO), "n", 0644, 0, 0, true, &x), 1);
 	assert_int_equal(ns_create(&nb, ns_any(NS_ROOT_INO), "n", 0644, 0, 0, true, &y), 1);
@@ -82,6 +103,113 @@ static void test_store_copy(void **state)
 		snprintf(dst, sizeof(dst), "%s%s", src, *sfx);
 		unlink(dst);
 	}
+}
+
+/* Reads file ino's inline bytes into buf: their length, -1 when none. */
+static int inline_of(struct ns *ns, uint64_t ino, uint8_t *buf)
+{
+	struct ns_inline il = { .buf = buf };
+	struct meta_inode in;
+
+	assert_int_equal(ns_open_inline(ns, ns_any(ino), O_RDONLY, &in, NULL, &il), 0);
+	if (il.has)
+		assert_int_equal(in.size, il.len);	/* an inline file's size is its bytes */
+	return il.has ? (int)il.len : -1;
+}
+
+/* Inline data (ns.h): publish, the truncations, SET_SIZE of a writer of
+ * chunks, the conversion, links and removal, on the backend under test. */
+static void test_inline(void **state)
+{
+	static uint8_t data[NS_INLINE_MAX + 1], buf[NS_INLINE_MAX];
+	struct fx *f = *state;
+	struct meta_inode in;
+	struct ns_statfs sf;
+	struct meta_gc_item gc[4];
+	struct ns_trunc tr;
+	uint64_t a, big, bytes0;
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7 + 3);
+	a = mkfile(&f->ns, NS_ROOT_INO, "a", 0);
+	big = mkfile(&f->ns, NS_ROOT_INO, "big", 5000);	/* chunked content */
+	assert_int_equal(ns_statfs(&f->ns, &sf), 0);
+	bytes0 = sf.bytes;
+
+	assert_int_equal(inline_of(&f->ns, a, buf), -1);
+	assert_int_equal(ns_publish_inline(&f->ns, ns_any(a), data, 1000, 77, &in), 0);
+	assert_int_equal(in.size, 1000);
+	assert_int_equal(in.mtime_ns, 77);
+	assert_int_equal(inline_of(&f->ns, a, buf), 1000);
+	assert_memory_equal(buf, data, 1000);
+	assert_int_equal(ns_statfs(&f->ns, &sf), 0);
+	assert_int_equal(sf.bytes, bytes0 + 1000);
+	/* Again with other bytes: the whole content is replaced. */
+	assert_int_equal(ns_publish_inline(&f->ns, ns_any(a), data + 1, 600, 0, &in), 0);
+	assert_int_equal(inline_of(&f->ns, a, buf), 600);
+	assert_memory_equal(buf, data + 1, 600);
+	/* Never over chunked content, never more than the bound. */
+	assert_int_equal(ns_publish_inline(&f->ns, ns_any(big), data, 10, 0, NULL), -ENOTEMPTY);
+	assert_int_equal(ns_publish_inline(&f->ns, ns_any(a), data, NS_INLINE_MAX + 1, 0, NULL),
+			 -EINVAL);
+	assert_int_equal(inline_of(&f->ns, big, buf), -1);
+
+	/* Truncations: cut, zero-extended, past the bound refused. */
+	assert_int_equal(ns_truncate(&f->ns, ns_any(a), 100, &tr), 0);
+	assert_false(tr.partial);
+	assert_int_equal(tr.gc_to, 0);
+	assert_int_equal(inline_of(&f->ns, a, buf), 100);
+	assert_memory_equal(buf, data + 1, 100);
+	assert_int_equal(ns_truncate(&f->ns, ns_any(a), 300, &tr), 0);
+	assert_int_equal(inline_of(&f->ns, a, buf), 300);
+	assert_memory_equal(buf, data + 1, 100);
+	for (int i = 100; i < 300; i++)
+		assert_int_equal(buf[i], 0);
+	assert_int_equal(ns_truncate(&f->ns, ns_any(a), NS_INLINE_MAX + 1, &tr), -EMEDIUMTYPE);
+	assert_int_equal(inline_of(&f->ns, a, buf), 300);
+
+	/* A hard link shares the bytes; the last name removed drops them. */
+	assert_int_equal(ns_link(&f->ns, ns_any(a), ns_any(NS_ROOT_INO), "a2", NULL), 0);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(NS_ROOT_INO), "a"), 0);
+	assert_int_equal(inline_of(&f->ns, a, buf), 300);
+	assert_int_equal(ns_unlink(&f->ns, ns_any(NS_ROOT_INO), "a2"), 0);
+	assert_int_equal(f->st.ops->begin(f->st.impl, false), 0);
+	assert_int_equal(f->st.ops->get_inline(f->st.impl, a, NULL, 0), -ENOENT);
+	f->st.ops->rollback(f->st.impl);
+	assert_int_equal(gc_all(&f->ns, a, gc, 4), 0);	/* no chunk to remove */
+
+	/* An open with O_TRUNC drops them (and queues chunk 0). */
+	a = mkfile(&f->ns, NS_ROOT_INO, "t", 0);
+	assert_int_equal(ns_publish_inline(&f->ns, ns_any(a), data, 50, 0, NULL), 0);
+	assert_int_equal(ns_open(&f->ns, ns_any(a), O_WRONLY | O_TRUNC, &in, &tr), 0);
+	assert_int_equal(in.size, 0);
+	assert_int_equal(tr.gc_to, 1);
+	assert_int_equal(inline_of(&f->ns, a, buf), -1);
+
+	/* A writer of chunks closing an inline file: its length, no bytes. */
+	assert_int_equal(ns_publish_inline(&f->ns, ns_any(a), data, 50, 0, NULL), 0);
+	assert_int_equal(ns_set_size(&f->ns, ns_any(a), 20, 0, &in), 0);
+	assert_int_equal(in.size, 20);
+	assert_int_equal(inline_of(&f->ns, a, buf), -1);
+
+	/* Conversion: only the bytes read are dropped; the size stays. */
+	assert_int_equal(ns_truncate(&f->ns, ns_any(a), 0, NULL), 0);
+	assert_int_equal(ns_publish_inline(&f->ns, ns_any(a), data, 70, 0, NULL), 0);
+	assert_int_equal(ns_uninline(&f->ns, ns_any(a), 70, crc32c(0, data + 1, 70), NULL),
+			 -EAGAIN);
+	assert_int_equal(ns_uninline(&f->ns, ns_any(a), 69, crc32c(0, data, 69), NULL), -EAGAIN);
+	assert_int_equal(inline_of(&f->ns, a, buf), 70);
+	assert_int_equal(ns_uninline(&f->ns, ns_any(a), 70, crc32c(0, data, 70), &in), 0);
+	assert_int_equal(in.size, 70);
+	assert_int_equal(inline_of(&f->ns, a, buf), -1);
+	/* Converted already: nothing to do. */
+	assert_int_equal(ns_uninline(&f->ns, ns_any(a), 70, crc32c(0, data, 70), NULL), 0);
+	/* Now chunked: a publish is refused, a truncation is a chunk one. */
+	assert_int_equal(ns_publish_inline(&f->ns, ns_any(a), data, 5, 0, NULL), -ENOTEMPTY);
+	assert_int_equal(ns_truncate(&f->ns, ns_any(a), NS_INLINE_MAX + 1, NULL), 0);
+	/* Directories and symlinks take no bytes. */
+	assert_int_equal(ns_publish_inline(&f->ns, ns_any(NS_ROOT_INO), data, 5, 0, NULL),
+			 -EISDIR);
 }
 
 /* Directory order is the byte order of names, whatever the database's
@@ -278,6 +406,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_store_copy, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_name_byte_order, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_inline, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_pg_schema, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_pg_reconnect, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_rename_cycle_race, fx_setup, fx_teardown),

@@ -1,0 +1,376 @@
+/*
+ * Inline data of small files, the client's side (docs/namespace.md,
+ * "Inline data"; the operations in proto/meta.h).
+ *
+ * Opens go through the *_INL forms of OPEN, OPEN_PATH, CREATE and
+ * CREATE_PATH while the meta service has them (an older one answers
+ * STRATA_EBADOP once: the connection then uses the older forms for good).
+ * Their reply carries the bytes of an inline file, and the service's
+ * meta.inline_max.
+ *
+ * A handle holds a file inline (f->inl_on) in two cases:
+ * - it opened an inline file: f->inl holds its bytes, and every read of
+ *   the handle (strata_pread, the ring) is served from them;
+ * - it created the file, or truncated it to 0, for writing, and
+ *   meta.inline_max is not 0 (f->inl_w): its writes land in f->inl while
+ *   they stay within inline_max; close and fsync publish them in one
+ *   INLINE_SET. A write beyond inline_max, a write through the ring, or a
+ *   publish the service refuses first writes the bytes as ordinary chunk
+ *   writes ("spill") and the handle goes on as any other.
+ * A handle that opens an inline file for writing without truncating it
+ * converts the file first: it writes the bytes as chunk 0, cuts that chunk
+ * to their length, and INLINE_SET(CONVERT) drops them from the store, so
+ * no handle ever holds a file that is partly inline.
+ *
+ * Invariant of a handle with inl_on: f->inl holds f->size bytes and the
+ * rest of its inl_cap bytes are zeros (a grown file reads zeros).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_int.h"
+#include "common/clock.h"
+#include "common/crc32c.h"
+
+void cl_inl_release(struct cl_inl *inl)
+{
+	free(inl->data);
+	memset(inl, 0, sizeof(*inl));
+}
+
+/* Takes what an open_rep says into *inl (the bytes copied) and its
+ * attr_rep into *rep. */
+static int take_rep(const struct mt_open_rep *o, struct mt_attr_rep *rep, struct cl_inl *inl)
+{
+	memset(inl, 0, sizeof(*inl));
+	*rep = o->attr;
+	inl->max = o->inline_max;
+	if (!o->inl)
+		return 0;
+	inl->data = malloc(o->data.len);
+	if (!inl->data)
+		return -ENOMEM;
+	memcpy(inl->data, o->data.p, o->data.len);
+	inl->len = o->data.len;
+	inl->has = true;
+	return 0;
+}
+
+/* Whether s may use the *_INL forms. */
+static bool inl_usable(const struct strata *s)
+{
+	return !__atomic_load_n(&s->inl_off, __ATOMIC_RELAXED);
+}
+
+/* An older service answered STRATA_EBADOP: the older forms from now on. */
+static bool inl_refused(struct strata *s, int rc)
+{
+	if (rc != STRATA_EBADOP)
+		return false;
+	__atomic_store_n(&s->inl_off, true, __ATOMIC_RELAXED);
+	return true;
+}
+
+/* One *_INL call (fn_inl) with its older form (fn) as the fallback. */
+#define INL_CALL(s, fn_inl, fn, rq, rep, inl) ({ \
+	struct strata *is_ = (s); \
+	struct mt_open_rep io_; \
+	struct proto_sync iy_ = is_->mc.sync; \
+	struct bbuf ib_; \
+	int irc_ = STRATA_EBADOP; \
+	memset((inl), 0, sizeof(*(inl))); \
+	if (inl_usable(is_)) { \
+		bbuf_init(&ib_); \
+		iy_.body = &ib_; \
+		irc_ = MC_CALL_WITH(&is_->mc, fn_inl, (rq), &iy_, &io_); \
+		if (!irc_) \
+			irc_ = take_rep(&io_, (rep), (inl)); \
+		bbuf_release(&ib_); \
+	} \
+	if (inl_refused(is_, irc_)) \
+		irc_ = MC_CALL(&is_->mc, fn, (rq), (rep)); \
+	irc_; \
+})
+
+int cl_open_h(struct strata *s, struct mt_open *rq, struct mt_attr_rep *rep, struct cl_inl *inl)
+{
+	return INL_CALL(s, md_open_inl, md_open, rq, rep, inl);
+}
+
+int cl_open_path(struct strata *s, struct mt_open_path *rq, struct mt_attr_rep *rep,
+		 struct cl_inl *inl)
+{
+	return INL_CALL(s, md_open_path_inl, md_open_path, rq, rep, inl);
+}
+
+int cl_create_h(struct strata *s, struct mt_create *rq, struct mt_attr_rep *rep,
+		struct cl_inl *inl)
+{
+	return INL_CALL(s, md_create_inl, md_create, rq, rep, inl);
+}
+
+int cl_create_path(struct strata *s, struct mt_create_path *rq, struct mt_attr_rep *rep,
+		   struct cl_inl *inl)
+{
+	return INL_CALL(s, md_create_path_inl, md_create_path, rq, rep, inl);
+}
+
+/* ---- a handle's inline state ---- */
+
+static struct mt_handle handle_of(const struct strata_file *f)
+{
+	return (struct mt_handle){ f->ino, f->gen };
+}
+
+/* Makes f's buffer inl_cap bytes (zeros past f->size); f->lock held. */
+static int grow_buf(struct strata_file *f, uint32_t cap)
+{
+	uint8_t *p;
+
+	if (f->inl_cap >= cap)
+		return 0;
+	p = realloc(f->inl, cap);
+	if (!p)
+		return -ENOMEM;
+	memset(p + f->inl_cap, 0, cap - f->inl_cap);
+	f->inl = p;
+	f->inl_cap = cap;
+	return 0;
+}
+
+/* Ends f's inline state; f->lock held. */
+static void inline_off(struct strata_file *f)
+{
+	free(f->inl);
+	f->inl = NULL;
+	f->inl_cap = 0;
+	f->inl_on = false;
+	f->inl_w = false;
+}
+
+/* Converts the inline file f opened for writing into a chunked one (see
+ * the top); inl holds the bytes its open read. */
+static int convert(struct strata_file *f, struct cl_inl *inl)
+{
+	struct mt_inline_set rq = { .h = handle_of(f), .flags = MD_INL_CONVERT };
+	struct mt_inode in;
+	int rc = 0;
+
+	for (int attempt = 0; attempt < 5 && inl->has; attempt++) {
+		struct mt_trunc tr = { .partial = 1, .chunk = 0, .len = inl->len };
+		struct mt_open orq = { .h = handle_of(f), .flags = MD_O_RDONLY };
+		struct mt_attr_rep rep;
+		struct sp_cap cap;
+
+		mt_layout_set(&tr.layout, &f->layout);
+		/* The bytes as chunk 0, then the chunk cut to them: a chunk 0
+		 * left by a conversion a crash cut short keeps no stale tail. */
+		rc = cl_run(f, SC_WRITE, inl->data, inl->len, 0);
+		if (!rc)
+			rc = cl_file_cap(f, false, &cap);
+		if (!rc)
+			rc = cl_cut(f->s, f->ino, &tr, &cap);
+		if (rc)
+			return rc;
+		rq.len = inl->len;
+		rq.crc = crc32c(0, inl->data, inl->len);
+		rc = MC_CALL(&f->s->mc, md_inline_set, &rq, &in);
+		cl_meta_changed(f->s);
+		if (rc != -EAGAIN)
+			break;
+		/* Rewritten meanwhile: read the bytes again. */
+		cl_inl_release(inl);
+		rc = cl_open_h(f->s, &orq, &rep, inl);
+		if (rc)
+			return rc;
+		pthread_mutex_lock(&f->lock);
+		f->size = rep.inode.size;
+		pthread_mutex_unlock(&f->lock);
+	}
+	return rc;
+}
+
+int cl_inline_attach(struct strata_file *f, struct cl_inl *inl, bool fresh)
+{
+	int acc = f->flags & 3;
+	int rc = 0;
+
+	if (acc != STRATA_O_RDONLY && inl->has) {
+		rc = convert(f, inl);
+	} else if (inl->has) {
+		/* Reads are served from the bytes the open carried. */
+		f->inl = inl->data;
+		f->inl_cap = inl->len;
+		f->size = inl->len;
+		f->inl_on = true;
+		inl->data = NULL;
+	} else if (acc != STRATA_O_RDONLY && fresh && f->size == 0 && inl->max) {
+		f->inl_on = true;
+		f->inl_w = true;
+		f->inl_max = inl->max;
+	}
+	cl_inl_release(inl);
+	return rc;
+}
+
+bool cl_inline_read(struct strata_file *f, void *buf, uint64_t len, uint64_t off)
+{
+	bool on;
+
+	pthread_mutex_lock(&f->lock);
+	on = f->inl_on;
+	if (on && len) {
+		/* Past the bytes (a racing truncation): zeros, as a hole. */
+		uint64_t have = off < f->inl_cap ? f->inl_cap - off : 0;
+		uint64_t n = have < len ? have : len;
+
+		if (n)
+			memcpy(buf, f->inl + off, n);
+		memset((uint8_t *)buf + n, 0, len - n);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return on;
+}
+
+int cl_inline_spill(struct strata_file *f)
+{
+	uint64_t size;
+	int rc = 0;
+
+	pthread_mutex_lock(&f->wlock);
+	pthread_mutex_lock(&f->lock);
+	size = f->inl_w ? f->size : 0;
+	if (!f->inl_w) {
+		pthread_mutex_unlock(&f->lock);
+		pthread_mutex_unlock(&f->wlock);
+		return 0;
+	}
+	pthread_mutex_unlock(&f->lock);
+	/* Reads go on from the buffer until the chunks hold it all; writers
+	 * wait on wlock. */
+	if (size)
+		rc = cl_run(f, SC_WRITE, f->inl, size, 0);
+	if (!rc) {
+		pthread_mutex_lock(&f->lock);
+		inline_off(f);
+		if (size)
+			f->dirty = true;	/* the length is published as a writer's */
+		pthread_mutex_unlock(&f->lock);
+	}
+	pthread_mutex_unlock(&f->wlock);
+	return rc;
+}
+
+/* The end of a change of f's bytes that answered rc: 2, it would take
+ * the file past inline_max, which makes it a chunked one (1 then). */
+static int past_bound(struct strata_file *f, int rc)
+{
+	if (rc != 2)
+		return rc;
+	rc = cl_inline_spill(f);
+	return rc ? rc : 1;
+}
+
+int cl_inline_write(struct strata_file *f, const void *buf, uint64_t len, uint64_t off,
+		    bool append, uint64_t *at)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&f->wlock);
+	pthread_mutex_lock(&f->lock);
+	if (!f->inl_w) {
+		rc = 1;
+	} else {
+		if (append)
+			off = f->size;
+		if (off + len > f->inl_max) {
+			rc = 2;
+		} else {
+			rc = grow_buf(f, f->inl_max);
+			if (!rc && len) {
+				memcpy(f->inl + off, buf, len);
+				if (off + len > f->size)
+					f->size = off + len;
+				f->dirty = true;
+			}
+		}
+	}
+	*at = off;
+	pthread_mutex_unlock(&f->lock);
+	pthread_mutex_unlock(&f->wlock);
+	return past_bound(f, rc);
+}
+
+int cl_inline_publish(struct strata_file *f, bool *done)
+{
+	struct mt_inline_set rq = { .h = handle_of(f), .flags = MD_INL_PUBLISH };
+	struct mt_inode in;
+	int rc;
+
+	*done = false;
+	pthread_mutex_lock(&f->wlock);
+	pthread_mutex_lock(&f->lock);
+	if (!f->inl_w) {
+		pthread_mutex_unlock(&f->lock);
+		pthread_mutex_unlock(&f->wlock);
+		return 0;
+	}
+	rq.len = (uint32_t)f->size;
+	pthread_mutex_unlock(&f->lock);
+	/* wlock held: no write changes the buffer while it is sent. */
+	rq.data.p = f->inl;
+	rq.data.len = rq.len;
+	rq.mtime_ns = now_ns();
+	rc = MC_CALL(&f->s->mc, md_inline_set, &rq, &in);
+	pthread_mutex_unlock(&f->wlock);
+	cl_meta_changed(f->s);
+	if (!rc) {
+		*done = true;
+		return 0;
+	}
+	/* Chunked content there, inline_max lowered or off, an older
+	 * service: the bytes go to chunks, the length as any writer's. */
+	if (rc == -ENOTEMPTY || rc == -EFBIG || rc == -EOPNOTSUPP || rc == STRATA_EBADOP)
+		return cl_inline_spill(f);
+	return rc;
+}
+
+int cl_inline_truncate(struct strata_file *f, uint64_t size)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&f->wlock);
+	pthread_mutex_lock(&f->lock);
+	if (!f->inl_w) {
+		rc = 1;
+	} else if (size > f->inl_max) {
+		rc = 2;
+	} else {
+		rc = grow_buf(f, f->inl_max);
+		if (!rc) {
+			if (size < f->size)
+				memset(f->inl + size, 0, f->size - size);
+			f->size = size;
+			f->dirty = true;
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+	pthread_mutex_unlock(&f->wlock);
+	return past_bound(f, rc);
+}
+
+int cl_inline_convert(struct strata *s, struct mt_handle h)
+{
+	struct strata_file *f;
+	int rc = cl_open_handle(s, h, STRATA_O_WRONLY, &f);
+
+	if (!rc)
+		rc = strata_close(f);
+	return rc;
+}
+
+void cl_inline_free(struct strata_file *f)
+{
+	inline_off(f);
+}
