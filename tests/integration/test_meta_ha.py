@@ -84,9 +84,11 @@ def _metric(node, name):
 
 def _creates(node):
     """Creates node served: libstrata's strata_open(O_CREAT) is one
-    CREATE_PATH (the FUSE client's, CREATE)."""
+    CREATE_PATH (the FUSE client's, CREATE), or their inline-data forms
+    CREATE_PATH_INL and CREATE_INL, which a current client calls."""
     m = parse_metrics(fetch_metrics_text(node.metrics_port)[2])
-    return m.get("strata_meta_create_total", 0.0) + m.get("strata_meta_create_path_total", 0.0)
+    return sum(m.get("strata_meta_%s_total" % op, 0.0)
+               for op in ("create", "create_path", "create_inl", "create_path_inl"))
 
 
 @pytest.fixture(scope="module")
