@@ -1668,13 +1668,13 @@ static int do_set_size(struct ns *ns, void *a)
 	if (err)
 		return err;
 	if (inline_get(ns, &in, NULL, 0) >= 0) {
-		/* A writer of chunks closes an inline file: its chunks win. */
-		err = CALL(ns, del_inline, in.ino);
-		if (!err)
-			err = resize(ns, &in, args->size);
-		if (err)
-			return err;
-	} else if (args->size > in.size) {
+		/* A writer of chunks closes a file another handle published
+		 * inline meanwhile: dropping those bytes would lose them. The
+		 * writer merges (reads them, writes them around its own ranges
+		 * as chunk 0, converts the file) and calls again. */
+		return -EMEDIUMTYPE;
+	}
+	if (args->size > in.size) {
 		err = quota_charge(ns, in.parent, 0, (int64_t)(args->size - in.size), 0);
 		if (!err)
 			err = CALL(ns, counter_add, "bytes", (int64_t)(args->size - in.size));
