@@ -77,6 +77,9 @@ struct strata_file {
 	uint8_t *inl;
 	uint32_t inl_cap, inl_max;
 	bool inl_on, inl_w;
+	/* inl_w: CRC32C of the content this handle last saw in the store
+	 * (0: empty), the guard of its publish. */
+	uint32_t inl_guard;
 	/* Handles open for writing: one bit per byte of the first
 	 * MD_INLINE_MAX that this handle wrote (CL_WMAP_BYTES; under lock).
 	 * A spill writes only those bytes, and a merge writes another

@@ -376,32 +376,99 @@ int cl_inline_write(struct strata_file *f, const void *buf, uint64_t len, uint64
 	return past_bound(f, rc);
 }
 
-int cl_inline_publish(struct strata_file *f, bool *done)
+/* Another handle published f's file since f last saw it (a guarded
+ * publish answered -EAGAIN): takes the content now there under the bytes
+ * f wrote (f->wmap). 0: f->inl holds the merge (publish it again); 1:
+ * the merge is to go to chunks (the file is chunked now, or the merge is
+ * past inline_max); or an error. */
+static int rebase(struct strata_file *f)
 {
-	struct mt_inline_set rq = { .h = handle_of(f), .flags = MD_INL_PUBLISH };
-	struct mt_inode in;
-	int rc;
+	struct mt_open orq = { .h = handle_of(f), .flags = MD_O_RDONLY };
+	struct mt_attr_rep rep;
+	struct cl_inl inl;
+	uint64_t size;
+	int rc = cl_open_h(f->s, &orq, &rep, &inl);
 
-	*done = false;
+	if (rc)
+		return rc;
+	if (!inl.has && rep.inode.size) {
+		cl_inl_release(&inl);
+		return 1;
+	}
 	pthread_mutex_lock(&f->wlock);
 	pthread_mutex_lock(&f->lock);
+	size = f->size > inl.len ? f->size : inl.len;
 	if (!f->inl_w) {
-		pthread_mutex_unlock(&f->lock);
-		pthread_mutex_unlock(&f->wlock);
-		return 0;
+		rc = 0;		/* spilled meanwhile: nothing to publish */
+	} else if (size > f->inl_max) {
+		rc = 1;
+	} else {
+		rc = grow_buf(f, f->inl_max);
+		for (uint32_t i = 0; !rc && i < size; i++) {
+			if (!wbit(f->wmap, i))
+				f->inl[i] = i < inl.len ? inl.data[i] : 0;
+		}
+		if (!rc) {
+			f->size = size;
+			f->inl_guard = inl.len ? crc32c(0, inl.data, inl.len) : 0;
+		}
 	}
-	rq.len = (uint32_t)f->size;
 	pthread_mutex_unlock(&f->lock);
-	/* wlock held: no write changes the buffer while it is sent. */
-	rq.data.p = f->inl;
-	rq.data.len = rq.len;
-	rq.mtime_ns = now_ns();
-	rc = MC_CALL(&f->s->mc, md_inline_set, &rq, &in);
 	pthread_mutex_unlock(&f->wlock);
-	cl_meta_changed(f->s);
-	if (!rc) {
-		*done = true;
-		return 0;
+	cl_inl_release(&inl);
+	return rc;
+}
+
+int cl_inline_publish(struct strata_file *f, bool *done)
+{
+	struct mt_inline_set rq = { .h = handle_of(f) };
+	bool guard = true;
+	struct mt_inode in;
+	int rc = -EAGAIN;
+
+	*done = false;
+	for (int attempt = 0; attempt < 8; attempt++) {
+		pthread_mutex_lock(&f->wlock);
+		pthread_mutex_lock(&f->lock);
+		if (!f->inl_w) {
+			pthread_mutex_unlock(&f->lock);
+			pthread_mutex_unlock(&f->wlock);
+			return 0;
+		}
+		rq.flags = MD_INL_PUBLISH | (guard ? MD_INL_GUARD : 0);
+		rq.crc = guard ? f->inl_guard : 0;
+		rq.len = (uint32_t)f->size;
+		pthread_mutex_unlock(&f->lock);
+		/* wlock held: no write changes the buffer while it is sent. */
+		rq.data.p = f->inl;
+		rq.data.len = rq.len;
+		rq.mtime_ns = now_ns();
+		rc = MC_CALL(&f->s->mc, md_inline_set, &rq, &in);
+		if (!rc) {
+			pthread_mutex_lock(&f->lock);
+			f->inl_guard = rq.len ? crc32c(0, f->inl, rq.len) : 0;
+			pthread_mutex_unlock(&f->lock);
+		}
+		pthread_mutex_unlock(&f->wlock);
+		cl_meta_changed(f->s);
+		if (!rc) {
+			*done = true;
+			return 0;
+		}
+		if (rc == STRATA_EBADMSG && guard) {
+			/* An older service refuses the flag: unguarded. */
+			guard = false;
+			continue;
+		}
+		if (rc != -EAGAIN)
+			break;
+		/* Another handle published meanwhile: merge, publish again. */
+		rc = rebase(f);
+		if (rc == 1)
+			return cl_inline_spill(f);
+		if (rc)
+			return rc;
+		rc = -EAGAIN;
 	}
 	/* Chunked content there, inline_max lowered or off, an older
 	 * service: the bytes go to chunks, the length as any writer's. */

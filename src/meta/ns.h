@@ -294,6 +294,11 @@ int ns_open_inline(struct ns *ns, struct ns_ref ino, int flags, struct meta_inod
  */
 int ns_publish_inline(struct ns *ns, struct ns_ref ino, const uint8_t *data, uint32_t len,
 		      int64_t mtime_ns, struct meta_inode *out);
+/* As ns_publish_inline, and when guard is not NULL, only if the file's
+ * content is the one its writer last saw: *guard is the CRC32C of those
+ * bytes (0: empty); -EAGAIN, changing nothing, when it differs. */
+int ns_publish_inline_if(struct ns *ns, struct ns_ref ino, const uint8_t *data, uint32_t len,
+			 const uint32_t *guard, int64_t mtime_ns, struct meta_inode *out);
 
 /*
  * Turns inline file ino into a chunked one of the same size, once the

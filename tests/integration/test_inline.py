@@ -318,12 +318,12 @@ def expect(size, *ranges):
         out[off:off + len(data)] = data
     return bytes(out)
 
-def two(name, a_first, a_ranges, b_ranges, trunc=False):
+def two(name, a_first, a_ranges, b_ranges, trunc=False, b_mode="r+b"):
     path = "/m/" + name
     if trunc:
         c.write_bytes(path, os.urandom(900))     # old content, cut by A's O_TRUNC
     fa = c.open(path, "wb", buffering=0)
-    fb = w.open(path, "r+b", buffering=0)
+    fb = w.open(path, b_mode, buffering=0)
     for i in range(max(len(a_ranges), len(b_ranges))):
         if i < len(a_ranges):
             fa.pwrite(a_ranges[i][1], a_ranges[i][0])
@@ -355,6 +355,26 @@ for a_first in (True, False):
     # byte-interleaved ranges (many runs)
     two("comb" + t, a_first, [(i, b"A") for i in range(0, 400, 2)],
         [(i, b"B") for i in range(1, 400, 2)])
+    # B opens with O_TRUNC too (the file still empty): both keep their
+    # writes inline, the second publish merges with the first
+    two("both" + t, a_first, [(0, R(100)), (300, R(100))], [(150, R(100)), (500, R(100))],
+        b_mode="wb")
+    two("bothfar" + t, a_first, [(0, R(100))], [(150, R(100)), (MAX - 10, R(100))],
+        b_mode="wb")
+    # B publishes at fsync, then writes on: merged at each publish
+    fa = c.open("/m/fs" + t, "wb", buffering=0)
+    fb = w.open("/m/fs" + t, "wb", buffering=0)
+    fa.pwrite(b"a" * 10, 0)
+    fb.pwrite(b"b" * 10, 20)
+    fb.fsync()
+    fa.fsync()
+    fb.pwrite(b"B" * 10, 40)
+    fa.pwrite(b"A" * 10, 60)
+    (fa if a_first else fb).close()
+    (fb if a_first else fa).close()
+    want = expect(70, (0, b"a" * 10), (20, b"b" * 10), (40, b"B" * 10), (60, b"A" * 10))
+    assert c.read_bytes("/m/fs" + t) == want
+    assert is_inline("/m/fs" + t)
 # A's bytes fit inline and B wrote only within them: once merged, the file
 # stays readable by a client without inline support (it is chunked)
 d = two("small", True, [(0, b"a" * 50)], [(60, b"b" * 10)])
