@@ -267,8 +267,10 @@ int ns_open(struct ns *ns, struct ns_ref ino, int flags, struct meta_inode *out,
  *   0, which a conversion cut short by a crash may have left); to at most
  *   NS_INLINE_MAX cuts or zero-extends them (it stays inline); beyond it
  *   fails -EMEDIUMTYPE: the caller converts the file first (ns_uninline);
- * - ns_set_size of an inline file (a writer of chunks closing) drops its
- *   bytes: the chunks written win, the size is the one given.
+ * - ns_set_size of an inline file (a writer of chunks closing after
+ *   another handle published it) fails -EMEDIUMTYPE, changing nothing:
+ *   the writer merges those bytes into its chunks, converts the file
+ *   (ns_uninline) and calls again; the bytes are never dropped.
  */
 #define NS_INLINE_MAX META_INLINE_MAX
 
@@ -383,7 +385,7 @@ int ns_setattr(struct ns *ns, struct ns_ref ino, uint32_t mask, const struct met
 /*
  * Records the length of file ino at close/fsync: size becomes
  * max(old, size), so racing writers never shrink a file. mtime_ns > 0 sets
- * mtime. -EISDIR, -EINVAL (symlink).
+ * mtime. -EISDIR, -EINVAL (symlink), -EMEDIUMTYPE (an inline file).
  */
 int ns_set_size(struct ns *ns, struct ns_ref ino, uint64_t size, int64_t mtime_ns,
 		struct meta_inode *out);
