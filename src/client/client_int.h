@@ -137,6 +137,9 @@ int cl_inline_truncate(struct strata_file *f, uint64_t size);
 /* Records that f wrote [off, off+len) (its part in the first
  * MD_INLINE_MAX bytes); f->lock held. */
 void cl_inline_mark(struct strata_file *f, uint64_t off, uint64_t len);
+/* f cut the file to size: its bytes from there are no longer its writes
+ * (f->lock held). */
+void cl_inline_unmark(struct strata_file *f, uint64_t size);
 /* The answer to -EMEDIUMTYPE from f's SET_SIZE: another handle published
  * the file inline after f wrote chunks. Writes those inline bytes as
  * chunk 0 around the bytes f wrote, and converts the file (guarded by

@@ -190,6 +190,12 @@ void cl_inline_mark(struct strata_file *f, uint64_t off, uint64_t len)
 		      (uint32_t)(len < MD_INLINE_MAX - off ? off + len : MD_INLINE_MAX), true);
 }
 
+void cl_inline_unmark(struct strata_file *f, uint64_t size)
+{
+	if (f->wmap && size < MD_INLINE_MAX)
+		wbits(f->wmap, (uint32_t)size, MD_INLINE_MAX, false);
+}
+
 /* Writes src's bytes of [0, len) whose bit in map is want to f's chunks,
  * a chunk write per run. 0 or an error. */
 static int write_runs(struct strata_file *f, const uint8_t *map, const uint8_t *src,
@@ -491,10 +497,9 @@ int cl_inline_truncate(struct strata_file *f, uint64_t size)
 		rc = grow_buf(f, f->inl_max);
 		if (!rc) {
 			/* Bytes cut are no longer this handle's writes. */
-			if (size < f->size) {
+			if (size < f->size)
 				memset(f->inl + size, 0, f->size - size);
-				wbits(f->wmap, (uint32_t)size, (uint32_t)f->size, false);
-			}
+			cl_inline_unmark(f, size);
 			f->size = size;
 			f->dirty = true;
 		}

@@ -916,6 +916,7 @@ int strata_ftruncate(struct strata_file *f, uint64_t size)
 	if (!rc) {
 		pthread_mutex_lock(&f->lock);
 		f->size = size;
+		cl_inline_unmark(f, size);
 		pthread_mutex_unlock(&f->lock);
 	}
 	return rc;
