@@ -1,4 +1,5 @@
-/* Same-host reads through shared memory: the storage client's side. */
+/* Same-host reads and writes through shared memory: the storage client's
+ * side. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -34,8 +35,9 @@ struct shm_peer {
 	uint8_t *base;
 	struct sp_shm id;
 	/* Owner thread. */
-	uint64_t busy;			/* slots held by reads */
-	uint64_t lost;			/* slots the daemon may still write */
+	uint64_t busy;			/* slots held by reads and writes */
+	uint64_t lost;			/* slots the daemon may still use */
+	bool no_writes;			/* it answered WRITE_SHM "unknown op" */
 };
 
 struct shm_peers {
@@ -96,7 +98,7 @@ void shm_peers_free(struct shm_peers *p)
 static void peer_off(struct shm_peer *pe, int err, const char *why)
 {
 	if (why)
-		log_warn("client", "storage node %u at %s: %s (%s); its reads go over TCP",
+		log_warn("client", "storage node %u at %s: %s (%s); its reads and writes go over TCP",
 			 pe->node_id, pe->addr, why, strata_strerror(err));
 	peer_drop(pe);
 	pe->state = PEER_OFF;
@@ -272,6 +274,7 @@ static void peer_attach(struct shm_peers *p, struct shm_peer *pe)
 {
 	pe->owner = p;
 	pe->err = 0;
+	pe->no_writes = false;	/* the daemon may have been upgraded */
 	pe->state = PEER_ATTACHING;
 	if (reactor_offload(p->r, attach_work, attach_done, pe)) {
 		peer_off(pe, -EAGAIN, NULL);
@@ -281,6 +284,12 @@ static void peer_attach(struct shm_peers *p, struct shm_peer *pe)
 }
 
 /* ---- slots ---- */
+
+/* The bits of the n slots s holds (n <= SHM_WRITE_SLOTS < 64). */
+static uint64_t slot_bits(const struct shm_slot *s)
+{
+	return ((1ull << s->n) - 1) << s->slot;
+}
 
 static struct shm_peer *peer_find(struct shm_peers *p, uint32_t node_id, const char *addr)
 {
@@ -312,14 +321,16 @@ static struct shm_peer *peer_find(struct shm_peers *p, uint32_t node_id, const c
 }
 
 bool shm_slot_get(struct shm_peers *p, uint32_t node_id, const char *addr, uint32_t len,
-		  struct shm_slot *s, struct sp_shm *m, uint64_t *at)
+		  bool write, struct shm_slot *s, struct sp_shm *m, uint64_t *at)
 {
 	struct shm_peer *pe;
+	uint32_t n = len <= SHM_SLOT ? 1 : (len + SHM_SLOT - 1) / SHM_SLOT;
 	uint64_t free_bits;
 	int i;
 
 	s->peer = -1;
-	if (p->off || p->closing || len > SHM_SLOT || strlen(addr) >= CM_ADDR_LEN)
+	if (p->off || p->closing || n > (write ? SHM_WRITE_SLOTS : 1) ||
+	    strlen(addr) >= CM_ADDR_LEN)
 		return false;
 	pe = peer_find(p, node_id, addr);
 	if (!pe)
@@ -329,23 +340,37 @@ bool shm_slot_get(struct shm_peers *p, uint32_t node_id, const char *addr, uint3
 		pe->state = PEER_NONE;
 	if (pe->state == PEER_NONE)
 		peer_attach(p, pe);
-	if (pe->state != PEER_READY)
+	if (pe->state != PEER_READY || (write && pe->no_writes))
 		return false;
 	free_bits = ~(pe->busy | pe->lost);
+	/* Bit i stays set where slots i .. i + n - 1 are all free. */
+	for (uint64_t f = free_bits, k = 1; k < n; k++)
+		free_bits &= f >> k;
 	if (!free_bits)
 		return false;
 	i = __builtin_ctzll(free_bits);
-	pe->busy |= 1ull << i;
 	s->peer = (int32_t)(pe - p->peer);
 	s->slot = i;
+	s->n = n;
+	pe->busy |= slot_bits(s);
 	*m = pe->id;
 	*at = (uint64_t)i * SHM_SLOT;
 	return true;
 }
 
-const uint8_t *shm_slot_data(struct shm_peers *p, const struct shm_slot *s)
+uint8_t *shm_slot_data(struct shm_peers *p, const struct shm_slot *s)
 {
 	return p->peer[s->peer].base + (size_t)s->slot * SHM_SLOT;
+}
+
+void shm_writes_unknown(struct shm_peers *p, const struct shm_slot *s)
+{
+	struct shm_peer *pe = &p->peer[s->peer];
+
+	if (!pe->no_writes)
+		log_info("client", "storage node %u at %s does not know shared-memory writes"
+			 " (an older daemon); its writes go over TCP", pe->node_id, pe->addr);
+	pe->no_writes = true;
 }
 
 void shm_slot_put(struct shm_peers *p, struct shm_slot *s, bool lost, bool forget)
@@ -356,12 +381,13 @@ void shm_slot_put(struct shm_peers *p, struct shm_slot *s, bool lost, bool forge
 		return;
 	pe = &p->peer[s->peer];
 	s->peer = -1;
-	pe->busy &= ~(1ull << s->slot);
+	pe->busy &= ~slot_bits(s);
 	if (lost)
-		pe->lost |= 1ull << s->slot;
+		pe->lost |= slot_bits(s);
 	if (forget && pe->state == PEER_READY) {
-		/* Reads still using the old region complete first: they hold
-		 * slots of a mapping we keep until they are back. */
+		/* Reads and writes still using the old region complete
+		 * first: they hold slots of a mapping we keep until they are
+		 * back. */
 		log_info("client", "storage node %u at %s: the daemon no longer knows our"
 			 " shared-memory region (restarted?); attaching again", pe->node_id, pe->addr);
 		pe->state = PEER_OFF;

@@ -427,31 +427,55 @@ static void read_landed(struct sc_io *io, const uint8_t *data, uint32_t nread, u
 	io_complete(io, 0);
 }
 
+/*
+ * Gives back the slots an attempt of io held (slot->peer >= 0), once its
+ * answer came (resp) or never will (lost: the daemon may still use them).
+ * A daemon that does not know our region (it restarted), or a WRITE_SHM
+ * (an older daemon), has io go over TCP: returns -EAGAIN then, else
+ * status. io is not touched when status is 0 (it may be the caller's
+ * already): shm is its client's.
+ */
+static int slot_back(struct shm_peers *shm, struct sc_io *io, struct shm_slot *slot, int status,
+		     const struct rpc_msg *resp)
+{
+	bool lost = status && !resp, forget = false;
+
+	if (slot->peer < 0)
+		return status;
+	if (!status) {
+		shm_slot_put(shm, slot, false, false);
+		return 0;
+	}
+	if (resp && io->kind == SC_WRITE && status == STRATA_EBADOP) {
+		shm_writes_unknown(shm, slot);
+		io->no_shm = true;
+		status = -EAGAIN;	/* retried over TCP */
+	} else if (resp && (status == -ENOENT || status == -ERANGE)) {
+		forget = true;
+		io->no_shm = true;
+		status = -EAGAIN;
+	}
+	shm_slot_put(shm, slot, lost, forget);
+	return status;
+}
+
 /* The answer to a READ or a READ_SHM. A READ_SHM's bytes are in its slot,
- * which goes back once they are copied out (never reused when the answer
- * was lost: the daemon may still write it). A region the daemon does not
- * know (it restarted) sends this read and the next ones over TCP until a
- * new one is attached. */
+ * which goes back once they are copied out (slot_back). */
 static void on_read_reply(struct sc_io *io, int status, struct rpc_msg *resp)
 {
 	struct shm_peers *shm = io->sc->shm;
 	struct shm_slot slot = io->slot;	/* io is the caller's once complete */
-	bool via_shm = slot.peer >= 0, forget = false;
+	bool via_shm = slot.peer >= 0;
 	struct sp_read_rep rep;
 
 	io->slot.peer = -1;
 	if (!status && (st_read_rep(resp, &rep) ||
 			resp->hdr.bulk_len != (via_shm ? 0 : rep.nread)))
 		status = STRATA_EBADMSG;
-	if (!status) {
+	if (!status)
 		read_landed(io, via_shm ? shm_slot_data(shm, &slot) : NULL, rep.nread, rep.crc,
 			    rep.version);
-	} else if (via_shm && resp && (status == -ENOENT || status == -ERANGE)) {
-		forget = true;
-		io->no_shm = true;
-		status = -EAGAIN;	/* retried over TCP */
-	}
-	shm_slot_put(shm, &slot, status && !resp, forget);
+	status = slot_back(shm, io, &slot, status, resp);
 	if (status)
 		io_failed(io, status);
 }
@@ -463,6 +487,12 @@ static void on_reply(void *arg, int status, struct rpc_msg *resp)
 	if (io->kind == SC_READ) {
 		on_read_reply(io, status, resp);
 		return;
+	}
+	if (io->kind == SC_WRITE) {
+		struct shm_slot slot = io->slot;
+
+		io->slot.peer = -1;
+		status = slot_back(io->sc->shm, io, &slot, status, resp);
 	}
 	if (status) {
 		io_failed(io, status);
@@ -607,7 +637,8 @@ static void io_send(struct sc_io *io, const struct cm_node *nd)
 		rd.offset = io->offset;
 		rd.len = io->len;
 		if (!io->no_shm &&
-		    shm_slot_get(sc->shm, nd->id, nd->addr, io->len, &io->slot, &sr.shm, &sr.at)) {
+		    shm_slot_get(sc->shm, nd->id, nd->addr, io->len, false, &io->slot, &sr.shm,
+				 &sr.at)) {
 			sr.rd = rd;
 			rc = st_read_shm_call(sc->pool, nd->addr, &sr, &call);
 			if (rc)
@@ -626,15 +657,31 @@ static void io_send(struct sc_io *io, const struct cm_node *nd)
 
 		rc = st_list_call(sc->pool, nd->addr, &ls, &call);
 	} else {
+		struct sp_shm_write sw;
+
 		u.ref = ref;
 		u.offset = io->offset;
 		u.len = io->kind == SC_REMOVE ? 0 : io->len;
-		if (io->kind == SC_WRITE) {
+		if (io->kind == SC_WRITE)
 			u.crc = io->crc;
-			call.bulk = io->buf;
-			call.bulk_len = io->len;
+		if (io->kind == SC_WRITE && !io->no_shm &&
+		    shm_slot_get(sc->shm, nd->id, nd->addr, io->len, true, &io->slot, &sw.shm,
+				 &sw.at)) {
+			/* The bytes through our slots: the head copies them
+			 * out before it answers (WRITE_SHM). */
+			memcpy(shm_slot_data(sc->shm, &io->slot), io->buf, io->len);
+			sw.upd = u;
+			rc = st_write_shm_call(sc->pool, nd->addr, &sw, &call);
+			if (rc)
+				shm_slot_put(sc->shm, &io->slot, false, false);
+		} else {
+			if (io->kind == SC_WRITE) {
+				call.bulk = io->buf;
+				call.bulk_len = io->len;
+			}
+			rc = proto_call(sc->pool, nd->addr, op_of(io->kind), sp_update_enc_any, &u,
+					&call);
 		}
-		rc = proto_call(sc->pool, nd->addr, op_of(io->kind), sp_update_enc_any, &u, &call);
 	}
 	if (rc)
 		io_failed(io, rc);

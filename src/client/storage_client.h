@@ -43,8 +43,8 @@ struct sclient_opts {
 	 * rather than the one their chunk and span hash to; default false.
 	 * For tools that must read every replica (audits, damage tests). */
 	bool read_in_turn;
-	/* Reads never go through shared memory with a daemon on this host
-	 * (shm_reads.h); default false. */
+	/* Reads and writes never go through shared memory with a daemon on
+	 * this host (shm_reads.h); default false. */
 	bool no_shm;
 };
 
@@ -133,8 +133,9 @@ struct sc_io {
 	int last_err;
 	uint32_t crc;
 	struct sp_ref tried;	/* the chunk at the target of the attempt in flight */
-	struct shm_slot slot;	/* READ: its shared-memory slot (peer -1: TCP) */
-	bool no_shm;		/* READ: the daemon forgot our region: TCP */
+	struct shm_slot slot;	/* READ, WRITE: its shared-memory slot (peer -1: TCP) */
+	bool no_shm;		/* READ, WRITE: the daemon forgot our region, or
+				 * knows no WRITE_SHM: TCP */
 	struct reactor_timer timer;
 };
 

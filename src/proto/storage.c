@@ -27,6 +27,7 @@ PROTO_MSG_DEFINE(sp_shm_attach_rep, SP_SHM_ATTACH_REP_FIELDS)
 PROTO_MSG_DEFINE(sp_shm, SP_SHM_FIELDS)
 PROTO_MSG_DEFINE(sp_shm_rep, SP_SHM_REP_FIELDS)
 PROTO_MSG_DEFINE(sp_shm_read, SP_SHM_READ_FIELDS)
+PROTO_MSG_DEFINE(sp_shm_write, SP_SHM_WRITE_FIELDS)
 PROTO_OPS_DEFINE(storage, STORAGE_OPS)
 
 socklen_t sp_shm_sockname(const char *addr, struct sockaddr_un *sun)

@@ -21,6 +21,8 @@
  *   READ_SHM       sp_shm_read -> sp_read_rep, no bulk: the nread bytes
  *                  are in the reader's shared-memory region (below)
  *   SHM_CHECK      sp_shm -> sp_shm_rep: who registered a region
+ *   WRITE_SHM      sp_shm_write -> sp_update_rep: a client's WRITE whose
+ *                  len bytes are in its shared-memory region (below)
  */
 #ifndef STRATA_PROTO_STORAGE_H
 #define STRATA_PROTO_STORAGE_H
@@ -213,11 +215,15 @@ PROTO_MSG(sp_list_rep, SP_LIST_REP_FIELDS)
  * its authenticated connection who registered the region: the pid must be
  * its own, so a process squatting the socket name never gets reads. A
  * READ_SHM then names the region, secret and offset: the daemon copies the
- * bytes there before it answers. Clients without such a region use READ.
+ * bytes there before it answers; a WRITE_SHM (same-host writes) has the
+ * head copy a write's bytes out of it. Clients without such a region use
+ * READ and WRITE.
  */
 #define SP_SHM_MAGIC 0x5348u		/* "SH" */
 #define SP_SHM_MIN (1u << 20)		/* a region's size: 1 MiB ... */
 #define SP_SHM_MAX (1u << 30)		/* ... to 1 GiB, whole pages */
+#define SP_SHM_SLOT (1u << 20)		/* a WRITE_SHM's bytes start at a slot */
+#define SP_SHM_WRITE_MAX (4u << 20)	/* ... and are at most 4 slots (a chunk) */
 
 #define SP_SHM_ATTACH_FIELDS(X) \
 	X(U32, magic) \
@@ -250,6 +256,19 @@ PROTO_MSG(sp_shm_rep, SP_SHM_REP_FIELDS)
 	X(U64, at)
 PROTO_MSG(sp_shm_read, SP_SHM_READ_FIELDS)
 
+/* Same-host writes: a client's WRITE (upd, forwarded SP_FWD_CLIENT) whose
+ * upd.len bytes (at most SP_SHM_WRITE_MAX) it put at offset at of its
+ * region, a multiple of SP_SHM_SLOT. The head copies them out of the region before it
+ * checks upd.crc and uses them (the writer could change them at any
+ * time), then handles a WRITE; the slots are the writer's again once the
+ * answer arrives. The sp_update comes first, so the request's prefix
+ * routes it like a WRITE. */
+#define SP_SHM_WRITE_FIELDS(X) \
+	X(OBJ, upd, sp_update) \
+	X(OBJ, shm, sp_shm) \
+	X(U64, at)
+PROTO_MSG(sp_shm_write, SP_SHM_WRITE_FIELDS)
+
 /* The abstract socket name ("\0strata-shm:" addr) the storage daemon that
  * listens on addr takes for attaches. Abstract names live in a network
  * namespace, so only readers that share the daemon's reach it. Returns the
@@ -268,7 +287,8 @@ socklen_t sp_shm_sockname(const char *addr, struct sockaddr_un *sun);
 	OP(CHUNK_LIST,       39, st_list,     sp_list,   sp_list_rep, DAEMON) \
 	OP(CHUNK_VERIFY,     41, st_verify,   sp_read,   sp_read_rep, ANY) \
 	OP(CHUNK_READ_SHM,   42, st_read_shm, sp_shm_read, sp_read_rep, ANY) \
-	OP(SHM_CHECK,        43, st_shm_check, sp_shm,   sp_shm_rep, ANY)
+	OP(SHM_CHECK,        43, st_shm_check, sp_shm,   sp_shm_rep, ANY) \
+	OP(CHUNK_WRITE_SHM,  44, st_write_shm, sp_shm_write, sp_update_rep, ANY)
 PROTO_OPS(storage, STORAGE_OPS)
 
 /*

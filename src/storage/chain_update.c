@@ -55,6 +55,7 @@ struct update_op {
 	uint32_t succ_target;
 	bool local_done, fwd_done;
 	bool pushed;		/* SP_FWD_PUSH installed a newer copy here */
+	bool shm;		/* a WRITE_SHM: the bytes came through shared memory */
 	bool need_full;		/* the successor lacks the base: resend whole */
 	bool full_sent;
 	uint8_t *full_buf;
@@ -175,6 +176,8 @@ static void update_finish(struct update_op *op)
 	if (status == 0 && op->op == OP_CHUNK_WRITE) {
 		CNT(t->st, n_writes, 1);
 		CNT(t->st, bytes_written, op->u.len);
+		if (op->shm)
+			CNT(t->st, n_shm_writes, 1);
 	}
 	st_write_reply(op->req, status, &rep);
 	c->inflight--;
@@ -493,33 +496,34 @@ static int check_base(struct target *t, struct update_op *op)
 	return STRATA_ENEEDFULL;
 }
 
-void op_update(void *svc, struct svc_req *req)
+/*
+ * Starts update u of req (opcode: WRITE, TRUNCATE or REMOVE), whose bytes
+ * (a WRITE's) are req->bulk, bulk_len of them; shm: they came through
+ * the writer's shared memory (op_write_shm).
+ */
+static void update_begin(struct storage *st, struct svc_req *req, const struct sp_update *u,
+			 uint16_t opcode, uint64_t bulk_len, bool shm)
 {
-	struct storage *st = svc;
 	struct update_op *op = NULL;
 	struct map_snap *snap = NULL;
 	struct target *t;
-	struct sp_update u;
 	int rc = 0;
 
-	/* One message for three operations (write, truncate, remove). */
-	if (proto_req_decode(req, sp_update_decode_any, &u, "update"))
-		return;
-	if (req->hdr.opcode == OP_CHUNK_WRITE && u.len != req->hdr.bulk_len)
+	if (opcode == OP_CHUNK_WRITE && u->len != bulk_len)
 		rc = STRATA_EBADMSG;
-	if (!rc && req->hdr.opcode != OP_CHUNK_WRITE && req->hdr.bulk_len)
+	if (!rc && opcode != OP_CHUNK_WRITE && bulk_len)
 		rc = STRATA_EBADMSG;
-	if (!rc && u.forwarded >= SP_FWD_FULL && req->hdr.opcode != OP_CHUNK_WRITE)
+	if (!rc && u->forwarded >= SP_FWD_FULL && opcode != OP_CHUNK_WRITE)
 		rc = STRATA_EBADMSG;
-	t = rc ? NULL : find_target(st, u.ref.target_id);
+	t = rc ? NULL : find_target(st, u->ref.target_id);
 	if (!rc && !t)
 		rc = STRATA_ESTALE_MAP;
 	/* Only daemons forward (a client's forwarded update would skip the
 	 * head's ordering); a client needs a write cap for the file. */
-	if (!rc && u.forwarded && svc_req_ident(req)->role == NET_ROLE_CLIENT)
-		rc = cap_allow(t, req, NULL, u.ref.ino, CAP_WRITE);
+	if (!rc && u->forwarded && svc_req_ident(req)->role == NET_ROLE_CLIENT)
+		rc = cap_allow(t, req, NULL, u->ref.ino, CAP_WRITE);
 	if (!rc)
-		rc = cap_allow(t, req, &u.ref.cap, u.ref.ino, CAP_WRITE);
+		rc = cap_allow(t, req, &u->ref.cap, u->ref.ino, CAP_WRITE);
 	op = rc ? NULL : calloc(1, sizeof(*op));
 	if (!rc && !op)
 		rc = -ENOMEM;
@@ -527,17 +531,18 @@ void op_update(void *svc, struct svc_req *req)
 		goto fail;
 	op->t = t;
 	op->req = req;
-	op->u = u;
-	op->op = req->hdr.opcode;
-	op->id.ino = u.ref.ino;
-	op->id.idx = u.ref.idx;
+	op->u = *u;
+	op->op = opcode;
+	op->shm = shm;
+	op->id.ino = u->ref.ino;
+	op->id.idx = u->ref.idx;
 	snap = map_get(st);
 	rc = route(st, snap, op);
 	map_put(st, snap);
 	op->cs = rc ? NULL : cstate_find(t, &op->id, true);
 	if (!rc && !op->cs)
 		rc = -ENOMEM;
-	if (!rc && u.forwarded)
+	if (!rc && u->forwarded)
 		rc = check_base(t, op);
 	if (rc)
 		goto fail;
@@ -554,6 +559,59 @@ fail:
 		cstate_maybe_free(t, op->cs);
 	free(op);
 	svc_reply(req, rc);
+}
+
+void op_update(void *svc, struct svc_req *req)
+{
+	struct sp_update u;
+
+	/* One message for three operations (write, truncate, remove). */
+	if (proto_req_decode(req, sp_update_decode_any, &u, "update"))
+		return;
+	update_begin(svc, req, &u, req->hdr.opcode, req->hdr.bulk_len, false);
+}
+
+/*
+ * OP_CHUNK_WRITE_SHM: a client's WRITE whose bytes are in its shared-memory
+ * region (shm_serve.c). They are copied into a buffer of ours first, and
+ * only that copy is checked against the CRC, written and forwarded: the
+ * writer could change its region at any time. A descriptor that names no
+ * region of ours (-ENOENT), a range that is outside it or does not start
+ * at a slot (-ERANGE), more than SP_SHM_WRITE_MAX bytes (-EMSGSIZE) or a
+ * forwarded update (-EINVAL: daemons forward over TCP) is refused before
+ * anything else happens.
+ */
+void op_write_shm(void *svc, struct svc_req *req)
+{
+	struct storage *st = svc;
+	struct sp_shm_write m;
+	const uint8_t *src = NULL;
+	void *buf = NULL;
+	int rc = 0;
+
+	if (st_write_shm_req(req, &m))
+		return;
+	if (m.upd.forwarded != SP_FWD_CLIENT || req->hdr.bulk_len)
+		rc = -EINVAL;
+	else if (m.upd.len > SP_SHM_WRITE_MAX)
+		rc = -EMSGSIZE;
+	else if (m.at % SP_SHM_SLOT)
+		rc = -ERANGE;
+	if (!rc) {
+		buf = abuf_alloc(m.upd.len ? m.upd.len : 1);
+		rc = buf ? 0 : -ENOMEM;
+	}
+	if (!rc)
+		src = shm_get(st, &m.shm, m.at, m.upd.len, &rc);
+	if (!src) {
+		abuf_free(buf);
+		svc_reply(req, rc);
+		return;
+	}
+	memcpy(buf, src, m.upd.len);
+	shm_put(st, &m.shm);
+	req->bulk = buf;	/* the request frees it, as a WRITE's bulk */
+	update_begin(st, req, &m.upd, OP_CHUNK_WRITE, m.upd.len, true);
 }
 
 void update_queue_drop(struct cstate *c, int status)

@@ -3,8 +3,9 @@
  * reads"): the daemon's side. One thread takes attaches on the abstract
  * Unix socket sp_shm_sockname(env.addr) names, maps each reader's sealed
  * memfd, and watches the reader's connection: when it closes, the region
- * is unmapped once no copy into it is in progress. Target threads look a
- * region up for each READ_SHM (shm_get / shm_put).
+ * is unmapped once no copy into or out of it is in progress. Target
+ * threads look a region up for each READ_SHM and WRITE_SHM (shm_get /
+ * shm_put).
  *
  * What a region is checked for before it is mapped, since a reader could
  * otherwise make the daemon fault: a memfd (it has seals) sealed against

@@ -179,7 +179,7 @@ struct storage {
 	uint32_t timeout_ms;
 	/* counters (atomic) */
 	uint64_t n_writes, n_reads, bytes_written, bytes_read, n_stale, n_dirty, n_integrity,
-		 n_verify, n_mapped, n_shm_reads, n_batches;
+		 n_verify, n_mapped, n_shm_reads, n_shm_writes, n_batches;
 	uint64_t n_synced_chunks, bytes_synced, n_repaired, n_scrubbed;
 	uint64_t n_reclaimed;		/* copies of chains left, removed (reclaim.c) */
 	uint64_t n_lost;		/* gauge: chunks lost here now */
@@ -278,9 +278,10 @@ void op_read_shm(void *svc, struct svc_req *req);
 int shm_serve_start(struct storage *st);
 /* After the targets stopped: unmaps every region. */
 void shm_serve_stop(struct storage *st);
-/* Any thread: the place in region m where len bytes at offset at go,
- * with a reference that keeps it mapped (shm_put), or NULL and *err
- * (-ENOENT: no such region, or the secret is wrong; -ERANGE: outside). */
+/* Any thread: the place in region m where len bytes at offset at go (a
+ * READ_SHM) or come from (a WRITE_SHM), with a reference that keeps it
+ * mapped (shm_put), or NULL and *err (-ENOENT: no such region, or the
+ * secret is wrong; -ERANGE: outside). */
 uint8_t *shm_get(struct storage *st, const struct sp_shm *m, uint64_t at, uint32_t len, int *err);
 void shm_put(struct storage *st, const struct sp_shm *m);
 /* OP_SHM_CHECK, on any thread. */
@@ -299,6 +300,9 @@ void op_space(void *svc, struct svc_req *req);
 /* Handler of OP_CHUNK_WRITE/TRUNCATE/REMOVE, from a client or a
  * predecessor, on the target's thread (as the read handlers). */
 void op_update(void *svc, struct svc_req *req);
+/* OP_CHUNK_WRITE_SHM: a client's WRITE whose bytes are in its region; they
+ * are copied out first, then handled as a WRITE's. */
+void op_write_shm(void *svc, struct svc_req *req);
 /* t's thread: answers the updates queued on c with status; the target's
  * detach calls it before it frees c (the target is closing). */
 void update_queue_drop(struct cstate *c, int status);

@@ -212,6 +212,13 @@ static void qos_cost(const struct svc_req *req, uint64_t *bytes, uint32_t *ops)
 			*bytes = sr.rd.len;
 		break;
 	}
+	case OP_CHUNK_WRITE_SHM: {
+		struct sp_shm_write sw;
+
+		if (!sp_shm_write_decode(req->body, req->hdr.body_len, &sw))
+			*bytes = sw.upd.len;
+		break;
+	}
 	case OP_CHUNK_BATCH_READ:
 		/* Walked, not decoded: no allocation. The layout of sp_batch:
 		 * target, count, then each item (chain, chain version, ino,
@@ -296,7 +303,8 @@ static void qos_gate(struct storage *st, struct svc_req *req, svc_handler_fn fn)
 		return;
 	}
 	qos_cost(req, &bytes, &ops);
-	meter_add(&st->meter, id->claims.tenant, bytes, req->hdr.opcode == OP_CHUNK_WRITE);
+	meter_add(&st->meter, id->claims.tenant, bytes, req->hdr.opcode == OP_CHUNK_WRITE ||
+		  req->hdr.opcode == OP_CHUNK_WRITE_SHM);
 	if (!qos_caps_of(&id->claims, &caps)) {
 		fn(st, req);
 		return;
@@ -373,6 +381,7 @@ static void dispatch(struct storage *st, struct svc_req *req, svc_handler_fn fn,
 ROUTE(update, op_update)
 ROUTE(read, op_read)
 ROUTE(read_shm, op_read_shm)
+ROUTE(write_shm, op_write_shm)
 ROUTE(batch, op_batch_read)
 ROUTE(stat, op_stat)
 static void route_space(void *svc, struct svc_req *req) { dispatch(svc, req, op_space, NULL); }
@@ -606,6 +615,7 @@ static int storage_start(const struct service_env *env, void **out)
 		.st_read = route_read, .st_verify = route_read, .st_batch = route_batch,
 		.st_stat = route_stat, .st_space = route_space, .st_list = route_list,
 		.st_read_shm = route_read_shm, .st_shm_check = op_shm_check,
+		.st_write_shm = route_write_shm,
 	}, st);
 	if (st->cfg->shm_reads) {
 		rc = shm_serve_start(st);
@@ -710,6 +720,9 @@ static void storage_metrics(void *svc, struct bbuf *out)
 	  n_batches);
 	M("strata_storage_shm_reads_total", "reads answered into a same-host reader's shared memory",
 	  n_shm_reads);
+	M("strata_storage_shm_writes_total",
+	  "chunk writes applied whose bytes came through a same-host writer's shared memory",
+	  n_shm_writes);
 	M("strata_storage_verify_total", "checks asked for by readers that got bad bytes", n_verify);
 	M("strata_storage_synced_chunks_total", "chunks copied by resync and repair", n_synced_chunks);
 	M("strata_storage_synced_bytes_total", "bytes copied by resync and repair", bytes_synced);
@@ -757,7 +770,7 @@ static const struct cfg_key storage_keys[] = {
 	K("buffered_reads", CFG_BOOL, buffered_reads, "false", 0, 0,
 	  "serve reads through the page cache (writes stay O_DIRECT)"),
 	K("shm_reads", CFG_BOOL, shm_reads, "true", 0, 0,
-	  "answer readers on this host through shared memory they hand over"),
+	  "answer readers and take writers' bytes on this host through shared memory they hand over"),
 	K("scrub_rate_mb", CFG_INT, scrub_rate_mb, "0", 0, 100000,
 	  "background scrub MB/s (0 = off)"),
 	K("target_dirs", CFG_STR, target_dirs, "", 0, 0,

@@ -296,7 +296,7 @@ class Client:
 
 OP_CHUNK_WRITE, OP_CHUNK_READ, OP_CHUNK_BATCH_READ, OP_CHUNK_REMOVE = 32, 33, 34, 35
 OP_CHUNK_STAT, OP_CHUNK_TRUNCATE, OP_CHUNK_VERIFY = 36, 37, 41
-OP_CHUNK_READ_SHM, OP_SHM_CHECK = 42, 43
+OP_CHUNK_READ_SHM, OP_SHM_CHECK, OP_CHUNK_WRITE_SHM = 42, 43, 44
 FWD_CLIENT, FWD_UPDATE, FWD_FULL, FWD_PUSH = 0, 1, 2, 3
 CAP_READ, CAP_WRITE = 1, 2
 CAP_LEN = 8 + 1 + 8 + 32
@@ -340,6 +340,12 @@ def sp_update(target_id, ino, idx, cap=ZERO_CAP, forwarded=FWD_CLIENT, offset=0,
               crc=0, version=0, base=0, **kw):
     return sp_ref(target_id, ino, idx, cap, **kw) + struct.pack(
         "<BIIIQQ", forwarded, offset, length, crc, version, base)
+
+
+def sp_shm_write(update, region, secret, at):
+    """sp_shm_write { sp_update upd, sp_shm shm { u32 region, u64 secret },
+    u64 at }: a WRITE whose bytes are at offset at of the writer's region."""
+    return update + struct.pack("<IQQ", region, secret, at)
 
 
 def sp_batch(target_id, items, caps=()):
