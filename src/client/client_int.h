@@ -77,10 +77,21 @@ struct strata_file {
 	uint8_t *inl;
 	uint32_t inl_cap, inl_max;
 	bool inl_on, inl_w;
+	/* inl_w: CRC32C of the content this handle last saw in the store
+	 * (0: empty), the guard of its publish. */
+	uint32_t inl_guard;
+	/* Handles open for writing: one bit per byte of the first
+	 * MD_INLINE_MAX that this handle wrote (CL_WMAP_BYTES; under lock).
+	 * A spill writes only those bytes, and a merge writes another
+	 * handle's inline bytes around them (inline.c). */
+	uint8_t *wmap;
 	pthread_mutex_t wlock;
 };
 
 /* ---- inline data (inline.c) ---- */
+
+/* The size of a strata_file's wmap: a bit per byte of MD_INLINE_MAX. */
+#define CL_WMAP_BYTES (MD_INLINE_MAX / 8)
 
 /* What an open reply said of inline data: the service's inline_max, and
  * the file's bytes (data, owned) when has. */
@@ -123,6 +134,18 @@ int cl_inline_publish(struct strata_file *f, bool *done);
 /* ftruncate of f: 0 when done inline (publish follows), 1 when the
  * chunk path is to do it, or an error. */
 int cl_inline_truncate(struct strata_file *f, uint64_t size);
+/* Records that f wrote [off, off+len) (its part in the first
+ * MD_INLINE_MAX bytes); f->lock held. */
+void cl_inline_mark(struct strata_file *f, uint64_t off, uint64_t len);
+/* f cut the file to size: its bytes from there are no longer its writes
+ * (f->lock held). */
+void cl_inline_unmark(struct strata_file *f, uint64_t size);
+/* The answer to -EMEDIUMTYPE from f's SET_SIZE: another handle published
+ * the file inline after f wrote chunks. Writes those inline bytes as
+ * chunk 0 around the bytes f wrote, and converts the file (guarded by
+ * their CRC; bounded retries): SET_SIZE may then be sent again. 0, or an
+ * error (-EMEDIUMTYPE without the *_INL operations: nothing merged). */
+int cl_inline_merge(struct strata_file *f);
 /* Converts inline file h to chunks (answer to -EMEDIUMTYPE from a
  * truncation growing it past the inline bound): an open for writing. */
 int cl_inline_convert(struct strata *s, struct mt_handle h);
@@ -186,8 +209,9 @@ void cl_file_cap_stale(struct strata_file *f);
 /* Pieces an I/O of len bytes at off needs. */
 uint32_t cl_npieces(const struct strata_file *f, enum sc_kind kind, uint64_t len,
 			uint64_t off);
-/* Records a completed write's end in f. */
-void cl_note_write(struct strata_file *f, uint64_t end);
+/* Records a completed write of [off, off+len) in f: its end, and the
+ * bytes it wrote (cl_inline_mark). */
+void cl_note_write(struct strata_file *f, uint64_t off, uint64_t len);
 
 /* Cuts the chunk that straddles a new size of file ino, as a truncating
  * reply (tr, with its cap) asks; nothing when tr has no partial chunk. */

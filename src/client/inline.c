@@ -24,6 +24,18 @@
  *
  * Invariant of a handle with inl_on: f->inl holds f->size bytes and the
  * rest of its inl_cap bytes are zeros (a grown file reads zeros).
+ *
+ * Several writers of one small file (docs/namespace.md, "Several
+ * writers"): every handle open for writing keeps a bitmap of the bytes it
+ * wrote within the first MD_INLINE_MAX (f->wmap, 8 KiB: exact, it cannot
+ * overflow as a list of ranges could). A spill writes only those bytes,
+ * never the zeros of holes another handle may have written meanwhile.
+ * A writer of chunks whose SET_SIZE finds the file inline (another handle
+ * published it after our chunk writes: the service answers -EMEDIUMTYPE
+ * instead of dropping those bytes) merges: it reads the inline bytes,
+ * writes them as chunk 0 where its bitmap is clear, converts the file
+ * (INLINE_SET(CONVERT), guarded by their CRC: on -EAGAIN it reads them
+ * again) and sends SET_SIZE again.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -149,6 +161,64 @@ static void inline_off(struct strata_file *f)
 	f->inl_w = false;
 }
 
+static bool wbit(const uint8_t *map, uint32_t i)
+{
+	return (map[i / 8] >> (i % 8)) & 1;
+}
+
+/* Sets (on) or clears the bits of [from, to) of map. */
+static void wbits(uint8_t *map, uint32_t from, uint32_t to, bool on)
+{
+	for (uint32_t i = from; i < to; i++) {
+		if (i % 8 == 0 && to - i >= 8) {
+			uint32_t n = (to - i) / 8;
+
+			memset(map + i / 8, on ? 0xff : 0, n);
+			i += n * 8 - 1;
+		} else if (on) {
+			map[i / 8] |= (uint8_t)(1u << (i % 8));
+		} else {
+			map[i / 8] &= (uint8_t)~(1u << (i % 8));
+		}
+	}
+}
+
+void cl_inline_mark(struct strata_file *f, uint64_t off, uint64_t len)
+{
+	if (f->wmap && off < MD_INLINE_MAX && len)
+		wbits(f->wmap, (uint32_t)off,
+		      (uint32_t)(len < MD_INLINE_MAX - off ? off + len : MD_INLINE_MAX), true);
+}
+
+void cl_inline_unmark(struct strata_file *f, uint64_t size)
+{
+	if (f->wmap && size < MD_INLINE_MAX)
+		wbits(f->wmap, (uint32_t)size, MD_INLINE_MAX, false);
+}
+
+/* Writes src's bytes of [0, len) whose bit in map is want to f's chunks,
+ * a chunk write per run. 0 or an error. */
+static int write_runs(struct strata_file *f, const uint8_t *map, const uint8_t *src,
+		      uint32_t len, bool want)
+{
+	uint32_t i = 0, j;
+	int rc;
+
+	while (i < len) {
+		if (wbit(map, i) != want) {
+			i++;
+			continue;
+		}
+		for (j = i + 1; j < len && wbit(map, j) == want; j++)
+			;
+		rc = cl_run(f, SC_WRITE, (uint8_t *)src + i, j - i, i);
+		if (rc)
+			return rc;
+		i = j;
+	}
+	return 0;
+}
+
 /* Converts the inline file f opened for writing into a chunked one (see
  * the top); inl holds the bytes its open read. */
 static int convert(struct strata_file *f, struct cl_inl *inl)
@@ -196,6 +266,13 @@ int cl_inline_attach(struct strata_file *f, struct cl_inl *inl, bool fresh)
 	int acc = f->flags & 3;
 	int rc = 0;
 
+	if (acc != STRATA_O_RDONLY) {
+		f->wmap = calloc(1, CL_WMAP_BYTES);
+		if (!f->wmap) {
+			cl_inl_release(inl);
+			return -ENOMEM;
+		}
+	}
 	if (acc != STRATA_O_RDONLY && inl->has) {
 		rc = convert(f, inl);
 	} else if (inl->has) {
@@ -248,9 +325,11 @@ int cl_inline_spill(struct strata_file *f)
 	}
 	pthread_mutex_unlock(&f->lock);
 	/* Reads go on from the buffer until the chunks hold it all; writers
-	 * wait on wlock. */
+	 * wait on wlock. Only the bytes this handle wrote: its holes may
+	 * hold another handle's writes (wmap only changes under wlock
+	 * while inl_w). */
 	if (size)
-		rc = cl_run(f, SC_WRITE, f->inl, size, 0);
+		rc = write_runs(f, f->wmap, f->inl, (uint32_t)size, true);
 	if (!rc) {
 		pthread_mutex_lock(&f->lock);
 		inline_off(f);
@@ -290,6 +369,7 @@ int cl_inline_write(struct strata_file *f, const void *buf, uint64_t len, uint64
 			rc = grow_buf(f, f->inl_max);
 			if (!rc && len) {
 				memcpy(f->inl + off, buf, len);
+				cl_inline_mark(f, off, len);
 				if (off + len > f->size)
 					f->size = off + len;
 				f->dirty = true;
@@ -302,32 +382,99 @@ int cl_inline_write(struct strata_file *f, const void *buf, uint64_t len, uint64
 	return past_bound(f, rc);
 }
 
-int cl_inline_publish(struct strata_file *f, bool *done)
+/* Another handle published f's file since f last saw it (a guarded
+ * publish answered -EAGAIN): takes the content now there under the bytes
+ * f wrote (f->wmap). 0: f->inl holds the merge (publish it again); 1:
+ * the merge is to go to chunks (the file is chunked now, or the merge is
+ * past inline_max); or an error. */
+static int rebase(struct strata_file *f)
 {
-	struct mt_inline_set rq = { .h = handle_of(f), .flags = MD_INL_PUBLISH };
-	struct mt_inode in;
-	int rc;
+	struct mt_open orq = { .h = handle_of(f), .flags = MD_O_RDONLY };
+	struct mt_attr_rep rep;
+	struct cl_inl inl;
+	uint64_t size;
+	int rc = cl_open_h(f->s, &orq, &rep, &inl);
 
-	*done = false;
+	if (rc)
+		return rc;
+	if (!inl.has && rep.inode.size) {
+		cl_inl_release(&inl);
+		return 1;
+	}
 	pthread_mutex_lock(&f->wlock);
 	pthread_mutex_lock(&f->lock);
+	size = f->size > inl.len ? f->size : inl.len;
 	if (!f->inl_w) {
-		pthread_mutex_unlock(&f->lock);
-		pthread_mutex_unlock(&f->wlock);
-		return 0;
+		rc = 0;		/* spilled meanwhile: nothing to publish */
+	} else if (size > f->inl_max) {
+		rc = 1;
+	} else {
+		rc = grow_buf(f, f->inl_max);
+		for (uint32_t i = 0; !rc && i < size; i++) {
+			if (!wbit(f->wmap, i))
+				f->inl[i] = i < inl.len ? inl.data[i] : 0;
+		}
+		if (!rc) {
+			f->size = size;
+			f->inl_guard = inl.len ? crc32c(0, inl.data, inl.len) : 0;
+		}
 	}
-	rq.len = (uint32_t)f->size;
 	pthread_mutex_unlock(&f->lock);
-	/* wlock held: no write changes the buffer while it is sent. */
-	rq.data.p = f->inl;
-	rq.data.len = rq.len;
-	rq.mtime_ns = now_ns();
-	rc = MC_CALL(&f->s->mc, md_inline_set, &rq, &in);
 	pthread_mutex_unlock(&f->wlock);
-	cl_meta_changed(f->s);
-	if (!rc) {
-		*done = true;
-		return 0;
+	cl_inl_release(&inl);
+	return rc;
+}
+
+int cl_inline_publish(struct strata_file *f, bool *done)
+{
+	struct mt_inline_set rq = { .h = handle_of(f) };
+	bool guard = true;
+	struct mt_inode in;
+	int rc = -EAGAIN;
+
+	*done = false;
+	for (int attempt = 0; attempt < 8; attempt++) {
+		pthread_mutex_lock(&f->wlock);
+		pthread_mutex_lock(&f->lock);
+		if (!f->inl_w) {
+			pthread_mutex_unlock(&f->lock);
+			pthread_mutex_unlock(&f->wlock);
+			return 0;
+		}
+		rq.flags = MD_INL_PUBLISH | (guard ? MD_INL_GUARD : 0);
+		rq.crc = guard ? f->inl_guard : 0;
+		rq.len = (uint32_t)f->size;
+		pthread_mutex_unlock(&f->lock);
+		/* wlock held: no write changes the buffer while it is sent. */
+		rq.data.p = f->inl;
+		rq.data.len = rq.len;
+		rq.mtime_ns = now_ns();
+		rc = MC_CALL(&f->s->mc, md_inline_set, &rq, &in);
+		if (!rc) {
+			pthread_mutex_lock(&f->lock);
+			f->inl_guard = rq.len ? crc32c(0, f->inl, rq.len) : 0;
+			pthread_mutex_unlock(&f->lock);
+		}
+		pthread_mutex_unlock(&f->wlock);
+		cl_meta_changed(f->s);
+		if (!rc) {
+			*done = true;
+			return 0;
+		}
+		if (rc == STRATA_EBADMSG && guard) {
+			/* An older service refuses the flag: unguarded. */
+			guard = false;
+			continue;
+		}
+		if (rc != -EAGAIN)
+			break;
+		/* Another handle published meanwhile: merge, publish again. */
+		rc = rebase(f);
+		if (rc == 1)
+			return cl_inline_spill(f);
+		if (rc)
+			return rc;
+		rc = -EAGAIN;
 	}
 	/* Chunked content there, inline_max lowered or off, an older
 	 * service: the bytes go to chunks, the length as any writer's. */
@@ -349,8 +496,10 @@ int cl_inline_truncate(struct strata_file *f, uint64_t size)
 	} else {
 		rc = grow_buf(f, f->inl_max);
 		if (!rc) {
+			/* Bytes cut are no longer this handle's writes. */
 			if (size < f->size)
 				memset(f->inl + size, 0, f->size - size);
+			cl_inline_unmark(f, size);
 			f->size = size;
 			f->dirty = true;
 		}
@@ -358,6 +507,47 @@ int cl_inline_truncate(struct strata_file *f, uint64_t size)
 	pthread_mutex_unlock(&f->lock);
 	pthread_mutex_unlock(&f->wlock);
 	return past_bound(f, rc);
+}
+
+int cl_inline_merge(struct strata_file *f)
+{
+	struct mt_inline_set rq = { .h = handle_of(f), .flags = MD_INL_CONVERT };
+	uint8_t *map = calloc(1, CL_WMAP_BYTES);
+	int rc = -EAGAIN;
+
+	if (!map)
+		return -ENOMEM;
+	pthread_mutex_lock(&f->lock);
+	if (f->wmap)
+		memcpy(map, f->wmap, CL_WMAP_BYTES);
+	pthread_mutex_unlock(&f->lock);
+	for (int attempt = 0; attempt < 5 && rc == -EAGAIN; attempt++) {
+		struct mt_open orq = { .h = handle_of(f), .flags = MD_O_RDONLY };
+		struct mt_attr_rep rep;
+		struct mt_inode in;
+		struct cl_inl inl;
+
+		/* Without the *_INL forms the older OPEN refuses an inline
+		 * file (-EMEDIUMTYPE): the close fails, nothing is dropped. */
+		rc = cl_open_h(f->s, &orq, &rep, &inl);
+		if (rc)
+			break;
+		if (inl.has) {
+			/* The other handle's bytes where we wrote nothing
+			 * (its holes included: zeros), then the conversion,
+			 * refused (-EAGAIN) if they changed meanwhile. */
+			rc = write_runs(f, map, inl.data, inl.len, false);
+			if (!rc) {
+				rq.len = inl.len;
+				rq.crc = crc32c(0, inl.data, inl.len);
+				rc = MC_CALL(&f->s->mc, md_inline_set, &rq, &in);
+				cl_meta_changed(f->s);
+			}
+		}
+		cl_inl_release(&inl);
+	}
+	free(map);
+	return rc;
 }
 
 int cl_inline_convert(struct strata *s, struct mt_handle h)
@@ -373,4 +563,6 @@ int cl_inline_convert(struct strata *s, struct mt_handle h)
 void cl_inline_free(struct strata_file *f)
 {
 	inline_off(f);
+	free(f->wmap);
+	f->wmap = NULL;
 }

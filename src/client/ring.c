@@ -156,7 +156,7 @@ static void finish(struct ring_io *io, ssize_t res)
 	struct strata_ring *r = io->r;
 
 	if (io->write && res > 0)
-		cl_note_write(io->f, io->off + io->len);
+		cl_note_write(io->f, io->off, io->len);
 	pthread_mutex_lock(&r->lock);
 	r->done[(r->done_head + r->done_n) % r->depth] =
 		(struct strata_cqe){ .user_data = io->user_data, .res = res };

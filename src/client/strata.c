@@ -453,11 +453,12 @@ uint32_t cl_split(struct strata_file *f, enum sc_kind kind, const struct sp_cap 
 	return n;
 }
 
-void cl_note_write(struct strata_file *f, uint64_t end)
+void cl_note_write(struct strata_file *f, uint64_t off, uint64_t len)
 {
 	pthread_mutex_lock(&f->lock);
-	if (end > f->size)
-		f->size = end;
+	cl_inline_mark(f, off, len);
+	if (off + len > f->size)
+		f->size = off + len;
 	f->dirty = true;
 	pthread_mutex_unlock(&f->lock);
 }
@@ -793,6 +794,13 @@ int strata_fsync(struct strata_file *f)
 	rq.mtime_ns = now_ns();
 	file_caller_enter(f, &sv);
 	rc = MC_CALL(&f->s->mc, md_set_size, &rq, &in);
+	/* Another handle published the file inline after our chunk writes:
+	 * merge its bytes with ours, then publish the length again. */
+	for (int i = 0; i < 4 && rc == -EMEDIUMTYPE; i++) {
+		rc = cl_inline_merge(f);
+		if (!rc)
+			rc = MC_CALL(&f->s->mc, md_set_size, &rq, &in);
+	}
 	file_caller_leave(&sv);
 	cl_meta_changed(f->s);
 out:
@@ -864,7 +872,7 @@ ssize_t strata_pwrite(struct strata_file *f, const void *buf, size_t len, uint64
 	if (rc)
 		return rc;
 	if (len)
-		cl_note_write(f, off + len);
+		cl_note_write(f, off, len);
 	return (ssize_t)len;
 }
 
@@ -908,6 +916,7 @@ int strata_ftruncate(struct strata_file *f, uint64_t size)
 	if (!rc) {
 		pthread_mutex_lock(&f->lock);
 		f->size = size;
+		cl_inline_unmark(f, size);
 		pthread_mutex_unlock(&f->lock);
 	}
 	return rc;

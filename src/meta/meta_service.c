@@ -1067,12 +1067,16 @@ static void op_inline_set(void *svc, struct svc_req *req)
 	if (!rc && !ac.trusted && ac.cred.uid != 0 && ac.cred.uid != in.uid)
 		rc = acc_check(&ac.cred, &in, ACC_W);
 	acc_ctx_release(&ac);
-	if (!rc && rq.flags == MD_INL_PUBLISH)
+	if (!rc && (rq.flags & ~MD_INL_GUARD) == MD_INL_PUBLISH)
 		rc = !m->cfg->inline_max ? -EOPNOTSUPP :
 		     rq.len > m->cfg->inline_max ? -EFBIG :
-		     ns_publish_inline(&m->ns, ref_of(&rq.h), rq.data.p, rq.len, rq.mtime_ns, &in);
-	else if (!rc)
+		     ns_publish_inline_if(&m->ns, ref_of(&rq.h), rq.data.p, rq.len,
+					  (rq.flags & MD_INL_GUARD) ? &rq.crc : NULL, rq.mtime_ns,
+					  &in);
+	else if (!rc && rq.flags == MD_INL_CONVERT)
 		rc = ns_uninline(&m->ns, ref_of(&rq.h), rq.len, rq.crc, &in);
+	else if (!rc)
+		rc = -EINVAL;	/* none, both, or GUARD without PUBLISH */
 	reply_inode(m, req, md_inline_set_reply, rc, &in);
 }
 

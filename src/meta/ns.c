@@ -1597,7 +1597,8 @@ struct attr_args {
 	struct ns_trunc *tr;
 	struct ns_inline *inl;	/* open: the inline bytes, or NULL */
 	const uint8_t *data;	/* publish: the bytes (size of them) */
-	uint32_t crc;		/* uninline: of the bytes written */
+	uint32_t crc;		/* uninline: of the bytes written; publish: guard */
+	bool guarded;		/* publish: only if crc is the content's */
 };
 
 static int do_setattr(struct ns *ns, void *a)
@@ -1668,13 +1669,13 @@ static int do_set_size(struct ns *ns, void *a)
 	if (err)
 		return err;
 	if (inline_get(ns, &in, NULL, 0) >= 0) {
-		/* A writer of chunks closes an inline file: its chunks win. */
-		err = CALL(ns, del_inline, in.ino);
-		if (!err)
-			err = resize(ns, &in, args->size);
-		if (err)
-			return err;
-	} else if (args->size > in.size) {
+		/* A writer of chunks closes a file another handle published
+		 * inline meanwhile: dropping those bytes would lose them. The
+		 * writer merges (reads them, writes them around its own ranges
+		 * as chunk 0, converts the file) and calls again. */
+		return -EMEDIUMTYPE;
+	}
+	if (args->size > in.size) {
 		err = quota_charge(ns, in.parent, 0, (int64_t)(args->size - in.size), 0);
 		if (!err)
 			err = CALL(ns, counter_add, "bytes", (int64_t)(args->size - in.size));
@@ -1794,6 +1795,25 @@ static int do_publish(struct ns *ns, void *a)
 		return err;
 	if (in.size && inline_get(ns, &in, NULL, 0) < 0)
 		return -ENOTEMPTY;	/* chunked content: not ours to replace */
+	if (args->guarded) {
+		uint32_t crc = 0;
+
+		if (in.size) {
+			uint8_t *buf = malloc(NS_INLINE_MAX);
+			int n;
+
+			if (!buf)
+				return -ENOMEM;
+			n = CALL(ns, get_inline, in.ino, buf, NS_INLINE_MAX);
+			if (n >= 0)
+				crc = crc32c(0, buf, (size_t)n);
+			free(buf);
+			if (n < 0)
+				return n;
+		}
+		if (crc != args->crc)
+			return -EAGAIN;	/* another handle published meanwhile */
+	}
 	err = args->size ? CALL(ns, put_inline, in.ino, args->data, (size_t)args->size) :
 			   CALL(ns, del_inline, in.ino);
 	if (!err)
@@ -1808,15 +1828,21 @@ static int do_publish(struct ns *ns, void *a)
 	return err;
 }
 
-int ns_publish_inline(struct ns *ns, struct ns_ref ino, const uint8_t *data, uint32_t len,
-		      int64_t mtime_ns, struct meta_inode *out)
+int ns_publish_inline_if(struct ns *ns, struct ns_ref ino, const uint8_t *data, uint32_t len,
+			 const uint32_t *guard, int64_t mtime_ns, struct meta_inode *out)
 {
 	struct attr_args a = { .ino = ino, .size = len, .mtime = mtime_ns, .out = out,
-			       .data = data };
+			       .data = data, .crc = guard ? *guard : 0, .guarded = guard != NULL };
 
 	if (len > NS_INLINE_MAX || (len && !data))
 		return -EINVAL;
 	return run_txn(ns, true, do_publish, &a);
+}
+
+int ns_publish_inline(struct ns *ns, struct ns_ref ino, const uint8_t *data, uint32_t len,
+		      int64_t mtime_ns, struct meta_inode *out)
+{
+	return ns_publish_inline_if(ns, ino, data, len, NULL, mtime_ns, out);
 }
 
 static int do_uninline(struct ns *ns, void *a)

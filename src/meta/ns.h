@@ -267,8 +267,10 @@ int ns_open(struct ns *ns, struct ns_ref ino, int flags, struct meta_inode *out,
  *   0, which a conversion cut short by a crash may have left); to at most
  *   NS_INLINE_MAX cuts or zero-extends them (it stays inline); beyond it
  *   fails -EMEDIUMTYPE: the caller converts the file first (ns_uninline);
- * - ns_set_size of an inline file (a writer of chunks closing) drops its
- *   bytes: the chunks written win, the size is the one given.
+ * - ns_set_size of an inline file (a writer of chunks closing after
+ *   another handle published it) fails -EMEDIUMTYPE, changing nothing:
+ *   the writer merges those bytes into its chunks, converts the file
+ *   (ns_uninline) and calls again; the bytes are never dropped.
  */
 #define NS_INLINE_MAX META_INLINE_MAX
 
@@ -294,6 +296,11 @@ int ns_open_inline(struct ns *ns, struct ns_ref ino, int flags, struct meta_inod
  */
 int ns_publish_inline(struct ns *ns, struct ns_ref ino, const uint8_t *data, uint32_t len,
 		      int64_t mtime_ns, struct meta_inode *out);
+/* As ns_publish_inline, and when guard is not NULL, only if the file's
+ * content is the one its writer last saw: *guard is the CRC32C of those
+ * bytes (0: empty); -EAGAIN, changing nothing, when it differs. */
+int ns_publish_inline_if(struct ns *ns, struct ns_ref ino, const uint8_t *data, uint32_t len,
+			 const uint32_t *guard, int64_t mtime_ns, struct meta_inode *out);
 
 /*
  * Turns inline file ino into a chunked one of the same size, once the
@@ -378,7 +385,7 @@ int ns_setattr(struct ns *ns, struct ns_ref ino, uint32_t mask, const struct met
 /*
  * Records the length of file ino at close/fsync: size becomes
  * max(old, size), so racing writers never shrink a file. mtime_ns > 0 sets
- * mtime. -EISDIR, -EINVAL (symlink).
+ * mtime. -EISDIR, -EINVAL (symlink), -EMEDIUMTYPE (an inline file).
  */
 int ns_set_size(struct ns *ns, struct ns_ref ino, uint64_t size, int64_t mtime_ns,
 		struct meta_inode *out);

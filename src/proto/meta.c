@@ -72,9 +72,12 @@ int mt_open_rep_check(const struct mt_open_rep *m)
 	return m->data.len == 0 || m->data.len != m->attr.inode.size ? STRATA_EBADMSG : 0;
 }
 
-/* One of PUBLISH (with its len bytes) or CONVERT (no bytes). */
+/* One of PUBLISH (with its len bytes; crc only with GUARD) or CONVERT
+ * (no bytes). */
 int mt_inline_set_check(const struct mt_inline_set *m)
 {
+	if (m->flags == (MD_INL_PUBLISH | MD_INL_GUARD))
+		return m->data.len == m->len ? 0 : STRATA_EBADMSG;
 	if (m->flags == MD_INL_PUBLISH)
 		return m->data.len == m->len && m->crc == 0 ? 0 : STRATA_EBADMSG;
 	if (m->flags == MD_INL_CONVERT)

@@ -80,6 +80,12 @@
  *              fsync); only for an inline or empty file (-ENOTEMPTY for a
  *              chunked one: write chunks instead); -EDQUOT as SET_SIZE;
  *              -EFBIG above meta.inline_max (-EOPNOTSUPP when it is 0)
+ *              inode, MD_INL_PUBLISH | MD_INL_GUARD, ..., crc -> as
+ *              PUBLISH, only if the file's content is still the one the
+ *              caller last saw: crc is CRC32C of those bytes (0: empty);
+ *              -EAGAIN if it changed (another handle published: the
+ *              caller merges and publishes again). An older service
+ *              refuses the flag (STRATA_EBADMSG): the caller publishes unguarded
  *              inode, MD_INL_CONVERT, len, crc (CRC32C) -> inode: the
  *              caller wrote the file's inline bytes (len of them, crc) as
  *              chunk 0; the bytes are dropped if still those (-EAGAIN if
@@ -89,8 +95,10 @@
  * that did not use the *_INL form fail with -EMEDIUMTYPE (the bytes
  * would read as zeros there), unless they truncate it; so do TRUNCATE
  * and SETATTR growing an inline file above MD_INLINE_MAX: the caller
- * converts it first. SET_SIZE of an inline file drops its bytes (a
- * writer of chunks closing wins).
+ * converts it first. SET_SIZE of an inline file fails -EMEDIUMTYPE and
+ * changes nothing (a writer of chunks closing after another handle
+ * published the file inline: it merges those bytes with its own as
+ * chunks, INLINE_SET(CONVERT), and sends SET_SIZE again).
  *
  * Quotas (docs/namespace.md, "Quotas"): CREATE, MKDIR, SYMLINK, RENAME,
  * SET_SIZE, TRUNCATE and SETATTR with MD_ATTR_SIZE fail with -EDQUOT,
@@ -128,10 +136,11 @@
 #define MD_QUOTA_LIST_MAX 64	/* quota roots in one QUOTA_LIST reply */
 #define MD_INLINE_MAX (64u * 1024u)	/* inline bytes of a file: meta_store.h's */
 
-/* INLINE_SET flags: exactly one. */
+/* INLINE_SET flags: PUBLISH (GUARD optional) or CONVERT. */
 #define MD_INL_PUBLISH (1u << 0)	/* data becomes the content */
 #define MD_INL_CONVERT (1u << 1)	/* the bytes were written as chunk 0 */
-#define MD_INL_KNOWN (MD_INL_PUBLISH | MD_INL_CONVERT)
+#define MD_INL_GUARD (1u << 2)	/* PUBLISH only if crc is the content's */
+#define MD_INL_KNOWN (MD_INL_PUBLISH | MD_INL_CONVERT | MD_INL_GUARD)
 
 /* CREATE flags. */
 #define MD_CREATE_EXCL (1u << 0)	/* -EEXIST if the name exists */
@@ -394,8 +403,9 @@ PROTO_MSG(mt_attr_rep, MT_ATTR_REP_FIELDS)
 	X(BYTES, data, MD_INLINE_MAX)
 PROTO_MSG_CHECKED(mt_open_rep, MT_OPEN_REP_FIELDS)
 
-/* INLINE_SET. PUBLISH: data holds len bytes, crc 0; CONVERT: data is
- * empty, len and crc describe the bytes written. */
+/* INLINE_SET. PUBLISH: data holds len bytes, crc 0 (with GUARD: the
+ * CRC32C of the content the caller last saw); CONVERT: data is empty,
+ * len and crc describe the bytes written. */
 #define MT_INLINE_SET_FIELDS(X) \
 	X(OBJ, h, mt_handle) \
 	X(FLAGS, flags, MD_INL_KNOWN) \

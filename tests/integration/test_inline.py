@@ -300,3 +300,121 @@ c.write_bytes("/off", d)
 check("/off", d, False)
 print("OK")
 """)
+
+
+# Two handles writing one small file at once, disjoint ranges (docs/
+# namespace.md, "Several writers"): A creates it (or opens it with O_TRUNC)
+# and keeps its writes inline; B, on another client, opened it for writing
+# without O_TRUNC while A was open and writes chunks. Whichever closes
+# first, both handles' ranges end in the file, A's holes read B's bytes or
+# zeros, never A's zeros over B's range.
+TWO_WRITERS = PRELUDE + """
+w = strata.Client()
+c.makedirs("/m")
+
+def expect(size, *ranges):
+    out = bytearray(size)
+    for off, data in ranges:
+        out[off:off + len(data)] = data
+    return bytes(out)
+
+def two(name, a_first, a_ranges, b_ranges, trunc=False, b_mode="r+b"):
+    path = "/m/" + name
+    if trunc:
+        c.write_bytes(path, os.urandom(900))     # old content, cut by A's O_TRUNC
+    fa = c.open(path, "wb", buffering=0)
+    fb = w.open(path, b_mode, buffering=0)
+    for i in range(max(len(a_ranges), len(b_ranges))):
+        if i < len(a_ranges):
+            fa.pwrite(a_ranges[i][1], a_ranges[i][0])
+        if i < len(b_ranges):
+            fb.pwrite(b_ranges[i][1], b_ranges[i][0])
+    first, second = (fa, fb) if a_first else (fb, fa)
+    first.close()
+    second.close()
+    size = max(off + len(d) for off, d in a_ranges + b_ranges)
+    want = expect(size, *(a_ranges + b_ranges))
+    got = c.read_bytes(path)
+    assert got == want, (name, len(got), size,
+                         [i for i in range(min(len(got), size)) if got[i] != want[i]][:8])
+    assert w.read_bytes(path) == want, name
+    return want
+
+R = lambda n: os.urandom(n)
+for a_first in (True, False):
+    t = "a" if a_first else "b"
+    # B's first range lies in a hole of A's writes
+    two("hole" + t, a_first, [(0, R(100)), (300, R(100))], [(150, R(100)), (500, R(100))])
+    # the same after O_TRUNC of an older file (no stale bytes in the holes)
+    two("trunc" + t, a_first, [(0, R(100)), (300, R(100))], [(150, R(100)), (700, R(50))],
+        trunc=True)
+    # B also writes past the inline bound: the file ends chunked
+    two("far" + t, a_first, [(0, R(10)), (4000, R(10))], [(20, R(30)), (MAX * 5, R(40))])
+    # A grows past inline_max: it spills its own ranges only
+    two("spill" + t, a_first, [(0, R(100)), (MAX + 10, R(10))], [(200, R(300))])
+    # byte-interleaved ranges (many runs)
+    two("comb" + t, a_first, [(i, b"A") for i in range(0, 400, 2)],
+        [(i, b"B") for i in range(1, 400, 2)])
+    # B opens with O_TRUNC too (the file still empty): both keep their
+    # writes inline, the second publish merges with the first
+    two("both" + t, a_first, [(0, R(100)), (300, R(100))], [(150, R(100)), (500, R(100))],
+        b_mode="wb")
+    two("bothfar" + t, a_first, [(0, R(100))], [(150, R(100)), (MAX - 10, R(100))],
+        b_mode="wb")
+    # B publishes at fsync, then writes on: merged at each publish
+    fa = c.open("/m/fs" + t, "wb", buffering=0)
+    fb = w.open("/m/fs" + t, "wb", buffering=0)
+    fa.pwrite(b"a" * 10, 0)
+    fb.pwrite(b"b" * 10, 20)
+    fb.fsync()
+    fa.fsync()
+    fb.pwrite(b"B" * 10, 40)
+    fa.pwrite(b"A" * 10, 60)
+    (fa if a_first else fb).close()
+    (fb if a_first else fa).close()
+    want = expect(70, (0, b"a" * 10), (20, b"b" * 10), (40, b"B" * 10), (60, b"A" * 10))
+    assert c.read_bytes("/m/fs" + t) == want
+    assert is_inline("/m/fs" + t)
+# A's bytes fit inline and B wrote only within them: once merged, the file
+# stays readable by a client without inline support (it is chunked)
+d = two("small", True, [(0, b"a" * 50)], [(60, b"b" * 10)])
+assert old.read_bytes("/m/small") == d
+print("OK")
+"""
+
+
+@pytest.mark.timeout(240)
+def test_two_writers_both_close_orders(cluster):
+    c = cluster(3)
+    run_py(c, TWO_WRITERS)
+
+
+@pytest.mark.timeout(180)
+def test_two_writers_old_client_gets_an_error(cluster):
+    """A client without inline support writing chunks of a file another
+    handle published inline after it opened it: its close fails
+    EMEDIUMTYPE (it cannot read the inline bytes to merge); the published
+    bytes stay, and its chunk writes never show up later in a hole."""
+    c = cluster(3)
+    run_py(c, PRELUDE + """
+a = os.urandom(100)
+fa = c.open("/o", "wb", buffering=0)
+fb = old.open("/o", "r+b", buffering=0)
+fa.pwrite(a, 0)
+fa.pwrite(b"z", 300)
+fb.pwrite(b"B" * 100, 150)
+fa.close()
+try:
+    fb.close()
+except OSError as e:
+    assert e.errno == errno.EMEDIUMTYPE, e
+else:
+    raise AssertionError("the old client's close succeeded")
+want = a + bytes(200) + b"z"
+check("/o", want, True)
+# converted (opened for writing), its hole still reads zeros
+with c.open("/o", "r+b", buffering=0) as f:
+    f.pwrite(b"!", 0)
+check("/o", b"!" + want[1:], False)
+print("OK")
+""")

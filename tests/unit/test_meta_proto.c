@@ -770,7 +770,22 @@ static void test_inline_messages(void **state)
 	set = (struct mt_inline_set){ .flags = MD_INL_CONVERT | MD_INL_PUBLISH, .len = 1 };
 	put(f, mt_inline_set_enc_any, &set);
 	REFUSED(f, mt_inline_set);
-	set = (struct mt_inline_set){ .flags = 4, .len = 1 };	/* an unknown flag */
+	set = (struct mt_inline_set){ .flags = MD_INL_GUARD, .len = 1 };	/* GUARD alone */
+	put(f, mt_inline_set_enc_any, &set);
+	REFUSED(f, mt_inline_set);
+	set = (struct mt_inline_set){ .flags = MD_INL_CONVERT | MD_INL_GUARD, .len = 1 };
+	put(f, mt_inline_set_enc_any, &set);
+	REFUSED(f, mt_inline_set);
+	set = (struct mt_inline_set){ .flags = 8, .len = 1 };	/* an unknown flag */
+	put(f, mt_inline_set_enc_any, &set);
+	REFUSED(f, mt_inline_set);
+	/* A guarded publish carries the CRC it expects; unguarded, crc 0. */
+	set = (struct mt_inline_set){ .flags = MD_INL_PUBLISH | MD_INL_GUARD, .len = 3,
+				      .crc = 0x1234, .data = { data, 3 } };
+	put(f, mt_inline_set_enc_any, &set);
+	assert_int_equal(dec_body(f, mt_inline_set_decode_any, &sgot), 0);
+	assert_int_equal(sgot.crc, 0x1234);
+	set.flags = MD_INL_PUBLISH;
 	put(f, mt_inline_set_enc_any, &set);
 	REFUSED(f, mt_inline_set);
 	/* More bytes than the bound: the encoder refuses them already. */

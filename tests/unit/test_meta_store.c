@@ -186,11 +186,36 @@ static void test_inline(void **state)
 	assert_int_equal(tr.gc_to, 1);
 	assert_int_equal(inline_of(&f->ns, a, buf), -1);
 
-	/* A writer of chunks closing an inline file: its length, no bytes. */
+	/* A writer of chunks closing an inline file is refused (it merges
+	 * first): the bytes and the size stay. */
 	assert_int_equal(ns_publish_inline(&f->ns, ns_any(a), data, 50, 0, NULL), 0);
-	assert_int_equal(ns_set_size(&f->ns, ns_any(a), 20, 0, &in), 0);
-	assert_int_equal(in.size, 20);
+	assert_int_equal(ns_set_size(&f->ns, ns_any(a), 20, 0, &in), -EMEDIUMTYPE);
+	assert_int_equal(inline_of(&f->ns, a, buf), 50);
+	assert_int_equal(ns_uninline(&f->ns, ns_any(a), 50, crc32c(0, data, 50), NULL), 0);
+	assert_int_equal(ns_set_size(&f->ns, ns_any(a), 80, 0, &in), 0);
+	assert_int_equal(in.size, 80);
 	assert_int_equal(inline_of(&f->ns, a, buf), -1);
+
+	/* A guarded publish replaces only the content its writer last saw
+	 * (CRC32C; 0: empty), else -EAGAIN and nothing changes. */
+	assert_int_equal(ns_truncate(&f->ns, ns_any(a), 0, NULL), 0);
+	{
+		uint32_t empty = 0, old = crc32c(0, data, 30), wrong = old + 1;
+
+		assert_int_equal(ns_publish_inline_if(&f->ns, ns_any(a), data, 30, &empty, 0,
+						      NULL), 0);
+		assert_int_equal(ns_publish_inline_if(&f->ns, ns_any(a), data + 1, 40, &empty, 0,
+						      NULL), -EAGAIN);
+		assert_int_equal(ns_publish_inline_if(&f->ns, ns_any(a), data + 1, 40, &wrong, 0,
+						      NULL), -EAGAIN);
+		assert_int_equal(inline_of(&f->ns, a, buf), 30);
+		assert_memory_equal(buf, data, 30);
+		assert_int_equal(ns_publish_inline_if(&f->ns, ns_any(a), data + 1, 40, &old, 0,
+						      &in), 0);
+		assert_int_equal(in.size, 40);
+		assert_int_equal(inline_of(&f->ns, a, buf), 40);
+		assert_memory_equal(buf, data + 1, 40);
+	}
 
 	/* Conversion: only the bytes read are dropped; the size stays. */
 	assert_int_equal(ns_truncate(&f->ns, ns_any(a), 0, NULL), 0);
