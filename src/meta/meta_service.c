@@ -917,6 +917,27 @@ static void op_getattr(void *svc, struct svc_req *req)
 	reply_inode(m, req, md_getattr_reply, rc, &in);
 }
 
+/* An open or create in its older form (answered with the attributes) and
+ * in its *_INL form (answered with the inline bytes too): one decoded
+ * request, handed to run as arg. */
+#define OPEN_OP_PAIR(name, type, run, arg)					\
+	static void op_##name(void *svc, struct svc_req *req)			\
+	{									\
+		struct meta *m = count_op(svc, req);				\
+		type rq;							\
+										\
+		if (!counted(m, md_##name##_req(req, &rq)))			\
+			run(m, req, arg, (struct answer){ .attr = md_##name##_reply }); \
+	}									\
+	static void op_##name##_inl(void *svc, struct svc_req *req)		\
+	{									\
+		struct meta *m = count_op(svc, req);				\
+		type rq;							\
+										\
+		if (!counted(m, md_##name##_inl_req(req, &rq)))			\
+			run(m, req, arg, (struct answer){ .open = md_##name##_inl_reply }); \
+	}
+
 /* CREATE of a decoded request, answered through reply (CREATE,
  * CREATE_PATH). */
 static void create_in(struct meta *m, struct svc_req *req, struct mt_create rq,
@@ -983,23 +1004,7 @@ static void create_in(struct meta *m, struct svc_req *req, struct mt_create rq,
 	reply_attr(m, req, ans, rc, created, &in, &tr, !created, rights, &inl);
 }
 
-static void op_create(void *svc, struct svc_req *req)
-{
-	struct meta *m = count_op(svc, req);
-	struct mt_create rq;
-
-	if (!counted(m, md_create_req(req, &rq)))
-		create_in(m, req, rq, (struct answer){ .attr = md_create_reply });
-}
-
-static void op_create_inl(void *svc, struct svc_req *req)
-{
-	struct meta *m = count_op(svc, req);
-	struct mt_create rq;
-
-	if (!counted(m, md_create_inl_req(req, &rq)))
-		create_in(m, req, rq, (struct answer){ .open = md_create_inl_reply });
-}
+OPEN_OP_PAIR(create, struct mt_create, create_in, rq)
 
 /* OPEN of a decoded request, answered through ans (OPEN, OPEN_PATH and
  * their *_INL forms). */
@@ -1031,23 +1036,7 @@ static void open_in(struct meta *m, struct svc_req *req, struct mt_open rq, stru
 		   ((want & ACC_R) ? CAP_READ : 0) | ((want & ACC_W) ? CAP_WRITE : 0), &inl);
 }
 
-static void op_open(void *svc, struct svc_req *req)
-{
-	struct meta *m = count_op(svc, req);
-	struct mt_open rq;
-
-	if (!counted(m, md_open_req(req, &rq)))
-		open_in(m, req, rq, (struct answer){ .attr = md_open_reply });
-}
-
-static void op_open_inl(void *svc, struct svc_req *req)
-{
-	struct meta *m = count_op(svc, req);
-	struct mt_open rq;
-
-	if (!counted(m, md_open_inl_req(req, &rq)))
-		open_in(m, req, rq, (struct answer){ .open = md_open_inl_reply });
-}
+OPEN_OP_PAIR(open, struct mt_open, open_in, rq)
 
 /* INLINE_SET (proto/meta.h, "Inline data"): a writer's publish of a small
  * file's whole content, or the end of a conversion to chunks. */
@@ -1660,25 +1649,7 @@ static void create_path_in(struct meta *m, struct svc_req *req, const struct mt_
 		  ans);
 }
 
-static void op_create_path(void *svc, struct svc_req *req)
-{
-	struct meta *m = count_op(svc, req);
-	struct mt_create_path rq;
-
-	if (counted(m, md_create_path_req(req, &rq)))
-		return;
-	create_path_in(m, req, &rq, (struct answer){ .attr = md_create_path_reply });
-}
-
-static void op_create_path_inl(void *svc, struct svc_req *req)
-{
-	struct meta *m = count_op(svc, req);
-	struct mt_create_path rq;
-
-	if (counted(m, md_create_path_inl_req(req, &rq)))
-		return;
-	create_path_in(m, req, &rq, (struct answer){ .open = md_create_path_inl_reply });
-}
+OPEN_OP_PAIR(create_path, struct mt_create_path, create_path_in, &rq)
 
 /* OPEN_PATH of a decoded request, answered through ans. */
 static void open_path_in(struct meta *m, struct svc_req *req, const struct mt_open_path *rq,
@@ -1694,23 +1665,7 @@ static void open_path_in(struct meta *m, struct svc_req *req, const struct mt_op
 	open_in(m, req, (struct mt_open){ .h = handle_of(&in), .flags = rq->flags }, ans);
 }
 
-static void op_open_path(void *svc, struct svc_req *req)
-{
-	struct meta *m = count_op(svc, req);
-	struct mt_open_path rq;
-
-	if (!counted(m, md_open_path_req(req, &rq)))
-		open_path_in(m, req, &rq, (struct answer){ .attr = md_open_path_reply });
-}
-
-static void op_open_path_inl(void *svc, struct svc_req *req)
-{
-	struct meta *m = count_op(svc, req);
-	struct mt_open_path rq;
-
-	if (!counted(m, md_open_path_inl_req(req, &rq)))
-		open_path_in(m, req, &rq, (struct answer){ .open = md_open_path_inl_reply });
-}
+OPEN_OP_PAIR(open_path, struct mt_open_path, open_path_in, &rq)
 
 static void op_unlink_path(void *svc, struct svc_req *req)
 {
